@@ -1,0 +1,126 @@
+"""The one cattrs converter that reads and writes every model.
+
+Wire rules it enforces:
+
+* money is a decimal string on the wire and a :class:`~decimal.Decimal` in Python;
+* timestamps are ISO 8601 strings;
+* ``ResourceMetadata`` is flat on the wire (seller-defined keys sit beside ``sku_kind``);
+* ``Event.data`` is typed by ``Event.type`` where the SDK knows the type;
+* keys the SDK does not know are ignored, so a newer server never breaks an older client.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+
+from ._money import format_amount, parse_amount
+from ._models import EVENT_DATA_TYPES, Event, ResourceMetadata
+
+__all__ = ["converter", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+converter = cattrs.Converter(omit_if_default=False, forbid_extra_keys=False)
+
+
+def _structure_decimal(value: Any, _: type) -> Decimal:
+    return parse_amount(value if not isinstance(value, float) else repr(value))
+
+
+def _structure_datetime(value: Any, _: type) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, int | float):
+        from datetime import UTC
+
+        return datetime.fromtimestamp(value, tz=UTC)
+    return datetime.fromisoformat(str(value))
+
+
+def _unstructure_datetime(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+_METADATA_FIELDS = ("sku_kind", "credits", "credit_unit")
+
+
+def _structure_metadata(value: Any, _: type) -> ResourceMetadata:
+    if value is None:
+        return ResourceMetadata()
+    if not isinstance(value, dict):
+        raise TypeError("metadata must be an object")
+    extra = {k: v for k, v in value.items() if k not in _METADATA_FIELDS}
+    credits = value.get("credits")
+    return ResourceMetadata(
+        sku_kind=str(value.get("sku_kind") or "one_shot"),
+        credits=None if credits is None else _structure_decimal(credits, Decimal),
+        credit_unit=value.get("credit_unit"),
+        extra=extra,
+    )
+
+
+def _unstructure_metadata(value: ResourceMetadata) -> dict[str, Any]:
+    out: dict[str, Any] = dict(value.extra)
+    out["sku_kind"] = value.sku_kind
+    out["credits"] = None if value.credits is None else _credits_number(value.credits)
+    out["credit_unit"] = value.credit_unit
+    return out
+
+
+def _credits_number(credits: Decimal) -> int | float | str:
+    """Credits are a count (``100``); keep whole counts as JSON integers."""
+    if credits == credits.to_integral_value():
+        return int(credits)
+    return format(credits, "f")
+
+
+def _structure_event(value: Any, _: type) -> Event:
+    if not isinstance(value, dict):
+        raise TypeError("event must be an object")
+    event_type = str(value["type"])
+    data_cls = EVENT_DATA_TYPES.get(event_type)
+    raw = value.get("data")
+    data: Any = converter.structure(raw, data_cls) if data_cls is not None else raw
+    return Event(
+        id=str(value["id"]),
+        type=event_type,
+        created_at=_structure_datetime(value["created_at"], datetime),
+        data=data,
+    )
+
+
+def _unstructure_event(value: Event) -> dict[str, Any]:
+    data = value.data
+    if attrs.has(type(data)):
+        data = converter.unstructure(data)
+    return {
+        "id": value.id,
+        "type": value.type,
+        "created_at": _unstructure_datetime(value.created_at),
+        "data": data,
+    }
+
+
+converter.register_structure_hook(Decimal, _structure_decimal)
+converter.register_unstructure_hook(Decimal, format_amount)
+converter.register_structure_hook(datetime, _structure_datetime)
+converter.register_unstructure_hook(datetime, _unstructure_datetime)
+converter.register_structure_hook(ResourceMetadata, _structure_metadata)
+converter.register_unstructure_hook(ResourceMetadata, _unstructure_metadata)
+converter.register_structure_hook(Event, _structure_event)
+converter.register_unstructure_hook(Event, _unstructure_event)
+
+
+def structure(data: Any, cls: type[T]) -> T:
+    """Build a model from decoded JSON."""
+    return converter.structure(data, cls)
+
+
+def unstructure(value: Any) -> Any:
+    """Turn a model into JSON-ready data (decimal strings, ISO timestamps)."""
+    return converter.unstructure(value)

@@ -1,0 +1,377 @@
+"""Typed shapes of everything the service sends back.
+
+Classes are frozen attrs classes so they are cheap, hashable-by-identity values that type
+checkers understand.  Fields a newer server adds are ignored when reading, and fields an
+older server omits default to ``None``, so a client and a server of different versions
+keep talking.  Enumerated values (``rail``, ``status``...) are plain strings for the same
+reason: a new value must not make an old client fail to read a response.
+
+The reference server builds its responses from these same classes (see
+``reference_server``), which is how the two sides stay in agreement.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "Balance",
+    "Capabilities",
+    "Delivery",
+    "ErrorBody",
+    "ErrorDetail",
+    "Event",
+    "Health",
+    "OwnerCreated",
+    "PayResult",
+    "PaymentSucceededData",
+    "ReceiptVerification",
+    "Resource",
+    "ResourceList",
+    "ResourceMetadata",
+    "Seller",
+    "SellerCreated",
+    "SellerList",
+    "SpendAttempt",
+    "SpendAttemptList",
+    "SpendBalance",
+    "WalletKey",
+    "WalletKeyCreated",
+    "WalletPolicy",
+    "WebhookEndpoint",
+    "WebhookEndpointCreated",
+    "Withdrawal",
+]
+
+_model = attrs.frozen(kw_only=True)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+@_model
+class ErrorDetail:
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+@_model
+class ErrorBody:
+    """The spec's error envelope: ``{"ok": false, "error": {...}, "request_id"}``."""
+
+    error: ErrorDetail
+    ok: bool = False
+    request_id: str | None = None
+
+
+# --- owners and sellers -------------------------------------------------------------------
+
+
+@_model
+class OwnerCreated:
+    owner_id: str
+    owner_jwt: str
+    request_id: str | None = None
+
+
+@_model
+class Seller:
+    id: str
+    environment: str
+    mpp_enabled: bool = False
+    x402_enabled: bool = False
+    payouts_enabled: bool = False
+    payout_wallet_address: str | None = None
+    processor_profile_id: str | None = None
+    balance: Decimal | None = None
+    name: str | None = None
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@_model
+class SellerCreated(Seller):
+    """A new seller and its key; the key is never shown again."""
+
+    seller_key: str
+
+
+@_model
+class SellerList:
+    data: list[Seller]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@_model
+class Balance:
+    """``GET /sellers/me/balance``: money and the readiness flags to check before a withdraw."""
+
+    seller_id: str
+    environment: str
+    balance: Decimal
+    currency: str = "USD"
+    payouts_enabled: bool = False
+    mpp_enabled: bool = False
+    x402_enabled: bool = False
+    request_id: str | None = None
+
+
+@_model
+class Withdrawal:
+    id: str
+    status: str
+    amount: Decimal | None = None
+    currency: str = "USD"
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+# --- priced resources ---------------------------------------------------------------------
+
+
+@_model
+class ResourceMetadata:
+    """What a payment for the resource buys.
+
+    ``sku_kind`` is ``one_shot`` (one access) or ``credit_topup`` (``credits`` units of
+    ``credit_unit`` that the seller's app adds to the buyer).  Anything else the seller
+    stored is kept in ``extra`` and written back flat on the wire.
+    """
+
+    sku_kind: str = "one_shot"
+    credits: Decimal | None = None
+    credit_unit: str | None = None
+    extra: dict[str, Any] = attrs.field(factory=dict)
+
+
+@_model
+class Resource:
+    id: str
+    short_id: str
+    kind: str
+    amount: Decimal
+    gate_url: str
+    pay_url: str
+    path_or_tool: str
+    path: str | None = None
+    tool: str | None = None
+    active: bool = True
+    description: str | None = None
+    metadata: ResourceMetadata = attrs.field(factory=ResourceMetadata)
+    upstream_url: str | None = None
+    listed: bool = False
+    seller_id: str | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    request_id: str | None = None
+
+
+@_model
+class ResourceList:
+    data: list[Resource]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+# --- spend and pay ------------------------------------------------------------------------
+
+
+@_model
+class PayResult:
+    """What ``POST /pay`` and ``POST /spend/pay-url`` return."""
+
+    receipt_id: str
+    rail: str
+    ok: bool = True
+    attempt_id: str | None = None
+    tx_hash: str | None = None
+    amount: Decimal | None = None
+    resource_id: str | None = None
+    status: int | None = None
+    body: str | None = None
+    headers: dict[str, str] | None = None
+    body_truncated: bool = False
+    request_id: str | None = None
+
+
+@_model
+class SpendAttempt:
+    id: str
+    status: str
+    url: str | None = None
+    rail: str | None = None
+    amount: Decimal | None = None
+    receipt_id: str | None = None
+    tx_hash: str | None = None
+    error: ErrorDetail | None = None
+    created_at: datetime | None = None
+
+
+@_model
+class SpendAttemptList:
+    data: list[SpendAttempt]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@_model
+class ReceiptVerification:
+    """``POST /access/verify``: an unknown receipt is ``valid: false``, not an error."""
+
+    valid: bool
+    receipt_id: str
+    ok: bool = True
+    resource_id: str | None = None
+    amount: Decimal | None = None
+    rail: str | None = None
+    metadata: ResourceMetadata | None = None
+    request_id: str | None = None
+
+
+@_model
+class WalletPolicy:
+    """Spend limits of a wallet key; ``None`` means no limit of that kind."""
+
+    allowance: Decimal | None = None
+    max_per_tx: Decimal | None = None
+    budget: Decimal | None = None
+    period: str = "none"
+    allowed_hosts: list[str] | None = None
+    allowed_rails: list[str] | None = None
+
+
+@_model
+class WalletKey:
+    id: str
+    environment: str
+    policy: WalletPolicy
+    balance: Decimal
+    name: str | None = None
+    status: str = "active"
+    key_prefix: str | None = None
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@_model
+class WalletKeyCreated(WalletKey):
+    """A new wallet key; ``key`` is never shown again."""
+
+    key: str
+
+
+@_model
+class SpendBalance:
+    """``GET /spend/balance``: prepaid balance and what the policy still allows."""
+
+    balance: Decimal
+    policy: WalletPolicy
+    remaining_allowance: Decimal | None = None
+    remaining_budget: Decimal | None = None
+    next_reset_at: datetime | None = None
+    request_id: str | None = None
+
+
+# --- webhooks and events ------------------------------------------------------------------
+
+
+@_model
+class WebhookEndpoint:
+    id: str
+    url: str
+    environment: str
+    events: list[str] | None = None
+    status: str = "enabled"
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@_model
+class WebhookEndpointCreated(WebhookEndpoint):
+    """A new endpoint and its signing secret; the secret is never shown again."""
+
+    signing_secret: str
+
+
+@_model
+class Delivery:
+    id: str
+    webhook_id: str
+    event_id: str
+    event_type: str
+    status: str
+    attempts: int = 0
+    last_status_code: int | None = None
+    last_error: str | None = None
+    next_attempt_at: datetime | None = None
+    created_at: datetime | None = None
+
+
+@_model
+class PaymentSucceededData:
+    """``data`` of ``payment.succeeded``, every field of the spec's table."""
+
+    ok: bool
+    type: str
+    rail: str
+    receipt_id: str
+    amount: Decimal
+    environment: str
+    settlement: str
+    request_id: str | None = None
+    resource_id: str | None = None
+    short_id: str | None = None
+    path_or_tool: str | None = None
+    metadata: ResourceMetadata = attrs.field(factory=ResourceMetadata)
+    seller_id: str | None = None
+    platform_fee: Decimal | None = None
+    processor_payment_intent_id: str | None = None
+    seller_balance: Decimal | None = None
+    test: bool | None = None
+
+
+#: ``data`` classes by event type; types not listed are read as plain dicts.
+EVENT_DATA_TYPES: dict[str, type[Any]] = {
+    "payment.succeeded": PaymentSucceededData,
+}
+
+
+@_model
+class Event:
+    """The body of a webhook delivery.  ``data`` is typed for the event types SDK knows."""
+
+    id: str
+    type: str
+    created_at: datetime
+    data: Any
+
+
+# --- health and discovery -----------------------------------------------------------------
+
+
+@_model
+class Health:
+    ok: bool
+    status: str
+    checks: dict[str, str] | None = None
+    request_id: str | None = None
+
+
+@_model
+class Capabilities:
+    """``GET /agent/capabilities``: what an agent needs to start paying."""
+
+    auth_modes: list[dict[str, Any]]
+    pay_shapes: list[dict[str, Any]]
+    mcp_urls: list[str] = attrs.field(factory=list)
+    trust_ladder: list[dict[str, Any]] = attrs.field(factory=list)
+    seed_ids: dict[str, Any] = attrs.field(factory=dict)
+    environments: list[str] = attrs.field(factory=list)
+    request_id: str | None = None
