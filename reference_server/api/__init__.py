@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by every route: envelope, request ids, auth, idempotency, limits."""

@@ -1,0 +1,201 @@
+"""Who is calling, in which environment, and may they use this route.
+
+Three roles, told apart by the credential's shape: a seller key (``svc_sk_<env>_…``), a
+wallet key (``svc_vw_<env>_…``, also accepted in ``x-svc-vw-key``) and an owner JWT.
+The status rules (DESIGN.md): 401 for a missing or invalid credential, 403 for a valid
+credential of the wrong role or the wrong environment.  Ownership checks on objects are
+the routes' job and answer 404, so that nobody learns another seller's ids.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+import attrs
+import jwt
+from sqlalchemy import Connection, select
+
+from ..domain.ledger import ENVIRONMENTS
+from ..ids import hash_key
+from ..store import tables as t
+from .errors import ApiError
+
+__all__ = [
+    "ENVIRONMENTS",
+    "Principal",
+    "Role",
+    "authenticate",
+    "issue_owner_jwt",
+    "requested_environment",
+]
+
+_JWT_ALGORITHM = "HS256"
+_JWT_ISSUER = "svc"
+
+
+class Role(enum.Enum):
+    OWNER = "owner"
+    SELLER = "seller"
+    WALLET = "wallet"
+
+    @property
+    def credential_hint(self) -> str:
+        return {
+            Role.OWNER: "an owner JWT",
+            Role.SELLER: "a seller key (svc_sk_*)",
+            Role.WALLET: "a wallet key (svc_vw_*)",
+        }[self]
+
+
+@attrs.frozen(kw_only=True)
+class Principal:
+    role: Role
+    environment: str
+    owner_id: str
+    #: The seller (seller keys) or wallet key (wallet keys) the credential belongs to.
+    subject_id: str | None = None
+    #: Stable id of the credential itself; idempotency keys and rate limits are scoped to it.
+    credential_id: str
+
+    @property
+    def seller_id(self) -> str:
+        assert self.role is Role.SELLER and self.subject_id is not None
+        return self.subject_id
+
+
+def issue_owner_jwt(owner_id: str, secret: str, now: datetime, ttl_seconds: int) -> str:
+    claims = {
+        "sub": owner_id,
+        "iss": _JWT_ISSUER,
+        "iat": int(now.timestamp()),
+        "exp": int((now + timedelta(seconds=ttl_seconds)).timestamp()),
+    }
+    return jwt.encode(claims, secret, algorithm=_JWT_ALGORITHM)
+
+
+def requested_environment(headers: Mapping[str, str]) -> str | None:
+    value = headers.get("x-svc-environment")
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if value not in ENVIRONMENTS:
+        raise ApiError(
+            "invalid_environment",
+            f"X-Svc-Environment must be 'test' or 'live', not {value[:20]!r}.",
+        )
+    return value
+
+
+def _bearer_token(headers: Mapping[str, str]) -> str | None:
+    header = headers.get("authorization")
+    if header is None:
+        return headers.get("x-svc-vw-key") or None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise ApiError(
+            "invalid_credential",
+            "Authorization must be 'Bearer <credential>'.",
+        )
+    return token
+
+
+def _key_environment(token: str, prefix: str) -> str:
+    rest = token[len(prefix) :]
+    env, sep, secret = rest.partition("_")
+    if not sep or env not in ENVIRONMENTS or not secret:
+        raise ApiError("invalid_credential", "The key is malformed.")
+    return env
+
+
+def authenticate(
+    conn: Connection,
+    headers: Mapping[str, str],
+    *,
+    role: Role,
+    jwt_secret: str,
+    now: datetime,
+) -> Principal:
+    """Resolve the caller or raise the right 401/403 :class:`ApiError`."""
+    wanted_env = requested_environment(headers)
+    token = _bearer_token(headers)
+    if token is None:
+        raise ApiError(
+            "unauthenticated",
+            f"This route needs {role.credential_hint}: send 'Authorization: Bearer <credential>'.",
+        )
+    if token.startswith("svc_sk_"):
+        principal = _seller_principal(conn, token)
+    elif token.startswith("svc_vw_"):
+        principal = _wallet_principal(conn, token)
+    else:
+        principal = _owner_principal(conn, token, jwt_secret, now, wanted_env)
+
+    if principal.role is not role:
+        raise ApiError(
+            "wrong_credential",
+            f"This route needs {role.credential_hint}, not {principal.role.credential_hint}.",
+        )
+    if wanted_env is not None and wanted_env != principal.environment:
+        raise ApiError(
+            "environment_mismatch",
+            f"X-Svc-Environment is {wanted_env!r} but the key belongs to "
+            f"{principal.environment!r}; use a {wanted_env} key.",
+        )
+    return principal
+
+
+def _seller_principal(conn: Connection, token: str) -> Principal:
+    _key_environment(token, "svc_sk_")
+    row = conn.execute(
+        select(t.seller_keys.c.id, t.seller_keys.c.seller_id, t.seller_keys.c.environment,
+               t.sellers.c.owner_id)
+        .join(t.sellers, t.sellers.c.id == t.seller_keys.c.seller_id)
+        .where(t.seller_keys.c.key_hash == hash_key(token), t.seller_keys.c.revoked_at.is_(None))
+    ).first()
+    if row is None:
+        raise ApiError("invalid_credential", "Unknown or revoked seller key.")
+    return Principal(
+        role=Role.SELLER,
+        environment=row.environment,
+        owner_id=row.owner_id,
+        subject_id=row.seller_id,
+        credential_id=f"sk:{row.id}",
+    )
+
+
+def _wallet_principal(conn: Connection, token: str) -> Principal:
+    _key_environment(token, "svc_vw_")
+    # Wallet keys arrive with the money core; until then no wallet key is known.
+    raise ApiError("invalid_credential", "Unknown or revoked wallet key.")
+
+
+def _owner_principal(
+    conn: Connection, token: str, secret: str, now: datetime, wanted_env: str | None
+) -> Principal:
+    try:
+        claims = jwt.decode(
+            token,
+            secret,
+            algorithms=[_JWT_ALGORITHM],
+            issuer=_JWT_ISSUER,
+            options={"require": ["sub", "exp", "iat"], "verify_exp": False},
+        )
+    except jwt.PyJWTError:
+        raise ApiError("invalid_credential", "The owner JWT is malformed or its signature is invalid.") from None
+    # Expiry is checked against the server's clock (injectable in tests), not the OS clock.
+    if not isinstance(claims.get("exp"), int) or claims["exp"] <= now.timestamp():
+        raise ApiError("invalid_credential", "The owner JWT has expired; create a new one.")
+    owner_id = claims.get("sub")
+    exists = conn.execute(select(t.owners.c.id).where(t.owners.c.id == owner_id)).first()
+    if not isinstance(owner_id, str) or exists is None:
+        raise ApiError("invalid_credential", "The owner JWT names no known owner.")
+    environment = wanted_env or "live"
+    return Principal(
+        role=Role.OWNER,
+        environment=environment,
+        owner_id=owner_id,
+        credential_id=f"owner:{owner_id}:{environment}",
+    )

@@ -1,0 +1,247 @@
+"""The one path every API request takes, so cross-cutting rules hold on every route.
+
+    rate limit -> read and check the JSON body -> authenticate -> idempotency ->
+    handler inside one database transaction -> envelope with request_id
+
+Handlers are plain synchronous functions ``(Call) -> Reply`` run in a worker thread:
+database work is blocking SQLAlchemy, and keeping it off the event loop lets many
+requests wait on locks at once without stalling the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import partial
+from typing import Any, Literal
+
+import anyio.to_thread
+import attrs
+from sqlalchemy import Connection
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..context import ServerContext
+from . import idempotency
+from .auth import Principal, Role, authenticate, requested_environment
+from .errors import ApiError
+from .responses import Reply, error_response, json_response, to_json_body
+
+__all__ = ["Call", "Endpoint", "routes_for"]
+
+log = logging.getLogger("reference_server")
+
+Idempotency = Literal["required", "optional", "none"]
+_BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+@attrs.define(kw_only=True)
+class Call:
+    """Everything a handler gets: the caller, the parsed input, the open transaction."""
+
+    ctx: ServerContext
+    conn: Connection
+    request_id: str
+    principal: Principal | None
+    environment: str
+    body: dict[str, Any]
+    params: Mapping[str, str]
+    query: Mapping[str, str]
+    base_url: str
+    headers: Mapping[str, str]
+    client: str | None
+    now: datetime
+
+    @property
+    def public_url(self) -> str:
+        return (self.ctx.settings.public_url or self.base_url).rstrip("/")
+
+
+Handler = Callable[[Call], Reply]
+
+
+@attrs.frozen(kw_only=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    auth: Role | None = None
+    idempotency: Idempotency = "none"
+    #: Which ``Settings`` attribute holds this route's rate limit.
+    rate_limit: str = "rate_limit"
+
+    @property
+    def writes(self) -> bool:
+        return self.method != "GET"
+
+
+def routes_for(endpoints: list[Endpoint]) -> list[Route]:
+    """One Starlette route per path (bare and under ``/api``), dispatching on method so
+    that a wrong method is a 405 with the right ``Allow`` header."""
+    by_path: dict[str, dict[str, Endpoint]] = {}
+    for ep in endpoints:
+        by_path.setdefault(ep.path, {})[ep.method] = ep
+    routes = []
+    for path, methods in by_path.items():
+        dispatch = partial(_dispatch, methods)
+        for prefix in ("", "/api"):
+            routes.append(Route(prefix + path, dispatch, methods=list(methods)))
+    return routes
+
+
+async def _dispatch(methods: dict[str, Endpoint], request: Request) -> Response:
+    method = "GET" if request.method == "HEAD" else request.method
+    return await _handle(methods[method], request)
+
+
+async def _handle(ep: Endpoint, request: Request) -> Response:
+    ctx: ServerContext = request.app.state.ctx
+    request_id: str = request.state.request_id
+    limit_headers: dict[str, str] = {}
+    try:
+        identity = ctx.limiter.identity(request.headers, _client(request))
+        spec = getattr(ctx.settings, ep.rate_limit)
+        limit_headers = await anyio.to_thread.run_sync(
+            ctx.limiter.hit, spec, ep.rate_limit, identity
+        )
+        body = await _read_body(request, ctx.settings.max_body_bytes) if ep.writes else None
+        status, data, headers = await anyio.to_thread.run_sync(
+            partial(_run, ep, ctx, request, request_id, body)
+        )
+        response = json_response(data, status, headers)
+    except ApiError as exc:
+        response = error_response(exc, request_id)
+    except Exception:
+        log.exception("unhandled error in %s %s (%s)", ep.method, ep.path, request_id)
+        response = error_response(
+            ApiError("internal_error", "The server failed; the request may be retried."),
+            request_id,
+        )
+    for name, value in limit_headers.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _client(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+def _run(
+    ep: Endpoint,
+    ctx: ServerContext,
+    request: Request,
+    request_id: str,
+    body: Any,
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Authenticate, apply idempotency and run the handler (in a worker thread)."""
+    now = ctx.now()
+    headers = request.headers
+    jwt_secret = ctx.jwt_secret  # loaded before any transaction opens (it may write once)
+    principal: Principal | None = None
+    if ep.auth is not None:
+        with ctx.db.read() as conn:
+            principal = authenticate(
+                conn, headers, role=ep.auth, jwt_secret=jwt_secret, now=now
+            )
+        environment = principal.environment
+    else:
+        environment = requested_environment(headers) or "live"
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ApiError("invalid_json", "The body must be a JSON object.")
+
+    begun: idempotency.Begun | None = None
+    key = headers.get("idempotency-key")
+    if ep.idempotency == "required" and key is None:
+        raise ApiError(
+            "idempotency_key_required",
+            f"{ep.method} {ep.path} needs an Idempotency-Key header (any unique string, "
+            "e.g. a UUID, reused when you retry).",
+        )
+    if key is not None and ep.idempotency != "none":
+        scope = principal.credential_id if principal else f"addr:{_client(request)}"
+        outcome = idempotency.begin(
+            ctx.db,
+            scope=scope,
+            route=f"{ep.method} {ep.path}",
+            key=idempotency.validate_key(key),
+            fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), body),
+            now=now,
+            ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
+            lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
+        )
+        if isinstance(outcome, idempotency.Replay):
+            return outcome.status, outcome.body, {"Idempotent-Replayed": "true"}
+        begun = outcome
+
+    try:
+        with ctx.db.write() if ep.writes else ctx.db.read() as conn:
+            call = Call(
+                ctx=ctx,
+                conn=conn,
+                request_id=request_id,
+                principal=principal,
+                environment=environment,
+                body=body,
+                params=request.path_params,
+                query=request.query_params,
+                base_url=str(request.base_url),
+                headers=headers,
+                client=_client(request),
+                now=now,
+            )
+            reply = ep.handler(call)
+            data = to_json_body(reply.body, request_id)
+            if begun is not None:
+                idempotency.complete(conn, begun, reply.status, data)
+        return reply.status, data, reply.headers
+    except ApiError as exc:
+        if begun is not None and exc.status < 500:
+            idempotency.store(ctx.db, begun, exc.status, exc.body(request_id))
+        elif begun is not None:
+            idempotency.release(ctx.db, begun)
+        raise
+    except BaseException:
+        if begun is not None:
+            idempotency.release(ctx.db, begun)
+        raise
+
+
+def _bare_path(request: Request) -> str:
+    path = request.url.path
+    return path[4:] if path.startswith("/api/") else path
+
+
+async def _read_body(request: Request, limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return None
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise ApiError(
+            "unsupported_media_type",
+            f"Send the body as JSON with 'Content-Type: application/json' (got {media!r}).",
+        )
+    try:
+        return json.loads(raw, parse_float=Decimal, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError("invalid_json", f"The body is not valid JSON: {exc}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")

@@ -1,0 +1,73 @@
+"""Errors in the spec's envelope, with stable codes.
+
+A route raises :class:`ApiError` with one of the codes in :data:`CODES`; the code decides
+the HTTP status, so the same failure always has the same status everywhere.  The table is
+the one in ``docs/errors.md``; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CODES", "ApiError", "envelope"]
+
+#: code -> (status, meaning).  Add codes here, never invent them at a raise site.
+CODES: dict[str, tuple[int, str]] = {
+    "bad_request": (400, "The request could not be read."),
+    "invalid_json": (400, "The body is not valid JSON, or not a JSON object."),
+    "invalid_environment": (400, "X-Svc-Environment is neither `test` nor `live`."),
+    "idempotency_key_required": (400, "This route needs an Idempotency-Key header."),
+    "invalid_idempotency_key": (400, "The Idempotency-Key is empty or longer than 255 chars."),
+    "unauthenticated": (401, "No credential was sent."),
+    "invalid_credential": (401, "The credential is malformed, unknown, expired or revoked."),
+    "payment_required": (402, "Pay for this resource first."),
+    "forbidden": (403, "The credential is valid but has no rights here."),
+    "wrong_credential": (403, "The route needs a credential of another role."),
+    "environment_mismatch": (403, "X-Svc-Environment disagrees with the key's environment."),
+    "signup_disabled": (403, "Sign-up through POST /owners is disabled on this server."),
+    "not_found": (404, "No such route, or no such object that you can see."),
+    "method_not_allowed": (405, "The route exists but not with this method."),
+    "conflict": (409, "The request conflicts with the current state."),
+    "email_taken": (409, "An owner with this email exists."),
+    "idempotency_in_progress": (409, "A request with this Idempotency-Key is still running."),
+    "payload_too_large": (413, "The body is larger than the server accepts."),
+    "unsupported_media_type": (415, "Bodies must be sent as application/json."),
+    "validation_error": (422, "A field is missing or invalid; see details.errors."),
+    "idempotency_key_reused": (422, "The Idempotency-Key was used with a different request."),
+    "rate_limited": (429, "Too many requests; wait Retry-After seconds."),
+    "internal_error": (500, "The server failed; the request may be retried."),
+    "not_ready": (503, "A dependency (the database) is not reachable."),
+}
+
+
+class ApiError(Exception):
+    """An error response.  ``status`` follows from ``code``; ``headers`` are added to it."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if code not in CODES:
+            raise ValueError(f"undocumented error code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.status = CODES[code][0]
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def body(self, request_id: str) -> dict[str, Any]:
+        return envelope(self.code, self.message, request_id, self.details)
+
+
+def envelope(
+    code: str, message: str, request_id: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        error["details"] = details
+    return {"ok": False, "error": error, "request_id": request_id}

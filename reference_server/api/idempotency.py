@@ -1,0 +1,163 @@
+"""Idempotency keys: the first response to a (credential, route, key) is the answer forever.
+
+Protocol, all in the database so it holds across processes:
+
+1. ``begin`` records the key as *in flight* in its own short transaction (a unique
+   constraint makes exactly one concurrent caller win).  A later request with the key
+   gets the stored response replayed (same body, different bytes → 422
+   ``idempotency_key_reused``), or 409 ``idempotency_in_progress`` while the first one
+   still runs.
+2. ``complete`` stores the response **in the same transaction as the route's own
+   writes**, so "the money moved" and "the answer was recorded" commit together.
+3. A 4xx answer is stored too (Stripe does the same: a retry of a refused request is
+   refused the same way).  An unexpected failure ``release``\\s the key so a retry can run.
+
+An in-flight record carries a lease; a process that died mid-request therefore blocks
+its key only until ``locked_until``.  Records expire after the configured TTL (24 h).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from ..store import Database
+from ..store import tables as t
+from ..timeutil import as_utc
+from .errors import ApiError
+
+__all__ = ["Begun", "Replay", "begin", "complete", "release", "request_fingerprint", "store"]
+
+_MAX_KEY_LENGTH = 255
+_ti = t.idempotency_keys
+
+
+@attrs.frozen
+class Begun:
+    """This request owns the key and must run."""
+
+    record_id: int
+
+
+@attrs.frozen
+class Replay:
+    """The key already has an answer: send it again."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def validate_key(key: str) -> str:
+    key = key.strip()
+    if not key or len(key) > _MAX_KEY_LENGTH:
+        raise ApiError(
+            "invalid_idempotency_key",
+            f"Idempotency-Key must be 1 to {_MAX_KEY_LENGTH} characters.",
+        )
+    return key
+
+
+def request_fingerprint(method: str, path: str, body: Any) -> str:
+    """Same method, path and JSON value → same fingerprint, whatever the whitespace."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{method} {path}\n{canonical}".encode()).hexdigest()
+
+
+def begin(
+    db: Database,
+    *,
+    scope: str,
+    route: str,
+    key: str,
+    fingerprint: str,
+    now: datetime,
+    ttl: timedelta,
+    lease: timedelta,
+) -> Begun | Replay:
+    for _ in range(3):
+        try:
+            with db.write() as conn:
+                return _begin(conn, scope, route, key, fingerprint, now, ttl, lease)
+        except IntegrityError:
+            # Another process inserted the same key between our read and our insert;
+            # read again and answer from its record.
+            continue
+    raise ApiError("idempotency_in_progress", "A request with this Idempotency-Key is running.")
+
+
+def _begin(
+    conn: Connection,
+    scope: str,
+    route: str,
+    key: str,
+    fingerprint: str,
+    now: datetime,
+    ttl: timedelta,
+    lease: timedelta,
+) -> Begun | Replay:
+    query = select(_ti).where(_ti.c.scope == scope, _ti.c.route == route, _ti.c.key == key)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is not None and as_utc(row.created_at) + ttl <= now:
+        conn.execute(delete(_ti).where(_ti.c.id == row.id))
+        row = None
+    if row is None:
+        record_id = conn.execute(
+            insert(_ti)
+            .values(
+                scope=scope,
+                route=route,
+                key=key,
+                request_hash=fingerprint,
+                state="in_flight",
+                locked_until=now + lease,
+                created_at=now,
+            )
+            .returning(_ti.c.id)
+        ).scalar_one()
+        return Begun(record_id)
+    if row.request_hash != fingerprint:
+        raise ApiError(
+            "idempotency_key_reused",
+            "This Idempotency-Key was already used with a different request; "
+            "use a new key for a new request.",
+        )
+    if row.state == "done":
+        return Replay(row.response_status, json.loads(row.response_body))
+    if as_utc(row.locked_until) > now:
+        raise ApiError(
+            "idempotency_in_progress",
+            "A request with this Idempotency-Key is still being processed; retry shortly.",
+            headers={"Retry-After": "1"},
+        )
+    # The first attempt's lease ran out (its process died): this request takes over.
+    conn.execute(update(_ti).where(_ti.c.id == row.id).values(locked_until=now + lease))
+    return Begun(row.id)
+
+
+def complete(conn: Connection, begun: Begun, status: int, body: dict[str, Any]) -> None:
+    """Record the answer; call inside the transaction that made the route's changes."""
+    conn.execute(
+        update(_ti)
+        .where(_ti.c.id == begun.record_id)
+        .values(state="done", response_status=status, response_body=json.dumps(body))
+    )
+
+
+def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None:
+    """Record a refusal (4xx) in a transaction of its own (the route's was rolled back)."""
+    with db.write() as conn:
+        complete(conn, begun, status, body)
+
+
+def release(db: Database, begun: Begun) -> None:
+    """Forget an in-flight key after an unexpected failure, so that a retry may run."""
+    with db.write() as conn:
+        conn.execute(delete(_ti).where(_ti.c.id == begun.record_id, _ti.c.state == "in_flight"))

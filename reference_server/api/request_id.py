@@ -1,0 +1,73 @@
+"""Pure ASGI middleware: a request id for every request, on every response.
+
+It runs outside everything else, so even a failure that escapes the app becomes an
+envelope with the same id in the body and in ``X-Request-Id``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import envelope
+
+__all__ = ["RequestIdMiddleware", "new_request_id"]
+
+log = logging.getLogger("reference_server")
+
+
+def new_request_id() -> str:
+    return "req_" + secrets.token_hex(12)
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = new_request_id()
+        scope.setdefault("state", {})["request_id"] = request_id
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = [(k, v) for k, v in message.get("headers", []) if k != b"x-request-id"]
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            log.exception("unhandled error in request %s", request_id)
+            if started:
+                raise
+            await _send_internal_error(send, request_id)
+
+
+async def _send_internal_error(send: Send, request_id: str) -> None:
+    body: dict[str, Any] = envelope(
+        "internal_error", "The server failed; the request may be retried.", request_id
+    )
+    raw = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 500,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                (b"x-request-id", request_id.encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": raw})

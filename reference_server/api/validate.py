@@ -1,0 +1,137 @@
+"""Reading request bodies field by field, collecting every problem into one 422.
+
+    f = Fields(call.body)
+    name = f.string("name", required=False, max_length=200)
+    amount = f.amount("amount")
+    f.done()   # raises validation_error listing every bad or unknown field
+
+A body is refused whole if anything is wrong, so nothing is half-applied.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+from svc._money import parse_amount
+
+from .errors import ApiError
+
+__all__ = ["EVM_ADDRESS", "Fields"]
+
+EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_MISSING = object()
+MAX_AMOUNT = Decimal("1000000")
+
+
+class Fields:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+        self._seen: set[str] = set()
+        self.errors: list[dict[str, str]] = []
+
+    def present(self, name: str) -> bool:
+        return name in self._body
+
+    def error(self, name: str, message: str) -> None:
+        self.errors.append({"field": name, "message": message})
+
+    def _get(self, name: str, required: bool) -> Any:
+        self._seen.add(name)
+        value = self._body.get(name, _MISSING)
+        if value is _MISSING or value is None:
+            if required:
+                self.error(name, "is required")
+            return _MISSING
+        return value
+
+    def string(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        max_length: int = 1000,
+        pattern: re.Pattern[str] | None = None,
+        pattern_hint: str = "",
+        choices: tuple[str, ...] | None = None,
+    ) -> str | None:
+        value = self._get(name, required)
+        if value is _MISSING:
+            return None
+        if not isinstance(value, str):
+            self.error(name, "must be a string")
+            return None
+        if required and not value.strip():
+            self.error(name, "must not be empty")
+            return None
+        if len(value) > max_length:
+            self.error(name, f"must be at most {max_length} characters")
+            return None
+        if choices is not None and value not in choices:
+            self.error(name, f"must be one of {', '.join(choices)}")
+            return None
+        if pattern is not None and not pattern.fullmatch(value):
+            self.error(name, f"must be {pattern_hint or 'well formed'}")
+            return None
+        return value
+
+    def boolean(self, name: str) -> bool | None:
+        value = self._get(name, False)
+        if value is _MISSING:
+            return None
+        if not isinstance(value, bool):
+            self.error(name, "must be true or false")
+            return None
+        return value
+
+    def amount(self, name: str, *, required: bool = False) -> Decimal | None:
+        value = self._get(name, required)
+        if value is _MISSING:
+            return None
+        try:
+            amount = parse_amount(str(value) if isinstance(value, Decimal) else value)
+        except ValueError as exc:
+            self.error(name, str(exc))
+            return None
+        if amount <= 0:
+            self.error(name, "must be greater than 0")
+            return None
+        if amount > MAX_AMOUNT:
+            self.error(name, f"must be at most {MAX_AMOUNT}")
+            return None
+        return amount
+
+    def url(self, name: str, *, https_only: bool) -> str | None:
+        value = self.string(name, max_length=2048)
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        allowed = ("https",) if https_only else ("https", "http")
+        if parts.scheme not in allowed or not parts.hostname:
+            self.error(name, "must be an absolute " + " or ".join(allowed) + " URL")
+            return None
+        return value
+
+    def object(self, name: str) -> dict[str, Any] | None:
+        value = self._get(name, False)
+        if value is _MISSING:
+            return None
+        if not isinstance(value, dict):
+            self.error(name, "must be an object")
+            return None
+        return value
+
+    def done(self) -> None:
+        """Refuse unknown fields (a typo must not be silently ignored) and report all."""
+        for name in self._body:
+            if name not in self._seen:
+                self.error(name, "is not a known field")
+        if self.errors:
+            summary = "; ".join(f"{e['field']} {e['message']}" for e in self.errors)
+            raise ApiError(
+                "validation_error",
+                f"Invalid request: {summary}.",
+                details={"errors": self.errors},
+            )

@@ -1,0 +1,70 @@
+"""``create_app(settings)``: the whole hosted service as one Starlette application."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .api.endpoint import Endpoint, routes_for
+from .api.errors import ApiError
+from .api.request_id import RequestIdMiddleware
+from .api.responses import error_response
+from .context import ServerContext
+from .routes import discovery, health, owners, resources, sellers
+from .settings import Settings
+from .store import upgrade
+
+__all__ = ["create_app", "endpoints"]
+
+
+def endpoints() -> list[Endpoint]:
+    """Every API endpoint, in the order the discovery documents list them."""
+    return [*owners.ENDPOINTS, *sellers.ENDPOINTS, *resources.ENDPOINTS]
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 (unknown path, wrong method) in the service's envelope."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        error = ApiError(
+            "method_not_allowed",
+            f"{request.method} is not allowed on {request.url.path}.",
+            headers=dict(exc.headers or {}),
+        )
+    elif exc.status_code == 404:
+        error = ApiError("not_found", f"No route {request.method} {request.url.path}.")
+    else:
+        error = ApiError("bad_request", str(exc.detail))
+    return error_response(error, request.state.request_id)
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or Settings.from_env()
+    ctx = ServerContext(settings)
+    eps = endpoints()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if settings.auto_migrate:
+            await anyio.to_thread.run_sync(upgrade, ctx.db)
+            await anyio.to_thread.run_sync(lambda: ctx.jwt_secret)
+        try:
+            yield
+        finally:
+            ctx.db.dispose()
+
+    app = Starlette(
+        routes=[*routes_for(eps), *health.ROUTES, *discovery.routes(eps)],
+        middleware=[Middleware(RequestIdMiddleware)],
+        exception_handlers={HTTPException: _http_exception},
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    return app

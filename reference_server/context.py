@@ -1,0 +1,57 @@
+"""What every request handler may reach: settings, database, limiter, server secrets."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from datetime import datetime
+
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+
+from .api.ratelimit import RateLimiter
+from .settings import Settings
+from .store import Database
+from .store import tables as t
+
+__all__ = ["ServerContext"]
+
+
+class ServerContext:
+    def __init__(self, settings: Settings, db: Database | None = None) -> None:
+        self.settings = settings
+        self.db = db or Database(settings.database_url)
+        self.limiter = RateLimiter(settings.rate_limit_storage)
+        self._jwt_secret = settings.jwt_secret
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        return self.settings.clock()
+
+    @property
+    def jwt_secret(self) -> str:
+        """The owner-JWT key: configured, or generated once and kept in the database so
+        that every process (and the ``svc-server owners create`` command) agrees on it."""
+        if self._jwt_secret is None:
+            with self._lock:
+                if self._jwt_secret is None:
+                    self._jwt_secret = self._stored_secret("owner_jwt")
+        return self._jwt_secret
+
+    def _stored_secret(self, name: str) -> str:
+        q = select(t.server_secrets.c.value).where(t.server_secrets.c.name == name)
+        with self.db.read() as conn:
+            value = conn.execute(q).scalar()
+        if value is not None:
+            return str(value)
+        try:
+            with self.db.write() as conn:
+                conn.execute(
+                    insert(t.server_secrets).values(
+                        name=name, value=secrets.token_urlsafe(48), created_at=self.now()
+                    )
+                )
+        except IntegrityError:
+            pass  # another process created it first; use theirs
+        with self.db.read() as conn:
+            return str(conn.execute(q).scalar_one())

@@ -1,0 +1,53 @@
+"""The outbox: events are rows written in the transaction that causes them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert
+
+from ..ids import new_id
+from ..store import tables as t
+
+__all__ = ["EVENT_TYPES", "record_event"]
+
+#: Every event the service emits (the spec's list), with what causes it.
+EVENT_TYPES: dict[str, str] = {
+    "payment.succeeded": "A payment for a resource settled (ledger or open rail).",
+    "payment.failed": "An attempted payment was refused or failed to settle.",
+    "transfer.received": "A ledger transfer reached one of your handles.",
+    "funding.paid": "A wallet key was funded.",
+    "funding.refunded": "Funds were returned from a wallet key.",
+    "withdrawal.paid": "A withdrawal reached the payout account.",
+    "withdrawal.failed": "A withdrawal failed; the balance was restored.",
+    "vw.revoked": "A wallet key was revoked.",
+    "allowance.reset": "A wallet key's periodic allowance was reset.",
+    "seller.withdrawn": "A seller's balance was withdrawn or recycled.",
+    "resource.updated": "A priced resource changed (path, amount, state...).",
+}
+
+
+def record_event(
+    conn: Connection,
+    *,
+    owner_id: str,
+    environment: str,
+    type: str,
+    data: dict[str, Any],
+    now: datetime,
+) -> str:
+    if type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
+    event_id = new_id("evt")
+    conn.execute(
+        insert(t.events).values(
+            id=event_id,
+            environment=environment,
+            owner_id=owner_id,
+            type=type,
+            data=data,
+            created_at=now,
+        )
+    )
+    return event_id

@@ -1,0 +1,30 @@
+"""Owners: the humans (or companies) behind sellers, wallet keys and webhooks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, insert, select
+
+from ..ids import new_id
+from ..store import tables as t
+from . import ledger
+from .ledger import ENVIRONMENTS
+
+__all__ = ["ENVIRONMENTS", "create_owner", "find_owner_by_email"]
+
+
+
+def find_owner_by_email(conn: Connection, email: str) -> str | None:
+    return conn.execute(select(t.owners.c.id).where(t.owners.c.email == email)).scalar()
+
+
+def create_owner(conn: Connection, email: str, now: datetime) -> str:
+    """Insert an owner with its account wallet in each environment."""
+    owner_id = new_id("own")
+    conn.execute(insert(t.owners).values(id=owner_id, email=email, created_at=now))
+    for env in ENVIRONMENTS:
+        ledger.open_account(
+            conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now
+        )
+    return owner_id

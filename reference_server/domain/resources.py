@@ -1,0 +1,155 @@
+"""Priced resources (SKUs): what a seller charges for, and the URLs agents and humans pay.
+
+``gate_url`` (``/g/<short_id>``) is what an agent pays; ``pay_url`` (``/pay/<short_id>``)
+is the human pay page for the same resource.  Both hang off the server's public URL.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from svc import Resource, ResourceMetadata
+from svc._converter import structure, unstructure
+from svc._money import from_micros, to_micros
+
+from ..ids import new_id, new_short_id
+from ..store import tables as t
+from ..timeutil import as_utc
+from .events import record_event
+
+__all__ = [
+    "create_resource",
+    "find_resource",
+    "list_resources",
+    "resource_model",
+    "update_resource",
+]
+
+_r = t.resources
+
+
+def create_resource(
+    conn: Connection,
+    *,
+    seller_id: str,
+    environment: str,
+    kind: str,
+    path: str | None,
+    tool: str | None,
+    amount: Decimal,
+    description: str | None,
+    metadata: dict[str, Any],
+    upstream_url: str | None,
+    listed: bool,
+    now: datetime,
+) -> Row[Any]:
+    resource_id = new_id("res")
+    for _ in range(5):
+        short_id = new_short_id()
+        try:
+            with conn.begin_nested():
+                conn.execute(
+                    insert(_r).values(
+                        id=resource_id,
+                        short_id=short_id,
+                        seller_id=seller_id,
+                        environment=environment,
+                        kind=kind,
+                        path=path,
+                        tool=tool,
+                        amount_micros=to_micros(amount),
+                        description=description,
+                        metadata=metadata,
+                        upstream_url=upstream_url,
+                        listed=listed,
+                        active=True,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+            break
+        except IntegrityError:  # a short id collision (62**10 space): draw again
+            continue
+    else:  # pragma: no cover - five collisions in a row
+        raise RuntimeError("could not allocate a short id")
+    return conn.execute(select(_r).where(_r.c.id == resource_id)).one()
+
+
+def find_resource(
+    conn: Connection, resource_id: str, *, seller_id: str, for_update: bool = False
+) -> Row[Any] | None:
+    """The seller's own resource, or ``None`` (another seller's id is just as unknown)."""
+    query = select(_r).where(_r.c.id == resource_id, _r.c.seller_id == seller_id)
+    if for_update and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).first()
+
+
+def list_resources(conn: Connection, *, seller_id: str) -> list[Row[Any]]:
+    return list(
+        conn.execute(select(_r).where(_r.c.seller_id == seller_id).order_by(_r.c.created_at, _r.c.id))
+    )
+
+
+def update_resource(
+    conn: Connection,
+    row: Row[Any],
+    changes: dict[str, Any],
+    *,
+    owner_id: str,
+    public_url: str,
+    now: datetime,
+) -> Row[Any]:
+    """Apply changes and emit ``resource.updated`` in the same transaction."""
+    values = dict(changes)
+    if "amount" in values:
+        values["amount_micros"] = to_micros(values.pop("amount"))
+    changed = sorted(k for k, v in values.items() if getattr(row, k) != v)
+    if changed:
+        values["updated_at"] = now
+        conn.execute(update(_r).where(_r.c.id == row.id).values(**values))
+    new_row = conn.execute(select(_r).where(_r.c.id == row.id)).one()
+    if changed:
+        changed_names = ["amount" if c == "amount_micros" else c for c in changed]
+        record_event(
+            conn,
+            owner_id=owner_id,
+            environment=row.environment,
+            type="resource.updated",
+            data={
+                "resource": unstructure(resource_model(new_row, public_url)),
+                "changed": changed_names,
+            },
+            now=now,
+        )
+    return new_row
+
+
+def resource_model(row: Row[Any], public_url: str) -> Resource:
+    base = public_url.rstrip("/")
+    return Resource(
+        id=row.id,
+        short_id=row.short_id,
+        kind=row.kind,
+        path=row.path,
+        tool=row.tool,
+        path_or_tool=row.path if row.kind == "http" else row.tool,
+        amount=from_micros(row.amount_micros),
+        description=row.description,
+        metadata=structure(row.metadata, ResourceMetadata),
+        active=row.active,
+        upstream_url=row.upstream_url,
+        listed=row.listed,
+        gate_url=f"{base}/g/{row.short_id}",
+        pay_url=f"{base}/pay/{row.short_id}",
+        seller_id=row.seller_id,
+        environment=row.environment,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+    )
+

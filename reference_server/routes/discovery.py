@@ -1,0 +1,155 @@
+"""Discovery documents for agents, generated from the live route table.
+
+Because ``llms.txt``, ``agent.json`` and ``agent-openapi.json`` are built from the same
+``Endpoint`` list that serves requests, they cannot drift from what the server does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from svc import __version__
+
+from ..api.auth import Role
+from ..api.endpoint import Endpoint
+from ..api.errors import CODES
+from ..api.responses import json_response
+
+__all__ = ["routes"]
+
+_AUTH_MODES = [
+    {"role": "owner", "header": "Authorization: Bearer <OWNER_JWT>",
+     "used_for": "sellers, webhooks, wallet keys"},
+    {"role": "seller", "header": "Authorization: Bearer svc_sk_<env>_...",
+     "used_for": "/sellers/me/*, /resources"},
+    {"role": "agent", "header": "Authorization: Bearer svc_vw_<env>_... (or x-svc-vw-key)",
+     "used_for": "/spend/*, /pay, /handles/resolve"},
+]
+_PAY_SHAPES = [
+    {"rail": "x402", "how": "POST /spend/pay-url with the 402 URL; or pay the gate directly"},
+    {"rail": "mpp", "how": "POST /spend/pay-url; or answer WWW-Authenticate: Payment"},
+    {"rail": "rill", "how": "POST /pay {resource_id} or {destination, amount}"},
+]
+_TRUST_LADDER = [
+    {"step": 1, "environment": "test", "what": "sandbox money, test keys, test webhooks"},
+    {"step": 2, "environment": "live", "what": "real money under a wallet policy"},
+]
+
+
+def _summary(ep: Endpoint) -> str:
+    doc = inspect.getdoc(ep.handler) or ep.handler.__name__.replace("_", " ")
+    return doc.splitlines()[0]
+
+
+def _auth_label(ep: Endpoint) -> str:
+    return "none" if ep.auth is None else ep.auth.value
+
+
+def _base(request: Request) -> str:
+    ctx = request.app.state.ctx
+    return (ctx.settings.public_url or str(request.base_url)).rstrip("/")
+
+
+def routes(endpoints: list[Endpoint]) -> list[Route]:
+    def llms_lines(request: Request, full: bool) -> list[str]:
+        lines = [
+            "# svc payments service",
+            "",
+            "> Accept payments for HTTP resources and MCP tools; let agents pay any 402 URL.",
+            "",
+            f"Base URL: {_base(request)} (every route is also under /api/).",
+            "Environments: send `X-Svc-Environment: test` with test keys.",
+            "Errors: {ok: false, error: {code, message, details}, request_id}.",
+            "",
+            "## Endpoints",
+        ]
+        for ep in endpoints:
+            lines.append(f"- {ep.method} {ep.path} (auth: {_auth_label(ep)}): {_summary(ep)}")
+        if full:
+            lines += ["", "## Error codes"]
+            lines += [f"- {code} ({status}): {text}" for code, (status, text) in CODES.items()]
+        return lines
+
+    async def llms_txt(request: Request) -> Response:
+        return PlainTextResponse("\n".join(llms_lines(request, full=False)) + "\n")
+
+    async def llms_full_txt(request: Request) -> Response:
+        return PlainTextResponse("\n".join(llms_lines(request, full=True)) + "\n")
+
+    async def capabilities(request: Request) -> Response:
+        base = _base(request)
+        return json_response(
+            {
+                "ok": True,
+                "auth_modes": _AUTH_MODES,
+                "pay_shapes": _PAY_SHAPES,
+                "mcp_urls": [],
+                "trust_ladder": _TRUST_LADDER,
+                "seed_ids": {"demo_echo": f"{base}/demo/echo"},
+                "environments": ["test", "live"],
+                "request_id": request.state.request_id,
+            }
+        )
+
+    async def agent_json(request: Request) -> Response:
+        base = _base(request)
+        return json_response(
+            {
+                "ok": True,
+                "name": "svc",
+                "version": __version__,
+                "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
+                "url": base,
+                "capabilities_url": f"{base}/agent/capabilities",
+                "openapi_url": f"{base}/agent-openapi.json",
+                "llms_txt_url": f"{base}/llms.txt",
+                "request_id": request.state.request_id,
+            }
+        )
+
+    async def openapi(request: Request) -> Response:
+        paths: dict[str, dict[str, Any]] = {}
+        for ep in endpoints:
+            op: dict[str, Any] = {
+                "summary": _summary(ep),
+                "responses": {"default": {"description": "JSON; errors in the envelope"}},
+            }
+            if ep.auth is not None:
+                op["security"] = [{ep.auth.value: []}]
+            if ep.idempotency != "none":
+                op["parameters"] = [{
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": ep.idempotency == "required",
+                    "schema": {"type": "string", "maxLength": 255},
+                }]
+            paths.setdefault(ep.path, {})[ep.method.lower()] = op
+        schemes = {role.value: {"type": "http", "scheme": "bearer"} for role in Role}
+        return json_response(
+            {
+                "openapi": "3.1.0",
+                "info": {"title": "svc", "version": __version__},
+                "servers": [{"url": _base(request)}],
+                "paths": paths,
+                "components": {"securitySchemes": schemes},
+                "x-request-id": request.state.request_id,
+            }
+        )
+
+    table = [
+        ("/llms.txt", llms_txt),
+        ("/llms-full.txt", llms_full_txt),
+        ("/agent/capabilities", capabilities),
+        ("/.well-known/agent.json", agent_json),
+        ("/agent-openapi.json", openapi),
+    ]
+    return [
+        Route(prefix + path, endpoint, methods=["GET"])
+        for prefix in ("", "/api")
+        for path, endpoint in table
+    ]

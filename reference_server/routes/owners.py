@@ -1,0 +1,53 @@
+"""``POST /owners``: self-service sign-up, where the operator allows it."""
+
+from __future__ import annotations
+
+import re
+
+from svc import OwnerCreated
+
+from ..api.auth import issue_owner_jwt
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import Fields
+from ..domain.owners import create_owner, find_owner_by_email
+
+__all__ = ["ENDPOINTS", "EMAIL"]
+
+EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,255}\.[^@\s]{2,63}$")
+
+
+def sign_up(call: Call) -> Reply:
+    """Create an owner and return its JWT (the JWT is not stored; keep it)."""
+    if not call.ctx.settings.signup_open:
+        raise ApiError(
+            "signup_disabled",
+            "Sign-up is disabled here; an operator creates owners with "
+            "'svc-server owners create --email ...'.",
+        )
+    f = Fields(call.body)
+    email = f.string(
+        "email", required=True, max_length=320, pattern=EMAIL, pattern_hint="an email address"
+    )
+    f.done()
+    assert email is not None
+    email = email.strip().lower()
+    if find_owner_by_email(call.conn, email) is not None:
+        raise ApiError("email_taken", "An owner with this email already exists.")
+    owner_id = create_owner(call.conn, email, call.now)
+    token = issue_owner_jwt(
+        owner_id, call.ctx.jwt_secret, call.now, call.ctx.settings.jwt_ttl_seconds
+    )
+    return Reply(OwnerCreated(owner_id=owner_id, owner_jwt=token), status=201)
+
+
+ENDPOINTS = [
+    Endpoint(
+        method="POST",
+        path="/owners",
+        handler=sign_up,
+        idempotency="optional",
+        rate_limit="signup_rate_limit",
+    ),
+]

@@ -1,0 +1,190 @@
+"""Priced resources: create, list, read, update (idempotent), deactivate."""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+from svc import ResourceList
+
+from ..api.auth import Principal, Role
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import Fields
+from ..domain import resources
+from ..domain.sellers import get_seller
+
+__all__ = ["ENDPOINTS"]
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+HTTP_PATH = re.compile(r"^/[^\s?#]{0,2047}$")
+SKU_KINDS = ("one_shot", "credit_topup")
+MAX_METADATA_BYTES = 8 * 1024
+
+
+def _read_metadata(f: Fields, *, default: bool) -> dict[str, Any] | None:
+    meta = f.object("metadata")
+    if meta is None:
+        return {"sku_kind": "one_shot", "credits": None, "credit_unit": None} if default else None
+    if len(json.dumps(meta, default=str)) > MAX_METADATA_BYTES:
+        f.error("metadata", f"must be at most {MAX_METADATA_BYTES} bytes of JSON")
+        return None
+    meta = _plain_json(meta)
+    kind = meta.setdefault("sku_kind", "one_shot")
+    if kind not in SKU_KINDS:
+        f.error("metadata.sku_kind", "must be one_shot or credit_topup")
+    credits = meta.get("credits")
+    if credits is not None:
+        if isinstance(credits, bool) or not isinstance(credits, int | float) or credits <= 0:
+            f.error("metadata.credits", "must be a positive number")
+    elif kind == "credit_topup":
+        f.error("metadata.credits", "is required when sku_kind is credit_topup")
+    meta.setdefault("credits", None)
+    unit = meta.setdefault("credit_unit", None)
+    if unit is not None and (not isinstance(unit, str) or len(unit) > 64):
+        f.error("metadata.credit_unit", "must be a string of at most 64 characters")
+    return meta
+
+
+def _plain_json(value: Any) -> Any:
+    """Bodies are parsed with exact Decimals; stored metadata is plain JSON numbers."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_json(v) for v in value]
+    return value
+
+
+def _target(f: Fields, kind: str | None, *, required: bool) -> dict[str, Any]:
+    """``path`` for an HTTP SKU, ``tool`` for an MCP SKU; never both."""
+    path = f.string("path", max_length=2048, pattern=HTTP_PATH, pattern_hint="a path starting with /")
+    tool = f.string("tool", max_length=128, pattern=TOOL_NAME, pattern_hint="an MCP tool name")
+    if kind == "http":
+        if tool is not None:
+            f.error("tool", "is only for kind mcp")
+        if required and path is None and not f.present("path"):
+            f.error("path", "is required for kind http")
+        return {} if path is None else {"path": path}
+    if kind == "mcp":
+        if path is not None:
+            f.error("path", "is only for kind http")
+        if required and tool is None and not f.present("tool"):
+            f.error("tool", "is required for kind mcp")
+        return {} if tool is None else {"tool": tool}
+    return {}
+
+
+def create(call: Call) -> Reply:
+    """Create a priced HTTP path or MCP tool; the answer carries gate_url and pay_url."""
+    p = _seller(call)
+    f = Fields(call.body)
+    kind = f.string("kind", required=True, choices=("http", "mcp"))
+    target = _target(f, kind, required=True)
+    amount = f.amount("amount", required=True)
+    description = f.string("description", max_length=1000)
+    metadata = _read_metadata(f, default=True)
+    upstream = f.url("upstream_url", https_only=call.ctx.settings.production)
+    listed = f.boolean("listed")
+    f.done()
+    assert kind is not None and amount is not None and metadata is not None
+    row = resources.create_resource(
+        call.conn,
+        seller_id=p.seller_id,
+        environment=p.environment,
+        kind=kind,
+        path=target.get("path"),
+        tool=target.get("tool"),
+        amount=amount,
+        description=description,
+        metadata=metadata,
+        upstream_url=upstream,
+        listed=bool(listed),
+        now=call.now,
+    )
+    return Reply(resources.resource_model(row, call.public_url), 201)
+
+
+def list_all(call: Call) -> Reply:
+    """The seller's resources, oldest first, inactive ones included (see ``active``)."""
+    p = _seller(call)
+    rows = resources.list_resources(call.conn, seller_id=p.seller_id)
+    return Reply(ResourceList(data=[resources.resource_model(r, call.public_url) for r in rows]))
+
+
+def get_one(call: Call) -> Reply:
+    p = _seller(call)
+    return Reply(resources.resource_model(_own(call, p), call.public_url))
+
+
+def patch(call: Call) -> Reply:
+    """Change path/tool, amount, description, metadata, upstream, listing or ``active``."""
+    p = _seller(call)
+    row = _own(call, p, for_update=True)
+    f = Fields(call.body)
+    changes: dict[str, Any] = dict(_target(f, row.kind, required=False))
+    amount = f.amount("amount")
+    if amount is not None:
+        changes["amount"] = amount
+    description = f.string("description", max_length=1000)
+    if description is not None:
+        changes["description"] = description
+    metadata = _read_metadata(f, default=False)
+    if metadata is not None:
+        changes["metadata"] = metadata
+    upstream = f.url("upstream_url", https_only=call.ctx.settings.production)
+    if upstream is not None:
+        changes["upstream_url"] = upstream
+    for flag in ("listed", "active"):
+        value = f.boolean(flag)
+        if value is not None:
+            changes[flag] = value
+    if not call.body:
+        f.error("body", "names no field to change")
+    f.done()
+    return Reply(_apply(call, p, row, changes))
+
+
+def deactivate(call: Call) -> Reply:
+    """Set ``active`` to false; the gate stops selling it.  Repeating it changes nothing."""
+    p = _seller(call)
+    row = _own(call, p, for_update=True)
+    return Reply(_apply(call, p, row, {"active": False}))
+
+
+def _apply(call: Call, p: Principal, row: Any, changes: dict[str, Any]) -> Any:
+    new_row = resources.update_resource(
+        call.conn, row, changes, owner_id=p.owner_id, public_url=call.public_url, now=call.now
+    )
+    return resources.resource_model(new_row, call.public_url)
+
+
+def _seller(call: Call) -> Principal:
+    assert call.principal is not None
+    get_seller(call.conn, call.principal.seller_id)
+    return call.principal
+
+
+def _own(call: Call, p: Principal, *, for_update: bool = False) -> Any:
+    row = resources.find_resource(
+        call.conn, call.params["resource_id"], seller_id=p.seller_id, for_update=for_update
+    )
+    if row is None:
+        raise ApiError("not_found", "No such resource.")
+    return row
+
+
+ENDPOINTS = [
+    Endpoint(method="POST", path="/resources", handler=create, auth=Role.SELLER,
+             idempotency="optional"),
+    Endpoint(method="GET", path="/resources", handler=list_all, auth=Role.SELLER),
+    Endpoint(method="GET", path="/resources/{resource_id}", handler=get_one, auth=Role.SELLER),
+    Endpoint(method="PATCH", path="/resources/{resource_id}", handler=patch, auth=Role.SELLER,
+             idempotency="required"),
+    Endpoint(method="POST", path="/resources/{resource_id}/deactivate", handler=deactivate,
+             auth=Role.SELLER, idempotency="optional"),
+]

@@ -1,0 +1,117 @@
+"""Seller accounts: owners create and list them; a seller manages itself with its key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from svc import Balance, SellerCreated, SellerList
+
+from ..api.auth import Role
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import EVM_ADDRESS, Fields
+from ..domain import sellers
+
+__all__ = ["ENDPOINTS"]
+
+
+def create_seller(call: Call) -> Reply:
+    """Create a seller in the request's environment; its key is shown only here."""
+    assert call.principal is not None
+    f = Fields(call.body)
+    name = f.string("name", max_length=200)
+    f.done()
+    row, key = sellers.create_seller(
+        call.conn,
+        owner_id=call.principal.owner_id,
+        environment=call.environment,
+        name=name,
+        now=call.now,
+    )
+    seller = sellers.seller_model(call.conn, row)
+    return Reply(SellerCreated(**attrs.asdict(seller, recurse=False), seller_key=key), 201)
+
+
+def list_sellers(call: Call) -> Reply:
+    """The owner's sellers in the request's environment."""
+    assert call.principal is not None
+    rows = sellers.list_sellers(
+        call.conn, owner_id=call.principal.owner_id, environment=call.environment
+    )
+    return Reply(SellerList(data=[sellers.seller_model(call.conn, r) for r in rows]))
+
+
+def get_me(call: Call) -> Reply:
+    """The seller that owns the key."""
+    assert call.principal is not None
+    row = sellers.get_seller(call.conn, call.principal.seller_id)
+    return Reply(sellers.seller_model(call.conn, row))
+
+
+def enable_payments(call: Call) -> Reply:
+    """Turn on MPP and x402 for every gate of the seller; optionally set where money goes."""
+    assert call.principal is not None
+    f = Fields(call.body)
+    profile = f.string("processor_profile_id", max_length=200)
+    wallet = f.string(
+        "payout_wallet_address",
+        max_length=42,
+        pattern=EVM_ADDRESS,
+        pattern_hint="an EVM address (0x followed by 40 hex digits)",
+    )
+    if wallet is not None and not _checksum_ok(wallet):
+        f.error("payout_wallet_address", "has an invalid EIP-55 checksum (mixed-case typo?)")
+    f.done()
+    values: dict[str, Any] = {"mpp_enabled": True, "x402_enabled": True}
+    if profile is not None:
+        values["processor_profile_id"] = profile
+    if wallet is not None:
+        values["payout_wallet_address"] = wallet
+    elif "payout_wallet_address" in call.body:  # explicit null: back to processor deposit
+        values["payout_wallet_address"] = None
+    row = sellers.update_seller(call.conn, call.principal.seller_id, **values)
+    return Reply(sellers.seller_model(call.conn, row))
+
+
+def _checksum_ok(address: str) -> bool:
+    """All-lower or all-upper hex carries no checksum; mixed case must match EIP-55."""
+    body = address[2:]
+    if body == body.lower() or body == body.upper():
+        return True
+    try:
+        from eth_utils import is_checksum_address
+    except ImportError:  # pragma: no cover - eth-utils ships with the server extra
+        return True
+    return bool(is_checksum_address(address))
+
+
+def balance(call: Call) -> Reply:
+    """Balance and readiness flags; check them before retrying a withdraw."""
+    assert call.principal is not None
+    seller = sellers.seller_model(call.conn, sellers.get_seller(call.conn, call.principal.seller_id))
+    if seller.balance is None:
+        raise ApiError("internal_error", "seller has no balance account")
+    return Reply(
+        Balance(
+            seller_id=seller.id,
+            environment=seller.environment,
+            balance=seller.balance,
+            payouts_enabled=seller.payouts_enabled,
+            mpp_enabled=seller.mpp_enabled,
+            x402_enabled=seller.x402_enabled,
+        )
+    )
+
+
+ENDPOINTS = [
+    Endpoint(method="POST", path="/sellers", handler=create_seller, auth=Role.OWNER,
+             idempotency="optional"),
+    Endpoint(method="GET", path="/sellers", handler=list_sellers, auth=Role.OWNER),
+    Endpoint(method="GET", path="/sellers/me", handler=get_me, auth=Role.SELLER),
+    Endpoint(method="PATCH", path="/sellers/me/payments", handler=enable_payments,
+             auth=Role.SELLER, idempotency="optional"),
+    Endpoint(method="GET", path="/sellers/me/balance", handler=balance, auth=Role.SELLER),
+]

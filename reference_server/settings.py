@@ -1,0 +1,84 @@
+"""Server configuration, read once from the environment (``SVC_*``) or built in code.
+
+Every knob an operator may need is here, with a default that makes ``svc-server run``
+work on a laptop with nothing else installed: an SQLite file, in-memory rate limits,
+sign-up on, URLs that point back at the listening address.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import attrs
+
+__all__ = ["Settings", "utcnow"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _env_bool(name: str) -> bool | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    #: SQLAlchemy URL; ``postgresql://`` is served by psycopg 3.
+    database_url: str = "sqlite:///svc.db"
+    #: ``development`` (default) or ``production``: production refuses localhost callbacks,
+    #: closes sign-up by default and insists on HTTPS URLs.
+    env: str = "development"
+    #: Base of every ``gate_url`` / ``pay_url``; ``None`` = the address the request came to.
+    public_url: str | None = None
+    #: HS256 secret for owner JWTs; ``None`` = generated once and kept in the database.
+    jwt_secret: str | None = None
+    jwt_ttl_seconds: int = 30 * 24 * 3600
+    #: ``POST /owners``; ``None`` = on outside production.
+    signup_enabled: bool | None = None
+    #: ``limits`` rate strings, per credential (or client address when anonymous).
+    rate_limit: str = "100/second"
+    signup_rate_limit: str = "20/minute"
+    #: ``memory://`` for one process, ``redis://host:port`` when several share limits.
+    rate_limit_storage: str = "memory://"
+    max_body_bytes: int = 256 * 1024
+    idempotency_ttl_seconds: int = 24 * 3600
+    #: How long an in-flight idempotent request holds its key before a retry may take over
+    #: (a crashed worker must not wedge a key forever).
+    idempotency_lease_seconds: int = 60
+    auto_migrate: bool = True
+    clock: Callable[[], datetime] = utcnow
+
+    @property
+    def production(self) -> bool:
+        return self.env == "production"
+
+    @property
+    def signup_open(self) -> bool:
+        return (not self.production) if self.signup_enabled is None else self.signup_enabled
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Settings from ``SVC_*`` variables; keyword overrides win (CLI flags)."""
+        values: dict[str, object] = {}
+        mapping = {
+            "database_url": "SVC_DATABASE_URL",
+            "env": "SVC_ENV",
+            "public_url": "SVC_PUBLIC_URL",
+            "jwt_secret": "SVC_JWT_SECRET",
+            "rate_limit": "SVC_RATE_LIMIT",
+            "rate_limit_storage": "SVC_RATE_LIMIT_STORAGE",
+        }
+        for field, var in mapping.items():
+            if os.environ.get(var):
+                values[field] = os.environ[var]
+        signup = _env_bool("SVC_SIGNUP_ENABLED")
+        if signup is not None:
+            values["signup_enabled"] = signup
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

@@ -1,0 +1,100 @@
+"""One handle on the database, with the two kinds of transaction the service needs.
+
+``write()`` is a transaction that will change rows.  On SQLite it starts with
+``BEGIN IMMEDIATE`` so that writers queue on the database lock up front instead of
+failing with "database is locked" when a read transaction tries to upgrade; on
+PostgreSQL it is an ordinary transaction and code that must not race takes row locks
+(``SELECT ... FOR UPDATE``).  ``read()`` is a plain transaction that writes nothing.
+
+The same code therefore runs on both databases: SQLite for a laptop (one file, WAL),
+PostgreSQL when several processes serve the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, create_engine, event, text
+from sqlalchemy.engine import Engine, make_url
+
+__all__ = ["Database", "normalize_url"]
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` mean psycopg 3, the driver we ship."""
+    parsed = make_url(url)
+    if parsed.drivername in {"postgresql", "postgres"}:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+class Database:
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = normalize_url(url)
+        self.dialect = make_url(self.url).get_backend_name()
+        self.engine: Engine = self._make_engine(echo)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    def _make_engine(self, echo: bool) -> Engine:
+        if self.is_sqlite:
+            engine = create_engine(
+                self.url,
+                echo=echo,
+                connect_args={"timeout": 30, "check_same_thread": False},
+                pool_size=20,
+                max_overflow=20,
+            )
+            event.listen(engine, "connect", _sqlite_on_connect)
+            event.listen(engine, "begin", _sqlite_on_begin)
+            return engine
+        return create_engine(
+            self.url,
+            echo=echo,
+            pool_size=10,
+            max_overflow=30,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 5},
+        )
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A transaction that may write; committed on success, rolled back on error."""
+        with self.engine.connect() as conn:
+            conn.execution_options(svc_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def ping(self) -> None:
+        """Raise if the database cannot answer a trivial query."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control away from the sqlite3 module so that we can issue
+    # BEGIN IMMEDIATE ourselves (SQLAlchemy's documented pysqlite recipe).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    mode = "IMMEDIATE" if conn.get_execution_options().get("svc_write") else "DEFERRED"
+    conn.exec_driver_sql(f"BEGIN {mode}")
