@@ -9,6 +9,8 @@ Public surface (everything else lives in private ``_modules``)::
 Errors all derive from :class:`svc.SvcError`; webhook helpers are in :mod:`svc.webhooks`.
 """
 
+from ._async_client import AsyncClient
+from ._client import Client
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -54,16 +56,19 @@ from ._models import (
     WebhookEndpointCreated,
     Withdrawal,
 )
+from ._options import RequestOptions
 from ._version import __version__
 
 __all__ = [
     "APIConnectionError",
     "APIError",
     "APITimeoutError",
+    "AsyncClient",
     "AuthenticationError",
     "BadRequestError",
     "Balance",
     "Capabilities",
+    "Client",
     "ConfigurationError",
     "ConflictError",
     "Delivery",
@@ -79,6 +84,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "ReceiptVerification",
+    "RequestOptions",
     "Resource",
     "ResourceList",
     "ResourceMetadata",

@@ -176,7 +176,14 @@ def _run(
             lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
         )
         if isinstance(outcome, idempotency.Replay):
-            return outcome.status, outcome.body, {"Idempotent-Replayed": "true"}
+            # Same answer, but the body's request_id names this request (as the
+            # X-Request-Id header does); the first request's id travels in a header.
+            original = str(outcome.body.get("request_id", ""))
+            body = {**outcome.body, "request_id": request_id}
+            return outcome.status, body, {
+                "Idempotent-Replayed": "true",
+                "Original-Request-Id": original,
+            }
         begun = outcome
 
     try:

@@ -1,0 +1,117 @@
+"""``svc-server``: run the service, create owners, migrate the database."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import click
+
+from .settings import Settings
+
+__all__ = ["main"]
+
+
+@click.group()
+def main() -> None:
+    """The svc reference server (SQLite by default; set SVC_DATABASE_URL for PostgreSQL)."""
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
+@click.option("--demo", is_flag=True, help="Once up, walk the go-live flow against it.")
+@click.option("--exit-after-demo", is_flag=True, help="Stop the server when the demo is done.")
+def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_demo: bool) -> None:
+    """Serve the API with uvicorn."""
+    import uvicorn
+
+    from .app import create_app
+
+    settings = Settings.from_env(database_url=database_url)
+    if settings.public_url is None:
+        settings = _with_public_url(settings, f"http://{host}:{port}")
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port))
+    outcome: dict[str, Any] = {}
+    if demo or exit_after_demo:
+        thread = threading.Thread(
+            target=_demo_when_started, args=(server, settings, exit_after_demo, outcome),
+            daemon=True,
+        )
+        thread.start()
+    server.run()
+    if outcome.get("error"):
+        raise SystemExit(f"demo failed: {outcome['error']}")
+
+
+def _with_public_url(settings: Settings, url: str) -> Settings:
+    import attrs
+
+    return attrs.evolve(settings, public_url=url)
+
+
+def _demo_when_started(
+    server: Any, settings: Settings, exit_after: bool, outcome: dict[str, Any]
+) -> None:
+    import time
+
+    from .demo import walk_go_live
+
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.05)
+    try:
+        assert settings.public_url is not None
+        walk_go_live(settings.public_url, echo=click.echo)
+    except Exception as exc:  # report and stop, the demo is for humans
+        outcome["error"] = repr(exc)
+        server.should_exit = True
+        return
+    if exit_after:
+        server.should_exit = True
+    else:
+        click.echo(f"\nServer still running at {settings.public_url} (Ctrl-C to stop).")
+
+
+@main.command()
+@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
+def migrate(database_url: str | None) -> None:
+    """Bring the database schema up to date (run also at server start)."""
+    from .store import Database, upgrade
+
+    upgrade(Database(Settings.from_env(database_url=database_url).database_url))
+    click.echo("database is up to date")
+
+
+@main.group()
+def owners() -> None:
+    """Owners: the accounts behind sellers, wallet keys and webhooks."""
+
+
+@owners.command("create")
+@click.option("--email", required=True)
+@click.option("--json", "as_json", is_flag=True, help='Print {"owner_id", "owner_jwt"}.')
+@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
+def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
+    """Create an owner (or reuse the one with this email) and print a fresh owner JWT."""
+    from .api.auth import issue_owner_jwt
+    from .context import ServerContext
+    from .domain.owners import create_owner, find_owner_by_email
+    from .store import upgrade
+
+    settings = Settings.from_env(database_url=database_url)
+    ctx = ServerContext(settings)
+    upgrade(ctx.db)
+    secret = ctx.jwt_secret
+    email = email.strip().lower()
+    with ctx.db.write() as conn:
+        owner_id = find_owner_by_email(conn, email) or create_owner(conn, email, ctx.now())
+    token = issue_owner_jwt(owner_id, secret, ctx.now(), settings.jwt_ttl_seconds)
+    ctx.db.dispose()
+    if as_json:
+        click.echo(json.dumps({"owner_id": owner_id, "owner_jwt": token}))
+    else:
+        click.echo(token)

@@ -1,0 +1,43 @@
+"""The go-live walk of the spec, driven through the public SDK against a running server.
+
+Go-live order: create seller, create a resource (gate URL), enable payments, register a
+webhook for ``payment.succeeded`` (arrives with the webhooks issue), then test with a
+wallet using ``pay-url`` (arrives with open rails).  Each step prints what a new seller
+would do next.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+
+import svc
+
+__all__ = ["walk_go_live"]
+
+
+def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[str, str]:
+    with svc.Client(base_url=base_url, environment="test") as anon:
+        owner = anon.owners.create(f"demo+{secrets.token_hex(4)}@example.com")
+    echo(f"1. owner created: {owner.owner_id} (owner JWT issued)")
+    with svc.Client(base_url=base_url, owner_jwt=owner.owner_jwt, environment="test") as oc:
+        seller = oc.sellers.create(name="Demo seller")
+    echo(f"2. seller created in test: {seller.id}, key {seller.seller_key[:16]}… (shown once)")
+    with svc.Client(base_url=base_url, seller_key=seller.seller_key) as sc:
+        resource = sc.resources.create(
+            kind="http",
+            path="/v1/report",
+            amount="0.05",
+            description="One report",
+            metadata={"sku_kind": "one_shot"},
+        )
+        echo(f"3. resource {resource.id} priced at {resource.amount} USD")
+        echo(f"   gate_url (agents pay): {resource.gate_url}")
+        echo(f"   pay_url  (humans pay): {resource.pay_url}")
+        enabled = sc.sellers.enable_payments()
+        echo(f"4. payments enabled: mpp={enabled.mpp_enabled} x402={enabled.x402_enabled}")
+        balance = sc.sellers.balance()
+        echo(f"5. balance {balance.balance} {balance.currency}; "
+             f"payouts_enabled={balance.payouts_enabled}")
+    echo("Next (later releases): register a payment.succeeded webhook, pay with pay-url.")
+    return {"owner_id": owner.owner_id, "seller_id": seller.id, "resource_id": resource.id}

@@ -1,0 +1,152 @@
+"""The synchronous client: :class:`BaseClient` plus a blocking send path.
+
+Everything but sending and sleeping is in ``_base_client``; see there for the loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar, overload
+
+import httpx
+
+from . import _endpoints as ep
+from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
+from ._errors import ConfigurationError
+from ._models import Capabilities, Health
+from ._namespaces import Owners, Resources, Sellers
+from ._options import Environment, RequestOptions, Timeout
+from ._retry import DEFAULT_MAX_RETRIES, RetryPolicy
+from ._spec import RequestSpec
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+
+class Client(BaseClient):
+    """Blocking client for the svc API.
+
+    ::
+
+        with svc.Client(seller_key="svc_sk_test_...") as client:
+            resource = client.resources.create(kind="http", path="/v1/report", amount="0.05")
+
+    Credentials, ``base_url`` and ``environment`` default to the ``SVC_*`` environment
+    variables.  ``transport`` (e.g. :class:`httpx.MockTransport`) or a ready
+    ``http_client`` replace the network for tests or proxies; a client passed in is
+    not closed by :meth:`close`, since its owner may still use it.  ``sleep`` is how
+    retries wait, injectable so tests need not.
+    """
+
+    owners: Owners
+    sellers: Sellers
+    resources: Resources
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        owner_jwt: str | None = None,
+        seller_key: str | None = None,
+        wallet_key: str | None = None,
+        environment: Environment | None = None,
+        timeout: Timeout | None = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        default_headers: Mapping[str, str] | None = None,
+        retry_policy: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        http_client: httpx.Client | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url,
+            owner_jwt=owner_jwt,
+            seller_key=seller_key,
+            wallet_key=wallet_key,
+            environment=environment,
+            timeout=timeout,
+            max_retries=max_retries,
+            default_headers=default_headers,
+            retry_policy=retry_policy,
+        )
+        if transport is not None and http_client is not None:
+            raise ConfigurationError("pass transport= or http_client=, not both")
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(transport=transport)
+        self._sleep = sleep or time.sleep
+        self.owners = Owners(self)
+        self.sellers = Sellers(self)
+        self.resources = Resources(self)
+
+    def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
+        call = self._prepare(spec, options)
+        while True:
+            outcome: T | Retry
+            try:
+                response = self._http.send(call.request)
+            except httpx.RequestError as exc:
+                outcome = call.on_transport_error(exc)
+            else:
+                outcome = call.on_response(response)
+            if not isinstance(outcome, Retry):
+                return outcome
+            self._sleep(outcome.delay)
+
+    # --- top-level endpoints ----------------------------------------------------------------
+
+    def health(self, *, options: RequestOptions | None = None) -> Health:
+        """Liveness: the process answers."""
+        return self._request(ep.health(), options)
+
+    def ready(self, *, options: RequestOptions | None = None) -> Health:
+        """Readiness: dependencies answer; raises :class:`~svc.ServerError` (503) if not."""
+        return self._request(ep.ready(), options)
+
+    def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
+        """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
+        return self._request(ep.capabilities(), options)
+
+    @overload
+    def discovery(
+        self,
+        name: Literal["llms.txt", "llms-full.txt"],
+        *,
+        options: RequestOptions | None = None,
+    ) -> str: ...
+    @overload
+    def discovery(
+        self,
+        name: Literal[".well-known/agent.json", "agent-openapi.json"],
+        *,
+        options: RequestOptions | None = None,
+    ) -> dict[str, Any]: ...
+    @overload
+    def discovery(
+        self, name: str, *, options: RequestOptions | None = None
+    ) -> str | dict[str, Any]: ...
+    def discovery(
+        self, name: str, *, options: RequestOptions | None = None
+    ) -> str | dict[str, Any]:
+        """A discovery document: ``str`` for ``llms*.txt``, ``dict`` for the JSON ones."""
+        return self._request(ep.discovery(name), options)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release pooled connections (not those of an ``http_client`` passed in)."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,368 @@
+"""Sign and verify the service's webhook deliveries.
+
+Every delivery is a ``POST`` whose body is one JSON event (``id``, ``type``, ``created_at``,
+``data``) and whose headers are::
+
+    X-Svc-Webhook-Id:  evt_01JD7Q4V              (equals the event's "id")
+    X-Svc-Timestamp:   1795003200                (integer Unix seconds)
+    X-Svc-Signature:   v1,<lowercase hex>        (one or more, space-separated)
+
+The hex is HMAC-SHA256 keyed with the UTF-8 bytes of the endpoint's signing secret, exactly
+as ``POST /webhooks`` returned it (``whsec_`` prefix included, nothing base64-decoded), over
+the bytes ``{webhook id}.{timestamp}.{raw body}``.
+
+A receiver needs a few lines and no server dependencies::
+
+    from svc import webhooks
+
+    event = webhooks.verify(secret, raw_body, request_headers)  # svc.Event, typed data
+
+:func:`verify` raises :class:`WebhookVerificationError` for every input it refuses, and
+nothing else, so one ``except`` clause turns every bad delivery into a 400.  :func:`sign` and
+:func:`headers` are the sending side; the reference server delivers with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from cattrs import transform_error
+from cattrs.errors import BaseValidationError
+
+from ._converter import structure
+from ._errors import WebhookVerificationError
+from ._models import Event
+
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "WEBHOOK_ID_HEADER",
+    "WebhookVerificationError",
+    "headers",
+    "sign",
+    "verify",
+]
+
+WEBHOOK_ID_HEADER = "X-Svc-Webhook-Id"
+TIMESTAMP_HEADER = "X-Svc-Timestamp"
+SIGNATURE_HEADER = "X-Svc-Signature"
+
+#: Seconds a delivery's timestamp may differ from the receiver's clock, either way (spec).
+DEFAULT_TOLERANCE = 300
+
+_VERSION = "v1"
+_SIGNATURE_PREFIX = _VERSION + ","
+# Unix seconds as plain ASCII digits.  ``int()`` alone would also take "+5", " 5", "5_0" and
+# non-ASCII digits such as Arabic-Indic ones; twelve digits reach the year 33658 and keep
+# the arithmetic far from float overflow.
+_TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
+_HEX_SIGNATURE_RE = re.compile(r"[0-9a-f]{64}")
+_VERSION_RE = re.compile(r"v[0-9]{1,4}")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+# --- sending ------------------------------------------------------------------------------
+
+
+def sign(secret: str, *, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """Return the ``X-Svc-Signature`` value ``"v1,<lowercase hex>"`` for one delivery.
+
+    ``body`` must be the exact bytes that will be sent: the receiver hashes what arrives on
+    the wire, so a body serialized twice (even to "the same" JSON) would not verify.
+
+    Raises :class:`TypeError` / :class:`ValueError` for arguments no delivery could carry
+    (an empty secret or id, a negative or non-integer timestamp, a text body).
+    """
+    return _SIGNATURE_PREFIX + _digest(
+        _secret_key(secret), _signed_prefix(webhook_id, timestamp), _as_bytes(body)
+    )
+
+
+def headers(secret: str, *, webhook_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The three signature headers of one delivery, ready to merge into the request.
+
+    ``timestamp`` is integer Unix seconds and is written as a decimal string.
+    """
+    signature = sign(secret, webhook_id=webhook_id, timestamp=timestamp, body=body)
+    if _CONTROL_RE.search(webhook_id):
+        raise ValueError("webhook_id must not contain control characters (it is a header)")
+    return {
+        WEBHOOK_ID_HEADER: webhook_id,
+        TIMESTAMP_HEADER: str(timestamp),
+        SIGNATURE_HEADER: signature,
+    }
+
+
+def _secret_key(secret: str) -> bytes:
+    if not isinstance(secret, str):
+        raise TypeError(
+            "secret must be the signing secret string as POST /webhooks returned it, "
+            f"not {type(secret).__name__}"
+        )
+    if not secret:
+        raise ValueError("secret must not be empty")
+    # The whole string, prefix included, is the key; it is never base64-decoded.
+    return secret.encode("utf-8")
+
+
+def _signed_prefix(webhook_id: str, timestamp: int) -> bytes:
+    if not isinstance(webhook_id, str) or not webhook_id:
+        raise ValueError("webhook_id must be a non-empty string")
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        raise TypeError("timestamp must be integer Unix seconds")
+    if timestamp < 0:
+        raise ValueError("timestamp must not be negative")
+    return f"{webhook_id}.{timestamp}.".encode()
+
+
+def _as_bytes(body: bytes) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    raise TypeError(f"body must be bytes, not {type(body).__name__}")
+
+
+def _digest(key: bytes, prefix: bytes, body: bytes) -> str:
+    mac = hmac.new(key, prefix, hashlib.sha256)
+    mac.update(body)
+    return mac.hexdigest()
+
+
+# --- receiving ----------------------------------------------------------------------------
+
+
+def verify(
+    secret: str | Sequence[str],
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    tolerance: int = DEFAULT_TOLERANCE,
+    now: Callable[[], float] | None = None,
+) -> Event:
+    """Check a delivery's signature and timestamp, then return its typed :class:`svc.Event`.
+
+    ``secret``
+        The endpoint's signing secret, or several while rotating: the delivery is accepted
+        when *any* ``v1`` entry of ``X-Svc-Signature`` matches *any* of them.
+    ``body``
+        The raw request body bytes, exactly as received (``await request.body()`` in
+        Starlette).  The signature covers those bytes; text or re-serialized JSON may differ
+        by a single space or escape and then never verifies, so ``str`` is refused.
+    ``headers``
+        Any mapping of the request headers (``dict``, Starlette or httpx ``Headers``...);
+        names are matched case-insensitively.  A header sent twice is refused.
+    ``tolerance``
+        Seconds ``X-Svc-Timestamp`` may be away from ``now()`` in the past *or* the future.
+        Together with the signature this stops a captured delivery from being replayed
+        later; dedupe on the event ``id`` (or, for credit top-ups, ``data.receipt_id``)
+        to stop replays inside the window too.
+    ``now``
+        Clock returning Unix seconds; ``time.time`` by default.  Injected in tests.
+
+    Signatures are compared with :func:`hmac.compare_digest`, whose running time does not
+    depend on how many leading characters match, so a forger learns nothing from timing.
+
+    Raises :class:`WebhookVerificationError`, and only that, for anything refused:
+    missing, empty, duplicated or malformed headers, a bad or stale timestamp, no matching
+    signature, a body that is not UTF-8 JSON for one event, an event id that differs from
+    ``X-Svc-Webhook-Id``, or an event the SDK cannot read.
+    """
+    keys = _verification_keys(secret)
+    raw = _raw_body(body)
+    webhook_id, timestamp_text, signature_text = _signature_headers(headers)
+    signatures = _parse_signatures(signature_text)
+    timestamp = _parse_timestamp(timestamp_text)
+    _check_timestamp(timestamp, tolerance, now)
+
+    try:
+        prefix = f"{webhook_id}.{timestamp_text}.".encode()
+    except UnicodeEncodeError:
+        _fail(f"{WEBHOOK_ID_HEADER} is not valid text")
+    matched = False
+    for key in keys:
+        expected = _digest(key, prefix, raw)
+        for candidate in signatures:
+            # Both sides are 64 ASCII hex characters here; compare_digest is constant time.
+            matched |= hmac.compare_digest(expected, candidate)
+    if not matched:
+        _fail("no signature in X-Svc-Signature matches the signing secret")
+
+    return _read_event(raw, webhook_id)
+
+
+def _fail(message: str) -> NoReturn:
+    raise WebhookVerificationError(message)
+
+
+def _verification_keys(secret: str | Sequence[str]) -> list[bytes]:
+    if isinstance(secret, str):
+        secrets: list[object] = [secret]
+    elif isinstance(secret, bytes | bytearray | memoryview) or not isinstance(secret, Sequence):
+        _fail(
+            "secret must be the signing secret string (or a sequence of them while rotating), "
+            f"not {type(secret).__name__}"
+        )
+    else:
+        secrets = list(secret)
+    if not secrets:
+        _fail("no signing secret given")
+    keys: list[bytes] = []
+    for item in secrets:
+        if not isinstance(item, str) or not item:
+            _fail("every signing secret must be a non-empty string")
+        try:
+            keys.append(item.encode("utf-8"))
+        except UnicodeEncodeError:
+            _fail("a signing secret is not valid text")
+    return keys
+
+
+def _raw_body(body: bytes) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    if isinstance(body, str):
+        _fail(
+            "body must be the raw request body bytes (e.g. `await request.body()`), not str: "
+            "the signature covers the exact bytes sent, which decoded or re-serialized text "
+            "may not reproduce"
+        )
+    _fail(f"body must be the raw request body bytes, not {type(body).__name__}")
+
+
+def _signature_headers(headers: Mapping[str, str]) -> tuple[str, str, str]:
+    if not isinstance(headers, Mapping):
+        _fail(f"headers must be a mapping of request headers, not {type(headers).__name__}")
+    wanted = {
+        WEBHOOK_ID_HEADER.lower(): WEBHOOK_ID_HEADER,
+        TIMESTAMP_HEADER.lower(): TIMESTAMP_HEADER,
+        SIGNATURE_HEADER.lower(): SIGNATURE_HEADER,
+    }
+    found: dict[str, str] = {}
+    # One pass over items() rather than .get(): a plain dict is case-sensitive, and items()
+    # also shows a header sent twice (Starlette keeps repeats as separate items).
+    for name, value in headers.items():
+        if not isinstance(name, str):
+            continue
+        canonical = wanted.get(name.lower())
+        if canonical is None:
+            continue
+        if canonical in found:
+            _fail(f"header {canonical} appears more than once")
+        if not isinstance(value, str):
+            _fail(f"header {canonical} must be a string, not {type(value).__name__}")
+        found[canonical] = value
+    values: list[str] = []
+    for canonical in wanted.values():
+        if canonical not in found:
+            _fail(f"missing header {canonical}")
+        if not found[canonical]:
+            _fail(f"header {canonical} is empty")
+        values.append(found[canonical])
+    return values[0], values[1], values[2]
+
+
+def _parse_signatures(value: str) -> list[str]:
+    """The hex of every ``v1`` entry; entries of a later well-formed version are skipped."""
+    signatures: list[str] = []
+    other_versions: list[str] = []
+    entries = [entry for entry in value.split(" ") if entry]
+    if not entries:
+        _fail(f"header {SIGNATURE_HEADER} holds no signature")
+    for entry in entries:
+        version, comma, signature = entry.partition(",")
+        if not comma:
+            hint = " (a comma, not '=')" if "=" in entry else ""
+            _fail(f"malformed entry in {SIGNATURE_HEADER}: expected v1,<hex>{hint}")
+        if version == _VERSION:
+            if not _HEX_SIGNATURE_RE.fullmatch(signature):
+                _fail(
+                    f"malformed v1 entry in {SIGNATURE_HEADER}: "
+                    "expected 64 lowercase hex characters"
+                )
+            signatures.append(signature)
+        elif _VERSION_RE.fullmatch(version):
+            # A newer sender may add entries of another scheme beside v1; they do not count.
+            other_versions.append(version)
+        else:
+            _fail(f"malformed entry in {SIGNATURE_HEADER}: expected v1,<hex>")
+    if not signatures:
+        _fail(
+            f"{SIGNATURE_HEADER} has no v1 signature "
+            f"(unsupported version: {', '.join(sorted(set(other_versions)))})"
+        )
+    return signatures
+
+
+def _parse_timestamp(value: str) -> int:
+    if not _TIMESTAMP_RE.fullmatch(value):
+        _fail(f"header {TIMESTAMP_HEADER} must be integer Unix seconds (ASCII digits)")
+    return int(value)
+
+
+def _check_timestamp(timestamp: int, tolerance: int, now: Callable[[], float] | None) -> None:
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance < 0:
+        _fail("tolerance must be a non-negative number of seconds")
+    current = (now or time.time)()
+    if isinstance(current, bool) or not isinstance(current, int | float):
+        _fail("now() must return Unix seconds as a number")
+    if not math.isfinite(current):
+        _fail("now() returned a non-finite time")
+    if abs(current - timestamp) > tolerance:
+        direction = "old" if timestamp < current else "far in the future"
+        _fail(
+            f"{TIMESTAMP_HEADER} is too {direction}: "
+            f"{abs(current - timestamp):.0f} s away, tolerance is {tolerance} s"
+        )
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _read_event(raw: bytes, webhook_id: str) -> Event:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        _fail("body is not UTF-8")
+    try:
+        document: Any = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        _fail("body JSON is nested too deeply")
+    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, over-long integers
+        _fail(f"body is not JSON: {exc}")
+
+    if not isinstance(document, dict):
+        _fail("body is not a JSON object")
+    for field in ("id", "type", "created_at"):
+        if not isinstance(document.get(field), str) or not document[field]:
+            _fail(f"body is not an event: {field!r} must be a non-empty string")
+    if "data" not in document:
+        _fail("body is not an event: 'data' is missing")
+    if document["id"] != webhook_id:
+        _fail(f"{WEBHOOK_ID_HEADER} does not match the event id in the body")
+
+    try:
+        return structure(document, Event)
+    except RecursionError:
+        _fail("event data is nested too deeply")
+    except BaseValidationError as exc:
+        detail = "; ".join(transform_error(exc, path="$.data"))
+        _fail(f"event {document['type']!r} could not be read: {detail}")
+    # Broad on purpose, and only here: the converter runs cattrs-generated code and our
+    # hooks (money, datetime, metadata), which report a bad field as ValueError, TypeError,
+    # KeyError, OverflowError... depending on where it fails.  The signature is already
+    # verified, so this is the sender's bug, but it must still surface as this module's one
+    # error type rather than as a 500 in the receiver.
+    except Exception as exc:
+        _fail(f"event {document['type']!r} could not be read: {exc}")

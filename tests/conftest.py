@@ -1,0 +1,102 @@
+"""Shared fixtures: a real database (SQLite file, or PostgreSQL when
+``SVC_TEST_DATABASE_URL`` names one) and a real uvicorn server on loopback.
+
+Every test that touches a database gets a fresh one: a new SQLite file, or a new
+PostgreSQL schema dropped afterwards.  ``SVC_FORBID_SKIPS=1`` (set by ``.ci/run``) turns
+any skipped test into a failed run, because CI provides every service.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from reference_server import Settings
+
+from .support import TEST_SETTINGS, Account, LiveServer, new_account, start_server
+
+POSTGRES_URL = os.environ.get("SVC_TEST_DATABASE_URL")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"svc database under test: {'postgresql' if POSTGRES_URL else 'sqlite'}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get("SVC_FORBID_SKIPS") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if skipped:
+        print(f"\nSVC_FORBID_SKIPS=1: {skipped} test(s) skipped; CI provides every service.")
+        session.exitstatus = 1
+
+
+@contextmanager
+def fresh_database(directory: Path) -> Iterator[str]:
+    """A new, empty database: an SQLite file in ``directory`` or a PostgreSQL schema."""
+    if not POSTGRES_URL:
+        yield f"sqlite:///{directory / 'svc.db'}"
+        return
+    import psycopg
+
+    schema = "t_" + secrets.token_hex(6)
+    plain = POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    yield f"{POSTGRES_URL}{sep}options={quote(f'-csearch_path={schema}')}"
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    with fresh_database(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One server for a whole module, for read-mostly tests such as the auth matrix."""
+    with fresh_database(tmp_path_factory.mktemp("db")) as url:
+        live = start_server(Settings(**{**TEST_SETTINGS, "database_url": url}))
+        yield live
+        live.stop()
+
+
+@pytest.fixture
+def make_server(database_url: str) -> Iterator[Callable[..., LiveServer]]:
+    started: list[LiveServer] = []
+
+    def make(**overrides: Any) -> LiveServer:
+        values = {**TEST_SETTINGS, "database_url": database_url, **overrides}
+        live = start_server(Settings(**values))
+        started.append(live)
+        return live
+
+    yield make
+    for live in started:
+        live.stop()
+
+
+@pytest.fixture
+def server(make_server: Callable[..., LiveServer]) -> LiveServer:
+    return make_server()
+
+
+@pytest.fixture
+def account(server: LiveServer) -> Account:
+    return new_account(server.url)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

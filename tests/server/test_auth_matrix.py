@@ -1,0 +1,188 @@
+"""Every authenticated route, every wrong way in: 401/403/404 in the envelope, never 2xx/5xx."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import httpx
+import pytest
+
+from reference_server.api.auth import Role
+from reference_server.app import endpoints
+
+from ..support import Account, LiveServer, new_account
+
+AUTHED = [ep for ep in endpoints() if ep.auth is not None]
+
+
+def _path(path: str, resource_id: str) -> str:
+    return path.replace("{resource_id}", resource_id)
+
+
+def _credential(role: Role, acct: Account) -> str:
+    return {Role.OWNER: acct.owner_jwt, Role.SELLER: acct.seller_key}[role]
+
+
+@pytest.fixture(scope="module")
+def server(module_server: LiveServer) -> LiveServer:
+    return module_server
+
+
+@pytest.fixture(scope="module")
+def world(server: LiveServer) -> dict[str, Any]:
+    """Two owners, each with a test seller, and a resource belonging to the second."""
+    mine = new_account(server.url)
+    theirs = new_account(server.url)
+    with httpx.Client(base_url=server.url) as http:
+        r = http.post(
+            "/resources",
+            json={"kind": "http", "path": "/x", "amount": "1"},
+            headers={"Authorization": f"Bearer {theirs.seller_key}"},
+        )
+        r.raise_for_status()
+        their_resource = r.json()["id"]
+        r = http.post(
+            "/resources",
+            json={"kind": "http", "path": "/y", "amount": "1"},
+            headers={"Authorization": f"Bearer {mine.seller_key}"},
+        )
+        my_resource = r.json()["id"]
+    return {
+        "mine": mine,
+        "theirs": theirs,
+        "their_resource": their_resource,
+        "my_resource": my_resource,
+    }
+
+
+def _call(server: LiveServer, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
+    body = {} if method in {"POST", "PATCH"} else None
+    headers = {**headers, "Idempotency-Key": secrets.token_hex(8)}
+    responses = [
+        httpx.request(method, server.url + prefix + path, json=body, headers=headers)
+        for prefix in ("", "/api")
+    ]
+    for r in responses:
+        _assert_envelope(r)
+    assert responses[0].status_code == responses[1].status_code
+    return responses[0]
+
+
+def _assert_envelope(r: httpx.Response) -> None:
+    body = r.json()
+    assert body["ok"] is False, body
+    assert isinstance(body["error"]["code"], str) and body["error"]["message"]
+    assert body["request_id"] == r.headers["x-request-id"]
+
+
+@pytest.mark.parametrize("ep", AUTHED, ids=lambda ep: f"{ep.method} {ep.path}")
+def test_no_credential_is_401(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
+    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), {})
+    assert r.status_code == 401
+    assert r.json()["error"]["code"] == "unauthenticated"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Bearer",
+        "Basic dXNlcjpwYXNz",
+        "Bearer svc_sk_test_unknownkey",
+        "Bearer svc_sk_prod_abc",
+        "Bearer not.a.jwt",
+        "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.",
+        "Bearer svc_vw_test_unknown",
+        "Bearer a b",
+    ],
+)
+@pytest.mark.parametrize("ep", AUTHED, ids=lambda ep: f"{ep.method} {ep.path}")
+def test_malformed_or_unknown_credential_is_401(
+    server: LiveServer, world: dict[str, Any], ep: Any, header: str
+) -> None:
+    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), {"Authorization": header})
+    assert r.status_code == 401
+    assert r.json()["error"]["code"] == "invalid_credential"
+
+
+@pytest.mark.parametrize("ep", AUTHED, ids=lambda ep: f"{ep.method} {ep.path}")
+def test_wrong_role_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
+    mine: Account = world["mine"]
+    other_role = Role.SELLER if ep.auth is Role.OWNER else Role.OWNER
+    headers = {
+        "Authorization": f"Bearer {_credential(other_role, mine)}",
+        "X-Svc-Environment": "test",
+    }
+    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), headers)
+    assert r.status_code == 403
+    assert r.json()["error"]["code"] == "wrong_credential"
+
+
+@pytest.mark.parametrize(
+    "ep", [e for e in AUTHED if e.auth is Role.SELLER], ids=lambda ep: f"{ep.method} {ep.path}"
+)
+def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
+    mine: Account = world["mine"]  # a test key sent with X-Svc-Environment: live
+    headers = {"Authorization": f"Bearer {mine.seller_key}", "X-Svc-Environment": "live"}
+    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), headers)
+    assert r.status_code == 403
+    assert r.json()["error"]["code"] == "environment_mismatch"
+
+
+@pytest.mark.parametrize(
+    "ep", [e for e in AUTHED if "{resource_id}" in e.path], ids=lambda ep: f"{ep.method} {ep.path}"
+)
+def test_another_sellers_object_is_404(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
+    mine: Account = world["mine"]
+    headers = {"Authorization": f"Bearer {mine.seller_key}"}
+    r = _call(server, ep.method, _path(ep.path, world["their_resource"]), headers)
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "not_found"
+
+
+def test_sellers_are_scoped_to_owner_and_environment(server: LiveServer) -> None:
+    a = new_account(server.url)
+    b = new_account(server.url)
+    with httpx.Client(base_url=server.url) as http:
+        listed = http.get(
+            "/sellers",
+            headers={"Authorization": f"Bearer {a.owner_jwt}", "X-Svc-Environment": "test"},
+        ).json()
+        assert [s["id"] for s in listed["data"]] == [a.seller_id]
+        live = http.get("/sellers", headers={"Authorization": f"Bearer {a.owner_jwt}"}).json()
+        assert live["data"] == []  # no header = live; a's seller lives in test
+        theirs = http.get("/resources", headers={"Authorization": f"Bearer {b.seller_key}"})
+        assert theirs.json()["data"] == []
+
+
+def test_invalid_environment_header_is_400(server: LiveServer, account: Account) -> None:
+    r = httpx.get(
+        server.url + "/sellers",
+        headers={"Authorization": f"Bearer {account.owner_jwt}", "X-Svc-Environment": "prod"},
+    )
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "invalid_environment"
+
+
+def test_expired_jwt_is_401(make_server: Any) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    live = make_server(clock=lambda: now[0], jwt_ttl_seconds=60)
+    acct = new_account(live.url)
+    now[0] += timedelta(seconds=61)
+    r = httpx.get(live.url + "/sellers", headers={"Authorization": f"Bearer {acct.owner_jwt}"})
+    assert r.status_code == 401
+    assert "expired" in r.json()["error"]["message"]
+
+
+def test_jwt_signed_with_another_secret_is_401(server: LiveServer, account: Account) -> None:
+    import jwt
+
+    forged = jwt.encode(
+        {"sub": account.owner_id, "iss": "svc", "iat": 1, "exp": 2**31},
+        "not-the-secret-but-long-enough-for-hs256-0123456789",
+        algorithm="HS256",
+    )
+    r = httpx.get(server.url + "/sellers", headers={"Authorization": f"Bearer {forged}"})
+    assert r.status_code == 401

@@ -1,0 +1,95 @@
+"""Test support: a live reference server on loopback and quick account set-up."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from typing import Any
+
+import attrs
+import httpx
+import uvicorn
+
+from reference_server import Settings, create_app
+from reference_server.context import ServerContext
+
+
+@attrs.define
+class LiveServer:
+    """A reference server in a uvicorn thread on 127.0.0.1, on a free port."""
+
+    url: str
+    ctx: ServerContext
+    settings: Settings
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(settings: Settings) -> LiveServer:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    if settings.public_url is None:
+        settings = attrs.evolve(settings, public_url=url)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    return LiveServer(url=url, ctx=app.state.ctx, settings=settings, server=server, thread=thread)
+
+
+#: Test defaults: limits high enough that concurrency tests are not throttled.
+TEST_SETTINGS: dict[str, Any] = {
+    "rate_limit": "100000/second",
+    "signup_rate_limit": "100000/second",
+}
+
+
+@attrs.frozen
+class Account:
+    """An owner with one seller in ``test`` (and its key)."""
+
+    owner_jwt: str
+    owner_id: str
+    seller_id: str
+    seller_key: str
+
+
+def new_account(base_url: str, environment: str = "test") -> Account:
+    with httpx.Client(base_url=base_url) as http:
+        r = http.post("/owners", json={"email": f"o{secrets.token_hex(6)}@example.com"})
+        r.raise_for_status()
+        owner = r.json()
+        r = http.post(
+            "/sellers",
+            json={"name": "shop"},
+            headers={
+                "Authorization": f"Bearer {owner['owner_jwt']}",
+                "X-Svc-Environment": environment,
+            },
+        )
+        r.raise_for_status()
+        seller = r.json()
+    return Account(
+        owner_jwt=owner["owner_jwt"],
+        owner_id=owner["owner_id"],
+        seller_id=seller["id"],
+        seller_key=seller["seller_key"],
+    )
