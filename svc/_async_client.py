@@ -18,7 +18,7 @@ from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
 from ._errors import ConfigurationError
 from ._models import Capabilities, Health
 from ._options import Environment, RequestOptions, Timeout
-from ._retry import DEFAULT_MAX_RETRIES, RetryPolicy
+from ._retry import RetryPolicy
 from ._spec import RequestSpec
 
 __all__ = ["AsyncClient"]
@@ -55,7 +55,7 @@ class AsyncClient(BaseClient):
         wallet_key: str | None = None,
         environment: Environment | None = None,
         timeout: Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
         default_headers: Mapping[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,

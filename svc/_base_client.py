@@ -29,7 +29,7 @@ import os
 import uuid
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import attrs
@@ -45,7 +45,7 @@ from ._errors import (
     error_for_status,
 )
 from ._options import Environment, RequestOptions, Timeout
-from ._retry import DEFAULT_MAX_RETRIES, RetryPolicy, parse_retry_after
+from ._retry import RetryPolicy, parse_retry_after
 from ._spec import RequestSpec, Role
 from ._version import __version__
 
@@ -133,6 +133,8 @@ class BaseClient:
     Every argument left ``None`` is read from the environment (``SVC_BASE_URL``,
     ``SVC_OWNER_JWT``, ``SVC_SELLER_KEY``, ``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``), so the
     same code runs against a laptop server and production by changing variables only.
+    ``max_retries`` (default 2) overrides the one in ``retry_policy``, which tunes the
+    backoff itself.
     """
 
     def __init__(
@@ -144,7 +146,7 @@ class BaseClient:
         wallet_key: str | None = None,
         environment: Environment | None = None,
         timeout: Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
         default_headers: Mapping[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
@@ -152,14 +154,16 @@ class BaseClient:
         self._timeout = timeout
         env = environment or _env("SVC_ENVIRONMENT")
         self._defaults = RequestOptions(
-            max_retries=max_retries,
             environment=_check_environment(env),
             owner_jwt=owner_jwt or _env("SVC_OWNER_JWT"),
             seller_key=seller_key or _env("SVC_SELLER_KEY"),
             wallet_key=wallet_key or _env("SVC_WALLET_KEY"),
             extra_headers=dict(default_headers) if default_headers else None,
         )
-        self._retry_policy = retry_policy or RetryPolicy()
+        policy = retry_policy or RetryPolicy()
+        if max_retries is not None:
+            policy = attrs.evolve(policy, max_retries=max_retries)
+        self._retry_policy = policy
 
     @property
     def base_url(self) -> str:
@@ -172,7 +176,8 @@ class BaseClient:
 
     @property
     def max_retries(self) -> int:
-        return cast(int, self._defaults.max_retries)
+        """Retries after the first try, unless a call's options say otherwise."""
+        return self._retry_policy.max_retries
 
     @property
     def timeout(self) -> Timeout | None:
@@ -188,7 +193,7 @@ class BaseClient:
         """Resolve options, check credentials and build the request, before any I/O."""
         opts = (options or RequestOptions()).merged_over(self._defaults)
         environment = _check_environment(opts.environment)
-        headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": spec.accept}
+        headers = httpx.Headers({"User-Agent": USER_AGENT, "Accept": spec.accept})
         if spec.role is not None:
             headers["Authorization"] = f"Bearer {_credential(spec.role, opts)}"
         if environment is not None:
@@ -201,7 +206,8 @@ class BaseClient:
         if spec.json is not None:
             headers["Content-Type"] = "application/json"
             content = _encode_json(spec.json)
-        headers.update(opts.extra_headers or {})
+        for name, value in (opts.extra_headers or {}).items():
+            headers[name] = value  # case-insensitive replace: the caller's header wins
 
         timeout = httpx.Timeout(opts.timeout if opts.timeout is not None else self._timeout)
         request = httpx.Request(

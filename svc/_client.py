@@ -18,7 +18,7 @@ from ._errors import ConfigurationError
 from ._models import Capabilities, Health
 from ._namespaces import Owners, Resources, Sellers
 from ._options import Environment, RequestOptions, Timeout
-from ._retry import DEFAULT_MAX_RETRIES, RetryPolicy
+from ._retry import RetryPolicy
 from ._spec import RequestSpec
 
 __all__ = ["Client"]
@@ -54,7 +54,7 @@ class Client(BaseClient):
         wallet_key: str | None = None,
         environment: Environment | None = None,
         timeout: Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retries: int | None = None,
         default_headers: Mapping[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 
-from ._money import format_amount, parse_amount
 from ._models import EVENT_DATA_TYPES, Event, ResourceMetadata
+from ._money import format_amount, parse_amount
 
 __all__ = ["converter", "structure", "unstructure"]
 

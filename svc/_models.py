@@ -47,20 +47,18 @@ __all__ = [
     "Withdrawal",
 ]
 
-_model = attrs.frozen(kw_only=True)
-
 
 # --- errors -------------------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ErrorDetail:
     code: str
     message: str
     details: dict[str, Any] | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ErrorBody:
     """The spec's error envelope: ``{"ok": false, "error": {...}, "request_id"}``."""
 
@@ -72,14 +70,14 @@ class ErrorBody:
 # --- owners and sellers -------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class OwnerCreated:
     owner_id: str
     owner_jwt: str
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Seller:
     id: str
     environment: str
@@ -94,21 +92,21 @@ class Seller:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SellerCreated(Seller):
     """A new seller and its key; the key is never shown again."""
 
     seller_key: str
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SellerList:
     data: list[Seller]
     has_more: bool = False
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Balance:
     """``GET /sellers/me/balance``: money and the readiness flags to check before a withdraw."""
 
@@ -122,7 +120,7 @@ class Balance:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Withdrawal:
     id: str
     status: str
@@ -135,7 +133,7 @@ class Withdrawal:
 # --- priced resources ---------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ResourceMetadata:
     """What a payment for the resource buys.
 
@@ -150,7 +148,7 @@ class ResourceMetadata:
     extra: dict[str, Any] = attrs.field(factory=dict)
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Resource:
     id: str
     short_id: str
@@ -173,7 +171,7 @@ class Resource:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ResourceList:
     data: list[Resource]
     has_more: bool = False
@@ -183,7 +181,7 @@ class ResourceList:
 # --- spend and pay ------------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class PayResult:
     """What ``POST /pay`` and ``POST /spend/pay-url`` return."""
 
@@ -201,7 +199,7 @@ class PayResult:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SpendAttempt:
     id: str
     status: str
@@ -214,14 +212,14 @@ class SpendAttempt:
     created_at: datetime | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SpendAttemptList:
     data: list[SpendAttempt]
     has_more: bool = False
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ReceiptVerification:
     """``POST /access/verify``: an unknown receipt is ``valid: false``, not an error."""
 
@@ -235,7 +233,7 @@ class ReceiptVerification:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class WalletPolicy:
     """Spend limits of a wallet key; ``None`` means no limit of that kind."""
 
@@ -247,7 +245,7 @@ class WalletPolicy:
     allowed_rails: list[str] | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class WalletKey:
     id: str
     environment: str
@@ -260,14 +258,14 @@ class WalletKey:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class WalletKeyCreated(WalletKey):
     """A new wallet key; ``key`` is never shown again."""
 
     key: str
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SpendBalance:
     """``GET /spend/balance``: prepaid balance and what the policy still allows."""
 
@@ -282,7 +280,7 @@ class SpendBalance:
 # --- webhooks and events ------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class WebhookEndpoint:
     id: str
     url: str
@@ -293,14 +291,14 @@ class WebhookEndpoint:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class WebhookEndpointCreated(WebhookEndpoint):
     """A new endpoint and its signing secret; the secret is never shown again."""
 
     signing_secret: str
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Delivery:
     id: str
     webhook_id: str
@@ -314,17 +312,22 @@ class Delivery:
     created_at: datetime | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class PaymentSucceededData:
-    """``data`` of ``payment.succeeded``, every field of the spec's table."""
+    """``data`` of ``payment.succeeded``: every field of the spec's table.
 
-    ok: bool
-    type: str
-    rail: str
+    Only ``receipt_id`` is required: the webhook test route sends a sample carrying
+    ``receipt_id``, ``request_id``, ``metadata.credits`` and ``test``, and a receiver must
+    read that sample with the same class it uses for real payments.
+    """
+
     receipt_id: str
-    amount: Decimal
-    environment: str
-    settlement: str
+    ok: bool = True
+    type: str | None = None
+    rail: str | None = None
+    amount: Decimal | None = None
+    environment: str | None = None
+    settlement: str | None = None
     request_id: str | None = None
     resource_id: str | None = None
     short_id: str | None = None
@@ -343,7 +346,7 @@ EVENT_DATA_TYPES: dict[str, type[Any]] = {
 }
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Event:
     """The body of a webhook delivery.  ``data`` is typed for the event types SDK knows."""
 
@@ -356,7 +359,7 @@ class Event:
 # --- health and discovery -----------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Health:
     ok: bool
     status: str
@@ -364,7 +367,7 @@ class Health:
     request_id: str | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Capabilities:
     """``GET /agent/capabilities``: what an agent needs to start paying."""
 

@@ -7,12 +7,17 @@ a price.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 
 __all__ = ["MICROS", "format_amount", "from_micros", "parse_amount", "to_micros"]
 
 MICROS = 1_000_000
 _QUANTUM = Decimal("0.000001")
+#: Digits with an optional fraction: no exponents, no spaces inside, at most 18 digits
+#: before the point (far beyond any price, and safely inside a 64-bit micro-unit count).
+_LIMIT = Decimal(10) ** 18
+_PLAIN_DECIMAL = re.compile(r"-?[0-9]{1,18}(\.[0-9]+)?")
 
 
 def parse_amount(value: object) -> Decimal:
@@ -21,21 +26,22 @@ def parse_amount(value: object) -> Decimal:
     Raises :class:`ValueError` for floats, booleans, non-numbers, NaN/infinity and more
     than six decimal places, so that a bad amount is refused instead of rounded.
     """
-    if isinstance(value, bool) or isinstance(value, float):
-        raise ValueError("amount must be a decimal string such as \"0.05\", not a float")
+    if isinstance(value, bool | float):
+        raise ValueError('amount must be a decimal string such as "0.05", not a float')
     if isinstance(value, Decimal):
         amount = value
     elif isinstance(value, int):
         amount = Decimal(value)
     elif isinstance(value, str):
-        try:
-            amount = Decimal(value.strip())
-        except InvalidOperation:
-            raise ValueError(f"amount {value!r} is not a decimal number") from None
+        if not _PLAIN_DECIMAL.fullmatch(value.strip()):
+            raise ValueError(f'amount {value[:40]!r} is not a plain decimal number like "0.05"')
+        amount = Decimal(value.strip())
     else:
-        raise ValueError("amount must be a decimal string such as \"0.05\"")
+        raise ValueError('amount must be a decimal string such as "0.05"')
     if not amount.is_finite():
         raise ValueError("amount must be a finite number")
+    if abs(amount) >= _LIMIT:
+        raise ValueError("amount is out of range")
     if amount != amount.quantize(_QUANTUM, rounding="ROUND_DOWN"):
         raise ValueError("amount has more than 6 decimal places")
     return amount

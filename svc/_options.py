@@ -48,7 +48,9 @@ class RequestOptions:
 
     @max_retries.validator
     def _check_max_retries(self, _: attrs.Attribute[int | None], value: int | None) -> None:
-        if value is not None and (isinstance(value, bool) or value < 0):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
             raise ValueError("max_retries must be a non-negative integer")
 
     def merged_over(self, defaults: RequestOptions) -> RequestOptions:

@@ -44,11 +44,16 @@ class RetryPolicy:
     ``max_retry_after`` seconds so one response cannot park a caller for an hour.
     """
 
-    max_retries: int = DEFAULT_MAX_RETRIES
+    max_retries: int = attrs.field(default=DEFAULT_MAX_RETRIES)
     initial_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0
     random: Callable[[], float] = _random.random
+
+    @max_retries.validator
+    def _check_max_retries(self, _: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError("max_retries must be a non-negative integer")
 
     def is_retryable(self, failure: BaseException) -> bool:
         """Whether trying the same request again may succeed."""

@@ -64,6 +64,7 @@ _SIGNATURE_PREFIX = _VERSION + ","
 # non-ASCII digits such as Arabic-Indic ones; twelve digits reach the year 33658 and keep
 # the arithmetic far from float overflow.
 _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
+_MAX_TIMESTAMP = 10**12
 _HEX_SIGNATURE_RE = re.compile(r"[0-9a-f]{64}")
 _VERSION_RE = re.compile(r"v[0-9]{1,4}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -79,7 +80,7 @@ def sign(secret: str, *, webhook_id: str, timestamp: int, body: bytes) -> str:
     the wire, so a body serialized twice (even to "the same" JSON) would not verify.
 
     Raises :class:`TypeError` / :class:`ValueError` for arguments no delivery could carry
-    (an empty secret or id, a negative or non-integer timestamp, a text body).
+    (an empty secret or id, a timestamp that is not integer Unix seconds, a text body).
     """
     return _SIGNATURE_PREFIX + _digest(
         _secret_key(secret), _signed_prefix(webhook_id, timestamp), _as_bytes(body)
@@ -120,6 +121,8 @@ def _signed_prefix(webhook_id: str, timestamp: int) -> bytes:
         raise TypeError("timestamp must be integer Unix seconds")
     if timestamp < 0:
         raise ValueError("timestamp must not be negative")
+    if timestamp >= _MAX_TIMESTAMP:
+        raise ValueError("timestamp must be Unix seconds (this looks like milliseconds)")
     return f"{webhook_id}.{timestamp}.".encode()
 
 

@@ -214,6 +214,7 @@ def test_headers_gives_the_three_delivery_headers() -> None:
         ({"timestamp": -1}, ValueError),
         ({"timestamp": 1.5}, TypeError),
         ({"timestamp": True}, TypeError),
+        ({"timestamp": NOW * 1000}, ValueError),
         ({"body": "{}"}, TypeError),
     ],
 )
@@ -427,6 +428,29 @@ def test_damaged_headers_are_refused(damage: str) -> None:
 def other_digits(text: str, *, zero: int) -> str:
     """``text``'s ASCII digits written in another script's digits."""
     return "".join(chr(zero + int(c)) for c in text)
+
+
+def test_a_malformed_entry_is_our_error_where_standardwebhooks_raises_valueerror() -> None:
+    # The bug DESIGN.md names: standardwebhooks unpacks each entry with
+    # ``(version, signature) = entry.split(",")``, so an entry without exactly one comma
+    # escapes as ValueError instead of its own verification error.
+    from standardwebhooks import Webhook
+    from standardwebhooks import WebhookVerificationError as StandardWebhooksError
+
+    now = int(time.time())
+    body = encode(payment_event())
+    reference = Webhook("whsec_" + "A" * 43)
+    with pytest.raises(ValueError) as raised:
+        reference.verify(
+            body,
+            {"webhook-id": "evt_test_1", "webhook-timestamp": str(now), "webhook-signature": "v1"},
+        )
+    assert not isinstance(raised.value, StandardWebhooksError)
+
+    _, headers = delivery(timestamp=now)
+    for entry in ("v1", "v1,a,b", "v1=" + GOOD_HEX):
+        with pytest.raises(WebhookVerificationError):
+            verify(SECRET, body, {**headers, SIG_HEADER: entry})
 
 
 BAD_TIMESTAMPS = {

@@ -349,7 +349,7 @@ async def test_request_options_override_client_defaults(twin: Twin) -> None:
         seller_key="svc_sk_test_other",
         environment="test",
         timeout=2.5,
-        extra_headers={"X-Trace": "call"},
+        extra_headers={"x-trace": "call", "Idempotency-Key": "from-extra-headers"},
     )
 
     await twin.call(client, lambda c: c.sellers.me(options=options))
@@ -359,7 +359,8 @@ async def test_request_options_override_client_defaults(twin: Twin) -> None:
     assert first.headers["authorization"] == "Bearer svc_sk_test_other"
     assert first.headers["x-svc-environment"] == "test"
     assert first.headers["x-team"] == "payments"
-    assert first.headers["x-trace"] == "call"
+    assert first.headers.get_list("x-trace") == ["call"]
+    assert first.headers["idempotency-key"] == "from-extra-headers"
     assert first.extensions["timeout"] == httpx.Timeout(2.5).as_dict()
     # Options are per call: the next call is back on the client's defaults.
     assert second.headers["authorization"] == f"Bearer {SELLER_KEY}"

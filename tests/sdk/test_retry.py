@@ -80,6 +80,20 @@ def test_gives_up_after_max_retries() -> None:
     assert RetryPolicy(max_retries=0).next_delay(0, error) is None
 
 
+def test_max_retries_must_be_a_non_negative_integer() -> None:
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="max_retries"):
+            RetryPolicy(max_retries=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="max_retries"):
+            svc.Client(max_retries=bad)  # type: ignore[arg-type]
+
+
+def test_client_max_retries_and_retry_policy_combine() -> None:
+    assert svc.Client().max_retries == 2
+    assert svc.Client(retry_policy=RetryPolicy(max_retries=4)).max_retries == 4
+    assert svc.Client(max_retries=1, retry_policy=RetryPolicy(max_retries=4)).max_retries == 1
+
+
 def test_retry_after_wins_over_backoff_and_is_capped() -> None:
     assert FIXED.next_delay(0, _api_error(429, headers={"retry-after": "3"})) == 3.0
     assert FIXED.next_delay(1, _api_error(503, headers={"retry-after": "0"})) == 0.0
