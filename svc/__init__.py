@@ -57,6 +57,7 @@ from ._models import (
     Withdrawal,
 )
 from ._options import RequestOptions
+from ._retry import RetryPolicy
 from ._version import __version__
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "Resource",
     "ResourceList",
     "ResourceMetadata",
+    "RetryPolicy",
     "Seller",
     "SellerCreated",
     "SellerList",

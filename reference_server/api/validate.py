@@ -90,8 +90,11 @@ class Fields:
         value = self._get(name, required)
         if value is _MISSING:
             return None
+        if not isinstance(value, str):
+            self.error(name, 'must be a decimal string such as "0.05" (not a JSON number)')
+            return None
         try:
-            amount = parse_amount(str(value) if isinstance(value, Decimal) else value)
+            amount = parse_amount(value)
         except ValueError as exc:
             self.error(name, str(exc))
             return None
