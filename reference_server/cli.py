@@ -37,7 +37,8 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     outcome: dict[str, Any] = {}
     if demo or exit_after_demo:
         thread = threading.Thread(
-            target=_demo_when_started, args=(server, settings, exit_after_demo, outcome),
+            target=_demo_when_started,
+            args=(server, settings, exit_after_demo, outcome),
             daemon=True,
         )
         thread.start()

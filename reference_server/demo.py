@@ -37,7 +37,9 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
         enabled = sc.sellers.enable_payments()
         echo(f"4. payments enabled: mpp={enabled.mpp_enabled} x402={enabled.x402_enabled}")
         balance = sc.sellers.balance()
-        echo(f"5. balance {balance.balance} {balance.currency}; "
-             f"payouts_enabled={balance.payouts_enabled}")
+        echo(
+            f"5. balance {balance.balance} {balance.currency}; "
+            f"payouts_enabled={balance.payouts_enabled}"
+        )
     echo("Next (later releases): register a payment.succeeded webhook, pay with pay-url.")
     return {"owner_id": owner.owner_id, "seller_id": seller.id, "resource_id": resource.id}

@@ -31,14 +31,14 @@ class LiveServer:
         self.thread.join(timeout=10)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def start_server(settings: Settings) -> LiveServer:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     if settings.public_url is None:
         settings = attrs.evolve(settings, public_url=url)

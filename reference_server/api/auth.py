@@ -150,8 +150,12 @@ def authenticate(
 def _seller_principal(conn: Connection, token: str) -> Principal:
     _key_environment(token, "svc_sk_")
     row = conn.execute(
-        select(t.seller_keys.c.id, t.seller_keys.c.seller_id, t.seller_keys.c.environment,
-               t.sellers.c.owner_id)
+        select(
+            t.seller_keys.c.id,
+            t.seller_keys.c.seller_id,
+            t.seller_keys.c.environment,
+            t.sellers.c.owner_id,
+        )
         .join(t.sellers, t.sellers.c.id == t.seller_keys.c.seller_id)
         .where(t.seller_keys.c.key_hash == hash_key(token), t.seller_keys.c.revoked_at.is_(None))
     ).first()
@@ -184,7 +188,9 @@ def _owner_principal(
             options={"require": ["sub", "exp", "iat"], "verify_exp": False},
         )
     except jwt.PyJWTError:
-        raise ApiError("invalid_credential", "The owner JWT is malformed or its signature is invalid.") from None
+        raise ApiError(
+            "invalid_credential", "The owner JWT is malformed or its signature is invalid."
+        ) from None
     # Expiry is checked against the server's clock (injectable in tests), not the OS clock.
     if not isinstance(claims.get("exp"), int) or claims["exp"] <= now.timestamp():
         raise ApiError("invalid_credential", "The owner JWT has expired; create a new one.")

@@ -144,9 +144,7 @@ def _run(
     principal: Principal | None = None
     if ep.auth is not None:
         with ctx.db.read() as conn:
-            principal = authenticate(
-                conn, headers, role=ep.auth, jwt_secret=jwt_secret, now=now
-            )
+            principal = authenticate(conn, headers, role=ep.auth, jwt_secret=jwt_secret, now=now)
         environment = principal.environment
     else:
         environment = requested_environment(headers) or "live"
@@ -180,10 +178,14 @@ def _run(
             # X-Request-Id header does); the first request's id travels in a header.
             original = str(outcome.body.get("request_id", ""))
             body = {**outcome.body, "request_id": request_id}
-            return outcome.status, body, {
-                "Idempotent-Replayed": "true",
-                "Original-Request-Id": original,
-            }
+            return (
+                outcome.status,
+                body,
+                {
+                    "Idempotent-Replayed": "true",
+                    "Original-Request-Id": original,
+                },
+            )
         begun = outcome
 
     try:

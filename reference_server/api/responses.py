@@ -42,4 +42,3 @@ def json_response(
 
 def error_response(error: ApiError, request_id: str) -> Response:
     return json_response(error.body(request_id), error.status, error.headers)
-

@@ -14,7 +14,6 @@ from .ledger import ENVIRONMENTS
 __all__ = ["ENVIRONMENTS", "create_owner", "find_owner_by_email"]
 
 
-
 def find_owner_by_email(conn: Connection, email: str) -> str | None:
     return conn.execute(select(t.owners.c.id).where(t.owners.c.email == email)).scalar()
 

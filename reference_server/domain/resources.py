@@ -92,7 +92,9 @@ def find_resource(
 
 def list_resources(conn: Connection, *, seller_id: str) -> list[Row[Any]]:
     return list(
-        conn.execute(select(_r).where(_r.c.seller_id == seller_id).order_by(_r.c.created_at, _r.c.id))
+        conn.execute(
+            select(_r).where(_r.c.seller_id == seller_id).order_by(_r.c.created_at, _r.c.id)
+        )
     )
 
 
@@ -152,4 +154,3 @@ def resource_model(row: Row[Any], public_url: str) -> Resource:
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
     )
-

@@ -23,12 +23,21 @@ from ..api.responses import json_response
 __all__ = ["routes"]
 
 _AUTH_MODES = [
-    {"role": "owner", "header": "Authorization: Bearer <OWNER_JWT>",
-     "used_for": "sellers, webhooks, wallet keys"},
-    {"role": "seller", "header": "Authorization: Bearer svc_sk_<env>_...",
-     "used_for": "/sellers/me/*, /resources"},
-    {"role": "agent", "header": "Authorization: Bearer svc_vw_<env>_... (or x-svc-vw-key)",
-     "used_for": "/spend/*, /pay, /handles/resolve"},
+    {
+        "role": "owner",
+        "header": "Authorization: Bearer <OWNER_JWT>",
+        "used_for": "sellers, webhooks, wallet keys",
+    },
+    {
+        "role": "seller",
+        "header": "Authorization: Bearer svc_sk_<env>_...",
+        "used_for": "/sellers/me/*, /resources",
+    },
+    {
+        "role": "agent",
+        "header": "Authorization: Bearer svc_vw_<env>_... (or x-svc-vw-key)",
+        "used_for": "/spend/*, /pay, /handles/resolve",
+    },
 ]
 _PAY_SHAPES = [
     {"rail": "x402", "how": "POST /spend/pay-url with the 402 URL; or pay the gate directly"},
@@ -122,12 +131,14 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
             if ep.auth is not None:
                 op["security"] = [{ep.auth.value: []}]
             if ep.idempotency != "none":
-                op["parameters"] = [{
-                    "name": "Idempotency-Key",
-                    "in": "header",
-                    "required": ep.idempotency == "required",
-                    "schema": {"type": "string", "maxLength": 255},
-                }]
+                op["parameters"] = [
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": ep.idempotency == "required",
+                        "schema": {"type": "string", "maxLength": 255},
+                    }
+                ]
             paths.setdefault(ep.path, {})[ep.method.lower()] = op
         schemes = {role.value: {"type": "http", "scheme": "bearer"} for role in Role}
         return json_response(

@@ -13,7 +13,7 @@ from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain.owners import create_owner, find_owner_by_email
 
-__all__ = ["ENDPOINTS", "EMAIL"]
+__all__ = ["EMAIL", "ENDPOINTS"]
 
 EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,255}\.[^@\s]{2,63}$")
 

@@ -62,7 +62,9 @@ def _plain_json(value: Any) -> Any:
 
 def _target(f: Fields, kind: str | None, *, required: bool) -> dict[str, Any]:
     """``path`` for an HTTP SKU, ``tool`` for an MCP SKU; never both."""
-    path = f.string("path", max_length=2048, pattern=HTTP_PATH, pattern_hint="a path starting with /")
+    path = f.string(
+        "path", max_length=2048, pattern=HTTP_PATH, pattern_hint="a path starting with /"
+    )
     tool = f.string("tool", max_length=128, pattern=TOOL_NAME, pattern_hint="an MCP tool name")
     if kind == "http":
         if tool is not None:
@@ -179,12 +181,23 @@ def _own(call: Call, p: Principal, *, for_update: bool = False) -> Any:
 
 
 ENDPOINTS = [
-    Endpoint(method="POST", path="/resources", handler=create, auth=Role.SELLER,
-             idempotency="optional"),
+    Endpoint(
+        method="POST", path="/resources", handler=create, auth=Role.SELLER, idempotency="optional"
+    ),
     Endpoint(method="GET", path="/resources", handler=list_all, auth=Role.SELLER),
     Endpoint(method="GET", path="/resources/{resource_id}", handler=get_one, auth=Role.SELLER),
-    Endpoint(method="PATCH", path="/resources/{resource_id}", handler=patch, auth=Role.SELLER,
-             idempotency="required"),
-    Endpoint(method="POST", path="/resources/{resource_id}/deactivate", handler=deactivate,
-             auth=Role.SELLER, idempotency="optional"),
+    Endpoint(
+        method="PATCH",
+        path="/resources/{resource_id}",
+        handler=patch,
+        auth=Role.SELLER,
+        idempotency="required",
+    ),
+    Endpoint(
+        method="POST",
+        path="/resources/{resource_id}/deactivate",
+        handler=deactivate,
+        auth=Role.SELLER,
+        idempotency="optional",
+    ),
 ]

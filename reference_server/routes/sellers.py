@@ -91,7 +91,9 @@ def _checksum_ok(address: str) -> bool:
 def balance(call: Call) -> Reply:
     """Balance and readiness flags; check them before retrying a withdraw."""
     assert call.principal is not None
-    seller = sellers.seller_model(call.conn, sellers.get_seller(call.conn, call.principal.seller_id))
+    seller = sellers.seller_model(
+        call.conn, sellers.get_seller(call.conn, call.principal.seller_id)
+    )
     if seller.balance is None:
         raise ApiError("internal_error", "seller has no balance account")
     return Reply(
@@ -107,11 +109,21 @@ def balance(call: Call) -> Reply:
 
 
 ENDPOINTS = [
-    Endpoint(method="POST", path="/sellers", handler=create_seller, auth=Role.OWNER,
-             idempotency="optional"),
+    Endpoint(
+        method="POST",
+        path="/sellers",
+        handler=create_seller,
+        auth=Role.OWNER,
+        idempotency="optional",
+    ),
     Endpoint(method="GET", path="/sellers", handler=list_sellers, auth=Role.OWNER),
     Endpoint(method="GET", path="/sellers/me", handler=get_me, auth=Role.SELLER),
-    Endpoint(method="PATCH", path="/sellers/me/payments", handler=enable_payments,
-             auth=Role.SELLER, idempotency="optional"),
+    Endpoint(
+        method="PATCH",
+        path="/sellers/me/payments",
+        handler=enable_payments,
+        auth=Role.SELLER,
+        idempotency="optional",
+    ),
     Endpoint(method="GET", path="/sellers/me/balance", handler=balance, auth=Role.SELLER),
 ]

@@ -81,7 +81,9 @@ def test_oversized_body_is_413_declared_and_streamed(make_server: Any) -> None:
         yield big[:1000]
         yield big[1000:]
 
-    r = httpx.post(live.url + "/owners", content=chunks(), headers={"Content-Type": "application/json"})
+    r = httpx.post(
+        live.url + "/owners", content=chunks(), headers={"Content-Type": "application/json"}
+    )
     assert_error(r, 413, "payload_too_large")
 
 
@@ -173,7 +175,9 @@ def test_unexpected_failure_is_500_envelope(server: LiveServer, monkeypatch: Any
 
     monkeypatch.setattr(sellers.sellers, "list_sellers", boom)
     owner = httpx.post(server.url + "/owners", json={"email": "boom@example.com"}).json()
-    r = httpx.get(server.url + "/sellers", headers={"Authorization": f"Bearer {owner['owner_jwt']}"})
+    r = httpx.get(
+        server.url + "/sellers", headers={"Authorization": f"Bearer {owner['owner_jwt']}"}
+    )
     body = assert_error(r, 500, "internal_error")
     assert "disk on fire" not in r.text  # internals never leak
     assert body["error"]["message"]
@@ -184,9 +188,7 @@ def test_ready_is_503_when_database_unreachable() -> None:
 
     from reference_server import Settings, create_app
 
-    settings = Settings(
-        database_url="postgresql://nobody@127.0.0.1:1/none", auto_migrate=False
-    )
+    settings = Settings(database_url="postgresql://nobody@127.0.0.1:1/none", auto_migrate=False)
     with TestClient(create_app(settings)) as client:
         body = assert_error(client.get("/ready"), 503, "not_ready")
         assert body["error"]["details"]["checks"]["database"] == "unreachable"

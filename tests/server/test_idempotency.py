@@ -67,17 +67,26 @@ def test_whitespace_and_key_order_do_not_change_the_fingerprint(
     server: LiveServer, account: Account
 ) -> None:
     headers = {**seller(account, "k2"), "Content-Type": "application/json"}
-    a = httpx.post(server.url + "/resources", content=b'{"kind":"http","path":"/a","amount":"1"}',
-                   headers=headers)
-    b = httpx.post(server.url + "/resources",
-                   content=b'{ "amount": "1",  "path": "/a", "kind": "http" }', headers=headers)
+    a = httpx.post(
+        server.url + "/resources",
+        content=b'{"kind":"http","path":"/a","amount":"1"}',
+        headers=headers,
+    )
+    b = httpx.post(
+        server.url + "/resources",
+        content=b'{ "amount": "1",  "path": "/a", "kind": "http" }',
+        headers=headers,
+    )
     assert a.json()["id"] == b.json()["id"]
 
 
 def test_same_key_different_body_is_422(server: LiveServer, account: Account) -> None:
     httpx.post(server.url + "/resources", json=RESOURCE, headers=seller(account, "k3"))
-    r = httpx.post(server.url + "/resources", json={**RESOURCE, "amount": "0.06"},
-                   headers=seller(account, "k3"))
+    r = httpx.post(
+        server.url + "/resources",
+        json={**RESOURCE, "amount": "0.06"},
+        headers=seller(account, "k3"),
+    )
     assert r.status_code == 422
     assert r.json()["error"]["code"] == "idempotency_key_reused"
     assert len(resources_of(server, account)) == 1
@@ -123,8 +132,14 @@ def test_in_flight_key_is_409_until_its_lease_expires(make_server: Any) -> None:
     principal_scope = _seller_scope(live, account)
     fingerprint = idempotency.request_fingerprint("POST", "/resources", RESOURCE)
     idempotency.begin(
-        live.ctx.db, scope=principal_scope, route="POST /resources", key="crashed",
-        fingerprint=fingerprint, now=now[0], ttl=timedelta(hours=24), lease=timedelta(seconds=30),
+        live.ctx.db,
+        scope=principal_scope,
+        route="POST /resources",
+        key="crashed",
+        fingerprint=fingerprint,
+        now=now[0],
+        ttl=timedelta(hours=24),
+        lease=timedelta(seconds=30),
     )
     r = httpx.post(live.url + "/resources", json=RESOURCE, headers=seller(account, "crashed"))
     assert r.status_code == 409 and r.json()["error"]["code"] == "idempotency_in_progress"

@@ -1,0 +1,92 @@
+"""Rate limits: headers on every limited route, 429 in the envelope, shared through Redis."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from ..support import new_account
+
+REDIS_URL = os.environ.get("SVC_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+
+
+def _redis_up() -> bool:
+    host, _, port = REDIS_URL.removeprefix("redis://").partition(":")
+    try:
+        with socket.create_connection((host, int(port or 6379)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_headers_and_429(make_server: Any) -> None:
+    live = make_server(rate_limit="4/minute")
+    # new_account spends one request of this credential (POST /sellers)
+    acct_headers = {"Authorization": f"Bearer {new_account(live.url).owner_jwt}"}
+    seen = []
+    for _ in range(3):
+        r = httpx.get(live.url + "/sellers", headers=acct_headers)
+        assert r.status_code == 200
+        assert r.headers["x-ratelimit-limit"] == "4"
+        seen.append(int(r.headers["x-ratelimit-remaining"]))
+        assert int(r.headers["x-ratelimit-reset"]) >= int(time.time())
+    assert seen == [2, 1, 0]
+    r = httpx.get(live.url + "/sellers", headers=acct_headers)
+    assert r.status_code == 429
+    body = r.json()
+    assert body["error"]["code"] == "rate_limited"
+    assert body["request_id"] == r.headers["x-request-id"]
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+    assert r.headers["x-ratelimit-remaining"] == "0"
+
+
+def test_limits_are_per_credential(make_server: Any) -> None:
+    live = make_server(rate_limit="3/minute")
+    a, b = new_account(live.url), new_account(live.url)
+    for _ in range(2):
+        httpx.get(live.url + "/sellers", headers={"Authorization": f"Bearer {a.owner_jwt}"})
+    assert (
+        httpx.get(
+            live.url + "/sellers", headers={"Authorization": f"Bearer {a.owner_jwt}"}
+        ).status_code
+        == 429
+    )
+    assert (
+        httpx.get(
+            live.url + "/sellers", headers={"Authorization": f"Bearer {b.owner_jwt}"}
+        ).status_code
+        == 200
+    )
+
+
+def test_signup_has_its_own_tighter_limit(make_server: Any) -> None:
+    live = make_server(signup_rate_limit="2/minute")
+    codes = [
+        httpx.post(live.url + "/owners", json={"email": f"s{i}@example.com"}).status_code
+        for i in range(3)
+    ]
+    assert codes == [201, 201, 429]
+
+
+def test_unknown_credentials_are_limited_too(make_server: Any) -> None:
+    live = make_server(rate_limit="2/minute")
+    guess = {"Authorization": "Bearer svc_sk_test_guess"}
+    codes = [httpx.get(live.url + "/resources", headers=guess).status_code for _ in range(3)]
+    assert codes == [401, 401, 429]
+
+
+@pytest.mark.skipif(not _redis_up(), reason=f"Redis is not reachable at {REDIS_URL}")
+def test_redis_storage_shares_counts_between_processes(make_server: Any) -> None:
+    one = make_server(rate_limit="5/minute", rate_limit_storage=REDIS_URL)
+    two = make_server(rate_limit="5/minute", rate_limit_storage=REDIS_URL)
+    headers = {"Authorization": f"Bearer {new_account(one.url).owner_jwt}"}
+    codes = [
+        httpx.get(server.url + "/sellers", headers=headers).status_code
+        for server in (one, two, one, two, one, two)
+    ]
+    assert codes == [200, 200, 200, 200, 429, 429]

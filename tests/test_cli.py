@@ -1,0 +1,76 @@
+"""The ``svc-server`` commands, run as a user runs them (subprocesses, real database)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+
+from .support import LiveServer, free_port
+
+
+def svc_server(
+    *args: str, database_url: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SVC_DATABASE_URL": database_url}
+    return subprocess.run(
+        [sys.executable, "-m", "reference_server", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_server: Any) -> None:
+    done = svc_server(
+        "owners", "create", "--email", "Op@Example.com", "--json", database_url=database_url
+    )
+    assert done.returncode == 0, done.stderr
+    created = json.loads(done.stdout)
+    assert created["owner_id"].startswith("own_")
+    live: LiveServer = make_server()
+    r = httpx.post(
+        live.url + "/sellers",
+        headers={"Authorization": f"Bearer {created['owner_jwt']}", "X-Svc-Environment": "test"},
+    )
+    assert r.status_code == 201, r.text
+    # the same email again: the same owner, a fresh JWT (plain output is the JWT alone)
+    again = svc_server("owners", "create", "--email", "op@example.com", database_url=database_url)
+    assert again.returncode == 0
+    token = again.stdout.strip()
+    listed = httpx.get(
+        live.url + "/sellers",
+        headers={"Authorization": f"Bearer {token}", "X-Svc-Environment": "test"},
+    ).json()
+    assert [s["id"] for s in listed["data"]] == [r.json()["id"]]
+
+
+def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
+    port = free_port()
+    done = svc_server(
+        "run", "--port", str(port), "--exit-after-demo", database_url=database_url, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for step in (
+        "1. owner created",
+        "2. seller created in test",
+        "3. resource",
+        f"gate_url (agents pay): http://127.0.0.1:{port}/g/",
+        "4. payments enabled: mpp=True x402=True",
+        "5. balance 0.00 USD",
+    ):
+        assert step in out, out
+
+
+def test_migrate_is_idempotent(database_url: str) -> None:
+    for _ in range(2):
+        done = svc_server("migrate", database_url=database_url)
+        assert done.returncode == 0, done.stderr
+        assert "up to date" in done.stdout
