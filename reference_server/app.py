@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -12,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .api import idempotency
 from .api.endpoint import Endpoint, routes_for
 from .api.errors import ApiError
 from .api.request_id import RequestIdMiddleware
@@ -22,6 +25,8 @@ from .settings import Settings
 from .store import upgrade
 
 __all__ = ["create_app", "endpoints"]
+
+log = logging.getLogger("reference_server")
 
 
 def endpoints() -> list[Endpoint]:
@@ -45,6 +50,19 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     return error_response(error, request.state.request_id)
 
 
+async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
+    """Purge expired idempotency records now and then; failures wait for the next round."""
+    ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
+    while True:
+        await anyio.sleep(every_seconds)
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: idempotency.purge_expired(ctx.db, now=ctx.now(), ttl=ttl)
+            )
+        except Exception:
+            log.exception("housekeeping failed")
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     ctx = ServerContext(settings)
@@ -54,9 +72,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if settings.auto_migrate:
             await anyio.to_thread.run_sync(upgrade, ctx.db)
-            await anyio.to_thread.run_sync(lambda: ctx.jwt_secret)
+            await anyio.to_thread.run_sync(ctx.load_secrets)
         try:
-            yield
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_housekeeping, ctx)
+                yield
+                tasks.cancel_scope.cancel()
         finally:
             ctx.db.dispose()
 

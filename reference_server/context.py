@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from .api.ratelimit import RateLimiter
+from .crypto import SecretBox, new_data_key
 from .settings import Settings
 from .store import Database
 from .store import tables as t
 
 __all__ = ["ServerContext"]
+
+
+def _token() -> str:
+    return secrets.token_urlsafe(48)
 
 
 class ServerContext:
@@ -23,6 +29,7 @@ class ServerContext:
         self.db = db or Database(settings.database_url)
         self.limiter = RateLimiter(settings.rate_limit_storage)
         self._jwt_secret = settings.jwt_secret
+        self._box: SecretBox | None = SecretBox(settings.data_key) if settings.data_key else None
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
@@ -38,7 +45,20 @@ class ServerContext:
                     self._jwt_secret = self._stored_secret("owner_jwt")
         return self._jwt_secret
 
-    def _stored_secret(self, name: str) -> str:
+    @property
+    def box(self) -> SecretBox:
+        """Seals secrets at rest (see :mod:`reference_server.crypto`)."""
+        if self._box is None:
+            with self._lock:
+                if self._box is None:
+                    self._box = SecretBox(self._stored_secret("data_key", new_data_key))
+        return self._box
+
+    def load_secrets(self) -> None:
+        """Read (or create) the server's secrets up front, outside any request transaction."""
+        _ = self.jwt_secret, self.box
+
+    def _stored_secret(self, name: str, generate: Callable[[], str] = _token) -> str:
         q = select(t.server_secrets.c.value).where(t.server_secrets.c.name == name)
         with self.db.read() as conn:
             value = conn.execute(q).scalar()
@@ -48,7 +68,7 @@ class ServerContext:
             with self.db.write() as conn:
                 conn.execute(
                     insert(t.server_secrets).values(
-                        name=name, value=secrets.token_urlsafe(48), created_at=self.now()
+                        name=name, value=generate(), created_at=self.now()
                     )
                 )
         except IntegrityError:

@@ -39,6 +39,8 @@ class Settings:
     #: HS256 secret for owner JWTs; ``None`` = generated once and kept in the database.
     jwt_secret: str | None = None
     jwt_ttl_seconds: int = 30 * 24 * 3600
+    #: Fernet key sealing secrets at rest; ``None`` = generated once, kept in the database.
+    data_key: str | None = None
     #: ``POST /owners``; ``None`` = on outside production.
     signup_enabled: bool | None = None
     #: ``limits`` rate strings, per credential (or client address when anonymous).
@@ -71,6 +73,7 @@ class Settings:
             "env": "SVC_ENV",
             "public_url": "SVC_PUBLIC_URL",
             "jwt_secret": "SVC_JWT_SECRET",
+            "data_key": "SVC_DATA_KEY",
             "rate_limit": "SVC_RATE_LIMIT",
             "rate_limit_storage": "SVC_RATE_LIMIT_STORAGE",
         }

@@ -140,7 +140,8 @@ def _run(
     """Authenticate, apply idempotency and run the handler (in a worker thread)."""
     now = ctx.now()
     headers = request.headers
-    jwt_secret = ctx.jwt_secret  # loaded before any transaction opens (it may write once)
+    ctx.load_secrets()  # before any transaction opens: the first load writes once
+    jwt_secret = ctx.jwt_secret
     principal: Principal | None = None
     if ep.auth is not None:
         with ctx.db.read() as conn:
@@ -172,6 +173,7 @@ def _run(
             now=now,
             ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
             lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
+            box=ctx.box,
         )
         if isinstance(outcome, idempotency.Replay):
             # Same answer, but the body's request_id names this request (as the
@@ -207,7 +209,8 @@ def _run(
             reply = ep.handler(call)
             data = to_json_body(reply.body, request_id)
             if begun is not None:
-                idempotency.complete(conn, begun, reply.status, data)
+                box = ctx.box if reply.secret else None
+                idempotency.complete(conn, begun, reply.status, data, box=box)
         return reply.status, data, reply.headers
     except ApiError as exc:
         if begun is not None and exc.status < 500:

@@ -27,12 +27,22 @@ import attrs
 from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from ..crypto import SecretBox
 from ..store import Database
 from ..store import tables as t
 from ..timeutil import as_utc
 from .errors import ApiError
 
-__all__ = ["Begun", "Replay", "begin", "complete", "release", "request_fingerprint", "store"]
+__all__ = [
+    "Begun",
+    "Replay",
+    "begin",
+    "complete",
+    "purge_expired",
+    "release",
+    "request_fingerprint",
+    "store",
+]
 
 _MAX_KEY_LENGTH = 255
 _ti = t.idempotency_keys
@@ -79,11 +89,12 @@ def begin(
     now: datetime,
     ttl: timedelta,
     lease: timedelta,
+    box: SecretBox,
 ) -> Begun | Replay:
     for _ in range(3):
         try:
             with db.write() as conn:
-                return _begin(conn, scope, route, key, fingerprint, now, ttl, lease)
+                return _begin(conn, scope, route, key, fingerprint, now, ttl, lease, box)
         except IntegrityError:
             # Another process inserted the same key between our read and our insert;
             # read again and answer from its record.
@@ -100,6 +111,7 @@ def _begin(
     now: datetime,
     ttl: timedelta,
     lease: timedelta,
+    box: SecretBox,
 ) -> Begun | Replay:
     query = select(_ti).where(_ti.c.scope == scope, _ti.c.route == route, _ti.c.key == key)
     if conn.dialect.name == "postgresql":
@@ -130,7 +142,10 @@ def _begin(
             "use a new key for a new request.",
         )
     if row.state == "done":
-        return Replay(row.response_status, json.loads(row.response_body))
+        raw = row.response_body
+        if SecretBox.is_sealed(raw):
+            raw = box.open(raw)
+        return Replay(row.response_status, json.loads(raw))
     if as_utc(row.locked_until) > now:
         raise ApiError(
             "idempotency_in_progress",
@@ -142,12 +157,27 @@ def _begin(
     return Begun(row.id)
 
 
-def complete(conn: Connection, begun: Begun, status: int, body: dict[str, Any]) -> None:
-    """Record the answer; call inside the transaction that made the route's changes."""
+def complete(
+    conn: Connection,
+    begun: Begun,
+    status: int,
+    body: dict[str, Any],
+    *,
+    box: SecretBox | None = None,
+) -> None:
+    """Record the answer; call inside the transaction that made the route's changes.
+
+    With ``box``, the stored body is sealed: it holds a credential shown once.
+    """
+    raw = json.dumps(body)
     conn.execute(
         update(_ti)
         .where(_ti.c.id == begun.record_id)
-        .values(state="done", response_status=status, response_body=json.dumps(body))
+        .values(
+            state="done",
+            response_status=status,
+            response_body=box.seal(raw) if box is not None else raw,
+        )
     )
 
 
@@ -155,6 +185,13 @@ def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None
     """Record a refusal (4xx) in a transaction of its own (the route's was rolled back)."""
     with db.write() as conn:
         complete(conn, begun, status, body)
+
+
+def purge_expired(db: Database, *, now: datetime, ttl: timedelta) -> int:
+    """Delete records past their TTL (run periodically by the server)."""
+    with db.write() as conn:
+        result = conn.execute(delete(_ti).where(_ti.c.created_at <= now - ttl))
+    return int(result.rowcount or 0)
 
 
 def release(db: Database, begun: Begun) -> None:

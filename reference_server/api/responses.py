@@ -22,11 +22,27 @@ class Reply:
     body: Any
     status: int = 200
     headers: dict[str, str] = attrs.field(factory=dict)
+    #: The body holds a credential shown once (a new key or JWT): an idempotent replay
+    #: must still return it, so the stored copy is sealed, never kept in the clear.
+    secret: bool = False
 
 
 def to_json_body(body: Any, request_id: str) -> dict[str, Any]:
     fields = unstructure(body) if attrs.has(type(body)) else dict(body)
-    return {"ok": True, **fields, "request_id": request_id}
+    return {"ok": True, **_without_nested_request_ids(fields), "request_id": request_id}
+
+
+def _without_nested_request_ids(value: Any) -> Any:
+    """Models carry ``request_id`` for top-level answers; items of a list do not."""
+    if isinstance(value, dict):
+        return {
+            k: _without_nested_request_ids(v)
+            for k, v in value.items()
+            if not (k == "request_id" and v is None)
+        }
+    if isinstance(value, list):
+        return [_without_nested_request_ids(v) for v in value]
+    return value
 
 
 def json_response(

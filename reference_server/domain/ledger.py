@@ -1,16 +1,30 @@
-"""Ledger accounts.
+"""The double-entry ledger.
 
 Every party that can hold money has one account per environment, named by ``kind`` and
-``ref_id`` (a seller's balance, an owner's account wallet...).  Balances are integer
-micro-units and change only through transfers, which arrive with the money core; this
-module opens accounts and reads balances.
+``ref_id``.  Money moves only through *transfers* (debit one account, credit another,
+same amount), each written in the transaction of the operation that caused it, so a
+movement and its cause commit or vanish together.  Consequences the tests check:
+
+* per environment, the balances of all accounts sum to zero at all times (sources such as
+  sandbox funding go negative by exactly what entered the ledger);
+* no account but a source ever goes below zero: the debit is a conditional ``UPDATE``
+  (``balance - pending >= amount``), atomic on SQLite and PostgreSQL alike;
+* a reservation is a *pending* transfer: it holds the amount in the debit account's
+  ``pending_debit_micros`` and is later posted or voided, exactly once (a conditional
+  status change from ``pending``).
+
+Amounts are integer micro-units.  Callers that touch several accounts lock them first with
+:func:`lock_accounts` (sorted, so concurrent operations cannot deadlock on PostgreSQL).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from ..ids import new_id
 from ..store import tables as t
@@ -18,9 +32,25 @@ from ..store import tables as t
 __all__ = [
     "ENVIRONMENTS",
     "OWNER_WALLET",
+    "PLATFORM",
+    "PLATFORM_FEES",
+    "PROCESSOR_CLEARING",
+    "SANDBOX_FUNDING",
     "SELLER_BALANCE",
+    "WALLET_KEY",
+    "InsufficientFunds",
+    "LedgerError",
+    "account_id",
+    "available_micros",
     "balance_micros",
+    "ensure_account",
+    "lock_accounts",
     "open_account",
+    "post",
+    "reserve",
+    "sum_of_balances",
+    "transfer",
+    "void",
 ]
 
 #: The two money environments; they never share money, keys, webhooks or events.
@@ -28,25 +58,73 @@ ENVIRONMENTS = ("test", "live")
 
 SELLER_BALANCE = "seller_balance"
 OWNER_WALLET = "owner_wallet"
+WALLET_KEY = "wallet_key"
+PLATFORM_FEES = "platform_fees"
+#: Where test money comes from: instant sandbox funding.
+SANDBOX_FUNDING = "sandbox_funding"
+#: Where live money comes from: the payment processor's clearing account.
+PROCESSOR_CLEARING = "processor_clearing"
+#: ``ref_id`` of the service's own accounts.
+PLATFORM = "platform"
+_SOURCES = frozenset({SANDBOX_FUNDING, PROCESSOR_CLEARING})
 
 _a = t.ledger_accounts
+_t = t.ledger_transfers
+
+
+class LedgerError(Exception):
+    """A ledger rule would be broken; nothing was written."""
+
+
+class InsufficientFunds(LedgerError):
+    def __init__(self, account: str, available: int, needed: int) -> None:
+        super().__init__(f"account {account} has {available} micros available, needs {needed}")
+        self.account = account
+        self.available = available
+        self.needed = needed
 
 
 def open_account(
     conn: Connection, *, environment: str, kind: str, ref_id: str, now: datetime
 ) -> str:
-    account_id = new_id("acct")
+    account = new_id("acct")
     conn.execute(
         insert(_a).values(
-            id=account_id,
+            id=account,
             environment=environment,
             kind=kind,
             ref_id=ref_id,
             balance_micros=0,
+            pending_debit_micros=0,
+            allow_negative=kind in _SOURCES,
             created_at=now,
         )
     )
-    return account_id
+    return account
+
+
+def account_id(conn: Connection, *, environment: str, kind: str, ref_id: str) -> str | None:
+    return conn.execute(
+        select(_a.c.id).where(
+            _a.c.environment == environment, _a.c.kind == kind, _a.c.ref_id == ref_id
+        )
+    ).scalar()
+
+
+def ensure_account(
+    conn: Connection, *, environment: str, kind: str, ref_id: str, now: datetime
+) -> str:
+    """The account, opened on first use (the platform's own accounts are made this way)."""
+    existing = account_id(conn, environment=environment, kind=kind, ref_id=ref_id)
+    if existing is not None:
+        return existing
+    try:
+        with conn.begin_nested():
+            return open_account(conn, environment=environment, kind=kind, ref_id=ref_id, now=now)
+    except IntegrityError:  # opened concurrently by another transaction
+        found = account_id(conn, environment=environment, kind=kind, ref_id=ref_id)
+        assert found is not None
+        return found
 
 
 def balance_micros(conn: Connection, *, environment: str, kind: str, ref_id: str) -> int:
@@ -56,3 +134,156 @@ def balance_micros(conn: Connection, *, environment: str, kind: str, ref_id: str
         )
     ).scalar()
     return int(value or 0)
+
+
+def available_micros(conn: Connection, account: str) -> int:
+    row = conn.execute(
+        select(_a.c.balance_micros, _a.c.pending_debit_micros).where(_a.c.id == account)
+    ).one()
+    return int(row.balance_micros - row.pending_debit_micros)
+
+
+def lock_accounts(conn: Connection, accounts: Iterable[str]) -> None:
+    """Row-lock accounts in id order (PostgreSQL); SQLite's write lock already serialises."""
+    if conn.dialect.name != "postgresql":
+        return
+    ids = sorted(set(accounts))
+    conn.execute(select(_a.c.id).where(_a.c.id.in_(ids)).order_by(_a.c.id).with_for_update())
+
+
+def _debit(conn: Connection, account: str, amount: int) -> None:
+    result = conn.execute(
+        update(_a)
+        .where(
+            _a.c.id == account,
+            (_a.c.allow_negative == True)  # noqa: E712 - SQL expression
+            | (_a.c.balance_micros - _a.c.pending_debit_micros >= amount),
+        )
+        .values(balance_micros=_a.c.balance_micros - amount)
+    )
+    if result.rowcount != 1:
+        raise InsufficientFunds(account, available_micros(conn, account), amount)
+
+
+def _credit(conn: Connection, account: str, amount: int) -> None:
+    result = conn.execute(
+        update(_a).where(_a.c.id == account).values(balance_micros=_a.c.balance_micros + amount)
+    )
+    if result.rowcount != 1:
+        raise LedgerError(f"no account {account}")
+
+
+def _check(amount: int, debit: str, credit: str) -> None:
+    if not isinstance(amount, int) or amount <= 0:
+        raise LedgerError(f"transfer amount must be a positive number of micros, not {amount!r}")
+    if debit == credit:
+        raise LedgerError("a transfer needs two different accounts")
+
+
+def transfer(
+    conn: Connection,
+    *,
+    environment: str,
+    debit: str,
+    credit: str,
+    amount: int,
+    kind: str,
+    now: datetime,
+    **refs: Any,
+) -> str:
+    """Move ``amount`` micros now; raises :class:`InsufficientFunds` and writes nothing."""
+    _check(amount, debit, credit)
+    _debit(conn, debit, amount)
+    _credit(conn, credit, amount)
+    transfer_id = new_id("tr")
+    conn.execute(
+        insert(_t).values(
+            id=transfer_id,
+            environment=environment,
+            debit_account_id=debit,
+            credit_account_id=credit,
+            amount_micros=amount,
+            kind=kind,
+            status="posted",
+            created_at=now,
+            settled_at=now,
+            **refs,
+        )
+    )
+    return transfer_id
+
+
+def reserve(
+    conn: Connection,
+    *,
+    environment: str,
+    debit: str,
+    credit: str,
+    amount: int,
+    kind: str,
+    now: datetime,
+    **refs: Any,
+) -> str:
+    """Hold ``amount`` in ``debit`` as a pending transfer, to be posted or voided later."""
+    _check(amount, debit, credit)
+    held = conn.execute(
+        update(_a)
+        .where(_a.c.id == debit, _a.c.balance_micros - _a.c.pending_debit_micros >= amount)
+        .values(pending_debit_micros=_a.c.pending_debit_micros + amount)
+    )
+    if held.rowcount != 1:
+        raise InsufficientFunds(debit, available_micros(conn, debit), amount)
+    transfer_id = new_id("tr")
+    conn.execute(
+        insert(_t).values(
+            id=transfer_id,
+            environment=environment,
+            debit_account_id=debit,
+            credit_account_id=credit,
+            amount_micros=amount,
+            kind=kind,
+            status="pending",
+            created_at=now,
+            **refs,
+        )
+    )
+    return transfer_id
+
+
+def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:
+    changed = conn.execute(
+        update(_t)
+        .where(_t.c.id == transfer_id, _t.c.status == "pending")
+        .values(status=status, settled_at=now)
+    )
+    if changed.rowcount != 1:
+        raise LedgerError(f"transfer {transfer_id} is not pending (already posted or voided)")
+    row = conn.execute(select(_t).where(_t.c.id == transfer_id)).one()
+    conn.execute(
+        update(_a)
+        .where(_a.c.id == row.debit_account_id)
+        .values(pending_debit_micros=_a.c.pending_debit_micros - row.amount_micros)
+    )
+    return row
+
+
+def post(conn: Connection, transfer_id: str, now: datetime) -> None:
+    """Complete a reservation: the held money moves.  A second post raises."""
+    row = _settle(conn, transfer_id, "posted", now)
+    _debit(conn, row.debit_account_id, row.amount_micros)
+    _credit(conn, row.credit_account_id, row.amount_micros)
+
+
+def void(conn: Connection, transfer_id: str, now: datetime) -> None:
+    """Cancel a reservation: the held money is available again.  A second void raises."""
+    _settle(conn, transfer_id, "voided", now)
+
+
+def sum_of_balances(conn: Connection, environment: str) -> int:
+    """Zero, always: money enters only from a source account, which goes negative."""
+    total = conn.execute(
+        select(func.coalesce(func.sum(_a.c.balance_micros), 0)).where(
+            _a.c.environment == environment
+        )
+    ).scalar_one()
+    return int(total)

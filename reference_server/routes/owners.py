@@ -39,7 +39,7 @@ def sign_up(call: Call) -> Reply:
     token = issue_owner_jwt(
         owner_id, call.ctx.jwt_secret, call.now, call.ctx.settings.jwt_ttl_seconds
     )
-    return Reply(OwnerCreated(owner_id=owner_id, owner_jwt=token), status=201)
+    return Reply(OwnerCreated(owner_id=owner_id, owner_jwt=token), status=201, secret=True)
 
 
 ENDPOINTS = [
@@ -47,7 +47,9 @@ ENDPOINTS = [
         method="POST",
         path="/owners",
         handler=sign_up,
-        idempotency="optional",
+        # No credential to scope a key to: a shared address (a proxy) would let one
+        # caller replay another's sign-up, JWT included.  A retry gets email_taken.
+        idempotency="none",
         rate_limit="signup_rate_limit",
     ),
 ]

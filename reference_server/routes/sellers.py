@@ -32,7 +32,8 @@ def create_seller(call: Call) -> Reply:
         now=call.now,
     )
     seller = sellers.seller_model(call.conn, row)
-    return Reply(SellerCreated(**attrs.asdict(seller, recurse=False), seller_key=key), 201)
+    created = SellerCreated(**attrs.asdict(seller, recurse=False), seller_key=key)
+    return Reply(created, 201, secret=True)
 
 
 def list_sellers(call: Call) -> Reply:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData(
@@ -112,8 +113,96 @@ ledger_accounts = Table(
     Column("kind", String(32), nullable=False),
     Column("ref_id", String(40), nullable=False),
     Column("balance_micros", BigInteger, nullable=False, default=0),
+    #: Money reserved by pending transfers out of this account (not yet posted).
+    Column("pending_debit_micros", BigInteger, nullable=False, default=0, server_default="0"),
+    #: Sources (sandbox funding, processor clearing) go negative as money enters the
+    #: ledger; every other account must stay at or above zero.
+    Column("allow_negative", Boolean, nullable=False, default=False, server_default=false()),
     Column("created_at", Timestamp, nullable=False),
     UniqueConstraint("environment", "kind", "ref_id"),
+)
+
+#: One row per money movement.  ``posted`` transfers make up the balances; ``pending``
+#: ones are reservations (counted in the debit account's ``pending_debit_micros``) that
+#: are posted or voided exactly once.
+ledger_transfers = Table(
+    "ledger_transfers",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("debit_account_id", String(40), ForeignKey("ledger_accounts.id"), nullable=False),
+    Column("credit_account_id", String(40), ForeignKey("ledger_accounts.id"), nullable=False),
+    Column("amount_micros", BigInteger, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("status", String(10), nullable=False),
+    Column("receipt_id", String(40)),
+    Column("wallet_key_id", String(40)),
+    Column("reference", String(200)),
+    Column("created_at", Timestamp, nullable=False),
+    Column("settled_at", Timestamp),
+    Index(None, "receipt_id"),
+    Index(None, "debit_account_id"),
+    Index(None, "credit_account_id"),
+)
+
+#: Wallet keys (agents' spend credentials) with their policy and spend counters.
+wallet_keys = Table(
+    "wallet_keys",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("environment", String(8), nullable=False),
+    Column("name", String(200)),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("key_prefix", String(32), nullable=False),
+    Column("status", String(10), nullable=False),
+    Column("allowance_micros", BigInteger),
+    Column("max_per_tx_micros", BigInteger),
+    Column("budget_micros", BigInteger),
+    Column("period", String(8), nullable=False),
+    Column("allowed_hosts", JSON),
+    Column("allowed_rails", JSON),
+    Column("period_started_at", Timestamp, nullable=False),
+    Column("spent_period_micros", BigInteger, nullable=False, default=0),
+    Column("spent_total_micros", BigInteger, nullable=False, default=0),
+    Column("created_at", Timestamp, nullable=False),
+    Column("revoked_at", Timestamp),
+    Index(None, "owner_id", "environment"),
+)
+
+#: Handles (``@name``) that owners claim for their account wallet, per environment.
+handles = Table(
+    "handles",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("handle", String(32), nullable=False),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("environment", "handle"),
+)
+
+#: Receipts: proof of a payment, looked up by ``POST /access/verify`` and gates.
+receipts = Table(
+    "receipts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("rail", String(8), nullable=False),
+    Column("settlement", String(20), nullable=False),
+    Column("amount_micros", BigInteger, nullable=False),
+    Column("fee_micros", BigInteger, nullable=False),
+    Column("resource_id", String(40)),
+    Column("seller_id", String(40)),
+    Column("wallet_key_id", String(40)),
+    Column("destination_owner_id", String(40)),
+    Column("handle", String(32)),
+    Column("transfer_id", String(40), nullable=False),
+    Column("metadata", JSON),
+    Column("request_id", String(40)),
+    Column("created_at", Timestamp, nullable=False),
+    Index(None, "wallet_key_id", "created_at"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

@@ -140,6 +140,7 @@ def test_in_flight_key_is_409_until_its_lease_expires(make_server: Any) -> None:
         now=now[0],
         ttl=timedelta(hours=24),
         lease=timedelta(seconds=30),
+        box=live.ctx.box,
     )
     r = httpx.post(live.url + "/resources", json=RESOURCE, headers=seller(account, "crashed"))
     assert r.status_code == 409 and r.json()["error"]["code"] == "idempotency_in_progress"
@@ -182,3 +183,43 @@ def _seller_scope(live: LiveServer, account: Account) -> str:
             now=live.ctx.now(),
         )
     return principal.credential_id
+
+
+def test_created_credentials_are_replayed_but_stored_sealed(server: LiveServer) -> None:
+    from sqlalchemy import select
+
+    from reference_server.store import tables as t
+
+    owner = httpx.post(server.url + "/owners", json={"email": "sealed@example.com"}).json()
+    headers = {
+        "Authorization": f"Bearer {owner['owner_jwt']}",
+        "X-Svc-Environment": "test",
+        "Idempotency-Key": "new-seller",
+    }
+    first = httpx.post(server.url + "/sellers", json={}, headers=headers)
+    again = httpx.post(server.url + "/sellers", json={}, headers=headers)
+    key = first.json()["seller_key"]
+    assert again.json()["seller_key"] == key  # a retry after a lost answer still gets it
+    with server.ctx.db.read() as conn:
+        stored = conn.execute(select(t.idempotency_keys.c.response_body)).scalars().all()
+    assert stored and all(key not in body and owner["owner_jwt"] not in body for body in stored)
+
+
+def test_expired_records_are_purged(make_server: Any) -> None:
+    from sqlalchemy import func, select
+
+    from reference_server.store import tables as t
+
+    now = [datetime(2026, 11, 21, 12, 0, tzinfo=UTC)]
+    live = make_server(clock=lambda: now[0], jwt_ttl_seconds=10**8)
+    account = new_account(live.url)
+    httpx.post(live.url + "/resources", json=RESOURCE, headers=seller(account, "a"))
+    now[0] += timedelta(hours=12)
+    httpx.post(live.url + "/resources", json=RESOURCE, headers=seller(account, "b"))
+    now[0] += timedelta(hours=13)
+    ttl = timedelta(seconds=live.settings.idempotency_ttl_seconds)
+    assert idempotency.purge_expired(live.ctx.db, now=now[0], ttl=ttl) == 1
+    with live.ctx.db.read() as conn:
+        keys = conn.execute(select(t.idempotency_keys.c.key)).scalars().all()
+        assert keys == ["b"]
+        assert conn.execute(select(func.count()).select_from(t.resources)).scalar() == 2

@@ -1,0 +1,41 @@
+"""Encryption at rest for the few secrets the service must be able to read back.
+
+Keys (seller keys, wallet keys) are only ever hashed.  A few things must be recoverable:
+webhook signing secrets (to sign deliveries) and the stored first response of an
+idempotent request that created a credential (so a retry after a dropped connection still
+receives it).  Those are sealed with Fernet (AES-128-CBC + HMAC-SHA256, from the
+``cryptography`` package).  The key is ``SVC_DATA_KEY`` in production; on a laptop it is
+generated once and kept in the database, which protects less and is documented so.
+"""
+
+from __future__ import annotations
+
+from cryptography.fernet import Fernet, InvalidToken
+
+__all__ = ["SecretBox", "new_data_key"]
+
+_PREFIX = "enc:v1:"
+
+
+def new_data_key() -> str:
+    return Fernet.generate_key().decode()
+
+
+class SecretBox:
+    def __init__(self, key: str) -> None:
+        self._fernet = Fernet(key.encode())
+
+    def seal(self, plaintext: str) -> str:
+        return _PREFIX + self._fernet.encrypt(plaintext.encode()).decode()
+
+    def open(self, sealed: str) -> str:
+        if not sealed.startswith(_PREFIX):
+            raise ValueError("not a sealed value")
+        try:
+            return self._fernet.decrypt(sealed[len(_PREFIX) :].encode()).decode()
+        except InvalidToken:
+            raise ValueError("sealed with another data key, or tampered with") from None
+
+    @staticmethod
+    def is_sealed(value: str) -> bool:
+        return value.startswith(_PREFIX)
