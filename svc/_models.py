@@ -25,6 +25,8 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "Event",
+    "Handle",
+    "HandleResolution",
     "Health",
     "OwnerCreated",
     "PayResult",
@@ -41,6 +43,7 @@ __all__ = [
     "SpendBalance",
     "WalletKey",
     "WalletKeyCreated",
+    "WalletKeyList",
     "WalletPolicy",
     "WebhookEndpoint",
     "WebhookEndpointCreated",
@@ -196,6 +199,8 @@ class PayResult:
     body: str | None = None
     headers: dict[str, str] | None = None
     body_truncated: bool = False
+    destination: str | None = None
+    settlement: str | None = None
     request_id: str | None = None
 
 
@@ -266,6 +271,34 @@ class WalletKeyCreated(WalletKey):
 
 
 @attrs.frozen(kw_only=True)
+class WalletKeyList:
+    data: list[WalletKey]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Handle:
+    """A ``@name`` an owner claimed; ledger transfers to it land in the owner's wallet."""
+
+    id: str
+    handle: str
+    environment: str
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HandleResolution:
+    """``GET /handles/resolve/:destination``: the destination exists and can be paid."""
+
+    destination: str
+    handle: str
+    environment: str
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class SpendBalance:
     """``GET /spend/balance``: prepaid balance and what the policy still allows."""
 
@@ -273,7 +306,13 @@ class SpendBalance:
     policy: WalletPolicy
     remaining_allowance: Decimal | None = None
     remaining_budget: Decimal | None = None
+    spent_this_period: Decimal | None = None
+    spent_total: Decimal | None = None
+    period_started_at: datetime | None = None
     next_reset_at: datetime | None = None
+    status: str = "active"
+    wallet_key_id: str | None = None
+    environment: str | None = None
     request_id: str | None = None
 
 
