@@ -20,7 +20,17 @@ from .api.errors import ApiError
 from .api.request_id import RequestIdMiddleware
 from .api.responses import error_response
 from .context import ServerContext
-from .routes import discovery, health, owners, resources, sellers
+from .routes import (
+    access,
+    discovery,
+    handles,
+    health,
+    owners,
+    resources,
+    sellers,
+    spend,
+    wallet_keys,
+)
 from .settings import Settings
 from .store import upgrade
 
@@ -31,7 +41,15 @@ log = logging.getLogger("reference_server")
 
 def endpoints() -> list[Endpoint]:
     """Every API endpoint, in the order the discovery documents list them."""
-    return [*owners.ENDPOINTS, *sellers.ENDPOINTS, *resources.ENDPOINTS]
+    return [
+        *owners.ENDPOINTS,
+        *sellers.ENDPOINTS,
+        *resources.ENDPOINTS,
+        *wallet_keys.ENDPOINTS,
+        *handles.ENDPOINTS,
+        *spend.ENDPOINTS,
+        *access.ENDPOINTS,
+    ]
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -73,6 +91,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if settings.auto_migrate:
             await anyio.to_thread.run_sync(upgrade, ctx.db)
             await anyio.to_thread.run_sync(ctx.load_secrets)
+            await anyio.to_thread.run_sync(ctx.demo_resources)
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_housekeeping, ctx)

@@ -31,6 +31,7 @@ class ServerContext:
         self._jwt_secret = settings.jwt_secret
         self._box: SecretBox | None = SecretBox(settings.data_key) if settings.data_key else None
         self._lock = threading.Lock()
+        self._demo: dict[str, str] | None = None
 
     def now(self) -> datetime:
         return self.settings.clock()
@@ -53,6 +54,24 @@ class ServerContext:
                 if self._box is None:
                     self._box = SecretBox(self._stored_secret("data_key", new_data_key))
         return self._box
+
+    def demo_resources(self) -> dict[str, str]:
+        """``{environment: id}`` of the ``/demo/echo`` resource, seeded on first use."""
+        if self._demo is None:
+            from sqlalchemy.exc import IntegrityError
+
+            from .domain.demo import ensure_demo_resources
+
+            for attempt in range(3):
+                try:
+                    with self.db.write() as conn:
+                        self._demo = ensure_demo_resources(conn, self.now())
+                    break
+                except IntegrityError:  # another process seeded at the same moment
+                    if attempt == 2:
+                        raise
+        assert self._demo is not None
+        return self._demo
 
     def load_secrets(self) -> None:
         """Read (or create) the server's secrets up front, outside any request transaction."""

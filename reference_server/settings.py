@@ -53,6 +53,8 @@ class Settings:
     #: How long an in-flight idempotent request holds its key before a retry may take over
     #: (a crashed worker must not wedge a key forever).
     idempotency_lease_seconds: int = 60
+    #: Platform fee on ledger payments, in basis points of the price (100 = 1 %).
+    platform_fee_bps: int = 100
     auto_migrate: bool = True
     clock: Callable[[], datetime] = utcnow
 

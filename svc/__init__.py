@@ -11,6 +11,7 @@ Errors all derive from :class:`svc.SvcError`; webhook helpers are in :mod:`svc.w
 
 from ._async_client import AsyncClient
 from ._client import Client
+from ._endpoints import NOT_GIVEN, NotGiven
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -64,6 +65,7 @@ from ._retry import RetryPolicy
 from ._version import __version__
 
 __all__ = [
+    "NOT_GIVEN",
     "APIConnectionError",
     "APIError",
     "APITimeoutError",
@@ -83,6 +85,7 @@ __all__ = [
     "HandleResolution",
     "Health",
     "NotFoundError",
+    "NotGiven",
     "OwnerCreated",
     "PayResult",
     "PaymentRequiredError",

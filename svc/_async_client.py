@@ -13,10 +13,19 @@ import anyio
 import httpx
 
 from . import _endpoints as ep
-from ._async_namespaces import AsyncOwners, AsyncResources, AsyncSellers
+from ._async_namespaces import (
+    AsyncAccess,
+    AsyncHandles,
+    AsyncOwners,
+    AsyncResources,
+    AsyncSellers,
+    AsyncSpend,
+    AsyncWalletKeys,
+)
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
+from ._endpoints import Amount
 from ._errors import ConfigurationError
-from ._models import Capabilities, Health
+from ._models import Capabilities, Health, PayResult
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
 from ._spec import RequestSpec
@@ -45,6 +54,10 @@ class AsyncClient(BaseClient):
     owners: AsyncOwners
     sellers: AsyncSellers
     resources: AsyncResources
+    wallet_keys: AsyncWalletKeys
+    spend: AsyncSpend
+    handles: AsyncHandles
+    access: AsyncAccess
 
     def __init__(
         self,
@@ -81,6 +94,10 @@ class AsyncClient(BaseClient):
         self.owners = AsyncOwners(self)
         self.sellers = AsyncSellers(self)
         self.resources = AsyncResources(self)
+        self.wallet_keys = AsyncWalletKeys(self)
+        self.spend = AsyncSpend(self)
+        self.handles = AsyncHandles(self)
+        self.access = AsyncAccess(self)
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)
@@ -109,6 +126,38 @@ class AsyncClient(BaseClient):
     async def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
         """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
         return await self._request(ep.capabilities(), options)
+
+    @overload
+    async def pay(
+        self, *, resource_id: str, options: RequestOptions | None = None
+    ) -> PayResult: ...
+    @overload
+    async def pay(
+        self, *, destination: str, amount: Amount, options: RequestOptions | None = None
+    ) -> PayResult: ...
+    async def pay(
+        self,
+        *,
+        resource_id: str | None = None,
+        destination: str | None = None,
+        amount: Amount | None = None,
+        options: RequestOptions | None = None,
+    ) -> PayResult:
+        """Pay on the service ledger with the wallet key (``POST /pay``).
+
+        ``pay(resource_id=...)`` buys an in-service resource at its price (the seller's
+        balance is credited; the seller checks ``receipt_id`` with ``access.verify``);
+        ``pay(destination="@name", amount=...)`` transfers to a handle.  Exactly one form,
+        else ``ValueError`` before sending.
+
+        Like every mutating call it carries an ``Idempotency-Key`` reused across retries,
+        so a retried pay is charged once; pass your own in ``options`` to repeat a pay
+        safely across restarts.  A limit of the key's policy gives
+        :class:`~svc.PaymentRequiredError` (402).  External 402 URLs and hosted gates are
+        paid with ``pay-url``, not here.
+        """
+        spec = ep.pay(resource_id=resource_id, destination=destination, amount=amount)
+        return await self._request(spec, options)
 
     @overload
     async def discovery(

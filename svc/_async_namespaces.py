@@ -7,29 +7,49 @@ Adding a namespace: a class here, its twin there, one attribute in each client.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from . import _endpoints as ep
-from ._endpoints import Amount, Metadata, ResourceKind
+from ._endpoints import NOT_GIVEN, Amount, Metadata, NotGiven, Period, ResourceKind
 from ._models import (
     Balance,
+    Handle,
+    HandleResolution,
     OwnerCreated,
+    ReceiptVerification,
     Resource,
     ResourceList,
     Seller,
     SellerCreated,
     SellerList,
+    SpendBalance,
+    WalletKey,
+    WalletKeyCreated,
+    WalletKeyList,
 )
 from ._options import RequestOptions
 from ._spec import RequestSpec
 
-__all__ = ["AsyncOwners", "AsyncRequester", "AsyncResources", "AsyncSellers"]
+__all__ = [
+    "AsyncAccess",
+    "AsyncHandles",
+    "AsyncOwners",
+    "AsyncRequester",
+    "AsyncResources",
+    "AsyncSellers",
+    "AsyncSpend",
+    "AsyncWalletKeys",
+]
 
 T = TypeVar("T")
 
 
 class AsyncRequester(Protocol):
     """What a namespace needs from its client: send a spec, get the model."""
+
+    @property
+    def _defaults(self) -> RequestOptions: ...
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T: ...
 
@@ -155,3 +175,135 @@ class AsyncResources(_Namespace):
     ) -> Resource:
         """Stop selling the resource (``active`` becomes false); its gate stops unlocking."""
         return await self._client._request(ep.resources_deactivate(resource_id), options)
+
+
+class AsyncWalletKeys(_Namespace):
+    """Wallet keys (``svc_vw_*``) of the owner: mint, inspect, change policy, fund, revoke.
+
+    Owner JWT; the client's ``environment`` picks Test or Live keys.  Amounts are
+    ``Decimal``, ``str`` or ``int``, never ``float``.
+    """
+
+    async def create(
+        self,
+        name: str | None = None,
+        *,
+        allowance: Amount | None = None,
+        max_per_tx: Amount | None = None,
+        budget: Amount | None = None,
+        period: Period | None = None,
+        allowed_hosts: Sequence[str] | None = None,
+        allowed_rails: Sequence[str] | None = None,
+        options: RequestOptions | None = None,
+    ) -> WalletKeyCreated:
+        """Mint a key with a policy; limits left out (or ``None``) are unlimited.
+
+        ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
+        ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
+        never shown again.  A new key has no money until :meth:`fund`.
+        """
+        spec = ep.wallet_keys_create(
+            name,
+            allowance=allowance,
+            max_per_tx=max_per_tx,
+            budget=budget,
+            period=period,
+            allowed_hosts=allowed_hosts,
+            allowed_rails=allowed_rails,
+        )
+        return await self._client._request(spec, options)
+
+    async def list(self, *, options: RequestOptions | None = None) -> WalletKeyList:
+        return await self._client._request(ep.wallet_keys_list(), options)
+
+    async def get(self, wallet_key_id: str, *, options: RequestOptions | None = None) -> WalletKey:
+        return await self._client._request(ep.wallet_keys_get(wallet_key_id), options)
+
+    async def update(
+        self,
+        wallet_key_id: str,
+        *,
+        name: str | NotGiven = NOT_GIVEN,
+        allowance: Amount | NotGiven | None = NOT_GIVEN,
+        max_per_tx: Amount | NotGiven | None = NOT_GIVEN,
+        budget: Amount | NotGiven | None = NOT_GIVEN,
+        period: Period | NotGiven = NOT_GIVEN,
+        allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> WalletKey:
+        """Change the fields given.  ``None`` removes that limit; a field left out is kept.
+
+        ``period="none"`` stops the allowance from resetting.
+        """
+        spec = ep.wallet_keys_update(
+            wallet_key_id,
+            name=name,
+            allowance=allowance,
+            max_per_tx=max_per_tx,
+            budget=budget,
+            period=period,
+            allowed_hosts=allowed_hosts,
+            allowed_rails=allowed_rails,
+        )
+        return await self._client._request(spec, options)
+
+    async def fund(
+        self, wallet_key_id: str, amount: Amount, *, options: RequestOptions | None = None
+    ) -> WalletKey:
+        """Add prepaid balance from the owner's account wallet (Test: instant sandbox money)."""
+        return await self._client._request(ep.wallet_keys_fund(wallet_key_id, amount), options)
+
+    async def refund(
+        self, wallet_key_id: str, amount: Amount, *, options: RequestOptions | None = None
+    ) -> WalletKey:
+        """Move unspent balance back to the owner's account wallet."""
+        return await self._client._request(ep.wallet_keys_refund(wallet_key_id, amount), options)
+
+    async def revoke(
+        self, wallet_key_id: str, *, options: RequestOptions | None = None
+    ) -> WalletKey:
+        """Stop the key for good; every later call with it is refused."""
+        return await self._client._request(ep.wallet_keys_revoke(wallet_key_id), options)
+
+
+class AsyncSpend(_Namespace):
+    """What the wallet key (``svc_vw_*``) may still spend."""
+
+    async def balance(self, *, options: RequestOptions | None = None) -> SpendBalance:
+        """Prepaid balance, policy and what is left of the allowance and budget."""
+        return await self._client._request(ep.spend_balance(), options)
+
+
+class AsyncHandles(_Namespace):
+    """Handles (``@name``): ledger addresses of an owner's account wallet."""
+
+    async def create(self, handle: str, *, options: RequestOptions | None = None) -> Handle:
+        """Claim ``handle`` (``"name"`` or ``"@name"``) for the owner (owner JWT)."""
+        return await self._client._request(ep.handles_create(handle), options)
+
+    async def resolve(
+        self, destination: str, *, options: RequestOptions | None = None
+    ) -> HandleResolution:
+        """Check a transfer destination before paying it (wallet key)."""
+        return await self._client._request(ep.handles_resolve(destination), options)
+
+
+class AsyncAccess(_Namespace):
+    """Receipt checks for sellers; the route is public."""
+
+    async def verify(
+        self,
+        receipt_id: str,
+        resource_id: str | None = None,
+        *,
+        options: RequestOptions | None = None,
+    ) -> ReceiptVerification:
+        """Whether ``receipt_id`` is a valid receipt (for ``resource_id``, when given).
+
+        An unknown receipt is ``valid=False``, not an error.  The seller key is sent when
+        the client (or ``options``) has one, and nothing otherwise.
+        """
+        seller = ep.has_seller_key(options, self._client._defaults)
+        spec = ep.access_verify(receipt_id, resource_id, seller=seller)
+        return await self._client._request(spec, options)

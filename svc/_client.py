@@ -14,9 +14,10 @@ import httpx
 
 from . import _endpoints as ep
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
+from ._endpoints import Amount
 from ._errors import ConfigurationError
-from ._models import Capabilities, Health
-from ._namespaces import Owners, Resources, Sellers
+from ._models import Capabilities, Health, PayResult
+from ._namespaces import Access, Handles, Owners, Resources, Sellers, Spend, WalletKeys
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
 from ._spec import RequestSpec
@@ -44,6 +45,10 @@ class Client(BaseClient):
     owners: Owners
     sellers: Sellers
     resources: Resources
+    wallet_keys: WalletKeys
+    spend: Spend
+    handles: Handles
+    access: Access
 
     def __init__(
         self,
@@ -80,6 +85,10 @@ class Client(BaseClient):
         self.owners = Owners(self)
         self.sellers = Sellers(self)
         self.resources = Resources(self)
+        self.wallet_keys = WalletKeys(self)
+        self.spend = Spend(self)
+        self.handles = Handles(self)
+        self.access = Access(self)
 
     def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)
@@ -108,6 +117,36 @@ class Client(BaseClient):
     def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
         """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
         return self._request(ep.capabilities(), options)
+
+    @overload
+    def pay(self, *, resource_id: str, options: RequestOptions | None = None) -> PayResult: ...
+    @overload
+    def pay(
+        self, *, destination: str, amount: Amount, options: RequestOptions | None = None
+    ) -> PayResult: ...
+    def pay(
+        self,
+        *,
+        resource_id: str | None = None,
+        destination: str | None = None,
+        amount: Amount | None = None,
+        options: RequestOptions | None = None,
+    ) -> PayResult:
+        """Pay on the service ledger with the wallet key (``POST /pay``).
+
+        ``pay(resource_id=...)`` buys an in-service resource at its price (the seller's
+        balance is credited; the seller checks ``receipt_id`` with ``access.verify``);
+        ``pay(destination="@name", amount=...)`` transfers to a handle.  Exactly one form,
+        else ``ValueError`` before sending.
+
+        Like every mutating call it carries an ``Idempotency-Key`` reused across retries,
+        so a retried pay is charged once; pass your own in ``options`` to repeat a pay
+        safely across restarts.  A limit of the key's policy gives
+        :class:`~svc.PaymentRequiredError` (402).  External 402 URLs and hosted gates are
+        paid with ``pay-url``, not here.
+        """
+        spec = ep.pay(resource_id=resource_id, destination=destination, amount=amount)
+        return self._request(spec, options)
 
     @overload
     def discovery(

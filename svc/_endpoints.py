@@ -11,38 +11,56 @@ namespace (``_namespaces`` / ``_async_namespaces``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Final, Literal, final
 
 from ._converter import unstructure
 from ._models import (
     Balance,
     Capabilities,
+    Handle,
+    HandleResolution,
     Health,
     OwnerCreated,
+    PayResult,
+    ReceiptVerification,
     Resource,
     ResourceList,
     ResourceMetadata,
     Seller,
     SellerCreated,
     SellerList,
+    SpendBalance,
+    WalletKey,
+    WalletKeyCreated,
+    WalletKeyList,
 )
 from ._money import format_amount, parse_amount
+from ._options import RequestOptions
 from ._spec import RequestSpec, as_json_object, as_model, as_text
 
 __all__ = [
     "DISCOVERY_DOCUMENTS",
+    "NOT_GIVEN",
+    "PERIODS",
     "Amount",
     "DiscoveryDocument",
     "JSONDocument",
     "Metadata",
+    "NotGiven",
+    "Period",
     "ResourceKind",
     "TextDocument",
+    "access_verify",
     "capabilities",
     "discovery",
+    "handles_create",
+    "handles_resolve",
+    "has_seller_key",
     "health",
     "owners_create",
+    "pay",
     "ready",
     "resources_create",
     "resources_deactivate",
@@ -54,13 +72,48 @@ __all__ = [
     "sellers_enable_payments",
     "sellers_list",
     "sellers_me",
+    "spend_balance",
+    "wallet_keys_create",
+    "wallet_keys_fund",
+    "wallet_keys_get",
+    "wallet_keys_list",
+    "wallet_keys_refund",
+    "wallet_keys_revoke",
+    "wallet_keys_update",
 ]
+
+
+@final
+class NotGiven:
+    """The default of an argument where ``None`` has a meaning of its own.
+
+    ``client.wallet_keys.update(key_id, max_per_tx=None)`` clears the limit (``null`` is
+    sent), while leaving ``max_per_tx`` out keeps it as it is: the default is
+    :data:`NOT_GIVEN`, which is never sent.  It is falsy, and copies and pickles of it are
+    the same object.
+    """
+
+    def __bool__(self) -> Literal[False]:
+        return False
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+    def __reduce__(self) -> str:
+        return "NOT_GIVEN"  # pickle and copy resolve the module global: one instance
+
+
+#: "Argument left out": see :class:`NotGiven`.
+NOT_GIVEN: Final = NotGiven()
 
 #: A price: ``Decimal("0.05")``, ``"0.05"`` or a whole number of dollars.  Never a float.
 Amount = Decimal | str | int
 #: Resource metadata as a plain dict or the typed model.
 Metadata = Mapping[str, Any] | ResourceMetadata
 ResourceKind = Literal["http", "mcp"]
+#: How often a wallet key's ``allowance`` resets; ``"none"``: it never does.
+Period = Literal["day", "week", "month", "none"]
+PERIODS: tuple[str, ...] = ("day", "week", "month", "none")
 TextDocument = Literal["llms.txt", "llms-full.txt"]
 JSONDocument = Literal[".well-known/agent.json", "agent-openapi.json"]
 DiscoveryDocument = TextDocument | JSONDocument
@@ -83,6 +136,85 @@ def _metadata(value: Metadata) -> dict[str, Any]:
         flat: dict[str, Any] = unstructure(value)
         return {k: v for k, v in flat.items() if v is not None}
     return dict(value)
+
+
+def _positive_amount(value: Amount) -> str:
+    """A sum of money to move: validated like any amount, and more than zero."""
+    amount = parse_amount(value)
+    if amount <= 0:
+        raise ValueError(f"amount must be greater than zero, got {format_amount(amount)}")
+    return format_amount(amount)
+
+
+def _limit(name: str, value: Amount) -> str:
+    """A policy limit: an amount that may be zero (nothing allowed) but not negative."""
+    amount = parse_amount(value)
+    if amount < 0:
+        raise ValueError(f"{name} must not be negative, got {format_amount(amount)}")
+    return format_amount(amount)
+
+
+def _period(value: object) -> str:
+    if not isinstance(value, str) or value not in PERIODS:
+        raise ValueError(
+            f"period must be one of {PERIODS} ('none': the allowance never resets), got {value!r}"
+        )
+    return value
+
+
+def _names(name: str, value: Sequence[str]) -> list[str]:
+    """A list of hosts or rails; a lone string is refused rather than split into letters."""
+    if isinstance(value, str):
+        raise ValueError(f"{name} must be a list of strings, not a single string")
+    items = list(value)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"{name} must hold non-empty strings, got {item!r}")
+    return items
+
+
+def _text(name: str, value: object) -> str:
+    """A required string sent in a body (path parameters are checked by the client)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _policy(
+    *,
+    allowance: Amount | NotGiven | None,
+    max_per_tx: Amount | NotGiven | None,
+    budget: Amount | NotGiven | None,
+    period: Period | NotGiven,
+    allowed_hosts: Sequence[str] | NotGiven | None,
+    allowed_rails: Sequence[str] | NotGiven | None,
+) -> dict[str, Any]:
+    """The ``policy`` object: fields not given are left out, ``None`` is sent as ``null``.
+
+    This is nested in the body, so its ``None`` values survive encoding (only top-level
+    ``None`` values are dropped by the client).
+    """
+    policy: dict[str, Any] = {}
+    limits = (("allowance", allowance), ("max_per_tx", max_per_tx), ("budget", budget))
+    for name, amount in limits:
+        if not isinstance(amount, NotGiven):
+            policy[name] = None if amount is None else _limit(name, amount)
+    if not isinstance(period, NotGiven):
+        policy["period"] = _period(period)
+    for name, names in (("allowed_hosts", allowed_hosts), ("allowed_rails", allowed_rails)):
+        if not isinstance(names, NotGiven):
+            policy[name] = None if names is None else _names(name, names)
+    return policy
+
+
+def _given(value: Any) -> Any:
+    """On create, ``None`` means "no limit", which is what leaving the field out means."""
+    return NOT_GIVEN if value is None else value
+
+
+def has_seller_key(options: RequestOptions | None, defaults: RequestOptions) -> bool:
+    """Whether a call with these options would have a seller key to send."""
+    return bool((options or RequestOptions()).merged_over(defaults).seller_key)
 
 
 # --- owners ---------------------------------------------------------------------------------
@@ -221,6 +353,201 @@ def resources_deactivate(resource_id: str) -> RequestSpec[Resource]:
         role="seller",
         json={},
         parse=as_model(Resource),
+    )
+
+
+# --- wallet keys (owner) --------------------------------------------------------------------
+
+
+def wallet_keys_create(
+    name: str | None = None,
+    *,
+    allowance: Amount | None = None,
+    max_per_tx: Amount | None = None,
+    budget: Amount | None = None,
+    period: Period | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_rails: Sequence[str] | None = None,
+) -> RequestSpec[WalletKeyCreated]:
+    policy = _policy(
+        allowance=_given(allowance),
+        max_per_tx=_given(max_per_tx),
+        budget=_given(budget),
+        period=_given(period),
+        allowed_hosts=_given(allowed_hosts),
+        allowed_rails=_given(allowed_rails),
+    )
+    return RequestSpec(
+        method="POST",
+        path="/wallet-keys",
+        role="owner",
+        json={"name": name, "policy": policy},
+        parse=as_model(WalletKeyCreated),
+    )
+
+
+def wallet_keys_list() -> RequestSpec[WalletKeyList]:
+    return RequestSpec(
+        method="GET", path="/wallet-keys", role="owner", parse=as_model(WalletKeyList)
+    )
+
+
+def wallet_keys_get(wallet_key_id: str) -> RequestSpec[WalletKey]:
+    return RequestSpec(
+        method="GET",
+        path="/wallet-keys/{id}",
+        path_params={"id": wallet_key_id},
+        role="owner",
+        parse=as_model(WalletKey),
+    )
+
+
+def wallet_keys_update(
+    wallet_key_id: str,
+    *,
+    name: str | NotGiven = NOT_GIVEN,
+    allowance: Amount | NotGiven | None = NOT_GIVEN,
+    max_per_tx: Amount | NotGiven | None = NOT_GIVEN,
+    budget: Amount | NotGiven | None = NOT_GIVEN,
+    period: Period | NotGiven = NOT_GIVEN,
+    allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
+    allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
+) -> RequestSpec[WalletKey]:
+    body: dict[str, Any] = {}
+    if not isinstance(name, NotGiven):
+        body["name"] = _text("name", name)
+    policy = _policy(
+        allowance=allowance,
+        max_per_tx=max_per_tx,
+        budget=budget,
+        period=period,
+        allowed_hosts=allowed_hosts,
+        allowed_rails=allowed_rails,
+    )
+    if policy:
+        body["policy"] = policy
+    if not body:
+        raise ValueError("update needs at least one field to change")
+    return RequestSpec(
+        method="PATCH",
+        path="/wallet-keys/{id}",
+        path_params={"id": wallet_key_id},
+        role="owner",
+        json=body,
+        parse=as_model(WalletKey),
+    )
+
+
+def _wallet_key_action(
+    wallet_key_id: str, action: str, body: Mapping[str, Any]
+) -> RequestSpec[WalletKey]:
+    return RequestSpec(
+        method="POST",
+        path="/wallet-keys/{id}/" + action,
+        path_params={"id": wallet_key_id},
+        role="owner",
+        json=body,
+        parse=as_model(WalletKey),
+    )
+
+
+def wallet_keys_fund(wallet_key_id: str, amount: Amount) -> RequestSpec[WalletKey]:
+    return _wallet_key_action(wallet_key_id, "fund", {"amount": _positive_amount(amount)})
+
+
+def wallet_keys_refund(wallet_key_id: str, amount: Amount) -> RequestSpec[WalletKey]:
+    return _wallet_key_action(wallet_key_id, "refund", {"amount": _positive_amount(amount)})
+
+
+def wallet_keys_revoke(wallet_key_id: str) -> RequestSpec[WalletKey]:
+    return _wallet_key_action(wallet_key_id, "revoke", {})
+
+
+# --- spend and pay (wallet key) -------------------------------------------------------------
+
+
+def spend_balance() -> RequestSpec[SpendBalance]:
+    return RequestSpec(
+        method="GET", path="/spend/balance", role="wallet", parse=as_model(SpendBalance)
+    )
+
+
+def pay(
+    *,
+    resource_id: str | None = None,
+    destination: str | None = None,
+    amount: Amount | None = None,
+) -> RequestSpec[PayResult]:
+    """``POST /pay``: a resource (``resource_id``) or a transfer (``destination``, ``amount``).
+
+    Exactly one of the two forms; anything else is a ``ValueError`` before sending.
+    """
+    body: dict[str, Any]
+    if resource_id is not None:
+        if destination is not None or amount is not None:
+            raise ValueError(
+                "pay takes resource_id=... alone (the resource sets the price), or "
+                "destination=... with amount=..., not both"
+            )
+        body = {"resource_id": _text("resource_id", resource_id)}
+    elif destination is not None:
+        if amount is None:
+            raise ValueError("a transfer to destination=... needs amount=...")
+        body = {
+            "destination": _text("destination", destination),
+            "amount": _positive_amount(amount),
+        }
+    else:
+        raise ValueError(
+            "pay needs resource_id=... (pay a resource) or destination=... and amount=... "
+            "(transfer to a handle)"
+        )
+    return RequestSpec(
+        method="POST", path="/pay", role="wallet", json=body, parse=as_model(PayResult)
+    )
+
+
+# --- handles --------------------------------------------------------------------------------
+
+
+def handles_create(handle: str) -> RequestSpec[Handle]:
+    if _text("handle", handle) == "@":
+        raise ValueError("handle must have a name after '@'")
+    return RequestSpec(
+        method="POST",
+        path="/handles",
+        role="owner",
+        json={"handle": handle},
+        parse=as_model(Handle),
+    )
+
+
+def handles_resolve(destination: str) -> RequestSpec[HandleResolution]:
+    return RequestSpec(
+        method="GET",
+        path="/handles/resolve/{destination}",
+        path_params={"destination": destination},
+        role="wallet",
+        parse=as_model(HandleResolution),
+    )
+
+
+# --- receipts -------------------------------------------------------------------------------
+
+
+def access_verify(
+    receipt_id: str, resource_id: str | None = None, *, seller: bool = False
+) -> RequestSpec[ReceiptVerification]:
+    """``POST /access/verify``: public; ``seller=True`` sends the seller key along."""
+    return RequestSpec(
+        method="POST",
+        path="/access/verify",
+        role="seller" if seller else None,
+        json={
+            "receipt_id": _text("receipt_id", receipt_id),
+            "resource_id": None if resource_id is None else _text("resource_id", resource_id),
+        },
+        parse=as_model(ReceiptVerification),
     )
 
 

@@ -235,6 +235,10 @@ class ReceiptVerification:
     amount: Decimal | None = None
     rail: str | None = None
     metadata: ResourceMetadata | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+    #: Why ``valid`` is false (unknown receipt, another resource...).
+    reason: str | None = None
     request_id: str | None = None
 
 

@@ -64,12 +64,14 @@ TEST_SETTINGS: dict[str, Any] = {
 
 @attrs.frozen
 class Account:
-    """An owner with one seller in ``test`` (and its key)."""
+    """An owner with one seller and one (unfunded, unlimited) wallet key in ``test``."""
 
     owner_jwt: str
     owner_id: str
     seller_id: str
     seller_key: str
+    wallet_key_id: str
+    wallet_key: str
 
 
 def new_account(base_url: str, environment: str = "test") -> Account:
@@ -87,9 +89,21 @@ def new_account(base_url: str, environment: str = "test") -> Account:
         )
         r.raise_for_status()
         seller = r.json()
+        r = http.post(
+            "/wallet-keys",
+            json={"name": "agent"},
+            headers={
+                "Authorization": f"Bearer {owner['owner_jwt']}",
+                "X-Svc-Environment": environment,
+            },
+        )
+        r.raise_for_status()
+        wallet = r.json()
     return Account(
         owner_jwt=owner["owner_jwt"],
         owner_id=owner["owner_id"],
         seller_id=seller["id"],
         seller_key=seller["seller_key"],
+        wallet_key_id=wallet["id"],
+        wallet_key=wallet["key"],
     )

@@ -172,8 +172,23 @@ def _seller_principal(conn: Connection, token: str) -> Principal:
 
 def _wallet_principal(conn: Connection, token: str) -> Principal:
     _key_environment(token, "svc_vw_")
-    # Wallet keys arrive with the money core; until then no wallet key is known.
-    raise ApiError("invalid_credential", "Unknown or revoked wallet key.")
+    w = t.wallet_keys
+    row = conn.execute(
+        select(w.c.id, w.c.owner_id, w.c.environment, w.c.status).where(
+            w.c.key_hash == hash_key(token)
+        )
+    ).first()
+    if row is None:
+        raise ApiError("invalid_credential", "Unknown wallet key.")
+    if row.status != "active":
+        raise ApiError("invalid_credential", "This wallet key is revoked.")
+    return Principal(
+        role=Role.WALLET,
+        environment=row.environment,
+        owner_id=row.owner_id,
+        subject_id=row.id,
+        credential_id=f"vw:{row.id}",
+    )
 
 
 def _owner_principal(

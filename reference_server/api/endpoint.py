@@ -70,6 +70,8 @@ class Endpoint:
     path: str
     handler: Handler
     auth: Role | None = None
+    #: Anonymous callers are served too; a credential, when sent, must be valid for ``auth``.
+    auth_optional: bool = False
     idempotency: Idempotency = "none"
     #: Which ``Settings`` attribute holds this route's rate limit.
     rate_limit: str = "rate_limit"
@@ -143,11 +145,12 @@ def _run(
     ctx.load_secrets()  # before any transaction opens: the first load writes once
     jwt_secret = ctx.jwt_secret
     principal: Principal | None = None
-    if ep.auth is not None:
+    anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
+    if ep.auth is not None and not anonymous:
         with ctx.db.read() as conn:
             principal = authenticate(conn, headers, role=ep.auth, jwt_secret=jwt_secret, now=now)
         environment = principal.environment
-    else:
+    else:  # no credential: the environment is the header's (absent = live)
         environment = requested_environment(headers) or "live"
     if body is None:
         body = {}

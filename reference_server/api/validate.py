@@ -27,16 +27,31 @@ MAX_AMOUNT = Decimal("1000000")
 
 
 class Fields:
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(
+        self, body: dict[str, Any], *, prefix: str = "", errors: list[dict[str, str]] | None = None
+    ) -> None:
         self._body = body
+        self._prefix = prefix
         self._seen: set[str] = set()
-        self.errors: list[dict[str, str]] = []
+        self.errors: list[dict[str, str]] = [] if errors is None else errors
+
+    def nested(self, name: str) -> Fields | None:
+        """Fields of an object-valued field, reporting into the same error list."""
+        value = self.object(name)
+        if value is None:
+            return None
+        return Fields(value, prefix=f"{self._prefix}{name}.", errors=self.errors)
 
     def present(self, name: str) -> bool:
         return name in self._body
 
+    def is_null(self, name: str) -> bool:
+        """Sent explicitly as JSON null (to clear a setting), as opposed to left out."""
+        self._seen.add(name)
+        return name in self._body and self._body[name] is None
+
     def error(self, name: str, message: str) -> None:
-        self.errors.append({"field": name, "message": message})
+        self.errors.append({"field": self._prefix + name, "message": message})
 
     def _get(self, name: str, required: bool) -> Any:
         self._seen.add(name)
@@ -117,6 +132,21 @@ class Fields:
             return None
         return value
 
+    def string_list(
+        self, name: str, *, max_items: int, pattern: re.Pattern[str], pattern_hint: str
+    ) -> list[str] | None:
+        value = self._get(name, False)
+        if value is _MISSING:
+            return None
+        if not isinstance(value, list) or len(value) > max_items:
+            self.error(name, f"must be a list of at most {max_items} strings")
+            return None
+        bad = [v for v in value if not isinstance(v, str) or not pattern.fullmatch(v)]
+        if bad:
+            self.error(name, f"items must be {pattern_hint}")
+            return None
+        return list(dict.fromkeys(value))
+
     def object(self, name: str) -> dict[str, Any] | None:
         value = self._get(name, False)
         if value is _MISSING:
@@ -131,7 +161,7 @@ class Fields:
         for name in self._body:
             if name not in self._seen:
                 self.error(name, "is not a known field")
-        if self.errors:
+        if self.errors and not self._prefix:
             summary = "; ".join(f"{e['field']} {e['message']}" for e in self.errors)
             raise ApiError(
                 "validation_error",

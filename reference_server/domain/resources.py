@@ -24,6 +24,7 @@ from .events import record_event
 
 __all__ = [
     "create_resource",
+    "find_any_resource",
     "find_resource",
     "list_resources",
     "resource_model",
@@ -88,6 +89,11 @@ def find_resource(
     if for_update and conn.dialect.name == "postgresql":
         query = query.with_for_update()
     return conn.execute(query).first()
+
+
+def find_any_resource(conn: Connection, resource_id: str) -> Row[Any] | None:
+    """A resource whoever sells it (for gates and pay pages, which are public)."""
+    return conn.execute(select(_r).where(_r.c.id == resource_id)).first()
 
 
 def list_resources(conn: Connection, *, seller_id: str) -> list[Row[Any]]:

@@ -14,14 +14,24 @@ from reference_server.app import endpoints
 from ..support import Account, LiveServer, new_account
 
 AUTHED = [ep for ep in endpoints() if ep.auth is not None]
+REQUIRED = [ep for ep in AUTHED if not ep.auth_optional]
+OBJECT_ROUTES = [ep for ep in AUTHED if "{resource_id}" in ep.path or "{key_id}" in ep.path]
 
 
-def _path(path: str, resource_id: str) -> str:
-    return path.replace("{resource_id}", resource_id)
+def _path(path: str, world: dict[str, Any], whose: str = "my") -> str:
+    return (
+        path.replace("{resource_id}", world[f"{whose}_resource"])
+        .replace("{key_id}", world["theirs" if whose == "their" else "mine"].wallet_key_id)
+        .replace("{destination}", "@nobody-here")
+    )
 
 
 def _credential(role: Role, acct: Account) -> str:
-    return {Role.OWNER: acct.owner_jwt, Role.SELLER: acct.seller_key}[role]
+    return {
+        Role.OWNER: acct.owner_jwt,
+        Role.SELLER: acct.seller_key,
+        Role.WALLET: acct.wallet_key,
+    }[role]
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +86,9 @@ def _assert_envelope(r: httpx.Response) -> None:
     assert body["request_id"] == r.headers["x-request-id"]
 
 
-@pytest.mark.parametrize("ep", AUTHED, ids=lambda ep: f"{ep.method} {ep.path}")
+@pytest.mark.parametrize("ep", REQUIRED, ids=lambda ep: f"{ep.method} {ep.path}")
 def test_no_credential_is_401(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
-    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), {})
+    r = _call(server, ep.method, _path(ep.path, world), {})
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "unauthenticated"
 
@@ -100,7 +110,7 @@ def test_no_credential_is_401(server: LiveServer, world: dict[str, Any], ep: Any
 def test_malformed_or_unknown_credential_is_401(
     server: LiveServer, world: dict[str, Any], ep: Any, header: str
 ) -> None:
-    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), {"Authorization": header})
+    r = _call(server, ep.method, _path(ep.path, world), {"Authorization": header})
     assert r.status_code == 401
     assert r.json()["error"]["code"] == "invalid_credential"
 
@@ -108,34 +118,39 @@ def test_malformed_or_unknown_credential_is_401(
 @pytest.mark.parametrize("ep", AUTHED, ids=lambda ep: f"{ep.method} {ep.path}")
 def test_wrong_role_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]
-    other_role = Role.SELLER if ep.auth is Role.OWNER else Role.OWNER
-    headers = {
-        "Authorization": f"Bearer {_credential(other_role, mine)}",
-        "X-Svc-Environment": "test",
-    }
-    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), headers)
-    assert r.status_code == 403
-    assert r.json()["error"]["code"] == "wrong_credential"
+    for other_role in Role:
+        if other_role is ep.auth:
+            continue
+        headers = {
+            "Authorization": f"Bearer {_credential(other_role, mine)}",
+            "X-Svc-Environment": "test",
+        }
+        r = _call(server, ep.method, _path(ep.path, world), headers)
+        assert r.status_code == 403, other_role
+        assert r.json()["error"]["code"] == "wrong_credential"
 
 
 @pytest.mark.parametrize(
-    "ep", [e for e in AUTHED if e.auth is Role.SELLER], ids=lambda ep: f"{ep.method} {ep.path}"
+    "ep",
+    [e for e in AUTHED if e.auth in (Role.SELLER, Role.WALLET)],
+    ids=lambda ep: f"{ep.method} {ep.path}",
 )
 def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]  # a test key sent with X-Svc-Environment: live
-    headers = {"Authorization": f"Bearer {mine.seller_key}", "X-Svc-Environment": "live"}
-    r = _call(server, ep.method, _path(ep.path, world["my_resource"]), headers)
+    headers = {
+        "Authorization": f"Bearer {_credential(ep.auth, mine)}",
+        "X-Svc-Environment": "live",
+    }
+    r = _call(server, ep.method, _path(ep.path, world), headers)
     assert r.status_code == 403
     assert r.json()["error"]["code"] == "environment_mismatch"
 
 
-@pytest.mark.parametrize(
-    "ep", [e for e in AUTHED if "{resource_id}" in e.path], ids=lambda ep: f"{ep.method} {ep.path}"
-)
-def test_another_sellers_object_is_404(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
+@pytest.mark.parametrize("ep", OBJECT_ROUTES, ids=lambda ep: f"{ep.method} {ep.path}")
+def test_another_owners_object_is_404(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]
-    headers = {"Authorization": f"Bearer {mine.seller_key}"}
-    r = _call(server, ep.method, _path(ep.path, world["their_resource"]), headers)
+    headers = {"Authorization": f"Bearer {_credential(ep.auth, mine)}", "X-Svc-Environment": "test"}
+    r = _call(server, ep.method, _path(ep.path, world, "their"), headers)
     assert r.status_code == 404
     assert r.json()["error"]["code"] == "not_found"
 

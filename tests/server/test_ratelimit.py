@@ -25,14 +25,14 @@ def _redis_up() -> bool:
 
 
 def test_headers_and_429(make_server: Any) -> None:
-    live = make_server(rate_limit="4/minute")
-    # new_account spends one request of this credential (POST /sellers)
+    live = make_server(rate_limit="5/minute")
+    # new_account spends two requests of this credential (POST /sellers, /wallet-keys)
     acct_headers = {"Authorization": f"Bearer {new_account(live.url).owner_jwt}"}
     seen = []
     for _ in range(3):
         r = httpx.get(live.url + "/sellers", headers=acct_headers)
         assert r.status_code == 200
-        assert r.headers["x-ratelimit-limit"] == "4"
+        assert r.headers["x-ratelimit-limit"] == "5"
         seen.append(int(r.headers["x-ratelimit-remaining"]))
         assert int(r.headers["x-ratelimit-reset"]) >= int(time.time())
     assert seen == [2, 1, 0]
@@ -46,8 +46,8 @@ def test_headers_and_429(make_server: Any) -> None:
 
 
 def test_limits_are_per_credential(make_server: Any) -> None:
-    live = make_server(rate_limit="3/minute")
-    a, b = new_account(live.url), new_account(live.url)
+    live = make_server(rate_limit="4/minute")
+    a, b = new_account(live.url), new_account(live.url)  # two requests each
     for _ in range(2):
         httpx.get(live.url + "/sellers", headers={"Authorization": f"Bearer {a.owner_jwt}"})
     assert (
@@ -89,4 +89,4 @@ def test_redis_storage_shares_counts_between_processes(make_server: Any) -> None
         httpx.get(server.url + "/sellers", headers=headers).status_code
         for server in (one, two, one, two, one, two)
     ]
-    assert codes == [200, 200, 200, 200, 429, 429]
+    assert codes == [200, 200, 200, 429, 429, 429]  # new_account spent two

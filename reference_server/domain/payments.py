@@ -1,0 +1,259 @@
+"""Ledger payments (``POST /pay``) and the receipts they leave.
+
+A resource payment is one transaction that: locks the wallet key and checks its policy,
+moves the price from the wallet key to the seller's balance, moves the platform fee from
+the seller's balance to the platform, writes a receipt, and records ``payment.succeeded``
+for the seller's owner.  A handle payment moves money from the wallet key to the owner's
+account wallet behind the handle and records ``transfer.received``.  Either everything is
+written or nothing is.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, insert, select
+
+from svc import PayResult, ReceiptVerification, ResourceMetadata
+from svc._converter import structure, unstructure
+from svc._money import format_amount, from_micros
+
+from ..api.errors import ApiError
+from ..ids import new_id
+from ..store import tables as t
+from ..timeutil import as_utc
+from . import ledger, wallets
+from .events import record_event
+
+__all__ = ["fee_for", "pay_handle", "pay_resource", "verify_receipt"]
+
+_r = t.receipts
+
+
+def fee_for(amount: int, fee_bps: int) -> int:
+    """The platform fee in micro-units, rounded down (the seller never pays a fraction)."""
+    return amount * fee_bps // 10_000
+
+
+def _insufficient(conn: Connection, key: Row[Any], amount: int) -> ApiError:
+    return wallets.insufficient_funds(conn, key, amount)
+
+
+def pay_resource(
+    conn: Connection,
+    *,
+    wallet_key_id: str,
+    resource: Row[Any],
+    fee_bps: int,
+    request_id: str,
+    now: datetime,
+) -> PayResult:
+    env = resource.environment
+    amount = int(resource.amount_micros)
+    key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
+    seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
+    wallet_acct = wallets.wallet_account(conn, key)
+    seller_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
+    )
+    fee_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
+    )
+    ledger.lock_accounts(conn, [wallet_acct, seller_acct, fee_acct])
+    receipt_id = new_id("rcpt")
+    fee = fee_for(amount, fee_bps)
+    try:
+        payment = ledger.transfer(
+            conn,
+            environment=env,
+            debit=wallet_acct,
+            credit=seller_acct,
+            amount=amount,
+            kind="payment",
+            now=now,
+            receipt_id=receipt_id,
+            wallet_key_id=key.id,
+            reference=resource.id,
+        )
+    except ledger.InsufficientFunds:
+        raise _insufficient(conn, key, amount) from None
+    if fee:
+        ledger.transfer(
+            conn,
+            environment=env,
+            debit=seller_acct,
+            credit=fee_acct,
+            amount=fee,
+            kind="platform_fee",
+            now=now,
+            receipt_id=receipt_id,
+            reference=resource.id,
+        )
+    metadata = dict(resource.metadata)
+    conn.execute(
+        insert(_r).values(
+            id=receipt_id,
+            environment=env,
+            kind="resource",
+            rail="rill",
+            settlement="ledger",
+            amount_micros=amount,
+            fee_micros=fee,
+            resource_id=resource.id,
+            seller_id=seller.id,
+            wallet_key_id=key.id,
+            transfer_id=payment,
+            metadata=metadata,
+            request_id=request_id,
+            created_at=now,
+        )
+    )
+    seller_balance = ledger.balance_micros(
+        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
+    )
+    record_event(
+        conn,
+        owner_id=seller.owner_id,
+        environment=env,
+        type="payment.succeeded",
+        data={
+            "ok": True,
+            "type": "resource",
+            "rail": "rill",
+            "receipt_id": receipt_id,
+            "request_id": request_id,
+            "resource_id": resource.id,
+            "short_id": resource.short_id,
+            "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
+            "metadata": unstructure(structure(metadata, ResourceMetadata)),
+            "seller_id": seller.id,
+            "amount": format_amount(amount),
+            "platform_fee": format_amount(fee),
+            "processor_payment_intent_id": None,
+            "seller_balance": format_amount(seller_balance),
+            "environment": env,
+            "settlement": "ledger",
+        },
+        now=now,
+    )
+    return PayResult(
+        receipt_id=receipt_id,
+        rail="rill",
+        amount=from_micros(amount),
+        resource_id=resource.id,
+        settlement="ledger",
+    )
+
+
+def pay_handle(
+    conn: Connection,
+    *,
+    wallet_key_id: str,
+    handle: Row[Any],
+    amount: int,
+    request_id: str,
+    now: datetime,
+) -> PayResult:
+    env = handle.environment
+    key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
+    wallet_acct = wallets.wallet_account(conn, key)
+    owner_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=handle.owner_id, now=now
+    )
+    ledger.lock_accounts(conn, [wallet_acct, owner_acct])
+    receipt_id = new_id("rcpt")
+    try:
+        transfer_id = ledger.transfer(
+            conn,
+            environment=env,
+            debit=wallet_acct,
+            credit=owner_acct,
+            amount=amount,
+            kind="handle_transfer",
+            now=now,
+            receipt_id=receipt_id,
+            wallet_key_id=key.id,
+            reference="@" + handle.handle,
+        )
+    except ledger.InsufficientFunds:
+        raise _insufficient(conn, key, amount) from None
+    conn.execute(
+        insert(_r).values(
+            id=receipt_id,
+            environment=env,
+            kind="transfer",
+            rail="rill",
+            settlement="ledger",
+            amount_micros=amount,
+            fee_micros=0,
+            wallet_key_id=key.id,
+            destination_owner_id=handle.owner_id,
+            handle=handle.handle,
+            transfer_id=transfer_id,
+            request_id=request_id,
+            created_at=now,
+        )
+    )
+    record_event(
+        conn,
+        owner_id=handle.owner_id,
+        environment=env,
+        type="transfer.received",
+        data={
+            "receipt_id": receipt_id,
+            "request_id": request_id,
+            "destination": "@" + handle.handle,
+            "amount": format_amount(amount),
+            "rail": "rill",
+            "settlement": "ledger",
+            "environment": env,
+            "account_wallet_balance": format_amount(
+                ledger.balance_micros(
+                    conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=handle.owner_id
+                )
+            ),
+        },
+        now=now,
+    )
+    return PayResult(
+        receipt_id=receipt_id,
+        rail="rill",
+        amount=from_micros(amount),
+        destination="@" + handle.handle,
+        settlement="ledger",
+    )
+
+
+def verify_receipt(
+    conn: Connection,
+    receipt_id: str,
+    *,
+    resource_id: str | None,
+    seller_id: str | None,
+) -> ReceiptVerification:
+    """Is this a receipt for this resource (and this seller, when a seller asks)?
+
+    An unknown receipt, or one for another resource or seller, is ``valid: false`` with a
+    reason, never an error: gates call this on every request and must not leak which.
+    """
+    row = conn.execute(select(_r).where(_r.c.id == receipt_id)).first()
+    reason: str | None = None
+    if row is None or row.kind != "resource":
+        reason = "unknown receipt"
+    elif resource_id is not None and row.resource_id != resource_id:
+        reason = "receipt is for another resource"
+    elif seller_id is not None and row.seller_id != seller_id:
+        reason = "unknown receipt"
+    if reason is not None or row is None:
+        return ReceiptVerification(valid=False, receipt_id=receipt_id, reason=reason)
+    return ReceiptVerification(
+        valid=True,
+        receipt_id=row.id,
+        resource_id=row.resource_id,
+        amount=from_micros(row.amount_micros),
+        rail=row.rail,
+        metadata=structure(row.metadata or {}, ResourceMetadata),
+        environment=row.environment,
+        created_at=as_utc(row.created_at),
+    )

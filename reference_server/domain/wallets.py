@@ -1,0 +1,391 @@
+"""Wallet keys: an agent's spend credential, with a prepaid ledger balance and a policy.
+
+Policy: ``allowance`` per ``period`` (day, week, month, or none = never resets),
+``max_per_tx``, a lifetime ``budget``, and optional ``allowed_hosts`` / ``allowed_rails``.
+Spend counters live on the key's row.  Every spend first takes the key's row lock
+(``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's write lock does the same), then checks the
+policy, moves the money and bumps the counters, all in one transaction: two concurrent
+payments can never both fit under a limit that only one fits under, in one process or many.
+
+Periods roll lazily: the first use of a key after a period boundary resets the counter and
+records ``allowance.reset`` (in the same transaction), so time can be injected in tests.
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+from sqlalchemy import Connection, Row, insert, select, update
+
+from svc import SpendBalance, WalletKey, WalletPolicy
+from svc._money import format_amount, from_micros
+
+from ..api.errors import ApiError
+from ..ids import hash_key, new_id, new_key
+from ..store import tables as t
+from ..timeutil import as_utc
+from . import ledger
+from .events import record_event
+
+__all__ = [
+    "PERIODS",
+    "RAILS",
+    "PolicyValues",
+    "charge",
+    "create_wallet_key",
+    "get_wallet_key",
+    "lock_wallet_key",
+    "next_reset",
+    "refund_charge",
+    "spend_balance_model",
+    "wallet_account",
+    "wallet_key_model",
+]
+
+PERIODS = ("day", "week", "month", "none")
+RAILS = ("x402", "mpp", "rill")
+_w = t.wallet_keys
+
+
+@attrs.frozen(kw_only=True)
+class PolicyValues:
+    """A policy in micro-units, as stored."""
+
+    allowance: int | None = None
+    max_per_tx: int | None = None
+    budget: int | None = None
+    period: str = "none"
+    allowed_hosts: list[str] | None = None
+    allowed_rails: list[str] | None = None
+
+    @classmethod
+    def of(cls, row: Row[Any]) -> PolicyValues:
+        return cls(
+            allowance=row.allowance_micros,
+            max_per_tx=row.max_per_tx_micros,
+            budget=row.budget_micros,
+            period=row.period,
+            allowed_hosts=row.allowed_hosts,
+            allowed_rails=row.allowed_rails,
+        )
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "allowance_micros": self.allowance,
+            "max_per_tx_micros": self.max_per_tx,
+            "budget_micros": self.budget,
+            "period": self.period,
+            "allowed_hosts": self.allowed_hosts,
+            "allowed_rails": self.allowed_rails,
+        }
+
+    def model(self) -> WalletPolicy:
+        def money(v: int | None) -> Any:
+            return None if v is None else from_micros(v)
+
+        return WalletPolicy(
+            allowance=money(self.allowance),
+            max_per_tx=money(self.max_per_tx),
+            budget=money(self.budget),
+            period=self.period,
+            allowed_hosts=self.allowed_hosts,
+            allowed_rails=self.allowed_rails,
+        )
+
+
+# --- periods ------------------------------------------------------------------------------
+
+
+def _add_months(moment: datetime, months: int) -> datetime:
+    month_index = moment.month - 1 + months
+    year, month = moment.year + month_index // 12, month_index % 12 + 1
+    day = min(moment.day, calendar.monthrange(year, month)[1])
+    return moment.replace(year=year, month=month, day=day)
+
+
+def next_reset(period: str, started: datetime) -> datetime | None:
+    if period == "day":
+        return started + timedelta(days=1)
+    if period == "week":
+        return started + timedelta(days=7)
+    if period == "month":
+        return _add_months(started, 1)
+    return None
+
+
+def _current_period_start(period: str, started: datetime, now: datetime) -> datetime:
+    """The start of the period containing ``now``, counted from the key's anchor."""
+    if period in ("day", "week"):
+        length = timedelta(days=1 if period == "day" else 7)
+        if now < started + length:
+            return started
+        return started + length * ((now - started) // length)
+    if period == "month":
+        months = (now.year - started.year) * 12 + (now.month - started.month)
+        candidate = _add_months(started, max(months, 0))
+        if candidate > now:
+            candidate = _add_months(started, max(months - 1, 0))
+        return candidate
+    return started
+
+
+# --- rows ---------------------------------------------------------------------------------
+
+
+def create_wallet_key(
+    conn: Connection,
+    *,
+    owner_id: str,
+    environment: str,
+    name: str | None,
+    policy: PolicyValues,
+    now: datetime,
+) -> tuple[Row[Any], str]:
+    key_id = new_id("vw")
+    key = new_key("vw", environment)
+    conn.execute(
+        insert(_w).values(
+            id=key_id,
+            owner_id=owner_id,
+            environment=environment,
+            name=name,
+            key_hash=hash_key(key),
+            key_prefix=key[:16],
+            status="active",
+            period_started_at=now,
+            spent_period_micros=0,
+            spent_total_micros=0,
+            created_at=now,
+            **policy.columns(),
+        )
+    )
+    ledger.open_account(
+        conn, environment=environment, kind=ledger.WALLET_KEY, ref_id=key_id, now=now
+    )
+    return get_wallet_key(conn, key_id), key
+
+
+def get_wallet_key(conn: Connection, key_id: str) -> Row[Any]:
+    return conn.execute(select(_w).where(_w.c.id == key_id)).one()
+
+
+def find_owned(conn: Connection, key_id: str, *, owner_id: str, environment: str) -> Row[Any]:
+    row = conn.execute(
+        select(_w).where(
+            _w.c.id == key_id, _w.c.owner_id == owner_id, _w.c.environment == environment
+        )
+    ).first()
+    if row is None:
+        raise ApiError("not_found", "No such wallet key.")
+    return row
+
+
+def lock_wallet_key(conn: Connection, key_id: str) -> Row[Any]:
+    """Take the key's row lock: every spend, fund and refund of a key runs one at a time."""
+    query = select(_w).where(_w.c.id == key_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).one()
+
+
+def wallet_account(conn: Connection, row: Row[Any]) -> str:
+    account = ledger.account_id(
+        conn, environment=row.environment, kind=ledger.WALLET_KEY, ref_id=row.id
+    )
+    assert account is not None, "every wallet key has an account"
+    return account
+
+
+def roll_period(conn: Connection, row: Row[Any], now: datetime) -> Row[Any]:
+    """Reset the period counter if a boundary has passed; record ``allowance.reset``."""
+    started = as_utc(row.period_started_at)
+    current = _current_period_start(row.period, started, now)
+    if current == started:
+        return row
+    conn.execute(
+        update(_w).where(_w.c.id == row.id).values(period_started_at=current, spent_period_micros=0)
+    )
+    nxt = next_reset(row.period, current)
+    record_event(
+        conn,
+        owner_id=row.owner_id,
+        environment=row.environment,
+        type="allowance.reset",
+        data={
+            "wallet_key_id": row.id,
+            "period": row.period,
+            "allowance": None
+            if row.allowance_micros is None
+            else format_amount(row.allowance_micros),
+            "spent_last_period": format_amount(row.spent_period_micros),
+            "period_started_at": current.isoformat(),
+            "next_reset_at": None if nxt is None else nxt.isoformat(),
+        },
+        now=now,
+    )
+    return get_wallet_key(conn, row.id)
+
+
+# --- spending -----------------------------------------------------------------------------
+
+
+def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now: datetime) -> None:
+    """Raise the 402 that names the limit and its remedy; the row must be current."""
+    policy = PolicyValues.of(row)
+    shown = format_amount(amount)
+    if policy.allowed_rails is not None and rail not in policy.allowed_rails:
+        raise ApiError(
+            "rail_not_allowed",
+            f"This wallet key may pay on {', '.join(policy.allowed_rails)} only, not {rail}.",
+            details={"rail": rail, "allowed_rails": policy.allowed_rails},
+        )
+    if host is not None and policy.allowed_hosts is not None and host not in policy.allowed_hosts:
+        raise ApiError(
+            "host_not_allowed",
+            f"This wallet key may not pay {host}; "
+            f"allowed hosts: {', '.join(policy.allowed_hosts)}.",
+            details={"host": host, "allowed_hosts": policy.allowed_hosts},
+        )
+    if policy.max_per_tx is not None and amount > policy.max_per_tx:
+        raise ApiError(
+            "max_per_tx_exceeded",
+            f"{shown} is above this wallet key's max_per_tx of "
+            f"{format_amount(policy.max_per_tx)}: mint a wallet key with a higher max_per_tx "
+            "(or raise it with PATCH /wallet-keys/:id).",
+            details={"amount": shown, "max_per_tx": format_amount(policy.max_per_tx)},
+        )
+    if policy.allowance is not None and row.spent_period_micros + amount > policy.allowance:
+        remaining = max(policy.allowance - row.spent_period_micros, 0)
+        reset = next_reset(policy.period, as_utc(row.period_started_at))
+        when = (
+            f"wait for the reset at {reset.isoformat()}" if reset is not None else "it never resets"
+        )
+        raise ApiError(
+            "allowance_exceeded",
+            f"{shown} would pass this wallet key's allowance ({format_amount(remaining)} of "
+            f"{format_amount(policy.allowance)} left this period): mint a higher budget, or "
+            f"{when}.",
+            details={
+                "amount": shown,
+                "allowance": format_amount(policy.allowance),
+                "remaining_allowance": format_amount(remaining),
+                "next_reset_at": None if reset is None else reset.isoformat(),
+            },
+        )
+    if policy.budget is not None and row.spent_total_micros + amount > policy.budget:
+        remaining = max(policy.budget - row.spent_total_micros, 0)
+        raise ApiError(
+            "budget_exceeded",
+            f"{shown} would pass this wallet key's total budget ({format_amount(remaining)} of "
+            f"{format_amount(policy.budget)} left): mint a wallet key with a higher budget.",
+            details={
+                "amount": shown,
+                "budget": format_amount(policy.budget),
+                "remaining_budget": format_amount(remaining),
+            },
+        )
+
+
+def charge(
+    conn: Connection,
+    key_id: str,
+    amount: int,
+    *,
+    rail: str,
+    host: str | None,
+    now: datetime,
+) -> Row[Any]:
+    """Lock the key, roll its period, check its policy and count the spend.
+
+    The caller moves the money (or reserves it) in the same transaction; if that fails
+    the whole transaction rolls back, counters included.
+    """
+    row = roll_period(conn, lock_wallet_key(conn, key_id), now)
+    if row.status != "active":
+        raise ApiError("invalid_credential", "This wallet key is revoked.")
+    check_policy(row, amount, rail=rail, host=host, now=now)
+    conn.execute(
+        update(_w)
+        .where(_w.c.id == key_id)
+        .values(
+            spent_period_micros=_w.c.spent_period_micros + amount,
+            spent_total_micros=_w.c.spent_total_micros + amount,
+        )
+    )
+    return row
+
+
+def refund_charge(conn: Connection, key_id: str, amount: int, *, charged_at: datetime) -> None:
+    """Give back a charge whose payment did not happen (a voided reservation)."""
+    row = lock_wallet_key(conn, key_id)
+    in_this_period = as_utc(charged_at) >= as_utc(row.period_started_at)
+    conn.execute(
+        update(_w)
+        .where(_w.c.id == key_id)
+        .values(
+            spent_total_micros=_w.c.spent_total_micros - amount,
+            spent_period_micros=(
+                _w.c.spent_period_micros - amount if in_this_period else _w.c.spent_period_micros
+            ),
+        )
+    )
+
+
+def insufficient_funds(conn: Connection, row: Row[Any], amount: int) -> ApiError:
+    available = ledger.available_micros(conn, wallet_account(conn, row))
+    return ApiError(
+        "insufficient_funds",
+        f"The wallet key has {format_amount(available)} available and this payment needs "
+        f"{format_amount(amount)}: fund it with POST /wallet-keys/:id/fund.",
+        details={"available": format_amount(available), "amount": format_amount(amount)},
+    )
+
+
+# --- views --------------------------------------------------------------------------------
+
+
+def wallet_key_model(conn: Connection, row: Row[Any]) -> WalletKey:
+    account = wallet_account(conn, row)
+    return WalletKey(
+        id=row.id,
+        environment=row.environment,
+        name=row.name,
+        status=row.status,
+        key_prefix=row.key_prefix,
+        policy=PolicyValues.of(row).model(),
+        balance=from_micros(ledger.available_micros(conn, account)),
+        created_at=as_utc(row.created_at),
+    )
+
+
+def spend_balance_model(conn: Connection, row: Row[Any], now: datetime) -> SpendBalance:
+    """What the policy still allows, as of ``now`` (a due reset is shown, not written)."""
+    policy = PolicyValues.of(row)
+    started = as_utc(row.period_started_at)
+    current = _current_period_start(row.period, started, now)
+    spent_period = 0 if current != started else row.spent_period_micros
+    remaining_allowance = (
+        None if policy.allowance is None else max(policy.allowance - spent_period, 0)
+    )
+    remaining_budget = (
+        None if policy.budget is None else max(policy.budget - row.spent_total_micros, 0)
+    )
+    available = ledger.available_micros(conn, wallet_account(conn, row))
+    return SpendBalance(
+        wallet_key_id=row.id,
+        environment=row.environment,
+        status=row.status,
+        balance=from_micros(available),
+        policy=policy.model(),
+        remaining_allowance=None
+        if remaining_allowance is None
+        else from_micros(remaining_allowance),
+        remaining_budget=None if remaining_budget is None else from_micros(remaining_budget),
+        spent_this_period=from_micros(spent_period),
+        spent_total=from_micros(row.spent_total_micros),
+        period_started_at=current,
+        next_reset_at=next_reset(row.period, current),
+    )

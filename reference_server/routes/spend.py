@@ -1,0 +1,113 @@
+"""Agent routes (wallet key): balance, ``POST /pay`` and handle resolution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from svc import HandleResolution
+from svc._money import to_micros
+
+from ..api.auth import Principal, Role
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import Fields
+from ..domain import handles, payments, wallets
+from ..store import tables as t
+
+__all__ = ["ENDPOINTS"]
+
+
+def balance(call: Call) -> Reply:
+    """Prepaid balance and what the policy still allows (remaining allowance, next reset)."""
+    agent = _agent(call)
+    row = wallets.get_wallet_key(call.conn, agent.subject_id or "")
+    return Reply(wallets.spend_balance_model(call.conn, row, call.now))
+
+
+def pay(call: Call) -> Reply:
+    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
+    agent = _agent(call)
+    f = Fields(call.body)
+    resource_id = f.string("resource_id", max_length=40)
+    destination = f.string("destination", max_length=31)
+    amount = f.amount("amount")
+    if (resource_id is None) == (destination is None):
+        f.error("body", "needs either resource_id, or destination and amount")
+    if resource_id is not None and f.present("amount"):
+        f.error("amount", "is the resource's price; send resource_id alone")
+    if destination is not None and amount is None and not f.present("amount"):
+        f.error("amount", "is required with destination")
+    f.done()
+    assert agent.subject_id is not None
+    if resource_id is not None:
+        resource = _payable_resource(call, resource_id, agent.environment)
+        result = payments.pay_resource(
+            call.conn,
+            wallet_key_id=agent.subject_id,
+            resource=resource,
+            fee_bps=call.ctx.settings.platform_fee_bps,
+            request_id=call.request_id,
+            now=call.now,
+        )
+    else:
+        assert destination is not None and amount is not None
+        handle = _handle(call, destination, agent.environment)
+        result = payments.pay_handle(
+            call.conn,
+            wallet_key_id=agent.subject_id,
+            handle=handle,
+            amount=to_micros(amount),
+            request_id=call.request_id,
+            now=call.now,
+        )
+    return Reply(result)
+
+
+def resolve(call: Call) -> Reply:
+    """Check a transfer destination before paying it."""
+    agent = _agent(call)
+    row = _handle(call, call.params["destination"], agent.environment)
+    return Reply(
+        HandleResolution(
+            destination="@" + row.handle, handle=row.handle, environment=row.environment
+        )
+    )
+
+
+def _payable_resource(call: Call, resource_id: str, environment: str) -> Any:
+    r = t.resources
+    row = call.conn.execute(
+        select(r).where(r.c.id == resource_id, r.c.environment == environment)
+    ).first()
+    if row is None:
+        raise ApiError("not_found", f"No resource {resource_id} in {environment}.")
+    if not row.active:
+        raise ApiError(
+            "resource_inactive", "This resource is deactivated; its seller no longer sells it."
+        )
+    return row
+
+
+def _handle(call: Call, destination: str, environment: str) -> Any:
+    name = handles.normalize_handle(destination)
+    row = None if name is None else handles.find_handle(call.conn, name, environment=environment)
+    if row is None:
+        raise ApiError("not_found", f"No handle {destination[:40]!r} in {environment}.")
+    return row
+
+
+def _agent(call: Call) -> Principal:
+    assert call.principal is not None
+    return call.principal
+
+
+ENDPOINTS = [
+    Endpoint(method="GET", path="/spend/balance", handler=balance, auth=Role.WALLET),
+    Endpoint(method="POST", path="/pay", handler=pay, auth=Role.WALLET, idempotency="required"),
+    Endpoint(
+        method="GET", path="/handles/resolve/{destination}", handler=resolve, auth=Role.WALLET
+    ),
+]

@@ -1,0 +1,288 @@
+"""Wallet keys (owner JWT): mint, list, read, change policy, fund, refund, revoke."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+from sqlalchemy import select, update
+
+from svc import WalletKeyCreated, WalletKeyList
+from svc._money import format_amount, to_micros
+
+from ..api.auth import Principal, Role
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import Fields
+from ..domain import ledger, wallets
+from ..domain.events import record_event
+from ..store import tables as t
+
+__all__ = ["ENDPOINTS"]
+
+HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9*]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$")
+_LIMITS = ("allowance", "max_per_tx", "budget")
+
+
+def _read_policy(f: Fields, base: wallets.PolicyValues) -> wallets.PolicyValues:
+    """Policy fields over ``base``: a field left out keeps its value, ``null`` clears it."""
+    p = f.nested("policy")
+    if p is None:
+        return base
+    changes: dict[str, Any] = {}
+    for name in _LIMITS:
+        if p.is_null(name):
+            changes[name] = None
+        else:
+            amount = p.amount(name)
+            if amount is not None:
+                changes[name] = to_micros(amount)
+    period = p.string("period", choices=wallets.PERIODS)
+    if period is not None:
+        changes["period"] = period
+    for name, pattern, hint, limit in (
+        ("allowed_hosts", HOST, "lowercase host names", 50),
+        ("allowed_rails", re.compile("|".join(wallets.RAILS)), "x402, mpp or rill", 3),
+    ):
+        if p.is_null(name):
+            changes[name] = None
+        else:
+            values = p.string_list(name, max_items=limit, pattern=pattern, pattern_hint=hint)
+            if values is not None:
+                changes[name] = values
+    p.done()
+    return attrs.evolve(base, **changes)
+
+
+def create(call: Call) -> Reply:
+    """Mint a wallet key (``svc_vw_*``, shown once) with a spend policy."""
+    owner = _owner(call)
+    f = Fields(call.body)
+    name = f.string("name", max_length=200)
+    policy = _read_policy(f, wallets.PolicyValues())
+    f.done()
+    row, key = wallets.create_wallet_key(
+        call.conn,
+        owner_id=owner.owner_id,
+        environment=call.environment,
+        name=name,
+        policy=policy,
+        now=call.now,
+    )
+    model = wallets.wallet_key_model(call.conn, row)
+    return Reply(WalletKeyCreated(**attrs.asdict(model, recurse=False), key=key), 201, secret=True)
+
+
+def list_all(call: Call) -> Reply:
+    """The owner's wallet keys in this environment, revoked ones included."""
+    owner = _owner(call)
+    w = t.wallet_keys
+    rows = call.conn.execute(
+        select(w)
+        .where(w.c.owner_id == owner.owner_id, w.c.environment == call.environment)
+        .order_by(w.c.created_at, w.c.id)
+    ).all()
+    return Reply(WalletKeyList(data=[wallets.wallet_key_model(call.conn, r) for r in rows]))
+
+
+def get_one(call: Call) -> Reply:
+    row = _own(call)
+    return Reply(wallets.wallet_key_model(call.conn, row))
+
+
+def patch(call: Call) -> Reply:
+    """Rename, or change the policy (fields left out keep their values; null clears)."""
+    row = _own(call)
+    row = wallets.lock_wallet_key(call.conn, row.id)
+    f = Fields(call.body)
+    name = f.string("name", max_length=200)
+    policy = _read_policy(f, wallets.PolicyValues.of(row))
+    if not call.body:
+        f.error("body", "names no field to change")
+    f.done()
+    values = policy.columns()
+    if name is not None:
+        values["name"] = name
+    w = t.wallet_keys
+    call.conn.execute(update(w).where(w.c.id == row.id).values(**values))
+    return Reply(wallets.wallet_key_model(call.conn, wallets.get_wallet_key(call.conn, row.id)))
+
+
+def fund(call: Call) -> Reply:
+    """Add money: sandbox funding in test, the owner's account wallet in live."""
+    row = _own(call)
+    amount = _amount(call)
+    row = wallets.lock_wallet_key(call.conn, row.id)
+    if row.status != "active":
+        raise ApiError("wallet_key_revoked", "A revoked wallet key cannot be funded.")
+    env = row.environment
+    if env == "test":
+        source_kind, source_ref, source = ledger.SANDBOX_FUNDING, ledger.PLATFORM, "sandbox"
+    else:
+        source_kind, source_ref, source = ledger.OWNER_WALLET, row.owner_id, "account_wallet"
+    source_acct = ledger.ensure_account(
+        call.conn, environment=env, kind=source_kind, ref_id=source_ref, now=call.now
+    )
+    wallet_acct = wallets.wallet_account(call.conn, row)
+    ledger.lock_accounts(call.conn, [source_acct, wallet_acct])
+    try:
+        transfer = ledger.transfer(
+            call.conn,
+            environment=env,
+            debit=source_acct,
+            credit=wallet_acct,
+            amount=amount,
+            kind="funding",
+            now=call.now,
+            wallet_key_id=row.id,
+        )
+    except ledger.InsufficientFunds as exc:
+        raise ApiError(
+            "insufficient_funds",
+            f"The account wallet has {format_amount(exc.available)} available; recycle seller "
+            "balance into it first (POST /sellers/:id/recycle).",
+            details={"available": format_amount(exc.available)},
+        ) from None
+    model = wallets.wallet_key_model(call.conn, row)
+    record_event(
+        call.conn,
+        owner_id=row.owner_id,
+        environment=env,
+        type="funding.paid",
+        data={
+            "wallet_key_id": row.id,
+            "amount": format_amount(amount),
+            "balance": format_amount(model.balance),
+            "source": source,
+            "transfer_id": transfer,
+            "environment": env,
+        },
+        now=call.now,
+    )
+    return Reply(model)
+
+
+def refund(call: Call) -> Reply:
+    """Move money from the wallet key back to the owner's account wallet."""
+    row = _own(call)
+    amount = _amount(call)
+    row = wallets.lock_wallet_key(call.conn, row.id)
+    _return_to_owner(call, row, amount, reason="refund")
+    return Reply(wallets.wallet_key_model(call.conn, row))
+
+
+def revoke(call: Call) -> Reply:
+    """Stop the key for good; its available balance goes back to the account wallet."""
+    row = _own(call)
+    row = wallets.lock_wallet_key(call.conn, row.id)
+    if row.status == "revoked":
+        return Reply(wallets.wallet_key_model(call.conn, row))
+    w = t.wallet_keys
+    call.conn.execute(
+        update(w).where(w.c.id == row.id).values(status="revoked", revoked_at=call.now)
+    )
+    available = ledger.available_micros(call.conn, wallets.wallet_account(call.conn, row))
+    if available > 0:
+        _return_to_owner(call, row, available, reason="revoke")
+    record_event(
+        call.conn,
+        owner_id=row.owner_id,
+        environment=row.environment,
+        type="vw.revoked",
+        data={
+            "wallet_key_id": row.id,
+            "returned_amount": format_amount(available),
+            "environment": row.environment,
+        },
+        now=call.now,
+    )
+    return Reply(wallets.wallet_key_model(call.conn, wallets.get_wallet_key(call.conn, row.id)))
+
+
+def _return_to_owner(call: Call, row: Any, amount: int, *, reason: str) -> None:
+    env = row.environment
+    wallet_acct = wallets.wallet_account(call.conn, row)
+    owner_acct = ledger.ensure_account(
+        call.conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=row.owner_id, now=call.now
+    )
+    ledger.lock_accounts(call.conn, [wallet_acct, owner_acct])
+    try:
+        transfer = ledger.transfer(
+            call.conn,
+            environment=env,
+            debit=wallet_acct,
+            credit=owner_acct,
+            amount=amount,
+            kind="refund",
+            now=call.now,
+            wallet_key_id=row.id,
+        )
+    except ledger.InsufficientFunds as exc:
+        raise ApiError(
+            "insufficient_funds",
+            f"The wallet key has only {format_amount(exc.available)} available to refund.",
+            details={"available": format_amount(exc.available)},
+        ) from None
+    record_event(
+        call.conn,
+        owner_id=row.owner_id,
+        environment=env,
+        type="funding.refunded",
+        data={
+            "wallet_key_id": row.id,
+            "amount": format_amount(amount),
+            "balance": format_amount(ledger.available_micros(call.conn, wallet_acct)),
+            "reason": reason,
+            "transfer_id": transfer,
+            "environment": env,
+        },
+        now=call.now,
+    )
+
+
+def _amount(call: Call) -> int:
+    f = Fields(call.body)
+    amount = f.amount("amount", required=True)
+    f.done()
+    assert amount is not None
+    return to_micros(amount)
+
+
+def _owner(call: Call) -> Principal:
+    assert call.principal is not None
+    return call.principal
+
+
+def _own(call: Call) -> Any:
+    owner = _owner(call)
+    return wallets.find_owned(
+        call.conn, call.params["key_id"], owner_id=owner.owner_id, environment=call.environment
+    )
+
+
+ENDPOINTS = [
+    Endpoint(
+        method="POST", path="/wallet-keys", handler=create, auth=Role.OWNER, idempotency="optional"
+    ),
+    Endpoint(method="GET", path="/wallet-keys", handler=list_all, auth=Role.OWNER),
+    Endpoint(method="GET", path="/wallet-keys/{key_id}", handler=get_one, auth=Role.OWNER),
+    Endpoint(
+        method="PATCH",
+        path="/wallet-keys/{key_id}",
+        handler=patch,
+        auth=Role.OWNER,
+        idempotency="optional",
+    ),
+    *(
+        Endpoint(
+            method="POST",
+            path=f"/wallet-keys/{{key_id}}/{action}",
+            handler=handler,
+            auth=Role.OWNER,
+            idempotency="optional",
+        )
+        for action, handler in (("fund", fund), ("refund", refund), ("revoke", revoke))
+    ),
+]
