@@ -11,7 +11,6 @@ Errors all derive from :class:`svc.SvcError`; webhook helpers are in :mod:`svc.w
 
 from ._async_client import AsyncClient
 from ._client import Client
-from ._endpoints import NOT_GIVEN, NotGiven
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -62,6 +61,7 @@ from ._models import (
 )
 from ._options import RequestOptions
 from ._retry import RetryPolicy
+from ._types import NOT_GIVEN, NotGiven
 from ._version import __version__
 
 __all__ = [

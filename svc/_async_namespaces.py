@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from . import _endpoints as ep
-from ._endpoints import NOT_GIVEN, Amount, Metadata, NotGiven, Period, ResourceKind
+from ._endpoints import Amount, Metadata, Period, ResourceKind
 from ._models import (
     Balance,
     Handle,
@@ -30,6 +30,7 @@ from ._models import (
 )
 from ._options import RequestOptions
 from ._spec import RequestSpec
+from ._types import NOT_GIVEN, NotGiven
 
 __all__ = [
     "AsyncAccess",
@@ -47,9 +48,6 @@ T = TypeVar("T")
 
 class AsyncRequester(Protocol):
     """What a namespace needs from its client: send a spec, get the model."""
-
-    @property
-    def _defaults(self) -> RequestOptions: ...
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T: ...
 
@@ -304,6 +302,5 @@ class AsyncAccess(_Namespace):
         An unknown receipt is ``valid=False``, not an error.  The seller key is sent when
         the client (or ``options``) has one, and nothing otherwise.
         """
-        seller = ep.has_seller_key(options, self._client._defaults)
-        spec = ep.access_verify(receipt_id, resource_id, seller=seller)
+        spec = ep.access_verify(receipt_id, resource_id)
         return await self._client._request(spec, options)

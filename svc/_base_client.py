@@ -194,7 +194,7 @@ class BaseClient:
         opts = (options or RequestOptions()).merged_over(self._defaults)
         environment = _check_environment(opts.environment)
         headers = httpx.Headers({"User-Agent": USER_AGENT, "Accept": spec.accept})
-        if spec.role is not None:
+        if spec.role is not None and (not spec.role_optional or _has_credential(spec.role, opts)):
             headers["Authorization"] = f"Bearer {_credential(spec.role, opts)}"
         if environment is not None:
             headers["X-Svc-Environment"] = environment
@@ -327,6 +327,10 @@ def _check_environment(value: str | None) -> Environment | None:
     if value is None or value in ENVIRONMENTS:
         return value
     raise ConfigurationError(f"environment must be 'test' or 'live', got {value!r}")
+
+
+def _has_credential(role: Role, opts: RequestOptions) -> bool:
+    return bool(getattr(opts, _CREDENTIALS[role][0]))
 
 
 def _credential(role: Role, opts: RequestOptions) -> str:

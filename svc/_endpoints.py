@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Final, Literal, final
+from typing import Any, Literal
 
 from ._converter import unstructure
 from ._models import (
@@ -37,18 +37,16 @@ from ._models import (
     WalletKeyList,
 )
 from ._money import format_amount, parse_amount
-from ._options import RequestOptions
 from ._spec import RequestSpec, as_json_object, as_model, as_text
+from ._types import NOT_GIVEN, NotGiven
 
 __all__ = [
     "DISCOVERY_DOCUMENTS",
-    "NOT_GIVEN",
     "PERIODS",
     "Amount",
     "DiscoveryDocument",
     "JSONDocument",
     "Metadata",
-    "NotGiven",
     "Period",
     "ResourceKind",
     "TextDocument",
@@ -57,7 +55,6 @@ __all__ = [
     "discovery",
     "handles_create",
     "handles_resolve",
-    "has_seller_key",
     "health",
     "owners_create",
     "pay",
@@ -82,29 +79,6 @@ __all__ = [
     "wallet_keys_update",
 ]
 
-
-@final
-class NotGiven:
-    """The default of an argument where ``None`` has a meaning of its own.
-
-    ``client.wallet_keys.update(key_id, max_per_tx=None)`` clears the limit (``null`` is
-    sent), while leaving ``max_per_tx`` out keeps it as it is: the default is
-    :data:`NOT_GIVEN`, which is never sent.  It is falsy, and copies and pickles of it are
-    the same object.
-    """
-
-    def __bool__(self) -> Literal[False]:
-        return False
-
-    def __repr__(self) -> str:
-        return "NOT_GIVEN"
-
-    def __reduce__(self) -> str:
-        return "NOT_GIVEN"  # pickle and copy resolve the module global: one instance
-
-
-#: "Argument left out": see :class:`NotGiven`.
-NOT_GIVEN: Final = NotGiven()
 
 #: A price: ``Decimal("0.05")``, ``"0.05"`` or a whole number of dollars.  Never a float.
 Amount = Decimal | str | int
@@ -210,11 +184,6 @@ def _policy(
 def _given(value: Any) -> Any:
     """On create, ``None`` means "no limit", which is what leaving the field out means."""
     return NOT_GIVEN if value is None else value
-
-
-def has_seller_key(options: RequestOptions | None, defaults: RequestOptions) -> bool:
-    """Whether a call with these options would have a seller key to send."""
-    return bool((options or RequestOptions()).merged_over(defaults).seller_key)
 
 
 # --- owners ---------------------------------------------------------------------------------
@@ -536,13 +505,14 @@ def handles_resolve(destination: str) -> RequestSpec[HandleResolution]:
 
 
 def access_verify(
-    receipt_id: str, resource_id: str | None = None, *, seller: bool = False
+    receipt_id: str, resource_id: str | None = None
 ) -> RequestSpec[ReceiptVerification]:
-    """``POST /access/verify``: public; ``seller=True`` sends the seller key along."""
+    """``POST /access/verify``: public; the seller key goes along when the client has one."""
     return RequestSpec(
         method="POST",
         path="/access/verify",
-        role="seller" if seller else None,
+        role="seller",
+        role_optional=True,
         json={
             "receipt_id": _text("receipt_id", receipt_id),
             "resource_id": None if resource_id is None else _text("resource_id", resource_id),

@@ -42,6 +42,9 @@ class RequestSpec(Generic[T]):
     path: str
     parse: Parser[T]
     role: Role | None = None
+    #: Send the ``role`` credential when the client has one, and nothing otherwise
+    #: (a public route that answers more precisely for a known caller).
+    role_optional: bool = False
     path_params: Mapping[str, str] = attrs.field(factory=dict)
     json: Mapping[str, Any] | None = None
     query: Mapping[str, str] | None = None
