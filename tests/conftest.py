@@ -20,7 +20,14 @@ import pytest
 
 from reference_server import Settings
 
-from .support import TEST_SETTINGS, Account, LiveServer, new_account, start_server
+from .support import (
+    TEST_SETTINGS,
+    Account,
+    LiveServer,
+    assert_ledger_sound,
+    new_account,
+    start_server,
+)
 
 POSTGRES_URL = os.environ.get("SVC_TEST_DATABASE_URL")
 
@@ -70,6 +77,7 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
         live = start_server(Settings(**{**TEST_SETTINGS, "database_url": url}))
         yield live
         live.stop()
+        assert_ledger_sound(live)
 
 
 @pytest.fixture
@@ -85,6 +93,8 @@ def make_server(database_url: str) -> Iterator[Callable[..., LiveServer]]:
     yield make
     for live in started:
         live.stop()
+    for live in started:
+        assert_ledger_sound(live)
 
 
 @pytest.fixture

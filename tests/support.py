@@ -107,3 +107,14 @@ def new_account(base_url: str, environment: str = "test") -> Account:
         wallet_key_id=wallet["id"],
         wallet_key=wallet["key"],
     )
+
+
+def assert_ledger_sound(live: LiveServer) -> None:
+    """Run after every server test: money was neither created nor lost, in either
+    environment, and every receipt matches exactly one transfer."""
+    from reference_server.domain import ledger
+
+    with live.ctx.db.read() as conn:
+        problems = [p for env in ledger.ENVIRONMENTS for p in ledger.audit(conn, env)]
+    live.ctx.db.dispose()
+    assert problems == [], problems

@@ -41,6 +41,7 @@ __all__ = [
     "InsufficientFunds",
     "LedgerError",
     "account_id",
+    "audit",
     "available_micros",
     "balance_micros",
     "ensure_account",
@@ -287,3 +288,58 @@ def sum_of_balances(conn: Connection, environment: str) -> int:
         )
     ).scalar_one()
     return int(total)
+
+
+def audit(conn: Connection, environment: str) -> list[str]:
+    """Every way the ledger could be wrong, checked from the rows; ``[]`` when sound.
+
+    * balances sum to zero;
+    * each balance equals its posted credits minus posted debits;
+    * each ``pending_debit_micros`` equals the account's pending transfers;
+    * no account that may not go negative is negative (or over-reserved);
+    * every receipt names exactly one transfer of its amount that carries its id.
+    """
+    problems: list[str] = []
+    total = sum_of_balances(conn, environment)
+    if total != 0:
+        problems.append(f"{environment}: balances sum to {total}, not 0")
+    posted = _t.c.status == "posted"
+    credits = (
+        select(_t.c.credit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
+        .where(posted, _t.c.environment == environment)
+        .group_by(_t.c.credit_account_id)
+    )
+    debits = (
+        select(_t.c.debit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
+        .where(posted, _t.c.environment == environment)
+        .group_by(_t.c.debit_account_id)
+    )
+    pending = (
+        select(_t.c.debit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
+        .where(_t.c.status == "pending", _t.c.environment == environment)
+        .group_by(_t.c.debit_account_id)
+    )
+    credit_by = {r.acct: int(r.n) for r in conn.execute(credits)}
+    debit_by = {r.acct: int(r.n) for r in conn.execute(debits)}
+    pending_by = {r.acct: int(r.n) for r in conn.execute(pending)}
+    for acct in conn.execute(select(_a).where(_a.c.environment == environment)):
+        expected = credit_by.get(acct.id, 0) - debit_by.get(acct.id, 0)
+        if acct.balance_micros != expected:
+            problems.append(f"{acct.id}: balance {acct.balance_micros}, transfers say {expected}")
+        if acct.pending_debit_micros != pending_by.get(acct.id, 0):
+            problems.append(
+                f"{acct.id}: pending {acct.pending_debit_micros}, "
+                f"transfers say {pending_by.get(acct.id, 0)}"
+            )
+        if not acct.allow_negative and acct.balance_micros - acct.pending_debit_micros < 0:
+            problems.append(f"{acct.id} ({acct.kind}) is below zero")
+    r = t.receipts
+    for receipt in conn.execute(select(r).where(r.c.environment == environment)):
+        matches = conn.execute(
+            select(_t).where(_t.c.id == receipt.transfer_id, _t.c.receipt_id == receipt.id)
+        ).all()
+        if len(matches) != 1 or matches[0].amount_micros != receipt.amount_micros:
+            problems.append(f"receipt {receipt.id} does not match one transfer of its amount")
+        elif matches[0].status != "posted":
+            problems.append(f"receipt {receipt.id} names a {matches[0].status} transfer")
+    return problems

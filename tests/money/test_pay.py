@@ -1,0 +1,267 @@
+"""``POST /pay``: ledger payments for resources and handles, their receipts and events."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+import svc
+
+from ..support import LiveServer
+from .helpers import D, events_of, market
+
+
+def test_resource_payment_moves_money_and_records_everything(server: LiveServer) -> None:
+    m = market(
+        server,
+        price="2.50",
+        metadata={
+            "sku_kind": "credit_topup",
+            "credits": 100,
+            "credit_unit": "report",
+            "plan": "pro",
+        },
+    )
+    paid = m.agent.pay(resource_id=m.resource.id)
+    assert paid.rail == "rill" and paid.receipt_id.startswith("rcpt_")
+    assert paid.amount == D("2.50") and paid.resource_id == m.resource.id
+
+    fee = D("0.025")  # 1 % platform fee by default
+    assert m.seller.sellers.balance().balance == D("2.50") - fee
+    assert m.agent.spend.balance().balance == D("97.50")
+
+    [event] = events_of(server, m.seller_owner_id, "payment.succeeded")
+    assert event == {
+        "ok": True,
+        "type": "resource",
+        "rail": "rill",
+        "receipt_id": paid.receipt_id,
+        "request_id": paid.request_id,
+        "resource_id": m.resource.id,
+        "short_id": m.resource.short_id,
+        "path_or_tool": "/v1/report",
+        "metadata": {
+            "sku_kind": "credit_topup",
+            "credits": 100,
+            "credit_unit": "report",
+            "plan": "pro",
+        },
+        "seller_id": m.seller_id,
+        "amount": "2.50",
+        "platform_fee": "0.025",
+        "processor_payment_intent_id": None,
+        "seller_balance": "2.475",
+        "environment": "test",
+        "settlement": "ledger",
+        "_environment": "test",
+    }
+    typed = svc.PaymentSucceededData(**{k: v for k, v in event.items() if k in {"receipt_id"}})
+    assert typed.receipt_id == paid.receipt_id
+
+    verdict = svc.Client(base_url=server.url).access.verify(paid.receipt_id, m.resource.id)
+    assert verdict.valid and verdict.amount == D("2.50") and verdict.rail == "rill"
+    assert verdict.metadata is not None and verdict.metadata.credits == 100
+
+
+def test_fee_is_configurable(make_server: Any) -> None:
+    live = make_server(platform_fee_bps=250)
+    m = market(live, price="10.00")
+    m.agent.pay(resource_id=m.resource.id)
+    assert m.seller.sellers.balance().balance == D("9.75")
+
+
+def test_replay_returns_the_same_receipt_and_moves_no_money(server: LiveServer) -> None:
+    m = market(server)
+    once = svc.RequestOptions(idempotency_key="pay-1")
+    first = m.agent.pay(resource_id=m.resource.id, options=once)
+    again = m.agent.pay(resource_id=m.resource.id, options=once)
+    assert again.receipt_id == first.receipt_id
+    assert m.agent.spend.balance().balance == D("99.00")
+    with pytest.raises(svc.UnprocessableEntityError) as reused:
+        other = m.seller.resources.create(kind="http", path="/other", amount="3")
+        m.agent.pay(resource_id=other.id, options=once)
+    assert reused.value.code == "idempotency_key_reused"
+    assert m.agent.spend.balance().balance == D("99.00")
+    assert len(events_of(server, m.seller_owner_id, "payment.succeeded")) == 1
+
+
+def test_pay_requires_an_idempotency_key(server: LiveServer) -> None:
+    m = market(server)
+    r = httpx.post(
+        server.url + "/pay",
+        json={"resource_id": m.resource.id},
+        headers={"Authorization": f"Bearer {m.wallet_key}"},
+    )
+    assert r.status_code == 400 and r.json()["error"]["code"] == "idempotency_key_required"
+
+
+def test_wallet_key_header_form_is_accepted(server: LiveServer) -> None:
+    m = market(server)
+    r = httpx.post(
+        server.url + "/pay",
+        json={"resource_id": m.resource.id},
+        headers={"x-svc-vw-key": m.wallet_key, "Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["receipt_id"].startswith("rcpt_")
+
+
+def test_deactivated_resource_cannot_be_paid(server: LiveServer) -> None:
+    m = market(server)
+    m.seller.resources.deactivate(m.resource.id)
+    with pytest.raises(svc.ConflictError) as refused:
+        m.agent.pay(resource_id=m.resource.id)
+    assert refused.value.code == "resource_inactive"
+    assert m.agent.spend.balance().balance == D("100.00")
+
+
+def test_unknown_or_other_environment_resource_is_404(server: LiveServer) -> None:
+    m = market(server)
+    with pytest.raises(svc.NotFoundError):
+        m.agent.pay(resource_id="res_nothing")
+    live_seller = svc.Client(base_url=server.url, owner_jwt=m.owner._defaults.owner_jwt)
+    live_key = live_seller.sellers.create().seller_key  # a live seller of the same owner
+    live_resource = svc.Client(base_url=server.url, seller_key=live_key).resources.create(
+        kind="http", path="/live", amount="1"
+    )
+    with pytest.raises(svc.NotFoundError):
+        m.agent.pay(resource_id=live_resource.id)  # test money never pays live resources
+
+
+def test_insufficient_funds(server: LiveServer) -> None:
+    m = market(server, price="5.00", fund="4.99")
+    with pytest.raises(svc.PaymentRequiredError) as refused:
+        m.agent.pay(resource_id=m.resource.id)
+    assert refused.value.code == "insufficient_funds"
+    assert refused.value.details == {"available": "4.99", "amount": "5.00"}
+    assert refused.value.request_id
+    assert m.agent.spend.balance().spent_total == D("0")  # the refused charge was not counted
+
+
+def test_max_per_tx_names_the_remedy(server: LiveServer) -> None:
+    m = market(server, price="5.00", max_per_tx="4.00")
+    with pytest.raises(svc.PaymentRequiredError) as refused:
+        m.agent.pay(resource_id=m.resource.id)
+    assert refused.value.code == "max_per_tx_exceeded"
+    assert "higher max_per_tx" in refused.value.message
+
+
+def test_budget_is_a_lifetime_limit(server: LiveServer) -> None:
+    m = market(server, price="1.00", budget="2.00")
+    m.agent.pay(resource_id=m.resource.id)
+    m.agent.pay(resource_id=m.resource.id)
+    with pytest.raises(svc.PaymentRequiredError) as refused:
+        m.agent.pay(resource_id=m.resource.id)
+    assert refused.value.code == "budget_exceeded"
+    assert "higher budget" in refused.value.message
+
+
+def test_rails_policy_applies_to_ledger_pay(server: LiveServer) -> None:
+    m = market(server, allowed_rails=["x402"])
+    with pytest.raises(svc.PaymentRequiredError) as refused:
+        m.agent.pay(resource_id=m.resource.id)
+    assert refused.value.code == "rail_not_allowed"
+
+
+def test_handle_transfer(server: LiveServer) -> None:
+    m = market(server)
+    receiver = svc.Client(base_url=server.url, environment="test")
+    receiver_owner = receiver.owners.create("receiver@example.com")
+    owner = svc.Client(base_url=server.url, owner_jwt=receiver_owner.owner_jwt, environment="test")
+    claimed = owner.handles.create("@Alice_1")
+    assert claimed.handle == "@alice_1"
+    with pytest.raises(svc.ConflictError):
+        m.owner.handles.create("alice_1")
+    assert m.agent.handles.resolve("@alice_1").handle == "alice_1"
+    with pytest.raises(svc.NotFoundError):
+        m.agent.handles.resolve("@nobody")
+    paid = m.agent.pay(destination="@alice_1", amount="3.25")
+    assert paid.destination == "@alice_1" and paid.amount == D("3.25")
+    assert m.agent.spend.balance().balance == D("96.75")
+    [event] = events_of(server, receiver_owner.owner_id, "transfer.received")
+    assert event["amount"] == "3.25" and event["receipt_id"] == paid.receipt_id
+    assert event["account_wallet_balance"] == "3.25"
+    # a transfer receipt does not unlock resources
+    assert not svc.Client(base_url=server.url).access.verify(paid.receipt_id).valid
+    with pytest.raises(svc.NotFoundError):
+        m.agent.pay(destination="@nobody", amount="1")
+
+
+def test_verify_binds_receipt_to_resource_and_seller(server: LiveServer) -> None:
+    m = market(server)
+    paid = m.agent.pay(resource_id=m.resource.id)
+    anyone = svc.Client(base_url=server.url)
+    assert anyone.access.verify(paid.receipt_id).valid
+    other = m.seller.resources.create(kind="http", path="/b", amount="1")
+    wrong = anyone.access.verify(paid.receipt_id, other.id)
+    assert not wrong.valid and wrong.reason == "receipt is for another resource"
+    unknown = anyone.access.verify("rcpt_forged")
+    assert not unknown.valid and unknown.reason == "unknown receipt"
+    assert m.seller.access.verify(paid.receipt_id, m.resource.id).valid
+    stranger = market(server).seller
+    assert not stranger.access.verify(paid.receipt_id).valid
+
+
+def test_demo_echo_gate(server: LiveServer) -> None:
+    m = market(server)
+    r = httpx.get(server.url + "/demo/echo")
+    assert r.status_code == 402 and r.headers["cache-control"] == "no-store"
+    details = r.json()["error"]["details"]
+    assert details["amount"] == "0.01" and details["gate_url"].endswith(
+        "/g/" + details["gate_url"].rsplit("/", 1)[1]
+    )
+    test_demo = httpx.get(server.url + "/demo/echo", headers={"X-Svc-Environment": "test"}).json()[
+        "error"
+    ]["details"]
+    paid = m.agent.pay(resource_id=test_demo["resource_id"])
+    for header, value in (
+        ("X-Svc-Receipt", paid.receipt_id),
+        ("Payment-Receipt", paid.receipt_id),
+        ("PAYMENT-RESPONSE", _b64json({"receipt_id": paid.receipt_id})),
+        ("Payment-Receipt", _b64json({"reference": paid.receipt_id}, urlsafe=True)),
+    ):
+        ok = httpx.get(server.url + "/demo/echo?x=1", headers={header: value})
+        assert ok.status_code == 200, (header, ok.text)
+        assert ok.json()["receipt"]["receipt_id"] == paid.receipt_id
+        assert ok.json()["echo"]["query"] == {"x": "1"}
+    other = m.agent.pay(resource_id=m.resource.id)
+    refused = httpx.get(server.url + "/demo/echo", headers={"X-Svc-Receipt": other.receipt_id})
+    assert refused.status_code == 402
+    assert "another resource" in refused.json()["error"]["message"]
+    garbled = httpx.get(server.url + "/demo/echo", headers={"PAYMENT-RESPONSE": "%%%not"})
+    assert garbled.status_code == 402 and "Malformed" in garbled.json()["error"]["message"]
+
+
+def _b64json(value: dict[str, str], urlsafe: bool = False) -> str:
+    import base64
+    import json
+
+    raw = json.dumps(value).encode()
+    encoded = base64.urlsafe_b64encode(raw) if urlsafe else base64.b64encode(raw)
+    return encoded.decode().rstrip("=") if urlsafe else encoded.decode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"resource_id": "res_x", "destination": "@a", "amount": "1"},
+        {"resource_id": "res_x", "amount": "1"},
+        {"destination": "@alice"},
+        {"destination": "@alice", "amount": "-1"},
+        {"destination": "@alice", "amount": 1},
+    ],
+)
+def test_bad_pay_bodies_are_422(server: LiveServer, body: dict[str, Any]) -> None:
+    m = market(server)
+    r = httpx.post(
+        server.url + "/pay",
+        json=body,
+        headers={"Authorization": f"Bearer {m.wallet_key}", "Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert r.status_code == 422 and r.json()["error"]["code"] == "validation_error"
+    assert m.agent.spend.balance().balance == Decimal("100.00")
