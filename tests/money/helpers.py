@@ -22,6 +22,7 @@ class Market:
     resource: svc.Resource
     wallet_key_id: str
     wallet_key: str
+    owner_jwt: str
     seller_owner_id: str
     seller_id: str
 
@@ -56,6 +57,7 @@ def market(
         resource=resource,
         wallet_key_id=key.id,
         wallet_key=key.key,
+        owner_jwt=agents.owner_jwt,
         seller_owner_id=sellers.owner_id,
         seller_id=sellers.seller_id,
     )

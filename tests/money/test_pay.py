@@ -123,7 +123,7 @@ def test_unknown_or_other_environment_resource_is_404(server: LiveServer) -> Non
     m = market(server)
     with pytest.raises(svc.NotFoundError):
         m.agent.pay(resource_id="res_nothing")
-    live_seller = svc.Client(base_url=server.url, owner_jwt=m.owner._defaults.owner_jwt)
+    live_seller = svc.Client(base_url=server.url, owner_jwt=m.owner_jwt)
     live_key = live_seller.sellers.create().seller_key  # a live seller of the same owner
     live_resource = svc.Client(base_url=server.url, seller_key=live_key).resources.create(
         kind="http", path="/live", amount="1"
