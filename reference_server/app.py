@@ -22,6 +22,7 @@ from .api.responses import error_response
 from .context import ServerContext
 from .routes import (
     access,
+    bench,
     discovery,
     handles,
     health,
@@ -85,6 +86,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     ctx = ServerContext(settings)
     eps = endpoints()
+    # Benchmark-only routes: served when asked for, never listed by discovery.
+    extra = bench.ENDPOINTS if settings.bench_routes else []
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -101,7 +104,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ctx.db.dispose()
 
     app = Starlette(
-        routes=[*routes_for(eps), *health.ROUTES, *discovery.routes(eps)],
+        routes=[*routes_for([*eps, *extra]), *health.ROUTES, *discovery.routes(eps)],
         middleware=[Middleware(RequestIdMiddleware)],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,

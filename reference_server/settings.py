@@ -56,6 +56,9 @@ class Settings:
     #: Platform fee on ledger payments, in basis points of the price (100 = 1 %).
     platform_fee_bps: int = 100
     auto_migrate: bool = True
+    #: Serve ``POST /_bench/commit`` (a route that commits one row through the full API
+    #: pipeline, the baseline of ``bench/pay_throughput.py``).  Keep it off in production.
+    bench_routes: bool = False
     clock: Callable[[], datetime] = utcnow
 
     @property
@@ -85,5 +88,8 @@ class Settings:
         signup = _env_bool("SVC_SIGNUP_ENABLED")
         if signup is not None:
             values["signup_enabled"] = signup
+        bench = _env_bool("SVC_BENCH_ROUTES")
+        if bench is not None:
+            values["bench_routes"] = bench
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

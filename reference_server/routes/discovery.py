@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -92,6 +93,7 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
 
     async def capabilities(request: Request) -> Response:
         base = _base(request)
+        demo = await anyio.to_thread.run_sync(request.app.state.ctx.demo_resources)
         return json_response(
             {
                 "ok": True,
@@ -99,7 +101,10 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
                 "pay_shapes": _PAY_SHAPES,
                 "mcp_urls": [],
                 "trust_ladder": _TRUST_LADDER,
-                "seed_ids": {"demo_echo": f"{base}/demo/echo"},
+                "seed_ids": {
+                    "demo_echo_url": f"{base}/demo/echo",
+                    "demo_resource_ids": demo,
+                },
                 "environments": ["test", "live"],
                 "request_id": request.state.request_id,
             }
