@@ -38,7 +38,7 @@ __all__ = [
     "create_wallet_key",
     "get_wallet_key",
     "lock_wallet_key",
-    "next_reset",
+    "period_bounds",
     "refund_charge",
     "spend_balance_model",
     "wallet_account",
@@ -106,30 +106,21 @@ def _add_months(moment: datetime, months: int) -> datetime:
     return moment.replace(year=year, month=month, day=day)
 
 
-def next_reset(period: str, started: datetime) -> datetime | None:
-    if period == "day":
-        return started + timedelta(days=1)
-    if period == "week":
-        return started + timedelta(days=7)
-    if period == "month":
-        return _add_months(started, 1)
-    return None
-
-
-def _current_period_start(period: str, started: datetime, now: datetime) -> datetime:
-    """The start of the period containing ``now``, counted from the key's anchor."""
+def period_bounds(period: str, anchor: datetime, now: datetime) -> tuple[datetime, datetime | None]:
+    """The period containing ``now`` as ``(start, next_reset)``, counted from ``anchor``
+    (the key's creation), so months keep their day: a key minted on 31 January resets on
+    28 February, then 31 March."""
     if period in ("day", "week"):
         length = timedelta(days=1 if period == "day" else 7)
-        if now < started + length:
-            return started
-        return started + length * ((now - started) // length)
+        start = anchor + length * max((now - anchor) // length, 0)
+        return start, start + length
     if period == "month":
-        months = (now.year - started.year) * 12 + (now.month - started.month)
-        candidate = _add_months(started, max(months, 0))
-        if candidate > now:
-            candidate = _add_months(started, max(months - 1, 0))
-        return candidate
-    return started
+        months = (now.year - anchor.year) * 12 + (now.month - anchor.month)
+        if _add_months(anchor, months) > now:
+            months -= 1
+        months = max(months, 0)
+        return _add_months(anchor, months), _add_months(anchor, months + 1)
+    return anchor, None
 
 
 # --- rows ---------------------------------------------------------------------------------
@@ -201,14 +192,12 @@ def wallet_account(conn: Connection, row: Row[Any]) -> str:
 
 def roll_period(conn: Connection, row: Row[Any], now: datetime) -> Row[Any]:
     """Reset the period counter if a boundary has passed; record ``allowance.reset``."""
-    started = as_utc(row.period_started_at)
-    current = _current_period_start(row.period, started, now)
-    if current == started:
+    current, nxt = period_bounds(row.period, as_utc(row.created_at), now)
+    if current <= as_utc(row.period_started_at):
         return row
     conn.execute(
         update(_w).where(_w.c.id == row.id).values(period_started_at=current, spent_period_micros=0)
     )
-    nxt = next_reset(row.period, current)
     record_event(
         conn,
         owner_id=row.owner_id,
@@ -259,7 +248,7 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
         )
     if policy.allowance is not None and row.spent_period_micros + amount > policy.allowance:
         remaining = max(policy.allowance - row.spent_period_micros, 0)
-        reset = next_reset(policy.period, as_utc(row.period_started_at))
+        _, reset = period_bounds(policy.period, as_utc(row.created_at), now)
         when = (
             f"wait for the reset at {reset.isoformat()}" if reset is not None else "it never resets"
         )
@@ -364,9 +353,8 @@ def wallet_key_model(conn: Connection, row: Row[Any]) -> WalletKey:
 def spend_balance_model(conn: Connection, row: Row[Any], now: datetime) -> SpendBalance:
     """What the policy still allows, as of ``now`` (a due reset is shown, not written)."""
     policy = PolicyValues.of(row)
-    started = as_utc(row.period_started_at)
-    current = _current_period_start(row.period, started, now)
-    spent_period = 0 if current != started else row.spent_period_micros
+    current, nxt = period_bounds(row.period, as_utc(row.created_at), now)
+    spent_period = 0 if current > as_utc(row.period_started_at) else row.spent_period_micros
     remaining_allowance = (
         None if policy.allowance is None else max(policy.allowance - spent_period, 0)
     )
@@ -387,5 +375,5 @@ def spend_balance_model(conn: Connection, row: Row[Any], now: datetime) -> Spend
         spent_this_period=from_micros(spent_period),
         spent_total=from_micros(row.spent_total_micros),
         period_started_at=current,
-        next_reset_at=next_reset(row.period, current),
+        next_reset_at=nxt,
     )

@@ -177,6 +177,12 @@ def test_monthly_periods_follow_the_calendar(make_server: Any) -> None:
     assert m.agent.spend.balance().next_reset_at == datetime(2026, 2, 28, 12, tzinfo=UTC)
     now[0] = datetime(2026, 2, 28, 12, 0, tzinfo=UTC)
     m.agent.pay(resource_id=m.resource.id)
+    assert m.agent.spend.balance().next_reset_at == datetime(2026, 3, 31, 12, tzinfo=UTC)
+    now[0] = datetime(2026, 3, 31, 11, 59, tzinfo=UTC)  # the month keeps its day: not yet
+    with pytest.raises(svc.PaymentRequiredError):
+        m.agent.pay(resource_id=m.resource.id)
+    now[0] = datetime(2026, 3, 31, 12, 0, tzinfo=UTC)
+    m.agent.pay(resource_id=m.resource.id)
 
 
 def test_reset_event_is_recorded(make_server: Any) -> None:

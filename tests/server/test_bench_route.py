@@ -72,7 +72,7 @@ def test_commits_one_row_when_enabled(make_server: Callable[..., LiveServer]) ->
         for doc in ("/llms.txt", "/agent-openapi.json"):
             listing = http.get(doc)
             assert listing.status_code == 200
-            assert "_bench" not in listing.text
+            assert "/pay" in listing.text and "_bench" not in listing.text
 
 
 def test_needs_a_wallet_key_and_an_idempotency_key(

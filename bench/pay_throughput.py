@@ -1,0 +1,422 @@
+"""``POST /pay`` throughput and latency, as a ratio to a one-row commit in the same server.
+
+Run: ``python bench/pay_throughput.py`` (about 1.5 minutes with the defaults; needs the
+``[server]`` extras and, for PostgreSQL, a server at ``--postgres-url``).
+
+For each database the bench starts ``python -m reference_server run`` in a subprocess
+(a fresh SQLite file in a temporary directory, or a fresh PostgreSQL schema that it
+creates and drops), with ``SVC_BENCH_ROUTES=1`` and a rate limit too high to matter.  Over
+plain HTTP it sets up a seller selling one resource at 0.01 and a funded wallet key
+(test environment).  Then, for 1, 8 and 32 concurrent clients, closed loops of async
+httpx clients (one connection each, a fresh Idempotency-Key per request) hammer for
+``--seconds`` each:
+
+- ``POST /pay`` with the resource: wallet-key policy check, three ledger accounts locked,
+  two transfers, a receipt, an outbox event;
+- ``POST /_bench/commit``, the baseline: the same ``Endpoint`` pipeline (rate limit,
+  wallet-key auth, idempotency record, one write transaction) inserting one row.
+
+The ratio pay/baseline isolates what the payment logic costs on top of the pipeline.  Each
+route's time is split in two halves run in A B B A order (the first route alternating from
+one concurrency level to the next), so slow drift in the machine hits both alike.  Client
+and server share the machine: on a small one the client's CPU is part of the picture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import platform
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import attrs
+import httpx
+
+CONCURRENCY = (1, 8, 32)
+PRICE = "0.01"
+FUNDING = "100000.00"  # ten million pays at PRICE
+ROUTES = ("pay", "commit")
+DEFAULT_POSTGRES = os.environ.get(
+    "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+MAX_ERRORS_SHOWN = 5
+
+
+@attrs.define
+class Sample:
+    """What one route did in one cell: latencies, wall time, errors, server CPU."""
+
+    latencies: list[float] = attrs.Factory(list)
+    seconds: float = 0.0
+    errors: int = 0
+    error_examples: list[str] = attrs.Factory(list)
+    server_cpu: float | None = 0.0
+
+    @property
+    def throughput(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    def percentile(self, q: float) -> float:
+        """Nearest-rank percentile, in seconds."""
+        ordered = sorted(self.latencies)
+        if not ordered:
+            return math.nan
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    @property
+    def cpu_ms_per_request(self) -> float | None:
+        if self.server_cpu is None or not self.latencies:
+            return None
+        return self.server_cpu / len(self.latencies) * 1e3
+
+
+@attrs.frozen
+class Setup:
+    wallet_key: str
+    resource_id: str
+
+
+# --- the server under test ---------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def sqlite_database() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="svc-bench-") as directory:
+        yield f"sqlite:///{Path(directory) / 'svc.db'}"
+
+
+@contextmanager
+def postgres_database(url: str) -> Iterator[str]:
+    """A schema of its own, created for the run and dropped after it."""
+    import psycopg
+
+    schema = "bench_" + secrets.token_hex(6)
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        sep = "&" if "?" in url else "?"
+        yield f"{url}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def postgres_version(url: str) -> str:
+    import psycopg
+
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    return f"PostgreSQL {row[0].split()[0] if row else '?'}"
+
+
+@contextmanager
+def running_server(database_url: str, log_path: Path) -> Iterator[tuple[str, int]]:
+    """``python -m reference_server run`` on a free port; yields (base URL, pid)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SVC_DATABASE_URL": database_url,
+        "SVC_RATE_LIMIT": "1000000/second",
+        "SVC_BENCH_ROUTES": "1",
+    }
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process, log_path)
+        yield url, process.pid
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the server exited ({process.returncode}):\n{log_path.read_text()}")
+        try:
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"the server did not become ready in 60 s:\n{log_path.read_text()}")
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- set-up over plain HTTP ---------------------------------------------------------
+
+
+def set_up(url: str) -> Setup:
+    """A seller selling one resource at PRICE, and a wallet key funded with FUNDING."""
+    test = {"X-Svc-Environment": "test"}
+    with httpx.Client(base_url=url, timeout=30) as http:
+
+        def post(path: str, body: dict[str, Any], **headers: str) -> dict[str, Any]:
+            r = http.post(path, json=body, headers=headers)
+            if r.status_code >= 300:
+                raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
+            return dict(r.json())
+
+        seller_owner = post("/owners", {"email": f"s{secrets.token_hex(6)}@example.com"})
+        seller = post(
+            "/sellers",
+            {"name": "bench shop"},
+            Authorization=f"Bearer {seller_owner['owner_jwt']}",
+            **test,
+        )
+        resource = post(
+            "/resources",
+            {"kind": "http", "path": "/v1/report", "amount": PRICE},
+            Authorization=f"Bearer {seller['seller_key']}",
+        )
+        agent_owner = post("/owners", {"email": f"a{secrets.token_hex(6)}@example.com"})
+        owner_auth = f"Bearer {agent_owner['owner_jwt']}"
+        key = post("/wallet-keys", {"name": "bench agent"}, Authorization=owner_auth, **test)
+        post(
+            f"/wallet-keys/{key['id']}/fund",
+            {"amount": FUNDING},
+            Authorization=owner_auth,
+            **test,
+        )
+    return Setup(wallet_key=key["key"], resource_id=resource["id"])
+
+
+# --- the load ---------------------------------------------------------------------
+
+
+def request_for(route: str, setup: Setup) -> tuple[str, dict[str, Any]]:
+    if route == "pay":
+        return "/pay", {"resource_id": setup.resource_id}
+    return "/_bench/commit", {}
+
+
+async def closed_loop(
+    clients: list[httpx.AsyncClient],
+    path: str,
+    body: dict[str, Any],
+    seconds: float,
+    sample: Sample | None,
+) -> None:
+    """Every client sends its next request as soon as the last one is answered, until
+    ``seconds`` have passed; ``sample`` (if any) collects what happened."""
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    async def client_loop(http: httpx.AsyncClient) -> None:
+        while time.perf_counter() < deadline:
+            headers = {"Idempotency-Key": uuid.uuid4().hex}
+            began = time.perf_counter()
+            try:
+                r = await http.post(path, json=body, headers=headers)
+                failure = None if r.status_code == 200 else f"{r.status_code} {r.text[:300]}"
+            except httpx.HTTPError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            took = time.perf_counter() - began
+            if sample is None:
+                continue
+            if failure is None:
+                sample.latencies.append(took)
+            else:
+                sample.errors += 1
+                if len(sample.error_examples) < MAX_ERRORS_SHOWN:
+                    sample.error_examples.append(f"POST {path}: {failure}")
+
+    await asyncio.gather(*(client_loop(http) for http in clients))
+    if sample is not None:
+        sample.seconds += time.perf_counter() - start
+
+
+async def measure_cell(
+    url: str, pid: int, setup: Setup, concurrency: int, seconds: float, first: str
+) -> dict[str, Sample]:
+    """Both routes at one concurrency: a short warm-up each, then halves in A B B A order."""
+    second = ROUTES[1] if first == ROUTES[0] else ROUTES[0]
+    samples = {route: Sample() for route in ROUTES}
+    clients = [
+        httpx.AsyncClient(
+            base_url=url,
+            timeout=60,
+            headers={"Authorization": f"Bearer {setup.wallet_key}"},
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+        for _ in range(concurrency)
+    ]
+    try:
+        warm_up = min(0.5, seconds / 4)
+        for route in (first, second):
+            await closed_loop(clients, *request_for(route, setup), warm_up, None)
+        for route in (first, second, second, first):
+            sample = samples[route]
+            cpu_before = process_cpu_seconds(pid)
+            await closed_loop(clients, *request_for(route, setup), seconds / 2, sample)
+            cpu_after = process_cpu_seconds(pid)
+            if cpu_before is None or cpu_after is None or sample.server_cpu is None:
+                sample.server_cpu = None
+            else:
+                sample.server_cpu += cpu_after - cpu_before
+    finally:
+        for http in clients:
+            await http.aclose()
+    return samples
+
+
+def run_database(name: str, database_url: str, seconds: float) -> list[dict[str, Sample]]:
+    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as logs:
+        log_path = Path(logs) / "server.log"
+        with running_server(database_url, log_path) as (url, pid):
+            setup = set_up(url)
+            cells = []
+            for i, concurrency in enumerate(CONCURRENCY):
+                first = ROUTES[i % 2]
+                print(f"  {name}: {concurrency} client(s)...", file=sys.stderr, flush=True)
+                cells.append(
+                    asyncio.run(measure_cell(url, pid, setup, concurrency, seconds, first))
+                )
+        return cells
+
+
+# --- report ---------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f}"
+
+
+def cpu(sample: Sample) -> str:
+    value = sample.cpu_ms_per_request
+    return "-" if value is None else f"{value:.2f}"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"
+
+
+def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) -> None:
+    for line in header:
+        print(line)
+    columns = (
+        f"{'database':<10} {'clients':>7} | {'pay/s':>7} {'p50 ms':>7} {'p99 ms':>7}"
+        f" {'cpu ms':>6} | {'base/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms':>6}"
+        f" | {'thr':>5} {'p50':>5} {'p99':>5} | {'errors':>6}"
+    )
+    above = (
+        f"{'':<10} {'':>7} | {'POST /pay':<30} | {'POST /_bench/commit (baseline)':<30}"
+        f" | {'pay / baseline':<17} |"
+    )
+    print()
+    print(above)
+    print(columns)
+    print("-" * len(columns))
+    for name, cells in results.items():
+        for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
+            pay, base = cell["pay"], cell["commit"]
+            print(
+                f"{name:<10} {concurrency:>7} | {pay.throughput:>7.0f} {ms(pay.percentile(0.5)):>7}"
+                f" {ms(pay.percentile(0.99)):>7} {cpu(pay):>6} | {base.throughput:>7.0f}"
+                f" {ms(base.percentile(0.5)):>7} {ms(base.percentile(0.99)):>7}"
+                f" {cpu(base):>6} | {ratio(pay.throughput, base.throughput):>5}"
+                f" {ratio(pay.percentile(0.5), base.percentile(0.5)):>5}"
+                f" {ratio(pay.percentile(0.99), base.percentile(0.99)):>5}"
+                f" | {pay.errors + base.errors:>6}"
+            )
+    print()
+    print(
+        "thr = pay/s over base/s (below 1: /pay is slower); p50, p99 = pay latency over "
+        "baseline latency (above 1: /pay is slower).  cpu ms = server process CPU per "
+        "request (the database's own processes not included)."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="per route and cell")
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    args = parser.parse_args()
+    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
+    unknown = set(databases) - {"sqlite", "postgresql"}
+    if unknown or not databases:
+        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
+
+    import sqlite3
+
+    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
+    if "postgresql" in databases:
+        versions["postgresql"] = postgres_version(args.postgres_url)
+    cores = os.cpu_count() or 0
+    header = [
+        f"POST /pay vs POST /_bench/commit (one-row commit through the same pipeline), "
+        f"Python {platform.python_version()}, " + ", ".join(versions[d] for d in databases),
+        f"closed loop, {' / '.join(map(str, CONCURRENCY))} clients, "
+        f"{args.seconds:g} s per route and cell (two halves, A B B A), fresh "
+        "Idempotency-Key per request, one wallet key, price "
+        f"{PRICE}",
+        f"client, uvicorn server (one process) and database all run on this machine "
+        f"({cores} cores): they compete for CPU, so the numbers are for comparison, "
+        "not capacity.",
+    ]
+
+    results: dict[str, list[dict[str, Sample]]] = {}
+    for name in databases:
+        database = sqlite_database() if name == "sqlite" else postgres_database(args.postgres_url)
+        with database as database_url:
+            results[name] = run_database(name, database_url, args.seconds)
+
+    print_table(results, header)
+    failures = [
+        example
+        for cells in results.values()
+        for cell in cells
+        for sample in cell.values()
+        for example in sample.error_examples
+    ]
+    total = sum(s.errors for cells in results.values() for c in cells for s in c.values())
+    if total:
+        print(f"\n{total} request(s) failed; the numbers above are not valid. First ones:")
+        for example in failures:
+            print("  " + example)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
