@@ -21,6 +21,7 @@ from typing import Any, Literal
 import anyio.to_thread
 import attrs
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -194,27 +195,35 @@ def _run(
         begun = outcome
 
     try:
-        with ctx.db.write() if ep.writes else ctx.db.read() as conn:
-            call = Call(
-                ctx=ctx,
-                conn=conn,
-                request_id=request_id,
-                principal=principal,
-                environment=environment,
-                body=body,
-                params=request.path_params,
-                query=request.query_params,
-                base_url=str(request.base_url),
-                headers=headers,
-                client=_client(request),
-                now=now,
-            )
-            reply = ep.handler(call)
-            data = to_json_body(reply.body, request_id)
-            if begun is not None:
-                box = ctx.box if reply.secret else None
-                idempotency.complete(conn, begun, reply.status, data, box=box)
-        return reply.status, data, reply.headers
+        for attempt in range(_TRANSIENT_RETRIES + 1):
+            try:
+                with ctx.db.write() if ep.writes else ctx.db.read() as conn:
+                    call = Call(
+                        ctx=ctx,
+                        conn=conn,
+                        request_id=request_id,
+                        principal=principal,
+                        environment=environment,
+                        body=body,
+                        params=request.path_params,
+                        query=request.query_params,
+                        base_url=str(request.base_url),
+                        headers=headers,
+                        client=_client(request),
+                        now=now,
+                    )
+                    reply = ep.handler(call)
+                    data = to_json_body(reply.body, request_id)
+                    if begun is not None:
+                        box = ctx.box if reply.secret else None
+                        idempotency.complete(conn, begun, reply.status, data, box=box)
+                return reply.status, data, reply.headers
+            except DBAPIError as exc:
+                # A deadlock or serialization failure rolled the whole transaction back:
+                # nothing was written, so running it again is safe.
+                if attempt == _TRANSIENT_RETRIES or not _is_transient(exc):
+                    raise
+        raise AssertionError("unreachable")
     except ApiError as exc:
         if begun is not None and exc.status < 500:
             idempotency.store(ctx.db, begun, exc.status, exc.body(request_id))
@@ -225,6 +234,15 @@ def _run(
         if begun is not None:
             idempotency.release(ctx.db, begun)
         raise
+
+
+_TRANSIENT_RETRIES = 3
+#: PostgreSQL serialization_failure and deadlock_detected.
+_TRANSIENT_SQLSTATES = {"40001", "40P01"}
+
+
+def _is_transient(exc: DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
 
 def _bare_path(request: Request) -> str:

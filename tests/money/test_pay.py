@@ -265,3 +265,29 @@ def test_bad_pay_bodies_are_422(server: LiveServer, body: dict[str, Any]) -> Non
     )
     assert r.status_code == 422 and r.json()["error"]["code"] == "validation_error"
     assert m.agent.spend.balance().balance == Decimal("100.00")
+
+
+def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: Any) -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    from reference_server.domain import payments
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    real = payments.pay_resource
+    calls: list[int] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        result = real(*args, **kwargs)  # writes, then the database aborts the transaction
+        if len(calls) == 1:
+            raise DBAPIError("UPDATE ledger_accounts ...", {}, Deadlock())
+        return result
+
+    monkeypatch.setattr(payments, "pay_resource", flaky)
+    m = market(server)
+    paid = m.agent.pay(resource_id=m.resource.id)
+    assert len(calls) == 2 and paid.receipt_id
+    assert m.agent.spend.balance().balance == D("99.00")  # charged once, not twice
+    assert len(events_of(server, m.seller_owner_id, "payment.succeeded")) == 1
