@@ -116,3 +116,29 @@ def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
         click.echo(json.dumps({"owner_id": owner_id, "owner_jwt": token}))
     else:
         click.echo(token)
+
+
+@main.group()
+def ledger() -> None:
+    """The double-entry ledger."""
+
+
+@ledger.command("audit")
+@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
+def ledger_audit(database_url: str | None) -> None:
+    """Recompute every balance from the transfers; exit 1 if anything disagrees."""
+    from .domain import ledger as books
+    from .store import Database
+
+    db = Database(Settings.from_env(database_url=database_url).database_url)
+    with db.read() as conn:
+        problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]
+        totals = {env: books.sum_of_balances(conn, env) for env in books.ENVIRONMENTS}
+    db.dispose()
+    for env, total in totals.items():
+        click.echo(f"{env}: balances sum to {total} micro-USD")
+    for problem in problems:
+        click.echo(f"PROBLEM: {problem}")
+    if problems:
+        raise SystemExit(1)
+    click.echo("ledger is sound")

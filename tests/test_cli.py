@@ -77,3 +77,25 @@ def test_migrate_is_idempotent(database_url: str) -> None:
         done = svc_server("migrate", database_url=database_url)
         assert done.returncode == 0, done.stderr
         assert "up to date" in done.stdout
+
+
+def test_ledger_audit_reports_a_sound_and_a_broken_ledger(
+    database_url: str, make_server: Any
+) -> None:
+    from sqlalchemy import update
+
+    from reference_server.store import tables as t
+
+    live: LiveServer = make_server()
+    done = svc_server("ledger", "audit", database_url=database_url)
+    assert done.returncode == 0 and "ledger is sound" in done.stdout
+    with live.ctx.db.write() as conn:  # money appears from nowhere
+        conn.execute(
+            update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros + 1)
+        )
+    broken = svc_server("ledger", "audit", database_url=database_url)
+    assert broken.returncode == 1 and "PROBLEM" in broken.stdout
+    with live.ctx.db.write() as conn:  # put it back for the fixture's own audit
+        conn.execute(
+            update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros - 1)
+        )
