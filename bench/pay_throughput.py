@@ -1,6 +1,6 @@
 """``POST /pay`` throughput and latency, as a ratio to a one-row commit in the same server.
 
-Run: ``python bench/pay_throughput.py`` (about 1.5 minutes with the defaults; needs the
+Run: ``python bench/pay_throughput.py`` (about a minute with the defaults; needs the
 ``[server]`` extras and, for PostgreSQL, a server at ``--postgres-url``).
 
 For each database the bench starts ``python -m reference_server run`` in a subprocess
@@ -31,6 +31,7 @@ import os
 import platform
 import secrets
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ class Sample:
     errors: int = 0
     error_examples: list[str] = attrs.Factory(list)
     server_cpu: float | None = 0.0
+    client_cpu: float = 0.0
 
     @property
     def throughput(self) -> float:
@@ -81,6 +83,10 @@ class Sample:
         if self.server_cpu is None or not self.latencies:
             return None
         return self.server_cpu / len(self.latencies) * 1e3
+
+    @property
+    def client_cpu_ms_per_request(self) -> float:
+        return self.client_cpu / len(self.latencies) * 1e3 if self.latencies else math.nan
 
 
 @attrs.frozen
@@ -235,10 +241,10 @@ async def closed_loop(
     path: str,
     body: dict[str, Any],
     seconds: float,
-    sample: Sample | None,
+    sample: Sample,
 ) -> None:
     """Every client sends its next request as soon as the last one is answered, until
-    ``seconds`` have passed; ``sample`` (if any) collects what happened."""
+    ``seconds`` have passed; ``sample`` collects what happened."""
     start = time.perf_counter()
     deadline = start + seconds
 
@@ -252,8 +258,6 @@ async def closed_loop(
             except httpx.HTTPError as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             took = time.perf_counter() - began
-            if sample is None:
-                continue
             if failure is None:
                 sample.latencies.append(took)
             else:
@@ -262,8 +266,7 @@ async def closed_loop(
                     sample.error_examples.append(f"POST {path}: {failure}")
 
     await asyncio.gather(*(client_loop(http) for http in clients))
-    if sample is not None:
-        sample.seconds += time.perf_counter() - start
+    sample.seconds += time.perf_counter() - start
 
 
 async def measure_cell(
@@ -284,12 +287,16 @@ async def measure_cell(
     try:
         warm_up = min(0.5, seconds / 4)
         for route in (first, second):
-            await closed_loop(clients, *request_for(route, setup), warm_up, None)
+            discarded = Sample()  # only its failures count
+            await closed_loop(clients, *request_for(route, setup), warm_up, discarded)
+            samples[route].errors += discarded.errors
+            samples[route].error_examples += discarded.error_examples
         for route in (first, second, second, first):
             sample = samples[route]
-            cpu_before = process_cpu_seconds(pid)
+            cpu_before, client_before = process_cpu_seconds(pid), time.process_time()
             await closed_loop(clients, *request_for(route, setup), seconds / 2, sample)
             cpu_after = process_cpu_seconds(pid)
+            sample.client_cpu += time.process_time() - client_before
             if cpu_before is None or cpu_after is None or sample.server_cpu is None:
                 sample.server_cpu = None
             else:
@@ -360,11 +367,17 @@ def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) 
                 f" | {pay.errors + base.errors:>6}"
             )
     print()
-    print(
-        "thr = pay/s over base/s (below 1: /pay is slower); p50, p99 = pay latency over "
-        "baseline latency (above 1: /pay is slower).  cpu ms = server process CPU per "
-        "request (the database's own processes not included)."
-    )
+    print("thr = pay/s / base/s (below 1: /pay is slower); p50, p99 = pay latency / baseline")
+    print("latency (above 1: /pay is slower).  cpu ms = the server process's CPU per request")
+    print("(the database's own processes not counted).  The client's CPU per request, pay /")
+    print("baseline, at " + " / ".join(map(str, CONCURRENCY)) + " clients (it takes cores too):")
+    for name, cells in results.items():
+        shares = ", ".join(
+            f"{cell['pay'].client_cpu_ms_per_request:.1f} / "
+            f"{cell['commit'].client_cpu_ms_per_request:.1f}"
+            for cell in cells
+        )
+        print(f"  {name}: {shares} ms")
 
 
 def main() -> None:
@@ -378,22 +391,20 @@ def main() -> None:
     if unknown or not databases:
         parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
 
-    import sqlite3
-
     versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
     if "postgresql" in databases:
         versions["postgresql"] = postgres_version(args.postgres_url)
     cores = os.cpu_count() or 0
     header = [
-        f"POST /pay vs POST /_bench/commit (one-row commit through the same pipeline), "
-        f"Python {platform.python_version()}, " + ", ".join(versions[d] for d in databases),
-        f"closed loop, {' / '.join(map(str, CONCURRENCY))} clients, "
-        f"{args.seconds:g} s per route and cell (two halves, A B B A), fresh "
-        "Idempotency-Key per request, one wallet key, price "
-        f"{PRICE}",
-        f"client, uvicorn server (one process) and database all run on this machine "
-        f"({cores} cores): they compete for CPU, so the numbers are for comparison, "
-        "not capacity.",
+        "POST /pay vs POST /_bench/commit (one row committed through the same pipeline)",
+        f"Python {platform.python_version()}, "
+        + ", ".join(versions[d] for d in databases)
+        + f"; closed loop at {' / '.join(map(str, CONCURRENCY))} clients,",
+        f"{args.seconds:g} s per route and cell (two halves, A B B A), a fresh "
+        "Idempotency-Key per request,",
+        f"one wallet key, a resource priced {PRICE}.",
+        f"Client, server (one uvicorn process) and database share this machine's {cores} cores:",
+        "they compete for CPU, so read the ratios; the absolute numbers are not capacity.",
     ]
 
     results: dict[str, list[dict[str, Sample]]] = {}
@@ -413,7 +424,7 @@ def main() -> None:
     total = sum(s.errors for cells in results.values() for c in cells for s in c.values())
     if total:
         print(f"\n{total} request(s) failed; the numbers above are not valid. First ones:")
-        for example in failures:
+        for example in failures[:MAX_ERRORS_SHOWN]:
             print("  " + example)
         raise SystemExit(1)
 
