@@ -20,6 +20,7 @@ from .api.errors import ApiError
 from .api.request_id import RequestIdMiddleware
 from .api.responses import error_response
 from .context import ServerContext
+from .outbox import run_worker
 from .routes import (
     access,
     bench,
@@ -31,6 +32,7 @@ from .routes import (
     sellers,
     spend,
     wallet_keys,
+    webhooks,
 )
 from .settings import Settings
 from .store import upgrade
@@ -50,6 +52,7 @@ def endpoints() -> list[Endpoint]:
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
         *access.ENDPOINTS,
+        *webhooks.ENDPOINTS,
     ]
 
 
@@ -98,6 +101,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_housekeeping, ctx)
+                if settings.worker_enabled:
+                    tasks.start_soon(run_worker, ctx)
                 yield
                 tasks.cancel_scope.cancel()
         finally:

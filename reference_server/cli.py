@@ -79,6 +79,28 @@ def _demo_when_started(
 
 @main.command()
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
+def worker(database_url: str | None) -> None:
+    """Deliver webhooks from the outbox, without serving the API (run as many as needed)."""
+    import anyio
+
+    from .context import ServerContext
+    from .outbox import run_worker
+    from .store import upgrade
+
+    ctx = ServerContext(Settings.from_env(database_url=database_url))
+    upgrade(ctx.db)
+    ctx.load_secrets()
+    click.echo("outbox worker running (Ctrl-C to stop)")
+    try:
+        anyio.run(run_worker, ctx)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ctx.db.dispose()
+
+
+@main.command()
+@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 def migrate(database_url: str | None) -> None:
     """Bring the database schema up to date (run also at server start)."""
     from .store import Database, upgrade

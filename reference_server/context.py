@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections.abc import Callable
 from datetime import datetime
 
+import anyio
+import anyio.from_thread
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
@@ -32,6 +35,7 @@ class ServerContext:
         self._box: SecretBox | None = SecretBox(settings.data_key) if settings.data_key else None
         self._lock = threading.Lock()
         self._demo: dict[str, str] | None = None
+        self._wakeup: anyio.Event | None = None
 
     def now(self) -> datetime:
         return self.settings.clock()
@@ -72,6 +76,25 @@ class ServerContext:
                         raise
         assert self._demo is not None
         return self._demo
+
+    @property
+    def wakeup(self) -> anyio.Event:
+        """Set when this process commits new events, so its delivery worker need not wait
+        for the next poll (other processes' workers find them by polling)."""
+        if self._wakeup is None:
+            self._wakeup = anyio.Event()
+        return self._wakeup
+
+    def reset_wakeup(self) -> None:
+        self._wakeup = anyio.Event()
+
+    def notify_new_events(self) -> None:
+        """From a request's worker thread, after its transaction committed events."""
+        event = self._wakeup
+        if event is None:
+            return
+        with contextlib.suppress(RuntimeError):  # not in an anyio worker thread: polling will do
+            anyio.from_thread.run_sync(event.set)
 
     def load_secrets(self) -> None:
         """Read (or create) the server's secrets up front, outside any request transaction."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import attrs
 
@@ -59,6 +60,26 @@ class Settings:
     #: Serve ``POST /_bench/commit`` (a route that commits one row through the full API
     #: pipeline, the baseline of ``bench/pay_throughput.py``).  Keep it off in production.
     bench_routes: bool = False
+    #: Delay before each retry of a failed webhook delivery, in seconds: after the first
+    #: failure the first delay, and so on (DESIGN.md: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h,
+    #: 10 h), each jittered by ``webhook_retry_jitter``; then the delivery has failed.
+    webhook_retry_schedule: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    webhook_retry_jitter: float = 0.1
+    webhook_timeout_seconds: float = 10.0
+    #: An endpoint failing without a single success for this long is disabled.
+    webhook_disable_after_seconds: float = 5 * 24 * 3600
+    #: Kept in the delivery log per attempt.
+    webhook_log_body_bytes: int = 2048
+    #: Run the outbox delivery worker inside the server (``svc-server run``).
+    worker_enabled: bool = True
+    worker_poll_seconds: float = 0.5
+    worker_batch_size: int = 20
+    worker_concurrency: int = 8
+    #: A claimed delivery belongs to its worker this long; a crashed worker's claims are
+    #: picked up by another worker after it.
+    worker_lease_seconds: float = 60.0
+    #: Name resolution for outbound requests (``None``: the system's); tests inject one.
+    outbound_resolver: Callable[[str, int], Any] | None = None
     clock: Callable[[], datetime] = utcnow
 
     @property
@@ -88,6 +109,19 @@ class Settings:
         signup = _env_bool("SVC_SIGNUP_ENABLED")
         if signup is not None:
             values["signup_enabled"] = signup
+        worker = _env_bool("SVC_WORKER_ENABLED")
+        if worker is not None:
+            values["worker_enabled"] = worker
+        for field, var in (
+            ("worker_lease_seconds", "SVC_WORKER_LEASE_SECONDS"),
+            ("worker_poll_seconds", "SVC_WORKER_POLL_SECONDS"),
+        ):
+            if os.environ.get(var):
+                values[field] = float(os.environ[var])
+        if os.environ.get("SVC_WEBHOOK_RETRY_SCHEDULE"):
+            values["webhook_retry_schedule"] = tuple(
+                float(x) for x in os.environ["SVC_WEBHOOK_RETRY_SCHEDULE"].split(",")
+            )
         bench = _env_bool("SVC_BENCH_ROUTES")
         if bench is not None:
             values["bench_routes"] = bench

@@ -21,6 +21,7 @@ from ._async_namespaces import (
     AsyncSellers,
     AsyncSpend,
     AsyncWalletKeys,
+    AsyncWebhooks,
 )
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
 from ._endpoints import Amount
@@ -58,6 +59,7 @@ class AsyncClient(BaseClient):
     spend: AsyncSpend
     handles: AsyncHandles
     access: AsyncAccess
+    webhooks: AsyncWebhooks
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class AsyncClient(BaseClient):
         self.spend = AsyncSpend(self)
         self.handles = AsyncHandles(self)
         self.access = AsyncAccess(self)
+        self.webhooks = AsyncWebhooks(self)
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)

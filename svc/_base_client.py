@@ -205,7 +205,7 @@ class BaseClient:
         content: bytes | None = None
         if spec.json is not None:
             headers["Content-Type"] = "application/json"
-            content = _encode_json(spec.json)
+            content = _encode_json(spec.json, keep_null=spec.keep_null)
         for name, value in (opts.extra_headers or {}).items():
             headers[name] = value  # case-insensitive replace: the caller's header wins
 
@@ -366,8 +366,8 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def _encode_json(body: Mapping[str, Any]) -> bytes:
-    data = {k: v for k, v in body.items() if v is not None}
+def _encode_json(body: Mapping[str, Any], *, keep_null: bool = False) -> bytes:
+    data = dict(body) if keep_null else {k: v for k, v in body.items() if v is not None}
     return json.dumps(data, default=_json_default, separators=(",", ":")).encode()
 
 

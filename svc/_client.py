@@ -17,7 +17,16 @@ from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
 from ._endpoints import Amount
 from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
-from ._namespaces import Access, Handles, Owners, Resources, Sellers, Spend, WalletKeys
+from ._namespaces import (
+    Access,
+    Handles,
+    Owners,
+    Resources,
+    Sellers,
+    Spend,
+    WalletKeys,
+    Webhooks,
+)
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
 from ._spec import RequestSpec
@@ -49,6 +58,7 @@ class Client(BaseClient):
     spend: Spend
     handles: Handles
     access: Access
+    webhooks: Webhooks
 
     def __init__(
         self,
@@ -89,6 +99,7 @@ class Client(BaseClient):
         self.spend = Spend(self)
         self.handles = Handles(self)
         self.access = Access(self)
+        self.webhooks = Webhooks(self)
 
     def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)

@@ -19,6 +19,9 @@ from ._converter import unstructure
 from ._models import (
     Balance,
     Capabilities,
+    Delivery,
+    DeliveryList,
+    EventCatalog,
     Handle,
     HandleResolution,
     Health,
@@ -35,6 +38,9 @@ from ._models import (
     WalletKey,
     WalletKeyCreated,
     WalletKeyList,
+    WebhookEndpoint,
+    WebhookEndpointCreated,
+    WebhookEndpointList,
 )
 from ._money import format_amount, parse_amount
 from ._spec import RequestSpec, as_json_object, as_model, as_text
@@ -42,7 +48,9 @@ from ._types import NOT_GIVEN, NotGiven
 
 __all__ = [
     "DISCOVERY_DOCUMENTS",
+    "MAX_DELIVERIES_LIMIT",
     "PERIODS",
+    "WEBHOOK_STATUSES",
     "Amount",
     "DiscoveryDocument",
     "JSONDocument",
@@ -50,6 +58,7 @@ __all__ = [
     "Period",
     "ResourceKind",
     "TextDocument",
+    "WebhookStatus",
     "access_verify",
     "capabilities",
     "discovery",
@@ -77,6 +86,14 @@ __all__ = [
     "wallet_keys_refund",
     "wallet_keys_revoke",
     "wallet_keys_update",
+    "webhooks_create",
+    "webhooks_delete",
+    "webhooks_deliveries",
+    "webhooks_events",
+    "webhooks_list",
+    "webhooks_retry",
+    "webhooks_test",
+    "webhooks_update",
 ]
 
 
@@ -88,6 +105,11 @@ ResourceKind = Literal["http", "mcp"]
 #: How often a wallet key's ``allowance`` resets; ``"none"``: it never does.
 Period = Literal["day", "week", "month", "none"]
 PERIODS: tuple[str, ...] = ("day", "week", "month", "none")
+#: What an owner may set a webhook endpoint to (``deleted`` is reached by deleting it).
+WebhookStatus = Literal["enabled", "disabled"]
+WEBHOOK_STATUSES: tuple[str, ...] = ("enabled", "disabled")
+#: Most deliveries ``GET /webhooks/:id/deliveries`` returns in one page.
+MAX_DELIVERIES_LIMIT = 100
 TextDocument = Literal["llms.txt", "llms-full.txt"]
 JSONDocument = Literal[".well-known/agent.json", "agent-openapi.json"]
 DiscoveryDocument = TextDocument | JSONDocument
@@ -518,6 +540,133 @@ def access_verify(
             "resource_id": None if resource_id is None else _text("resource_id", resource_id),
         },
         parse=as_model(ReceiptVerification),
+    )
+
+
+# --- webhook endpoints (owner) --------------------------------------------------------------
+
+
+def _events(value: Sequence[str] | None) -> list[str] | None:
+    """An endpoint's event allowlist; ``None`` is every event, including future ones."""
+    if value is None:
+        return None
+    names = _names("events", value)
+    if not names:
+        raise ValueError(
+            "events must name at least one event type; pass None to receive every event"
+        )
+    return names
+
+
+def webhooks_create(
+    url: str, *, events: Sequence[str] | None = None, description: str | None = None
+) -> RequestSpec[WebhookEndpointCreated]:
+    if description is not None and not isinstance(description, str):
+        raise ValueError(f"description must be a string, got {description!r}")
+    return RequestSpec(
+        method="POST",
+        path="/webhooks",
+        role="owner",
+        json={"url": _text("url", url), "events": _events(events), "description": description},
+        parse=as_model(WebhookEndpointCreated),
+    )
+
+
+def webhooks_list() -> RequestSpec[WebhookEndpointList]:
+    return RequestSpec(
+        method="GET", path="/webhooks", role="owner", parse=as_model(WebhookEndpointList)
+    )
+
+
+def webhooks_events() -> RequestSpec[EventCatalog]:
+    return RequestSpec(
+        method="GET", path="/webhooks/events", role="owner", parse=as_model(EventCatalog)
+    )
+
+
+def webhooks_update(
+    webhook_id: str,
+    *,
+    events: Sequence[str] | NotGiven | None = NOT_GIVEN,
+    description: str | NotGiven = NOT_GIVEN,
+    status: WebhookStatus | NotGiven = NOT_GIVEN,
+) -> RequestSpec[WebhookEndpoint]:
+    """Only the fields given are sent; ``events=None`` is sent as ``null`` (all events)."""
+    body: dict[str, Any] = {}
+    if not isinstance(events, NotGiven):
+        body["events"] = _events(events)
+    if not isinstance(description, NotGiven):
+        if not isinstance(description, str):
+            raise ValueError(f"description must be a string ('' clears it), got {description!r}")
+        body["description"] = description
+    if not isinstance(status, NotGiven):
+        if status not in WEBHOOK_STATUSES:
+            raise ValueError(f"status must be one of {WEBHOOK_STATUSES}, got {status!r}")
+        body["status"] = status
+    if not body:
+        raise ValueError("update needs at least one field to change")
+    return RequestSpec(
+        method="PATCH",
+        path="/webhooks/{id}",
+        path_params={"id": webhook_id},
+        role="owner",
+        json=body,
+        keep_null=True,
+        parse=as_model(WebhookEndpoint),
+    )
+
+
+def webhooks_delete(webhook_id: str) -> RequestSpec[WebhookEndpoint]:
+    return RequestSpec(
+        method="DELETE",
+        path="/webhooks/{id}",
+        path_params={"id": webhook_id},
+        role="owner",
+        parse=as_model(WebhookEndpoint),
+    )
+
+
+def webhooks_deliveries(webhook_id: str, *, limit: int | None = None) -> RequestSpec[DeliveryList]:
+    query: dict[str, str] | None = None
+    if limit is not None:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_DELIVERIES_LIMIT
+        ):
+            raise ValueError(
+                f"limit must be a whole number from 1 to {MAX_DELIVERIES_LIMIT}, got {limit!r}"
+            )
+        query = {"limit": str(limit)}
+    return RequestSpec(
+        method="GET",
+        path="/webhooks/{id}/deliveries",
+        path_params={"id": webhook_id},
+        role="owner",
+        query=query,
+        parse=as_model(DeliveryList),
+    )
+
+
+def webhooks_test(webhook_id: str) -> RequestSpec[Delivery]:
+    return RequestSpec(
+        method="POST",
+        path="/webhooks/{id}/test",
+        path_params={"id": webhook_id},
+        role="owner",
+        json={},
+        parse=as_model(Delivery),
+    )
+
+
+def webhooks_retry(webhook_id: str, delivery_id: str) -> RequestSpec[Delivery]:
+    return RequestSpec(
+        method="POST",
+        path="/webhooks/{id}/deliveries/{delivery_id}/retry",
+        path_params={"id": webhook_id, "delivery_id": delivery_id},
+        role="owner",
+        json={},
+        parse=as_model(Delivery),
     )
 
 

@@ -19,35 +19,50 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "AllowanceResetData",
     "Balance",
     "Capabilities",
     "Delivery",
+    "DeliveryAttempt",
+    "DeliveryList",
     "ErrorBody",
     "ErrorDetail",
     "Event",
+    "EventCatalog",
+    "EventType",
+    "FundingPaidData",
+    "FundingRefundedData",
     "Handle",
     "HandleResolution",
     "Health",
     "OwnerCreated",
     "PayResult",
+    "PaymentFailedData",
     "PaymentSucceededData",
     "ReceiptVerification",
     "Resource",
     "ResourceList",
     "ResourceMetadata",
+    "ResourceUpdatedData",
     "Seller",
     "SellerCreated",
     "SellerList",
+    "SellerWithdrawnData",
     "SpendAttempt",
     "SpendAttemptList",
     "SpendBalance",
+    "TransferReceivedData",
     "WalletKey",
     "WalletKeyCreated",
     "WalletKeyList",
+    "WalletKeyRevokedData",
     "WalletPolicy",
     "WebhookEndpoint",
     "WebhookEndpointCreated",
+    "WebhookEndpointList",
     "Withdrawal",
+    "WithdrawalFailedData",
+    "WithdrawalPaidData",
 ]
 
 
@@ -329,8 +344,18 @@ class WebhookEndpoint:
     url: str
     environment: str
     events: list[str] | None = None
+    description: str | None = None
+    #: ``enabled``, ``disabled`` (see ``disabled_reason``) or ``deleted``.
     status: str = "enabled"
+    disabled_reason: str | None = None
     created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WebhookEndpointList:
+    data: list[WebhookEndpoint]
+    has_more: bool = False
     request_id: str | None = None
 
 
@@ -342,17 +367,60 @@ class WebhookEndpointCreated(WebhookEndpoint):
 
 
 @attrs.frozen(kw_only=True)
+class DeliveryAttempt:
+    """One try at delivering: what the receiver answered (body capped), or the error."""
+
+    number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None = None
+    error: str | None = None
+    response_body: str | None = None
+    #: ``schedule`` (the outbox worker), ``retry`` (the retry route) or ``test``.
+    trigger: str = "schedule"
+
+
+@attrs.frozen(kw_only=True)
 class Delivery:
+    """One event on its way to one endpoint; ``id`` (the ``deliveryId``) never changes
+    across retries."""
+
     id: str
     webhook_id: str
     event_id: str
     event_type: str
+    #: ``pending`` (next attempt at ``next_attempt_at``), ``succeeded``, ``failed``
+    #: (retries exhausted) or ``cancelled`` (endpoint deleted or disabled).
     status: str
     attempts: int = 0
     last_status_code: int | None = None
     last_error: str | None = None
     next_attempt_at: datetime | None = None
     created_at: datetime | None = None
+    delivered_at: datetime | None = None
+    attempt_log: list[DeliveryAttempt] = attrs.field(factory=list)
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DeliveryList:
+    data: list[Delivery]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EventType:
+    type: str
+    description: str
+
+
+@attrs.frozen(kw_only=True)
+class EventCatalog:
+    """``GET /webhooks/events``: every event the service emits."""
+
+    data: list[EventType]
+    request_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -383,9 +451,164 @@ class PaymentSucceededData:
     test: bool | None = None
 
 
+@attrs.frozen(kw_only=True)
+class PaymentFailedData:
+    """``data`` of ``payment.failed``: a payment was refused or did not settle.
+
+    Emitted once open-rail payments land; ``reason`` is the error ``code`` the payer got
+    (``allowance_exceeded``, ``insufficient_funds``...) and ``message`` its text.
+    """
+
+    ok: bool = False
+    type: str | None = None
+    rail: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    request_id: str | None = None
+    attempt_id: str | None = None
+    resource_id: str | None = None
+    short_id: str | None = None
+    seller_id: str | None = None
+    amount: Decimal | None = None
+    environment: str | None = None
+    settlement: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TransferReceivedData:
+    """``data`` of ``transfer.received``: a ledger transfer (``POST /pay`` to a handle)
+    reached one of the owner's handles.  ``receipt_id`` is the dedupe key."""
+
+    receipt_id: str
+    request_id: str | None = None
+    #: The handle paid, ``@name``.
+    destination: str | None = None
+    amount: Decimal | None = None
+    rail: str | None = None
+    settlement: str | None = None
+    environment: str | None = None
+    #: The receiving owner's account wallet balance after the transfer.
+    account_wallet_balance: Decimal | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FundingPaidData:
+    """``data`` of ``funding.paid``: money was added to a wallet key."""
+
+    wallet_key_id: str
+    amount: Decimal | None = None
+    #: The wallet key's balance after the funding.
+    balance: Decimal | None = None
+    #: ``sandbox`` (Test: instant sandbox money) or ``account_wallet``.
+    source: str | None = None
+    transfer_id: str | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FundingRefundedData:
+    """``data`` of ``funding.refunded``: money went back from a wallet key to the owner's
+    account wallet."""
+
+    wallet_key_id: str
+    amount: Decimal | None = None
+    #: The wallet key's available balance after the refund.
+    balance: Decimal | None = None
+    #: ``refund`` (``POST /wallet-keys/:id/refund``) or ``revoke`` (the rest of the
+    #: balance of a key being revoked).
+    reason: str | None = None
+    transfer_id: str | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WalletKeyRevokedData:
+    """``data`` of ``vw.revoked``: a wallet key was revoked for good."""
+
+    wallet_key_id: str
+    #: What went back to the account wallet (``0.00`` when the key was empty).
+    returned_amount: Decimal | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AllowanceResetData:
+    """``data`` of ``allowance.reset``: a wallet key's period ended and its allowance is
+    whole again."""
+
+    wallet_key_id: str
+    #: ``day``, ``week`` or ``month``.
+    period: str | None = None
+    #: The allowance per period; ``None``: the key has no allowance limit.
+    allowance: Decimal | None = None
+    spent_last_period: Decimal | None = None
+    period_started_at: datetime | None = None
+    #: ``None`` when the key no longer resets.
+    next_reset_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourceUpdatedData:
+    """``data`` of ``resource.updated``: the resource as it is now, and which of its
+    fields changed (``amount``, ``path``, ``active``...)."""
+
+    resource: Resource
+    changed: list[str] = attrs.field(factory=list)
+
+
+@attrs.frozen(kw_only=True)
+class WithdrawalPaidData:
+    """``data`` of ``withdrawal.paid``: a withdrawal reached the payout account."""
+
+    withdrawal_id: str
+    seller_id: str | None = None
+    amount: Decimal | None = None
+    status: str | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WithdrawalFailedData:
+    """``data`` of ``withdrawal.failed``: a withdrawal failed and the seller balance was
+    restored; ``reason`` says why."""
+
+    withdrawal_id: str
+    seller_id: str | None = None
+    amount: Decimal | None = None
+    status: str | None = None
+    reason: str | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SellerWithdrawnData:
+    """``data`` of ``seller.withdrawn``: a seller's balance left it, to the payout account
+    (a withdraw) or to the owner's account wallet (a recycle)."""
+
+    seller_id: str
+    amount: Decimal | None = None
+    #: ``payout_account`` (withdraw) or ``account_wallet`` (recycle).
+    destination: str | None = None
+    #: Set for a withdraw to the payout account.
+    withdrawal_id: str | None = None
+    #: The seller's balance afterwards.
+    balance: Decimal | None = None
+    environment: str | None = None
+
+
 #: ``data`` classes by event type; types not listed are read as plain dicts.
 EVENT_DATA_TYPES: dict[str, type[Any]] = {
     "payment.succeeded": PaymentSucceededData,
+    "payment.failed": PaymentFailedData,
+    "transfer.received": TransferReceivedData,
+    "funding.paid": FundingPaidData,
+    "funding.refunded": FundingRefundedData,
+    "withdrawal.paid": WithdrawalPaidData,
+    "withdrawal.failed": WithdrawalFailedData,
+    "vw.revoked": WalletKeyRevokedData,
+    "allowance.reset": AllowanceResetData,
+    "seller.withdrawn": SellerWithdrawnData,
+    "resource.updated": ResourceUpdatedData,
 }
 
 

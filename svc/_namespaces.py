@@ -11,9 +11,12 @@ from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from . import _endpoints as ep
-from ._endpoints import Amount, Metadata, Period, ResourceKind
+from ._endpoints import Amount, Metadata, Period, ResourceKind, WebhookStatus
 from ._models import (
     Balance,
+    Delivery,
+    DeliveryList,
+    EventCatalog,
     Handle,
     HandleResolution,
     OwnerCreated,
@@ -27,6 +30,9 @@ from ._models import (
     WalletKey,
     WalletKeyCreated,
     WalletKeyList,
+    WebhookEndpoint,
+    WebhookEndpointCreated,
+    WebhookEndpointList,
 )
 from ._options import RequestOptions
 from ._spec import RequestSpec
@@ -41,6 +47,7 @@ __all__ = [
     "Sellers",
     "Spend",
     "WalletKeys",
+    "Webhooks",
 ]
 
 T = TypeVar("T")
@@ -300,3 +307,81 @@ class Access(_Namespace):
         """
         spec = ep.access_verify(receipt_id, resource_id)
         return self._client._request(spec, options)
+
+
+class Webhooks(_Namespace):
+    """Webhook endpoints of the owner (owner JWT), in the client's ``environment``.
+
+    An endpoint receives the signed events of its environment (all of them, or the
+    ``events`` it lists); check each delivery with :func:`svc.webhooks.verify`.
+    """
+
+    def create(
+        self,
+        url: str,
+        *,
+        events: Sequence[str] | None = None,
+        description: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> WebhookEndpointCreated:
+        """Register ``url`` (HTTPS; ``http://localhost`` outside production).
+
+        ``events`` limits it to those event types (see :meth:`events`); ``None``: every
+        event, including types added later.  Keep ``signing_secret``: it is never shown
+        again.  An ``Idempotency-Key`` is always sent, so a retried create registers once.
+        """
+        spec = ep.webhooks_create(url, events=events, description=description)
+        return self._client._request(spec, options)
+
+    def list(self, *, options: RequestOptions | None = None) -> WebhookEndpointList:
+        """The owner's endpoints in this environment, oldest first; deleted ones are gone."""
+        return self._client._request(ep.webhooks_list(), options)
+
+    def events(self, *, options: RequestOptions | None = None) -> EventCatalog:
+        """The event catalog: every event type the service emits, with what causes it."""
+        return self._client._request(ep.webhooks_events(), options)
+
+    def update(
+        self,
+        webhook_id: str,
+        *,
+        events: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        description: str | NotGiven = NOT_GIVEN,
+        status: WebhookStatus | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> WebhookEndpoint:
+        """Change the fields given; a field left out keeps its value.
+
+        ``events=None`` (sent as JSON ``null``) subscribes the endpoint to every event;
+        ``description=""`` clears the description; ``status="enabled"`` re-enables an
+        endpoint that was disabled (by you, or after failing deliveries).
+        """
+        spec = ep.webhooks_update(webhook_id, events=events, description=description, status=status)
+        return self._client._request(spec, options)
+
+    def delete(self, webhook_id: str, *, options: RequestOptions | None = None) -> WebhookEndpoint:
+        """Delete the endpoint: the result has ``status`` ``deleted``, its pending
+        deliveries are cancelled, and later calls with its id raise :class:`~svc.NotFoundError`."""
+        return self._client._request(ep.webhooks_delete(webhook_id), options)
+
+    def deliveries(
+        self, webhook_id: str, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> DeliveryList:
+        """The delivery log, newest first, each with its ``attempt_log``.
+
+        ``limit``: 1 to 100 (the service's default is 50); ``has_more`` says whether older
+        deliveries were left out.
+        """
+        return self._client._request(ep.webhooks_deliveries(webhook_id, limit=limit), options)
+
+    def test(self, webhook_id: str, *, options: RequestOptions | None = None) -> Delivery:
+        """Send a signed sample ``payment.succeeded`` (``test: true``) now; returns its
+        delivery, with the receiver's answer in ``attempt_log``."""
+        return self._client._request(ep.webhooks_test(webhook_id), options)
+
+    def retry(
+        self, webhook_id: str, delivery_id: str, *, options: RequestOptions | None = None
+    ) -> Delivery:
+        """Send one delivery again now, whatever its state; the delivery keeps its ``id``
+        and the attempt joins its ``attempt_log``."""
+        return self._client._request(ep.webhooks_retry(webhook_id, delivery_id), options)

@@ -35,7 +35,8 @@ class RequestSpec(Generic[T]):
 
     ``path`` is a template such as ``/resources/{id}``; ``path_params`` fill it and are
     percent-encoded by the client, so an id can never reach another route.  Top-level
-    ``None`` values in ``json`` are dropped, which is how optional fields are left out.
+    ``None`` values in ``json`` are dropped, which is how optional fields are left out,
+    unless ``keep_null`` is set.
     """
 
     method: str
@@ -48,6 +49,10 @@ class RequestSpec(Generic[T]):
     path_params: Mapping[str, str] = attrs.field(factory=dict)
     json: Mapping[str, Any] | None = None
     query: Mapping[str, str] | None = None
+    #: Send top-level ``None`` values in ``json`` as JSON ``null`` instead of dropping
+    #: them: for a ``PATCH`` where ``null`` means something (``events: null`` = all
+    #: events) and whose endpoint function puts only the fields given in ``json``.
+    keep_null: bool = False
     accept: str = "application/json"
 
     @property

@@ -258,7 +258,7 @@ def test_verify_returns_every_payment_field_typed() -> None:
 def test_event_types_without_a_model_keep_their_data_as_json() -> None:
     document = {
         "id": "evt_t",
-        "type": "transfer.received",
+        "type": "invoice.created",  # not a type this SDK knows (a newer server's)
         "created_at": "2026-11-21T12:00:00Z",
         "data": {"amount": "1.00", "from": "@alice", "nested": [1, {"x": None}]},
     }
@@ -592,9 +592,9 @@ json_values = st.recursive(
     ),
     max_leaves=20,
 )
-other_types = st.sampled_from(
-    ["payment.failed", "transfer.received", "funding.paid", "vw.revoked", "x.future"]
-)
+# Types the SDK has no model for (every type the service emits has one: see
+# tests/test_event_models.py), so their data stays arbitrary JSON.
+other_types = st.sampled_from(["x.future", "invoice.created", "acme.custom.event"])
 amounts = st.decimals(
     min_value=0, max_value=10**9, places=6, allow_nan=False, allow_infinity=False
 ).map(lambda d: format(d, "f"))

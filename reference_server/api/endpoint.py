@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..context import ServerContext
+from ..domain.events import NEW_DELIVERIES
 from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError
@@ -213,10 +214,18 @@ def _run(
                         now=now,
                     )
                     reply = ep.handler(call)
-                    data = to_json_body(reply.body, request_id)
+                    deferred = reply.after_commit is not None
+                    data = {} if deferred else to_json_body(reply.body, request_id)
                     if begun is not None:
+                        assert not deferred, "idempotent routes answer inside the transaction"
                         box = ctx.box if reply.secret else None
                         idempotency.complete(conn, begun, reply.status, data, box=box)
+                    queued = conn.info.pop(NEW_DELIVERIES, False)
+                if queued:
+                    ctx.notify_new_events()
+                if reply.after_commit is not None:
+                    reply = reply.after_commit()
+                    data = to_json_body(reply.body, request_id)
                 return reply.status, data, reply.headers
             except DBAPIError as exc:
                 # A deadlock or serialization failure rolled the whole transaction back:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -25,6 +26,9 @@ class Reply:
     #: The body holds a credential shown once (a new key or JWT): an idempotent replay
     #: must still return it, so the stored copy is sealed, never kept in the clear.
     secret: bool = False
+    #: Work that must run after the transaction commits and outside it (network I/O such
+    #: as delivering a webhook now); its reply replaces this one.
+    after_commit: Callable[[], Reply] | None = None
 
 
 def to_json_body(body: Any, request_id: str) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""The outbox: events are rows written in the transaction that causes them."""
+"""The outbox: events are rows written in the transaction that causes them.
+
+Recording an event also writes one delivery row per webhook endpoint that wants it, in the
+same transaction: if the change commits, its deliveries exist; if it rolls back, neither
+does.  The delivery worker (``reference_server.outbox``) takes it from there.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,12 @@ from sqlalchemy import Connection, insert
 
 from ..ids import new_id
 from ..store import tables as t
+from .webhook_endpoints import matching_endpoints
 
-__all__ = ["EVENT_TYPES", "record_event"]
+__all__ = ["EVENT_TYPES", "NEW_DELIVERIES", "new_delivery", "record_event"]
+
+#: Flag left on a connection whose transaction queued deliveries (wakes the worker).
+NEW_DELIVERIES = "svc_new_deliveries"
 
 #: Every event the service emits (the spec's list), with what causes it.
 EVENT_TYPES: dict[str, str] = {
@@ -50,4 +59,26 @@ def record_event(
             created_at=now,
         )
     )
+    endpoints = matching_endpoints(
+        conn, owner_id=owner_id, environment=environment, event_type=type
+    )
+    if endpoints:
+        conn.execute(
+            insert(t.webhook_deliveries),
+            [new_delivery(event_id, endpoint_id, now) for endpoint_id in endpoints],
+        )
+        conn.info[NEW_DELIVERIES] = True
     return event_id
+
+
+def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, Any]:
+    """An outbox row, due now."""
+    return {
+        "id": new_id("dlv"),
+        "endpoint_id": endpoint_id,
+        "event_id": event_id,
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }

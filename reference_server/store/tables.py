@@ -244,3 +244,65 @@ bench_rows = Table(
     Column("id", String(40), primary_key=True),
     Column("created_at", Timestamp, nullable=False),
 )
+
+#: Webhook endpoints.  The signing secret is sealed (``crypto.SecretBox``): deliveries
+#: must sign with it, so it cannot be hashed like a key.
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("environment", String(8), nullable=False),
+    Column("url", String(2048), nullable=False),
+    #: ``None`` = every event type.
+    Column("events", JSON),
+    Column("description", String(500)),
+    Column("secret_sealed", Text, nullable=False),
+    #: ``enabled`` or ``disabled`` (by the owner, or after failing for too long).
+    Column("status", String(10), nullable=False),
+    Column("disabled_reason", String(500)),
+    #: When the current run of consecutive failures began; ``None`` while healthy.
+    Column("failing_since", Timestamp),
+    Column("created_at", Timestamp, nullable=False),
+    Index(None, "owner_id", "environment"),
+)
+
+#: One row per (event, endpoint): the outbox.  Its id is the ``deliveryId`` of the API and
+#: stays the same across retries.  A worker *claims* a due row by writing a lease (token and
+#: expiry); only the holder of the lease may record the attempt's outcome.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("endpoint_id", String(40), ForeignKey("webhook_endpoints.id"), nullable=False),
+    Column("event_id", String(40), ForeignKey("events.id"), nullable=False),
+    #: ``pending`` (waiting for its next attempt), ``succeeded``, ``failed`` (retries
+    #: exhausted) or ``cancelled`` (endpoint deleted).
+    Column("status", String(10), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", Timestamp),
+    Column("lease_token", String(40)),
+    Column("lease_until", Timestamp),
+    Column("last_status_code", Integer),
+    Column("last_error", String(500)),
+    Column("created_at", Timestamp, nullable=False),
+    Column("delivered_at", Timestamp),
+    Index(None, "status", "next_attempt_at"),
+    Index(None, "endpoint_id", "created_at"),
+)
+
+#: The delivery log: every attempt, with what the receiver answered (body capped).
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("delivery_id", String(40), ForeignKey("webhook_deliveries.id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("started_at", Timestamp, nullable=False),
+    Column("duration_ms", Integer, nullable=False),
+    Column("status_code", Integer),
+    Column("error", String(500)),
+    Column("response_body", Text),
+    Column("trigger", String(10), nullable=False),
+    UniqueConstraint("delivery_id", "number"),
+)

@@ -24,6 +24,7 @@ class Market:
     wallet_key: str
     owner_jwt: str
     seller_owner_id: str
+    seller_owner_jwt: str
     seller_id: str
 
 
@@ -59,6 +60,7 @@ def market(
         wallet_key=key.key,
         owner_jwt=agents.owner_jwt,
         seller_owner_id=sellers.owner_id,
+        seller_owner_jwt=sellers.owner_jwt,
         seller_id=sellers.seller_id,
     )
 

@@ -1,0 +1,133 @@
+"""Webhook endpoints: where an owner's events go, per environment.
+
+An endpoint receives the events of its owner in its environment — a ``test`` payment never
+reaches a ``live`` endpoint — filtered by its optional ``events`` allowlist.  Its signing
+secret is returned once, at creation, and kept sealed (the worker must sign with it).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, insert, select, update
+
+from svc import WebhookEndpoint
+
+from ..api.errors import ApiError
+from ..crypto import SecretBox
+from ..ids import new_id
+from ..store import tables as t
+from ..timeutil import as_utc
+
+__all__ = [
+    "create_endpoint",
+    "endpoint_model",
+    "find_owned_endpoint",
+    "list_endpoints",
+    "matching_endpoints",
+    "new_signing_secret",
+    "set_status",
+]
+
+_e = t.webhook_endpoints
+
+
+def new_signing_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+def create_endpoint(
+    conn: Connection,
+    *,
+    owner_id: str,
+    environment: str,
+    url: str,
+    events: list[str] | None,
+    description: str | None,
+    secret: str,
+    box: SecretBox,
+    now: datetime,
+) -> Row[Any]:
+    endpoint_id = new_id("we")
+    conn.execute(
+        insert(_e).values(
+            id=endpoint_id,
+            owner_id=owner_id,
+            environment=environment,
+            url=url,
+            events=events,
+            description=description,
+            secret_sealed=box.seal(secret),
+            status="enabled",
+            created_at=now,
+        )
+    )
+    return conn.execute(select(_e).where(_e.c.id == endpoint_id)).one()
+
+
+def find_owned_endpoint(
+    conn: Connection, endpoint_id: str, *, owner_id: str, environment: str
+) -> Row[Any]:
+    row = conn.execute(
+        select(_e).where(
+            _e.c.id == endpoint_id,
+            _e.c.owner_id == owner_id,
+            _e.c.environment == environment,
+            _e.c.status != "deleted",
+        )
+    ).first()
+    if row is None:
+        raise ApiError("not_found", "No such webhook endpoint.")
+    return row
+
+
+def list_endpoints(conn: Connection, *, owner_id: str, environment: str) -> list[Row[Any]]:
+    return list(
+        conn.execute(
+            select(_e)
+            .where(
+                _e.c.owner_id == owner_id,
+                _e.c.environment == environment,
+                _e.c.status != "deleted",
+            )
+            .order_by(_e.c.created_at, _e.c.id)
+        )
+    )
+
+
+def matching_endpoints(
+    conn: Connection, *, owner_id: str, environment: str, event_type: str
+) -> list[str]:
+    """Ids of the enabled endpoints that want this event."""
+    rows = conn.execute(
+        select(_e.c.id, _e.c.events).where(
+            _e.c.owner_id == owner_id,
+            _e.c.environment == environment,
+            _e.c.status == "enabled",
+        )
+    )
+    return [row.id for row in rows if row.events is None or event_type in row.events]
+
+
+def set_status(
+    conn: Connection, endpoint_id: str, status: str, *, reason: str | None = None
+) -> None:
+    values: dict[str, Any] = {"status": status, "disabled_reason": reason}
+    if status == "enabled":
+        values["failing_since"] = None
+    conn.execute(update(_e).where(_e.c.id == endpoint_id).values(**values))
+
+
+def endpoint_model(row: Row[Any]) -> WebhookEndpoint:
+    return WebhookEndpoint(
+        id=row.id,
+        url=row.url,
+        environment=row.environment,
+        events=row.events,
+        description=row.description,
+        status=row.status,
+        disabled_reason=row.disabled_reason,
+        created_at=as_utc(row.created_at),
+    )

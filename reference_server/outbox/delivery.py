@@ -1,0 +1,257 @@
+"""Claiming, signing and recording webhook deliveries.
+
+Claiming is the only way to send: a worker (or the retry/test route) takes a due delivery
+by writing a fresh lease token and expiry in one transaction — with ``FOR UPDATE SKIP
+LOCKED`` on PostgreSQL so concurrent workers take different rows, and under SQLite's single
+writer lock otherwise.  The attempt number is assigned at claim time.  While the lease
+runs nobody else can claim the row, so one attempt is never sent twice at once; if the
+worker dies, the lease expires and another worker sends the next attempt (at least once).
+Only the lease holder may record the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+from sqlalchemy import Connection, insert, or_, select, update
+
+from svc import webhooks
+
+from ..api.errors import ApiError
+from ..crypto import SecretBox
+from ..domain.webhook_endpoints import set_status
+from ..settings import Settings
+from ..store import Database
+from ..store import tables as t
+from ..timeutil import as_utc
+
+__all__ = [
+    "DeliveryOutcome",
+    "Job",
+    "claim_due",
+    "claim_one",
+    "event_body",
+    "next_delay",
+    "record_outcome",
+]
+
+_d = t.webhook_deliveries
+_e = t.webhook_endpoints
+_ev = t.events
+
+
+@attrs.frozen(kw_only=True)
+class Job:
+    """A claimed delivery: everything needed to send one attempt, and to record it."""
+
+    delivery_id: str
+    lease_token: str
+    number: int
+    endpoint_id: str
+    url: str
+    secret: str = attrs.field(repr=False)
+    event_id: str
+    body: bytes
+
+    def signed_headers(self, now: datetime) -> dict[str, str]:
+        """Signed at send time: a retry carries a fresh timestamp (receivers reject
+        timestamps older than 300 s) over the same body and the same webhook id."""
+        headers = webhooks.headers(
+            self.secret, webhook_id=self.event_id, timestamp=int(now.timestamp()), body=self.body
+        )
+        headers["Content-Type"] = "application/json"
+        headers["User-Agent"] = "svc-webhooks/1"
+        return headers
+
+
+@attrs.frozen(kw_only=True)
+class DeliveryOutcome:
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None = None
+    error: str | None = None
+    response_body: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def event_body(event_id: str, event_type: str, created_at: datetime, data: Any) -> bytes:
+    """The delivered JSON: the spec's envelope, byte-identical on every attempt."""
+    envelope = {
+        "id": event_id,
+        "type": event_type,
+        "created_at": as_utc(created_at).isoformat().replace("+00:00", "Z"),
+        "data": data,
+    }
+    return json.dumps(envelope, separators=(",", ":")).encode()
+
+
+def next_delay(settings: Settings, failures: int, rng: random.Random | None = None) -> float | None:
+    """Seconds until the retry after ``failures`` failed attempts; ``None`` = give up."""
+    schedule = settings.webhook_retry_schedule
+    if failures > len(schedule):
+        return None
+    base = schedule[failures - 1]
+    jitter = settings.webhook_retry_jitter
+    return base * (1 + (rng or random).uniform(-jitter, jitter))
+
+
+def _lease(conn: Connection, ids: Sequence[str], now: datetime, lease: timedelta) -> dict[str, str]:
+    tokens = {delivery_id: secrets.token_hex(8) for delivery_id in ids}
+    for delivery_id, token in tokens.items():
+        conn.execute(
+            update(_d)
+            .where(_d.c.id == delivery_id)
+            .values(lease_token=token, lease_until=now + lease, attempts=_d.c.attempts + 1)
+        )
+    return tokens
+
+
+def _jobs(conn: Connection, tokens: dict[str, str], box: SecretBox) -> list[Job]:
+    rows = conn.execute(
+        select(
+            _d.c.id,
+            _d.c.attempts,
+            _d.c.endpoint_id,
+            _e.c.url,
+            _e.c.secret_sealed,
+            _ev.c.id.label("event_id"),
+            _ev.c.type,
+            _ev.c.created_at,
+            _ev.c.data,
+        )
+        .join(_e, _e.c.id == _d.c.endpoint_id)
+        .join(_ev, _ev.c.id == _d.c.event_id)
+        .where(_d.c.id.in_(list(tokens)))
+    ).all()
+    return [
+        Job(
+            delivery_id=row.id,
+            lease_token=tokens[row.id],
+            number=row.attempts,
+            endpoint_id=row.endpoint_id,
+            url=row.url,
+            secret=box.open(row.secret_sealed),
+            event_id=row.event_id,
+            body=event_body(row.event_id, row.type, row.created_at, row.data),
+        )
+        for row in rows
+    ]
+
+
+def claim_due(
+    db: Database, box: SecretBox, *, now: datetime, limit: int, lease: timedelta
+) -> list[Job]:
+    """Claim up to ``limit`` deliveries whose attempt is due, oldest first."""
+    with db.write() as conn:
+        query = (
+            select(_d.c.id)
+            .join(_e, _e.c.id == _d.c.endpoint_id)
+            .where(
+                _d.c.status == "pending",
+                _d.c.next_attempt_at <= now,
+                or_(_d.c.lease_until.is_(None), _d.c.lease_until < now),
+                _e.c.status == "enabled",
+            )
+            .order_by(_d.c.next_attempt_at)
+            .limit(limit)
+        )
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True, of=_d)
+        ids = conn.execute(query).scalars().all()
+        if not ids:
+            return []
+        return _jobs(conn, _lease(conn, ids, now, lease), box)
+
+
+def claim_one(
+    conn: Connection, box: SecretBox, delivery_id: str, *, now: datetime, lease: timedelta
+) -> Job:
+    """Claim one delivery now, whatever its schedule (the retry and test routes)."""
+    query = select(_d).where(_d.c.id == delivery_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).one()
+    if row.lease_until is not None and as_utc(row.lease_until) > now:
+        raise ApiError(
+            "conflict",
+            "This delivery is being sent right now; look at the delivery log in a moment.",
+            headers={"Retry-After": "1"},
+        )
+    if row.status == "cancelled":
+        raise ApiError("conflict", "This delivery was cancelled with its endpoint.")
+    return _jobs(conn, _lease(conn, [delivery_id], now, lease), box)[0]
+
+
+def record_outcome(
+    db: Database,
+    job: Job,
+    outcome: DeliveryOutcome,
+    *,
+    settings: Settings,
+    now: datetime,
+    trigger: str,
+) -> None:
+    """Log the attempt; then, if the lease is still ours, schedule what comes next."""
+    with db.write() as conn:
+        conn.execute(
+            insert(t.webhook_attempts).values(
+                delivery_id=job.delivery_id,
+                number=job.number,
+                started_at=outcome.started_at,
+                duration_ms=outcome.duration_ms,
+                status_code=outcome.status_code,
+                error=None if outcome.error is None else outcome.error[:500],
+                response_body=outcome.response_body,
+                trigger=trigger,
+            )
+        )
+        values: dict[str, Any] = {
+            "lease_token": None,
+            "lease_until": None,
+            "last_status_code": outcome.status_code,
+            "last_error": None if outcome.error is None else outcome.error[:500],
+        }
+        if outcome.succeeded:
+            values.update(status="succeeded", delivered_at=now, next_attempt_at=None)
+        else:
+            delay = next_delay(settings, job.number)
+            if delay is None:
+                values.update(status="failed", next_attempt_at=None)
+            else:
+                values.update(status="pending", next_attempt_at=now + timedelta(seconds=delay))
+        still_ours = conn.execute(
+            update(_d)
+            .where(_d.c.id == job.delivery_id, _d.c.lease_token == job.lease_token)
+            .values(**values)
+        ).rowcount
+        if still_ours:
+            _track_endpoint_health(conn, job.endpoint_id, outcome.succeeded, settings, now)
+
+
+def _track_endpoint_health(
+    conn: Connection, endpoint_id: str, succeeded: bool, settings: Settings, now: datetime
+) -> None:
+    if succeeded:
+        conn.execute(update(_e).where(_e.c.id == endpoint_id).values(failing_since=None))
+        return
+    failing_since = conn.execute(select(_e.c.failing_since).where(_e.c.id == endpoint_id)).scalar()
+    if failing_since is None:
+        conn.execute(update(_e).where(_e.c.id == endpoint_id).values(failing_since=now))
+        return
+    if (now - as_utc(failing_since)).total_seconds() >= settings.webhook_disable_after_seconds:
+        set_status(
+            conn,
+            endpoint_id,
+            "disabled",
+            reason=f"every delivery failed since {as_utc(failing_since).isoformat()}; "
+            "fix the receiver, then re-enable the endpoint",
+        )

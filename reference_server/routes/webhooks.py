@@ -1,0 +1,337 @@
+"""Webhook endpoints, the event catalog, the delivery log, test sends and retries
+(owner JWT; endpoints live in the request's environment)."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+from sqlalchemy import Connection, select, update
+
+from svc import (
+    Delivery,
+    DeliveryAttempt,
+    DeliveryList,
+    EventCatalog,
+    EventType,
+    WebhookEndpointCreated,
+    WebhookEndpointList,
+)
+
+from ..api.auth import Principal, Role
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import Fields
+from ..domain import webhook_endpoints as endpoints
+from ..domain.events import EVENT_TYPES, new_delivery
+from ..ids import new_id
+from ..outbox import claim_one, deliver_job_sync
+from ..store import tables as t
+from ..timeutil import as_utc
+
+__all__ = ["ENDPOINTS"]
+
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+_d = t.webhook_deliveries
+
+
+def _read_url(f: Fields, production: bool) -> str | None:
+    url = f.url("url", https_only=False)
+    if url is None:
+        if not f.present("url"):
+            f.error("url", "is required")
+        return None
+    parts = urlsplit(url)
+    local = (parts.hostname or "").lower() in _LOCAL_HOSTS
+    if parts.scheme != "https" and (production or not local):
+        f.error(
+            "url",
+            "must be an https URL"
+            + ("" if production else " (http is allowed only for localhost outside production)"),
+        )
+        return None
+    if production and local:
+        f.error("url", "must not point at this machine in production")
+        return None
+    if parts.username or parts.password:
+        f.error("url", "must not carry credentials")
+        return None
+    return url
+
+
+def _read_events(f: Fields) -> list[str] | None:
+    if f.is_null("events"):
+        return None
+    if not f.present("events"):
+        return None
+    value = f.string_list(
+        "events",
+        max_items=len(EVENT_TYPES),
+        pattern=_EVENT_NAME,
+        pattern_hint="event types from GET /webhooks/events",
+    )
+    if value is not None and not value:
+        f.error("events", "must name at least one event type, or be left out for all")
+    return value
+
+
+class _EventNames:
+    """A pattern-like matcher for ``Fields.string_list``: known event types only."""
+
+    def fullmatch(self, value: str) -> bool:
+        return value in EVENT_TYPES
+
+
+_EVENT_NAME: Any = _EventNames()
+
+
+def create(call: Call) -> Reply:
+    """Register an endpoint; its signing secret is shown only in this answer."""
+    owner = _owner(call)
+    f = Fields(call.body)
+    url = _read_url(f, call.ctx.settings.production)
+    events = _read_events(f)
+    description = f.string("description", max_length=500)
+    f.done()
+    assert url is not None
+    secret = endpoints.new_signing_secret()
+    row = endpoints.create_endpoint(
+        call.conn,
+        owner_id=owner.owner_id,
+        environment=call.environment,
+        url=url,
+        events=events,
+        description=description,
+        secret=secret,
+        box=call.ctx.box,
+        now=call.now,
+    )
+    model = endpoints.endpoint_model(row)
+    created = WebhookEndpointCreated(**attrs.asdict(model, recurse=False), signing_secret=secret)
+    return Reply(created, 201, secret=True)
+
+
+def list_all(call: Call) -> Reply:
+    owner = _owner(call)
+    rows = endpoints.list_endpoints(
+        call.conn, owner_id=owner.owner_id, environment=call.environment
+    )
+    return Reply(WebhookEndpointList(data=[endpoints.endpoint_model(r) for r in rows]))
+
+
+def catalog(call: Call) -> Reply:
+    """Every event type the service emits; endpoints without ``events`` get them all."""
+    _owner(call)
+    return Reply(
+        EventCatalog(data=[EventType(type=k, description=v) for k, v in EVENT_TYPES.items()])
+    )
+
+
+def patch(call: Call) -> Reply:
+    """Change ``events``, ``description`` or ``status`` (``enabled`` re-enables an endpoint
+    that was disabled after failing)."""
+    row = _own(call)
+    f = Fields(call.body)
+    values: dict[str, Any] = {}
+    if f.present("events"):
+        values["events"] = _read_events(f)
+    description = f.string("description", max_length=500)
+    if description is not None:
+        values["description"] = description
+    status = f.string("status", choices=("enabled", "disabled"))
+    if not call.body:
+        f.error("body", "names no field to change")
+    f.done()
+    e = t.webhook_endpoints
+    if values:
+        call.conn.execute(update(e).where(e.c.id == row.id).values(**values))
+    if status is not None:
+        endpoints.set_status(
+            call.conn,
+            row.id,
+            status,
+            reason="disabled by its owner" if status == "disabled" else None,
+        )
+    new_row = call.conn.execute(select(e).where(e.c.id == row.id)).one()
+    return Reply(endpoints.endpoint_model(new_row))
+
+
+def delete(call: Call) -> Reply:
+    """Delete the endpoint; its pending deliveries are cancelled."""
+    row = _own(call)
+    endpoints.set_status(call.conn, row.id, "deleted")
+    call.conn.execute(
+        update(_d)
+        .where(_d.c.endpoint_id == row.id, _d.c.status == "pending")
+        .values(status="cancelled", next_attempt_at=None)
+    )
+    e = t.webhook_endpoints
+    return Reply(
+        endpoints.endpoint_model(call.conn.execute(select(e).where(e.c.id == row.id)).one())
+    )
+
+
+def deliveries(call: Call) -> Reply:
+    """The delivery log, newest first, with every attempt of each delivery."""
+    row = _own(call)
+    limit = _limit(call)
+    rows = call.conn.execute(
+        select(_d, t.events.c.type)
+        .join(t.events, t.events.c.id == _d.c.event_id)
+        .where(_d.c.endpoint_id == row.id)
+        .order_by(_d.c.created_at.desc(), _d.c.id.desc())
+        .limit(limit + 1)
+    ).all()
+    models = [_delivery_model(call.conn, r) for r in rows[:limit]]
+    return Reply(DeliveryList(data=models, has_more=len(rows) > limit))
+
+
+def test(call: Call) -> Reply:
+    """Send a signed ``payment.succeeded`` sample now (``test: true``) and log it."""
+    row = _own(call)
+    sample = {
+        "ok": True,
+        "type": "resource",
+        "rail": "rill",
+        "receipt_id": "rcpt_test_" + secrets.token_hex(8),
+        "request_id": call.request_id,
+        "resource_id": "res_test_sample",
+        "short_id": "sample",
+        "path_or_tool": "/sample",
+        "metadata": {"sku_kind": "credit_topup", "credits": 100, "credit_unit": "credit"},
+        "seller_id": "sel_test_sample",
+        "amount": "1.00",
+        "platform_fee": "0.01",
+        "processor_payment_intent_id": None,
+        "seller_balance": "0.99",
+        "environment": row.environment,
+        "settlement": "ledger",
+        "test": True,
+    }
+    event_id = new_id("evt")
+    call.conn.execute(
+        t.events.insert().values(
+            id=event_id,
+            environment=row.environment,
+            owner_id=row.owner_id,
+            type="payment.succeeded",
+            data=sample,
+            created_at=call.now,
+        )
+    )
+    delivery = new_delivery(event_id, row.id, call.now)
+    call.conn.execute(_d.insert().values(**delivery))
+    return _send_now(call, delivery["id"], trigger="test")
+
+
+def retry(call: Call) -> Reply:
+    """Send one delivery again now, whatever its state; the attempt joins its log."""
+    row = _own(call)
+    found = call.conn.execute(
+        select(_d.c.id).where(_d.c.id == call.params["delivery_id"], _d.c.endpoint_id == row.id)
+    ).scalar()
+    if found is None:
+        raise ApiError("not_found", "No such delivery for this endpoint.")
+    return _send_now(call, found, trigger="retry")
+
+
+def _send_now(call: Call, delivery_id: str, *, trigger: str) -> Reply:
+    ctx = call.ctx
+    lease = timedelta(seconds=ctx.settings.worker_lease_seconds)
+    job = claim_one(call.conn, ctx.box, delivery_id, now=call.now, lease=lease)
+
+    def send() -> Reply:
+        deliver_job_sync(ctx, job, trigger=trigger)
+        with ctx.db.read() as conn:
+            row = conn.execute(
+                select(_d, t.events.c.type)
+                .join(t.events, t.events.c.id == _d.c.event_id)
+                .where(_d.c.id == delivery_id)
+            ).one()
+            return Reply(_delivery_model(conn, row))
+
+    return Reply(None, after_commit=send)
+
+
+def _delivery_model(conn: Connection, row: Any) -> Delivery:
+    a = t.webhook_attempts
+    attempts = conn.execute(select(a).where(a.c.delivery_id == row.id).order_by(a.c.number)).all()
+    return Delivery(
+        id=row.id,
+        webhook_id=row.endpoint_id,
+        event_id=row.event_id,
+        event_type=row.type,
+        status=row.status,
+        attempts=len(attempts),
+        last_status_code=row.last_status_code,
+        last_error=row.last_error,
+        next_attempt_at=None if row.next_attempt_at is None else as_utc(row.next_attempt_at),
+        created_at=as_utc(row.created_at),
+        delivered_at=None if row.delivered_at is None else as_utc(row.delivered_at),
+        attempt_log=[
+            DeliveryAttempt(
+                number=x.number,
+                started_at=as_utc(x.started_at),
+                duration_ms=x.duration_ms,
+                status_code=x.status_code,
+                error=x.error,
+                response_body=x.response_body,
+                trigger=x.trigger,
+            )
+            for x in attempts
+        ],
+    )
+
+
+def _limit(call: Call) -> int:
+    raw = call.query.get("limit", "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= 100:
+        raise ApiError(
+            "validation_error",
+            "limit must be a whole number from 1 to 100.",
+            details={"errors": [{"field": "limit", "message": "must be 1 to 100"}]},
+        )
+    return int(raw)
+
+
+def _owner(call: Call) -> Principal:
+    assert call.principal is not None
+    return call.principal
+
+
+def _own(call: Call) -> Any:
+    owner = _owner(call)
+    return endpoints.find_owned_endpoint(
+        call.conn, call.params["webhook_id"], owner_id=owner.owner_id, environment=call.environment
+    )
+
+
+ENDPOINTS = [
+    Endpoint(
+        method="POST", path="/webhooks", handler=create, auth=Role.OWNER, idempotency="required"
+    ),
+    Endpoint(method="GET", path="/webhooks", handler=list_all, auth=Role.OWNER),
+    Endpoint(method="GET", path="/webhooks/events", handler=catalog, auth=Role.OWNER),
+    Endpoint(
+        method="PATCH",
+        path="/webhooks/{webhook_id}",
+        handler=patch,
+        auth=Role.OWNER,
+        idempotency="optional",
+    ),
+    Endpoint(method="DELETE", path="/webhooks/{webhook_id}", handler=delete, auth=Role.OWNER),
+    Endpoint(
+        method="GET", path="/webhooks/{webhook_id}/deliveries", handler=deliveries, auth=Role.OWNER
+    ),
+    Endpoint(method="POST", path="/webhooks/{webhook_id}/test", handler=test, auth=Role.OWNER),
+    Endpoint(
+        method="POST",
+        path="/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
+        handler=retry,
+        auth=Role.OWNER,
+    ),
+]

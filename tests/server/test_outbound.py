@@ -1,0 +1,807 @@
+"""SSRF-safe outbound requests (``reference_server.outbound``), against real loopback servers.
+
+No internet: every request that is allowed goes to a server in this process on
+127.0.0.1; every request that must be refused is sent through a client whose transport
+records anything it is handed (and, for loopback targets, to the real server, which counts
+its hits), so "nothing was sent" is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from reference_server import Settings
+from reference_server.outbound import (
+    OutboundError,
+    OutboundFailed,
+    OutboundPolicy,
+    OutboundRefused,
+    address_refusal,
+    check_url,
+    send,
+    send_sync,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+METADATA_URL = "http://169.254.169.254/latest/meta-data/"
+BIG_TOTAL = 256 * 1024 * 1024
+
+
+# -- a loopback HTTP(S) server that counts what reaches it ----------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, status: int, body: bytes, **headers: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.server.record(self.path, dict(self.headers.items()), body)
+        path = self.path.partition("?")[0]
+        if path == "/echo":
+            echoed = {
+                "method": self.command,
+                "path": self.path,
+                "host": self.headers.get("Host"),
+                "headers": dict(self.headers.items()),
+                "body": body.decode(),
+            }
+            self._reply(200, json.dumps(echoed).encode(), Content_Type="application/json")
+        elif path == "/redirect":
+            self._reply(302, b"", Location=METADATA_URL)
+        elif path == "/sized":
+            size = int(self.path.partition("=")[2])
+            self._reply(200, b"x" * size)
+        elif path == "/big":
+            self.send_response(200)
+            self.send_header("Content-Length", str(BIG_TOTAL))
+            self.end_headers()
+            chunk = b"y" * (1024 * 1024)
+            try:
+                while self.server.big_written < BIG_TOTAL:
+                    self.wfile.write(chunk)
+                    self.server.big_written += len(chunk)
+            except OSError:
+                pass
+            finally:
+                self.server.big_done.set()
+        elif path == "/slow":
+            self.server.stop.wait(5)
+            self._reply(200, b"late")
+        elif path == "/trickle":  # slowloris: never finishes its headers
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                for _ in range(100):
+                    if self.server.stop.wait(0.05):
+                        break
+                    self.wfile.write(b"X")
+            except OSError:
+                pass
+        else:
+            self._reply(404, b"not found")
+
+    do_GET = do_POST = _handle
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.hits: list[tuple[str, dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.big_written = 0
+        self.big_done = threading.Event()
+        if tls is not None:
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
+        self.port = self.server_address[1]
+        self.thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def record(self, path: str, headers: dict[str, str], body: bytes) -> None:
+        with self.lock:
+            self.hits.append((path, headers, body))
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # refused TLS handshakes and dropped clients are expected here
+
+    def close(self) -> None:
+        self.stop.set()
+        self.shutdown()
+        self.server_close()
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[_Server]:
+    server = _Server()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def fresh() -> Iterator[_Server]:
+    """A server of one's own, for tests that look at server-side state."""
+    server = _Server()
+    yield server
+    server.close()
+
+
+# -- TLS: a private CA and a certificate for a made-up name ---------------------------------
+
+
+def _certificates(directory: Path) -> tuple[Path, Path, bytes]:
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "outbound test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hooks.test")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        # The name only -- deliberately no 127.0.0.1 SAN: a handshake that verified
+        # against the connected IP instead of the name would fail.
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("hooks.test")]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.OID_SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "leaf.pem", directory / "leaf.key"
+    cert_file.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file, ca.public_bytes(serialization.Encoding.PEM)
+
+
+class _TLS:
+    def __init__(self, directory: Path) -> None:
+        cert_file, key_file, ca_pem = _certificates(directory)
+        self.sni: list[str | None] = []
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+        context.sni_callback = lambda _sock, name, _ctx: self.sni.append(name)
+        self.server = _Server(tls=context)
+        self.ca_pem = ca_pem.decode()
+
+    def client_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cadata=self.ca_pem)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_TLS]:
+    setup = _TLS(tmp_path_factory.mktemp("tls"))
+    yield setup
+    setup.server.close()
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+class _Resolver:
+    """A fake DNS: a fixed table, counting its lookups."""
+
+    def __init__(self, table: dict[str, list[str]]) -> None:
+        self.table = table
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.calls.append((host, port))
+        if host not in self.table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return list(self.table[host])
+
+
+class _AsyncResolver(_Resolver):
+    async def __call__(self, host: str, port: int) -> list[str]:  # type: ignore[override]
+        return super().__call__(host, port)
+
+
+def _recording() -> tuple[list[httpx.Request], httpx.MockTransport]:
+    """A transport that records whatever it is asked to send (answers 200)."""
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    return sent, httpx.MockTransport(handle)
+
+
+DNS = {
+    "hooks.test": ["127.0.0.1"],
+    "internal.test": ["10.1.2.3"],
+    "mixed.test": ["93.184.216.34", "10.0.0.5"],
+    "mapped.test": ["::ffff:127.0.0.1"],
+    "metadata.test": ["169.254.169.254"],
+    "public.test": ["93.184.216.34"],
+}
+
+
+def production(**overrides: Any) -> OutboundPolicy:
+    values: dict[str, Any] = {"allow_private": False, "https_only": False, "resolver": None}
+    values.update(overrides)
+    return OutboundPolicy(**values)
+
+
+def development(**overrides: Any) -> OutboundPolicy:
+    values: dict[str, Any] = {"allow_private": True, "https_only": False}
+    values.update(overrides)
+    return OutboundPolicy(**values)
+
+
+# -- URL and address checks (no I/O) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/",
+        "http://127.9.9.9:8080/x",
+        "http://10.0.0.1/",
+        "http://172.16.5.4/",
+        "http://192.168.1.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://100.64.0.1/",
+        "http://198.18.0.1/",
+        "http://0.0.0.0/",
+        "http://224.0.0.1/",
+        "http://255.255.255.255/",
+        "http://240.0.0.1/",
+        "http://192.0.2.10/",
+        "http://203.0.113.5/",
+        "http://[::1]/",
+        "http://[::]/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:7f00:1]/",
+        "http://[::ffff:a9fe:a9fe]/",
+        "http://[::127.0.0.1]/",
+        "http://[64:ff9b::a00:1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[2002:a9fe:a9fe::1]/",
+        "http://[fe80::1]/",
+        "http://[fe80::1%25eth0]/",
+        "http://[fec0::1]/",
+        "http://[fc00::1]/",
+        "http://[fd12:3456::1]/",
+        "http://[ff02::1]/",
+        "http://[2001:db8::1]/",
+        "http://[3fff::1]/",
+        "http://localhost/",
+        "http://LOCALHOST:8080/",
+        "http://api.localhost/",
+        # odd numeric spellings of 127.0.0.1, refused as ambiguous
+        "http://2130706433/",
+        "http://0x7f.1/",
+        "http://0x7f000001/",
+        "http://0177.0.0.1/",
+        "http://127.1/",
+        "http://127.0.0.1./",
+        "http://017700000001/",
+        "http://1.2.3.04/",
+        "http://8.8.8.8.8/",
+        "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/",  # full-width digits
+        # userinfo
+        "http://user:pass@example.com/",
+        "http://example.com@127.0.0.1/",
+        "http://@example.com/",
+        "http://example.com\\@127.0.0.1/",
+        # schemes and shapes
+        "file:///etc/passwd",
+        "ftp://example.com/",
+        "gopher://example.com:70/",
+        "dict://example.com:11211/",
+        "javascript:alert(1)",
+        "//example.com/",
+        "http:///path",
+        "http://",
+        "http://example.com:0/",
+        "http://example.com:65536/",
+        "http://example.com:80x/",
+        "http://example.com:/",
+        "http://[::1/",
+        "http://[127.0.0.1]/",
+        "http://exa mple.com/",
+        "http://example.com/\r\nHost: evil",
+        "http://exa%2ample.com/",
+        "",
+    ],
+)
+def test_check_url_refuses(url: str) -> None:
+    with pytest.raises(OutboundRefused) as info:
+        check_url(url, production())
+    assert info.value.reason and str(info.value) == info.value.reason
+    assert isinstance(info.value, OutboundError)
+
+
+def test_http_refused_when_https_only() -> None:
+    policy = OutboundPolicy(https_only=True)
+    with pytest.raises(OutboundRefused, match="only https"):
+        check_url("http://example.com/hooks", policy)
+    assert check_url("https://example.com/hooks", policy).port == 443
+
+
+def test_check_url_accepts_and_normalises() -> None:
+    policy = production()
+    target = check_url("HTTPS://Hooks.Example.COM./a/b?c=d#frag", policy)
+    assert (target.scheme, target.host, target.port, target.path, target.ip) == (
+        "https",
+        "hooks.example.com",
+        443,
+        "/a/b?c=d",
+        None,
+    )
+    assert target.host_header == "hooks.example.com"
+    assert check_url("http://example.com:8080", policy).host_header == "example.com:8080"
+    assert check_url("http://example.com:8080", policy).path == "/"
+    literal = check_url("https://[2606:4700:4700::1111]:8443/x", policy)
+    assert literal.ip == ipaddress.ip_address("2606:4700:4700::1111")
+    assert literal.host_header == "[2606:4700:4700::1111]:8443"
+    assert check_url("http://8.8.8.8/", policy).ip == ipaddress.ip_address("8.8.8.8")
+    assert check_url("https://bücher.example/", policy).host == "xn--bcher-kva.example"
+    # outside production, loopback and private literals and localhost are fine ...
+    assert check_url("http://127.0.0.1:9/", development()).ip is not None
+    assert check_url("http://localhost:9/", development()).host == "localhost"
+    # ... but the ambiguous spellings and userinfo are not
+    for url in ("http://2130706433/", "http://0x7f.1/", "http://u:p@localhost/"):
+        with pytest.raises(OutboundRefused):
+            check_url(url, development())
+
+
+@pytest.mark.parametrize(
+    ("address", "forbidden"),
+    [
+        ("8.8.8.8", False),
+        ("93.184.216.34", False),
+        ("2606:4700:4700::1111", False),
+        ("::ffff:8.8.8.8", False),
+        ("64:ff9b::808:808", False),
+        ("2002:808:808::1", False),
+        ("127.0.0.1", True),
+        ("169.254.169.254", True),
+        ("100.127.255.255", True),
+        ("198.19.255.255", True),
+        ("0.0.0.0", True),
+        ("224.0.0.251", True),
+        ("::ffff:10.0.0.1", True),
+        ("::ffff:0:a00:1", True),
+        ("64:ff9b::7f00:1", True),
+        ("64:ff9b:1::1", True),
+        ("2002:c0a8:101::1", True),
+        ("2001::1", True),
+        ("fd00:ec2::254", True),
+        ("fec0::1", True),
+        ("::", True),
+        ("::1", True),
+    ],
+)
+def test_address_refusal(address: str, forbidden: bool) -> None:
+    verdict = address_refusal(ipaddress.ip_address(address))
+    assert (verdict is not None) is forbidden, verdict
+
+
+def test_policy_from_settings_and_bounds() -> None:
+    strict = OutboundPolicy.from_settings(Settings(env="production"))
+    assert (strict.allow_private, strict.https_only) == (False, True)
+    dev = OutboundPolicy.from_settings(Settings(env="development"), read_timeout=3.0)
+    assert (dev.allow_private, dev.https_only, dev.read_timeout) == (True, False, 3.0)
+    assert OutboundPolicy().max_response_bytes == 64 * 1024
+    for bad in ({"total_timeout": 0}, {"read_timeout": float("inf")}, {"max_response_bytes": 0}):
+        with pytest.raises(ValueError):
+            OutboundPolicy(**bad)
+
+
+# -- refused: nothing is sent -------------------------------------------------------------
+
+
+REFUSED_IN_PRODUCTION = [
+    "http://127.0.0.1:{port}/echo",
+    "http://localhost:{port}/echo",
+    "http://hooks.test:{port}/echo",  # resolves to 127.0.0.1
+    "http://mapped.test:{port}/echo",  # resolves to ::ffff:127.0.0.1
+    "http://[::ffff:127.0.0.1]:{port}/echo",
+    "http://[::1]:{port}/echo",
+    "http://0.0.0.0:{port}/echo",
+    "http://2130706433:{port}/echo",
+    "http://0x7f.1:{port}/echo",
+    "http://10.0.0.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://metadata.test/latest/meta-data/",
+    "http://100.64.0.1/",
+    "http://internal.test/",  # resolves to 10.1.2.3
+    "http://mixed.test/",  # resolves to a public and a private address
+    "http://user:pw@public.test/",
+    "ftp://public.test/",
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("template", REFUSED_IN_PRODUCTION)
+async def test_refused_in_production_sends_nothing(web: _Server, template: str) -> None:
+    url = template.format(port=web.port)
+    before = len(web.hits)
+    resolver = _Resolver(DNS)
+    sent, transport = _recording()
+    async with httpx.AsyncClient(transport=transport) as recording:
+        with pytest.raises(OutboundRefused):
+            await send(
+                "POST", url, content=b"{}", policy=production(resolver=resolver), client=recording
+            )
+    # and with the real network stack (a fresh client), for the loopback ones
+    with pytest.raises(OutboundRefused):
+        await send("POST", url, content=b"{}", policy=production(resolver=resolver))
+    with pytest.raises(OutboundRefused):
+        send_sync("POST", url, content=b"{}", policy=production(resolver=resolver))
+    assert sent == []
+    assert len(web.hits) == before
+    assert len(resolver.calls) <= 3  # never more than one lookup per send
+
+
+@pytest.mark.anyio
+async def test_one_private_address_among_public_ones_is_refused() -> None:
+    resolver = _Resolver({"mixed.test": ["93.184.216.34", "2606:4700::1", "127.0.0.1"]})
+    sent, transport = _recording()
+    async with httpx.AsyncClient(transport=transport) as recording:
+        with pytest.raises(OutboundRefused, match=r"resolves to 127\.0\.0\.1, a loopback"):
+            await send(
+                "GET", "https://mixed.test/", policy=production(resolver=resolver), client=recording
+            )
+    assert sent == []
+
+
+@pytest.mark.anyio
+async def test_allowed_public_name_is_pinned_to_its_address() -> None:
+    """With a recording transport (no network): what would go out for a public name."""
+    resolver = _Resolver(DNS)
+    sent, transport = _recording()
+    async with httpx.AsyncClient(transport=transport) as recording:
+        response = await send(
+            "post",
+            "https://public.test/hooks?x=1",
+            headers={"X-Svc-Signature": "v1,abc", "Host": "evil.test", "Content-Length": "9"},
+            content=b'{"a": 1}',
+            policy=production(resolver=resolver),
+            client=recording,
+        )
+    assert response.status == 200 and response.ip == "93.184.216.34"
+    [request] = sent
+    assert request.method == "POST"
+    assert str(request.url) == "https://93.184.216.34/hooks?x=1"
+    assert request.headers["host"] == "public.test"  # the caller's Host is not used
+    assert request.headers["content-length"] == "8"
+    assert request.headers["x-svc-signature"] == "v1,abc"
+    assert request.headers["connection"] == "close"
+    assert request.extensions["sni_hostname"] == "public.test"
+    assert resolver.calls == [("public.test", 443)]
+
+
+def test_request_checks_before_sending() -> None:
+    sent, transport = _recording()
+    policy = production(resolver=_Resolver(DNS), max_request_bytes=10)
+    with httpx.Client(transport=transport) as recording:
+        with pytest.raises(OutboundRefused, match="larger than"):
+            send_sync(
+                "POST", "https://public.test/", content=b"x" * 11, policy=policy, client=recording
+            )
+        with pytest.raises(OutboundRefused, match="malformed"):
+            send_sync(
+                "POST",
+                "https://public.test/",
+                headers={"X-A": "1\r\nX-B: 2"},
+                policy=policy,
+                client=recording,
+            )
+        with pytest.raises(OutboundRefused, match="method"):
+            send_sync("GET /x", "https://public.test/", policy=policy, client=recording)
+    assert sent == []
+
+
+# -- allowed outside production, against the real loopback server --------------------------
+
+
+@pytest.mark.anyio
+async def test_development_sends_to_localhost_with_host_header(web: _Server) -> None:
+    resolver = _Resolver(DNS)
+    response = await send(
+        "POST",
+        f"http://hooks.test:{web.port}/echo?q=1",
+        headers={"X-Test": "yes"},
+        content=b'{"hello": "world"}',
+        policy=development(resolver=resolver),
+    )
+    assert response.status == 200 and response.is_success and not response.truncated
+    echoed = json.loads(response.body)
+    assert echoed["method"] == "POST" and echoed["path"] == "/echo?q=1"
+    assert echoed["host"] == f"hooks.test:{web.port}"
+    assert echoed["body"] == '{"hello": "world"}'
+    assert echoed["headers"]["X-Test"] == "yes"
+    assert response.ip == "127.0.0.1" and 0 < response.elapsed < 5
+    assert response.headers["content-type"] == "application/json"
+    assert resolver.calls == [("hooks.test", web.port)]  # resolved once, then pinned
+
+
+@pytest.mark.anyio
+async def test_ip_literal_needs_no_resolver(web: _Server) -> None:
+    resolver = _AsyncResolver(DNS)
+    response = await send(
+        "GET", f"http://127.0.0.1:{web.port}/echo", policy=development(resolver=resolver)
+    )
+    assert response.status == 200 and json.loads(response.body)["host"] == f"127.0.0.1:{web.port}"
+    assert resolver.calls == []
+
+
+@pytest.mark.anyio
+async def test_system_resolver_for_localhost(web: _Server) -> None:
+    response = await send("GET", f"http://localhost:{web.port}/echo", policy=development())
+    assert response.status == 200 and response.ip == "127.0.0.1"
+    assert json.loads(response.body)["host"] == f"localhost:{web.port}"
+
+
+@pytest.mark.anyio
+async def test_falls_through_to_next_checked_address_once_resolved(web: _Server) -> None:
+    # 127.0.0.2 is loopback too, but nothing listens there on this port: refused.
+    resolver = _AsyncResolver({"hooks.test": ["127.0.0.2", "127.0.0.1"]})
+    response = await send(
+        "GET", f"http://hooks.test:{web.port}/echo", policy=development(resolver=resolver)
+    )
+    assert response.status == 200 and response.ip == "127.0.0.1"
+    assert len(resolver.calls) == 1
+
+
+@pytest.mark.anyio
+async def test_redirect_is_returned_not_followed(fresh: _Server) -> None:
+    # Even a client configured to follow redirects does not follow them here.
+    async with httpx.AsyncClient(follow_redirects=True) as following:
+        response = await send(
+            "POST",
+            f"http://127.0.0.1:{fresh.port}/redirect",
+            content=b"{}",
+            policy=development(),
+            client=following,
+        )
+    assert response.status == 302 and response.is_redirect and not response.is_success
+    assert response.location == METADATA_URL
+    assert [path for path, _, _ in fresh.hits] == ["/redirect"]  # one request, no follow-up
+    sync = send_sync("GET", f"http://127.0.0.1:{fresh.port}/redirect", policy=development())
+    assert (sync.status, sync.location) == (302, METADATA_URL)
+    assert len(fresh.hits) == 2
+
+
+# -- bounds ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("size", "truncated"), [(999, False), (1000, False), (1001, True)])
+async def test_body_cap_boundaries(web: _Server, size: int, truncated: bool) -> None:
+    url = f"http://127.0.0.1:{web.port}/sized?n={size}"
+    policy = development(max_response_bytes=1000)
+    for response in (await send("GET", url, policy=policy), send_sync("GET", url, policy=policy)):
+        assert response.body == b"x" * min(size, 1000)
+        assert response.truncated is truncated
+
+
+@pytest.mark.anyio
+async def test_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
+    started = time.monotonic()
+    response = await send(
+        "GET", f"http://127.0.0.1:{fresh.port}/big", policy=development(max_response_bytes=4096)
+    )
+    assert response.body == b"y" * 4096 and response.truncated
+    assert fresh.big_done.wait(5)
+    # The server offered 256 MiB; once the client hung up, its writes failed after at
+    # most the socket buffers' worth.
+    assert fresh.big_written < 64 * 1024 * 1024
+    assert time.monotonic() - started < 5
+
+
+def test_big_body_is_cut_and_not_downloaded_sync(fresh: _Server) -> None:
+    response = send_sync(
+        "GET", f"http://127.0.0.1:{fresh.port}/big", policy=development(max_response_bytes=10)
+    )
+    assert response.body == b"y" * 10 and response.truncated
+    assert fresh.big_done.wait(5)
+    assert fresh.big_written < 64 * 1024 * 1024
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("sync", [False, True])
+async def test_read_timeout_fails_fast(web: _Server, sync: bool) -> None:
+    url = f"http://127.0.0.1:{web.port}/slow"
+    policy = development(read_timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(OutboundFailed, match="timed out"):
+        if sync:
+            send_sync("GET", url, policy=policy)
+        else:
+            await send("GET", url, policy=policy)
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("sync", [False, True])
+async def test_total_timeout_stops_a_trickling_server(web: _Server, sync: bool) -> None:
+    """Each byte arrives well within the read timeout; the total deadline still holds."""
+    url = f"http://127.0.0.1:{web.port}/trickle"
+    policy = development(read_timeout=3, total_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
+        if sync:
+            send_sync("GET", url, policy=policy)
+        else:
+            await send("GET", url, policy=policy)
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.anyio
+async def test_network_failures_are_outbound_failed() -> None:
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    with pytest.raises(OutboundFailed, match="could not connect"):
+        await send("GET", url, policy=development())
+    with pytest.raises(OutboundFailed, match="could not connect"):
+        send_sync("GET", url, policy=development())
+    resolver = _Resolver({})
+    with pytest.raises(OutboundFailed, match=r"could not resolve nowhere\.test"):
+        await send("GET", "http://nowhere.test/", policy=development(resolver=resolver))
+    with pytest.raises(OutboundFailed, match="did not resolve"):
+        send_sync(
+            "GET", "http://empty.test/", policy=development(resolver=_Resolver({"empty.test": []}))
+        )
+
+
+# -- the sync twin --------------------------------------------------------------------------
+
+
+def test_sync_twin(web: _Server) -> None:
+    resolver = _Resolver(DNS)
+    response = send_sync(
+        "POST",
+        f"http://hooks.test:{web.port}/echo",
+        headers=[("X-Test", "sync")],
+        content=b"ping",
+        policy=development(resolver=resolver),
+    )
+    echoed = json.loads(response.body)
+    assert response.status == 200 and response.ip == "127.0.0.1"
+    assert (echoed["host"], echoed["body"], echoed["headers"]["X-Test"]) == (
+        f"hooks.test:{web.port}",
+        "ping",
+        "sync",
+    )
+    assert resolver.calls == [("hooks.test", web.port)]
+    # a coroutine resolver works on the sync path too
+    async_resolver = _AsyncResolver(DNS)
+    assert (
+        send_sync(
+            "GET", f"http://hooks.test:{web.port}/echo", policy=development(resolver=async_resolver)
+        ).status
+        == 200
+    )
+    assert len(async_resolver.calls) == 1
+
+
+# -- HTTPS: SNI and certificate verification on the name, connection on the pinned IP ------
+
+
+@pytest.mark.anyio
+async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
+    resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    policy = development(resolver=resolver, https_only=True)
+    url = f"https://hooks.test:{tls.server.port}/echo"
+    async with httpx.AsyncClient(verify=tls.client_context()) as client:
+        response = await send("POST", url, content=b"secure", policy=policy, client=client)
+    assert response.status == 200 and response.ip == "127.0.0.1"
+    echoed = json.loads(response.body)
+    assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
+    assert tls.sni[-1] == "hooks.test"
+
+    with httpx.Client(verify=tls.client_context()) as sync_client:
+        sync = send_sync("GET", url, policy=policy, client=sync_client)
+    assert sync.status == 200 and tls.sni[-1] == "hooks.test"
+    assert resolver.calls == [("hooks.test", tls.server.port)] * 2
+
+    # Same IP, another name: the certificate does not match the name, so the handshake
+    # fails -- verification is against the name, not the address connected to.
+    hits = len(tls.server.hits)
+    other = f"https://other.test:{tls.server.port}/echo"
+    async with httpx.AsyncClient(verify=tls.client_context()) as client:
+        with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
+            await send("GET", other, policy=policy, client=client)
+    assert "other.test" in str(info.value)
+    assert tls.sni[-1] == "other.test"
+    with (
+        httpx.Client(verify=tls.client_context()) as sync_client,
+        pytest.raises(OutboundFailed, match="TLS"),
+    ):
+        send_sync("GET", other, policy=policy, client=sync_client)
+    # And an untrusting client (the default CA bundle) refuses the private CA.
+    with pytest.raises(OutboundFailed, match="TLS"):
+        await send("GET", url, policy=policy)
+    assert len(tls.server.hits) == hits
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/",
+        "http://[::ffff:169.254.169.254]/",
+    ],
+)
+def test_link_local_is_refused_even_where_private_addresses_are_allowed(url: str) -> None:
+    from reference_server.outbound import OutboundPolicy, OutboundRefused, check_url
+
+    with pytest.raises(OutboundRefused, match="link-local"):
+        check_url(url, OutboundPolicy(allow_private=True, https_only=False))
