@@ -29,7 +29,9 @@ from ..api.validate import Fields
 from ..domain import webhook_endpoints as endpoints
 from ..domain.events import EVENT_TYPES, new_delivery
 from ..ids import new_id
+from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..outbox import claim_one, deliver_job_sync
+from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
 
@@ -39,7 +41,11 @@ _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _d = t.webhook_deliveries
 
 
-def _read_url(f: Fields, production: bool) -> str | None:
+def _read_url(f: Fields, settings: Settings) -> str | None:
+    """HTTPS (http only for localhost outside production), no credentials, and — the same
+    rules deliveries are held to — no private, loopback or metadata address in production.
+    A name is checked again, resolved, at every delivery."""
+    production = settings.production
     url = f.url("url", https_only=False)
     if url is None:
         if not f.present("url"):
@@ -59,6 +65,11 @@ def _read_url(f: Fields, production: bool) -> str | None:
         return None
     if parts.username or parts.password:
         f.error("url", "must not carry credentials")
+        return None
+    try:
+        check_url(url, OutboundPolicy.from_settings(settings))
+    except OutboundRefused as exc:
+        f.error("url", f"is refused: {exc}")
         return None
     return url
 
@@ -93,7 +104,7 @@ def create(call: Call) -> Reply:
     """Register an endpoint; its signing secret is shown only in this answer."""
     owner = _owner(call)
     f = Fields(call.body)
-    url = _read_url(f, call.ctx.settings.production)
+    url = _read_url(f, call.ctx.settings)
     events = _read_events(f)
     description = f.string("description", max_length=500)
     f.done()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +25,8 @@ class Receiver:
     received: list[Received] = attrs.field(factory=list)
     statuses: list[int] = attrs.field(factory=list)
     redirect_to: str | None = None
+    #: Seconds to wait before answering (a slow receiver).
+    delay: float = 0.0
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     arrived: threading.Condition = attrs.field(init=False)
 
@@ -57,6 +60,8 @@ def start_receiver() -> Receiver:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             request = Received(self.path, dict(self.headers.items()), self.rfile.read(length))
+            if holder["r"].delay:
+                time.sleep(holder["r"].delay)
             status, headers = holder["r"].answer(request)
             body = b'{"received": true}' if status < 300 else b"nope"
             self.send_response(status)

@@ -1,0 +1,127 @@
+"""Outbox workers as separate processes: several at once deliver each attempt once; one
+killed with SIGKILL mid-delivery loses nothing once another takes over."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import svc
+
+from ..support import LiveServer, new_account
+from .receiver import Receiver
+
+
+def start_worker(database_url: str, lease: float = 2.0) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "SVC_DATABASE_URL": database_url,
+        "SVC_WORKER_LEASE_SECONDS": str(lease),
+        "SVC_WORKER_POLL_SECONDS": "0.05",
+        "SVC_WEBHOOK_RETRY_SCHEDULE": "0.2,0.2,0.2",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "reference_server", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def emit_events(live: LiveServer, receiver: Receiver, count: int) -> set[str]:
+    """Register an endpoint and cause ``count`` events; return their ids."""
+    from sqlalchemy import select
+
+    from reference_server.store import tables as t
+
+    acct = new_account(live.url)
+    owner = svc.Client(base_url=live.url, owner_jwt=acct.owner_jwt, environment="test")
+    owner.webhooks.create(receiver.url, events=["funding.paid"])
+    for _ in range(count):
+        owner.wallet_keys.fund(acct.wallet_key_id, "0.01")
+    with live.ctx.db.read() as conn:
+        ids = conn.execute(
+            select(t.events.c.id).where(
+                t.events.c.owner_id == acct.owner_id, t.events.c.type == "funding.paid"
+            )
+        ).scalars()
+        return set(ids)
+
+
+def received_ids(receiver: Receiver) -> list[str]:
+    return [json.loads(r.body)["id"] for r in list(receiver.received)]
+
+
+def wait_for_all(receiver: Receiver, ids: set[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not ids <= set(received_ids(receiver)):
+        assert time.monotonic() < deadline, f"{len(ids - set(received_ids(receiver)))} missing"
+        time.sleep(0.05)
+
+
+def stop(*procs: subprocess.Popen[bytes]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        proc.wait(timeout=20)
+
+
+def test_a_worker_killed_mid_delivery_loses_nothing(
+    make_server: Any, database_url: str, receiver: Receiver
+) -> None:
+    live = make_server(worker_enabled=False)
+    ids = emit_events(live, receiver, 40)
+    receiver.delay = 0.05  # deliveries are in flight when the kill lands
+    first = start_worker(database_url)
+    try:
+        deadline = time.monotonic() + 30
+        while len(receiver.received) < 8:
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.01)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        assert not ids <= set(received_ids(receiver)), "killed too late to test anything"
+        second = start_worker(database_url)
+        try:
+            wait_for_all(receiver, ids)
+        finally:
+            stop(second)
+    finally:
+        stop(first)
+    _assert_all_succeeded(live, ids)
+
+
+def test_several_workers_deliver_each_event_once(
+    make_server: Any, database_url: str, receiver: Receiver
+) -> None:
+    live = make_server(worker_enabled=False)
+    ids = emit_events(live, receiver, 60)
+    receiver.delay = 0.01
+    workers = [start_worker(database_url, lease=30) for _ in range(3)]
+    try:
+        wait_for_all(receiver, ids)
+        time.sleep(0.5)
+    finally:
+        stop(*workers)
+    counts = Counter(received_ids(receiver))
+    assert set(counts) == ids and set(counts.values()) == {1}, counts.most_common(3)
+    _assert_all_succeeded(live, ids)
+
+
+def _assert_all_succeeded(live: LiveServer, ids: set[str]) -> None:
+    from sqlalchemy import select
+
+    from reference_server.store import tables as t
+
+    d = t.webhook_deliveries
+    with live.ctx.db.read() as conn:
+        rows = conn.execute(select(d.c.event_id, d.c.status).where(d.c.event_id.in_(ids))).all()
+    assert {r.event_id for r in rows} == ids
+    assert {r.status for r in rows} == {"succeeded"}
