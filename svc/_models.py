@@ -455,7 +455,8 @@ class PaymentSucceededData:
 class PaymentFailedData:
     """``data`` of ``payment.failed``: a payment was refused or did not settle.
 
-    Emitted once open-rail payments land; ``reason`` is the error ``code`` the payer got
+    Sent to the payer's owner when a wallet key's payment is refused (``rail: rill``
+    today; open rails too once they land).  ``reason`` is the error ``code`` the payer got
     (``allowance_exceeded``, ``insufficient_funds``...) and ``message`` its text.
     """
 
@@ -466,6 +467,7 @@ class PaymentFailedData:
     message: str | None = None
     request_id: str | None = None
     attempt_id: str | None = None
+    wallet_key_id: str | None = None
     resource_id: str | None = None
     short_id: str | None = None
     seller_id: str | None = None

@@ -30,6 +30,13 @@ class Reply:
     #: as delivering a webhook now); its reply replaces this one.
     after_commit: Callable[[], Reply] | None = None
 
+    @classmethod
+    def from_error(cls, error: ApiError) -> Reply:
+        """An error answer that still commits the transaction (e.g. a refused payment
+        whose ``payment.failed`` event must be kept)."""
+        body = {"ok": False, "error": error.body("")["error"]}
+        return cls(body, status=error.status, headers=dict(error.headers))
+
 
 def to_json_body(body: Any, request_id: str) -> dict[str, Any]:
     fields = unstructure(body) if attrs.has(type(body)) else dict(body)

@@ -26,7 +26,7 @@ from ..timeutil import as_utc
 from . import ledger, wallets
 from .events import record_event
 
-__all__ = ["fee_for", "pay_handle", "pay_resource", "verify_receipt"]
+__all__ = ["fee_for", "pay_handle", "pay_resource", "record_refusal", "verify_receipt"]
 
 _r = t.receipts
 
@@ -256,4 +256,44 @@ def verify_receipt(
         metadata=structure(row.metadata or {}, ResourceMetadata),
         environment=row.environment,
         created_at=as_utc(row.created_at),
+    )
+
+
+def record_refusal(
+    conn: Connection,
+    refused: ApiError,
+    *,
+    owner_id: str,
+    environment: str,
+    wallet_key_id: str,
+    resource: Row[Any] | None,
+    amount: int | None,
+    request_id: str,
+    now: datetime,
+) -> None:
+    """``payment.failed`` for the payer's owner: their agent tried to pay and was refused
+    (funds, allowance, budget...).  Written after the attempt's own writes rolled back."""
+    price = int(resource.amount_micros) if resource is not None else amount
+    record_event(
+        conn,
+        owner_id=owner_id,
+        environment=environment,
+        type="payment.failed",
+        data={
+            "ok": False,
+            "type": "resource" if resource is not None else "transfer",
+            "rail": "rill",
+            "reason": refused.code,
+            "message": refused.message,
+            "request_id": request_id,
+            "attempt_id": None,
+            "wallet_key_id": wallet_key_id,
+            "resource_id": None if resource is None else resource.id,
+            "short_id": None if resource is None else resource.short_id,
+            "seller_id": None if resource is None else resource.seller_id,
+            "amount": None if price is None else format_amount(price),
+            "environment": environment,
+            "settlement": "ledger",
+        },
+        now=now,
     )

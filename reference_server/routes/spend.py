@@ -42,27 +42,46 @@ def pay(call: Call) -> Reply:
         f.error("amount", "is required with destination")
     f.done()
     assert agent.subject_id is not None
-    if resource_id is not None:
-        resource = _payable_resource(call, resource_id, agent.environment)
-        result = payments.pay_resource(
+    resource = None
+    try:
+        # A savepoint: a refused payment leaves nothing behind but its payment.failed.
+        with call.conn.begin_nested():
+            if resource_id is not None:
+                resource = _payable_resource(call, resource_id, agent.environment)
+                result = payments.pay_resource(
+                    call.conn,
+                    wallet_key_id=agent.subject_id,
+                    resource=resource,
+                    fee_bps=call.ctx.settings.platform_fee_bps,
+                    request_id=call.request_id,
+                    now=call.now,
+                )
+            else:
+                assert destination is not None and amount is not None
+                handle = _handle(call, destination, agent.environment)
+                result = payments.pay_handle(
+                    call.conn,
+                    wallet_key_id=agent.subject_id,
+                    handle=handle,
+                    amount=to_micros(amount),
+                    request_id=call.request_id,
+                    now=call.now,
+                )
+    except ApiError as refused:
+        if refused.status != 402:
+            raise
+        payments.record_refusal(
             call.conn,
+            refused,
+            owner_id=agent.owner_id,
+            environment=agent.environment,
             wallet_key_id=agent.subject_id,
             resource=resource,
-            fee_bps=call.ctx.settings.platform_fee_bps,
+            amount=None if amount is None else to_micros(amount),
             request_id=call.request_id,
             now=call.now,
         )
-    else:
-        assert destination is not None and amount is not None
-        handle = _handle(call, destination, agent.environment)
-        result = payments.pay_handle(
-            call.conn,
-            wallet_key_id=agent.subject_id,
-            handle=handle,
-            amount=to_micros(amount),
-            request_id=call.request_id,
-            now=call.now,
-        )
+        return Reply.from_error(refused)
     return Reply(result)
 
 

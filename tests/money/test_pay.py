@@ -291,3 +291,23 @@ def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: 
     assert len(calls) == 2 and paid.receipt_id
     assert m.agent.spend.balance().balance == D("99.00")  # charged once, not twice
     assert len(events_of(server, m.seller_owner_id, "payment.succeeded")) == 1
+
+
+def test_a_refused_payment_is_reported_to_the_payers_owner(server: LiveServer) -> None:
+    m = market(server, price="5.00", fund="1.00")
+    with pytest.raises(svc.PaymentRequiredError) as refused:
+        m.agent.pay(resource_id=m.resource.id)
+    agent_owner_id = _owner_id(server, m.owner_jwt)
+    [failed] = events_of(server, agent_owner_id, "payment.failed")
+    assert failed["reason"] == "insufficient_funds" == refused.value.code
+    assert failed["request_id"] == refused.value.request_id
+    assert failed["resource_id"] == m.resource.id and failed["amount"] == "5.00"
+    assert failed["wallet_key_id"] == m.wallet_key_id and failed["ok"] is False
+    assert events_of(server, m.seller_owner_id, "payment.succeeded") == []
+    assert m.agent.spend.balance().spent_total == D("0")
+
+
+def _owner_id(live: LiveServer, owner_jwt: str) -> str:
+    import jwt
+
+    return str(jwt.decode(owner_jwt, options={"verify_signature": False})["sub"])
