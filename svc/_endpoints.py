@@ -28,6 +28,7 @@ from ._models import (
     OwnerCreated,
     PayResult,
     ReceiptVerification,
+    Recycled,
     Resource,
     ResourceList,
     ResourceMetadata,
@@ -78,6 +79,7 @@ __all__ = [
     "sellers_enable_payments",
     "sellers_list",
     "sellers_me",
+    "sellers_recycle",
     "spend_balance",
     "wallet_keys_create",
     "wallet_keys_fund",
@@ -256,6 +258,18 @@ def sellers_enable_payments(
 def sellers_balance() -> RequestSpec[Balance]:
     return RequestSpec(
         method="GET", path="/sellers/me/balance", role="seller", parse=as_model(Balance)
+    )
+
+
+def sellers_recycle(seller_id: str, amount: Amount | None = None) -> RequestSpec[Recycled]:
+    """Owner route: seller balance (all, or ``amount``) into the owner's account wallet."""
+    return RequestSpec(
+        method="POST",
+        path="/sellers/{seller_id}/recycle",
+        role="owner",
+        path_params={"seller_id": seller_id},
+        json={"amount": None if amount is None else _amount(amount)},
+        parse=as_model(Recycled),
     )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "PaymentFailedData",
     "PaymentSucceededData",
     "ReceiptVerification",
+    "Recycled",
     "Resource",
     "ResourceList",
     "ResourceMetadata",
@@ -135,6 +136,18 @@ class Balance:
     payouts_enabled: bool = False
     mpp_enabled: bool = False
     x402_enabled: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Recycled:
+    """``POST /sellers/:id/recycle``: seller balance moved into the owner's account wallet."""
+
+    seller_id: str
+    environment: str
+    amount: Decimal
+    seller_balance: Decimal
+    account_wallet_balance: Decimal
     request_id: str | None = None
 
 

@@ -21,6 +21,7 @@ from ._models import (
     HandleResolution,
     OwnerCreated,
     ReceiptVerification,
+    Recycled,
     Resource,
     ResourceList,
     Seller,
@@ -103,6 +104,16 @@ class Sellers(_Namespace):
         """
         spec = ep.sellers_enable_payments(processor_profile_id, payout_wallet_address)
         return self._client._request(spec, options)
+
+    def recycle(
+        self,
+        seller_id: str,
+        amount: Amount | None = None,
+        *,
+        options: RequestOptions | None = None,
+    ) -> Recycled:
+        """Owner call: move seller balance (all, or ``amount``) into the account wallet."""
+        return self._client._request(ep.sellers_recycle(seller_id, amount), options)
 
     def balance(self, *, options: RequestOptions | None = None) -> Balance:
         """Balance and the payout readiness flags to check before a withdraw."""

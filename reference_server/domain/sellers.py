@@ -7,15 +7,25 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, insert, select, update
 
-from svc import Seller
-from svc._money import from_micros
+from svc import Recycled, Seller
+from svc._money import format_amount, from_micros
 
+from ..api.errors import ApiError
 from ..ids import hash_key, new_id, new_key
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger
+from .events import record_event
 
-__all__ = ["create_seller", "get_seller", "list_sellers", "seller_model", "update_seller"]
+__all__ = [
+    "create_seller",
+    "find_owned_seller",
+    "get_seller",
+    "list_sellers",
+    "recycle",
+    "seller_model",
+    "update_seller",
+]
 
 _s = t.sellers
 
@@ -88,4 +98,76 @@ def seller_model(conn: Connection, row: Row[Any]) -> Seller:
         processor_profile_id=row.processor_profile_id,
         balance=from_micros(balance),
         created_at=as_utc(row.created_at),
+    )
+
+
+def find_owned_seller(
+    conn: Connection, seller_id: str, *, owner_id: str, environment: str
+) -> Row[Any]:
+    row = conn.execute(
+        select(_s).where(
+            _s.c.id == seller_id, _s.c.owner_id == owner_id, _s.c.environment == environment
+        )
+    ).first()
+    if row is None:
+        raise ApiError("not_found", "No such seller.")
+    return row
+
+
+def recycle(
+    conn: Connection, row: Row[Any], *, amount: int | None, request_id: str, now: datetime
+) -> Recycled:
+    """Seller balance → the owner's account wallet, where it can fund wallet keys.
+
+    Records ``seller.withdrawn`` (destination ``account_wallet``) in the same transaction.
+    """
+    env = row.environment
+    seller_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=row.id, now=now
+    )
+    owner_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=row.owner_id, now=now
+    )
+    ledger.lock_accounts(conn, [seller_acct, owner_acct])
+    available = ledger.available_micros(conn, seller_acct)
+    moved = available if amount is None else amount
+    if moved <= 0 or moved > available:
+        raise ApiError(
+            "insufficient_funds",
+            f"The seller balance has {format_amount(available)} available to recycle.",
+            details={"available": format_amount(available)},
+        )
+    ledger.transfer(
+        conn,
+        environment=env,
+        debit=seller_acct,
+        credit=owner_acct,
+        amount=moved,
+        kind="recycle",
+        now=now,
+        reference=row.id,
+    )
+    seller_balance = ledger.available_micros(conn, seller_acct)
+    record_event(
+        conn,
+        owner_id=row.owner_id,
+        environment=env,
+        type="seller.withdrawn",
+        data={
+            "seller_id": row.id,
+            "amount": format_amount(moved),
+            "destination": "account_wallet",
+            "withdrawal_id": None,
+            "balance": format_amount(seller_balance),
+            "request_id": request_id,
+            "environment": env,
+        },
+        now=now,
+    )
+    return Recycled(
+        seller_id=row.id,
+        environment=env,
+        amount=from_micros(moved),
+        seller_balance=from_micros(seller_balance),
+        account_wallet_balance=from_micros(ledger.available_micros(conn, owner_acct)),
     )

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from svc import Balance, SellerCreated, SellerList
+from svc._money import to_micros
 
 from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint
@@ -109,6 +110,28 @@ def balance(call: Call) -> Reply:
     )
 
 
+def recycle(call: Call) -> Reply:
+    """Move seller balance (all of it, or ``amount``) into the owner's account wallet."""
+    assert call.principal is not None
+    f = Fields(call.body)
+    amount = f.amount("amount")
+    f.done()
+    row = sellers.find_owned_seller(
+        call.conn,
+        call.params["seller_id"],
+        owner_id=call.principal.owner_id,
+        environment=call.environment,
+    )
+    result = sellers.recycle(
+        call.conn,
+        row,
+        amount=None if amount is None else to_micros(amount),
+        request_id=call.request_id,
+        now=call.now,
+    )
+    return Reply(result)
+
+
 ENDPOINTS = [
     Endpoint(
         method="POST",
@@ -127,4 +150,11 @@ ENDPOINTS = [
         idempotency="optional",
     ),
     Endpoint(method="GET", path="/sellers/me/balance", handler=balance, auth=Role.SELLER),
+    Endpoint(
+        method="POST",
+        path="/sellers/{seller_id}/recycle",
+        handler=recycle,
+        auth=Role.OWNER,
+        idempotency="required",
+    ),
 ]

@@ -311,3 +311,28 @@ def _owner_id(live: LiveServer, owner_jwt: str) -> str:
     import jwt
 
     return str(jwt.decode(owner_jwt, options={"verify_signature": False})["sub"])
+
+
+def test_recycle_moves_seller_balance_into_the_account_wallet(server: LiveServer) -> None:
+    m = market(server, price="10.00")
+    m.agent.pay(resource_id=m.resource.id)
+    owner = svc.Client(base_url=server.url, owner_jwt=m.seller_owner_jwt, environment="test")
+    part = owner.sellers.recycle(m.seller_id, "4.00")
+    assert part.amount == D("4.00") and part.seller_balance == D("5.90")
+    assert part.account_wallet_balance == D("4.00")
+    rest = owner.sellers.recycle(m.seller_id)
+    assert rest.amount == D("5.90") and rest.seller_balance == D("0")
+    assert rest.account_wallet_balance == D("9.90")
+    with pytest.raises(svc.PaymentRequiredError):
+        owner.sellers.recycle(m.seller_id)  # nothing left
+    withdrawn = events_of(server, m.seller_owner_id, "seller.withdrawn")
+    assert [(e["amount"], e["destination"], e["balance"]) for e in withdrawn] == [
+        ("4.00", "account_wallet", "5.90"),
+        ("5.90", "account_wallet", "0.00"),
+    ]
+    stranger = svc.Client(base_url=server.url, owner_jwt=m.owner_jwt, environment="test")
+    with pytest.raises(svc.NotFoundError):
+        stranger.sellers.recycle(m.seller_id)
+    live_view = svc.Client(base_url=server.url, owner_jwt=m.seller_owner_jwt)
+    with pytest.raises(svc.NotFoundError):
+        live_view.sellers.recycle(m.seller_id)  # the seller lives in test

@@ -15,7 +15,11 @@ from ..support import Account, LiveServer, new_account
 
 AUTHED = [ep for ep in endpoints() if ep.auth is not None]
 REQUIRED = [ep for ep in AUTHED if not ep.auth_optional]
-OBJECT_ROUTES = [ep for ep in AUTHED if "{resource_id}" in ep.path or "{key_id}" in ep.path]
+OBJECT_ROUTES = [
+    ep
+    for ep in AUTHED
+    if any(p in ep.path for p in ("{resource_id}", "{key_id}", "{seller_id}", "{webhook_id}"))
+]
 
 
 def _path(path: str, world: dict[str, Any], whose: str = "my") -> str:
@@ -23,6 +27,9 @@ def _path(path: str, world: dict[str, Any], whose: str = "my") -> str:
         path.replace("{resource_id}", world[f"{whose}_resource"])
         .replace("{key_id}", world["theirs" if whose == "their" else "mine"].wallet_key_id)
         .replace("{destination}", "@nobody-here")
+        .replace("{seller_id}", world["theirs" if whose == "their" else "mine"].seller_id)
+        .replace("{webhook_id}", world[f"{whose}_webhook"])
+        .replace("{delivery_id}", "dlv_unknown")
     )
 
 
@@ -58,7 +65,21 @@ def world(server: LiveServer) -> dict[str, Any]:
             headers={"Authorization": f"Bearer {mine.seller_key}"},
         )
         my_resource = r.json()["id"]
+        webhooks = {}
+        for whose, acct in (("my", mine), ("their", theirs)):
+            r = http.post(
+                "/webhooks",
+                json={"url": "http://localhost:9/hooks"},
+                headers={
+                    "Authorization": f"Bearer {acct.owner_jwt}",
+                    "X-Svc-Environment": "test",
+                    "Idempotency-Key": whose,
+                },
+            )
+            r.raise_for_status()
+            webhooks[f"{whose}_webhook"] = r.json()["id"]
     return {
+        **webhooks,
         "mine": mine,
         "theirs": theirs,
         "their_resource": their_resource,
