@@ -64,10 +64,13 @@ def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
         "3. resource",
         f"gate_url (agents pay): http://127.0.0.1:{port}/g/",
         "4. payments enabled: mpp=True x402=True",
-        "5. test wallet key svc_vw_test_",
-        "6. agent paid 0.05 on the ledger rail: receipt rcpt_",
+        "5. webhook we_",
+        "6. test wallet key svc_vw_test_",
+        "7. agent paid 0.05 on the ledger rail: receipt rcpt_",
         "0.95 of today's allowance left",
-        "7. seller verified the receipt (valid=True); balance 0.0495 USD",
+        "8. seller verified the receipt (valid=True); balance 0.0495 USD",
+        "9. webhook payment.succeeded received and verified: receipt rcpt_",
+        "+10 report credits",
     ):
         assert step in out, out
 
