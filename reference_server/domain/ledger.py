@@ -181,6 +181,36 @@ def _check(amount: int, debit: str, credit: str) -> None:
         raise LedgerError("a transfer needs two different accounts")
 
 
+def _record(
+    conn: Connection,
+    *,
+    environment: str,
+    debit: str,
+    credit: str,
+    amount: int,
+    kind: str,
+    status: str,
+    now: datetime,
+    refs: dict[str, Any],
+) -> str:
+    transfer_id = new_id("tr")
+    conn.execute(
+        insert(_t).values(
+            id=transfer_id,
+            environment=environment,
+            debit_account_id=debit,
+            credit_account_id=credit,
+            amount_micros=amount,
+            kind=kind,
+            status=status,
+            created_at=now,
+            settled_at=now if status == "posted" else None,
+            **refs,
+        )
+    )
+    return transfer_id
+
+
 def transfer(
     conn: Connection,
     *,
@@ -196,22 +226,17 @@ def transfer(
     _check(amount, debit, credit)
     _debit(conn, debit, amount)
     _credit(conn, credit, amount)
-    transfer_id = new_id("tr")
-    conn.execute(
-        insert(_t).values(
-            id=transfer_id,
-            environment=environment,
-            debit_account_id=debit,
-            credit_account_id=credit,
-            amount_micros=amount,
-            kind=kind,
-            status="posted",
-            created_at=now,
-            settled_at=now,
-            **refs,
-        )
+    return _record(
+        conn,
+        environment=environment,
+        debit=debit,
+        credit=credit,
+        amount=amount,
+        kind=kind,
+        status="posted",
+        now=now,
+        refs=refs,
     )
-    return transfer_id
 
 
 def reserve(
@@ -234,21 +259,17 @@ def reserve(
     )
     if held.rowcount != 1:
         raise InsufficientFunds(debit, available_micros(conn, debit), amount)
-    transfer_id = new_id("tr")
-    conn.execute(
-        insert(_t).values(
-            id=transfer_id,
-            environment=environment,
-            debit_account_id=debit,
-            credit_account_id=credit,
-            amount_micros=amount,
-            kind=kind,
-            status="pending",
-            created_at=now,
-            **refs,
-        )
+    return _record(
+        conn,
+        environment=environment,
+        debit=debit,
+        credit=credit,
+        amount=amount,
+        kind=kind,
+        status="pending",
+        now=now,
+        refs=refs,
     )
-    return transfer_id
 
 
 def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:

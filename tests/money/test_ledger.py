@@ -1,0 +1,236 @@
+"""The ledger itself, on a real database: transfers, reservations posted or voided exactly
+once, no overdraft under concurrency, and the audit that recomputes everything."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import update
+
+from reference_server.domain import ledger
+from reference_server.store import Database, upgrade
+from reference_server.store import tables as t
+
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    database = Database(database_url)
+    upgrade(database)
+    yield database
+    database.dispose()
+
+
+def accounts(db: Database, funded: int = 100) -> tuple[str, str, str]:
+    """A sandbox source, a wallet funded with ``funded`` micros, and a seller."""
+    with db.write() as conn:
+        source = ledger.ensure_account(
+            conn, environment="test", kind=ledger.SANDBOX_FUNDING, ref_id="platform", now=NOW
+        )
+        wallet = ledger.open_account(
+            conn, environment="test", kind=ledger.WALLET_KEY, ref_id="vw_1", now=NOW
+        )
+        seller = ledger.open_account(
+            conn, environment="test", kind=ledger.SELLER_BALANCE, ref_id="sel_1", now=NOW
+        )
+        ledger.transfer(
+            conn,
+            environment="test",
+            debit=source,
+            credit=wallet,
+            amount=funded,
+            kind="funding",
+            now=NOW,
+        )
+    return source, wallet, seller
+
+
+def balances(db: Database, *ids: str) -> list[tuple[int, int]]:
+    from sqlalchemy import select
+
+    a = t.ledger_accounts
+    with db.read() as conn:
+        rows = {r.id: r for r in conn.execute(select(a).where(a.c.id.in_(ids)))}
+    return [(rows[i].balance_micros, rows[i].pending_debit_micros) for i in ids]
+
+
+def sound(db: Database) -> None:
+    with db.read() as conn:
+        assert ledger.audit(conn, "test") == []
+        assert ledger.sum_of_balances(conn, "test") == 0
+
+
+def test_transfer_moves_money_and_refuses_overdraft(db: Database) -> None:
+    source, wallet, seller = accounts(db, funded=100)
+    with db.write() as conn:
+        ledger.transfer(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=60,
+            kind="payment",
+            now=NOW,
+        )
+    with pytest.raises(ledger.InsufficientFunds) as short, db.write() as conn:
+        ledger.transfer(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=41,
+            kind="payment",
+            now=NOW,
+        )
+    assert short.value.available == 40 and short.value.needed == 41
+    assert balances(db, wallet, seller, source) == [(40, 0), (60, 0), (-100, 0)]
+    sound(db)
+
+
+@pytest.mark.parametrize("amount", [0, -5, 1.5])
+def test_transfer_amounts_must_be_positive_integers(db: Database, amount: object) -> None:
+    _, wallet, seller = accounts(db)
+    with pytest.raises(ledger.LedgerError), db.write() as conn:
+        ledger.transfer(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=amount,
+            kind="payment",
+            now=NOW,
+        )  # type: ignore[arg-type]
+
+
+def test_reservation_is_posted_exactly_once(db: Database) -> None:
+    _, wallet, seller = accounts(db, funded=100)
+    with db.write() as conn:
+        held = ledger.reserve(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=70,
+            kind="payment",
+            now=NOW,
+        )
+    assert balances(db, wallet, seller) == [(100, 70), (0, 0)]
+    with pytest.raises(ledger.InsufficientFunds), db.write() as conn:  # only 30 available
+        ledger.reserve(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=31,
+            kind="payment",
+            now=NOW,
+        )
+    sound(db)
+    with db.write() as conn:
+        ledger.post(conn, held, NOW)
+    assert balances(db, wallet, seller) == [(30, 0), (70, 0)]
+    for again in (ledger.post, ledger.void):
+        with pytest.raises(ledger.LedgerError, match="not pending"), db.write() as conn:
+            again(conn, held, NOW)
+    assert balances(db, wallet, seller) == [(30, 0), (70, 0)]
+    sound(db)
+
+
+def test_reservation_is_voided_exactly_once(db: Database) -> None:
+    _, wallet, seller = accounts(db, funded=100)
+    with db.write() as conn:
+        held = ledger.reserve(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=70,
+            kind="payment",
+            now=NOW,
+        )
+        ledger.void(conn, held, NOW)
+    assert balances(db, wallet, seller) == [(100, 0), (0, 0)]
+    for again in (ledger.void, ledger.post):
+        with pytest.raises(ledger.LedgerError, match="not pending"), db.write() as conn:
+            again(conn, held, NOW)
+    sound(db)
+
+
+def test_concurrent_posts_and_voids_of_one_reservation_settle_it_once(db: Database) -> None:
+    _, wallet, seller = accounts(db, funded=100)
+    with db.write() as conn:
+        held = ledger.reserve(
+            conn,
+            environment="test",
+            debit=wallet,
+            credit=seller,
+            amount=50,
+            kind="payment",
+            now=NOW,
+        )
+
+    def settle(i: int) -> bool:
+        try:
+            with db.write() as conn:
+                (ledger.post if i % 2 else ledger.void)(conn, held, NOW)
+            return True
+        except ledger.LedgerError:
+            return False
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(settle, range(16)))
+    assert outcomes.count(True) == 1
+    assert balances(db, wallet, seller) in ([(50, 0), (50, 0)], [(100, 0), (0, 0)])
+    sound(db)
+
+
+def test_concurrent_reservations_never_overdraw(db: Database) -> None:
+    _, wallet, seller = accounts(db, funded=100)
+
+    def hold(_: int) -> bool:
+        try:
+            with db.write() as conn:
+                ledger.reserve(
+                    conn,
+                    environment="test",
+                    debit=wallet,
+                    credit=seller,
+                    amount=10,
+                    kind="payment",
+                    now=NOW,
+                )
+            return True
+        except ledger.InsufficientFunds:
+            return False
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(hold, range(30)))
+    assert outcomes.count(True) == 10
+    assert balances(db, wallet) == [(100, 100)]
+    sound(db)
+
+
+def test_audit_finds_every_kind_of_damage(db: Database) -> None:
+    _, wallet, seller = accounts(db, funded=100)
+    a = t.ledger_accounts
+    with db.write() as conn:
+        conn.execute(
+            update(a).where(a.c.id == wallet).values(balance_micros=a.c.balance_micros + 5)
+        )
+        conn.execute(update(a).where(a.c.id == seller).values(pending_debit_micros=3))
+    with db.read() as conn:
+        problems = ledger.audit(conn, "test")
+    assert any("sum to 5" in p for p in problems)
+    assert any(wallet in p and "transfers say" in p for p in problems)
+    assert any(seller in p and "pending 3" in p for p in problems)
+    assert any(seller in p and "below zero" in p for p in problems)
+    with db.write() as conn:  # put it back
+        conn.execute(
+            update(a).where(a.c.id == wallet).values(balance_micros=a.c.balance_micros - 5)
+        )
+        conn.execute(update(a).where(a.c.id == seller).values(pending_debit_micros=0))
+    sound(db)
