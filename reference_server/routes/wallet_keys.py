@@ -125,42 +125,19 @@ def fund(call: Call) -> Reply:
     source_acct = ledger.ensure_account(
         call.conn, environment=env, kind=source_kind, ref_id=source_ref, now=call.now
     )
-    wallet_acct = wallets.wallet_account(call.conn, row)
-    ledger.lock_accounts(call.conn, [source_acct, wallet_acct])
-    try:
-        transfer = ledger.transfer(
-            call.conn,
-            environment=env,
-            debit=source_acct,
-            credit=wallet_acct,
-            amount=amount,
-            kind="funding",
-            now=call.now,
-            wallet_key_id=row.id,
-        )
-    except ledger.InsufficientFunds as exc:
-        raise ApiError(
-            "insufficient_funds",
-            f"The account wallet has {format_amount(exc.available)} available; recycle seller "
-            "balance into it first (POST /sellers/:id/recycle).",
-            details={"available": format_amount(exc.available)},
-        ) from None
-    model = wallets.wallet_key_model(call.conn, row)
-    record_event(
-        call.conn,
-        owner_id=row.owner_id,
-        environment=env,
-        type="funding.paid",
-        data={
-            "wallet_key_id": row.id,
-            "amount": format_amount(amount),
-            "balance": format_amount(model.balance),
-            "source": source,
-            "transfer_id": transfer,
-            "environment": env,
-        },
-        now=call.now,
+    _move(
+        call,
+        row,
+        debit=source_acct,
+        credit=wallets.wallet_account(call.conn, row),
+        amount=amount,
+        kind="funding",
+        event="funding.paid",
+        shortfall="The account wallet has {available} available; recycle seller balance "
+        "into it first (POST /sellers/:id/recycle).",
+        extra={"source": source},
     )
+    model = wallets.wallet_key_model(call.conn, row)
     return Reply(model)
 
 
@@ -202,39 +179,70 @@ def revoke(call: Call) -> Reply:
 
 
 def _return_to_owner(call: Call, row: Any, amount: int, *, reason: str) -> None:
-    env = row.environment
-    wallet_acct = wallets.wallet_account(call.conn, row)
     owner_acct = ledger.ensure_account(
-        call.conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=row.owner_id, now=call.now
+        call.conn,
+        environment=row.environment,
+        kind=ledger.OWNER_WALLET,
+        ref_id=row.owner_id,
+        now=call.now,
     )
-    ledger.lock_accounts(call.conn, [wallet_acct, owner_acct])
+    _move(
+        call,
+        row,
+        debit=wallets.wallet_account(call.conn, row),
+        credit=owner_acct,
+        amount=amount,
+        kind="refund",
+        event="funding.refunded",
+        shortfall="The wallet key has only {available} available to refund.",
+        extra={"reason": reason},
+    )
+
+
+def _move(
+    call: Call,
+    row: Any,
+    *,
+    debit: str,
+    credit: str,
+    amount: int,
+    kind: str,
+    event: str,
+    shortfall: str,
+    extra: dict[str, Any],
+) -> None:
+    """One transfer into or out of a wallet key, and its ``funding.*`` event."""
+    env = row.environment
+    ledger.lock_accounts(call.conn, [debit, credit])
     try:
         transfer = ledger.transfer(
             call.conn,
             environment=env,
-            debit=wallet_acct,
-            credit=owner_acct,
+            debit=debit,
+            credit=credit,
             amount=amount,
-            kind="refund",
+            kind=kind,
             now=call.now,
             wallet_key_id=row.id,
         )
     except ledger.InsufficientFunds as exc:
+        available = format_amount(exc.available)
         raise ApiError(
             "insufficient_funds",
-            f"The wallet key has only {format_amount(exc.available)} available to refund.",
-            details={"available": format_amount(exc.available)},
+            shortfall.format(available=available),
+            details={"available": available},
         ) from None
+    wallet_acct = wallets.wallet_account(call.conn, row)
     record_event(
         call.conn,
         owner_id=row.owner_id,
         environment=env,
-        type="funding.refunded",
+        type=event,
         data={
             "wallet_key_id": row.id,
             "amount": format_amount(amount),
             "balance": format_amount(ledger.available_micros(call.conn, wallet_acct)),
-            "reason": reason,
+            **extra,
             "transfer_id": transfer,
             "environment": env,
         },
