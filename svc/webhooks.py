@@ -30,8 +30,8 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn, Protocol
 
 from cattrs import transform_error
 from cattrs.errors import BaseValidationError
@@ -40,11 +40,20 @@ from ._converter import structure
 from ._errors import WebhookVerificationError
 from ._models import Event
 
+
+class HeadersLike(Protocol):
+    """Request headers as any framework gives them: a dict, Starlette's or httpx's
+    ``Headers``, Werkzeug's ``EnvironHeaders`` (Flask)... anything with ``items()``."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
 __all__ = [
     "DEFAULT_TOLERANCE",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "WEBHOOK_ID_HEADER",
+    "HeadersLike",
     "WebhookVerificationError",
     "headers",
     "sign",
@@ -146,7 +155,7 @@ def _digest(key: bytes, prefix: bytes, body: bytes) -> str:
 def verify(
     secret: str | Sequence[str],
     body: bytes,
-    headers: Mapping[str, str],
+    headers: HeadersLike,
     *,
     tolerance: int = DEFAULT_TOLERANCE,
     now: Callable[[], float] | None = None,
@@ -243,8 +252,8 @@ def _raw_body(body: bytes) -> bytes:
     _fail(f"body must be the raw request body bytes, not {type(body).__name__}")
 
 
-def _signature_headers(headers: Mapping[str, str]) -> tuple[str, str, str]:
-    if not isinstance(headers, Mapping):
+def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
+    if not callable(getattr(headers, "items", None)):
         _fail(f"headers must be a mapping of request headers, not {type(headers).__name__}")
     wanted = {
         WEBHOOK_ID_HEADER.lower(): WEBHOOK_ID_HEADER,

@@ -829,3 +829,13 @@ def test_documented_starlette_receiver() -> None:
     assert "no signature" in tampered.json()["error"]
     assert unsigned.status_code == 400
     assert "missing header" in unsigned.json()["error"]
+
+
+def test_flask_werkzeug_headers_are_accepted() -> None:
+    from werkzeug.datastructures import EnvironHeaders
+
+    body = b'{"id":"evt_1","type":"x.y","created_at":"2026-01-01T00:00:00Z","data":{}}'
+    signed = webhooks.headers("whsec_k", webhook_id="evt_1", timestamp=1_795_003_200, body=body)
+    environ = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in signed.items()}
+    event = webhooks.verify("whsec_k", body, EnvironHeaders(environ), now=lambda: 1_795_003_200)
+    assert event.id == "evt_1"

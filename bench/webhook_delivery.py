@@ -1,0 +1,903 @@
+"""Webhook delivery: events delivered per second and commit-to-delivery p50/p99 to a local
+receiver, on SQLite and PostgreSQL, as ratios to raw HTTP posts to the same receiver.
+
+Run: ``python bench/webhook_delivery.py`` (about a minute with the defaults; needs the
+``[server]`` extras and, for PostgreSQL, a server at ``--postgres-url``).
+
+One receiver runs for the whole bench in a subprocess (this file with ``--receiver``): a
+bare asyncio + h11 HTTP server on 127.0.0.1 that notes the wall-clock time at which a
+request's body has fully arrived, keeps the raw body and headers, and answers 200 at once.
+
+Each configuration gets a fresh database (a new SQLite file, or a new PostgreSQL schema
+that the bench creates and drops) and its own ``python -m reference_server run``
+subprocess, in development mode with a rate limit too high to matter.  Over plain HTTP the
+bench creates an owner, a test wallet key and a webhook endpoint for ``funding.paid`` at
+the receiver; every ``POST /wallet-keys/:id/fund`` then commits one event, hence one
+delivery.  The configurations:
+
+- the delivery worker inside the server, ``SVC_WORKER_POLL_SECONDS=0.5`` (the default);
+- the same with ``0.05``, to show what polling costs;
+- the server's worker disabled (``SVC_WORKER_ENABLED=0``) and one standalone
+  ``python -m reference_server worker`` process (poll 0.5 s).  Here the bench first
+  measures the **drain**: ``--events`` events are created while no worker runs, then the
+  worker is started and timed from the first arrival to the last: the worker's capacity.
+
+Each configuration (after a short warm-up) runs two loads, and every event is accounted
+for by its id:
+
+- **closed loop**: ``--events`` fundings from ``--clients`` concurrent clients, each sending
+  its next call as soon as the last is answered: as fast as the server commits;
+- **paced**: ``--paced-events`` fundings at a steady ``--rate`` per second, below what the
+  worker can deliver, so the latency is the pipeline's and not a backlog's.
+
+Measured:
+
+- **deliv/s**: events / (last arrival - first ``events.created_at``); for the drain,
+  (events - 1) / (last arrival - first arrival).  **commit/s**: funding calls answered per
+  second, the rate events were produced.
+- **p50/p99**: receiver arrival minus the event's ``events.created_at``, read from the
+  database after the run (both are this machine's wall clock).  The server stamps
+  ``created_at`` with the request's start time and writes it in the transaction, so this
+  is an upper bound of commit-to-delivery: it includes the rest of the funding request up
+  to its commit.  **resp p50** is the matching lower bound: arrival minus the time the
+  funding client got its answer (the answer's ``balance`` names the event); negative when
+  the webhook arrived before the answer did.
+- **idle cpu**: the CPU the process running the worker uses while nothing is queued (the
+  server process, or the standalone worker), in percent of one core: the polling's cost
+  on this side (the database's own processes not counted).
+- **baseline**: the same receiver posted to by a plain ``httpx.AsyncClient`` (keep-alive,
+  8 posts at once like the worker's default ``worker_concurrency``), with a body of the
+  size of a real delivery signed with ``svc.webhooks.headers`` as the server does:
+  posts/s over (last arrival - first send) and send-to-arrival p50/p99.  A second baseline
+  with a new client (a new connection) per post, as the worker sends, is printed below the
+  table.
+
+Every delivery is checked with ``svc.webhooks.verify``; the bench exits 1 if any event is
+not delivered (or does not verify) within ``--timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import secrets
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import attrs
+import httpx
+
+DEFAULT_POSTGRES = os.environ.get(
+    "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+AMOUNT = "0.01"
+#: The worker's default ``worker_concurrency``: the baseline sends this many at once.
+BASELINE_CONCURRENCY = 8
+WARM_UP_EVENTS = 10
+IDLE_SECONDS = 1.0
+MAX_ERRORS_SHOWN = 5
+
+
+# --- the receiver (a subprocess: this file with --receiver) ---------------------------
+
+
+def run_receiver() -> None:
+    """Serve until terminated.  ``POST /hooks`` is recorded and answered 200 at once;
+    ``GET /_count``, ``GET /_records`` and ``POST /_reset`` are the bench's controls."""
+    import h11
+
+    records: list[dict[str, Any]] = []
+
+    def handle(request: h11.Request, body: bytes, arrived: float) -> tuple[int, bytes]:
+        path = request.target.decode()
+        if request.method == b"POST" and path == "/hooks":
+            headers = {name.decode(): value.decode() for name, value in request.headers}
+            records.append({"t": arrived, "headers": headers, "body": body.decode()})
+            return 200, b"{}"
+        if path == "/_count":
+            return 200, json.dumps({"count": len(records)}).encode()
+        if path == "/_records":
+            return 200, json.dumps(records).encode()
+        if path == "/_reset":
+            records.clear()
+            return 200, b"{}"
+        return 404, b"{}"
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        request: h11.Request | None = None
+        chunks: list[bytes] = []
+        try:
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    conn.receive_data(await reader.read(65536))
+                elif isinstance(event, h11.Request):
+                    request, chunks = event, []
+                elif isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage) and request is not None:
+                    status, body = handle(request, b"".join(chunks), time.time())
+                    headers = [
+                        ("content-type", "application/json"),
+                        ("content-length", str(len(body))),
+                    ]
+                    writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+                    writer.write(conn.send(h11.Data(data=body)))
+                    writer.write(conn.send(h11.EndOfMessage()))
+                    await writer.drain()
+                    if conn.our_state is h11.MUST_CLOSE:
+                        break
+                    conn.start_next_cycle()
+                else:  # ConnectionClosed
+                    break
+        except (h11.RemoteProtocolError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(connection, "127.0.0.1", 0, backlog=1024)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+@attrs.define
+class ReceiverProcess:
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def hook_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks"
+
+    def control(self, method: str, path: str) -> Any:
+        r = httpx.request(method, f"http://127.0.0.1:{self.port}{path}", timeout=30)
+        r.raise_for_status()
+        return r.json()
+
+    def count(self) -> int:
+        return int(self.control("GET", "/_count")["count"])
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(self.control("GET", "/_records"))
+
+    def reset(self) -> None:
+        self.control("POST", "/_reset")
+
+    def wait_for(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count() < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+@contextmanager
+def running_receiver() -> Iterator[ReceiverProcess]:
+    process = subprocess.Popen([sys.executable, __file__, "--receiver"], stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.strip():
+            raise SystemExit("the receiver did not start")
+        yield ReceiverProcess(process=process, port=int(line))
+    finally:
+        stop_process(process)
+
+
+# --- databases and processes under test ------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def sqlite_database() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="svc-bench-") as directory:
+        yield f"sqlite:///{Path(directory) / 'svc.db'}"
+
+
+@contextmanager
+def postgres_database(url: str) -> Iterator[str]:
+    """A schema of its own, created for the configuration and dropped after it."""
+    import psycopg
+
+    schema = "bench_" + secrets.token_hex(6)
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        sep = "&" if "?" in url else "?"
+        yield f"{url}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(plain, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def postgres_version(url: str) -> str:
+    import psycopg
+
+    plain = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    return f"PostgreSQL {row[0].split()[0] if row else '?'}"
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def process_env(database_url: str, *, worker: bool, poll: float) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SVC_DATABASE_URL": database_url,
+        "SVC_ENV": "development",
+        "SVC_RATE_LIMIT": "1000000/second",
+        "SVC_WORKER_ENABLED": "1" if worker else "0",
+        "SVC_WORKER_POLL_SECONDS": str(poll),
+    }
+
+
+@contextmanager
+def running_server(
+    database_url: str, log_path: Path, *, worker: bool, poll: float
+) -> Iterator[tuple[str, int]]:
+    """``python -m reference_server run`` on a free port; yields (base URL, pid)."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
+            env=process_env(database_url, worker=worker, poll=poll),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process, log_path)
+        yield url, process.pid
+    finally:
+        stop_process(process)
+
+
+@contextmanager
+def standalone_worker(database_url: str, log_path: Path, *, poll: float) -> Iterator[int]:
+    """``python -m reference_server worker`` on the same database; yields its pid."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reference_server", "worker"],
+            env=process_env(database_url, worker=True, poll=poll),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield process.pid
+        if process.poll() is not None:
+            raise SystemExit(f"the worker exited ({process.returncode}):\n{log_path.read_text()}")
+    finally:
+        stop_process(process)
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the server exited ({process.returncode}):\n{log_path.read_text()}")
+        try:
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"the server did not become ready in 60 s:\n{log_path.read_text()}")
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu_percent(pid: int) -> float | None:
+    """Percent of one core the process uses over ``IDLE_SECONDS`` with nothing to do."""
+    time.sleep(0.2)
+    before = process_cpu_seconds(pid)
+    time.sleep(IDLE_SECONDS)
+    after = process_cpu_seconds(pid)
+    if before is None or after is None:
+        return None
+    return (after - before) / IDLE_SECONDS * 100
+
+
+# --- set-up and load ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class Setup:
+    url: str
+    database_url: str
+    owner_id: str
+    owner_jwt: str
+    wallet_key_id: str
+    signing_secret: str
+
+
+def set_up(url: str, database_url: str, hook_url: str) -> Setup:
+    """An owner with a test wallet key and a ``funding.paid`` endpoint at the receiver."""
+    with httpx.Client(base_url=url, timeout=30) as http:
+
+        def post(path: str, body: dict[str, Any], **headers: str) -> dict[str, Any]:
+            r = http.post(path, json=body, headers=headers)
+            if r.status_code >= 300:
+                raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
+            return dict(r.json())
+
+        owner = post("/owners", {"email": f"w{secrets.token_hex(6)}@example.com"})
+        auth = {"Authorization": f"Bearer {owner['owner_jwt']}", "X-Svc-Environment": "test"}
+        key = post("/wallet-keys", {"name": "bench agent"}, **auth)
+        endpoint = post(
+            "/webhooks",
+            {"url": hook_url, "events": ["funding.paid"]},
+            **auth,
+            **{"Idempotency-Key": uuid.uuid4().hex},
+        )
+    return Setup(
+        url=url,
+        database_url=database_url,
+        owner_id=owner["owner_id"],
+        owner_jwt=owner["owner_jwt"],
+        wallet_key_id=key["id"],
+        signing_secret=endpoint["signing_secret"],
+    )
+
+
+@attrs.define
+class Load:
+    """What the funding clients saw: when each call was answered, by resulting balance."""
+
+    answered: dict[Decimal, float] = attrs.Factory(dict)
+    seconds: float = 0.0
+    errors: list[str] = attrs.Factory(list)
+
+
+async def fund(setup: Setup, count: int, *, clients: int = 0, rate: float = 0.0) -> Load:
+    """``count`` fundings of ``AMOUNT``: a closed loop of ``clients`` connections, or, with
+    ``rate``, one call every 1/``rate`` seconds whatever the answers take.  The wallet
+    key's balance after a funding is unique, in the answer and in its ``funding.paid``
+    event, so it ties an answer to its event."""
+    load = Load()
+    path = f"/wallet-keys/{setup.wallet_key_id}/fund"
+    connections = clients or 16
+    http = httpx.AsyncClient(
+        base_url=setup.url,
+        headers={"Authorization": f"Bearer {setup.owner_jwt}", "X-Svc-Environment": "test"},
+        timeout=60,
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+    )
+
+    async def one() -> None:
+        try:
+            r = await http.post(
+                path, json={"amount": AMOUNT}, headers={"Idempotency-Key": uuid.uuid4().hex}
+            )
+            answered = time.time()
+            if r.status_code == 200:
+                load.answered[Decimal(r.json()["balance"])] = answered
+            else:
+                load.errors.append(f"POST {path}: {r.status_code} {r.text[:300]}")
+        except httpx.HTTPError as exc:
+            load.errors.append(f"POST {path}: {type(exc).__name__}: {exc}")
+
+    remaining = count
+
+    async def closed_loop() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await one()
+
+    async def paced() -> None:
+        start = time.monotonic()
+        tasks = []
+        for i in range(count):
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+
+    started = time.time()
+    try:
+        if rate:
+            await paced()
+        else:
+            await asyncio.gather(*(closed_loop() for _ in range(clients)))
+    finally:
+        load.seconds = time.time() - started
+        await http.aclose()
+    return load
+
+
+def stored_events(setup: Setup) -> dict[str, tuple[float, Decimal]]:
+    """``{event id: (created_at in Unix seconds, balance)}`` of the owner's fundings."""
+    from sqlalchemy import select
+
+    from reference_server.store import Database
+    from reference_server.store import tables as t
+    from reference_server.timeutil import as_utc
+
+    e = t.events
+    db = Database(setup.database_url)
+    try:
+        with db.read() as conn:
+            rows = conn.execute(
+                select(e.c.id, e.c.created_at, e.c.data).where(
+                    e.c.owner_id == setup.owner_id, e.c.type == "funding.paid"
+                )
+            ).all()
+    finally:
+        db.dispose()
+    return {
+        row.id: (as_utc(row.created_at).timestamp(), Decimal(row.data["balance"])) for row in rows
+    }
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+@attrs.define
+class Row:
+    """One line of the table."""
+
+    configuration: str
+    load: str
+    events: int = 0
+    commits_per_second: float | None = None
+    delivered_per_second: float = math.nan
+    latencies: list[float] = attrs.Factory(list)  # arrival - events.created_at
+    after_answer: list[float] = attrs.Factory(list)  # arrival - funding answer
+    idle_cpu: float | None = None
+    undelivered: int = 0
+    duplicates: int = 0
+    problems: list[str] = attrs.Factory(list)
+
+    def p(self, q: float) -> float:
+        return percentile(self.latencies, q)
+
+
+def verified_arrivals(
+    records: list[dict[str, Any]], secret: str
+) -> tuple[dict[str, float], int, list[str]]:
+    """``{event id: first arrival}`` of the deliveries that verify, duplicates, problems."""
+    from svc import webhooks
+
+    arrivals: dict[str, float] = {}
+    duplicates = 0
+    problems: list[str] = []
+    for record in records:
+        try:
+            event = webhooks.verify(secret, record["body"].encode(), record["headers"])
+        except webhooks.WebhookVerificationError as exc:
+            problems.append(f"a delivery did not verify: {exc.message}")
+            continue
+        if event.id in arrivals:
+            duplicates += 1
+            arrivals[event.id] = min(arrivals[event.id], record["t"])
+        else:
+            arrivals[event.id] = record["t"]
+    return arrivals, duplicates, problems
+
+
+def collect(
+    row: Row,
+    receiver: ReceiverProcess,
+    setup: Setup,
+    seen: set[str],
+    load: Load | None,
+    timeout: float,
+) -> list[dict[str, Any]]:
+    """Wait until every event of ``setup``'s owner not in ``seen`` has arrived (or
+    ``timeout``), then fill ``row``; the events join ``seen``.  Returns the records."""
+    events = {e: v for e, v in stored_events(setup).items() if e not in seen}
+    seen.update(events)
+    row.events = len(events)
+    receiver.wait_for(len(events), timeout)
+    time.sleep(0.1)  # a late duplicate would show up now
+    records = receiver.records()
+    receiver.reset()
+    arrivals, row.duplicates, problems = verified_arrivals(records, setup.signing_secret)
+    row.problems += problems
+    missing = set(events) - set(arrivals)
+    row.undelivered = len(missing)
+    if missing:
+        row.problems.append(f"{len(missing)} event(s) not delivered within {timeout:g} s")
+    if set(arrivals) - set(events):
+        row.problems.append(f"{len(set(arrivals) - set(events))} unexpected event(s) delivered")
+    delivered = [e for e in events if e in arrivals]
+    if len(delivered) < 2:
+        return records
+    last = max(arrivals[e] for e in delivered)
+    if load is None:  # the drain: all were queued before the worker started
+        first = min(arrivals[e] for e in delivered)
+        row.delivered_per_second = (len(delivered) - 1) / (last - first)
+        return records
+    row.problems += load.errors[:MAX_ERRORS_SHOWN]
+    row.latencies = [arrivals[e] - events[e][0] for e in delivered]
+    row.delivered_per_second = len(delivered) / (last - min(events[e][0] for e in delivered))
+    row.commits_per_second = len(load.answered) / load.seconds
+    row.after_answer = [
+        arrivals[e] - load.answered[events[e][1]]
+        for e in delivered
+        if events[e][1] in load.answered
+    ]
+    return records
+
+
+def measure_loads(
+    configuration: str,
+    setup: Setup,
+    receiver: ReceiverProcess,
+    seen: set[str],
+    worker_pid: int,
+    args: argparse.Namespace,
+) -> tuple[list[Row], str | None]:
+    """Warm up, idle CPU, the closed loop and the paced load; and a delivered body."""
+    warm_up = Row(configuration, "warm-up")
+    asyncio.run(fund(setup, WARM_UP_EVENTS, clients=1))
+    records = collect(warm_up, receiver, setup, seen, None, args.timeout)
+    template = records[0]["body"] if records else None
+
+    closed = Row(configuration, f"{args.clients} clients, closed loop")
+    closed.idle_cpu = idle_cpu_percent(worker_pid)
+    load = asyncio.run(fund(setup, args.events, clients=args.clients))
+    collect(closed, receiver, setup, seen, load, args.timeout)
+
+    paced = Row(configuration, f"paced, {args.rate:g}/s")
+    load = asyncio.run(fund(setup, args.paced_events, rate=args.rate))
+    collect(paced, receiver, setup, seen, load, args.timeout)
+    # the warm-up counts only when something went wrong in it
+    rows = [closed, paced]
+    if warm_up.problems:
+        rows.insert(0, warm_up)
+    return rows, template
+
+
+# --- the baseline ---------------------------------------------------------------------------
+
+
+@attrs.define
+class Baseline:
+    label: str
+    posts: int = 0
+    per_second: float = math.nan
+    latencies: list[float] = attrs.Factory(list)  # arrival - send
+    problems: list[str] = attrs.Factory(list)
+
+    def p(self, q: float) -> float:
+        return percentile(self.latencies, q)
+
+
+def same_size_body(template: str) -> tuple[str, bytes]:
+    """A fresh event id, and ``template`` (a real delivery's body) carrying it instead."""
+    old_id = json.loads(template)["id"]
+    new_id = "evt_" + secrets.token_hex(len(old_id))[: len(old_id) - 4]
+    body = template.replace(old_id, new_id).encode()
+    return new_id, body
+
+
+async def post_many(
+    hook_url: str, template: str, secret: str, count: int, fresh_connections: bool
+) -> tuple[dict[str, float], float, list[str]]:
+    """``count`` signed posts, ``BASELINE_CONCURRENCY`` at once; ``{event id: sent at}``."""
+    from svc import webhooks
+
+    sent: dict[str, float] = {}
+    errors: list[str] = []
+    remaining = count
+    tls = httpx.create_ssl_context()  # built once, as the worker does: it costs ~20 ms
+    shared = httpx.AsyncClient(timeout=30, trust_env=False, verify=tls)
+
+    async def post(http: httpx.AsyncClient) -> None:
+        event_id, body = same_size_body(template)
+        headers = webhooks.headers(
+            secret, webhook_id=event_id, timestamp=int(time.time()), body=body
+        )
+        headers["Content-Type"] = "application/json"
+        sent[event_id] = time.time()
+        r = await http.post(hook_url, content=body, headers=headers)
+        if r.status_code != 200:
+            errors.append(f"baseline POST: {r.status_code}")
+
+    async def loop() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            try:
+                if fresh_connections:
+                    async with httpx.AsyncClient(timeout=30, trust_env=False, verify=tls) as http:
+                        await post(http)
+                else:
+                    await post(shared)
+            except httpx.HTTPError as exc:
+                errors.append(f"baseline POST: {type(exc).__name__}: {exc}")
+
+    started = time.time()
+    try:
+        await asyncio.gather(*(loop() for _ in range(BASELINE_CONCURRENCY)))
+    finally:
+        await shared.aclose()
+    return sent, started, errors
+
+
+def run_baseline(
+    label: str,
+    receiver: ReceiverProcess,
+    template: str,
+    count: int,
+    timeout: float,
+    *,
+    fresh_connections: bool = False,
+) -> Baseline:
+    result = Baseline(label, posts=count)
+    receiver.reset()
+    secret = "whsec_" + secrets.token_urlsafe(24)
+    sent, started, errors = asyncio.run(
+        post_many(receiver.hook_url, template, secret, count, fresh_connections)
+    )
+    result.problems += errors[:MAX_ERRORS_SHOWN]
+    receiver.wait_for(count, timeout)
+    arrivals, _duplicates, problems = verified_arrivals(receiver.records(), secret)
+    receiver.reset()
+    result.problems += problems
+    arrived = [e for e in sent if e in arrivals]
+    if len(arrived) < count:
+        result.problems.append(f"{count - len(arrived)} baseline post(s) did not arrive")
+    if arrived:
+        result.latencies = [arrivals[e] - sent[e] for e in arrived]
+        result.per_second = len(arrived) / (max(arrivals[e] for e in arrived) - started)
+    return result
+
+
+# --- per database ------------------------------------------------------------------------
+
+
+@attrs.define
+class Section:
+    name: str
+    rows: list[Row] = attrs.Factory(list)
+    baseline: Baseline | None = None
+    fresh_baseline: Baseline | None = None
+
+
+def progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def run_database(
+    name: str,
+    make_database: Callable[[], AbstractContextManager[str]],
+    receiver: ReceiverProcess,
+    args: argparse.Namespace,
+) -> Section:
+    section = Section(name)
+    template: str | None = None
+    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as logs:
+        for poll in (0.5, 0.05):
+            configuration = f"in-server worker, poll {poll:g} s"
+            progress(f"{name}: {configuration}...")
+            with (
+                make_database() as database_url,
+                running_server(
+                    database_url, Path(logs) / f"server-{poll}.log", worker=True, poll=poll
+                ) as (url, pid),
+            ):
+                setup = set_up(url, database_url, receiver.hook_url)
+                rows, body = measure_loads(configuration, setup, receiver, set(), pid, args)
+                section.rows += rows
+                template = template or body
+
+        if template is not None:
+            progress(f"{name}: baseline, raw httpx posts...")
+            section.baseline = run_baseline(
+                "keep-alive", receiver, template, args.events, args.timeout
+            )
+            section.fresh_baseline = run_baseline(
+                "a new client (connection) per post",
+                receiver,
+                template,
+                args.events,
+                args.timeout,
+                fresh_connections=True,
+            )
+
+        configuration = "standalone worker, poll 0.5 s"
+        progress(f"{name}: {configuration}...")
+        with (
+            make_database() as database_url,
+            running_server(
+                database_url, Path(logs) / "server-no-worker.log", worker=False, poll=0.5
+            ) as (url, _pid),
+        ):
+            setup = set_up(url, database_url, receiver.hook_url)
+            seen: set[str] = set()
+            queued = asyncio.run(fund(setup, args.events, clients=args.clients))
+            drain = Row(configuration, f"drain of {args.events} queued")
+            drain.problems += queued.errors[:MAX_ERRORS_SHOWN]
+            with standalone_worker(database_url, Path(logs) / "worker.log", poll=0.5) as pid:
+                collect(drain, receiver, setup, seen, None, args.timeout)
+                rows, _body = measure_loads(configuration, setup, receiver, seen, pid, args)
+            section.rows += [drain, *rows]
+    return section
+
+
+# --- report ------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def ratio(a: float, b: float) -> str:
+    if math.isnan(a) or math.isnan(b) or not b:
+        return "-"
+    return f"{a / b:.2f}" if a / b < 100 else f"{a / b:.0f}"
+
+
+def print_table(sections: list[Section], header: list[str]) -> None:
+    for line in header:
+        print(line)
+    above = (
+        f"{'':<10} {'':<29} {'':<24} {'':>6} | {'webhook delivery':<55} | {'baseline':<23}"
+        f" | {'delivery / base':<17}"
+    )
+    columns = (
+        f"{'database':<10} {'configuration':<29} {'load':<24} {'events':>6} |"
+        f" {'commit/s':>8} {'deliv/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'resp p50':>8}"
+        f" {'idle cpu':>8} {'lost':>4} | {'post/s':>7} {'p50 ms':>7} {'p99 ms':>7} |"
+        f" {'thr':>5} {'p50':>5} {'p99':>5}"
+    )
+    print()
+    print(above)
+    print(columns)
+    print("-" * len(columns))
+    for section in sections:
+        base = section.baseline or Baseline("none")
+        for row in section.rows:
+            commits = "-" if row.commits_per_second is None else f"{row.commits_per_second:.0f}"
+            after = ms(percentile(row.after_answer, 0.5)) if row.after_answer else "-"
+            idle = "-" if row.idle_cpu is None else f"{row.idle_cpu:.1f} %"
+            print(
+                f"{section.name:<10} {row.configuration:<29} {row.load:<24} {row.events:>6} |"
+                f" {commits:>8} {row.delivered_per_second:>7.0f} {ms(row.p(0.5)):>7}"
+                f" {ms(row.p(0.99)):>7} {after:>8} {idle:>8} {row.undelivered:>4} |"
+                f" {base.per_second:>7.0f} {ms(base.p(0.5)):>7} {ms(base.p(0.99)):>7} |"
+                f" {ratio(row.delivered_per_second, base.per_second):>5}"
+                f" {ratio(row.p(0.5), base.p(0.5)):>5} {ratio(row.p(0.99), base.p(0.99)):>5}"
+            )
+    print()
+    for line in (
+        "commit/s: funding calls answered per second (the events' source).  deliv/s: events",
+        "delivered per second, first events.created_at to last arrival (drain: first to last",
+        "arrival).  p50/p99: arrival - events.created_at, an upper bound of commit-to-delivery;",
+        "resp p50: arrival - the funding answer at the client, a lower bound (negative: the",
+        "webhook came first).  idle cpu: the worker's process with nothing queued, % of a core.",
+        "lost: events not delivered.  Baseline: plain httpx posts of a same-size signed body to",
+        "the same receiver, 8 at once, send-to-arrival.  thr below 1 and p50/p99 above 1: slower",
+        "than raw HTTP.",
+    ):
+        print(line)
+    for section in sections:
+        fresh = section.fresh_baseline
+        if fresh is not None:
+            print(
+                f"{section.name}: baseline with {fresh.label}, as the worker sends:"
+                f" {fresh.per_second:.0f} posts/s, p50 {ms(fresh.p(0.5))} ms,"
+                f" p99 {ms(fresh.p(0.99))} ms"
+            )
+        duplicates = sum(row.duplicates for row in section.rows)
+        if duplicates:
+            print(f"{section.name}: {duplicates} event(s) delivered more than once")
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--receiver"]:
+        run_receiver()
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=200, help="closed-loop events per run")
+    parser.add_argument("--clients", type=int, default=4, help="closed-loop funding clients")
+    parser.add_argument("--paced-events", type=int, default=50, help="paced events per run")
+    parser.add_argument("--rate", type=float, default=20.0, help="paced events per second")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for delivery")
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    args = parser.parse_args()
+    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
+    unknown = set(databases) - {"sqlite", "postgresql"}
+    if unknown or not databases:
+        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
+    if min(args.events, args.paced_events) < 2 or args.clients < 1 or args.rate <= 0:
+        parser.error("need at least 2 events per load, 1 client and a positive rate")
+
+    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
+    if "postgresql" in databases:
+        versions["postgresql"] = postgres_version(args.postgres_url)
+    cores = os.cpu_count() or 0
+    header = [
+        "Webhook delivery (funding.paid, to a local receiver) vs raw HTTP posts to it",
+        f"Python {platform.python_version()}, "
+        + ", ".join(versions[d] for d in databases)
+        + "; a fresh database and server process per configuration,",
+        "worker batch 20 and concurrency 8 (defaults).  Funding clients, server, worker,",
+        f"receiver and database share this machine's {cores} cores: read the ratios; the",
+        "absolute numbers are not capacity.",
+    ]
+
+    sections: list[Section] = []
+    with running_receiver() as receiver:
+        for name in databases:
+
+            def make_database(name: str = name) -> AbstractContextManager[str]:
+                if name == "sqlite":
+                    return sqlite_database()
+                return postgres_database(args.postgres_url)
+
+            sections.append(run_database(name, make_database, receiver, args))
+
+    print_table(sections, header)
+    problems = [
+        f"{section.name}, {row.configuration}, {row.load}: {problem}"
+        for section in sections
+        for row in section.rows
+        for problem in row.problems
+    ] + [
+        f"{section.name}, baseline ({base.label}): {problem}"
+        for section in sections
+        for base in (section.baseline, section.fresh_baseline)
+        if base is not None
+        for problem in base.problems
+    ]
+    lost = sum(row.undelivered for section in sections for row in section.rows)
+    if problems or lost:
+        print(f"\n{lost} event(s) not delivered; problems (the first {MAX_ERRORS_SHOWN}):")
+        for problem in problems[:MAX_ERRORS_SHOWN]:
+            print("  " + problem)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
