@@ -29,6 +29,7 @@ from .routes import (
     health,
     owners,
     resources,
+    sandbox,
     sellers,
     spend,
     wallet_keys,
@@ -42,8 +43,9 @@ __all__ = ["create_app", "endpoints"]
 log = logging.getLogger("reference_server")
 
 
-def endpoints() -> list[Endpoint]:
-    """Every API endpoint, in the order the discovery documents list them."""
+def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
+    """Every API endpoint, in the order the discovery documents list them; the sandbox
+    chain's test-only routes last, unless the server is configured without them."""
     return [
         *owners.ENDPOINTS,
         *sellers.ENDPOINTS,
@@ -53,6 +55,7 @@ def endpoints() -> list[Endpoint]:
         *spend.ENDPOINTS,
         *access.ENDPOINTS,
         *webhooks.ENDPOINTS,
+        *(sandbox.ENDPOINTS if sandbox_routes else []),
     ]
 
 
@@ -88,7 +91,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     ctx = ServerContext(settings)
-    eps = endpoints()
+    eps = endpoints(sandbox_routes=settings.sandbox_enabled)
     # Benchmark-only routes: served when asked for, never listed by discovery.
     extra = bench.ENDPOINTS if settings.bench_routes else []
 

@@ -78,6 +78,11 @@ class Settings:
     #: A claimed delivery belongs to its worker this long; a crashed worker's claims are
     #: picked up by another worker after it.
     worker_lease_seconds: float = 60.0
+    #: Serve the sandbox chain's routes (``/sandbox/faucet``, ``/sandbox/balances/…``, the
+    #: x402 facilitator at ``/sandbox/x402``).  They only ever answer for ``test``.
+    sandbox_enabled: bool = True
+    #: Most one ``POST /sandbox/faucet`` call mints, in atomic units (6 decimals): 1000 USDC.
+    sandbox_faucet_max_micros: int = 1000 * 1_000_000
     #: Name resolution for outbound requests (``None``: the system's); tests inject one.
     outbound_resolver: Callable[[str, int], Any] | None = None
     clock: Callable[[], datetime] = utcnow
@@ -122,6 +127,9 @@ class Settings:
             values["webhook_retry_schedule"] = tuple(
                 float(x) for x in os.environ["SVC_WEBHOOK_RETRY_SCHEDULE"].split(",")
             )
+        sandbox = _env_bool("SVC_SANDBOX_ENABLED")
+        if sandbox is not None:
+            values["sandbox_enabled"] = sandbox
         bench = _env_bool("SVC_BENCH_ROUTES")
         if bench is not None:
             values["bench_routes"] = bench

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,18 @@ from .support import (
 )
 
 POSTGRES_URL = os.environ.get("SVC_TEST_DATABASE_URL")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """eth-account (imported by the sandbox, x402, pympp and web3) imports py_ecc, whose
+    import raises the process-wide recursion limit to 100 000.  The whole suite runs in one
+    process, and at that limit deeply nested JSON (the hypothesis webhook tests) overflows
+    the C stack instead of raising RecursionError.  Import it once before any test module
+    and put the limit back, so every later import of it is free of that side effect."""
+    limit = sys.getrecursionlimit()
+    import eth_account  # noqa: F401
+
+    sys.setrecursionlimit(limit)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -279,10 +279,42 @@ async def _read_body(request: Request, limit: int) -> Any:
             "unsupported_media_type",
             f"Send the body as JSON with 'Content-Type: application/json' (got {media!r}).",
         )
+    if _nesting_depth(raw) > MAX_JSON_DEPTH:
+        raise ApiError("invalid_json", f"The body nests deeper than {MAX_JSON_DEPTH} levels.")
     try:
         return json.loads(raw, parse_float=Decimal, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ApiError("invalid_json", f"The body is not valid JSON: {exc}") from None
+
+
+#: No request of this API nests deeper; refusing deeper bodies before parsing keeps the
+#: parser's recursion bounded whatever the interpreter's recursion limit (some crypto
+#: libraries raise it process-wide, and a deep enough body would then crash the process).
+MAX_JSON_DEPTH = 32
+
+
+def _nesting_depth(raw: bytes) -> int:
+    """Deepest ``[``/``{`` nesting outside strings, found without parsing."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return 0  # cannot be deeper than the number of openers: skip the scan
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
 
 
 def _reject_constant(name: str) -> Any:

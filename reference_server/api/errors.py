@@ -32,6 +32,7 @@ CODES: dict[str, tuple[int, str]] = {
     "environment_mismatch": (403, "X-Svc-Environment disagrees with the key's environment."),
     "signup_disabled": (403, "Sign-up through POST /owners is disabled on this server."),
     "not_found": (404, "No such route, or no such object that you can see."),
+    "sandbox_test_only": (404, "The sandbox exists only in the test environment, not in live."),
     "method_not_allowed": (405, "The route exists but not with this method."),
     "conflict": (409, "The request conflicts with the current state."),
     "email_taken": (409, "An owner with this email exists."),

@@ -306,3 +306,47 @@ webhook_attempts = Table(
     Column("trigger", String(10), nullable=False),
     UniqueConstraint("delivery_id", "number"),
 )
+
+#: The sandbox chain (``reference_server.sandbox``): a Base Sepolia USDC look-alike that
+#: settles ``test`` payments on the open rails.  Test-only by construction, so these rows
+#: carry no ``environment``; they are never part of the double-entry ledger.  Addresses
+#: are stored lowercase (one row per address however a client cases it); amounts are the
+#: token's atomic units (6 decimals, so 1 unit = 1 micro-USD).
+sandbox_balances = Table(
+    "sandbox_balances",
+    metadata,
+    Column("address", String(42), primary_key=True),
+    Column("balance", BigInteger, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+#: EIP-3009 nonces consumed by ``transferWithAuthorization``: the primary key is what makes
+#: an authorization pay once, even when many settles of it race.
+sandbox_nonces = Table(
+    "sandbox_nonces",
+    metadata,
+    Column("authorizer", String(42), primary_key=True),
+    Column("nonce", String(66), primary_key=True),
+    Column("tx_hash", String(66), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+)
+
+#: Every token movement: faucet mints (``from`` the zero address, as an ERC-20 ``Transfer``
+#: of a mint) and authorized transfers.  ``block_number`` only grows, like a chain's.
+sandbox_transactions = Table(
+    "sandbox_transactions",
+    metadata,
+    Column("block_number", Integer, primary_key=True, autoincrement=True),
+    Column("tx_hash", String(66), nullable=False, unique=True),
+    #: ``mint`` or ``transferWithAuthorization``.
+    Column("kind", String(32), nullable=False),
+    Column("from_address", String(42), nullable=False),
+    Column("to_address", String(42), nullable=False),
+    Column("value", BigInteger, nullable=False),
+    Column("nonce", String(66)),
+    Column("valid_after", String(78)),
+    Column("valid_before", String(78)),
+    Column("created_at", Timestamp, nullable=False),
+    Index(None, "from_address", "block_number"),
+    Index(None, "to_address", "block_number"),
+)

@@ -208,3 +208,22 @@ def test_error_code_table_is_documented() -> None:
     doc = (Path(__file__).parents[2] / "docs" / "errors.md").read_text()
     rows = dict(re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \|", doc, flags=re.M))
     assert rows == {code: str(status) for code, (status, _) in CODES.items()}
+
+
+def test_deeply_nested_json_is_refused_not_fatal(server: LiveServer, account: Account) -> None:
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)  # as py_ecc (via eth-account) leaves it, process-wide
+    try:
+        # within the 256 KiB body limit, far deeper than the C stack survives at 100 000
+        for raw in (b"[" * 200_000, b'{"a":' * 40_000 + b"1" + b"}" * 40_000):
+            r = httpx.post(
+                server.url + "/resources",
+                content=raw,
+                headers={**seller(account), "Content-Type": "application/json"},
+            )
+            assert_error(r, 400, "invalid_json")
+    finally:
+        sys.setrecursionlimit(limit)
+    assert httpx.get(server.url + "/health").status_code == 200  # still alive

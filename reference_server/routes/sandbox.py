@@ -1,0 +1,155 @@
+"""The sandbox chain's routes: a faucet, balances, transactions and an x402 facilitator.
+
+    POST /sandbox/faucet {"address", "amount"}   mint sandbox USDC to any address
+    GET  /sandbox/balances/{address}             an address's sandbox USDC
+    GET  /sandbox/transactions/{tx_hash}         one sandbox transaction
+    GET  /sandbox/x402/supported                 x402 facilitator API, pointed at by
+    POST /sandbox/x402/verify                    unmodified x402 / pympp servers
+    POST /sandbox/x402/settle
+
+They take no credential (a real facilitator or faucet takes none, and stock x402 clients
+send none) but pass the same pipeline as every route: rate limits, body limits, request
+ids, one database transaction.  They exist for ``test`` only.  Because stock clients send
+no ``X-Svc-Environment`` either, a request without the header is a ``test`` request here
+(elsewhere an anonymous request is ``live``); ``X-Svc-Environment: live`` is refused with
+``sandbox_test_only``: live has no faucet and settles on a real chain.
+"""
+
+from __future__ import annotations
+
+import re
+
+from eth_utils.address import is_checksum_address, to_checksum_address
+
+from svc._money import format_amount, to_micros
+
+from ..api.auth import requested_environment
+from ..api.endpoint import Call, Endpoint
+from ..api.errors import ApiError
+from ..api.responses import Reply
+from ..api.validate import EVM_ADDRESS, Fields
+from ..sandbox import chain, facilitator
+from ..sandbox.token import SANDBOX_TOKEN
+
+__all__ = ["ENDPOINTS"]
+
+_TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
+
+
+def _test_only(call: Call) -> None:
+    if requested_environment(call.headers) == "live":
+        raise ApiError(
+            "sandbox_test_only",
+            "The sandbox (faucet, balances, the x402 facilitator at /sandbox/x402) exists "
+            "only in the test environment; live payments settle on a real chain through the "
+            "configured facilitator. Send X-Svc-Environment: test, or no such header.",
+        )
+
+
+def _address_problem(address: str) -> str | None:
+    """Mixed case is an EIP-55 checksum: a wrong one is a typo, refused rather than minted
+    to (all-lowercase or all-uppercase carry no checksum and are taken as they are)."""
+    if not EVM_ADDRESS.fullmatch(address):
+        return "must be a 0x-prefixed 20-byte EVM address"
+    body = address[2:]
+    if body != body.lower() and body != body.upper() and not is_checksum_address(address):
+        return "has a mixed-case EIP-55 checksum that does not match (a typo?)"
+    return None
+
+
+def _token() -> dict[str, object]:
+    return {
+        "network": SANDBOX_TOKEN.network,
+        "asset": SANDBOX_TOKEN.address,
+        "symbol": SANDBOX_TOKEN.symbol,
+        "decimals": SANDBOX_TOKEN.decimals,
+    }
+
+
+def faucet(call: Call) -> Reply:
+    """Mint sandbox USDC to any EVM address (test only), so any x402 or MPP client can pay."""
+    _test_only(call)
+    f = Fields(call.body)
+    address = f.string("address", required=True, max_length=42)
+    amount = f.amount("amount", required=True)
+    if address is not None and (problem := _address_problem(address)):
+        f.error("address", problem)
+    cap = call.ctx.settings.sandbox_faucet_max_micros
+    if amount is not None and to_micros(amount) > cap:
+        f.error("amount", f"must be at most {format_amount(cap)} per call")
+    f.done()
+    assert address is not None and amount is not None
+    # The token has 6 decimals, like the service's micro-units: one atomic unit = 1 micro.
+    tx = chain.mint(call.conn, to=address, value=to_micros(amount), now=call.now)
+    balance = chain.balance_of(call.conn, address)
+    return Reply(
+        {
+            "address": tx.to,
+            "amount": format_amount(tx.value),
+            "balance": format_amount(balance),
+            "balance_atomic": str(balance),
+            "transaction": tx.hash,
+            "block_number": tx.block_number,
+            **_token(),
+        }
+    )
+
+
+def balance(call: Call) -> Reply:
+    """An address's sandbox USDC balance (test only)."""
+    _test_only(call)
+    address = call.params["address"]
+    problem = _address_problem(address)
+    if problem:
+        raise ApiError(
+            "validation_error",
+            f"Invalid request: address {problem}.",
+            details={"errors": [{"field": "address", "message": problem}]},
+        )
+    atomic = chain.balance_of(call.conn, address)
+    return Reply(
+        {
+            "address": str(to_checksum_address(address)),
+            "balance": format_amount(atomic),
+            "balance_atomic": str(atomic),
+            **_token(),
+        }
+    )
+
+
+def transaction(call: Call) -> Reply:
+    """One sandbox transaction by hash: a faucet mint or a settled authorization."""
+    _test_only(call)
+    tx_hash = call.params["tx_hash"]
+    tx = chain.transaction(call.conn, tx_hash) if _TX_HASH.fullmatch(tx_hash) else None
+    if tx is None:
+        raise ApiError("not_found", f"No sandbox transaction {tx_hash[:80]}.")
+    return Reply(tx.to_json())
+
+
+def x402_supported(call: Call) -> Reply:
+    """x402 facilitator: the kinds it settles (exact on eip155:84532, x402 v2 and v1)."""
+    _test_only(call)
+    return Reply(facilitator.supported())
+
+
+def x402_verify(call: Call) -> Reply:
+    """x402 facilitator: would this payment settle on the sandbox chain now?  Moves nothing."""
+    _test_only(call)
+    return Reply(facilitator.verify(call.conn, call.body, now=call.now))
+
+
+def x402_settle(call: Call) -> Reply:
+    """x402 facilitator: settle a payment (transferWithAuthorization) on the sandbox chain."""
+    _test_only(call)
+    return Reply(facilitator.settle(call.conn, call.body, now=call.now))
+
+
+ENDPOINTS = [
+    Endpoint(method="POST", path="/sandbox/faucet", handler=faucet, idempotency="optional"),
+    Endpoint(method="GET", path="/sandbox/balances/{address}", handler=balance),
+    Endpoint(method="GET", path="/sandbox/transactions/{tx_hash}", handler=transaction),
+    Endpoint(method="GET", path="/sandbox/x402/supported", handler=x402_supported),
+    Endpoint(method="POST", path="/sandbox/x402/verify", handler=x402_verify),
+    Endpoint(method="POST", path="/sandbox/x402/settle", handler=x402_settle),
+]

@@ -1,0 +1,231 @@
+"""EIP-3009 ``transferWithAuthorization``: reading authorizations, hashing, recovering.
+
+A payer authorizes a transfer by signing the EIP-712 struct
+
+    TransferWithAuthorization(address from, address to, uint256 value,
+                              uint256 validAfter, uint256 validBefore, bytes32 nonce)
+
+under the token's domain (name, version, chainId, verifyingContract).  The token (USDC's
+``FiatTokenV2``) recovers the signer with ``ecrecover`` and accepts only if it is ``from``.
+Recovery here uses eth-account, the library x402's and pympp's Python clients sign with,
+and applies the same rules as the token: a 65-byte signature, ``v`` of 27 or 28 and a
+low ``s`` (EIP-2), so a signature the real chain would refuse is refused here too.
+
+eth-account is imported when first needed, through :func:`_eth_account`: it ships with
+the ``rails`` extra, so a server installed without it still starts (only the sandbox's
+signature checks need it), and importing it has a side effect the server must undo.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
+
+from .token import SANDBOX_TOKEN, TokenIdentity
+
+__all__ = [
+    "Authorization",
+    "InvalidSignature",
+    "MalformedAuthorization",
+    "recover_signer",
+    "signing_digest",
+    "transaction_hash",
+    "typed_data",
+]
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+_NONCE = re.compile(r"0x[0-9a-fA-F]{64}")
+_UINT = re.compile(r"[0-9]{1,78}")
+_SIGNATURE = re.compile(r"0x[0-9a-fA-F]{130}")
+_UINT256_MAX = 2**256 - 1
+_ZERO_ADDRESS = "0x" + "0" * 40
+#: Half the secp256k1 group order: EIP-2 (and USDC's ``ECRecover``) refuse larger ``s``.
+_SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
+
+_TYPES = {
+    "EIP712Domain": [
+        {"name": "name", "type": "string"},
+        {"name": "version", "type": "string"},
+        {"name": "chainId", "type": "uint256"},
+        {"name": "verifyingContract", "type": "address"},
+    ],
+    "TransferWithAuthorization": [
+        {"name": "from", "type": "address"},
+        {"name": "to", "type": "address"},
+        {"name": "value", "type": "uint256"},
+        {"name": "validAfter", "type": "uint256"},
+        {"name": "validBefore", "type": "uint256"},
+        {"name": "nonce", "type": "bytes32"},
+    ],
+}
+
+
+class MalformedAuthorization(ValueError):
+    """The authorization is not something the token could even be called with."""
+
+
+class InvalidSignature(ValueError):
+    """The signature is malformed, or the token's ``ecrecover`` rules refuse it."""
+
+
+@attrs.frozen(kw_only=True)
+class Authorization:
+    """One ``transferWithAuthorization`` call's parameters, normalized.
+
+    Addresses are EIP-55 checksummed and the nonce lowercase, so that equal authorizations
+    compare, hash and store equal however a client cased them.
+    """
+
+    from_address: str
+    to: str
+    value: int
+    valid_after: int
+    valid_before: int
+    nonce: str
+
+    @classmethod
+    def from_json(cls, raw: object) -> Authorization:
+        """Read x402's ``payload.authorization`` object (MPP's payload has the same keys).
+
+        Integers may come as decimal strings (the x402 wire form) or JSON integers.
+        """
+        if not isinstance(raw, Mapping):
+            raise MalformedAuthorization("authorization must be an object")
+        return cls(
+            from_address=_address(raw, "from"),
+            to=_address(raw, "to"),
+            value=_uint(raw, "value"),
+            valid_after=_uint(raw, "validAfter"),
+            valid_before=_uint(raw, "validBefore"),
+            nonce=_nonce(raw),
+        )
+
+    def to_json(self) -> dict[str, str]:
+        """The x402 wire form (every integer a decimal string)."""
+        return {
+            "from": self.from_address,
+            "to": self.to,
+            "value": str(self.value),
+            "validAfter": str(self.valid_after),
+            "validBefore": str(self.valid_before),
+            "nonce": self.nonce,
+        }
+
+
+def _address(raw: Mapping[str, Any], key: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
+        raise MalformedAuthorization(f"authorization.{key} must be a 0x-prefixed 20-byte address")
+    if value.lower() == _ZERO_ADDRESS:
+        raise MalformedAuthorization(f"authorization.{key} must not be the zero address")
+    return str(to_checksum_address(value))
+
+
+def _uint(raw: Mapping[str, Any], key: str) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and _UINT.fullmatch(value):
+        number = int(value)
+    else:
+        number = None
+    if number is None or not 0 <= number <= _UINT256_MAX:
+        raise MalformedAuthorization(f"authorization.{key} must be a uint256 (decimal string)")
+    return number
+
+
+def _nonce(raw: Mapping[str, Any]) -> str:
+    value = raw.get("nonce")
+    if not isinstance(value, str) or not _NONCE.fullmatch(value):
+        raise MalformedAuthorization("authorization.nonce must be 0x-prefixed 32 bytes of hex")
+    return value.lower()
+
+
+def typed_data(auth: Authorization, token: TokenIdentity = SANDBOX_TOKEN) -> dict[str, Any]:
+    """The full EIP-712 message a payer signs (eth-account's ``full_message`` form)."""
+    return {
+        "types": _TYPES,
+        "primaryType": "TransferWithAuthorization",
+        "domain": token.eip712_domain(),
+        "message": {
+            "from": auth.from_address,
+            "to": auth.to,
+            "value": auth.value,
+            "validAfter": auth.valid_after,
+            "validBefore": auth.valid_before,
+            "nonce": bytes.fromhex(auth.nonce[2:]),
+        },
+    }
+
+
+def _eth_account() -> tuple[Any, Any]:
+    """``(Account, encode_typed_data)``, imported with the recursion limit kept as it was.
+
+    eth-account imports py_ecc (through eth-keyfile), and py_ecc's import raises the
+    interpreter's recursion limit to 100 000 for the whole process.  At that limit a deeply
+    nested JSON body — which ``json`` refuses with ``RecursionError`` at the default limit,
+    and the API answers 400 — overflows the C stack instead and kills the server.  Nothing
+    here recurses deeply, so the limit is put back.
+    """
+    limit = sys.getrecursionlimit()
+    try:
+        from eth_account import Account
+        from eth_account.messages import encode_typed_data
+    finally:
+        sys.setrecursionlimit(limit)
+    return Account, encode_typed_data
+
+
+def _signable(auth: Authorization, token: TokenIdentity) -> Any:
+    _, encode_typed_data = _eth_account()
+    return encode_typed_data(full_message=typed_data(auth, token))
+
+
+def signing_digest(auth: Authorization, token: TokenIdentity = SANDBOX_TOKEN) -> bytes:
+    """``keccak256(0x1901 ‖ domainSeparator ‖ structHash)``: what the signature signs."""
+    signable = _signable(auth, token)
+    return bytes(keccak(b"\x19" + bytes(signable.version) + signable.header + signable.body))
+
+
+def transaction_hash(auth: Authorization, token: TokenIdentity = SANDBOX_TOKEN) -> str:
+    """The sandbox transaction hash of this authorization.
+
+    Derived from the signing digest, which covers every parameter, the chain and the
+    token: the same authorization always gets the same hash (so a retried settle can be
+    matched to its transaction), and it does not depend on the signature bytes, which a
+    third party could re-encode without changing what was authorized.
+    """
+    digest = signing_digest(auth, token)
+    return "0x" + bytes(keccak(b"svc-sandbox-transferWithAuthorization" + digest)).hex()
+
+
+def recover_signer(
+    auth: Authorization, signature: object, token: TokenIdentity = SANDBOX_TOKEN
+) -> str:
+    """The checksummed address that signed ``auth`` under ``token``'s domain.
+
+    Raises :class:`InvalidSignature` for anything the token would refuse before comparing
+    the signer with ``from``: not 65 bytes (smart-wallet signatures need contract code the
+    sandbox does not have), ``v`` not 27/28, or a high ``s``.
+    """
+    if not isinstance(signature, str) or not _SIGNATURE.fullmatch(signature):
+        raise InvalidSignature("signature must be 0x-prefixed 65 bytes of hex")
+    raw = bytes.fromhex(signature[2:])
+    s, v = int.from_bytes(raw[32:64], "big"), raw[64]
+    if v not in (27, 28):
+        raise InvalidSignature("signature v must be 27 or 28")
+    if not 0 < s <= _SECP256K1_HALF_N:
+        raise InvalidSignature("signature s is out of range (EIP-2 low-s)")
+    account, _ = _eth_account()
+    try:
+        return str(account.recover_message(_signable(auth, token), signature=raw))
+    except Exception as exc:  # eth-keys' own refusals (r out of range, no point)
+        raise InvalidSignature(f"signature does not recover: {exc}") from None

@@ -1,0 +1,290 @@
+"""The x402 facilitator API over the sandbox chain: ``/verify``, ``/settle``, ``/supported``.
+
+The wire shapes are the ones the official clients use — x402's
+``HTTPFacilitatorClient`` (v2, and v1 for legacy ``base-sepolia`` payloads) and pympp's
+``HttpFacilitator`` — so a resource server needs nothing but its facilitator URL:
+
+    POST /verify   {"x402Version", "paymentPayload", "paymentRequirements"}
+                   → {"isValid", "invalidReason"?, "invalidMessage"?, "payer"?}
+    POST /settle   same request
+                   → {"success", "errorReason"?, "errorMessage"?, "payer"?,
+                      "transaction", "network", "amount"?}
+    GET /supported → {"kinds": [...], "extensions": [], "signers": {"eip155:*": [...]}}
+
+Both clients treat any status but 200 as a transport failure, so every answer about a
+payment — including "this payload is malformed" — is a 200 with ``isValid``/``success``
+false and a reason, as real facilitators answer.  Reasons are the x402 ``exact`` EVM codes
+of the official SDK (``invalid_exact_evm_nonce_already_used`` for a replay, …) and the
+spec's generic ones (``invalid_payload``, ``invalid_network``, ``unsupported_scheme``, …).
+
+Verify checks without writing; settle runs ``transferWithAuthorization`` on the sandbox
+chain in the caller's transaction.  Settling the same authorization again is refused with
+``invalid_exact_evm_nonce_already_used`` (the message names the original transaction), as
+the chain would refuse it, so a credential pays once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
+from sqlalchemy import Connection
+
+from . import chain
+from .eip3009 import Authorization, MalformedAuthorization
+from .token import SANDBOX_TOKEN
+
+__all__ = [
+    "FACILITATOR_ADDRESS",
+    "PaymentRequest",
+    "Refused",
+    "parse_request",
+    "settle",
+    "supported",
+    "verify",
+]
+
+#: Spec / SDK reason codes for what is wrong before the chain is asked.
+INVALID_PAYLOAD = "invalid_payload"
+INVALID_REQUIREMENTS = "invalid_payment_requirements"
+INVALID_VERSION = "invalid_x402_version"
+INVALID_NETWORK = "invalid_network"
+UNSUPPORTED_SCHEME = "unsupported_scheme"
+NETWORK_MISMATCH = "network_mismatch"
+RECIPIENT_MISMATCH = "invalid_exact_evm_payload_recipient_mismatch"
+VALUE_MISMATCH = "invalid_exact_evm_payload_authorization_value_mismatch"
+TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"
+TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"
+
+#: The address ``/supported`` names as the facilitator's signer.  The sandbox sends no
+#: transactions, so no key stands behind it; it is fixed so that servers that record the
+#: signer see a stable value.
+FACILITATOR_ADDRESS = str(to_checksum_address(bytes(keccak(b"svc sandbox facilitator"))[-20:]))
+
+
+class Refused(Exception):
+    """The request is not a payment the sandbox can take; ``reason`` is the x402 code."""
+
+    def __init__(self, reason: str, message: str, payer: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.payer = payer
+
+
+@attrs.frozen(kw_only=True)
+class PaymentRequest:
+    """A verify/settle request reduced to what the sandbox checks."""
+
+    version: int
+    #: The network as the requirements name it (echoed in settle answers).
+    network: str
+    amount: int
+    pay_to: str
+    authorization: Authorization
+    signature: object
+
+
+def supported() -> dict[str, Any]:
+    """``exact`` on Base Sepolia, in x402 v2 (CAIP-2 id) and v1 (legacy name) form."""
+    return {
+        "kinds": [
+            {"x402Version": 2, "scheme": "exact", "network": SANDBOX_TOKEN.network},
+            {"x402Version": 1, "scheme": "exact", "network": SANDBOX_TOKEN.v1_network},
+        ],
+        "extensions": [],
+        "signers": {"eip155:*": [FACILITATOR_ADDRESS]},
+    }
+
+
+def _networks(version: int) -> tuple[str, ...]:
+    # v1 clients name the chain "base-sepolia"; accept the CAIP-2 id from them too.
+    if version == 1:
+        return (SANDBOX_TOKEN.v1_network, SANDBOX_TOKEN.network)
+    return (SANDBOX_TOKEN.network,)
+
+
+def _object(value: object, reason: str, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise Refused(reason, f"{what} must be an object")
+    return value
+
+
+def _atomic(value: object, what: str) -> int:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 78:
+        return int(value)
+    raise Refused(INVALID_REQUIREMENTS, f"{what} must be an atomic amount (decimal string)")
+
+
+def parse_request(body: Mapping[str, Any]) -> PaymentRequest:
+    """Check a verify/settle body against the sandbox's one kind (``exact`` EIP-3009 on
+    ``eip155:84532``); raises :class:`Refused` with the reason a facilitator would give,
+    naming the payer the payload claims whenever it can be read."""
+    try:
+        return _parse(body)
+    except Refused as refused:
+        refused.payer = refused.payer or _claimed_payer(body)
+        raise
+
+
+def _claimed_payer(body: Mapping[str, Any]) -> str | None:
+    payment = body.get("paymentPayload")
+    inner = payment.get("payload") if isinstance(payment, Mapping) else None
+    auth = inner.get("authorization") if isinstance(inner, Mapping) else None
+    payer = auth.get("from") if isinstance(auth, Mapping) else None
+    return payer if isinstance(payer, str) else None
+
+
+def _parse(body: Mapping[str, Any]) -> PaymentRequest:
+    version = body.get("x402Version")
+    if isinstance(version, bool) or version not in (1, 2):
+        raise Refused(INVALID_VERSION, "x402Version must be 1 or 2")
+    assert isinstance(version, int)
+    requirements = _object(
+        body.get("paymentRequirements"), INVALID_REQUIREMENTS, "paymentRequirements"
+    )
+    payment = _object(body.get("paymentPayload"), INVALID_PAYLOAD, "paymentPayload")
+    inner = _object(payment.get("payload"), INVALID_PAYLOAD, "paymentPayload.payload")
+    scheme, network = requirements.get("scheme"), requirements.get("network")
+    if scheme != "exact":
+        raise Refused(
+            UNSUPPORTED_SCHEME, f"the sandbox facilitator settles only 'exact', not {scheme!r}"
+        )
+    if network not in _networks(version):
+        raise Refused(
+            INVALID_NETWORK,
+            f"the sandbox chain is {SANDBOX_TOKEN.network} ({SANDBOX_TOKEN.v1_network} in "
+            f"x402 v1), not {network!r}",
+        )
+    assert isinstance(network, str)
+    # What the client says it accepted must be what the server asked for.
+    if version == 2:
+        accepted = _object(payment.get("accepted"), INVALID_PAYLOAD, "paymentPayload.accepted")
+        paid_scheme, paid_network = accepted.get("scheme"), accepted.get("network")
+    else:
+        paid_scheme, paid_network = payment.get("scheme"), payment.get("network")
+    if paid_scheme != scheme:
+        raise Refused(UNSUPPORTED_SCHEME, f"the payload is for scheme {paid_scheme!r}")
+    if paid_network != network:
+        raise Refused(
+            NETWORK_MISMATCH, f"the payload is for network {paid_network!r}, not {network!r}"
+        )
+    if not SANDBOX_TOKEN.is_token(requirements.get("asset")):
+        raise Refused(
+            INVALID_REQUIREMENTS,
+            f"the sandbox chain has one token, USDC at {SANDBOX_TOKEN.address}; "
+            f"asset {requirements.get('asset')!r} does not exist there",
+        )
+    amount = _atomic(
+        requirements.get("amount" if version == 2 else "maxAmountRequired"),
+        "paymentRequirements.amount" if version == 2 else "paymentRequirements.maxAmountRequired",
+    )
+    pay_to = requirements.get("payTo")
+    if not isinstance(pay_to, str):
+        raise Refused(INVALID_REQUIREMENTS, "paymentRequirements.payTo must be an address")
+    extra = requirements.get("extra")
+    if isinstance(extra, Mapping):
+        if "name" in extra and extra["name"] != SANDBOX_TOKEN.name:
+            raise Refused(
+                TOKEN_NAME_MISMATCH,
+                f"the token's EIP-712 name is {SANDBOX_TOKEN.name!r}, not {extra['name']!r}",
+            )
+        if "version" in extra and extra["version"] != SANDBOX_TOKEN.version:
+            raise Refused(
+                TOKEN_VERSION_MISMATCH,
+                f"the token's EIP-712 version is {SANDBOX_TOKEN.version!r}, "
+                f"not {extra['version']!r}",
+            )
+    if "authorization" not in inner:
+        raise Refused(
+            INVALID_PAYLOAD,
+            "the sandbox settles EIP-3009 authorizations only (payload.authorization + "
+            "payload.signature); Permit2 and other transfer methods are not available",
+        )
+    try:
+        authorization = Authorization.from_json(inner.get("authorization"))
+    except MalformedAuthorization as exc:
+        raise Refused(INVALID_PAYLOAD, str(exc)) from None
+    payer = authorization.from_address
+    if authorization.to.lower() != pay_to.lower():
+        raise Refused(
+            RECIPIENT_MISMATCH,
+            f"the authorization pays {authorization.to}, not payTo {pay_to}",
+            payer,
+        )
+    if authorization.value != amount:
+        raise Refused(
+            VALUE_MISMATCH,
+            f"the authorization moves {authorization.value}, the requirements ask {amount}",
+            payer,
+        )
+    return PaymentRequest(
+        version=version,
+        network=network,
+        amount=amount,
+        pay_to=pay_to,
+        authorization=authorization,
+        signature=inner.get("signature"),
+    )
+
+
+def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def verify(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+    """x402 ``/verify``: would this payment settle now?  Moves nothing."""
+    try:
+        request = parse_request(body)
+        chain.check_transfer(conn, request.authorization, request.signature, now=now)
+    except Refused as refused:
+        return _invalid(refused.reason, refused.message, refused.payer)
+    except chain.ChainError as error:
+        return _invalid(error.reason, error.message, request.authorization.from_address)
+    return {"isValid": True, "payer": request.authorization.from_address}
+
+
+def _invalid(reason: str, message: str, payer: str | None) -> dict[str, Any]:
+    return _drop_none(
+        {"isValid": False, "invalidReason": reason, "invalidMessage": message, "payer": payer}
+    )
+
+
+def settle(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+    """x402 ``/settle``: run ``transferWithAuthorization`` on the sandbox chain."""
+    network = body.get("paymentRequirements", {})
+    network = network.get("network") if isinstance(network, Mapping) else None
+    network = network if isinstance(network, str) and network else SANDBOX_TOKEN.network
+    try:
+        request = parse_request(body)
+        tx = chain.transfer_with_authorization(
+            conn, request.authorization, request.signature, now=now
+        )
+    except Refused as refused:
+        return _failed(refused.reason, refused.message, refused.payer, network)
+    except chain.ChainError as error:
+        return _failed(error.reason, error.message, request.authorization.from_address, network)
+    return {
+        "success": True,
+        "payer": tx.from_address,
+        "transaction": tx.hash,
+        "network": request.network,
+        "amount": str(tx.value),
+    }
+
+
+def _failed(reason: str, message: str, payer: str | None, network: str) -> dict[str, Any]:
+    return _drop_none(
+        {
+            "success": False,
+            "errorReason": reason,
+            "errorMessage": message,
+            "payer": payer,
+            "transaction": "",
+            "network": network,
+        }
+    )
