@@ -24,7 +24,9 @@ __all__ = ["RateLimiter"]
 class RateLimiter:
     def __init__(self, storage_uri: str) -> None:
         self._storage = storage.storage_from_string(storage_uri)
-        self._limiter = strategies.SlidingWindowCounterRateLimiter(self._storage)
+        # A moving window counts every hit in the last N seconds exactly: no burst of twice
+        # the limit across a window boundary, and the headers say what a client can rely on.
+        self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self._parsed: dict[str, list[RateLimitItem]] = {}
 
     def _items(self, spec: str) -> list[RateLimitItem]:
