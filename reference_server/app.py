@@ -25,6 +25,7 @@ from .routes import (
     access,
     bench,
     discovery,
+    gates,
     handles,
     health,
     owners,
@@ -111,8 +112,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             ctx.db.dispose()
 
+    # Gates are raw routes (any method, any body, awaiting the gate core); discovery lists
+    # them from their documentation entries.
+    documented = [*eps, *access.DOCUMENTED, *gates.DOCUMENTED]
     app = Starlette(
-        routes=[*routes_for([*eps, *extra]), *health.ROUTES, *discovery.routes(eps)],
+        routes=[
+            *routes_for([*eps, *extra]),
+            *access.ROUTES,
+            *gates.routes(),
+            *health.ROUTES,
+            *discovery.routes(documented),
+        ],
         middleware=[Middleware(RequestIdMiddleware)],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,

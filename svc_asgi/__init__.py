@@ -1,1 +1,56 @@
-"""svc_asgi: a pure ASGI payment gate for any seller app (built in a later issue)."""
+"""svc_asgi: a pure ASGI payment gate for any seller app.
+
+Put :class:`PaymentGate` in front of an ASGI app (Starlette, FastAPI, Litestar, a bare
+callable) and the routes and MCP tools named in ``prices`` are sold for the service's
+resources: unpaid requests get a 402 that says what to pay; paid ones reach the app with
+the verified :class:`Payment`, read with :func:`payment_of`::
+
+    from svc_asgi import PaymentGate, payment_of
+
+    app = PaymentGate(app, seller_key="svc_sk_…", prices={"GET /v1/report": "res_…"})
+
+The decisions live in :class:`GateCore`, shared with the reference server's hosted gates
+and parameterised by a :class:`GateBackend` (the service's API here, a database there).
+:class:`PaymentRail` is where open rails (x402, MPP) plug in.  Everything else is in
+private modules.  Depends on ``svc`` only: no web framework is needed at run time.
+"""
+
+from ._backend import BackendUnavailable, GateBackend, ServiceBackend
+from ._core import (
+    RECEIPT_META_KEY,
+    FailedOpen,
+    GateCore,
+    Offer,
+    OnServiceError,
+    Outcome,
+    Paid,
+    Refusal,
+)
+from ._mcp import PAYMENT_REQUIRED_META_KEY
+from ._middleware import PaymentGate
+from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY, Payment, payment_of
+from ._prices import PriceTable
+from ._rails import PaymentRail, RailRedemption
+
+__all__ = [
+    "GATE_ERROR_STATE_KEY",
+    "PAYMENT_REQUIRED_META_KEY",
+    "RECEIPT_META_KEY",
+    "STATE_KEY",
+    "BackendUnavailable",
+    "FailedOpen",
+    "GateBackend",
+    "GateCore",
+    "Offer",
+    "OnServiceError",
+    "Outcome",
+    "Paid",
+    "Payment",
+    "PaymentGate",
+    "PaymentRail",
+    "PriceTable",
+    "RailRedemption",
+    "Refusal",
+    "ServiceBackend",
+    "payment_of",
+]

@@ -46,7 +46,12 @@ CODES: dict[str, tuple[int, str]] = {
     "idempotency_key_reused": (422, "The Idempotency-Key was used with a different request."),
     "rate_limited": (429, "Too many requests; wait Retry-After seconds."),
     "internal_error": (500, "The server failed; the request may be retried."),
+    "upstream_refused": (502, "The resource's upstream URL is not allowed (SSRF rules)."),
+    "upstream_unavailable": (502, "The resource's upstream did not answer."),
+    "upstream_too_large": (502, "The resource's upstream answered with too large a body."),
     "not_ready": (503, "A dependency (the database) is not reachable."),
+    "payment_service_unavailable": (503, "A gate could not reach the payment service."),
+    "gate_misconfigured": (503, "A gate's seller key or resource ids are wrong."),
 }
 
 

@@ -16,6 +16,8 @@ from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import resources
 from ..domain.sellers import get_seller
+from ..outbound import OutboundPolicy, OutboundRefused, check_url
+from ..settings import Settings
 
 __all__ = ["ENDPOINTS"]
 
@@ -81,6 +83,20 @@ def _target(f: Fields, kind: str | None, *, required: bool) -> dict[str, Any]:
     return {}
 
 
+def _read_upstream(f: Fields, settings: Settings) -> str | None:
+    """Where the hosted gate forwards paid requests: refused now if the same SSRF rules
+    that apply when forwarding would refuse it (it is checked again, resolved, then)."""
+    upstream = f.url("upstream_url", https_only=settings.production)
+    if upstream is None:
+        return None
+    try:
+        check_url(upstream, OutboundPolicy.from_settings(settings))
+    except OutboundRefused as exc:
+        f.error("upstream_url", f"is refused: {exc}")
+        return None
+    return upstream
+
+
 def create(call: Call) -> Reply:
     """Create a priced HTTP path or MCP tool; the answer carries gate_url and pay_url."""
     p = _seller(call)
@@ -90,7 +106,7 @@ def create(call: Call) -> Reply:
     amount = f.amount("amount", required=True)
     description = f.string("description", max_length=1000)
     metadata = _read_metadata(f, default=True)
-    upstream = f.url("upstream_url", https_only=call.ctx.settings.production)
+    upstream = _read_upstream(f, call.ctx.settings)
     listed = f.boolean("listed")
     f.done()
     assert kind is not None and amount is not None and metadata is not None
@@ -138,7 +154,7 @@ def patch(call: Call) -> Reply:
     metadata = _read_metadata(f, default=False)
     if metadata is not None:
         changes["metadata"] = metadata
-    upstream = f.url("upstream_url", https_only=call.ctx.settings.production)
+    upstream = _read_upstream(f, call.ctx.settings)
     if upstream is not None:
         changes["upstream_url"] = upstream
     for flag in ("listed", "active"):

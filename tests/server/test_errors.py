@@ -227,3 +227,20 @@ def test_deeply_nested_json_is_refused_not_fatal(server: LiveServer, account: Ac
     finally:
         sys.setrecursionlimit(limit)
     assert httpx.get(server.url + "/health").status_code == 200  # still alive
+
+
+@pytest.mark.parametrize(
+    "upstream", ["https://10.0.0.1/x", "https://127.0.0.1/x", "https://169.254.169.254/"]
+)
+def test_internal_upstreams_are_refused_in_production(make_server: Any, upstream: str) -> None:
+    from ..support import new_account
+
+    live = make_server(env="production", signup_enabled=True)
+    acct = new_account(live.url)
+    r = httpx.post(
+        live.url + "/resources",
+        json={"kind": "http", "path": "/x", "amount": "1", "upstream_url": upstream},
+        headers={"Authorization": f"Bearer {acct.seller_key}"},
+    )
+    body = assert_error(r, 422, "validation_error")
+    assert body["error"]["details"]["errors"][0]["field"] == "upstream_url"

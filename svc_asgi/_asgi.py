@@ -1,0 +1,208 @@
+"""ASGI plumbing without a framework: types, headers, bounded bodies, replay, answers.
+
+``svc_asgi`` must run under any ASGI framework (Starlette, FastAPI, Litestar, a bare
+app), so it cannot borrow Starlette's ``Request``/``Response``.  What it needs is small
+and lives here: the ASGI type aliases (structurally the same as Starlette's, so a gate
+type-checks wherever a Starlette middleware does), reading request headers out of the
+scope, reading a body with a hard size limit, handing an already-read body to the app
+again, and sending a complete response.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+from svc.receipts import RECEIPT_HEADERS
+
+__all__ = [
+    "ASGIApp",
+    "BodyTooLarge",
+    "ClientDisconnected",
+    "Message",
+    "Receive",
+    "Scope",
+    "Send",
+    "add_response_headers",
+    "header_map",
+    "read_body",
+    "receipt_header",
+    "replay",
+    "request_id_of",
+    "route_path",
+    "send_response",
+]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Request headers beyond this many bytes in total are not read for receipts.  ASGI
+#: servers bound headers themselves (uvicorn: h11's 64 KiB); this is the gate's own
+#: bound, so a gate behind a lenient server still never scans unbounded input.
+MAX_HEADER_BYTES = 64 * 1024
+_RECEIPT_RANK = {name.encode("latin-1"): rank for rank, name in enumerate(RECEIPT_HEADERS)}
+
+
+class BodyTooLarge(Exception):
+    """The request body is longer than the gate will buffer."""
+
+
+class ClientDisconnected(Exception):
+    """The client went away before the whole body arrived."""
+
+
+def header_map(scope: Scope) -> dict[str, str]:
+    """The request headers as ``{lowercase name: value}``; the first of duplicates wins.
+
+    ASGI already lowercases names.  Values are latin-1, as HTTP/1.1 defines them.  Headers
+    past :data:`MAX_HEADER_BYTES` are ignored rather than read.
+    """
+    found: dict[str, str] = {}
+    budget = MAX_HEADER_BYTES
+    for raw_name, raw_value in scope.get("headers", ()):
+        budget -= len(raw_name) + len(raw_value)
+        if budget < 0:
+            break
+        name = raw_name.decode("latin-1")
+        if name not in found:
+            found[name] = raw_value.decode("latin-1")
+    return found
+
+
+def receipt_header(scope: Scope) -> tuple[bytes, bytes] | None:
+    """The receipt header a request presents, raw: ``(lowercase name, value)``.
+
+    The one :func:`svc.receipts.receipt_id_from_headers` would read: the first header
+    present in :data:`~svc.receipts.RECEIPT_HEADERS` order, the first of duplicates.
+    Within the same :data:`MAX_HEADER_BYTES` bound as :func:`header_map`.
+    """
+    best: tuple[bytes, bytes] | None = None
+    best_rank = len(_RECEIPT_RANK)
+    budget = MAX_HEADER_BYTES
+    for raw_name, raw_value in scope.get("headers", ()):
+        budget -= len(raw_name) + len(raw_value)
+        if budget < 0:
+            break
+        rank = _RECEIPT_RANK.get(raw_name)
+        if rank is not None and rank < best_rank:
+            best, best_rank = (raw_name, raw_value), rank
+    return best
+
+
+def route_path(scope: Scope) -> str:
+    """The path the app routes on: ``scope["path"]`` without the ``root_path`` prefix.
+
+    The same rule as Starlette's router, so a price written as the app's own route
+    (``/v1/report``) matches however the app is mounted.
+    """
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root) and (len(path) == len(root) or path[len(root)] == "/"):
+        return path[len(root) :] or "/"
+    return path
+
+
+def request_id_of(scope: Scope) -> str:
+    """The request id an outer middleware assigned (``scope["state"]["request_id"]``,
+    as the reference server does), else a new one in the service's ``req_…`` form."""
+    state = scope.get("state")
+    if isinstance(state, MutableMapping):
+        found = state.get("request_id")
+        if isinstance(found, str) and found:
+            return found
+    return "req_" + secrets.token_hex(12)
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The whole request body, refusing to buffer more than ``limit`` bytes.
+
+    Raises :class:`BodyTooLarge` as soon as the limit is passed (the rest is never
+    read) and :class:`ClientDisconnected` if the client leaves first.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.disconnect":
+            raise ClientDisconnected
+        if kind != "http.request":
+            continue
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that first yields the already-read ``body``, then defers to the real
+    one (so the app still learns of a disconnect)."""
+    pending = True
+
+    async def receive_again() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_again
+
+
+def add_response_headers(
+    send: Send,
+    added: tuple[tuple[bytes, bytes], ...],
+    defaults: tuple[tuple[bytes, bytes], ...],
+    replaced: frozenset[bytes] | None = None,
+) -> Send:
+    """A ``send`` that adds headers to the response start.
+
+    ``added`` (lowercase names) replace any copy the app set: the gate's word on them is
+    final.  ``defaults`` are added only when the app set no header of that name.
+    ``replaced``, the names in ``added``, may be passed in when already known.
+    """
+    if replaced is None:
+        replaced = frozenset(name for name, _ in added)
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", ()))
+            present = {name.lower() for name, _ in headers}
+            if present & replaced:
+                headers = [(k, v) for k, v in headers if k.lower() not in replaced]
+            headers += added
+            headers += [(k, v) for k, v in defaults if k not in present]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_headers
+
+
+async def send_response(
+    send: Send,
+    status: int,
+    body: bytes,
+    *,
+    content_type: bytes = b"application/json",
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send one complete response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode("ascii")),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,68 @@
+"""Where a gate gets its answers: the :class:`GateBackend` protocol and its HTTP version.
+
+The gate's decisions (see ``_core``) need exactly two questions answered: *is this
+receipt good for this resource?* and *what does this resource cost, and where is it
+paid?*  A seller's app asks the service over HTTP with its seller key
+(:class:`ServiceBackend`); the reference server's hosted gates ask their own database
+(``reference_server.gate_backend``) and never make an HTTP request to themselves.  Both
+sit behind this one protocol, so the decision logic is shared rather than copied.
+
+Errors are part of the contract, because they decide between "fail closed" and "fail
+open": raise :class:`BackendUnavailable` when the answer cannot be had *right now*
+(network, timeouts, 5xx, 429); anything else raised means the gate is misconfigured (a
+revoked seller key, a resource id that is not the seller's) and always fails closed.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import svc
+from svc import ReceiptVerification, Resource
+
+__all__ = ["BackendUnavailable", "GateBackend", "ServiceBackend"]
+
+
+class BackendUnavailable(Exception):
+    """The backend cannot answer now; retrying later may work."""
+
+
+@runtime_checkable
+class GateBackend(Protocol):
+    """The two questions a gate asks.  Implementations must be safe to call concurrently."""
+
+    async def verify(self, receipt_id: str, resource_id: str | None) -> ReceiptVerification:
+        """``POST /access/verify``: is ``receipt_id`` valid (for ``resource_id``, if given)?
+
+        An unknown or mismatched receipt is ``valid=False`` with a ``reason``, not an error.
+        """
+        ...
+
+    async def describe(self, resource_id: str) -> Resource:
+        """The resource: price, ``gate_url``, ``pay_url``, ``active``, metadata."""
+        ...
+
+
+class ServiceBackend:
+    """:class:`GateBackend` over the service's API, with the seller's own client.
+
+    The seller key binds every answer to the seller: ``/access/verify`` only confirms
+    receipts for the seller's resources and ``GET /resources/:id`` only shows the
+    seller's own, so a misconfigured price table fails closed instead of selling someone
+    else's resource.
+    """
+
+    def __init__(self, client: svc.AsyncClient) -> None:
+        self.client = client
+
+    async def verify(self, receipt_id: str, resource_id: str | None) -> ReceiptVerification:
+        try:
+            return await self.client.access.verify(receipt_id, resource_id)
+        except (svc.APIConnectionError, svc.ServerError, svc.RateLimitError) as exc:
+            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+
+    async def describe(self, resource_id: str) -> Resource:
+        try:
+            return await self.client.resources.get(resource_id)
+        except (svc.APIConnectionError, svc.ServerError, svc.RateLimitError) as exc:
+            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc

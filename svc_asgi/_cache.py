@@ -1,0 +1,120 @@
+"""A small TTL cache whose misses are single-flight: :class:`FlightCache`.
+
+Why both: a gate sits on the hot path of every paid request, and the answer to "is
+``rcpt_x`` good for ``res_y``?" does not change from one request to the next.  Caching
+it for ``ttl`` seconds makes a repeat request cost a dict lookup instead of a round trip
+to the service.  Single flight covers the moment before the cache is warm: when fifty
+requests arrive at once with the same new receipt, one of them asks the service and the
+other forty-nine wait for that answer, so a burst never becomes a burst on the service.
+
+Answers are cached, failures are not (a service that was down must be asked again).
+When the asking request is cancelled (its client went away), one of the waiters asks
+instead; when it fails, the waiters get the same failure rather than retrying in a
+stampede.  Entries are bounded (oldest first out), so a flood of distinct forged
+receipts cannot grow memory without limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+import anyio
+
+__all__ = ["FlightCache"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Flight(Generic[V]):
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.value: V | None = None
+        self.error: BaseException | None = None
+
+
+class FlightCache(Generic[K, V]):
+    """``await cache.get(key, load)``: a fresh cached value, or one shared ``load()``."""
+
+    def __init__(
+        self,
+        *,
+        ttl: float,
+        ttl_for: Callable[[V], float] | None = None,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl < 0:
+            raise ValueError("ttl must be >= 0 seconds")
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self._ttl = ttl
+        self._ttl_for = ttl_for
+        self._max = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self._flights: dict[K, _Flight[V]] = {}
+
+    def peek(self, key: K) -> V | None:
+        """The cached value if still fresh (no loading)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= self._clock():
+            self._entries.pop(key, None)
+            return None
+        return entry[1]
+
+    def expiry(self, key: K) -> float | None:
+        """When the cached entry for ``key`` expires (clock time), ``None`` if none."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry[0]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    async def get(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+        cached = self.peek(key)
+        if cached is not None:
+            return cached
+        while True:
+            flight = self._flights.get(key)
+            if flight is None:
+                return await self._lead(key, load)
+            await flight.done.wait()
+            if flight.error is None:
+                assert flight.value is not None
+                return flight.value
+            if isinstance(flight.error, Exception):
+                raise flight.error
+            # The leader was cancelled (not a failure of the load): lead ourselves.
+
+    async def _lead(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+        flight: _Flight[V] = _Flight()
+        self._flights[key] = flight
+        try:
+            value = await load()
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        else:
+            flight.value = value
+            self._store(key, value)
+            return value
+        finally:
+            del self._flights[key]
+            flight.done.set()
+
+    def _store(self, key: K, value: V) -> None:
+        ttl = self._ttl if self._ttl_for is None else min(self._ttl, self._ttl_for(value))
+        if ttl <= 0:
+            return
+        self._entries[key] = (self._clock() + ttl, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)

@@ -1,0 +1,488 @@
+"""The gate's decisions, shared by :class:`~svc_asgi.PaymentGate` and the hosted gates.
+
+:meth:`GateCore.check` answers one question for one request: *may it through to the
+resource it needs, and if not, what exactly must the caller do?*  Everything
+protocol-neutral lives here (which credential the request presents, verifying it with a
+cache and single flight, whether the resource is still sold, what a 402 says, when to
+fail closed); the callers only map the outcome onto their transport:
+
+* ``svc_asgi.PaymentGate`` onto any ASGI app (HTTP 402, or an MCP tool error);
+* the reference server onto its hosted ``gate_url`` and ``/demo/echo`` routes.
+
+Answers come from a :class:`~svc_asgi.GateBackend` (the service's API for a seller's
+app, the database for the hosted gates), so the two cannot drift apart.
+
+The outcome is one of :class:`Paid` (let it through, with the :class:`Payment`),
+:class:`Refusal` (answer with it: 402, 409 or 503) or :class:`FailedOpen` (the service
+could not be asked and the gate was configured to let requests through then).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Literal
+
+import attrs
+
+from svc import ReceiptVerification, Resource
+from svc._money import format_amount
+from svc.receipts import MalformedReceipt, receipt_id_from_headers
+
+from ._backend import BackendUnavailable, GateBackend
+from ._cache import FlightCache
+from ._payment import Payment
+from ._rails import PaymentRail
+
+__all__ = [
+    "RECEIPT_META_KEY",
+    "FailedOpen",
+    "GateCore",
+    "Offer",
+    "OnServiceError",
+    "Outcome",
+    "Paid",
+    "Refusal",
+]
+
+log = logging.getLogger("svc_asgi")
+
+#: The ``params._meta`` key an MCP ``tools/call`` carries its receipt id under.
+RECEIPT_META_KEY = "svc/receipt"
+#: Unknown or mismatched receipts are cached this long at most: long enough to absorb a
+#: client retrying a bad receipt in a loop, short enough not to matter if one was early.
+NEGATIVE_TTL = 5.0
+#: How long a 503 asks the caller to wait.
+RETRY_AFTER_SECONDS = 5
+
+OnServiceError = Literal["fail_closed", "fail_open"]
+_RECEIPT_HEADER_NAMES = ("X-Svc-Receipt", "Payment-Receipt", "PAYMENT-RESPONSE")
+
+
+def _plain_number(value: Decimal) -> int | float | str:
+    if value == value.to_integral_value():
+        return int(value)
+    return str(value)
+
+
+@attrs.frozen(kw_only=True)
+class Offer:
+    """What a resource costs and where it is paid: the substance of every 402."""
+
+    resource_id: str
+    amount: Decimal
+    currency: str = "USD"
+    gate_url: str
+    pay_url: str
+    active: bool = True
+    kind: str = "http"
+    path_or_tool: str | None = None
+    description: str | None = None
+    environment: str | None = None
+    sku_kind: str = "one_shot"
+    credits: Decimal | None = None
+    credit_unit: str | None = None
+
+    @classmethod
+    def from_resource(cls, resource: Resource) -> Offer:
+        meta = resource.metadata
+        return cls(
+            resource_id=resource.id,
+            amount=resource.amount,
+            gate_url=resource.gate_url,
+            pay_url=resource.pay_url,
+            active=resource.active,
+            kind=resource.kind,
+            path_or_tool=resource.path_or_tool,
+            description=resource.description,
+            environment=resource.environment,
+            sku_kind=meta.sku_kind,
+            credits=meta.credits,
+            credit_unit=meta.credit_unit,
+        )
+
+    def details(self) -> dict[str, Any]:
+        """The 402's ``error.details``: enough for an agent to pay without a second look."""
+        details: dict[str, Any] = {
+            "resource_id": self.resource_id,
+            "amount": format_amount(self.amount),
+            "currency": self.currency,
+            "gate_url": self.gate_url,
+            "pay_url": self.pay_url,
+            "sku_kind": self.sku_kind,
+        }
+        if self.environment is not None:
+            details["environment"] = self.environment
+        if self.credits is not None:
+            details["credits"] = _plain_number(self.credits)
+            details["credit_unit"] = self.credit_unit
+        if self.description:
+            details["description"] = self.description
+        details["pay_with"] = (
+            f'POST /pay {{"resource_id": "{self.resource_id}"}} with a wallet key, '
+            "then send the receipt id in X-Svc-Receipt"
+        )
+        details["receipt_headers"] = list(_RECEIPT_HEADER_NAMES)
+        return details
+
+
+@attrs.frozen(kw_only=True)
+class Paid:
+    """Let the request through; hand ``payment`` to the app, add ``headers`` to its answer."""
+
+    payment: Payment
+    #: ``X-Svc-Receipt`` (the service receipt id) and any rail's receipt headers.
+    headers: tuple[tuple[str, str], ...] = ()
+    #: ``headers`` as ASGI wants them (lowercase latin-1 bytes), encoded once.
+    raw_headers: tuple[tuple[bytes, bytes], ...] = attrs.field(init=False)
+    #: Their names, for replacing an app's copy.
+    raw_names: frozenset[bytes] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        raw = tuple((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers)
+        object.__setattr__(self, "raw_headers", raw)
+        object.__setattr__(self, "raw_names", frozenset(name for name, _ in raw))
+
+
+@attrs.frozen(kw_only=True)
+class Refusal:
+    """Answer the request with this instead of calling the app.
+
+    ``code`` is the envelope's ``error.code``; ``reason`` says more precisely why, in
+    ``error.details.reason``: ``receipt_missing``, ``receipt_malformed``,
+    ``receipt_refused`` (402), ``resource_inactive`` (409), ``service_unavailable``
+    and ``gate_misconfigured`` (503).
+    """
+
+    status: int
+    code: str
+    message: str
+    reason: str
+    offer: Offer | None = None
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def payable(self) -> bool:
+        """A 402 that paying the offer would turn into a success."""
+        return self.status == 402 and self.offer is not None
+
+    def details(self) -> dict[str, Any]:
+        details = self.offer.details() if self.offer is not None else {}
+        details["reason"] = self.reason
+        details.update(self.extra)
+        return details
+
+    def body(self, request_id: str) -> dict[str, Any]:
+        """The service's error envelope."""
+        return {
+            "ok": False,
+            "error": {"code": self.code, "message": self.message, "details": self.details()},
+            "request_id": request_id,
+        }
+
+    def render(self, request_id: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """``(status, headers, body)`` of the HTTP answer (content-type and length left to
+        the sender).  Never cacheable: a 402 is about this caller at this moment."""
+        body = json.dumps(self.body(request_id), separators=(",", ":")).encode()
+        headers = [
+            (b"cache-control", b"no-store"),
+            (b"x-request-id", request_id.encode("latin-1")),
+            *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers),
+        ]
+        return self.status, headers, body
+
+
+@attrs.frozen(kw_only=True)
+class FailedOpen:
+    """The service could not be asked and ``on_service_error="fail_open"``: let the
+    request through *without* a payment (the app sees ``payment_of() is None``)."""
+
+    reason: str
+
+
+Outcome = Paid | Refusal | FailedOpen
+
+
+def _verification_ttl(verification: ReceiptVerification) -> float:
+    return float("inf") if verification.valid else NEGATIVE_TTL
+
+
+class GateCore:
+    """Decides paid / unpaid for one resource per request; see the module docstring.
+
+    ``cache_ttl`` (seconds) bounds how long a confirmed receipt and a resource's price are
+    reused without asking the backend again (0 disables caching; single flight stays).
+    ``on_service_error`` decides what happens when the backend is unavailable:
+    ``fail_closed`` (the default) answers 503, ``fail_open`` lets the request through
+    unpaid.  A misconfiguration (a resource that is not the seller's, a bad key) always
+    fails closed.  ``rails`` are open-rail strategies (see :class:`PaymentRail`).
+    """
+
+    def __init__(
+        self,
+        backend: GateBackend,
+        *,
+        cache_ttl: float = 60.0,
+        on_service_error: OnServiceError = "fail_closed",
+        rails: Sequence[PaymentRail] = (),
+        max_cache_entries: int = 10_000,
+    ) -> None:
+        if on_service_error not in ("fail_closed", "fail_open"):
+            raise ValueError('on_service_error must be "fail_closed" or "fail_open"')
+        if cache_ttl < 0:
+            raise ValueError("cache_ttl must be >= 0 seconds")
+        self.backend = backend
+        self.on_service_error: OnServiceError = on_service_error
+        self.rails = tuple(rails)
+        self._receipts: FlightCache[tuple[str, str | None], ReceiptVerification] = FlightCache(
+            ttl=cache_ttl, ttl_for=_verification_ttl, max_entries=max_cache_entries
+        )
+        self._offers: FlightCache[str, Offer] = FlightCache(
+            ttl=cache_ttl, max_entries=max_cache_entries
+        )
+        # The Paid outcome of a (cached verification, cached offer, source): reused while
+        # both cache entries are the very same objects, so a repeat request builds nothing.
+        self._paid: dict[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = {}
+        self._max_paid = max_cache_entries
+        # check_header()'s decided requests: (resource, raw header) -> (expiry, Paid).
+        self._decided: dict[tuple[str, bytes, bytes], tuple[float, Paid]] = {}
+        self._clock = time.monotonic
+
+    # --- the two backend questions, cached ---------------------------------------------------
+
+    async def offer(self, resource_id: str) -> Offer:
+        """The resource's offer (cached).  Raises what the backend raises."""
+        cached = self._offers.peek(resource_id)
+        if cached is not None:  # the hot path: no closure, no await
+            return cached
+
+        async def load() -> Offer:
+            return Offer.from_resource(await self.backend.describe(resource_id))
+
+        return await self._offers.get(resource_id, load)
+
+    async def verify(self, receipt_id: str, resource_id: str | None) -> ReceiptVerification:
+        """The backend's verdict on a receipt (cached, single flight per receipt)."""
+        cached = self._receipts.peek((receipt_id, resource_id))
+        if cached is not None:
+            return cached
+        return await self._receipts.get(
+            (receipt_id, resource_id), lambda: self.backend.verify(receipt_id, resource_id)
+        )
+
+    def forget(self) -> None:
+        """Drop every cached answer (tests; after rotating prices)."""
+        self._receipts.clear()
+        self._offers.clear()
+        self._paid.clear()
+        self._decided.clear()
+
+    # --- the decision ------------------------------------------------------------------------
+
+    async def check_header(self, resource_id: str, name: bytes, value: bytes) -> Outcome:
+        """:meth:`check` for a request whose only credential is one receipt header, given
+        raw (``name`` lowercase), as ASGI has it: the hot path of a gate without rails.
+
+        A paid decision is remembered for exactly as long as the cached answers it rests
+        on (the offer and the verification), so a repeat request is one dict lookup; the
+        outcome is the one :meth:`check` would give.  Refusals are never remembered.
+        """
+        key = (resource_id, name, value)
+        decided = self._decided.get(key)
+        if decided is not None:
+            if decided[0] > self._clock():
+                return decided[1]
+            del self._decided[key]
+        outcome = await self.check(resource_id, {name.decode("latin-1"): value.decode("latin-1")})
+        if type(outcome) is Paid:
+            offer_expiry = self._offers.expiry(resource_id)
+            receipt_expiry = self._receipts.expiry((outcome.payment.receipt_id, resource_id))
+            if offer_expiry is not None and receipt_expiry is not None:
+                if len(self._decided) >= self._max_paid:
+                    self._decided.clear()
+                self._decided[key] = (min(offer_expiry, receipt_expiry), outcome)
+        return outcome
+
+    async def check(
+        self,
+        resource_id: str,
+        headers: Mapping[str, str],
+        *,
+        meta_receipt: object = None,
+        accepted: Collection[str] | None = None,
+    ) -> Outcome:
+        """May this request through to ``resource_id``?
+
+        ``headers`` are the request's (names in any case).  ``meta_receipt`` is a receipt
+        presented outside the headers (an MCP call's ``params._meta["svc/receipt"]``);
+        it wins over the headers when given.  ``accepted`` widens which resources' receipts
+        unlock the request (the demo gate accepts either environment's receipt); the
+        402 still offers ``resource_id``.
+        """
+        # The cached path stays inline (no coroutine per lookup): it runs on every request.
+        offer = self._offers.peek(resource_id)
+        if offer is None:
+            try:
+                offer = await self.offer(resource_id)
+            except BackendUnavailable as exc:
+                return self._unavailable(resource_id, exc)
+            except Exception as exc:
+                return self._misconfigured(resource_id, exc)
+        if not offer.active:
+            return Refusal(
+                status=409,
+                code="resource_inactive",
+                message=f"Resource {resource_id} is deactivated; it cannot be bought or used.",
+                reason="resource_inactive",
+                offer=offer,
+            )
+        wanted = frozenset(accepted) if accepted else None
+
+        for rail in self.rails:
+            try:
+                redemption = await rail.redeem(headers, offer)
+            except MalformedReceipt as exc:
+                return self._payment_required(
+                    offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
+                )
+            except BackendUnavailable as exc:
+                return self._unavailable(resource_id, exc)
+            if redemption is not None:
+                return self._judge(
+                    offer,
+                    redemption.verification,
+                    wanted,
+                    source=rail.name,
+                    headers=tuple(redemption.response_headers),
+                )
+
+        try:
+            receipt_id, source = _presented_receipt(headers, meta_receipt)
+        except MalformedReceipt as exc:
+            return self._payment_required(offer, "receipt_malformed", f"Malformed receipt: {exc}.")
+        if receipt_id is None:
+            return self._payment_required(
+                offer,
+                "receipt_missing",
+                "Payment required: pay for this resource, then send the receipt id in "
+                "X-Svc-Receipt.",
+            )
+        bound = None if accepted else resource_id
+        verification = self._receipts.peek((receipt_id, bound))
+        if verification is None:
+            try:
+                verification = await self.verify(receipt_id, bound)
+            except BackendUnavailable as exc:
+                return self._unavailable(resource_id, exc)
+            except Exception as exc:
+                return self._misconfigured(resource_id, exc)
+        return self._judge(offer, verification, wanted, source=source, headers=())
+
+    def _judge(
+        self,
+        offer: Offer,
+        verification: ReceiptVerification,
+        wanted: frozenset[str] | None,
+        *,
+        source: str,
+        headers: tuple[tuple[str, str], ...],
+    ) -> Outcome:
+        if not verification.valid:
+            why = verification.reason or "unknown receipt"
+        elif (
+            verification.resource_id != offer.resource_id
+            if wanted is None
+            else verification.resource_id not in wanted
+        ):
+            why = "receipt is for another resource"
+        elif headers:  # a rail's redemption: fresh headers each time, nothing to reuse
+            return self._paid_outcome(verification, offer, source, headers)
+        else:
+            key = (verification.receipt_id, offer.resource_id, source)
+            memo = self._paid.get(key)
+            if memo is not None and memo[0] is verification and memo[1] is offer:
+                return memo[2]
+            paid = self._paid_outcome(verification, offer, source, ())
+            if len(self._paid) >= self._max_paid:
+                self._paid.clear()
+            self._paid[key] = (verification, offer, paid)
+            return paid
+        return self._payment_required(
+            offer,
+            "receipt_refused",
+            f"The receipt was refused: {why}.",
+            extra={"receipt_id": verification.receipt_id, "refused_because": why},
+        )
+
+    @staticmethod
+    def _paid_outcome(
+        verification: ReceiptVerification,
+        offer: Offer,
+        source: str,
+        headers: tuple[tuple[str, str], ...],
+    ) -> Paid:
+        payment = Payment.from_verification(
+            verification, resource_id=offer.resource_id, source=source
+        )
+        return Paid(payment=payment, headers=(("X-Svc-Receipt", verification.receipt_id), *headers))
+
+    def _payment_required(
+        self,
+        offer: Offer,
+        reason: str,
+        message: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Refusal:
+        challenge = tuple(header for rail in self.rails for header in rail.challenge(offer))
+        return Refusal(
+            status=402,
+            code="payment_required",
+            message=message,
+            reason=reason,
+            offer=offer,
+            extra=dict(extra or {}),
+            headers=challenge,
+        )
+
+    def _unavailable(self, resource_id: str, exc: BaseException) -> Outcome:
+        log.warning("payment service unavailable while gating %s: %s", resource_id, exc)
+        if self.on_service_error == "fail_open":
+            return FailedOpen(reason="service_unavailable")
+        return Refusal(
+            status=503,
+            code="payment_service_unavailable",
+            message="The payment service cannot be reached to check this payment; retry shortly.",
+            reason="service_unavailable",
+            extra={"resource_id": resource_id},
+            headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
+        )
+
+    def _misconfigured(self, resource_id: str, exc: BaseException) -> Refusal:
+        # Never open: a wrong key or a resource that is not the seller's is not an outage.
+        log.error("gate for %s is misconfigured: %r", resource_id, exc)
+        return Refusal(
+            status=503,
+            code="gate_misconfigured",
+            message="This gate cannot check payments; its operator has been told.",
+            reason="gate_misconfigured",
+            extra={"resource_id": resource_id},
+        )
+
+
+def _presented_receipt(headers: Mapping[str, str], meta_receipt: object) -> tuple[str | None, str]:
+    """``(receipt id or None, source)``; raises :class:`MalformedReceipt`."""
+    if meta_receipt is not None:
+        if not isinstance(meta_receipt, str):
+            raise MalformedReceipt(f'_meta["{RECEIPT_META_KEY}"] must be a string receipt id')
+        try:
+            return receipt_id_from_headers({"x-svc-receipt": meta_receipt}), "mcp_meta"
+        except MalformedReceipt:
+            raise MalformedReceipt(
+                f'_meta["{RECEIPT_META_KEY}"] is not a receipt id (rcpt_…)'
+            ) from None
+    return receipt_id_from_headers(headers), "header"

@@ -1,0 +1,285 @@
+"""``PaymentGate``: the pure ASGI middleware a seller puts in front of any app.
+
+Written as a plain ASGI callable (no ``BaseHTTPMiddleware``): it streams nothing through
+a task group, buffers no response, and works under any ASGI framework or none.  Per
+request it does the least it can:
+
+* a non-HTTP scope (``lifespan``, ``websocket``) or an unpriced route goes straight to
+  the app, untouched;
+* a priced route is decided by the :class:`~svc_asgi.GateCore`: paid requests reach the
+  app with the :class:`~svc_asgi.Payment` in ``scope["state"]["svc_payment"]``; unpaid
+  ones get the 402 (or 409/503) without the app ever running;
+* a ``POST`` to the MCP path, when tools are priced, has its JSON-RPC body read (bounded)
+  to find a priced ``tools/call``; the body is handed to the app unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+import svc
+from svc._options import Environment
+
+from . import _mcp as mcp
+from ._asgi import (
+    ASGIApp,
+    BodyTooLarge,
+    ClientDisconnected,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    add_response_headers,
+    header_map,
+    read_body,
+    receipt_header,
+    replay,
+    request_id_of,
+    route_path,
+    send_response,
+)
+from ._backend import GateBackend, ServiceBackend
+from ._core import FailedOpen, GateCore, OnServiceError, Outcome, Paid, Refusal
+from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
+from ._prices import PriceTable
+from ._rails import PaymentRail
+
+__all__ = ["PaymentGate"]
+
+#: MCP tool-call bodies are buffered up to this by default; MCP's own server accepts
+#: 4 MiB, but a tool call's arguments rarely need more than a fraction of one.
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: A paid answer is for the payer: shared caches must not hand it to the next caller.
+_PRIVATE = ((b"cache-control", b"private"),)
+
+
+class PaymentGate:
+    """Sell routes and MCP tools of an ASGI app for the service's resources.
+
+    ::
+
+        app = PaymentGate(
+            app,
+            service_url="https://svc.example",
+            seller_key="svc_sk_live_…",
+            prices={"GET /v1/report": "res_…", "mcp:search": "res_…"},
+        )
+
+    ``prices`` maps ``"METHOD /path"``, ``"/path"`` (any method; ``{param}`` segments) or
+    ``"mcp:tool"`` to resource ids (see :class:`PriceTable` for the matching rules).
+    ``service_url``, ``seller_key`` and ``environment`` default to ``SVC_BASE_URL``,
+    ``SVC_SELLER_KEY`` and ``SVC_ENVIRONMENT``; pass ``client`` (an
+    :class:`svc.AsyncClient` with a seller key) to share or instrument one, or
+    ``backend`` to answer from elsewhere entirely.
+
+    ``mcp_path`` is the path (or paths) of the app's streamable-HTTP MCP endpoint, where
+    ``tools/call`` is gated by tool name.  ``on_service_error`` is ``"fail_closed"``
+    (503 when the service cannot be reached; the default) or ``"fail_open"``.
+    ``cache_ttl`` is how long a confirmed receipt and a resource's price are reused;
+    ``max_body_bytes`` bounds the MCP bodies the gate buffers.  ``rails`` plugs in open
+    payment rails (see :class:`PaymentRail`).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        prices: Mapping[str, str],
+        service_url: str | None = None,
+        seller_key: str | None = None,
+        environment: Environment | None = None,
+        mcp_path: str | Sequence[str] = "/mcp",
+        on_service_error: OnServiceError = "fail_closed",
+        cache_ttl: float = 60.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        timeout: float = 10.0,
+        client: svc.AsyncClient | None = None,
+        backend: GateBackend | None = None,
+        rails: Sequence[PaymentRail] = (),
+    ) -> None:
+        self.app = app
+        self.prices = PriceTable(prices)
+        if max_body_bytes < 1:
+            raise ValueError("max_body_bytes must be a positive number of bytes")
+        self.max_body_bytes = max_body_bytes
+        paths = [mcp_path] if isinstance(mcp_path, str) else list(mcp_path)
+        self.mcp_paths = frozenset(p.rstrip("/") or "/" for p in paths)
+        self._owned_client: svc.AsyncClient | None = None
+        if backend is None:
+            if client is None:
+                if not (seller_key or os.environ.get("SVC_SELLER_KEY")):
+                    raise svc.ConfigurationError(
+                        "PaymentGate needs the seller key (seller_key= or SVC_SELLER_KEY): "
+                        "receipts are verified as the seller"
+                    )
+                client = svc.AsyncClient(
+                    base_url=service_url,
+                    seller_key=seller_key,
+                    environment=environment,
+                    timeout=timeout,
+                    max_retries=1,
+                )
+                self._owned_client = client
+            backend = ServiceBackend(client)
+        self.core = GateCore(
+            backend, cache_ttl=cache_ttl, on_service_error=on_service_error, rails=rails
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client the gate created (not one passed in).  Done for you at
+        lifespan shutdown when the server runs the lifespan protocol."""
+        if self._owned_client is not None:
+            await self._owned_client.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind != "http":
+            if kind == "lifespan" and self._owned_client is not None:
+                send = self._closing_at_shutdown(send)
+            await self.app(scope, receive, send)
+            return
+        path = route_path(scope)
+        resource_id = self.prices.match_route(scope["method"], path)
+        if resource_id is not None:
+            await self._gate_route(scope, receive, send, resource_id)
+        elif (
+            self.prices.tools
+            and scope["method"] == "POST"
+            and (path.rstrip("/") or "/") in self.mcp_paths
+        ):
+            await self._gate_mcp(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _closing_at_shutdown(self, send: Send) -> Send:
+        async def send_then_close(message: Message) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                await self.aclose()
+            await send(message)
+
+        return send_then_close
+
+    # --- HTTP routes --------------------------------------------------------------------------
+
+    async def _gate_route(
+        self, scope: Scope, receive: Receive, send: Send, resource_id: str
+    ) -> None:
+        if self.core.rails:
+            outcome = await self.core.check(resource_id, header_map(scope))
+        else:  # only the receipt header matters: find it without decoding the others
+            found = receipt_header(scope)
+            if found is None:
+                outcome = await self.core.check(resource_id, {})
+            else:
+                outcome = await self.core.check_header(resource_id, *found)
+        if type(outcome) is not Refusal:
+            await self._pass(scope, receive, send, outcome)
+            return
+        status, extra, body = outcome.render(request_id_of(scope))
+        await send_response(send, status, body, headers=extra)
+
+    async def _pass(self, scope: Scope, receive: Receive, send: Send, outcome: Outcome) -> None:
+        state: MutableMapping[str, Any] = scope.setdefault("state", {})
+        if type(outcome) is Paid:
+            state[STATE_KEY] = outcome.payment
+            send = add_response_headers(send, outcome.raw_headers, _PRIVATE, outcome.raw_names)
+        else:
+            assert isinstance(outcome, FailedOpen)
+            state[GATE_ERROR_STATE_KEY] = outcome.reason
+        await self.app(scope, receive, send)
+
+    # --- MCP ----------------------------------------------------------------------------------
+
+    async def _gate_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = header_map(scope)
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except ClientDisconnected:
+            return
+        except BodyTooLarge:
+            error = mcp.error_message(
+                None,
+                mcp.INVALID_REQUEST,
+                f"The request body is larger than {self.max_body_bytes} bytes.",
+            )
+            await self._send_jsonrpc(send, scope, headers, 413, error)
+            return
+        try:
+            message = mcp.parse_body(body)
+        except ValueError as exc:
+            error = mcp.error_message(None, mcp.PARSE_ERROR, f"Parse error: {exc}")
+            await self._send_jsonrpc(send, scope, headers, 400, error)
+            return
+        receive = replay(body, receive)
+
+        if isinstance(message, list):
+            refused = mcp.priced_calls_in_batch(message, self.prices)
+            if not refused:
+                await self.app(scope, receive, send)
+                return
+            errors = [
+                mcp.error_message(
+                    call.id,
+                    mcp.INVALID_REQUEST,
+                    "A paid tool call cannot be sent in a batch; send tools/call on its own.",
+                )
+                for call in refused
+                if not call.is_notification
+            ]
+            await self._send_jsonrpc(send, scope, headers, 400, errors)
+            return
+
+        call = mcp.find_tool_call(message)
+        if call is None:
+            await self.app(scope, receive, send)
+            return
+        if not isinstance(call.name, str):
+            error = mcp.error_message(
+                call.id, mcp.INVALID_PARAMS, "tools/call needs params.name, a string."
+            )
+            await self._send_jsonrpc(send, scope, headers, 400, error)
+            return
+        resource_id = self.prices.match_tool(call.name)
+        if resource_id is None:
+            await self.app(scope, receive, send)
+            return
+
+        outcome = await self.core.check(resource_id, headers, meta_receipt=call.meta_receipt)
+        if isinstance(outcome, Paid | FailedOpen):
+            await self._pass(scope, receive, send, outcome)
+            return
+        request_id = request_id_of(scope)
+        if call.is_notification:  # nobody to answer in JSON-RPC: refuse at the HTTP level
+            status, extra, body = outcome.render(request_id)
+            await send_response(send, status, body, headers=extra)
+        elif outcome.status in (402, 409):
+            answer = mcp.tool_error_message(
+                call, outcome, request_id, modern=mcp.is_modern(headers)
+            )
+            await self._send_jsonrpc(send, scope, headers, 200, answer, request_id)
+        else:
+            error = mcp.error_message(
+                call.id, mcp.PAYMENT_SERVICE_ERROR, outcome.message, outcome.body(request_id)
+            )
+            await self._send_jsonrpc(send, scope, headers, outcome.status, error, request_id)
+
+    async def _send_jsonrpc(
+        self,
+        send: Send,
+        scope: Scope,
+        headers: Mapping[str, str],
+        status: int,
+        payload: object,
+        request_id: str | None = None,
+    ) -> None:
+        content_type, body = mcp.render(payload, headers)
+        extra = [
+            (b"cache-control", b"no-store"),
+            (b"x-request-id", (request_id or request_id_of(scope)).encode("latin-1")),
+        ]
+        session = headers.get("mcp-session-id")
+        if session is not None:
+            extra.append((b"mcp-session-id", session.encode("latin-1")))
+        await send_response(send, status, body, content_type=content_type, headers=extra)

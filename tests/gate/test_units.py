@@ -1,0 +1,394 @@
+"""The gate's parts in process: price matching, the flight cache, the open-rails seam,
+pass-through, and configuration errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import svc
+from svc.receipts import MalformedReceipt
+from svc_asgi import (
+    BackendUnavailable,
+    GateBackend,
+    GateCore,
+    Offer,
+    Paid,
+    PaymentGate,
+    PaymentRail,
+    PriceTable,
+    RailRedemption,
+    Refusal,
+    payment_of,
+)
+from svc_asgi._asgi import MAX_HEADER_BYTES, header_map, receipt_header
+from svc_asgi._cache import FlightCache
+
+# --- prices ---------------------------------------------------------------------------------
+
+
+def test_price_matching_rules() -> None:
+    table = PriceTable(
+        {
+            "GET /v1/report": "res_report",
+            "POST /v1/items/special": "res_special",
+            "/v1/items/{item_id:int}": "res_item",
+            "/v1/files/{rest:path}": "res_files",
+            "mcp:search": "res_search",
+        }
+    )
+    assert table.match_route("GET", "/v1/report") == "res_report"
+    assert table.match_route("HEAD", "/v1/report") == "res_report"  # HEAD is served as GET
+    assert table.match_route("GET", "/v1/report/") == "res_report"
+    assert table.match_route("POST", "/v1/report") is None
+    assert table.match_route("GET", "/v1/reports") is None
+    assert table.match_route("GET", "/V1/report") is None  # routing is case-sensitive
+    assert table.match_route("DELETE", "/v1/items/abc") == "res_item"  # any one segment
+    assert table.match_route("POST", "/v1/items/special") == "res_special"  # exact first
+    assert table.match_route("GET", "/v1/items/special") == "res_item"
+    assert table.match_route("GET", "/v1/items/1/2") is None
+    assert table.match_route("GET", "/v1/files/") == "res_files"
+    assert table.match_route("PUT", "/v1/files/a/b/c.txt") == "res_files"
+    assert table.match_tool("search") == "res_search" and table.match_tool("ping") is None
+    assert table.resource_ids == {
+        "res_report",
+        "res_special",
+        "res_item",
+        "res_files",
+        "res_search",
+    }
+
+
+@pytest.mark.parametrize(
+    "prices",
+    [{}, {"v1/report": "res_x"}, {"FETCH /x": "res_x"}, {"/x": ""}, {"mcp:": "res_x"}],
+)
+def test_bad_price_tables_are_refused(prices: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        PriceTable(prices)
+
+
+# --- the flight cache -----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_flight_cache_ttl_and_bounds() -> None:
+    now = [0.0]
+    cache: FlightCache[str, int] = FlightCache(ttl=10, max_entries=2, clock=lambda: now[0])
+    loads: list[str] = []
+
+    async def load(key: str) -> int:
+        loads.append(key)
+        return len(loads)
+
+    assert await cache.get("a", lambda: load("a")) == 1
+    assert await cache.get("a", lambda: load("a")) == 1
+    now[0] = 10.5
+    assert await cache.get("a", lambda: load("a")) == 2  # expired
+    await cache.get("b", lambda: load("b"))
+    await cache.get("c", lambda: load("c"))  # evicts the oldest ("a")
+    assert cache.peek("a") is None and cache.peek("c") is not None
+
+
+@pytest.mark.anyio
+async def test_flight_cache_shares_failures_and_survives_a_cancelled_leader() -> None:
+    cache: FlightCache[str, str] = FlightCache(ttl=60)
+    release = anyio.Event()
+    calls = 0
+
+    async def failing() -> str:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        raise BackendUnavailable("down")
+
+    errors: list[BaseException] = []
+
+    async def ask() -> None:
+        try:
+            await cache.get("k", failing)
+        except BackendUnavailable as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(ask)
+        await anyio.sleep(0.05)
+        release.set()
+    assert calls == 1 and len(errors) == 5  # one call, everyone told
+    assert cache.peek("k") is None  # failures are not cached
+
+    started = anyio.Event()
+
+    async def slow() -> str:
+        started.set()
+        await anyio.sleep(10)
+        return "never"
+
+    results: list[str] = []
+    leader_scope = anyio.CancelScope()
+
+    async def leader() -> None:
+        with leader_scope:
+            await cache.get("j", slow)
+
+    async def follower() -> None:
+        results.append(await cache.get("j", _value("from follower")))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(leader)
+        await started.wait()
+        tg.start_soon(follower)
+        await anyio.sleep(0.05)
+        leader_scope.cancel()
+    assert results == ["from follower"]
+
+
+def _value(value: str) -> Any:
+    async def load() -> str:
+        return value
+
+    return load
+
+
+# --- a fake backend and rail, in process ----------------------------------------------------
+
+
+class FakeBackend:
+    def __init__(self, *, down: bool = False) -> None:
+        self.down = down
+        self.verified: list[tuple[str, str | None]] = []
+
+    async def verify(self, receipt_id: str, resource_id: str | None) -> svc.ReceiptVerification:
+        if self.down:
+            raise BackendUnavailable("down")
+        self.verified.append((receipt_id, resource_id))
+        good = receipt_id.startswith("rcpt_good")
+        return svc.ReceiptVerification(
+            valid=good,
+            receipt_id=receipt_id,
+            resource_id="res_report" if good else None,
+            amount=Decimal("0.05") if good else None,
+            rail="x402-test" if "rail" in receipt_id else "rill",
+            reason=None if good else "unknown receipt",
+        )
+
+    async def describe(self, resource_id: str) -> svc.Resource:
+        if self.down:
+            raise BackendUnavailable("down")
+        return svc.Resource(
+            id=resource_id,
+            short_id="Ab3dE5gH7j",
+            kind="http",
+            amount=Decimal("0.05"),
+            gate_url="https://svc.example/g/Ab3dE5gH7j",
+            pay_url="https://svc.example/pay/Ab3dE5gH7j",
+            path_or_tool="/v1/report",
+        )
+
+
+class FakeRail:
+    """Stands in for x402: a challenge header on 402s, a credential header to redeem."""
+
+    name = "fake402"
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self.backend = backend
+
+    def challenge(self, offer: Offer) -> Sequence[tuple[str, str]]:
+        return [("PAYMENT-REQUIRED", f"fake:{offer.resource_id}:{offer.amount}")]
+
+    async def redeem(self, headers: Mapping[str, str], offer: Offer) -> RailRedemption | None:
+        credential = headers.get("payment-signature")
+        if credential is None:
+            return None
+        if credential == "garbage":
+            raise MalformedReceipt("PAYMENT-SIGNATURE is not a signed payload")
+        verification = await self.backend.verify("rcpt_good_rail", offer.resource_id)
+        return RailRedemption(
+            verification=verification, response_headers=[("PAYMENT-RESPONSE", "settled")]
+        )
+
+
+async def _inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    payment = payment_of(scope)
+    body = f"{payment.source}:{payment.receipt_id}" if payment else "free"
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body.encode()})
+
+
+def _client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://shop")
+
+
+def test_fakes_satisfy_the_protocols() -> None:
+    backend = FakeBackend()
+    assert isinstance(backend, GateBackend) and isinstance(FakeRail(backend), PaymentRail)
+
+
+@pytest.mark.anyio
+async def test_the_open_rails_seam() -> None:
+    backend = FakeBackend()
+    gate = PaymentGate(
+        _inner,
+        prices={"GET /v1/report": "res_report"},
+        backend=backend,
+        rails=[FakeRail(backend)],
+    )
+    async with _client(gate) as http:
+        unpaid = await http.get("/v1/report")
+        assert unpaid.status_code == 402
+        assert unpaid.headers["payment-required"] == "fake:res_report:0.05"
+        paid = await http.get("/v1/report", headers={"PAYMENT-SIGNATURE": "signed"})
+        assert paid.status_code == 200 and paid.text == "fake402:rcpt_good_rail"
+        assert paid.headers["payment-response"] == "settled"
+        assert paid.headers["x-svc-receipt"] == "rcpt_good_rail"
+        bad = await http.get("/v1/report", headers={"PAYMENT-SIGNATURE": "garbage"})
+        assert bad.status_code == 402
+        assert bad.json()["error"]["message"].startswith("Malformed fake402 credential")
+        # Without a rail credential, service receipts work as before.
+        receipt = await http.get("/v1/report", headers={"X-Svc-Receipt": "rcpt_good_one"})
+        assert receipt.text == "header:rcpt_good_one"
+
+
+@pytest.mark.anyio
+async def test_core_outcomes_directly() -> None:
+    core = GateCore(FakeBackend(), cache_ttl=0)
+    outcome = await core.check("res_report", {"x-svc-receipt": "rcpt_good_1"})
+    assert isinstance(outcome, Paid) and outcome.payment.amount == Decimal("0.05")
+    refused = await core.check("res_other", {"X-Svc-Receipt": "rcpt_good_1"})
+    assert isinstance(refused, Refusal) and refused.extra["refused_because"] == (
+        "receipt is for another resource"
+    )
+    widened = await core.check(
+        "res_other", {"x-svc-receipt": "rcpt_good_1"}, accepted={"res_report"}
+    )
+    assert isinstance(widened, Paid)
+    meta = await core.check("res_report", {}, meta_receipt="rcpt_good_2")
+    assert isinstance(meta, Paid) and meta.payment.source == "mcp_meta"
+    status, headers, body = refused.render("req_1")
+    assert status == 402 and (b"cache-control", b"no-store") in headers and b"req_1" in body
+    down = await GateCore(FakeBackend(down=True)).check("res_report", {})
+    assert isinstance(down, Refusal) and down.status == 503
+    with pytest.raises(ValueError):
+        GateCore(FakeBackend(), on_service_error="maybe")  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_pass_through_is_untouched() -> None:
+    seen: list[tuple[Any, Any, Any]] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope, receive, send))
+
+    backend = FakeBackend()
+    gate = PaymentGate(
+        inner, prices={"/ws": "res_report", "GET /v1/report": "res_report"}, backend=backend
+    )
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Any) -> None:
+        pass
+
+    for scope in (
+        {"type": "websocket", "path": "/ws", "headers": []},  # not gated, even when priced
+        {"type": "lifespan"},
+        {"type": "http", "method": "GET", "path": "/free", "headers": []},
+    ):
+        await gate(scope, receive, send)
+        assert seen[-1] == (scope, receive, send)
+        assert seen[-1][1] is receive and seen[-1][2] is send
+    assert backend.verified == []
+
+
+def test_payment_of_and_configuration() -> None:
+    assert payment_of({"type": "http"}) is None
+    assert payment_of({"type": "http", "state": {"svc_payment": "not a payment"}}) is None
+
+    class Req:
+        scope: dict[str, Any] = {"type": "http", "state": {}}
+
+    assert payment_of(Req()) is None
+    with pytest.raises(TypeError):
+        payment_of(42)
+    with pytest.raises(ValueError):
+        PaymentGate(_inner, prices={"/x": "res_x"}, backend=FakeBackend(), max_body_bytes=0)
+    with pytest.raises(ValueError):
+        PaymentGate(_inner, prices={"/x": "res_x"}, backend=FakeBackend(), cache_ttl=-1)
+
+
+def test_header_reading_is_bounded_and_follows_the_receipt_preference() -> None:
+    padding = [(b"x-pad-%d" % i, b"p" * 1000) for i in range(MAX_HEADER_BYTES // 1000 + 1)]
+    scope = {"headers": [*padding, (b"x-svc-receipt", b"rcpt_late")]}
+    assert "x-svc-receipt" not in header_map(scope)  # never read: the request is unpaid
+    assert receipt_header(scope) is None
+    assert header_map({"headers": [(b"a", b"1"), (b"a", b"2")]}) == {"a": "1"}
+    # The header svc.receipts would read: X-Svc-Receipt, then Payment-Receipt, then
+    # PAYMENT-RESPONSE; the first of duplicates.
+    both = [(b"payment-response", b"rcpt_x402"), (b"x-svc-receipt", b"rcpt_svc1")]
+    assert receipt_header({"headers": both}) == (b"x-svc-receipt", b"rcpt_svc1")
+    dups = [(b"payment-receipt", b"rcpt_first"), (b"payment-receipt", b"rcpt_second")]
+    assert receipt_header({"headers": dups}) == (b"payment-receipt", b"rcpt_first")
+
+
+@pytest.mark.anyio
+async def test_decided_requests_last_as_long_as_their_cached_answers() -> None:
+    backend = FakeBackend()
+    core = GateCore(backend, cache_ttl=60)
+    first = await core.check_header("res_report", b"x-svc-receipt", b"rcpt_good_1")
+    again = await core.check_header("res_report", b"x-svc-receipt", b"rcpt_good_1")
+    assert isinstance(first, Paid) and again is first and len(backend.verified) == 1
+    core.forget()
+    await core.check_header("res_report", b"x-svc-receipt", b"rcpt_good_1")
+    assert len(backend.verified) == 2
+    refused = await core.check_header("res_report", b"x-svc-receipt", b"rcpt_bad_1")
+    assert isinstance(refused, Refusal)
+    malformed = await core.check_header("res_report", b"payment-response", b"%%%")
+    assert isinstance(malformed, Refusal) and malformed.reason == "receipt_malformed"
+    uncached = GateCore(backend, cache_ttl=0)
+    for _ in range(2):
+        await uncached.check_header("res_report", b"x-svc-receipt", b"rcpt_good_2")
+    assert backend.verified.count(("rcpt_good_2", "res_report")) == 2
+
+
+@pytest.mark.anyio
+async def test_lifespan_shutdown_closes_the_gates_own_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SVC_SELLER_KEY", "svc_sk_test_x")
+    closed: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    gate = PaymentGate(app, prices={"/x": "res_x"})
+    assert gate._owned_client is not None
+    original = gate._owned_client.aclose
+
+    async def aclose() -> None:
+        closed.append(True)
+        await original()
+
+    monkeypatch.setattr(gate._owned_client, "aclose", aclose)
+    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    sent: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(messages)
+
+    async def send(message: Any) -> None:
+        sent.append(message["type"])
+
+    await gate({"type": "lifespan"}, receive, send)
+    assert closed == [True]
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
