@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+import svc
 from reference_server.routes.gates import UPSTREAM_MAX_RESPONSE_BYTES
 
 from ..support import LiveServer, free_port
@@ -174,6 +175,10 @@ def test_production_refuses_internal_upstreams(
     upstream: tuple[Upstream, LiveApp],
     upstream_url: str,
 ) -> None:
+    from sqlalchemy import update
+
+    from reference_server.store import tables as t
+
     recorder, live = upstream
     port = int(live.url.rsplit(":", 1)[1])
     url = upstream_url.replace("upstream.example.com", f"upstream.example.com:{port}")
@@ -182,7 +187,20 @@ def test_production_refuses_internal_upstreams(
         return ["127.0.0.1"] if host == "upstream.example.com" else []
 
     prod = make_server(env="production", signup_enabled=True, outbound_resolver=resolver)
-    shop = open_shop(prod, upstream_url=url)
+    names_a_host = "upstream.example.com" in url
+    if not names_a_host:
+        # An address literal is refused when the resource is created...
+        with pytest.raises(svc.UnprocessableEntityError) as refused:
+            open_shop(prod, upstream_url=url)
+        assert refused.value.details is not None
+        assert refused.value.details["errors"][0]["field"] == "upstream_url"
+    # ...and, like a name that resolves to an internal address (checked only when
+    # forwarding), refused again at every forward: here a row written before the rule.
+    shop = open_shop(prod, upstream_url=url if names_a_host else "https://example.com/x")
+    if not names_a_host:
+        r_ = t.resources
+        with prod.ctx.db.write() as conn:
+            conn.execute(update(r_).where(r_.c.id == shop.resource.id).values(upstream_url=url))
     paid = shop.agent.pay(resource_id=shop.resource.id)
     r = httpx.get(shop.resource.gate_url, headers={"X-Svc-Receipt": paid.receipt_id})
     assert r.status_code == 502, r.text
