@@ -1,0 +1,250 @@
+"""``svc``: the SDK's flows as shell commands (the CLI twins of the spec's MCP tools).
+
+Every command is one call of :class:`svc.Client` and prints the result as JSON, so the
+output can be piped into ``jq``.  Credentials come from options or the same environment
+variables the client reads (``SVC_BASE_URL``, ``SVC_OWNER_JWT``, ``SVC_SELLER_KEY``,
+``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``).  An error prints its code, message and
+``request_id`` on stderr and exits 1.
+
+Needs the ``cli`` extra (``pip install 'svc[cli]'``): click is not a dependency of the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ._client import Client
+from ._converter import unstructure
+from ._errors import APIError, SvcError
+
+try:
+    import click
+except ImportError:  # pragma: no cover - exercised by users without the extra
+    click = None  # type: ignore[assignment]
+
+__all__ = ["main"]
+
+
+def _emit(value: Any) -> None:
+    click.echo(json.dumps(unstructure(value), indent=2, default=str))
+
+
+def _run(ctx: Any, /, call: Callable[[Client], Any]) -> None:
+    """One client call: print its result, or the error and exit 1."""
+    try:
+        with Client(**ctx.obj) as client:
+            _emit(call(client))
+    except APIError as exc:
+        click.echo(
+            f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
+        )
+        sys.exit(1)
+    except SvcError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(1)
+
+
+def _build() -> Any:
+    @click.group()
+    @click.option("--base-url", envvar="SVC_BASE_URL", default=None, help="API host.")
+    @click.option("--owner-jwt", envvar="SVC_OWNER_JWT", default=None)
+    @click.option("--seller-key", envvar="SVC_SELLER_KEY", default=None)
+    @click.option("--wallet-key", envvar="SVC_WALLET_KEY", default=None)
+    @click.option(
+        "--environment", envvar="SVC_ENVIRONMENT", default=None, type=click.Choice(["test", "live"])
+    )
+    @click.pass_context
+    def cli(ctx: Any, /, **options: Any) -> None:
+        """Sellers, priced resources, payments and webhooks from the shell."""
+        ctx.obj = {k: v for k, v in options.items() if v is not None}
+
+    @cli.command()
+    @click.pass_context
+    def health(ctx: Any) -> None:
+        """Is the service up?"""
+        _run(ctx, lambda c: c.health())
+
+    @cli.group()
+    def sellers() -> None:
+        """Seller accounts (owner JWT)."""
+
+    @sellers.command("create")
+    @click.option("--name", default=None)
+    @click.pass_context
+    def sellers_create(ctx: Any, /, name: str | None) -> None:
+        """Create a seller; its key is printed once."""
+        _run(ctx, lambda c: c.sellers.create(name=name))
+
+    @sellers.command("list")
+    @click.pass_context
+    def sellers_list(ctx: Any) -> None:
+        _run(ctx, lambda c: c.sellers.list())
+
+    @cli.group()
+    def resources() -> None:
+        """Priced resources (seller key)."""
+
+    def metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"sku_kind": sku_kind}
+        if credits is not None:
+            meta["credits"] = int(credits) if credits.isdigit() else float(credits)
+        if credit_unit is not None:
+            meta["credit_unit"] = credit_unit
+        return meta
+
+    resource_options = [
+        click.option("--path", default=None, help="HTTP path the SKU gates (kind http)."),
+        click.option("--tool", default=None, help="MCP tool the SKU gates (kind mcp)."),
+        click.option("--amount", required=True, help='Price as a decimal string, e.g. "0.05".'),
+        click.option("--description", default=None),
+        click.option(
+            "--sku-kind", default="one_shot", type=click.Choice(["one_shot", "credit_topup"])
+        ),
+        click.option("--credits", default=None),
+        click.option("--credit-unit", default=None),
+        click.option("--upstream-url", default=None),
+    ]
+
+    def with_resource_options(fn: Any) -> Any:
+        for option in reversed(resource_options):
+            fn = option(fn)
+        return fn
+
+    def create_resource(c: Client, o: dict[str, Any]) -> Any:
+        return c.resources.create(
+            kind="mcp" if o["tool"] else "http",
+            path=o["path"],
+            tool=o["tool"],
+            amount=o["amount"],
+            description=o["description"],
+            metadata=metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
+            upstream_url=o["upstream_url"],
+        )
+
+    @resources.command("create")
+    @with_resource_options
+    @click.pass_context
+    def resources_create(ctx: Any, /, **o: Any) -> None:
+        """Create a priced HTTP path (--path) or MCP tool (--tool)."""
+        _run(ctx, lambda c: create_resource(c, o))
+
+    @resources.command("list")
+    @click.pass_context
+    def resources_list(ctx: Any) -> None:
+        _run(ctx, lambda c: c.resources.list())
+
+    @resources.command("deactivate")
+    @click.argument("resource_id")
+    @click.pass_context
+    def resources_deactivate(ctx: Any, /, resource_id: str) -> None:
+        """Stop selling a resource (``active`` becomes false)."""
+        _run(ctx, lambda c: c.resources.deactivate(resource_id))
+
+    @cli.command("update-resource")
+    @click.argument("resource_id")
+    @click.option("--amount", default=None)
+    @click.option("--path", default=None)
+    @click.option("--tool", default=None)
+    @click.option("--description", default=None)
+    @click.pass_context
+    def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
+        """Change a resource's price, path, tool or description."""
+        changes = {k: v for k, v in o.items() if v is not None}
+        if not changes:
+            raise click.UsageError("name at least one of --amount, --path, --tool, --description")
+        _run(ctx, lambda c: c.resources.update(resource_id, **changes))
+
+    @cli.command("create-pay-link")
+    @with_resource_options
+    @click.pass_context
+    def create_pay_link(ctx: Any, /, **o: Any) -> None:
+        """Create a priced resource and print what to share: gate_url and pay_page_url."""
+
+        def call(c: Client) -> dict[str, Any]:
+            resource = create_resource(c, o)
+            return {
+                "resource_id": resource.id,
+                "gate_url": resource.gate_url,
+                "pay_page_url": resource.pay_url,
+            }
+
+        _run(ctx, call)
+
+    @cli.command("enable-payments")
+    @click.option("--payout-wallet-address", default=None)
+    @click.option("--processor-profile-id", default=None)
+    @click.pass_context
+    def enable_payments(
+        ctx: Any, payout_wallet_address: str | None, processor_profile_id: str | None
+    ) -> None:
+        """Turn on MPP and x402 for every gate of the seller."""
+        _run(
+            ctx,
+            lambda c: c.sellers.enable_payments(
+                processor_profile_id=processor_profile_id,
+                payout_wallet_address=payout_wallet_address,
+            ),
+        )
+
+    @cli.command()
+    @click.pass_context
+    def balance(ctx: Any) -> None:
+        """The seller's balance and payout readiness."""
+        _run(ctx, lambda c: c.sellers.balance())
+
+    @cli.command()
+    @click.argument("resource_id", required=False)
+    @click.option("--destination", default=None, help="A handle such as @acme.")
+    @click.option("--amount", default=None)
+    @click.pass_context
+    def pay(
+        ctx: Any, /, resource_id: str | None, destination: str | None, amount: str | None
+    ) -> None:
+        """Pay a resource on the ledger (wallet key), or a handle with --destination."""
+        if resource_id is not None:
+            _run(ctx, lambda c: c.pay(resource_id=resource_id))
+        elif destination is not None and amount is not None:
+            _run(ctx, lambda c: c.pay(destination=destination, amount=amount))
+        else:
+            raise click.UsageError("give RESOURCE_ID, or --destination and --amount")
+
+    @cli.group()
+    def webhooks() -> None:
+        """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""
+
+    @webhooks.command("create")
+    @click.argument("url")
+    @click.option("--event", "events", multiple=True, help="Repeat for several; none = all.")
+    @click.pass_context
+    def webhooks_create(ctx: Any, /, url: str, events: tuple[str, ...]) -> None:
+        """Register an endpoint; its signing secret is printed once."""
+        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None))
+
+    @webhooks.command("list")
+    @click.pass_context
+    def webhooks_list(ctx: Any) -> None:
+        _run(ctx, lambda c: c.webhooks.list())
+
+    @webhooks.command("test")
+    @click.argument("webhook_id")
+    @click.pass_context
+    def webhooks_test(ctx: Any, /, webhook_id: str) -> None:
+        """Send a signed payment.succeeded sample now."""
+        _run(ctx, lambda c: c.webhooks.test(webhook_id))
+
+    @webhooks.command("delete")
+    @click.argument("webhook_id")
+    @click.pass_context
+    def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
+        _run(ctx, lambda c: c.webhooks.delete(webhook_id))
+
+    return cli
+
+
+def main() -> None:
+    if click is None:
+        sys.exit("the svc command needs click: pip install 'svc[cli]'")
+    _build()(prog_name="svc")

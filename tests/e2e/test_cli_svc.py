@@ -1,0 +1,63 @@
+"""The ``svc`` command against a real server: the seller go-live flow from the shell."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from click.testing import CliRunner
+
+from svc.cli import _build
+
+from ..support import LiveServer, new_account
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(_build(), list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_seller_flow_from_the_shell(server: LiveServer) -> None:
+    acct = new_account(server.url)
+    seller = ["--base-url", server.url, "--seller-key", acct.seller_key]
+    code, out = run(
+        *seller,
+        "create-pay-link",
+        "--path",
+        "/v1/report",
+        "--amount",
+        "0.05",
+        "--sku-kind",
+        "credit_topup",
+        "--credits",
+        "10",
+    )
+    assert code == 0, out
+    link = json.loads(out)
+    assert link["gate_url"].startswith(server.url + "/g/")
+    assert link["pay_page_url"].startswith(server.url + "/pay/")
+    code, out = run(*seller, "update-resource", link["resource_id"], "--amount", "0.07")
+    assert code == 0 and json.loads(out)["amount"] == "0.07"
+    code, out = run(*seller, "enable-payments")
+    assert code == 0 and json.loads(out)["x402_enabled"] is True
+    code, out = run(*seller, "resources", "list")
+    [listed] = json.loads(out)["data"]
+    assert listed["metadata"]["credits"] == 10
+
+    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt, "--environment", "test"]
+    code, out = run(
+        *owner, "webhooks", "create", "http://localhost:9/hooks", "--event", "payment.succeeded"
+    )
+    assert code == 0, out
+    hook = json.loads(out)
+    assert hook["signing_secret"].startswith("whsec_") and hook["events"] == ["payment.succeeded"]
+    code, out = run(*owner, "webhooks", "delete", hook["id"])
+    assert code == 0 and json.loads(out)["status"] == "deleted"
+
+
+def test_errors_print_code_and_request_id(server: LiveServer) -> None:
+    code, out = run("--base-url", server.url, "--seller-key", "svc_sk_test_nope", "balance")
+    assert code == 1
+    assert "401 invalid_credential" in out and "request_id=req_" in out
+    code, out = run("--base-url", server.url, "balance")
+    assert code == 1 and "SVC_SELLER_KEY" in out  # no key at all: said before sending
