@@ -3,16 +3,28 @@ PostgreSQL schema dropped afterwards), and stopping a server process politely.""
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-__all__ = ["free_port", "postgres_database", "postgres_version", "sqlite_database", "stop_process"]
+import httpx
+
+__all__ = [
+    "free_port",
+    "postgres_database",
+    "postgres_version",
+    "process_cpu_seconds",
+    "sqlite_database",
+    "stop_process",
+    "wait_serving",
+]
 
 
 def free_port() -> int:
@@ -61,3 +73,32 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def wait_serving(
+    probe_url: str, process: subprocess.Popen[bytes], log_path: Path, *, any_status: bool = False
+) -> None:
+    """Wait until ``probe_url`` answers (200, or anything with ``any_status``); stop the
+    bench with the process's log if it exits or is not up within 60 s."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(
+                f"{probe_url}: process exited ({process.returncode}):\n{log_path.read_text()}"
+            )
+        try:
+            if httpx.get(probe_url, timeout=2).status_code == 200 or any_status:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"{probe_url} did not come up in 60 s:\n{log_path.read_text()}")
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

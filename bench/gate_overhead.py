@@ -55,7 +55,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _harness import free_port, sqlite_database, stop_process
+from _harness import (
+    free_port,
+    process_cpu_seconds,
+    sqlite_database,
+    stop_process,
+    wait_serving,
+)
 
 import svc
 
@@ -165,25 +171,12 @@ def serve(variant: str, port: int, pinned: bool) -> None:
 # --- processes ------------------------------------------------------------------------------
 
 
-def wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"{url} exited ({process.returncode}):\n{log.read_text()}")
-        try:
-            httpx.get(url, timeout=2)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise SystemExit(f"{url} did not start in 60 s:\n{log.read_text()}")
-
-
 @contextmanager
 def process(args: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[tuple[str, int]]:
     with log.open("wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        wait_for(url, proc, log)
+        wait_serving(url, proc, log, any_status=True)
         yield url, proc.pid
     finally:
         stop_process(proc)
@@ -298,15 +291,6 @@ def in_process(variant: str, receipt_id: str, calls: int) -> float:
         return elapsed / calls * 1e6
 
     return asyncio.run(run())
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_us_per_request(runs: list[dict[str, Any]]) -> float | None:

@@ -43,7 +43,15 @@ from typing import Any
 
 import attrs
 import httpx
-from _harness import free_port, postgres_database, postgres_version, sqlite_database
+from _harness import (
+    free_port,
+    postgres_database,
+    postgres_version,
+    process_cpu_seconds,
+    sqlite_database,
+    stop_process,
+    wait_serving,
+)
 
 CONCURRENCY = (1, 8, 32)
 PRICE = "0.01"
@@ -116,38 +124,10 @@ def running_server(database_url: str, log_path: Path) -> Iterator[tuple[str, int
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process, log_path)
+        wait_serving(url + "/ready", process, log_path)
         yield url, process.pid
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the server exited ({process.returncode}):\n{log_path.read_text()}")
-        try:
-            if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"the server did not become ready in 60 s:\n{log_path.read_text()}")
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        stop_process(process)
 
 
 # --- set-up over plain HTTP ---------------------------------------------------------

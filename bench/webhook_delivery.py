@@ -79,7 +79,15 @@ from typing import Any
 
 import attrs
 import httpx
-from _harness import free_port, postgres_database, postgres_version, sqlite_database, stop_process
+from _harness import (
+    free_port,
+    postgres_database,
+    postgres_version,
+    process_cpu_seconds,
+    sqlite_database,
+    stop_process,
+    wait_serving,
+)
 
 DEFAULT_POSTGRES = os.environ.get(
     "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -230,7 +238,7 @@ def running_server(
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process, log_path)
+        wait_serving(url + "/ready", process, log_path)
         yield url, process.pid
     finally:
         stop_process(process)
@@ -252,29 +260,6 @@ def standalone_worker(database_url: str, log_path: Path, *, poll: float) -> Iter
             raise SystemExit(f"the worker exited ({process.returncode}):\n{log_path.read_text()}")
     finally:
         stop_process(process)
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the server exited ({process.returncode}):\n{log_path.read_text()}")
-        try:
-            if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"the server did not become ready in 60 s:\n{log_path.read_text()}")
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def idle_cpu_percent(pid: int) -> float | None:
