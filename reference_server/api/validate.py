@@ -11,6 +11,7 @@ A body is refused whole if anything is wrong, so nothing is half-applied.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -133,15 +134,31 @@ class Fields:
         return value
 
     def string_list(
-        self, name: str, *, max_items: int, pattern: re.Pattern[str], pattern_hint: str
+        self,
+        name: str,
+        *,
+        max_items: int,
+        pattern_hint: str,
+        pattern: re.Pattern[str] | None = None,
+        choices: Collection[str] | None = None,
     ) -> list[str] | None:
+        """A list of strings, each matching ``pattern`` or one of ``choices``; repeats
+        are dropped, order kept."""
         value = self._get(name, False)
         if value is _MISSING:
             return None
         if not isinstance(value, list) or len(value) > max_items:
             self.error(name, f"must be a list of at most {max_items} strings")
             return None
-        bad = [v for v in value if not isinstance(v, str) or not pattern.fullmatch(v)]
+
+        def ok(item: object) -> bool:
+            if not isinstance(item, str):
+                return False
+            if choices is not None:
+                return item in choices
+            return pattern is not None and pattern.fullmatch(item) is not None
+
+        bad = [v for v in value if not ok(v)]
         if bad:
             self.error(name, f"items must be {pattern_hint}")
             return None

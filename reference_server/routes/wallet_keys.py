@@ -42,14 +42,19 @@ def _read_policy(f: Fields, base: wallets.PolicyValues) -> wallets.PolicyValues:
     period = p.string("period", choices=wallets.PERIODS)
     if period is not None:
         changes["period"] = period
-    for name, pattern, hint, limit in (
-        ("allowed_hosts", HOST, "lowercase host names", 50),
-        ("allowed_rails", re.compile("|".join(wallets.RAILS)), "x402, mpp or rill", 3),
-    ):
+    lists: dict[str, dict[str, Any]] = {
+        "allowed_hosts": {"max_items": 50, "pattern": HOST, "pattern_hint": "lowercase host names"},
+        "allowed_rails": {
+            "max_items": 3,
+            "choices": wallets.RAILS,
+            "pattern_hint": "x402, mpp or rill",
+        },
+    }
+    for name, rules in lists.items():
         if p.is_null(name):
             changes[name] = None
         else:
-            values = p.string_list(name, max_items=limit, pattern=pattern, pattern_hint=hint)
+            values = p.string_list(name, **rules)
             if values is not None:
                 changes[name] = values
     p.done()

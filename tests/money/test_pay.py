@@ -59,8 +59,14 @@ def test_resource_payment_moves_money_and_records_everything(server: LiveServer)
         "settlement": "ledger",
         "_environment": "test",
     }
-    typed = svc.PaymentSucceededData(**{k: v for k, v in event.items() if k in {"receipt_id"}})
-    assert typed.receipt_id == paid.receipt_id
+    # the data the server recorded reads into the SDK's typed model, every field intact
+    from svc._converter import structure
+
+    data = {k: v for k, v in event.items() if k != "_environment"}
+    typed = structure(data, svc.PaymentSucceededData)
+    assert typed.receipt_id == paid.receipt_id and typed.amount == D("2.50")
+    assert typed.platform_fee == D("0.025") and typed.seller_balance == D("2.475")
+    assert typed.metadata.credits == 100 and typed.metadata.extra == {"plan": "pro"}
 
     verdict = svc.Client(base_url=server.url).access.verify(paid.receipt_id, m.resource.id)
     assert verdict.valid and verdict.amount == D("2.50") and verdict.rail == "rill"
