@@ -83,6 +83,20 @@ class Settings:
     sandbox_enabled: bool = True
     #: Most one ``POST /sandbox/faucet`` call mints, in atomic units (6 decimals): 1000 USDC.
     sandbox_faucet_max_micros: int = 1000 * 1_000_000
+    #: Open rails in ``live``: the x402 facilitator that verifies and settles gate
+    #: payments, the chain and token they are paid in, the service's deposit address
+    #: (``processor_deposit`` settlement) and the hot wallet that pays ``pay-url``
+    #: challenges.  Unset, ``live`` gates offer no open rail and ``live`` pay-url refuses:
+    #: nothing in ``test`` can stand in for them.
+    live_facilitator_url: str | None = None
+    live_chain_id: int = 8453
+    live_asset_address: str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+    live_asset_name: str = "USD Coin"
+    live_asset_version: str = "2"
+    live_deposit_address: str | None = None
+    live_hot_wallet_key: str | None = None
+    #: The most a ``pay-url`` unlock body keeps; past it the body is cut, ``body_truncated``.
+    unlock_body_max_bytes: int = 8192
     #: Name resolution for outbound requests (``None``: the system's); tests inject one.
     outbound_resolver: Callable[[str, int], Any] | None = None
     clock: Callable[[], datetime] = utcnow
@@ -107,6 +121,12 @@ class Settings:
             "data_key": "SVC_DATA_KEY",
             "rate_limit": "SVC_RATE_LIMIT",
             "rate_limit_storage": "SVC_RATE_LIMIT_STORAGE",
+            "live_facilitator_url": "SVC_LIVE_FACILITATOR_URL",
+            "live_asset_address": "SVC_LIVE_ASSET_ADDRESS",
+            "live_asset_name": "SVC_LIVE_ASSET_NAME",
+            "live_asset_version": "SVC_LIVE_ASSET_VERSION",
+            "live_deposit_address": "SVC_LIVE_DEPOSIT_ADDRESS",
+            "live_hot_wallet_key": "SVC_LIVE_HOT_WALLET_KEY",
         }
         for field, var in mapping.items():
             if os.environ.get(var):
@@ -117,6 +137,8 @@ class Settings:
         worker = _env_bool("SVC_WORKER_ENABLED")
         if worker is not None:
             values["worker_enabled"] = worker
+        if os.environ.get("SVC_LIVE_CHAIN_ID"):
+            values["live_chain_id"] = int(os.environ["SVC_LIVE_CHAIN_ID"])
         for field, var in (
             ("worker_lease_seconds", "SVC_WORKER_LEASE_SECONDS"),
             ("worker_poll_seconds", "SVC_WORKER_POLL_SECONDS"),

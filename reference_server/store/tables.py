@@ -198,11 +198,18 @@ receipts = Table(
     Column("wallet_key_id", String(40)),
     Column("destination_owner_id", String(40)),
     Column("handle", String(32)),
-    Column("transfer_id", String(40), nullable=False),
+    #: The ledger transfer the receipt stands for; ``None`` only for an open-rail payment
+    #: settled ``direct_wallet`` (the money went on chain to the seller, not through us).
+    Column("transfer_id", String(40)),
+    #: Open rails: the settling transaction and who signed it.
+    Column("tx_hash", String(66)),
+    Column("payer", String(42)),
+    Column("network", String(32)),
     Column("metadata", JSON),
     Column("request_id", String(40)),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "wallet_key_id", "created_at"),
+    UniqueConstraint("environment", "tx_hash"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the
@@ -349,4 +356,54 @@ sandbox_transactions = Table(
     Column("created_at", Timestamp, nullable=False),
     Index(None, "from_address", "block_number"),
     Index(None, "to_address", "block_number"),
+)
+
+
+#: Open-rail credentials claimed before settlement (pympp's ``Store`` contract): the
+#: primary key makes an authorization settle once across every server process.
+rail_claims = Table(
+    "rail_claims",
+    metadata,
+    Column("key", String(255), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+)
+
+#: ``POST /spend/pay-url`` attempts: one row per attempt, written before any money
+#: moves and updated as it goes, so money that left is never unaccounted for.
+spend_attempts = Table(
+    "spend_attempts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("owner_id", String(40), nullable=False),
+    Column("wallet_key_id", String(40), nullable=False),
+    #: The caller's ``Idempotency-Key`` (unique per wallet key when given).
+    Column("idempotency_key", String(255)),
+    Column("request_hash", String(64)),
+    Column("method", String(8), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("host", String(255), nullable=False),
+    #: ``probing`` → ``paying`` → ``succeeded`` | ``failed`` (see the pay-url docs).
+    Column("status", String(16), nullable=False),
+    Column("rail", String(8)),
+    Column("amount_micros", BigInteger),
+    Column("pay_to", String(42)),
+    Column("network", String(32)),
+    #: The pending ledger reservation while paying; posted or voided at the end.
+    Column("transfer_id", String(40)),
+    Column("receipt_id", String(40)),
+    Column("tx_hash", String(66)),
+    Column("error_code", String(64)),
+    Column("error_message", Text),
+    Column("response_status", Integer),
+    Column("response_headers", JSON),
+    #: The unlock body, sealed (it may carry what the caller paid for).
+    Column("response_body", Text),
+    Column("body_truncated", Boolean, nullable=False, server_default=false()),
+    Column("request_id", String(40), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    UniqueConstraint("wallet_key_id", "idempotency_key"),
+    Index(None, "wallet_key_id", "created_at"),
 )
