@@ -30,6 +30,8 @@ from ..ids import new_id
 from ..store import tables as t
 
 __all__ = [
+    "CHAIN_DEPOSITS",
+    "CHAIN_PAYOUTS",
     "ENVIRONMENTS",
     "OWNER_WALLET",
     "PLATFORM",
@@ -65,9 +67,15 @@ PLATFORM_FEES = "platform_fees"
 SANDBOX_FUNDING = "sandbox_funding"
 #: Where live money comes from: the payment processor's clearing account.
 PROCESSOR_CLEARING = "processor_clearing"
+#: Where open-rail money comes from: tokens that arrived at the service's deposit address
+#: (``processor_deposit`` settlement of an x402/MPP payment at a gate).
+CHAIN_DEPOSITS = "chain_deposits"
+#: Where ``pay-url`` money goes: tokens the service's hot wallet paid out on chain for a
+#: wallet key (its balance is everything agents have paid to outside URLs).
+CHAIN_PAYOUTS = "chain_payouts"
 #: ``ref_id`` of the service's own accounts.
 PLATFORM = "platform"
-_SOURCES = frozenset({SANDBOX_FUNDING, PROCESSOR_CLEARING})
+_SOURCES = frozenset({SANDBOX_FUNDING, PROCESSOR_CLEARING, CHAIN_DEPOSITS})
 
 _a = t.ledger_accounts
 _t = t.ledger_transfers
