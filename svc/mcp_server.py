@@ -1,0 +1,289 @@
+"""The spec's MCP tools (``svc_sellers``, ``svc_resources``, ``svc_pay`` ...) as an MCP server.
+
+An agent host (Claude Desktop, an IDE, any MCP client) starts ``svc-mcp`` (or ``svc mcp``)
+and gets the same flows the ``svc`` command offers, each tool one call of
+:class:`svc.AsyncClient`: the tools hold no logic of their own, so they cannot drift from
+the SDK.  Credentials come from the environment like the client's (``SVC_BASE_URL``,
+``SVC_OWNER_JWT``, ``SVC_SELLER_KEY``, ``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``);
+``svc_webhooks`` also takes ``owner_jwt`` and ``environment`` per call, as the spec says.
+
+A refused call is a tool error (``isError``) whose text names the error code, the message
+and the ``request_id`` -- what a model needs to correct itself or report the failure.
+
+Needs the ``mcp`` extra (``pip install 'svc[mcp]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from ._async_client import AsyncClient
+from ._converter import unstructure
+from ._errors import APIError, SvcError
+from ._options import Environment, RequestOptions
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # pragma: no cover - exercised by users without the extra
+    MCPServer = None  # type: ignore[assignment,misc]
+    ToolError = RuntimeError  # type: ignore[assignment,misc]
+
+__all__ = ["TOOL_NAMES", "create_server", "main"]
+
+#: Every tool this server offers (the spec's table, less Connect and withdrawals, which
+#: the reference service does not implement).
+TOOL_NAMES = (
+    "svc_sellers",
+    "svc_create_pay_link",
+    "svc_resources",
+    "svc_enable_payments",
+    "svc_recycle",
+    "svc_pay",
+    "svc_pay_url",
+    "svc_webhooks",
+)
+
+T = TypeVar("T")
+ClientFactory = Callable[[], AsyncClient]
+
+
+def _fail(message: str) -> Exception:
+    """A refusal the MCP server reports as an ``isError`` result with exactly this text."""
+    return ToolError(message)
+
+
+async def _call(factory: ClientFactory, call: Callable[[AsyncClient], Awaitable[T]]) -> Any:
+    """Run one client call; its result as JSON-ready data, or a tool error."""
+    try:
+        async with factory() as client:
+            return unstructure(await call(client))
+    except APIError as exc:
+        raise _fail(
+            f"{exc.code} ({exc.status}): {exc.message} [request_id={exc.request_id}]"
+        ) from None
+    except SvcError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _need(value: T | None, name: str, action: str) -> T:
+    if value is None:
+        raise _fail(f"action={action} needs {name}")
+    return value
+
+
+def _resource_metadata(
+    sku_kind: str | None, credits: float | None, credit_unit: str | None
+) -> dict[str, Any] | None:
+    if sku_kind is None and credits is None and credit_unit is None:
+        return None
+    meta: dict[str, Any] = {"sku_kind": sku_kind or "one_shot"}
+    if credits is not None:
+        meta["credits"] = int(credits) if float(credits).is_integer() else credits
+    if credit_unit is not None:
+        meta["credit_unit"] = credit_unit
+    return meta
+
+
+def create_server(
+    client_factory: ClientFactory | None = None, *, client_options: Mapping[str, Any] | None = None
+) -> Any:
+    """An ``mcp`` ``MCPServer`` with the svc tools.
+
+    ``client_factory`` makes the client each tool call uses (default: ``AsyncClient`` from
+    ``client_options`` and the environment).
+    """
+    if MCPServer is None:
+        raise ImportError("the svc MCP server needs the mcp package: pip install 'svc[mcp]'")
+    options = dict(client_options or {})
+    factory: ClientFactory = client_factory or (lambda: AsyncClient(**options))
+    server = MCPServer(
+        "svc",
+        instructions=(
+            "Payments for agents and the people who sell to them. Sellers: svc_sellers, "
+            "svc_resources / svc_create_pay_link, svc_enable_payments, svc_webhooks. "
+            "Agents: svc_pay for in-service resources and handles, svc_pay_url for any "
+            "x402 or MPP URL (including hosted gates)."
+        ),
+    )
+
+    @server.tool()
+    async def svc_sellers(
+        action: Literal["create", "list", "me", "balance"], name: str | None = None
+    ) -> Any:
+        """Seller accounts: create (owner JWT; the seller key is shown once), list (owner
+        JWT), me or balance (seller key)."""
+        if action == "create":
+            return await _call(factory, lambda c: c.sellers.create(name))
+        if action == "list":
+            return await _call(factory, lambda c: c.sellers.list())
+        if action == "me":
+            return await _call(factory, lambda c: c.sellers.me())
+        return await _call(factory, lambda c: c.sellers.balance())
+
+    @server.tool()
+    async def svc_resources(
+        action: Literal["list", "get", "create", "update", "deactivate"],
+        resource_id: str | None = None,
+        kind: Literal["http", "mcp"] | None = None,
+        path: str | None = None,
+        tool: str | None = None,
+        amount: str | None = None,
+        description: str | None = None,
+        sku_kind: Literal["one_shot", "credit_topup"] | None = None,
+        credits: float | None = None,
+        credit_unit: str | None = None,
+        upstream_url: str | None = None,
+    ) -> Any:
+        """Priced resources of the seller (seller key).  ``amount`` is a decimal string
+        such as "0.05"; create needs ``path`` (kind http) or ``tool`` (kind mcp)."""
+        metadata = _resource_metadata(sku_kind, credits, credit_unit)
+        if action == "list":
+            return await _call(factory, lambda c: c.resources.list())
+        if action == "create":
+            price = _need(amount, "amount", action)
+            chosen = kind or ("mcp" if tool else "http")
+            return await _call(
+                factory,
+                lambda c: c.resources.create(
+                    kind=chosen,
+                    amount=price,
+                    path=path,
+                    tool=tool,
+                    description=description,
+                    metadata=metadata,
+                    upstream_url=upstream_url,
+                ),
+            )
+        rid = _need(resource_id, "resource_id", action)
+        if action == "get":
+            return await _call(factory, lambda c: c.resources.get(rid))
+        if action == "deactivate":
+            return await _call(factory, lambda c: c.resources.deactivate(rid))
+        return await _call(
+            factory,
+            lambda c: c.resources.update(
+                rid,
+                path=path,
+                tool=tool,
+                amount=amount,
+                description=description,
+                metadata=metadata,
+                upstream_url=upstream_url,
+            ),
+        )
+
+    @server.tool()
+    async def svc_create_pay_link(
+        amount: str,
+        resource_id: str | None = None,
+        path: str | None = None,
+        description: str | None = None,
+        upstream_url: str | None = None,
+    ) -> Any:
+        """What to share to get paid: ``gate_url`` and ``pay_page_url``.  With
+        ``resource_id``, for that resource; otherwise a new HTTP resource is created at
+        ``amount`` (and ``path``, default "/")."""
+
+        async def link(c: AsyncClient) -> dict[str, Any]:
+            if resource_id is not None:
+                resource = await c.resources.get(resource_id)
+            else:
+                resource = await c.resources.create(
+                    kind="http",
+                    amount=amount,
+                    path=path or "/",
+                    description=description,
+                    upstream_url=upstream_url,
+                )
+            return {
+                "resource_id": resource.id,
+                "gate_url": resource.gate_url,
+                "pay_page_url": resource.pay_url,
+            }
+
+        return await _call(factory, link)
+
+    @server.tool()
+    async def svc_enable_payments(
+        payout_wallet_address: str | None = None, processor_profile_id: str | None = None
+    ) -> Any:
+        """Turn on MPP and x402 on every gate of the seller (seller key).  With
+        ``payout_wallet_address`` USDC goes straight to that wallet; otherwise payments
+        credit the seller balance."""
+        return await _call(
+            factory,
+            lambda c: c.sellers.enable_payments(
+                payout_wallet_address=payout_wallet_address,
+                processor_profile_id=processor_profile_id,
+            ),
+        )
+
+    @server.tool()
+    async def svc_recycle(seller_id: str, amount: str | None = None) -> Any:
+        """Move a seller's balance (all, or ``amount``) into the owner's account wallet
+        (owner JWT)."""
+        return await _call(factory, lambda c: c.sellers.recycle(seller_id, amount))
+
+    @server.tool()
+    async def svc_pay(
+        resource_id: str | None = None, destination: str | None = None, amount: str | None = None
+    ) -> Any:
+        """Pay on the service ledger (wallet key): an in-service resource by
+        ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
+        returned ``receipt_id`` to the gate in X-Svc-Receipt."""
+        if resource_id is not None:
+            if destination is not None or amount is not None:
+                raise _fail("give resource_id alone, or destination and amount")
+            return await _call(factory, lambda c: c.pay(resource_id=resource_id))
+        to = _need(destination, "destination", "pay")
+        value = _need(amount, "amount", "pay")
+        return await _call(factory, lambda c: c.pay(destination=to, amount=value))
+
+    @server.tool()
+    async def svc_pay_url(
+        url: str, method: Literal["GET", "POST"] = "GET", json: Any = None
+    ) -> Any:
+        """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
+        and return the unlocked response (body cut at 8 KB, ``body_truncated``)."""
+        return await _call(factory, lambda c: c.spend.pay_url(url, method=method, json=json))
+
+    @server.tool()
+    async def svc_webhooks(
+        action: Literal["create", "list", "test", "delete"],
+        url: str | None = None,
+        events: list[str] | None = None,
+        webhook_id: str | None = None,
+        owner_jwt: str | None = None,
+        environment: Literal["test", "live"] | None = None,
+    ) -> Any:
+        """Webhook endpoints (owner JWT from the session, or ``owner_jwt``).  ``test``
+        sends a signed payment.succeeded sample carrying a receipt_id.  Use environment
+        "test" to keep the endpoint and the payments in Test."""
+        env: Environment | None = environment
+        per_call = RequestOptions(owner_jwt=owner_jwt, environment=env)
+        if action == "create":
+            target = _need(url, "url", action)
+            return await _call(
+                factory, lambda c: c.webhooks.create(target, events=events, options=per_call)
+            )
+        if action == "list":
+            return await _call(factory, lambda c: c.webhooks.list(options=per_call))
+        wid = _need(webhook_id, "webhook_id", action)
+        if action == "test":
+            return await _call(factory, lambda c: c.webhooks.test(wid, options=per_call))
+        return await _call(factory, lambda c: c.webhooks.delete(wid, options=per_call))
+
+    return server
+
+
+def main() -> None:
+    """``svc-mcp``: serve the tools over stdio (what MCP hosts launch)."""
+    import sys
+
+    try:
+        server = create_server()
+    except ImportError:  # pragma: no cover - exercised by users without the extra
+        sys.exit("svc-mcp needs the mcp package: pip install 'svc[mcp]'")
+    server.run("stdio")

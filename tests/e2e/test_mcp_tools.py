@@ -1,0 +1,110 @@
+"""The svc MCP tools against a real server, driven by the ``mcp`` package's own client
+(in process): the seller go-live flow and an agent paying, as a model would call them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from svc import Client as SyncClient
+from svc.mcp_server import TOOL_NAMES, create_server
+
+from ..support import LiveServer, new_account
+
+pytestmark = pytest.mark.anyio
+
+
+async def _tool(options: dict[str, Any], name: str, **args: Any) -> Any:
+    async with Client(create_server(client_options=options)) as client:
+        result = await client.call_tool(name, args)
+    if result.is_error:
+        raise AssertionError(result.content[0].text)
+    return json.loads(result.content[0].text)
+
+
+async def _error(options: dict[str, Any], name: str, **args: Any) -> str:
+    async with Client(create_server(client_options=options)) as client:
+        result = await client.call_tool(name, args)
+    assert result.is_error, result
+    text: str = result.content[0].text
+    return text
+
+
+async def test_the_tools_are_the_specs() -> None:
+    async with Client(create_server(client_options={"base_url": "http://127.0.0.1:9"})) as c:
+        listed = await c.list_tools()
+    assert sorted(t.name for t in listed.tools) == sorted(TOOL_NAMES)
+    assert all(t.description for t in listed.tools)
+
+
+async def test_seller_go_live_and_agent_pay_through_the_tools(server: LiveServer) -> None:
+    acct = new_account(server.url)
+    owner = {"base_url": server.url, "owner_jwt": acct.owner_jwt, "environment": "test"}
+    seller = {"base_url": server.url, "seller_key": acct.seller_key}
+    agent = {"base_url": server.url, "wallet_key": acct.wallet_key}
+
+    listed = await _tool(owner, "svc_sellers", action="list")
+    assert [s["id"] for s in listed["data"]] == [acct.seller_id]
+
+    link = await _tool(seller, "svc_create_pay_link", amount="0.05", path="/v1/report")
+    assert link["gate_url"].startswith(server.url + "/g/")
+    assert link["pay_page_url"].startswith(server.url + "/pay/")
+    again = await _tool(seller, "svc_create_pay_link", amount="0", resource_id=link["resource_id"])
+    assert again == link
+
+    updated = await _tool(
+        seller, "svc_resources", action="update", resource_id=link["resource_id"], amount="0.07"
+    )
+    assert updated["amount"] == "0.07"
+    enabled = await _tool(seller, "svc_enable_payments")
+    assert enabled["mpp_enabled"] is True and enabled["x402_enabled"] is True
+
+    hook = await _tool(
+        {"base_url": server.url},
+        "svc_webhooks",
+        action="create",
+        url="http://localhost:9/hooks",
+        events=["payment.succeeded"],
+        owner_jwt=acct.owner_jwt,
+        environment="test",
+    )
+    assert hook["signing_secret"].startswith("whsec_")
+
+    with SyncClient(**owner) as c:
+        c.wallet_keys.fund(acct.wallet_key_id, "1")
+    paid = await _tool(agent, "svc_pay", resource_id=link["resource_id"])
+    assert paid["amount"] == "0.07" and paid["receipt_id"].startswith("rcpt_")
+
+    balance = await _tool(seller, "svc_sellers", action="balance")
+    assert balance["balance"] == "0.0693"  # 0.07 less the 1% platform fee
+
+    sample = await _tool(
+        {"base_url": server.url},
+        "svc_webhooks",
+        action="test",
+        webhook_id=hook["id"],
+        owner_jwt=acct.owner_jwt,
+        environment="test",
+    )
+    assert sample["event_type"] == "payment.succeeded" and sample["webhook_id"] == hook["id"]
+
+    recycled = await _tool(owner, "svc_recycle", seller_id=acct.seller_id)
+    assert (recycled["amount"], recycled["seller_balance"]) == ("0.0693", "0.00")
+
+
+async def test_refusals_are_tool_errors_with_code_and_request_id(server: LiveServer) -> None:
+    text = await _error(
+        {"base_url": server.url, "seller_key": "svc_sk_test_nope"}, "svc_sellers", action="me"
+    )
+    assert "invalid_credential (401)" in text and "request_id=req_" in text
+    acct = new_account(server.url)
+    agent = {"base_url": server.url, "wallet_key": acct.wallet_key}
+    text = await _error(agent, "svc_pay", destination="@nobody")
+    assert "needs amount" in text
+    text = await _error(
+        {"base_url": server.url, "seller_key": acct.seller_key}, "svc_resources", action="get"
+    )
+    assert "needs resource_id" in text
