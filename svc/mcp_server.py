@@ -287,3 +287,7 @@ def main() -> None:
     except ImportError:  # pragma: no cover - exercised by users without the extra
         sys.exit("svc-mcp needs the mcp package: pip install 'svc[mcp]'")
     server.run("stdio")
+
+
+if __name__ == "__main__":  # pragma: no cover - ``python -m svc.mcp_server``
+    main()

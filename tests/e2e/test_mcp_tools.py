@@ -108,3 +108,23 @@ async def test_refusals_are_tool_errors_with_code_and_request_id(server: LiveSer
         {"base_url": server.url, "seller_key": acct.seller_key}, "svc_resources", action="get"
     )
     assert "needs resource_id" in text
+
+
+async def test_the_stdio_server_an_mcp_host_launches(server: LiveServer) -> None:
+    """What Claude Desktop or an IDE does: start ``python -m svc.mcp_server`` with the
+    credentials in its environment and call a tool over stdio."""
+    import os
+    import sys
+
+    from mcp import StdioServerParameters
+
+    acct = new_account(server.url)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "svc.mcp_server"],
+        env={**os.environ, "SVC_BASE_URL": server.url, "SVC_SELLER_KEY": acct.seller_key},
+    )
+    async with Client(params) as client:
+        result = await client.call_tool("svc_sellers", {"action": "me"})
+    assert not result.is_error, result
+    assert json.loads(result.content[0].text)["id"] == acct.seller_id
