@@ -20,15 +20,18 @@ from .api.errors import ApiError
 from .api.request_id import RequestIdMiddleware
 from .api.responses import error_response
 from .context import ServerContext
+from .domain.open_rails import purge_claims
 from .outbox import run_worker
 from .routes import (
     access,
     bench,
     discovery,
+    gate_rails,
     gates,
     handles,
     health,
     owners,
+    pay_url,
     resources,
     sandbox,
     sellers,
@@ -54,6 +57,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *wallet_keys.ENDPOINTS,
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
+        *pay_url.ENDPOINTS,
         *access.ENDPOINTS,
         *webhooks.ENDPOINTS,
         *(sandbox.ENDPOINTS if sandbox_routes else []),
@@ -77,13 +81,17 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 
 async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
-    """Purge expired idempotency records now and then; failures wait for the next round."""
+    """Purge expired idempotency records and open-rail claims (kept a day, far past the
+    authorizations they claim) now and then; failures wait for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
     while True:
         await anyio.sleep(every_seconds)
         try:
             await anyio.to_thread.run_sync(
                 lambda: idempotency.purge_expired(ctx.db, now=ctx.now(), ttl=ttl)
+            )
+            await anyio.to_thread.run_sync(
+                lambda: purge_claims(ctx.db, before=ctx.now() - timedelta(days=1))
             )
         except Exception:
             log.exception("housekeeping failed")
@@ -114,12 +122,20 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     # Gates are raw routes (any method, any body, awaiting the gate core); discovery lists
     # them from their documentation entries.
-    documented = [*eps, *access.DOCUMENTED, *gates.DOCUMENTED]
+    documented = [
+        *eps,
+        *pay_url.DOCUMENTED,
+        *access.DOCUMENTED,
+        *gates.DOCUMENTED,
+        *gate_rails.DOCUMENTED,
+    ]
     app = Starlette(
         routes=[
             *routes_for([*eps, *extra]),
+            *pay_url.routes(),
             *access.ROUTES,
             *gates.routes(),
+            *gate_rails.ROUTES,
             *health.ROUTES,
             *discovery.routes(documented),
         ],

@@ -36,6 +36,7 @@ class ServerContext:
         self._lock = threading.Lock()
         self._demo: dict[str, str] | None = None
         self._wakeup: anyio.Event | None = None
+        self._secrets: dict[str, str] = {}
 
     def now(self) -> datetime:
         return self.settings.clock()
@@ -96,9 +97,24 @@ class ServerContext:
         with contextlib.suppress(RuntimeError):  # not in an anyio worker thread: polling will do
             anyio.from_thread.run_sync(event.set)
 
+    def secret(self, name: str) -> str:
+        """A named server secret (e.g. the key MPP challenges are signed with), generated
+        on first use and kept in the database so that every process agrees on it; read
+        once per process.  Blocking: call it from a worker thread."""
+        found = self._secrets.get(name)
+        if found is None:
+            found = self._secrets[name] = self._stored_secret(name)
+        return found
+
     def load_secrets(self) -> None:
         """Read (or create) the server's secrets up front, outside any request transaction."""
         _ = self.jwt_secret, self.box
+
+    def sealed_secret(self, name: str, generate: Callable[[], str]) -> str:
+        """A secret generated once, kept in the database sealed with :attr:`box` and
+        shared by every process: the test environment's ``pay-url`` hot wallet key."""
+        box = self.box
+        return box.open(self._stored_secret(name, lambda: box.seal(generate())))
 
     def _stored_secret(self, name: str, generate: Callable[[], str] = _token) -> str:
         q = select(t.server_secrets.c.value).where(t.server_secrets.c.name == name)

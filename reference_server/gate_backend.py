@@ -1,10 +1,14 @@
-"""The hosted gates' :class:`svc_asgi.GateBackend`: answers from the server's database.
+"""The hosted gates' :class:`svc_asgi.GateBackend` and open rails, from the database.
 
 A seller's app asks the service over HTTP whether a receipt is good
 (:class:`svc_asgi.ServiceBackend`); the service's own gates (each resource's ``gate_url``
 and ``/demo/echo``) ask the same questions of the database directly, through the same
 domain functions ``POST /access/verify`` uses, so a hosted gate never makes an HTTP
 request to itself and both paths give the same verdicts by construction.
+
+Their open rails likewise: :class:`DatabaseRails` calls the same domain code
+(:mod:`reference_server.domain.open_rails`) that ``POST /gates/challenge`` and ``POST
+/gates/redeem`` serve a seller's ``svc_asgi`` gate with.
 
 Database work is blocking SQLAlchemy, so it runs in a worker thread.  A database that
 cannot be reached is :class:`svc_asgi.BackendUnavailable` (the gate answers 503); any
@@ -13,7 +17,7 @@ other failure is a bug and fails closed as well.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio.to_thread
@@ -21,14 +25,21 @@ from sqlalchemy import Row, select
 from sqlalchemy.exc import OperationalError
 
 from svc import ReceiptVerification, Resource
-from svc_asgi import BackendUnavailable
+from svc.receipts import rail_credentials
+from svc_asgi import BackendUnavailable, Offer, RailRedemption, RailRequest
 
 from .context import ServerContext
+from .domain import open_rails
 from .domain.payments import verify_receipt
 from .domain.resources import find_any_resource, resource_model
 from .store import tables as t
 
-__all__ = ["DatabaseGateBackend", "find_resource_by_short_id"]
+__all__ = [
+    "DatabaseGateBackend",
+    "DatabaseRails",
+    "find_gate_by_short_id",
+    "find_resource_by_short_id",
+]
 
 
 def find_resource_by_short_id(ctx: ServerContext, short_id: str) -> Row[Any] | None:
@@ -36,6 +47,16 @@ def find_resource_by_short_id(ctx: ServerContext, short_id: str) -> Row[Any] | N
     r = t.resources
     with ctx.db.read() as conn:
         return conn.execute(select(r).where(r.c.short_id == short_id)).first()
+
+
+def find_gate_by_short_id(ctx: ServerContext, short_id: str, realm: str) -> open_rails.Gate | None:
+    """The resource a ``gate_url`` names and its seller (for the gate's open rails)."""
+    r = t.resources
+    with ctx.db.read() as conn:
+        resource_id = conn.execute(select(r.c.id).where(r.c.short_id == short_id)).scalar()
+        if resource_id is None:
+            return None
+        return open_rails.load_gate(conn, resource_id, realm=realm)
 
 
 class DatabaseGateBackend:
@@ -76,3 +97,37 @@ class DatabaseGateBackend:
         if row is None:
             raise LookupError(f"no resource {resource_id}")
         return resource_model(row, self.public_url)
+
+
+class DatabaseRails:
+    """x402 and MPP at a hosted gate: :class:`svc_asgi.PaymentRail` over the domain code.
+
+    The same answers a seller's ``svc_asgi`` gate gets from ``POST /gates/challenge`` and
+    ``POST /gates/redeem`` (:class:`svc_asgi.ServiceRails`), without an HTTP request to
+    itself.  ``request_id`` is the hosted gate request's, recorded with the payment.
+    """
+
+    name = "service"
+
+    def __init__(self, ctx: ServerContext, gate: open_rails.Gate, request_id: str) -> None:
+        self.ctx = ctx
+        self.gate = gate
+        self.request_id = request_id
+
+    async def challenge(self, offer: Offer, request: RailRequest) -> Sequence[tuple[str, str]]:
+        return await open_rails.challenge(self.ctx, self.gate, request)
+
+    async def redeem(
+        self, headers: Mapping[str, str], offer: Offer, request: RailRequest
+    ) -> RailRedemption | None:
+        if not rail_credentials(headers):
+            return None
+        try:
+            redemption = await open_rails.redeem(
+                self.ctx, self.gate, request, headers, request_id=self.request_id
+            )
+        except open_rails.SettlementUnavailable as exc:
+            raise BackendUnavailable(f"the payment could not be settled now: {exc}") from exc
+        except OperationalError as exc:
+            raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
+        return RailRedemption.from_answer(redemption.model())

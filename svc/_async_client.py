@@ -15,6 +15,7 @@ import httpx
 from . import _endpoints as ep
 from ._async_namespaces import (
     AsyncAccess,
+    AsyncGates,
     AsyncHandles,
     AsyncOwners,
     AsyncResources,
@@ -59,6 +60,7 @@ class AsyncClient(BaseClient):
     spend: AsyncSpend
     handles: AsyncHandles
     access: AsyncAccess
+    gates: AsyncGates
     webhooks: AsyncWebhooks
 
     def __init__(
@@ -100,6 +102,7 @@ class AsyncClient(BaseClient):
         self.spend = AsyncSpend(self)
         self.handles = AsyncHandles(self)
         self.access = AsyncAccess(self)
+        self.gates = AsyncGates(self)
         self.webhooks = AsyncWebhooks(self)
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:

@@ -7,19 +7,22 @@ Adding a namespace: a class here, its twin there, one attribute in each client.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from . import _endpoints as ep
-from ._endpoints import Amount, Metadata, Period, ResourceKind, WebhookStatus
+from ._endpoints import Amount, Metadata, PayUrlMethod, Period, ResourceKind, WebhookStatus
 from ._models import (
     Balance,
     Delivery,
     DeliveryList,
     EventCatalog,
+    GateChallenge,
+    GateRedemption,
     Handle,
     HandleResolution,
     OwnerCreated,
+    PayUrlResult,
     ReceiptVerification,
     Recycled,
     Resource,
@@ -27,6 +30,7 @@ from ._models import (
     Seller,
     SellerCreated,
     SellerList,
+    SpendAttemptList,
     SpendBalance,
     WalletKey,
     WalletKeyCreated,
@@ -41,6 +45,7 @@ from ._types import NOT_GIVEN, NotGiven
 
 __all__ = [
     "AsyncAccess",
+    "AsyncGates",
     "AsyncHandles",
     "AsyncOwners",
     "AsyncRequester",
@@ -284,11 +289,46 @@ class AsyncWalletKeys(_Namespace):
 
 
 class AsyncSpend(_Namespace):
-    """What the wallet key (``svc_vw_*``) may still spend."""
+    """The wallet key's (``svc_vw_*``) spending: what is left, and paying any 402 URL."""
 
     async def balance(self, *, options: RequestOptions | None = None) -> SpendBalance:
         """Prepaid balance, policy and what is left of the allowance and budget."""
         return await self._client._request(ep.spend_balance(), options)
+
+    async def pay_url(
+        self,
+        url: str,
+        *,
+        method: PayUrlMethod = "GET",
+        json: Any = None,
+        options: RequestOptions | None = None,
+    ) -> PayUrlResult:
+        """Pay ``url``'s x402 or MPP 402 under the key's policy and return its answer.
+
+        ``json`` is a JSON body for the URL (``method="POST"`` only).  The service probes
+        the URL, pays on a rail the policy allows, and returns the unlocked body (cut at
+        8 KB, ``body_truncated``) with ``receipt_id`` and ``tx_hash``.  An
+        ``Idempotency-Key`` is sent and reused by retries, so a retried call pays once
+        and gets the stored answer.  A policy limit raises
+        :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
+        in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+        """
+        return await self._client._request(ep.spend_pay_url(url, method=method, json=json), options)
+
+    async def attempts(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> SpendAttemptList:
+        """The key's ``pay-url`` attempts, newest first, with their status and error.
+
+        ``limit``: 1 to 100 (default 20); pass the last attempt's id as ``starting_after``
+        for the next page while ``has_more`` is true.
+        """
+        spec = ep.spend_attempts(limit=limit, starting_after=starting_after)
+        return await self._client._request(spec, options)
 
 
 class AsyncHandles(_Namespace):
@@ -321,6 +361,42 @@ class AsyncAccess(_Namespace):
         the client (or ``options``) has one, and nothing otherwise.
         """
         spec = ep.access_verify(receipt_id, resource_id)
+        return await self._client._request(spec, options)
+
+
+class AsyncGates(_Namespace):
+    """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks the service.
+
+    A gate in front of the seller's app gets the x402 / MPP challenge for an unpaid
+    request with :meth:`challenge` and settles a presented credential with :meth:`redeem`;
+    the service holds every key and settles, the app holds none.
+    """
+
+    async def challenge(
+        self,
+        resource_id: str,
+        *,
+        method: str,
+        url: str,
+        options: RequestOptions | None = None,
+    ) -> GateChallenge:
+        """The 402's challenge headers for ``method`` ``url`` (absolute, as the client
+        addressed it); empty while the seller has not enabled payments."""
+        spec = ep.gates_challenge(resource_id, method=method, url=url)
+        return await self._client._request(spec, options)
+
+    async def redeem(
+        self,
+        resource_id: str,
+        *,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        options: RequestOptions | None = None,
+    ) -> GateRedemption:
+        """Verify and settle the credential in ``headers`` (only ``PAYMENT-SIGNATURE`` and
+        ``Authorization: Payment …`` are sent) for the request ``method`` ``url``."""
+        spec = ep.gates_redeem(resource_id, method=method, url=url, headers=headers)
         return await self._client._request(spec, options)
 
 

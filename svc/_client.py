@@ -19,6 +19,7 @@ from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import (
     Access,
+    Gates,
     Handles,
     Owners,
     Resources,
@@ -58,6 +59,7 @@ class Client(BaseClient):
     spend: Spend
     handles: Handles
     access: Access
+    gates: Gates
     webhooks: Webhooks
 
     def __init__(
@@ -99,6 +101,7 @@ class Client(BaseClient):
         self.spend = Spend(self)
         self.handles = Handles(self)
         self.access = Access(self)
+        self.gates = Gates(self)
         self.webhooks = Webhooks(self)
 
     def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:

@@ -22,11 +22,14 @@ from ._models import (
     Delivery,
     DeliveryList,
     EventCatalog,
+    GateChallenge,
+    GateRedemption,
     Handle,
     HandleResolution,
     Health,
     OwnerCreated,
     PayResult,
+    PayUrlResult,
     ReceiptVerification,
     Recycled,
     Resource,
@@ -35,6 +38,7 @@ from ._models import (
     Seller,
     SellerCreated,
     SellerList,
+    SpendAttemptList,
     SpendBalance,
     WalletKey,
     WalletKeyCreated,
@@ -46,16 +50,20 @@ from ._models import (
 from ._money import format_amount, parse_amount
 from ._spec import RequestSpec, as_json_object, as_model, as_text
 from ._types import NOT_GIVEN, NotGiven
+from .receipts import rail_credentials
 
 __all__ = [
     "DISCOVERY_DOCUMENTS",
+    "MAX_ATTEMPTS_LIMIT",
     "MAX_DELIVERIES_LIMIT",
+    "PAY_URL_METHODS",
     "PERIODS",
     "WEBHOOK_STATUSES",
     "Amount",
     "DiscoveryDocument",
     "JSONDocument",
     "Metadata",
+    "PayUrlMethod",
     "Period",
     "ResourceKind",
     "TextDocument",
@@ -63,6 +71,8 @@ __all__ = [
     "access_verify",
     "capabilities",
     "discovery",
+    "gates_challenge",
+    "gates_redeem",
     "handles_create",
     "handles_resolve",
     "health",
@@ -80,7 +90,9 @@ __all__ = [
     "sellers_list",
     "sellers_me",
     "sellers_recycle",
+    "spend_attempts",
     "spend_balance",
+    "spend_pay_url",
     "wallet_keys_create",
     "wallet_keys_fund",
     "wallet_keys_get",
@@ -112,6 +124,11 @@ WebhookStatus = Literal["enabled", "disabled"]
 WEBHOOK_STATUSES: tuple[str, ...] = ("enabled", "disabled")
 #: Most deliveries ``GET /webhooks/:id/deliveries`` returns in one page.
 MAX_DELIVERIES_LIMIT = 100
+#: Most attempts ``GET /spend/attempts`` returns in one page.
+MAX_ATTEMPTS_LIMIT = 100
+#: How ``pay-url`` requests the URL; a POST-only 402 needs ``POST`` and a JSON body.
+PayUrlMethod = Literal["GET", "POST"]
+PAY_URL_METHODS: tuple[str, ...] = ("GET", "POST")
 TextDocument = Literal["llms.txt", "llms-full.txt"]
 JSONDocument = Literal[".well-known/agent.json", "agent-openapi.json"]
 DiscoveryDocument = TextDocument | JSONDocument
@@ -512,6 +529,52 @@ def pay(
     )
 
 
+def spend_pay_url(
+    url: str, *, method: PayUrlMethod = "GET", json: Any = None
+) -> RequestSpec[PayUrlResult]:
+    """``POST /spend/pay-url``: the service pays the URL's 402 and returns its answer.
+
+    ``json`` is the JSON body sent to the URL (``POST`` only); ``None`` sends none.
+    """
+    if method not in PAY_URL_METHODS:
+        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
+    if json is not None and method != "POST":
+        raise ValueError("a JSON body (json=...) is sent with method='POST' only")
+    return RequestSpec(
+        method="POST",
+        path="/spend/pay-url",
+        role="wallet",
+        json={"url": _text("url", url), "method": method, "json": json},
+        parse=as_model(PayUrlResult),
+    )
+
+
+def spend_attempts(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[SpendAttemptList]:
+    """``GET /spend/attempts``: newest first; ``starting_after`` (an attempt id) pages on."""
+    query: dict[str, str] = {}
+    if limit is not None:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_ATTEMPTS_LIMIT
+        ):
+            raise ValueError(
+                f"limit must be a whole number from 1 to {MAX_ATTEMPTS_LIMIT}, got {limit!r}"
+            )
+        query["limit"] = str(limit)
+    if starting_after is not None:
+        query["starting_after"] = _text("starting_after", starting_after)
+    return RequestSpec(
+        method="GET",
+        path="/spend/attempts",
+        role="wallet",
+        query=query or None,
+        parse=as_model(SpendAttemptList),
+    )
+
+
 # --- handles --------------------------------------------------------------------------------
 
 
@@ -554,6 +617,66 @@ def access_verify(
             "resource_id": None if resource_id is None else _text("resource_id", resource_id),
         },
         parse=as_model(ReceiptVerification),
+    )
+
+
+# --- open rails at a seller's own gate (seller key) -----------------------------------------
+
+
+def _absolute_url(value: object) -> str:
+    url = _text("url", value)
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest or rest[0] in "/?#":
+        raise ValueError(f"url must be an absolute http(s) URL, got {url!r}")
+    return url
+
+
+def _method(value: object) -> str:
+    method = _text("method", value)
+    if not method.isascii() or not method.isalpha() or len(method) > 16:
+        raise ValueError(f"method must be an HTTP method such as 'GET', got {method!r}")
+    return method.upper()
+
+
+def gates_challenge(resource_id: str, *, method: str, url: str) -> RequestSpec[GateChallenge]:
+    """``POST /gates/challenge``: the x402 / MPP challenge headers for an unpaid request
+    to ``url`` (absolute, as the client addressed it) with ``method``."""
+    return RequestSpec(
+        method="POST",
+        path="/gates/challenge",
+        role="seller",
+        json={
+            "resource_id": _text("resource_id", resource_id),
+            "method": _method(method),
+            "url": _absolute_url(url),
+        },
+        parse=as_model(GateChallenge),
+    )
+
+
+def gates_redeem(
+    resource_id: str, *, method: str, url: str, headers: Mapping[str, str]
+) -> RequestSpec[GateRedemption]:
+    """``POST /gates/redeem``: settle the open-rail credential in ``headers``.
+
+    Only ``PAYMENT-SIGNATURE`` (x402) and ``Authorization`` (MPP's ``Payment`` scheme) are
+    sent: any other header, and an ``Authorization`` of another scheme (the app's own
+    login), stays with the seller's app.
+    """
+    credentials = rail_credentials(headers)
+    if not credentials:
+        raise ValueError("headers hold no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
+    return RequestSpec(
+        method="POST",
+        path="/gates/redeem",
+        role="seller",
+        json={
+            "resource_id": _text("resource_id", resource_id),
+            "method": _method(method),
+            "url": _absolute_url(url),
+            "headers": credentials,
+        },
+        parse=as_model(GateRedemption),
     )
 
 

@@ -12,6 +12,7 @@ The reference server builds its responses from these same classes (see
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -32,11 +33,14 @@ __all__ = [
     "EventType",
     "FundingPaidData",
     "FundingRefundedData",
+    "GateChallenge",
+    "GateRedemption",
     "Handle",
     "HandleResolution",
     "Health",
     "OwnerCreated",
     "PayResult",
+    "PayUrlResult",
     "PaymentFailedData",
     "PaymentSucceededData",
     "ReceiptVerification",
@@ -214,7 +218,7 @@ class ResourceList:
 
 @attrs.frozen(kw_only=True)
 class PayResult:
-    """What ``POST /pay`` and ``POST /spend/pay-url`` return."""
+    """What ``POST /pay`` returns (``POST /spend/pay-url`` returns :class:`PayUrlResult`)."""
 
     receipt_id: str
     rail: str
@@ -233,16 +237,63 @@ class PayResult:
 
 
 @attrs.frozen(kw_only=True)
+class PayUrlResult:
+    """``POST /spend/pay-url``: the URL was paid on an open rail, and what it answered.
+
+    ``body`` is the unlocked response body, at most 8 KB of it (``body_truncated`` says it
+    was cut): UTF-8 text when ``body_encoding`` is ``utf-8`` (never cut inside a
+    character), base64 when it is ``base64`` (the bytes were not UTF-8); :attr:`content`
+    gives the bytes either way.  ``unlocked`` is false when the payment settled but the
+    URL still answered an error (``upstream_status``): the money is spent and accounted
+    for, the answer is returned as it came.
+    """
+
+    attempt_id: str
+    rail: str
+    ok: bool = True
+    status: str = "succeeded"
+    amount: Decimal | None = None
+    receipt_id: str | None = None
+    tx_hash: str | None = None
+    network: str | None = None
+    pay_to: str | None = None
+    unlocked: bool = True
+    upstream_status: int | None = None
+    body: str = ""
+    body_encoding: str = "utf-8"
+    body_truncated: bool = False
+    headers: dict[str, str] = attrs.field(factory=dict)
+    request_id: str | None = None
+
+    @property
+    def content(self) -> bytes:
+        """The body as bytes (decoded from base64 when it was sent so)."""
+        if self.body_encoding == "base64":
+            return base64.b64decode(self.body)
+        return self.body.encode("utf-8")
+
+
+@attrs.frozen(kw_only=True)
 class SpendAttempt:
+    """One ``pay-url`` attempt (``GET /spend/attempts``), without its body.
+
+    ``status``: ``probing``, ``paying``, ``succeeded``, ``failed``, or ``pending`` (live
+    only: paid but not confirmed by the URL; the amount stays reserved until reconciled).
+    """
+
     id: str
     status: str
     url: str | None = None
+    method: str | None = None
+    host: str | None = None
     rail: str | None = None
     amount: Decimal | None = None
     receipt_id: str | None = None
     tx_hash: str | None = None
+    upstream_status: int | None = None
     error: ErrorDetail | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -267,6 +318,41 @@ class ReceiptVerification:
     created_at: datetime | None = None
     #: Why ``valid`` is false (unknown receipt, another resource...).
     reason: str | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GateChallenge:
+    """``POST /gates/challenge``: the open-rail challenge for one unpaid request to a gate.
+
+    ``headers`` go on the gate's 402 as they are: an x402 ``PAYMENT-REQUIRED`` and an MPP
+    ``WWW-Authenticate: Payment``, bound to the request's method and URL, with a fresh
+    nonce each time (never cache them).  Empty when the seller has not enabled payments,
+    or the environment offers no open rail.
+    """
+
+    headers: list[tuple[str, str]] = attrs.field(factory=list)
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GateRedemption:
+    """``POST /gates/redeem``: what became of an open-rail credential presented at a gate.
+
+    Paid: ``verification`` is the service receipt it settled into and ``headers`` are
+    the paid response's (``Payment-Receipt``, and ``PAYMENT-RESPONSE`` for x402).  Not
+    paid: ``reason`` is the gate's ``receipt_refused`` or ``receipt_malformed``,
+    ``message`` says why, and ``headers`` are the 402's fresh challenge (none after a
+    replayed credential: a new challenge would invite the client to pay again).
+    """
+
+    paid: bool
+    #: The protocol of the credential: ``x402`` or ``mpp``.
+    rail: str | None = None
+    verification: ReceiptVerification | None = None
+    headers: list[tuple[str, str]] = attrs.field(factory=list)
+    reason: str | None = None
+    message: str | None = None
     request_id: str | None = None
 
 
@@ -461,6 +547,10 @@ class PaymentSucceededData:
     platform_fee: Decimal | None = None
     processor_payment_intent_id: str | None = None
     seller_balance: Decimal | None = None
+    #: Open rails: the settling transaction, who signed it and on which network.
+    tx_hash: str | None = None
+    payer: str | None = None
+    network: str | None = None
     test: bool | None = None
 
 
@@ -471,6 +561,11 @@ class PaymentFailedData:
     Sent to the payer's owner when a wallet key's payment is refused (``rail: rill``
     today; open rails too once they land).  ``reason`` is the error ``code`` the payer got
     (``allowance_exceeded``, ``insufficient_funds``...) and ``message`` its text.
+
+    Also sent to a *seller's* owner when an open-rail credential (``rail`` ``x402`` or
+    ``mpp``) presented at one of its gates is refused (replayed, unfunded, badly signed):
+    ``reason`` is then the gate's ``receipt_refused`` or ``receipt_malformed`` and
+    ``payer`` the address that signed it.
     """
 
     ok: bool = False
@@ -487,6 +582,8 @@ class PaymentFailedData:
     amount: Decimal | None = None
     environment: str | None = None
     settlement: str | None = None
+    #: Open rails: the address that signed the refused credential, when it could be read.
+    payer: str | None = None
 
 
 @attrs.frozen(kw_only=True)

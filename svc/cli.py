@@ -211,6 +211,20 @@ def _build() -> Any:
         else:
             raise click.UsageError("give RESOURCE_ID, or --destination and --amount")
 
+    @cli.command("pay-url")
+    @click.argument("url")
+    @click.option("--method", default="GET", type=click.Choice(["GET", "POST"]))
+    @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
+    @click.pass_context
+    def pay_url(ctx: Any, /, url: str, method: str, body: str | None) -> None:
+        """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
+        try:
+            payload = None if body is None else json.loads(body)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
+        verb: Any = method  # click.Choice has checked it is GET or POST
+        _run(ctx, lambda c: c.spend.pay_url(url, method=verb, json=payload))
+
     @cli.group()
     def webhooks() -> None:
         """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""

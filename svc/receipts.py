@@ -10,7 +10,9 @@ rule 2):
   (or ``transaction``) is the id.
 
 Used by the reference server's gates and by ``svc_asgi``, so both read receipts the same
-way.
+way.  :func:`rail_credentials` finds the other thing a request can present at a gate: an
+open-rail credential (x402's ``PAYMENT-SIGNATURE``, MPP's ``Authorization: Payment``),
+which the service settles into a receipt.
 """
 
 from __future__ import annotations
@@ -21,10 +23,18 @@ import json
 import re
 from collections.abc import Mapping
 
-__all__ = ["RECEIPT_HEADERS", "MalformedReceipt", "receipt_id_from_headers"]
+__all__ = [
+    "RAIL_CREDENTIAL_HEADERS",
+    "RECEIPT_HEADERS",
+    "MalformedReceipt",
+    "rail_credentials",
+    "receipt_id_from_headers",
+]
 
 #: In order of preference when a request carries more than one.
 RECEIPT_HEADERS = ("x-svc-receipt", "payment-receipt", "payment-response")
+#: Headers that carry an open-rail credential: x402's signed payment and MPP's credential.
+RAIL_CREDENTIAL_HEADERS = ("payment-signature", "authorization")
 _ID = re.compile(r"^[A-Za-z0-9_\-]{4,100}$")
 _MAX_HEADER = 8192
 
@@ -79,3 +89,21 @@ def receipt_id_from_headers(headers: Mapping[str, str]) -> str | None:
         if value is not None:
             return _from_value(header, value)
     return None
+
+
+def rail_credentials(headers: Mapping[str, str]) -> dict[str, str]:
+    """The open-rail credentials a request presents, by lowercase header name.
+
+    ``PAYMENT-SIGNATURE`` (x402) and ``Authorization`` of MPP's ``Payment`` scheme; an
+    ``Authorization`` of any other scheme is the app's own login and is left out, so
+    that it is never forwarded to the payment service.  Empty when there are none.
+    """
+    found: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered not in RAIL_CREDENTIAL_HEADERS or lowered in found:
+            continue
+        if lowered == "authorization" and value[:8].lower() != "payment ":
+            continue
+        found[lowered] = value
+    return found

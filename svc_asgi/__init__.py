@@ -11,8 +11,10 @@ the verified :class:`Payment`, read with :func:`payment_of`::
 
 The decisions live in :class:`GateCore`, shared with the reference server's hosted gates
 and parameterised by a :class:`GateBackend` (the service's API here, a database there).
-:class:`PaymentRail` is where open rails (x402, MPP) plug in.  Everything else is in
-private modules.  Depends on ``svc`` only: no web framework is needed at run time.
+:class:`PaymentRail` is where open rails (x402, MPP) plug in; :class:`ServiceRails`, the
+default of a gate talking to the service, has the service challenge and settle them, so
+the app holds no keys.  Everything else is in private modules.  Depends on ``svc`` only:
+no web framework, x402 or MPP package is needed at run time.
 """
 
 from ._backend import BackendUnavailable, GateBackend, ServiceBackend
@@ -30,7 +32,8 @@ from ._mcp import PAYMENT_REQUIRED_META_KEY
 from ._middleware import PaymentGate
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY, Payment, payment_of
 from ._prices import PriceTable
-from ._rails import PaymentRail, RailRedemption
+from ._rails import PaymentRail, RailRedemption, RailRequest, RailRequestSource
+from ._service_rails import ServiceRails
 
 __all__ = [
     "GATE_ERROR_STATE_KEY",
@@ -50,7 +53,10 @@ __all__ = [
     "PaymentRail",
     "PriceTable",
     "RailRedemption",
+    "RailRequest",
+    "RailRequestSource",
     "Refusal",
     "ServiceBackend",
+    "ServiceRails",
     "payment_of",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
 from svc.receipts import RECEIPT_HEADERS
 
@@ -25,11 +26,13 @@ __all__ = [
     "Scope",
     "Send",
     "add_response_headers",
+    "credential_headers",
     "header_map",
     "read_body",
     "receipt_header",
     "replay",
     "request_id_of",
+    "request_url",
     "route_path",
     "send_response",
 ]
@@ -91,6 +94,60 @@ def receipt_header(scope: Scope) -> tuple[bytes, bytes] | None:
         if rank is not None and rank < best_rank:
             best, best_rank = (raw_name, raw_value), rank
     return best
+
+
+def credential_headers(scope: Scope) -> tuple[tuple[bytes, bytes] | None, bool]:
+    """:func:`receipt_header`, and whether the request also carries an open-rail
+    credential (``PAYMENT-SIGNATURE``, or ``Authorization`` of the ``Payment`` scheme),
+    in one pass over the headers: the hot path of a gate with rails."""
+    best: tuple[bytes, bytes] | None = None
+    best_rank = len(_RECEIPT_RANK)
+    rail = False
+    budget = MAX_HEADER_BYTES
+    for raw_name, raw_value in scope.get("headers", ()):
+        budget -= len(raw_name) + len(raw_value)
+        if budget < 0:
+            break
+        rank = _RECEIPT_RANK.get(raw_name)
+        if rank is not None:
+            if rank < best_rank:
+                best, best_rank = (raw_name, raw_value), rank
+        elif raw_name == b"payment-signature" or (
+            raw_name == b"authorization" and raw_value[:8].lower() == b"payment "
+        ):
+            rail = True
+    return best, rail
+
+
+def request_url(scope: Scope, origin: str | None = None) -> str:
+    """The absolute URL the client addressed, query included: what an open-rail
+    challenge binds, so the challenge and the paid retry must both be read this way.
+
+    ``origin`` (``https://shop.example``) replaces the scope's scheme and ``Host`` when a
+    proxy in front of the app changes them; the path is the one the server received.
+    """
+    if origin is None:
+        host = None
+        for raw_name, raw_value in scope.get("headers", ()):
+            if raw_name == b"host":
+                host = raw_value.decode("latin-1")
+                break
+        if host is None:
+            server = scope.get("server")
+            host = f"{server[0]}:{server[1]}" if server else "localhost"
+        origin = f"{scope.get('scheme', 'http')}://{host}"
+    raw_path = scope.get("raw_path")
+    if raw_path:
+        path = raw_path.decode("latin-1")
+    else:
+        path = scope["path"]
+        root = scope.get("root_path", "")
+        if root and not path.startswith(root):
+            path = root + path
+        path = quote(path, safe="/!$&'()*+,;=:@-._~%")
+    base = origin.rstrip("/") + path
+    query = scope.get("query_string", b"")
+    return f"{base}?{query.decode('latin-1')}" if query else base
 
 
 def route_path(scope: Scope) -> str:

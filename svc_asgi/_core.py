@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from svc.receipts import MalformedReceipt, receipt_id_from_headers
 from ._backend import BackendUnavailable, GateBackend
 from ._cache import FlightCache
 from ._payment import Payment
-from ._rails import PaymentRail
+from ._rails import PaymentRail, RailRedemption, RailRequest, RailRequestSource
 
 __all__ = [
     "RECEIPT_META_KEY",
@@ -283,21 +283,37 @@ class GateCore:
 
     # --- the decision ------------------------------------------------------------------------
 
-    async def check_header(self, resource_id: str, name: bytes, value: bytes) -> Outcome:
+    def remembered(self, resource_id: str, name: bytes, value: bytes) -> Paid | None:
+        """The paid decision :meth:`check_header` remembers for this raw receipt header,
+        while the answers it rests on are fresh; ``None`` otherwise.  No coroutine, no
+        allocation: a gate asks this first for every request presenting a receipt."""
+        key = (resource_id, name, value)
+        decided = self._decided.get(key)
+        if decided is None:
+            return None
+        if decided[0] > self._clock():
+            return decided[1]
+        del self._decided[key]
+        return None
+
+    async def check_header(
+        self, resource_id: str, name: bytes, value: bytes, request: RailRequestSource = None
+    ) -> Outcome:
         """:meth:`check` for a request whose only credential is one receipt header, given
-        raw (``name`` lowercase), as ASGI has it: the hot path of a gate without rails.
+        raw (``name`` lowercase), as ASGI has it: the hot path of every gate.
 
         A paid decision is remembered for exactly as long as the cached answers it rests
         on (the offer and the verification), so a repeat request is one dict lookup; the
         outcome is the one :meth:`check` would give.  Refusals are never remembered.
+        ``request`` is only used (and, given as a callable, only built) for a 402.
         """
+        remembered = self.remembered(resource_id, name, value)
+        if remembered is not None:
+            return remembered
         key = (resource_id, name, value)
-        decided = self._decided.get(key)
-        if decided is not None:
-            if decided[0] > self._clock():
-                return decided[1]
-            del self._decided[key]
-        outcome = await self.check(resource_id, {name.decode("latin-1"): value.decode("latin-1")})
+        outcome = await self.check(
+            resource_id, {name.decode("latin-1"): value.decode("latin-1")}, request=request
+        )
         if type(outcome) is Paid:
             offer_expiry = self._offers.expiry(resource_id)
             receipt_expiry = self._receipts.expiry((outcome.payment.receipt_id, resource_id))
@@ -314,6 +330,7 @@ class GateCore:
         *,
         meta_receipt: object = None,
         accepted: Collection[str] | None = None,
+        request: RailRequestSource = None,
     ) -> Outcome:
         """May this request through to ``resource_id``?
 
@@ -321,7 +338,9 @@ class GateCore:
         presented outside the headers (an MCP call's ``params._meta["svc/receipt"]``);
         it wins over the headers when given.  ``accepted`` widens which resources' receipts
         unlock the request (the demo gate accepts either environment's receipt); the
-        402 still offers ``resource_id``.
+        402 still offers ``resource_id``.  ``request`` (the method and absolute URL, or a
+        function building them) lets the rails in: without it, as for an MCP call, no
+        rail credential is redeemed and no rail challenge is offered.
         """
         # The cached path stays inline (no coroutine per lookup): it runs on every request.
         offer = self._offers.peek(resource_id)
@@ -342,35 +361,38 @@ class GateCore:
             )
         wanted = frozenset(accepted) if accepted else None
 
-        for rail in self.rails:
-            try:
-                redemption = await rail.redeem(headers, offer)
-            except MalformedReceipt as exc:
-                return self._payment_required(
-                    offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
-                )
-            except BackendUnavailable as exc:
-                return self._unavailable(resource_id, exc)
-            if redemption is not None:
-                return self._judge(
-                    offer,
-                    redemption.verification,
-                    wanted,
-                    source=rail.name,
-                    headers=tuple(redemption.response_headers),
-                )
+        if self.rails and request is not None:
+            request = _resolved(request)
+            for rail in self.rails:
+                try:
+                    redemption = await rail.redeem(headers, offer, request)
+                except MalformedReceipt as exc:
+                    refusal = self._payment_required(
+                        offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
+                    )
+                    return await self._challenged(refusal, request)
+                except BackendUnavailable as exc:
+                    return self._unavailable(resource_id, exc)
+                except Exception as exc:
+                    return self._misconfigured(resource_id, exc)
+                if redemption is not None:
+                    return await self._redeemed(offer, rail, redemption, wanted, request)
 
         try:
             receipt_id, source = _presented_receipt(headers, meta_receipt)
         except MalformedReceipt as exc:
-            return self._payment_required(offer, "receipt_malformed", f"Malformed receipt: {exc}.")
+            refusal = self._payment_required(
+                offer, "receipt_malformed", f"Malformed receipt: {exc}."
+            )
+            return await self._challenged(refusal, request)
         if receipt_id is None:
-            return self._payment_required(
+            refusal = self._payment_required(
                 offer,
                 "receipt_missing",
                 "Payment required: pay for this resource, then send the receipt id in "
                 "X-Svc-Receipt.",
             )
+            return await self._challenged(refusal, request)
         bound = None if accepted else resource_id
         verification = self._receipts.peek((receipt_id, bound))
         if verification is None:
@@ -380,43 +402,53 @@ class GateCore:
                 return self._unavailable(resource_id, exc)
             except Exception as exc:
                 return self._misconfigured(resource_id, exc)
-        return self._judge(offer, verification, wanted, source=source, headers=())
+        why = _refused_because(verification, offer, wanted)
+        if why is not None:
+            refusal = self._payment_required(
+                offer,
+                "receipt_refused",
+                f"The receipt was refused: {why}.",
+                extra={"receipt_id": verification.receipt_id, "refused_because": why},
+            )
+            return await self._challenged(refusal, request)
+        key = (verification.receipt_id, offer.resource_id, source)
+        memo = self._paid.get(key)
+        if memo is not None and memo[0] is verification and memo[1] is offer:
+            return memo[2]
+        paid = self._paid_outcome(verification, offer, source, ())
+        if len(self._paid) >= self._max_paid:
+            self._paid.clear()
+        self._paid[key] = (verification, offer, paid)
+        return paid
 
-    def _judge(
+    async def _redeemed(
         self,
         offer: Offer,
-        verification: ReceiptVerification,
+        rail: PaymentRail,
+        redemption: RailRedemption,
         wanted: frozenset[str] | None,
-        *,
-        source: str,
-        headers: tuple[tuple[str, str], ...],
+        request: RailRequest,
     ) -> Outcome:
-        if not verification.valid:
-            why = verification.reason or "unknown receipt"
-        elif (
-            verification.resource_id != offer.resource_id
-            if wanted is None
-            else verification.resource_id not in wanted
-        ):
-            why = "receipt is for another resource"
-        elif headers:  # a rail's redemption: fresh headers each time, nothing to reuse
+        """A rail's answer to a credential: paid (fresh headers each time, nothing to
+        reuse), or a 402 naming why, with the rail's own headers when it gave them."""
+        source = redemption.source or rail.name
+        verification = redemption.verification
+        why = _refused_because(verification, offer, wanted)
+        if why is None:
+            headers = tuple(redemption.response_headers)
             return self._paid_outcome(verification, offer, source, headers)
-        else:
-            key = (verification.receipt_id, offer.resource_id, source)
-            memo = self._paid.get(key)
-            if memo is not None and memo[0] is verification and memo[1] is offer:
-                return memo[2]
-            paid = self._paid_outcome(verification, offer, source, ())
-            if len(self._paid) >= self._max_paid:
-                self._paid.clear()
-            self._paid[key] = (verification, offer, paid)
-            return paid
-        return self._payment_required(
+        extra: dict[str, Any] = {"rail": source, "refused_because": why}
+        if verification.receipt_id:
+            extra["receipt_id"] = verification.receipt_id
+        refusal = self._payment_required(
             offer,
-            "receipt_refused",
-            f"The receipt was refused: {why}.",
-            extra={"receipt_id": verification.receipt_id, "refused_because": why},
+            "receipt_malformed" if redemption.malformed else "receipt_refused",
+            f"The {source} credential was refused: {why}.",
+            extra=extra,
         )
+        given = redemption.challenge_headers
+        replaced = None if given is None else {id(rail): tuple(given)}
+        return await self._challenged(refusal, request, replaced)
 
     @staticmethod
     def _paid_outcome(
@@ -438,7 +470,6 @@ class GateCore:
         *,
         extra: Mapping[str, Any] | None = None,
     ) -> Refusal:
-        challenge = tuple(header for rail in self.rails for header in rail.challenge(offer))
         return Refusal(
             status=402,
             code="payment_required",
@@ -446,8 +477,36 @@ class GateCore:
             reason=reason,
             offer=offer,
             extra=dict(extra or {}),
-            headers=challenge,
         )
+
+    async def _challenged(
+        self,
+        refusal: Refusal,
+        request: RailRequestSource,
+        replaced: Mapping[int, tuple[tuple[str, str], ...]] | None = None,
+    ) -> Refusal:
+        """The 402 with every rail's challenge headers (``replaced``: those a rail already
+        gave, by ``id(rail)``).  A rail that fails to challenge is logged and left out: the
+        402 and its JSON body still tell the client how to pay."""
+        if not self.rails or request is None or refusal.offer is None:
+            return refusal
+        request = _resolved(request)
+        headers = list(refusal.headers)
+        for rail in self.rails:
+            given = replaced.get(id(rail)) if replaced else None
+            if given is not None:
+                headers.extend(given)
+                continue
+            try:
+                headers.extend(await rail.challenge(refusal.offer, request))
+            except Exception as exc:
+                log.warning(
+                    "%s challenge for %s failed; the 402 goes without it: %r",
+                    rail.name,
+                    refusal.offer.resource_id,
+                    exc,
+                )
+        return attrs.evolve(refusal, headers=tuple(headers))
 
     def _unavailable(self, resource_id: str, exc: BaseException) -> Outcome:
         log.warning("payment service unavailable while gating %s: %s", resource_id, exc)
@@ -472,6 +531,25 @@ class GateCore:
             reason="gate_misconfigured",
             extra={"resource_id": resource_id},
         )
+
+
+def _resolved(request: RailRequest | Callable[[], RailRequest]) -> RailRequest:
+    return request if isinstance(request, RailRequest) else request()
+
+
+def _refused_because(
+    verification: ReceiptVerification, offer: Offer, wanted: frozenset[str] | None
+) -> str | None:
+    """Why this verification does not pay for ``offer`` (``None``: it does)."""
+    if not verification.valid:
+        return verification.reason or "unknown receipt"
+    if (
+        verification.resource_id != offer.resource_id
+        if wanted is None
+        else verification.resource_id not in wanted
+    ):
+        return "receipt is for another resource"
+    return None
 
 
 def _presented_receipt(headers: Mapping[str, str], meta_receipt: object) -> tuple[str | None, str]:

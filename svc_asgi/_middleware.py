@@ -8,7 +8,10 @@ request it does the least it can:
   the app, untouched;
 * a priced route is decided by the :class:`~svc_asgi.GateCore`: paid requests reach the
   app with the :class:`~svc_asgi.Payment` in ``scope["state"]["svc_payment"]``; unpaid
-  ones get the 402 (or 409/503) without the app ever running;
+  ones get the 402 (or 409/503) without the app ever running.  A request presenting a
+  receipt header and no open-rail credential is decided from the core's memo of paid
+  decisions (one dictionary lookup once its receipt is known), with rails or without;
+  only a rail credential, or a 402, builds the request's URL for the rails;
 * a ``POST`` to the MCP path, when tools are priced, has its JSON-RPC body read (bounded)
   to find a priced ``tools/call``; the body is handed to the app unchanged afterwards.
 """
@@ -32,11 +35,13 @@ from ._asgi import (
     Scope,
     Send,
     add_response_headers,
+    credential_headers,
     header_map,
     read_body,
     receipt_header,
     replay,
     request_id_of,
+    request_url,
     route_path,
     send_response,
 )
@@ -44,7 +49,8 @@ from ._backend import GateBackend, ServiceBackend
 from ._core import FailedOpen, GateCore, OnServiceError, Outcome, Paid, Refusal
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
 from ._prices import PriceTable
-from ._rails import PaymentRail
+from ._rails import PaymentRail, RailRequest
+from ._service_rails import ServiceRails
 
 __all__ = ["PaymentGate"]
 
@@ -74,12 +80,21 @@ class PaymentGate:
     :class:`svc.AsyncClient` with a seller key) to share or instrument one, or
     ``backend`` to answer from elsewhere entirely.
 
+    ``rails`` are the open payment rails the gate speaks (see :class:`PaymentRail`).  By
+    default a gate talking to the service speaks x402 and MPP through it
+    (:class:`ServiceRails`): once the seller has enabled payments, every 402 carries
+    both challenges and a paid retry is settled by the service, with no change here.
+    ``rails=()`` turns that off (receipts only); a gate built on ``backend`` has no
+    rails unless given some.  ``public_url`` is the origin clients reach the app at
+    (``https://shop.example``), when a proxy in front changes the scheme or host that
+    the challenges must name; by default the request's own scheme and ``Host``.
+
     ``mcp_path`` is the path (or paths) of the app's streamable-HTTP MCP endpoint, where
     ``tools/call`` is gated by tool name.  ``on_service_error`` is ``"fail_closed"``
     (503 when the service cannot be reached; the default) or ``"fail_open"``.
     ``cache_ttl`` is how long a confirmed receipt and a resource's price are reused;
-    ``max_body_bytes`` bounds the MCP bodies the gate buffers.  ``rails`` plugs in open
-    payment rails (see :class:`PaymentRail`).
+    ``max_body_bytes`` bounds the MCP bodies the gate buffers (MCP tool calls are not
+    offered open-rail challenges).
     """
 
     def __init__(
@@ -97,7 +112,8 @@ class PaymentGate:
         timeout: float = 10.0,
         client: svc.AsyncClient | None = None,
         backend: GateBackend | None = None,
-        rails: Sequence[PaymentRail] = (),
+        rails: Sequence[PaymentRail] | None = None,
+        public_url: str | None = None,
     ) -> None:
         self.app = app
         self.prices = PriceTable(prices)
@@ -106,6 +122,7 @@ class PaymentGate:
         self.max_body_bytes = max_body_bytes
         paths = [mcp_path] if isinstance(mcp_path, str) else list(mcp_path)
         self.mcp_paths = frozenset(p.rstrip("/") or "/" for p in paths)
+        self.public_url = public_url.rstrip("/") if public_url else None
         self._owned_client: svc.AsyncClient | None = None
         if backend is None:
             if client is None:
@@ -123,8 +140,10 @@ class PaymentGate:
                 )
                 self._owned_client = client
             backend = ServiceBackend(client)
+            if rails is None:
+                rails = [ServiceRails(client)]
         self.core = GateCore(
-            backend, cache_ttl=cache_ttl, on_service_error=on_service_error, rails=rails
+            backend, cache_ttl=cache_ttl, on_service_error=on_service_error, rails=rails or ()
         )
 
     async def aclose(self) -> None:
@@ -166,14 +185,33 @@ class PaymentGate:
     async def _gate_route(
         self, scope: Scope, receive: Receive, send: Send, resource_id: str
     ) -> None:
-        if self.core.rails:
-            outcome = await self.core.check(resource_id, header_map(scope))
-        else:  # only the receipt header matters: find it without decoding the others
+        core = self.core
+        if not core.rails:  # only the receipt header matters: find it, decode nothing
             found = receipt_header(scope)
+            rail_credential = False
+        else:
+            found, rail_credential = credential_headers(scope)
+        if found is not None and not rail_credential:
+            paid = core.remembered(resource_id, *found)
+            if paid is not None:  # the hot path: a receipt this gate has confirmed
+                await self._pass(scope, receive, send, paid)
+                return
+        if not core.rails:
             if found is None:
-                outcome = await self.core.check(resource_id, {})
+                outcome = await core.check(resource_id, {})
             else:
-                outcome = await self.core.check_header(resource_id, *found)
+                outcome = await core.check_header(resource_id, *found)
+        else:
+
+            def request() -> RailRequest:
+                return RailRequest(scope["method"], request_url(scope, self.public_url))
+
+            if rail_credential:
+                outcome = await core.check(resource_id, header_map(scope), request=request)
+            elif found is None:
+                outcome = await core.check(resource_id, {}, request=request)
+            else:
+                outcome = await core.check_header(resource_id, *found, request=request)
         if type(outcome) is not Refusal:
             await self._pass(scope, receive, send, outcome)
             return

@@ -40,13 +40,14 @@ class Payment:
     receipt_id: str
     resource_id: str
     amount: Decimal | None
-    #: ``rill`` (the service ledger), later ``x402`` / ``mpp``.
+    #: How it was paid: ``rill`` (the service ledger), ``x402`` or ``mpp``.
     rail: str | None
     sku_kind: str
     credits: Decimal | None
     credit_unit: str | None
     environment: str | None
-    #: Where the credential came from: ``header``, ``mcp_meta`` or a rail's name.
+    #: Where the credential came from: ``header``, ``mcp_meta``, or the open rail that
+    #: was paid at the gate itself (``x402``, ``mpp``).
     source: str
     #: The service's full answer, for anything not lifted onto this object.
     verification: ReceiptVerification

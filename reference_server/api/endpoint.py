@@ -33,7 +33,7 @@ from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError
 from .responses import Reply, error_response, json_response, to_json_body
 
-__all__ = ["Call", "Endpoint", "routes_for"]
+__all__ = ["Call", "Endpoint", "is_transient", "read_json_body", "routes_for"]
 
 log = logging.getLogger("reference_server")
 
@@ -112,7 +112,7 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
         limit_headers = await anyio.to_thread.run_sync(
             ctx.limiter.hit, spec, ep.rate_limit, identity
         )
-        body = await _read_body(request, ctx.settings.max_body_bytes) if ep.writes else None
+        body = await read_json_body(request, ctx.settings.max_body_bytes) if ep.writes else None
         status, data, headers = await anyio.to_thread.run_sync(
             partial(_run, ep, ctx, request, request_id, body)
         )
@@ -230,7 +230,7 @@ def _run(
             except DBAPIError as exc:
                 # A deadlock or serialization failure rolled the whole transaction back:
                 # nothing was written, so running it again is safe.
-                if attempt == _TRANSIENT_RETRIES or not _is_transient(exc):
+                if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
                     raise
         raise AssertionError("unreachable")
     except ApiError as exc:
@@ -250,7 +250,9 @@ _TRANSIENT_RETRIES = 3
 _TRANSIENT_SQLSTATES = {"40001", "40P01"}
 
 
-def _is_transient(exc: DBAPIError) -> bool:
+def is_transient(exc: DBAPIError) -> bool:
+    """A deadlock or serialization failure: the transaction was rolled back whole, so
+    running it again is safe."""
     return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
 
@@ -259,7 +261,9 @@ def _bare_path(request: Request) -> str:
     return path[4:] if path.startswith("/api/") else path
 
 
-async def _read_body(request: Request, limit: int) -> Any:
+async def read_json_body(request: Request, limit: int) -> Any:
+    """The JSON body (``None`` when empty) under the API's rules: at most ``limit`` bytes,
+    a JSON media type, nesting checked before parsing, floats as ``Decimal``."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")

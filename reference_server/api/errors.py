@@ -18,6 +18,10 @@ CODES: dict[str, tuple[int, str]] = {
     "invalid_environment": (400, "X-Svc-Environment is neither `test` nor `live`."),
     "idempotency_key_required": (400, "This route needs an Idempotency-Key header."),
     "invalid_idempotency_key": (400, "The Idempotency-Key is empty or longer than 255 chars."),
+    "invalid_rail_request": (
+        400,
+        "A /gates/challenge or /gates/redeem body is unusable (method, absolute URL, credential).",
+    ),
     "unauthenticated": (401, "No credential was sent."),
     "invalid_credential": (401, "The credential is malformed, unknown, expired or revoked."),
     "payment_required": (402, "Pay for this resource first."),
@@ -44,14 +48,33 @@ CODES: dict[str, tuple[int, str]] = {
     "unsupported_media_type": (415, "Bodies must be sent as application/json."),
     "validation_error": (422, "A field is missing or invalid; see details.errors."),
     "idempotency_key_reused": (422, "The Idempotency-Key was used with a different request."),
+    "url_not_allowed": (422, "pay-url may not request this URL (SSRF rules); nothing was paid."),
+    "not_payable": (422, "The URL did not answer 402 Payment Required; nothing was paid."),
+    "unsupported_challenge": (
+        422,
+        "The URL's 402 offers no x402/MPP challenge this environment pays; nothing was paid.",
+    ),
     "rate_limited": (429, "Too many requests; wait Retry-After seconds."),
     "internal_error": (500, "The server failed; the request may be retried."),
-    "upstream_refused": (502, "The resource's upstream URL is not allowed (SSRF rules)."),
+    "upstream_refused": (
+        502,
+        "The upstream refused: a gate's upstream URL is not allowed (SSRF rules), or a "
+        "pay-url target was sent the payment and did not settle it (cancelled, not charged).",
+    ),
     "upstream_unavailable": (502, "The resource's upstream did not answer."),
     "upstream_too_large": (502, "The resource's upstream answered with too large a body."),
+    "payment_unconfirmed": (
+        502,
+        "Live pay-url: the URL did not confirm the payment; the amount stays reserved.",
+    ),
     "not_ready": (503, "A dependency (the database) is not reachable."),
     "payment_service_unavailable": (503, "A gate could not reach the payment service."),
     "gate_misconfigured": (503, "A gate's seller key or resource ids are wrong."),
+    "rails_not_configured": (503, "Live pay-url needs a hot wallet this server is not given."),
+    "settlement_unavailable": (
+        503,
+        "An open-rail payment could not be settled now; do not pay again, retry shortly.",
+    ),
 }
 
 

@@ -326,7 +326,10 @@ def audit(conn: Connection, environment: str) -> list[str]:
     * each balance equals its posted credits minus posted debits;
     * each ``pending_debit_micros`` equals the account's pending transfers;
     * no account that may not go negative is negative (or over-reserved);
-    * every receipt names exactly one transfer of its amount that carries its id.
+    * every receipt names exactly one posted transfer of its amount that carries its id,
+      but an open-rail payment settled ``direct_wallet``: its money went on chain to the
+      seller, past the ledger, so it names no transfer and must carry its transaction
+      hash and no fee.
     """
     problems: list[str] = []
     total = sum_of_balances(conn, environment)
@@ -364,6 +367,14 @@ def audit(conn: Connection, environment: str) -> list[str]:
             problems.append(f"{acct.id} ({acct.kind}) is below zero")
     r = t.receipts
     for receipt in conn.execute(select(r).where(r.c.environment == environment)):
+        if receipt.transfer_id is None:
+            if receipt.settlement != "direct_wallet" or not receipt.tx_hash:
+                problems.append(f"receipt {receipt.id} names no transfer and is not on chain")
+            elif receipt.fee_micros != 0:
+                problems.append(f"receipt {receipt.id} took a fee from money it never held")
+            elif conn.execute(select(_t.c.id).where(_t.c.receipt_id == receipt.id)).first():
+                problems.append(f"receipt {receipt.id} is direct_wallet but moved ledger money")
+            continue
         matches = conn.execute(
             select(_t).where(_t.c.id == receipt.transfer_id, _t.c.receipt_id == receipt.id)
         ).all()

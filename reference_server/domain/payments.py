@@ -10,6 +10,7 @@ written or nothing is.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,8 @@ from .events import record_event
 __all__ = ["fee_for", "pay_handle", "pay_resource", "record_refusal", "verify_receipt"]
 
 _r = t.receipts
+#: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
+_TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 
 
 def fee_for(amount: int, fee_bps: int) -> int:
@@ -236,8 +239,13 @@ def verify_receipt(
 
     An unknown receipt, or one for another resource or seller, is ``valid: false`` with a
     reason, never an error: gates call this on every request and must not leak which.
+
+    An open-rail payment's transaction hash is an alias of its receipt (the spec's
+    "alias of the upstream payment receipt"): the ``Payment-Receipt`` and
+    ``PAYMENT-RESPONSE`` a paid gate answered with name the transaction, and unlock the
+    gate again like the receipt id.  The answer names the receipt id either way.
     """
-    row = conn.execute(select(_r).where(_r.c.id == receipt_id)).first()
+    row = _receipt_row(conn, receipt_id, resource_id)
     reason: str | None = None
     if row is None or row.kind != "resource":
         reason = "unknown receipt"
@@ -256,6 +264,16 @@ def verify_receipt(
         metadata=structure(row.metadata or {}, ResourceMetadata),
         environment=row.environment,
         created_at=as_utc(row.created_at),
+    )
+
+
+def _receipt_row(conn: Connection, receipt_id: str, resource_id: str | None) -> Row[Any] | None:
+    if not _TX_HASH.fullmatch(receipt_id):
+        return conn.execute(select(_r).where(_r.c.id == receipt_id)).first()
+    # A transaction hash is unique per environment; prefer the row for this resource.
+    rows = conn.execute(select(_r).where(_r.c.tx_hash == receipt_id.lower())).all()
+    return next((row for row in rows if row.resource_id == resource_id), None) or next(
+        iter(rows), None
     )
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "RAILS",
     "PolicyValues",
     "charge",
+    "check_host",
     "create_wallet_key",
     "get_wallet_key",
     "lock_wallet_key",
@@ -221,6 +222,18 @@ def roll_period(conn: Connection, row: Row[Any], now: datetime) -> Row[Any]:
 # --- spending -----------------------------------------------------------------------------
 
 
+def check_host(row: Row[Any], host: str) -> None:
+    """Raise ``host_not_allowed`` unless the policy lets the key pay ``host`` (``pay-url``
+    asks before it sends anything to the host, and again with the rest of the policy)."""
+    allowed = PolicyValues.of(row).allowed_hosts
+    if allowed is not None and host not in allowed:
+        raise ApiError(
+            "host_not_allowed",
+            f"This wallet key may not pay {host}; allowed hosts: {', '.join(allowed)}.",
+            details={"host": host, "allowed_hosts": allowed},
+        )
+
+
 def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now: datetime) -> None:
     """Raise the 402 that names the limit and its remedy; the row must be current."""
     policy = PolicyValues.of(row)
@@ -231,13 +244,8 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
             f"This wallet key may pay on {', '.join(policy.allowed_rails)} only, not {rail}.",
             details={"rail": rail, "allowed_rails": policy.allowed_rails},
         )
-    if host is not None and policy.allowed_hosts is not None and host not in policy.allowed_hosts:
-        raise ApiError(
-            "host_not_allowed",
-            f"This wallet key may not pay {host}; "
-            f"allowed hosts: {', '.join(policy.allowed_hosts)}.",
-            details={"host": host, "allowed_hosts": policy.allowed_hosts},
-        )
+    if host is not None:
+        check_host(row, host)
     if policy.max_per_tx is not None and amount > policy.max_per_tx:
         raise ApiError(
             "max_per_tx_exceeded",

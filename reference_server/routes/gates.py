@@ -5,7 +5,12 @@ by the same :class:`svc_asgi.GateCore` a seller's own app runs, answered from th
 database (:class:`~reference_server.gate_backend.DatabaseGateBackend`):
 
 * unpaid (no receipt, a malformed one, one for another resource, an unknown one): 402 in
-  the service's envelope, ``Cache-Control: no-store``, details naming what to pay;
+  the service's envelope, ``Cache-Control: no-store``, details naming what to pay, and —
+  once the seller has enabled payments — the x402 and MPP challenges
+  (:class:`~reference_server.gate_backend.DatabaseRails`), bound to the ``gate_url`` as
+  the client addressed it;
+* an x402 ``PAYMENT-SIGNATURE`` or MPP ``Authorization: Payment`` credential: settled
+  and booked (:mod:`reference_server.domain.open_rails`), then served like a receipt;
 * paid, and the resource has an ``upstream_url``: the request (method, query, body,
   end-to-end headers) is forwarded there through :mod:`reference_server.outbound` -- the
   SSRF-safe client webhooks use, so an ``upstream_url`` can never reach the service's own
@@ -23,6 +28,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 from sqlalchemy.exc import OperationalError
@@ -33,15 +39,16 @@ from starlette.routing import Route
 from svc import Resource
 from svc._converter import unstructure
 from svc._money import format_amount
-from svc_asgi import GateCore, Paid, Payment, Refusal
+from svc_asgi import GateCore, Paid, Payment, PaymentRail, RailRequest, Refusal
 
 from .. import outbound
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.responses import Reply, error_response, json_response
 from ..context import ServerContext
+from ..domain import open_rails
 from ..domain.resources import resource_model
-from ..gate_backend import DatabaseGateBackend, find_resource_by_short_id
+from ..gate_backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
 
 __all__ = [
     "DOCUMENTED",
@@ -197,17 +204,28 @@ async def _serve(request: Request, request_id: str) -> Response:
     short_id = request.path_params["short_id"]
     if not _SHORT_ID.fullmatch(short_id):
         raise ApiError("not_found", "No such gate.")
+    base = public_url(request)
     try:
-        row = await anyio.to_thread.run_sync(find_resource_by_short_id, ctx, short_id)
+        gate = await anyio.to_thread.run_sync(
+            find_gate_by_short_id, ctx, short_id, urlsplit(base).netloc
+        )
     except OperationalError:
         raise ApiError("not_ready", "The database is not reachable; retry shortly.") from None
-    if row is None:
+    if gate is None:
         raise ApiError("not_found", "No such gate.")
-    base = public_url(request)
-    resource = resource_model(row, base)
+    resource = resource_model(gate.resource, base)
+    rails: list[PaymentRail] = []
+    if open_rails.offered(ctx, gate.seller) is not None:
+        rails.append(DatabaseRails(ctx, gate, request_id))
     # No cache: the database is the source of truth and is as near as a cache would be.
-    core = GateCore(DatabaseGateBackend(ctx, base, known=[resource]), cache_ttl=0)
-    outcome = await core.check(resource.id, request.headers)
+    core = GateCore(DatabaseGateBackend(ctx, base, known=[resource]), cache_ttl=0, rails=rails)
+    # The URL the client paid for, as it addressed it: both protocols bind the challenge
+    # to it, so the challenge and the paid retry must name it alike.
+    query = request.url.query
+    url = base + request.url.path + (f"?{query}" if query else "")
+    outcome = await core.check(
+        resource.id, request.headers, request=RailRequest(request.method, url)
+    )
     if isinstance(outcome, Refusal):
         return refusal_response(outcome, request_id)
     assert isinstance(outcome, Paid), "hosted gates fail closed"
@@ -355,8 +373,9 @@ DOCUMENTED = [
     _documented(
         method,
         "/g/{short_id}",
-        "Hosted gate of a resource (any method): 402 until paid with a receipt in "
-        "X-Svc-Receipt, then the upstream's answer or the receipt.",
+        "Hosted gate of a resource (any method): 402 until paid (a receipt in "
+        "X-Svc-Receipt, or the x402 / MPP challenge it carries once the seller enabled "
+        "payments), then the upstream's answer or the receipt.",
     )
     for method in ("GET", "POST")
 ]

@@ -1,7 +1,10 @@
-"""The sandbox chain's state and its two state changes: mint and transferWithAuthorization.
+"""The sandbox chain's state and the changes to it: mint, transfer and cancel an authorization.
 
 State is three tables (``store.tables.sandbox_*``): a balance per address, the EIP-3009
-nonces each authorizer has used, and a transaction log.  The rules are the token's
+nonces each authorizer has used, and a transaction log.  The state changes are mint,
+``transferWithAuthorization`` and ``cancelAuthorization`` (which spends a nonce and moves
+nothing: how ``pay-url`` makes sure an authorization it handed out can never settle once it
+has decided that it did not).  ``transferWithAuthorization`` follows the token's rules
 (USDC ``FiatTokenV2``), in its order:
 
 1. ``validAfter < now < validBefore`` (strictly, as ``block.timestamp`` is compared);
@@ -54,6 +57,7 @@ __all__ = [
     "Transaction",
     "audit",
     "balance_of",
+    "cancel_authorization",
     "check_transfer",
     "mint",
     "nonce_transaction",
@@ -72,6 +76,7 @@ INSUFFICIENT_BALANCE = "invalid_exact_evm_insufficient_balance"
 ZERO_ADDRESS = "0x" + "0" * 40
 MINT = "mint"
 TRANSFER = "transferWithAuthorization"
+CANCEL = "cancelAuthorization"
 #: Balances are BIGINT; no balance can reach a value above this, so such a debit fails.
 _MAX_BALANCE = 2**63 - 1
 
@@ -297,6 +302,45 @@ def transfer_with_authorization(
     )
 
 
+def cancel_authorization(
+    conn: Connection, authorizer: str, nonce: str, *, now: datetime
+) -> Transaction:
+    """Spend ``authorizer``'s ``nonce`` without moving anything (EIP-3009
+    ``cancelAuthorization``): afterwards no authorization signed with it can settle.
+
+    On a real chain the authorizer signs the cancellation; here only the service calls
+    this, for its own hot wallet, so no signature is asked for.  Raises
+    :class:`ChainError` (``NONCE_USED``) having written nothing when the nonce is already
+    spent -- by a settle that won the race, or by an earlier cancellation: the caller
+    looks at :func:`nonce_transaction` to tell which.
+    """
+    payer, nonce = _key(authorizer), nonce.lower()
+    tx_hash = (
+        "0x" + bytes(keccak(b"svc-sandbox-cancelAuthorization" + (payer + nonce).encode())).hex()
+    )
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                insert(_n).values(authorizer=payer, nonce=nonce, tx_hash=tx_hash, created_at=now)
+            )
+            block = _record(conn, tx_hash, CANCEL, payer, payer, 0, now, nonce=nonce)
+    except IntegrityError:
+        spent_by = nonce_transaction(conn, authorizer, nonce)
+        raise ChainError(
+            NONCE_USED, f"authorization is used: its nonce was spent by transaction {spent_by}"
+        ) from None
+    return Transaction(
+        hash=tx_hash,
+        kind=CANCEL,
+        from_address=_checksum(payer),
+        to=_checksum(payer),
+        value=0,
+        block_number=block,
+        timestamp=int(now.timestamp()),
+        nonce=nonce,
+    )
+
+
 def _debit(conn: Connection, address: str, value: int, now: datetime) -> bool:
     if value == 0:
         return True
@@ -358,7 +402,8 @@ def audit(conn: Connection) -> list[str]:
     * no balance is negative;
     * every balance equals what its address received minus what it sent, per the log;
     * the supply (all balances) equals everything ever minted;
-    * each authorized transfer spent exactly one nonce, and each spent nonce names it.
+    * each authorized transfer or cancellation spent exactly one nonce, and each spent
+      nonce names it.
     """
     problems: list[str] = []
     flows: dict[str, int] = defaultdict(int)
@@ -386,8 +431,12 @@ def audit(conn: Connection) -> list[str]:
     spent = {row.tx_hash: row.nonce for row in conn.execute(select(_n.c.tx_hash, _n.c.nonce))}
     transfers = {
         row.tx_hash: row.nonce
-        for row in conn.execute(select(_tx.c.tx_hash, _tx.c.nonce).where(_tx.c.kind == TRANSFER))
+        for row in conn.execute(
+            select(_tx.c.tx_hash, _tx.c.nonce).where(_tx.c.kind.in_([TRANSFER, CANCEL]))
+        )
     }
     if spent != transfers:
-        problems.append("spent nonces and authorized transfers do not match one to one")
+        problems.append(
+            "spent nonces and authorized transfers or cancellations do not match one to one"
+        )
     return problems

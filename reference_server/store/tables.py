@@ -390,20 +390,32 @@ spend_attempts = Table(
     Column("amount_micros", BigInteger),
     Column("pay_to", String(42)),
     Column("network", String(32)),
+    #: The hot wallet that signed and the EIP-3009 nonce it signed: unique, so that two
+    #: attempts can never both claim one on-chain transfer (an MPP nonce is derived from
+    #: the challenge, and two probes can get the same challenge).
+    Column("payer", String(42)),
+    Column("nonce", String(66)),
     #: The pending ledger reservation while paying; posted or voided at the end.
     Column("transfer_id", String(40)),
+    #: When the wallet key was charged (a refund gives the allowance back only if the
+    #: period has not rolled since).
+    Column("reserved_at", Timestamp),
     Column("receipt_id", String(40)),
     Column("tx_hash", String(66)),
     Column("error_code", String(64)),
     Column("error_message", Text),
+    Column("error_details", JSON),
     Column("response_status", Integer),
     Column("response_headers", JSON),
-    #: The unlock body, sealed (it may carry what the caller paid for).
+    #: The unlock body, sealed (it may carry what the caller paid for), as text in
+    #: ``body_encoding`` (``utf-8``, or ``base64`` for bytes that are not UTF-8).
     Column("response_body", Text),
+    Column("body_encoding", String(8)),
     Column("body_truncated", Boolean, nullable=False, server_default=false()),
     Column("request_id", String(40), nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     UniqueConstraint("wallet_key_id", "idempotency_key"),
+    UniqueConstraint("payer", "nonce"),
     Index(None, "wallet_key_id", "created_at"),
 )

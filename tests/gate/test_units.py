@@ -23,6 +23,7 @@ from svc_asgi import (
     PaymentRail,
     PriceTable,
     RailRedemption,
+    RailRequest,
     Refusal,
     payment_of,
 )
@@ -200,10 +201,12 @@ class FakeRail:
     def __init__(self, backend: FakeBackend) -> None:
         self.backend = backend
 
-    def challenge(self, offer: Offer) -> Sequence[tuple[str, str]]:
-        return [("PAYMENT-REQUIRED", f"fake:{offer.resource_id}:{offer.amount}")]
+    async def challenge(self, offer: Offer, request: RailRequest) -> Sequence[tuple[str, str]]:
+        return [("PAYMENT-REQUIRED", f"fake:{offer.resource_id}:{offer.amount}:{request.url}")]
 
-    async def redeem(self, headers: Mapping[str, str], offer: Offer) -> RailRedemption | None:
+    async def redeem(
+        self, headers: Mapping[str, str], offer: Offer, request: RailRequest
+    ) -> RailRedemption | None:
         credential = headers.get("payment-signature")
         if credential is None:
             return None
@@ -243,7 +246,7 @@ async def test_the_open_rails_seam() -> None:
     async with _client(gate) as http:
         unpaid = await http.get("/v1/report")
         assert unpaid.status_code == 402
-        assert unpaid.headers["payment-required"] == "fake:res_report:0.05"
+        assert unpaid.headers["payment-required"] == "fake:res_report:0.05:http://shop/v1/report"
         paid = await http.get("/v1/report", headers={"PAYMENT-SIGNATURE": "signed"})
         assert paid.status_code == 200 and paid.text == "fake402:rcpt_good_rail"
         assert paid.headers["payment-response"] == "settled"

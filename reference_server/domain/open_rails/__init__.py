@@ -1,0 +1,187 @@
+"""Open rails at the service's gates: x402 and MPP challenges, settlement, booking.
+
+Once a seller has enabled payments (``PATCH /sellers/me/payments``), every gate of the
+seller — its hosted ``gate_url`` and any ``svc_asgi`` gate in front of its own app —
+answers an unpaid request with both an x402 ``PAYMENT-REQUIRED`` and an MPP
+``WWW-Authenticate: Payment`` challenge, and settles a paid retry.  Both kinds of gate
+come here: hosted gates directly (``reference_server.gate_backend.DatabaseRails``),
+``svc_asgi`` gates through ``POST /gates/challenge`` and ``POST /gates/redeem``.
+
+* :func:`challenge` — the challenge headers for one request (never cached: each carries a
+  fresh nonce, and both protocols bind the request's method and URL);
+* :func:`redeem` — verify and settle a credential, book it (receipt, ledger credit for
+  ``processor_deposit``, ``payment.succeeded``) or refuse it (``payment.failed`` for the
+  seller's owner).  A credential pays once, also when sent many times at once.
+
+The protocol work is pympp's (``mpp.methods.evm``), imported on first use, in a worker
+thread, through :func:`_engine` (see there why), so a server without the ``rails`` extra
+still runs: its gates just offer no open rail.  Modules: :mod:`._terms` (what a gate offers),
+:mod:`._pympp` (the pympp server), :mod:`._claims` (its replay store in the database),
+:mod:`._credit` (the books), :mod:`._model` (the values passed around).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import logging
+import sys
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+import anyio.to_thread
+from sqlalchemy import Connection, select
+
+from svc.receipts import rail_credentials
+from svc_asgi import RailRequest
+
+from ...context import ServerContext
+from ...store import tables as t
+from ._claims import purge_claims
+from ._model import Gate, Redemption, SettlementUnavailable
+from ._terms import (
+    DIRECT_WALLET,
+    PROCESSOR_DEPOSIT,
+    TEST_DEPOSIT_ADDRESS,
+    RailTerms,
+    terms_for,
+)
+
+__all__ = [
+    "DIRECT_WALLET",
+    "PROCESSOR_DEPOSIT",
+    "TEST_DEPOSIT_ADDRESS",
+    "Gate",
+    "RailTerms",
+    "Redemption",
+    "SettlementUnavailable",
+    "challenge",
+    "load_gate",
+    "offered",
+    "purge_claims",
+    "redeem",
+]
+
+log = logging.getLogger("reference_server.open_rails")
+
+_HEADER_PROTOCOL = {"payment-signature": "x402", "authorization": "mpp"}
+
+
+@functools.cache
+def _installed() -> bool:
+    """Is pympp there (the ``rails`` extra)?  Asked without importing it."""
+    found = importlib.util.find_spec("mpp") is not None
+    if not found:
+        log.warning("open rails are off: pympp is not installed (the rails extra)")
+    return found
+
+
+@functools.cache
+def _engine() -> ModuleType:
+    """The pympp-backed engine (:mod:`._pympp`), imported once.  Blocking: the first
+    import takes a while, so callers on the event loop ask for it in a worker thread.
+
+    pympp imports eth-account, which imports py_ecc, whose import raises the interpreter's
+    recursion limit to 100 000 for the whole process.  At that limit a deeply nested JSON
+    body overflows the C stack (killing the server) instead of raising ``RecursionError``,
+    which the API answers with a 400; so the limit is put back, as for the sandbox's
+    eth-account (``reference_server.sandbox.eip3009``).  Nothing here recurses deeply.
+    """
+    limit = sys.getrecursionlimit()
+    try:
+        return importlib.import_module(f"{__name__}._pympp")
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def load_gate(
+    conn: Connection, resource_id: str, *, realm: str, seller_id: str | None = None
+) -> Gate | None:
+    """The resource (the seller's own, when ``seller_id`` is given) and its seller."""
+    r, s = t.resources, t.sellers
+    query = select(r).where(r.c.id == resource_id)
+    if seller_id is not None:
+        query = query.where(r.c.seller_id == seller_id)
+    resource = conn.execute(query).first()
+    if resource is None:
+        return None
+    seller = conn.execute(select(s).where(s.c.id == resource.seller_id)).one()
+    return Gate(resource=resource, seller=seller, realm=realm)
+
+
+def offered(ctx: ServerContext, seller: Any) -> RailTerms | None:
+    """What the seller's gates offer on the open rails, or ``None`` when nothing."""
+    terms = terms_for(ctx.settings, seller)
+    if terms is None or not _installed():
+        return None
+    return terms
+
+
+async def challenge(ctx: ServerContext, gate: Gate, request: RailRequest) -> list[tuple[str, str]]:
+    """The 402's open-rail challenge headers for ``request``; empty when the gate offers
+    no open rail (payments not enabled, or ``live`` without a facilitator)."""
+    terms = offered(ctx, gate.seller)
+    if terms is None or not gate.resource.active:
+        return []
+    engine, secret = await _prepared(ctx, terms)
+    headers: list[tuple[str, str]] = await engine.challenge(ctx, gate, terms, secret, request)
+    return headers
+
+
+async def redeem(
+    ctx: ServerContext,
+    gate: Gate,
+    request: RailRequest,
+    headers: Mapping[str, str],
+    *,
+    request_id: str,
+) -> Redemption:
+    """Verify, settle and book the open-rail credential among ``headers``.
+
+    Paid: the receipt, its verification and the paid response's headers.  Refused
+    (replayed, unfunded, badly signed, for another price or URL): a :class:`Redemption`
+    with ``paid=False`` saying why, after ``payment.failed`` was recorded.  Raises
+    :class:`SettlementUnavailable` when the outcome cannot be known now, and
+    ``ValueError`` when ``headers`` hold no credential at all.
+    """
+    credentials = rail_credentials(headers)
+    if not credentials:
+        raise ValueError("no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
+    rail = "mpp" if "authorization" in credentials else "x402"
+    terms = offered(ctx, gate.seller)
+    if terms is None:
+        return Redemption(
+            paid=False,
+            rail=rail,
+            reason="receipt_refused",
+            message="this gate takes no open-rail payment (the seller has not enabled them)",
+        )
+    credentials = {
+        name: value
+        for name, value in credentials.items()
+        if _HEADER_PROTOCOL[name] in terms.protocols
+    }
+    if not credentials:
+        return Redemption(
+            paid=False,
+            rail=rail,
+            reason="receipt_refused",
+            message=f"this gate does not take {rail} payments",
+        )
+    engine, secret = await _prepared(ctx, terms)
+    redemption: Redemption = await engine.redeem(
+        ctx, gate, terms, secret, request, credentials, request_id
+    )
+    return redemption
+
+
+async def _prepared(ctx: ServerContext, terms: RailTerms) -> tuple[Any, str]:
+    """The engine and the key MPP challenge ids are HMACs with: one key per environment,
+    kept in the database, so that any server process redeems what another one issued."""
+
+    def prepare() -> tuple[Any, str]:
+        return _engine(), ctx.secret(f"mpp_challenge_key_{terms.environment}")
+
+    return await anyio.to_thread.run_sync(prepare)

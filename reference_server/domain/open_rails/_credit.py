@@ -1,0 +1,258 @@
+"""An open-rail payment in the service's books: the receipt, the credit, the events.
+
+Everything here runs inside one database transaction that the caller opened, so that a
+payment's parts commit together or not at all:
+
+* :func:`settle_on_sandbox` (``test``) moves the payer's sandbox USDC with the signed
+  ``transferWithAuthorization`` *and* credits the seller in the same transaction: a
+  refused transfer or a failed credit leaves neither behind;
+* :func:`credit` books a settled transaction: for ``processor_deposit``, the amount from
+  ``chain_deposits`` (tokens that reached the service's deposit address) to the seller's
+  balance and the platform fee from there to ``platform_fees``, exactly as a ledger
+  payment does; for ``direct_wallet`` (the tokens went to the seller's own wallet) no
+  ledger transfer at all.  Then the receipt (keyed by the transaction hash, so a
+  transaction is booked once) and ``payment.succeeded`` for the seller's owner;
+* :func:`record_refusal` writes ``payment.failed`` for the seller's owner after a
+  refused credential, once the attempt's own writes have rolled back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert, select
+
+from svc import ResourceMetadata
+from svc._converter import structure, unstructure
+from svc._money import format_amount
+
+from ...ids import new_id
+from ...sandbox import chain
+from ...sandbox.eip3009 import Authorization
+from ...store import tables as t
+from .. import ledger
+from ..events import record_event
+from ..payments import fee_for
+from ._terms import PROCESSOR_DEPOSIT, RailTerms
+
+__all__ = ["credit", "receipt_for_transaction", "record_refusal", "settle_on_sandbox"]
+
+_r = t.receipts
+
+
+def receipt_for_transaction(conn: Connection, environment: str, tx_hash: str) -> str | None:
+    """The receipt a transaction was booked as, if it was."""
+    return conn.execute(
+        select(_r.c.id).where(_r.c.environment == environment, _r.c.tx_hash == tx_hash.lower())
+    ).scalar()
+
+
+def settle_on_sandbox(
+    conn: Connection,
+    *,
+    resource: Any,
+    seller: Any,
+    terms: RailTerms,
+    rail: str,
+    payload: Mapping[str, Any],
+    fee_bps: int,
+    request_id: str,
+    now: datetime,
+) -> tuple[str, str]:
+    """Run the authorization on the sandbox chain and book it: ``(receipt id, tx hash)``.
+
+    ``payload`` is pympp's verified native authorization (``from``, ``to``, ``value``,
+    ``validAfter``, ``validBefore``, ``nonce``, ``signature``).  Raises
+    :class:`~reference_server.sandbox.chain.ChainError` when the token would revert
+    (the nonce was used, the payer is short of funds...), having written nothing.
+    """
+    auth = Authorization.from_json(payload)
+    tx = chain.transfer_with_authorization(conn, auth, payload.get("signature"), now=now)
+    receipt_id = credit(
+        conn,
+        resource=resource,
+        seller=seller,
+        terms=terms,
+        rail=rail,
+        tx_hash=tx.hash,
+        payer=tx.from_address,
+        amount=tx.value,
+        fee_bps=fee_bps,
+        request_id=request_id,
+        now=now,
+    )
+    return receipt_id, tx.hash
+
+
+def credit(
+    conn: Connection,
+    *,
+    resource: Any,
+    seller: Any,
+    terms: RailTerms,
+    rail: str,
+    tx_hash: str,
+    payer: str | None,
+    amount: int,
+    fee_bps: int,
+    request_id: str,
+    now: datetime,
+) -> str:
+    """Book a settled transaction for ``resource``; returns the receipt id.  A transaction
+    already booked is not booked again: its receipt id is returned."""
+    env = resource.environment
+    tx_hash = tx_hash.lower()
+    existing = receipt_for_transaction(conn, env, tx_hash)
+    if existing is not None:
+        return existing
+    receipt_id = new_id("rcpt")
+    fee = 0
+    transfer_id = None
+    if terms.settlement == PROCESSOR_DEPOSIT:
+        transfer_id, fee = _deposit(conn, resource, seller, amount, fee_bps, receipt_id, now)
+    metadata = dict(resource.metadata)
+    conn.execute(
+        insert(_r).values(
+            id=receipt_id,
+            environment=env,
+            kind="resource",
+            rail=rail,
+            settlement=terms.settlement,
+            amount_micros=amount,
+            fee_micros=fee,
+            resource_id=resource.id,
+            seller_id=seller.id,
+            transfer_id=transfer_id,
+            tx_hash=tx_hash,
+            payer=payer,
+            network=terms.asset.network,
+            metadata=metadata,
+            request_id=request_id,
+            created_at=now,
+        )
+    )
+    seller_balance = ledger.balance_micros(
+        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
+    )
+    record_event(
+        conn,
+        owner_id=seller.owner_id,
+        environment=env,
+        type="payment.succeeded",
+        data={
+            **_about(resource, seller, rail, terms),
+            "ok": True,
+            "receipt_id": receipt_id,
+            "request_id": request_id,
+            "metadata": unstructure(structure(metadata, ResourceMetadata)),
+            "amount": format_amount(amount),
+            "platform_fee": format_amount(fee),
+            "processor_payment_intent_id": tx_hash,
+            "seller_balance": format_amount(seller_balance),
+            "tx_hash": tx_hash,
+            "payer": payer,
+        },
+        now=now,
+    )
+    return receipt_id
+
+
+def _deposit(
+    conn: Connection,
+    resource: Any,
+    seller: Any,
+    amount: int,
+    fee_bps: int,
+    receipt_id: str,
+    now: datetime,
+) -> tuple[str, int]:
+    """``processor_deposit``: tokens reached the service's deposit address; the seller's
+    balance gets them, less the platform fee.  Returns ``(payment transfer id, fee)``."""
+    env = resource.environment
+    deposits = ledger.ensure_account(
+        conn, environment=env, kind=ledger.CHAIN_DEPOSITS, ref_id=ledger.PLATFORM, now=now
+    )
+    seller_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
+    )
+    fee_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
+    )
+    ledger.lock_accounts(conn, [deposits, seller_acct, fee_acct])
+    payment = ledger.transfer(
+        conn,
+        environment=env,
+        debit=deposits,
+        credit=seller_acct,
+        amount=amount,
+        kind="payment",
+        now=now,
+        receipt_id=receipt_id,
+        reference=resource.id,
+    )
+    fee = fee_for(amount, fee_bps)
+    if fee:
+        ledger.transfer(
+            conn,
+            environment=env,
+            debit=seller_acct,
+            credit=fee_acct,
+            amount=fee,
+            kind="platform_fee",
+            now=now,
+            receipt_id=receipt_id,
+            reference=resource.id,
+        )
+    return payment, fee
+
+
+def record_refusal(
+    conn: Connection,
+    *,
+    resource: Any,
+    seller: Any,
+    terms: RailTerms,
+    rail: str,
+    reason: str,
+    message: str,
+    payer: str | None,
+    request_id: str,
+    now: datetime,
+) -> None:
+    """``payment.failed`` for the seller's owner: a credential was presented at one of
+    its gates and refused (replayed, unfunded, badly signed...)."""
+    record_event(
+        conn,
+        owner_id=seller.owner_id,
+        environment=resource.environment,
+        type="payment.failed",
+        data={
+            **_about(resource, seller, rail, terms),
+            "ok": False,
+            "reason": reason,
+            "message": message,
+            "request_id": request_id,
+            "attempt_id": None,
+            "wallet_key_id": None,
+            "amount": format_amount(int(resource.amount_micros)),
+            "payer": payer,
+        },
+        now=now,
+    )
+
+
+def _about(resource: Any, seller: Any, rail: str, terms: RailTerms) -> dict[str, Any]:
+    """What both events say about the payment: what was paid for, how, where."""
+    return {
+        "type": "resource",
+        "rail": rail,
+        "resource_id": resource.id,
+        "short_id": resource.short_id,
+        "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
+        "seller_id": seller.id,
+        "environment": resource.environment,
+        "settlement": terms.settlement,
+        "network": terms.asset.network,
+    }

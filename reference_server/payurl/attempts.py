@@ -1,0 +1,257 @@
+"""``spend_attempts`` rows: the record of each ``pay-url`` call, and its answer.
+
+An attempt is written before anything is sent or reserved and moves
+``probing`` → ``paying`` → ``succeeded`` | ``failed`` (``pending`` in live when the URL
+did not confirm a payment it may have settled).  Each step is its own short transaction,
+so a crash leaves a row that says how far the attempt got.
+
+The row is also the ``Idempotency-Key`` record of ``pay-url``: the key is unique per wallet
+key, and the answer -- success or error, unlock body included -- is rendered from the row
+by :func:`outcome`, for the first request and for every replay alike.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+from sqlalchemy import Connection, Row, and_, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
+from svc._money import from_micros
+
+from ..api.auth import Principal
+from ..api.errors import ApiError
+from ..crypto import SecretBox
+from ..ids import new_id
+from ..store import tables as t
+from ..timeutil import as_utc
+
+__all__ = [
+    "IN_FLIGHT",
+    "STALE_AFTER",
+    "Order",
+    "Replay",
+    "Started",
+    "begin",
+    "fail",
+    "get",
+    "list_attempts",
+    "outcome",
+    "update_attempt",
+]
+
+_sa = t.spend_attempts
+IN_FLIGHT = ("probing", "paying")
+#: An attempt still in flight after this long belongs to a process that died (the probe
+#: and the paid request together are bounded well below it): a retry takes it over.
+STALE_AFTER = timedelta(seconds=120)
+
+
+@attrs.frozen(kw_only=True)
+class Order:
+    """What the caller asked ``pay-url`` to pay."""
+
+    url: str
+    method: str
+    #: The JSON body sent to the URL, encoded (``POST`` only).
+    content: bytes | None
+    #: ``host[:port]`` as the ``Host`` header names it: what ``allowed_hosts`` lists.
+    host: str
+
+
+@attrs.frozen
+class Started:
+    """This request runs the attempt."""
+
+    attempt_id: str
+
+
+@attrs.frozen
+class Replay:
+    """The key already has an attempt: answer from it (``stale`` ones are concluded first)."""
+
+    attempt_id: str
+    stale: bool = False
+
+
+def begin(
+    conn: Connection,
+    *,
+    agent: Principal,
+    order: Order,
+    idempotency_key: str | None,
+    fingerprint: str,
+    request_id: str,
+    now: datetime,
+) -> Started | Replay:
+    """A new attempt, or the one this ``Idempotency-Key`` already names.
+
+    Same key with another request: 422 ``idempotency_key_reused``; while the first still
+    runs: 409 ``idempotency_in_progress``.
+    """
+    assert agent.subject_id is not None
+    attempt_id = new_id("att")
+    values = {
+        "id": attempt_id,
+        "environment": agent.environment,
+        "owner_id": agent.owner_id,
+        "wallet_key_id": agent.subject_id,
+        "idempotency_key": idempotency_key,
+        "request_hash": fingerprint,
+        "method": order.method,
+        "url": order.url,
+        "host": order.host,
+        "status": "probing",
+        "request_id": request_id,
+        "created_at": now,
+        "updated_at": now,
+    }
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(_sa).values(**values))
+        return Started(attempt_id)
+    except IntegrityError:
+        if idempotency_key is None:
+            raise
+    query = select(_sa).where(
+        _sa.c.wallet_key_id == agent.subject_id, _sa.c.idempotency_key == idempotency_key
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = conn.execute(query).one()
+    if row.request_hash != fingerprint:
+        raise ApiError(
+            "idempotency_key_reused",
+            "This Idempotency-Key was already used with a different request; "
+            "use a new key for a new request.",
+            details={"attempt_id": row.id},
+        )
+    stale = as_utc(row.updated_at) + STALE_AFTER <= now
+    if row.status == "probing" and stale:
+        # Its process died before reserving anything: this request takes it over.
+        update_attempt(conn, row.id, now, request_id=request_id)
+        return Started(row.id)
+    if row.status in IN_FLIGHT and not stale:
+        raise ApiError(
+            "idempotency_in_progress",
+            "A pay-url request with this Idempotency-Key is still being processed; retry shortly.",
+            details={"attempt_id": row.id},
+            headers={"Retry-After": "1"},
+        )
+    return Replay(row.id, stale=row.status == "paying")
+
+
+def get(conn: Connection, attempt_id: str, *, lock: bool = False) -> Row[Any]:
+    query = select(_sa).where(_sa.c.id == attempt_id)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).one()
+
+
+def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> None:
+    conn.execute(update(_sa).where(_sa.c.id == attempt_id).values(updated_at=now, **values))
+
+
+def fail(conn: Connection, attempt_id: str, error: ApiError, now: datetime, **values: Any) -> None:
+    """Record how the attempt failed; its answer is this error from now on."""
+    update_attempt(
+        conn,
+        attempt_id,
+        now,
+        status="failed",
+        error_code=error.code,
+        error_message=error.message,
+        error_details=error.details,
+        **values,
+    )
+
+
+# --- the answer -----------------------------------------------------------------------------
+
+
+def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | ApiError:
+    """The attempt's answer: the same for the first request and every replay."""
+    if row.status == "succeeded":
+        return PayUrlResult(
+            attempt_id=row.id,
+            rail=row.rail,
+            status=row.status,
+            amount=from_micros(row.amount_micros),
+            receipt_id=row.receipt_id,
+            tx_hash=row.tx_hash,
+            network=row.network,
+            pay_to=row.pay_to,
+            unlocked=row.response_status is not None and 200 <= row.response_status < 300,
+            upstream_status=row.response_status,
+            body="" if row.response_body is None else box.open(row.response_body),
+            body_encoding=row.body_encoding or "utf-8",
+            body_truncated=row.body_truncated,
+            headers=row.response_headers or {},
+        )
+    if row.status in IN_FLIGHT:
+        return ApiError(
+            "idempotency_in_progress",
+            "This pay-url attempt is still being processed; retry shortly.",
+            details={"attempt_id": row.id, "status": row.status},
+            headers={"Retry-After": "1"},
+        )
+    details = {**(row.error_details or {}), "attempt_id": row.id, "status": row.status}
+    return ApiError(row.error_code, row.error_message, details=details)
+
+
+# --- the list -------------------------------------------------------------------------------
+
+
+def list_attempts(
+    conn: Connection, wallet_key_id: str, *, limit: int, starting_after: str | None
+) -> SpendAttemptList:
+    """The key's attempts, newest first; ``starting_after`` an attempt id of an earlier page."""
+    query = select(_sa).where(_sa.c.wallet_key_id == wallet_key_id)
+    if starting_after is not None:
+        cursor = conn.execute(
+            select(_sa.c.created_at, _sa.c.id).where(
+                _sa.c.id == starting_after, _sa.c.wallet_key_id == wallet_key_id
+            )
+        ).first()
+        if cursor is None:
+            raise ApiError(
+                "validation_error",
+                "starting_after names no attempt of this wallet key.",
+                details={"errors": [{"field": "starting_after", "message": "unknown attempt"}]},
+            )
+        query = query.where(
+            or_(
+                _sa.c.created_at < cursor.created_at,
+                and_(_sa.c.created_at == cursor.created_at, _sa.c.id < cursor.id),
+            )
+        )
+    rows = conn.execute(
+        query.order_by(_sa.c.created_at.desc(), _sa.c.id.desc()).limit(limit + 1)
+    ).all()
+    return SpendAttemptList(
+        data=[_summary(row) for row in rows[:limit]], has_more=len(rows) > limit
+    )
+
+
+def _summary(row: Row[Any]) -> SpendAttempt:
+    error = None
+    if row.error_code is not None:
+        error = ErrorDetail(code=row.error_code, message=row.error_message or "")
+    return SpendAttempt(
+        id=row.id,
+        status=row.status,
+        url=row.url,
+        method=row.method,
+        host=row.host,
+        rail=row.rail,
+        amount=None if row.amount_micros is None else from_micros(row.amount_micros),
+        receipt_id=row.receipt_id,
+        tx_hash=row.tx_hash,
+        upstream_status=row.response_status,
+        error=error,
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
+    )

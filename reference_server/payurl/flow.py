@@ -1,0 +1,418 @@
+"""``POST /spend/pay-url`` from start to finish, one phase after another.
+
+    begin (idempotency) → probe → sign → reserve → pay → did it settle? → conclude
+
+The phases that touch the database are short transactions in worker threads
+(:func:`_write`); the ones that touch the network are awaited with no transaction open and
+no thread held.  That matters beyond throughput: the paid URL may call back into this very
+server before it answers (in ``test`` its facilitator *is* ``/sandbox/x402`` here), and a
+request holding a transaction or a worker thread across that wait could deadlock with it.
+For the same reason nothing here is retried as a whole: a transient database error retries
+one short transaction, never the payment.
+
+Every way out leaves the attempt in a final state, or, if the process dies, in one a later
+retry of the same ``Idempotency-Key`` can finish (``attempts.STALE_AFTER``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import attrs
+from sqlalchemy import Connection, Row
+from sqlalchemy.exc import DBAPIError
+
+from svc import PayUrlResult
+
+from .. import outbound
+from ..api.auth import Principal
+from ..api.endpoint import is_transient
+from ..api.errors import ApiError
+from ..context import ServerContext
+from ..domain import wallets
+from ..domain.events import NEW_DELIVERIES
+from . import attempts, offers, settlement
+from .attempts import Order, Replay
+from .confirmation import confirmed_transaction
+from .hot_wallet import HotWallet
+from .offers import SignedPayment
+from .settlement import Reservation, Verdict
+from .unlocked import Unlocked, unlocked
+
+__all__ = ["Answer", "Job", "encode_json", "pay"]
+
+T = TypeVar("T")
+
+#: Seconds for the probe and for the paid request, each end to end (resolution, connect,
+#: send, read).  The paid request waits for the URL's own verify and settle.
+PROBE_SECONDS = 15.0
+PAID_SECONDS = 30.0
+#: How much of a 402's body is read (an x402 v1 challenge is the body).
+PROBE_MAX_BYTES = 64 * 1024
+#: Probes to try when another attempt holds the nonce of the challenge we got.
+_NONCE_TRIES = 3
+_TRANSIENT_RETRIES = 3
+
+
+@attrs.frozen(kw_only=True)
+class Job:
+    """One ``pay-url`` request, authenticated and validated."""
+
+    ctx: ServerContext
+    agent: Principal
+    #: The wallet key's row as authenticated (its policy orders the rails; every limit is
+    #: checked again, under lock, when the money is reserved).
+    key: Row[Any]
+    wallet: HotWallet
+    order: Order
+    request_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    result: PayUrlResult | ApiError
+    #: The first request's id, when this answer is an ``Idempotency-Key`` replay.
+    replay_of: str | None = None
+
+
+async def pay(job: Job, *, idempotency_key: str | None, fingerprint: str) -> Answer:
+    begun = await _write(
+        job.ctx,
+        partial(
+            attempts.begin,
+            agent=job.agent,
+            order=job.order,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            request_id=job.request_id,
+            now=job.ctx.now(),
+        ),
+    )
+    if isinstance(begun, Replay):
+        if begun.stale:
+            await _conclude_abandoned(job, begun.attempt_id)
+        row = await _read(job.ctx, begun.attempt_id)
+        return Answer(result=attempts.outcome(row, job.ctx.box), replay_of=row.request_id)
+    try:
+        await _run(job, begun.attempt_id)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _conclude_abandoned(job, begun.attempt_id)
+        raise
+    row = await _read(job.ctx, begun.attempt_id)
+    return Answer(result=attempts.outcome(row, job.ctx.box))
+
+
+async def _run(job: Job, attempt_id: str) -> None:
+    try:
+        wallets.check_host(job.key, job.order.host)
+    except ApiError as refused:  # before anything is sent to a host the key may not pay
+        await _fail(job, attempt_id, refused, payment_failed=True)
+        return
+    for _ in range(_NONCE_TRIES):
+        probe = await _send(job, policy=_policy(job, PROBE_SECONDS, PROBE_MAX_BYTES))
+        if isinstance(probe, outbound.OutboundError):
+            await _fail(job, attempt_id, _transport_error(job, probe, "nothing was paid"))
+            return
+        if probe.status != 402:
+            await _fail(
+                job, attempt_id, _not_payable(job, probe.status), response_status=probe.status
+            )
+            return
+        signed = await _sign(job, probe)
+        if signed is None:
+            await _fail(job, attempt_id, _unsupported(job), response_status=402)
+            return
+        reservation = await _write(
+            job.ctx,
+            partial(
+                settlement.reserve,
+                attempt_id=attempt_id,
+                wallet=job.wallet,
+                signed=signed,
+                request_id=job.request_id,
+                now=job.ctx.now(),
+            ),
+        )
+        if reservation is Reservation.REFUSED:
+            return
+        if reservation is Reservation.RESERVED:
+            await _pay_and_conclude(job, attempt_id, signed)
+            return
+    await _fail(
+        job,
+        attempt_id,
+        ApiError(
+            "conflict",
+            f"{job.order.host} kept offering a challenge another payment is using; "
+            "nothing was paid. Retry shortly.",
+        ),
+    )
+
+
+async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> None:
+    limit = job.ctx.settings.unlock_body_max_bytes
+    answer = await _send(job, policy=_policy(job, PAID_SECONDS, limit), credential=signed)
+    if isinstance(answer, outbound.OutboundError):
+        cancelled = "the payment was cancelled and nothing was charged"
+        got, failure = None, _transport_error(job, answer, cancelled)
+    else:
+        got = unlocked(answer.status, answer.headers, answer.body, answer.truncated)
+        failure = _refused_after_paying(job, answer.status)
+    verdict, tx_hash, failure = await _verdict(job, signed, answer, failure)
+    await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
+
+
+async def _verdict(
+    job: Job,
+    signed: SignedPayment,
+    answer: outbound.OutboundResponse | outbound.OutboundError,
+    failure: ApiError,
+) -> tuple[Verdict, str | None, ApiError]:
+    """Did the payment settle (and the error to end with if it did not)?
+
+    ``test``: the sandbox chain says, and an authorization that did not settle is
+    cancelled there.  ``live``: only the URL's settlement receipt says; a request the SSRF
+    rules stopped was never sent, and anything else unconfirmed stays ``pending``.
+    """
+    if job.wallet.sandbox:
+        verdict, tx_hash = await _write(
+            job.ctx,
+            partial(
+                settlement.chain_verdict, payer=signed.payer, nonce=signed.nonce, now=job.ctx.now()
+            ),
+        )
+        return verdict, tx_hash, failure
+    if isinstance(answer, outbound.OutboundRefused):
+        return Verdict.NOT_SETTLED, None, failure
+    if isinstance(answer, outbound.OutboundError):
+        return Verdict.UNKNOWN, None, _unconfirmed(job, None)
+    tx_hash = confirmed_transaction(signed.rail, answer.headers)
+    verdict = Verdict.SETTLED if tx_hash else Verdict.UNKNOWN
+    return verdict, tx_hash, _unconfirmed(job, answer.status)
+
+
+async def _conclude(
+    job: Job,
+    attempt_id: str,
+    verdict: Verdict,
+    tx_hash: str | None,
+    answer: Unlocked | None,
+    failure: ApiError,
+) -> None:
+    await _write(
+        job.ctx,
+        partial(
+            settlement.conclude,
+            attempt_id=attempt_id,
+            verdict=verdict,
+            tx_hash=tx_hash,
+            answer=answer,
+            failure=failure,
+            box=job.ctx.box,
+            request_id=job.request_id,
+            now=job.ctx.now(),
+        ),
+    )
+
+
+async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
+    """Finish an attempt whose run broke off (an unexpected error, or a process that died
+    and left it for a retry): before reserving, it failed; after, the chain decides."""
+    row = await _read(job.ctx, attempt_id)
+    if row.status == "probing":
+        error = ApiError(
+            "internal_error", "The attempt broke off inside the service; nothing was paid."
+        )
+        await _fail(job, attempt_id, error)
+        return
+    if row.status != "paying":
+        return
+    failure = ApiError(
+        "upstream_unavailable",
+        "The attempt broke off while paying; the payment was cancelled and nothing was charged.",
+        details={"host": row.host},
+    )
+    if job.wallet.sandbox:
+        verdict, tx_hash = await _write(
+            job.ctx,
+            partial(settlement.chain_verdict, payer=row.payer, nonce=row.nonce, now=job.ctx.now()),
+        )
+    else:
+        verdict, tx_hash, failure = Verdict.UNKNOWN, None, _unconfirmed(job, None)
+    await _conclude(job, attempt_id, verdict, tx_hash, None, failure)
+
+
+# --- the network ----------------------------------------------------------------------------
+
+
+def _policy(job: Job, seconds: float, max_bytes: int) -> outbound.OutboundPolicy:
+    settings = job.ctx.settings
+    return outbound.OutboundPolicy.from_settings(
+        settings,
+        resolver=settings.outbound_resolver,
+        connect_timeout=min(5.0, seconds),
+        read_timeout=seconds,
+        total_timeout=seconds,
+        max_response_bytes=max_bytes,
+        max_request_bytes=max(settings.max_body_bytes, 1),
+        user_agent="svc-pay-url",
+    )
+
+
+async def _send(
+    job: Job, *, policy: outbound.OutboundPolicy, credential: SignedPayment | None = None
+) -> outbound.OutboundResponse | outbound.OutboundError:
+    """The caller's request to the URL (with the credential, for the paid one).
+
+    ``OutboundRefused``: the SSRF rules forbid it and nothing was sent;
+    ``OutboundFailed``: it was tried and got no answer (it may have arrived).
+    """
+    order = job.order
+    headers = [("Accept", "*/*")]
+    if order.content is not None:
+        headers.append(("Content-Type", "application/json"))
+    if credential is not None:
+        headers.append((credential.header, credential.value))
+    try:
+        return await outbound.send(
+            order.method, order.url, headers=headers, content=order.content, policy=policy
+        )
+    except outbound.OutboundError as exc:
+        return exc
+
+
+async def _sign(job: Job, probe: outbound.OutboundResponse) -> SignedPayment | None:
+    """Sign in a worker thread: an ECDSA signature is milliseconds of CPU that would
+    otherwise stall every request this process serves (the SDKs' signing is synchronous
+    code behind async signatures, so the thread runs its own event loop)."""
+    rails = _rail_order(job.key)
+    return await anyio.to_thread.run_sync(
+        lambda: anyio.run(offers.sign_payment, job.wallet, probe, rails)
+    )
+
+
+def _rail_order(key: Row[Any]) -> list[str]:
+    """The rails to try: those the policy allows first (x402 before MPP), then the rest,
+    so that a URL offering only a disallowed rail is refused as ``rail_not_allowed``."""
+    allowed = key.allowed_rails
+    first = [r for r in offers.RAIL_PREFERENCE if allowed is None or r in allowed]
+    return first + [r for r in offers.RAIL_PREFERENCE if r not in first]
+
+
+# --- how it can fail ------------------------------------------------------------------------
+
+
+def _not_payable(job: Job, status: int) -> ApiError:
+    return ApiError(
+        "not_payable",
+        f"{job.order.host} answered {status}, not 402 Payment Required: there is nothing to "
+        "pay, and nothing was paid (fetch it directly).",
+        details={"upstream_status": status},
+    )
+
+
+def _unsupported(job: Job) -> ApiError:
+    token = job.wallet.token
+    return ApiError(
+        "unsupported_challenge",
+        f"{job.order.host} asks for payment, but in no way the {job.wallet.environment} "
+        f"environment pays: pay-url pays x402 'exact' (EIP-3009) and MPP 'evm' charges of "
+        f"{token.symbol} {token.address} on {token.network}. Nothing was paid.",
+        details={"upstream_status": 402, "network": token.network, "asset": token.address},
+    )
+
+
+def _refused_after_paying(job: Job, status: int) -> ApiError:
+    return ApiError(
+        "upstream_refused",
+        f"{job.order.host} was sent the payment but did not settle it (it answered "
+        f"{status}); the payment was cancelled and nothing was charged.",
+        details={"upstream_status": status},
+    )
+
+
+def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> ApiError:
+    host = job.order.host
+    if isinstance(exc, outbound.OutboundRefused):
+        return ApiError(
+            "url_not_allowed",
+            f"pay-url may not request this URL: {exc}; {outcome}.",
+            details={"host": host},
+        )
+    return ApiError(
+        "upstream_unavailable", f"{host} did not answer: {exc}; {outcome}.", details={"host": host}
+    )
+
+
+def _unconfirmed(job: Job, status: int | None) -> ApiError:
+    answered = "did not answer" if status is None else f"answered {status}"
+    return ApiError(
+        "payment_unconfirmed",
+        f"{job.order.host} {answered} without confirming the payment. The amount stays "
+        "reserved until the payment is reconciled; see GET /spend/attempts.",
+        details={"upstream_status": status},
+    )
+
+
+async def _fail(
+    job: Job, attempt_id: str, error: ApiError, *, payment_failed: bool = False, **values: Any
+) -> None:
+    def record(conn: Connection) -> None:
+        now = job.ctx.now()
+        attempts.fail(conn, attempt_id, error, now, **values)
+        if payment_failed:
+            row = attempts.get(conn, attempt_id)
+            settlement.record_payment_failed(conn, row, error, job.request_id, now)
+
+    await _write(job.ctx, record)
+
+
+# --- the database ---------------------------------------------------------------------------
+
+
+async def _write(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
+    """``work`` in one short write transaction in a worker thread; a deadlock or
+    serialization failure (rolled back whole) runs it again."""
+
+    def run() -> T:
+        for attempt in range(_TRANSIENT_RETRIES + 1):
+            try:
+                with ctx.db.write() as conn:
+                    result = work(conn)
+                    queued = conn.info.pop(NEW_DELIVERIES, False)
+                if queued:
+                    ctx.notify_new_events()
+                return result
+            except DBAPIError as exc:
+                if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
+    def run() -> Row[Any]:
+        with ctx.db.read() as conn:
+            return attempts.get(conn, attempt_id)
+
+    return await anyio.to_thread.run_sync(run)
+
+
+def encode_json(value: Any) -> bytes:
+    """The caller's JSON body for the URL, re-encoded (the API reads numbers as ``Decimal``;
+    they go out as JSON numbers: integers exactly, others as the nearest double)."""
+
+    def number(value: Any) -> Any:
+        if isinstance(value, Decimal):
+            return int(value) if value == value.to_integral_value() else float(value)
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+    return json.dumps(value, separators=(",", ":"), default=number).encode()

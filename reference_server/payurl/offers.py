@@ -1,0 +1,226 @@
+"""From a 402 answer to a signed credential, with the official x402 and pympp clients.
+
+The probe's answer may carry an x402 challenge (v2 ``PAYMENT-REQUIRED`` header, or a v1
+JSON body with ``accepts``) and MPP challenges (``WWW-Authenticate: Payment …``).  Each is
+read by its own SDK's parser and signed by its own SDK's client for the environment's hot
+wallet; this module only decides *which* offers the environment can pay:
+
+* x402: scheme ``exact``, the token's network (v2 CAIP-2 id, or its v1 name), the token's
+  address, EIP-3009 (not Permit2), and an EIP-712 name/version that, when stated, are the
+  token's;
+* MPP: method ``evm``, intent ``charge`` of the token on its chain (pympp's own
+  ``can_handle_challenge``), with ``decimals`` 6 when stated;
+
+and, for both, an amount from one micro-unit up to the API's largest amount.  A credential
+is signed *before* any money is reserved: it stays in memory and is sent only after the
+reservation that pays for it has committed (with its nonce claimed, so that two attempts
+can never both count one on-chain transfer).  Signing first lets the reserved amount be the
+one x402 actually selected and signed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from svc._money import to_micros
+
+from ..api.validate import MAX_AMOUNT
+from ..outbound import OutboundResponse
+from ._sdk import sdk_imports
+from .hot_wallet import HotWallet
+
+__all__ = ["RAIL_PREFERENCE", "SignedPayment", "sign_payment"]
+
+log = logging.getLogger("reference_server")
+
+#: Rails in order of preference when the URL offers several the policy allows.
+RAIL_PREFERENCE = ("x402", "mpp")
+_MAX_MICROS = to_micros(MAX_AMOUNT)
+
+
+@attrs.frozen(kw_only=True)
+class SignedPayment:
+    """A credential for the paid request, signed by the hot wallet, not yet sent."""
+
+    rail: str
+    #: The request header that carries it (``PAYMENT-SIGNATURE``, ``X-PAYMENT``,
+    #: ``Authorization``…) and its value.
+    header: str
+    value: str = attrs.field(repr=False)
+    #: What the signed EIP-3009 authorization moves, in micro-units, and to whom.
+    amount: int
+    pay_to: str
+    network: str
+    #: The authorizer (the hot wallet) and the authorization's nonce.
+    payer: str
+    nonce: str
+
+
+async def sign_payment(
+    wallet: HotWallet, answer: OutboundResponse, rails: Sequence[str]
+) -> SignedPayment | None:
+    """A credential for the first rail in ``rails`` the answer offers payably, or ``None``."""
+    signers: dict[str, Callable[[HotWallet, OutboundResponse], Any]] = {
+        "x402": _sign_x402,
+        "mpp": _sign_mpp,
+    }
+    for rail in rails:
+        signed = await signers[rail](wallet, answer)
+        if signed is not None:
+            return signed
+    return None
+
+
+def _payable_amount(raw: object) -> int | None:
+    if not isinstance(raw, str) or not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        return None
+    amount = int(raw)
+    return amount if 0 < amount <= _MAX_MICROS else None
+
+
+# --- x402 -----------------------------------------------------------------------------------
+
+
+def _x402_payable(wallet: HotWallet, version: int, requirement: Any) -> bool:
+    token = wallet.token
+    extra = requirement.get_extra() or {}
+    network = token.network if version == 2 else token.v1_network
+    return (
+        requirement.scheme == "exact"
+        and bool(network)
+        and requirement.network == network
+        and token.is_token(requirement.asset)
+        and extra.get("assetTransferMethod", "eip3009") == "eip3009"
+        and extra.get("name", token.name) == token.name
+        and extra.get("version", token.version) == token.version
+        and _payable_amount(requirement.get_amount()) is not None
+    )
+
+
+async def _sign_x402(wallet: HotWallet, answer: OutboundResponse) -> SignedPayment | None:
+    with sdk_imports():
+        from x402 import NoMatchingRequirementsError, x402Client
+        from x402.http import x402HTTPClient
+        from x402.mechanisms.evm.exact import register_exact_evm_client
+        from x402.mechanisms.evm.signers import EthAccountSigner
+
+    client = x402Client()
+    register_exact_evm_client(
+        client, EthAccountSigner(wallet.account), networks=wallet.token.network
+    )
+    client.register_policy(
+        lambda version, reqs: [r for r in reqs if _x402_payable(wallet, version, r)]
+    )
+    # The wallet key's policy and the reservation are the spend controls; x402's own
+    # default (a $1 cap per payment) would refuse prices the policy allows.
+    client.set_spend_controls(False)
+    http = x402HTTPClient(client)
+    try:
+        required = http.get_payment_required_response(answer.headers.get, _json(answer.body))
+    except Exception:  # no x402 challenge, or not one the SDK can read
+        return None
+    try:
+        payload = await client.create_payment_payload(required)
+    except NoMatchingRequirementsError:
+        return None
+    except Exception:
+        log.warning("x402 could not sign an offer it selected", exc_info=True)
+        return None
+    authorization = payload.payload.get("authorization")
+    if not isinstance(authorization, dict):
+        return None  # not an EIP-3009 payload: the policy above should have made this impossible
+    [(header, value)] = http.encode_payment_signature_header(payload).items()
+    return _signed("x402", header, value, authorization, _x402_network(payload))
+
+
+def _x402_network(payload: Any) -> str:
+    accepted = getattr(payload, "accepted", None)
+    return str(accepted.network if accepted is not None else payload.network)
+
+
+def _json(body: bytes) -> Any:
+    """The body as JSON for x402 v1 (its challenge is the body), or ``None``."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+# --- MPP ------------------------------------------------------------------------------------
+
+
+async def _sign_mpp(wallet: HotWallet, answer: OutboundResponse) -> SignedPayment | None:
+    with sdk_imports():
+        from mpp import Challenge, Credential, ParseError
+        from mpp.methods.evm import client as evm_client
+        from mpp.runtime import CredentialParams
+
+    token = wallet.token
+    method = evm_client.charge(
+        currency=token.address,
+        account=wallet.account,
+        chain_id=token.chain_id,
+        decimals=token.decimals,
+        authorization={"name": token.name, "version": token.version},
+        max_amount=str(MAX_AMOUNT),
+    )
+    for field in _payment_challenges(answer.headers.get_list("www-authenticate")):
+        try:
+            challenge = Challenge.from_www_authenticate(field)
+        except ParseError:
+            continue
+        details = challenge.request.get("methodDetails")
+        if (
+            challenge.method != method.name
+            or challenge.intent != method.intent
+            or not isinstance(details, dict)
+            or details.get("decimals", token.decimals) != token.decimals
+            or _payable_amount(challenge.request.get("amount")) is None
+            or method.can_handle_challenge is None
+            or not method.can_handle_challenge(challenge)
+        ):
+            continue
+        value = await method.create_credential(CredentialParams(challenge=challenge))
+        payload = Credential.from_authorization(value).payload
+        return _signed("mpp", challenge.credential_header, value, payload, token.network)
+    return None
+
+
+def _payment_challenges(values: list[str]) -> list[str]:
+    """Each ``Payment`` challenge of the ``WWW-Authenticate`` fields, split as pympp's own
+    client splits them (one field may hold several challenges)."""
+    with sdk_imports():
+        try:
+            from mpp.client.transport import _payment_challenges as split
+        except ImportError:  # pragma: no cover - a pympp without it: one challenge a field
+
+            def split(value: str) -> list[str]:
+                return [value]
+
+    return [challenge for value in values for challenge in split(value)]
+
+
+# --- both -----------------------------------------------------------------------------------
+
+
+def _signed(
+    rail: str, header: str, value: str, authorization: dict[str, Any], network: str
+) -> SignedPayment | None:
+    amount = _payable_amount(str(authorization.get("value")))
+    if amount is None:
+        return None
+    return SignedPayment(
+        rail=rail,
+        header=header,
+        value=value,
+        amount=amount,
+        pay_to=str(authorization["to"]),
+        network=network,
+        payer=str(authorization["from"]),
+        nonce=str(authorization["nonce"]).lower(),
+    )

@@ -1,0 +1,279 @@
+"""The money of a ``pay-url`` attempt: reserve it, then post or void it by what settled.
+
+Three short transactions, never one held across the network:
+
+1. :func:`reserve` -- claim the signed nonce on the attempt (unique), charge the wallet key
+   under its policy and reserve the amount from its account to ``chain_payouts``; in
+   ``test`` also mint the hot wallet exactly that amount on the sandbox chain.  A policy
+   refusal records the failed attempt and ``payment.failed`` instead, and pays nothing.
+2. :func:`chain_verdict` (``test``) -- ask the sandbox chain whether the authorization
+   settled; if it did not, cancel it first (EIP-3009 ``cancelAuthorization``), so that it
+   can never settle later.  If the cancel loses the race to a settle, it settled.
+   ``live`` has no such question to ask: the URL's settlement receipt is the only word.
+3. :func:`conclude` -- post the reservation and write the receipt (settled), or void it,
+   refund the charge and record ``payment.failed`` (not settled), or, in live when the URL
+   did not confirm, leave the reservation pending (the reconciliation gap, docs/pay-url.md).
+
+Locks are taken in one order everywhere -- wallet key row, then ledger accounts, then the
+sandbox chain's rows -- so concurrent attempts cannot deadlock on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from svc._money import format_amount
+
+from ..api.errors import ApiError
+from ..crypto import SecretBox
+from ..domain import ledger, wallets
+from ..domain.events import record_event
+from ..ids import new_id
+from ..sandbox import chain
+from ..store import tables as t
+from . import attempts
+from .hot_wallet import HotWallet
+from .offers import SignedPayment
+from .unlocked import Unlocked
+
+__all__ = [
+    "Reservation",
+    "Verdict",
+    "chain_verdict",
+    "conclude",
+    "record_payment_failed",
+    "reserve",
+]
+
+
+class Reservation(enum.Enum):
+    RESERVED = "reserved"
+    #: The policy (or the balance) refused: the attempt failed, nothing was reserved.
+    REFUSED = "refused"
+    #: Another attempt holds this nonce (two probes got one MPP challenge): probe again.
+    NONCE_TAKEN = "nonce_taken"
+
+
+class Verdict(enum.Enum):
+    SETTLED = "settled"
+    NOT_SETTLED = "not_settled"
+    #: Live only: the URL did not confirm, and nothing here can tell.
+    UNKNOWN = "unknown"
+
+
+def reserve(
+    conn: Connection,
+    *,
+    attempt_id: str,
+    wallet: HotWallet,
+    signed: SignedPayment,
+    request_id: str,
+    now: datetime,
+) -> Reservation:
+    row = attempts.get(conn, attempt_id, lock=True)
+    try:
+        with conn.begin_nested():
+            attempts.update_attempt(conn, attempt_id, now, payer=signed.payer, nonce=signed.nonce)
+    except IntegrityError:
+        return Reservation.NONCE_TAKEN
+    try:
+        with conn.begin_nested():
+            transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
+    except ApiError as refused:
+        paid = {"rail": signed.rail, "amount_micros": signed.amount}
+        attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
+        if refused.status == 402:
+            record_payment_failed(conn, attempts.get(conn, attempt_id), refused, request_id, now)
+        return Reservation.REFUSED
+    attempts.update_attempt(
+        conn,
+        attempt_id,
+        now,
+        status="paying",
+        rail=signed.rail,
+        amount_micros=signed.amount,
+        pay_to=signed.pay_to,
+        network=signed.network,
+        transfer_id=transfer_id,
+        reserved_at=now,
+    )
+    return Reservation.RESERVED
+
+
+def _charge_and_hold(
+    conn: Connection, row: Row[Any], wallet: HotWallet, signed: SignedPayment, now: datetime
+) -> str:
+    """Charge the key's policy and reserve the amount; raise the refusal's ApiError."""
+    env, amount = row.environment, signed.amount
+    key = wallets.charge(conn, row.wallet_key_id, amount, rail=signed.rail, host=row.host, now=now)
+    payouts = ledger.ensure_account(
+        conn, environment=env, kind=ledger.CHAIN_PAYOUTS, ref_id=ledger.PLATFORM, now=now
+    )
+    try:
+        transfer_id = ledger.reserve(
+            conn,
+            environment=env,
+            debit=wallets.wallet_account(conn, key),
+            credit=payouts,
+            amount=amount,
+            kind="pay_url",
+            now=now,
+            # The receipt this reservation becomes if it settles (the ledger audit matches
+            # every receipt to the one transfer carrying its id).
+            receipt_id=new_id("rcpt"),
+            wallet_key_id=key.id,
+            reference=row.id,
+        )
+    except ledger.InsufficientFunds:
+        raise wallets.insufficient_funds(conn, key, amount) from None
+    if wallet.sandbox:
+        chain.mint(conn, to=wallet.address, value=amount, now=now)
+    return transfer_id
+
+
+def chain_verdict(
+    conn: Connection, *, payer: str, nonce: str, now: datetime
+) -> tuple[Verdict, str | None]:
+    """Test only: did the authorization settle on the sandbox chain?  If not, it never will."""
+    spent_by = chain.nonce_transaction(conn, payer, nonce)
+    if spent_by is None:
+        try:
+            chain.cancel_authorization(conn, payer, nonce, now=now)
+            return Verdict.NOT_SETTLED, None
+        except chain.ChainError:  # a settle spent the nonce while we looked
+            spent_by = chain.nonce_transaction(conn, payer, nonce)
+    tx = chain.transaction(conn, spent_by) if spent_by is not None else None
+    if tx is not None and tx.kind == chain.TRANSFER:
+        return Verdict.SETTLED, tx.hash
+    return Verdict.NOT_SETTLED, None
+
+
+def conclude(
+    conn: Connection,
+    *,
+    attempt_id: str,
+    verdict: Verdict,
+    tx_hash: str | None,
+    answer: Unlocked | None,
+    failure: ApiError,
+    box: SecretBox,
+    request_id: str,
+    now: datetime,
+) -> None:
+    """Post, void or hold the reservation, exactly once, and record the answer.
+
+    ``failure`` is the error the attempt ends with when it did not settle.
+    """
+    row = attempts.get(conn, attempt_id, lock=True)
+    if row.status not in ("paying", "pending"):
+        return  # concluded already (a retry of a stale attempt raced this one)
+    wallets.lock_wallet_key(conn, row.wallet_key_id)
+    response = _response_columns(answer, box)
+    if (
+        verdict is Verdict.SETTLED
+        and tx_hash is not None
+        and not _tx_has_receipt(conn, row, tx_hash)
+    ):
+        _post(conn, row, tx_hash, request_id, now)
+        attempts.update_attempt(
+            conn, attempt_id, now, status="succeeded", tx_hash=tx_hash, **response
+        )
+    elif verdict is Verdict.NOT_SETTLED:
+        ledger.void(conn, row.transfer_id, now)
+        wallets.refund_charge(
+            conn, row.wallet_key_id, row.amount_micros, charged_at=row.reserved_at
+        )
+        attempts.fail(conn, attempt_id, failure, now, response_status=response["response_status"])
+        record_payment_failed(conn, attempts.get(conn, attempt_id), failure, request_id, now)
+    else:
+        attempts.update_attempt(
+            conn,
+            attempt_id,
+            now,
+            status="pending",
+            error_code=failure.code,
+            error_message=failure.message,
+            error_details=failure.details,
+            tx_hash=tx_hash,
+            **response,
+        )
+
+
+def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
+    """A transaction pays one receipt: a live URL naming one already counted is not proof."""
+    r = t.receipts
+    found = conn.execute(
+        select(r.c.id).where(r.c.environment == row.environment, r.c.tx_hash == tx_hash)
+    ).first()
+    return found is not None
+
+
+def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime) -> None:
+    transfers = t.ledger_transfers
+    transfer = conn.execute(select(transfers).where(transfers.c.id == row.transfer_id)).one()
+    ledger.lock_accounts(conn, [transfer.debit_account_id, transfer.credit_account_id])
+    ledger.post(conn, row.transfer_id, now)
+    conn.execute(
+        insert(t.receipts).values(
+            id=transfer.receipt_id,
+            environment=row.environment,
+            kind="url",
+            rail=row.rail,
+            settlement="external",
+            amount_micros=row.amount_micros,
+            fee_micros=0,
+            wallet_key_id=row.wallet_key_id,
+            transfer_id=row.transfer_id,
+            tx_hash=tx_hash,
+            payer=row.payer,
+            network=row.network,
+            metadata={"attempt_id": row.id, "pay_to": row.pay_to},
+            request_id=request_id,
+            created_at=now,
+        )
+    )
+    attempts.update_attempt(conn, row.id, now, receipt_id=transfer.receipt_id)
+
+
+def _response_columns(answer: Unlocked | None, box: SecretBox) -> dict[str, Any]:
+    if answer is None:
+        return {"response_status": None}
+    return {
+        "response_status": answer.status,
+        "response_headers": answer.headers,
+        "response_body": box.seal(answer.body),
+        "body_encoding": answer.encoding,
+        "body_truncated": answer.truncated,
+    }
+
+
+def record_payment_failed(
+    conn: Connection, row: Row[Any], error: ApiError, request_id: str, now: datetime
+) -> None:
+    """``payment.failed`` for the wallet key's owner: their agent's pay-url did not pay."""
+    record_event(
+        conn,
+        owner_id=row.owner_id,
+        environment=row.environment,
+        type="payment.failed",
+        data={
+            "ok": False,
+            "type": "url",
+            "rail": row.rail,
+            "reason": error.code,
+            "message": error.message,
+            "request_id": request_id,
+            "attempt_id": row.id,
+            "wallet_key_id": row.wallet_key_id,
+            "host": row.host,
+            "amount": None if row.amount_micros is None else format_amount(row.amount_micros),
+            "environment": row.environment,
+            "settlement": "external",
+        },
+        now=now,
+    )

@@ -1,0 +1,68 @@
+"""``ServiceRails``: x402 and MPP at a seller's own gate, challenged and settled by the service.
+
+The seller's app holds no keys and imports neither x402 nor MPP: the service issues the
+challenges (``POST /gates/challenge``) and verifies and settles the credentials
+(``POST /gates/redeem``) with the seller's key, under the seller's payment settings
+(``PATCH /sellers/me/payments``).  So enabling payments is all a seller does for every
+``svc_asgi`` gate to answer both protocols; until then the challenge is empty and the
+402 is the service's own.
+
+Only the credential headers leave the app (``PAYMENT-SIGNATURE`` and an ``Authorization``
+of MPP's ``Payment`` scheme): the app's own ``Authorization`` (a login) and cookies never
+do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import svc
+from svc.receipts import MalformedReceipt, rail_credentials
+
+from ._backend import BackendUnavailable
+from ._core import Offer
+from ._rails import RailRedemption, RailRequest
+
+__all__ = ["ServiceRails"]
+
+#: Failures that mean "not now" rather than "misconfigured".
+_TRANSIENT = (svc.APIConnectionError, svc.ServerError, svc.RateLimitError)
+
+
+class ServiceRails:
+    """:class:`~svc_asgi.PaymentRail` for x402 and MPP over the service's API.
+
+    ``client`` is an :class:`svc.AsyncClient` with the seller key (the one the gate's
+    :class:`~svc_asgi.ServiceBackend` uses).  :attr:`Payment.source` of a payment it
+    settles is the protocol that paid, ``x402`` or ``mpp``.
+    """
+
+    name = "service"
+
+    def __init__(self, client: svc.AsyncClient) -> None:
+        self.client = client
+
+    async def challenge(self, offer: Offer, request: RailRequest) -> Sequence[tuple[str, str]]:
+        try:
+            answer = await self.client.gates.challenge(
+                offer.resource_id, method=request.method, url=request.url
+            )
+        except _TRANSIENT as exc:
+            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+        return answer.headers
+
+    async def redeem(
+        self, headers: Mapping[str, str], offer: Offer, request: RailRequest
+    ) -> RailRedemption | None:
+        credentials = rail_credentials(headers)
+        if not credentials:
+            return None
+        try:
+            answer = await self.client.gates.redeem(
+                offer.resource_id, method=request.method, url=request.url, headers=credentials
+            )
+        except _TRANSIENT as exc:
+            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+        except svc.BadRequestError as exc:  # e.g. a credential header too long to be one
+            raise MalformedReceipt(exc.message) from exc
+        return RailRedemption.from_answer(answer)

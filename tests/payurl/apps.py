@@ -1,0 +1,126 @@
+"""Sellers' apps for the pay-url tests, each served on loopback by the test that needs it.
+
+The two stock sellers (x402's ``PaymentMiddlewareASGI`` and a pympp-gated route) come from
+the sandbox interop tests unchanged; the variants here differ only in what the paid route
+answers, built the same way with the official x402 server SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mpp import Challenge
+from mpp.methods.evm import BASE_SEPOLIA_USDC
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+from x402 import PaymentRequired, PaymentRequirements, x402ResourceServer
+from x402.http import FacilitatorConfig, HTTPFacilitatorClient, encode_payment_required_header
+from x402.http.middleware.fastapi import PaymentMiddlewareASGI
+from x402.mechanisms.evm.exact import register_exact_evm_server
+
+from ..sandbox.test_interop import PRICE, _mpp_gated_app, _x402_gated_app
+
+__all__ = [
+    "PRICE",
+    "Counting",
+    "another_network_app",
+    "fixed_challenge_mpp_app",
+    "free_app",
+    "gated_app",
+    "mpp_gated_app",
+    "x402_gated_app",
+]
+
+x402_gated_app = _x402_gated_app
+mpp_gated_app = _mpp_gated_app
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def gated_app(
+    facilitator_url: str, pay_to: str, handler: Handler, price: str = "$0.25"
+) -> Starlette:
+    """``GET``/``POST /paid`` behind x402's own middleware, answering with ``handler``."""
+    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
+    register_exact_evm_server(server, "eip155:84532")
+    accepts = {"scheme": "exact", "payTo": pay_to, "price": price, "network": "eip155:84532"}
+    app = Starlette(routes=[Route("/paid", handler, methods=["GET", "POST"])])
+    app.add_middleware(
+        PaymentMiddlewareASGI,
+        routes={f"{verb} /paid": {"accepts": accepts} for verb in ("GET", "POST")},
+        server=server,
+    )
+    return app
+
+
+def free_app() -> Starlette:
+    async def free(request: Request) -> Response:
+        return JSONResponse({"free": True})
+
+    return Starlette(routes=[Route("/free", free)])
+
+
+def another_network_app(pay_to: str) -> Starlette:
+    """A 402 asking for Base mainnet USDC: payable somewhere, not in the test environment."""
+    required = PaymentRequired(
+        accepts=[
+            PaymentRequirements(
+                scheme="exact",
+                network="eip155:8453",
+                asset="0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                amount=str(PRICE),
+                pay_to=pay_to,
+                max_timeout_seconds=300,
+                extra={"name": "USD Coin", "version": "2"},
+            )
+        ]
+    )
+
+    async def mainnet(request: Request) -> Response:
+        header = encode_payment_required_header(required)
+        return JSONResponse({}, status_code=402, headers={"PAYMENT-REQUIRED": header})
+
+    return Starlette(routes=[Route("/mainnet", mainnet)])
+
+
+class Counting:
+    """Wraps an ASGI app; counts the HTTP requests that reached it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.requests: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.requests.append({"method": scope["method"], "path": scope["path"]})
+        await self.app(scope, receive, send)
+
+
+def fixed_challenge_mpp_app(pay_to: str) -> Starlette:
+    """An MPP seller that offers the very same challenge on every probe (pympp itself adds
+    a random nonce to each; another server need not), and refuses every credential.  Every
+    credential for that challenge signs the same EIP-3009 nonce."""
+    challenge = Challenge.create(
+        secret_key="pay-url-fixed-challenge-secret",
+        realm="127.0.0.1",
+        method="evm",
+        intent="charge",
+        request={
+            "amount": str(PRICE),
+            "currency": BASE_SEPOLIA_USDC.address,
+            "recipient": pay_to,
+            "methodDetails": {"chainId": 84532, "credentialTypes": ["authorization"]},
+        },
+        expires="2099-01-01T00:00:00.000Z",
+    )
+
+    async def report(request: Request) -> Response:
+        if request.headers.get("authorization", "").startswith("Payment "):
+            return JSONResponse({"error": "not today"}, status_code=500)
+        header = challenge.to_www_authenticate("127.0.0.1")
+        return JSONResponse({}, status_code=402, headers={"WWW-Authenticate": header})
+
+    return Starlette(routes=[Route("/report", report)])

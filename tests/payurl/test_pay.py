@@ -1,0 +1,74 @@
+"""pay-url pays real sellers on loopback -- x402's own middleware and a pympp-gated app --
+through the sandbox chain, and everything it reports can be checked on the chain and in
+the ledger."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from ..sandbox.helpers import transaction
+from ..support import LiveServer
+from .apps import PRICE
+from .helpers import Agent, attempt_row, chain_balance, hot_address, price
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def test_pays_an_x402_middleware_app(
+    server: LiveServer, agent: Agent, x402_url: str, pay_to: str
+) -> None:
+    before = agent.spend()
+    r = agent.pay_url(x402_url)
+    assert r.status_code == 200, r.text
+    paid = r.json()
+    assert paid["ok"] is True and paid["status"] == "succeeded" and paid["rail"] == "x402"
+    assert paid["request_id"] == r.headers["x-request-id"]
+    assert paid["body"] == '{"report":"the goods"}' and paid["body_truncated"] is False
+    assert paid["headers"]["content-type"] == "application/json"
+    assert paid["unlocked"] is True and paid["upstream_status"] == 200
+    assert paid["amount"] == "0.25" and paid["receipt_id"].startswith("rcpt_")
+    tx = transaction(server.url, paid["tx_hash"])
+    assert (tx["kind"], tx["from"], tx["to"], tx["value"]) == (
+        "transferWithAuthorization",
+        hot_address(server),
+        pay_to,
+        str(PRICE),
+    )
+    assert chain_balance(server, pay_to) == PRICE
+    after = agent.spend()
+    assert before.balance - after.balance == price(PRICE)
+    assert after.spent_total == price(PRICE)
+    row = attempt_row(server, paid["attempt_id"])
+    assert (row.status, row.receipt_id, row.tx_hash) == (
+        "succeeded",
+        paid["receipt_id"],
+        tx["hash"],
+    )
+
+
+@pytest.mark.parametrize("rails", [None, ["mpp"]])
+def test_pays_a_pympp_app_on_either_rail(
+    server: LiveServer, mpp_url: str, pay_to: str, rails: list[str] | None
+) -> None:
+    from .helpers import make_agent
+
+    agent = make_agent(server, allowed_rails=rails)
+    r = agent.pay_url(mpp_url)
+    assert r.status_code == 200, r.text
+    paid = r.json()
+    assert paid["rail"] == ("mpp" if rails else "x402")
+    assert paid["body"].startswith('{"report":"the goods"')
+    tx = transaction(server.url, paid["tx_hash"])
+    assert (tx["from"], tx["to"], tx["value"]) == (hot_address(server), pay_to, str(PRICE))
+    assert chain_balance(server, pay_to) == PRICE
+    assert agent.spend().spent_total == price(PRICE)
+
+
+def test_sdk_pays_and_lists(server: LiveServer, agent: Agent, x402_url: str) -> None:
+    paid = agent.client.spend.pay_url(x402_url)
+    assert paid.rail == "x402" and paid.content == b'{"report":"the goods"}'
+    listed = agent.client.spend.attempts()
+    assert [a.id for a in listed.data] == [paid.attempt_id]
+    assert listed.data[0].status == "succeeded" and listed.data[0].tx_hash == paid.tx_hash
+    assert httpx.get(server.url + "/health").status_code == 200
