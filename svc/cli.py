@@ -225,6 +225,74 @@ def _build() -> Any:
         verb: Any = method  # click.Choice has checked it is GET or POST
         _run(ctx, lambda c: c.spend.pay_url(url, method=verb, json=payload))
 
+    @cli.command()
+    @click.option("--limit", default=None, type=int)
+    @click.option("--starting-after", default=None, help="The last attempt id of a page.")
+    @click.pass_context
+    def attempts(ctx: Any, /, limit: int | None, starting_after: str | None) -> None:
+        """The wallet key's pay-url attempts, newest first."""
+        _run(ctx, lambda c: c.spend.attempts(limit=limit, starting_after=starting_after))
+
+    @cli.command()
+    @click.argument("seller_id")
+    @click.option("--amount", default=None, help="Default: the whole balance.")
+    @click.pass_context
+    def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
+        """Move a seller's balance into the owner's account wallet (owner JWT)."""
+        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount))
+
+    @cli.group("wallet-keys")
+    def wallet_keys() -> None:
+        """Agents' wallet keys and their spend policies (owner JWT)."""
+
+    @wallet_keys.command("create")
+    @click.option("--name", default=None)
+    @click.option("--allowance", default=None, help="Per period, e.g. 5.00.")
+    @click.option("--period", default=None, type=click.Choice(["day", "week", "month", "none"]))
+    @click.option("--max-per-tx", default=None)
+    @click.option("--budget", default=None, help="Lifetime cap.")
+    @click.option("--allowed-host", "hosts", multiple=True, help="Repeat for several.")
+    @click.option(
+        "--allowed-rail", "rails", multiple=True, type=click.Choice(["x402", "mpp", "rill"])
+    )
+    @click.pass_context
+    def wallet_keys_create(
+        ctx: Any, /, hosts: tuple[str, ...], rails: tuple[str, ...], **o: Any
+    ) -> None:
+        """Mint a wallet key; the key is printed once."""
+        _run(
+            ctx,
+            lambda c: c.wallet_keys.create(
+                **o, allowed_hosts=list(hosts) or None, allowed_rails=list(rails) or None
+            ),
+        )
+
+    @wallet_keys.command("list")
+    @click.pass_context
+    def wallet_keys_list(ctx: Any) -> None:
+        _run(ctx, lambda c: c.wallet_keys.list())
+
+    @wallet_keys.command("fund")
+    @click.argument("wallet_key_id")
+    @click.argument("amount")
+    @click.pass_context
+    def wallet_keys_fund(ctx: Any, /, wallet_key_id: str, amount: str) -> None:
+        """Add prepaid balance from the account wallet (Test: sandbox money)."""
+        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount))
+
+    @wallet_keys.command("revoke")
+    @click.argument("wallet_key_id")
+    @click.pass_context
+    def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
+        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id))
+
+    @cli.command()
+    def mcp() -> None:
+        """Serve the svc MCP tools over stdio (what an MCP host launches); see docs/mcp.md."""
+        from .mcp_server import main as serve
+
+        serve()
+
     @cli.group()
     def webhooks() -> None:
         """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""

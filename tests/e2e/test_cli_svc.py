@@ -61,3 +61,50 @@ def test_errors_print_code_and_request_id(server: LiveServer) -> None:
     assert "401 invalid_credential" in out and "request_id=req_" in out
     code, out = run("--base-url", server.url, "balance")
     assert code == 1 and "SVC_SELLER_KEY" in out  # no key at all: said before sending
+
+
+def test_owner_and_agent_flow_from_the_shell(server: LiveServer) -> None:
+    """Mint and fund a wallet key with a policy, pay with it, list its pay-url attempts,
+    then recycle the seller's takings: all from the shell."""
+    acct = new_account(server.url)
+    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt, "--environment", "test"]
+    code, out = run(
+        *owner,
+        "wallet-keys",
+        "create",
+        "--name",
+        "cli agent",
+        "--allowance",
+        "1.00",
+        "--period",
+        "day",
+        "--allowed-rail",
+        "rill",
+        "--allowed-host",
+        "api.example.com",
+    )
+    assert code == 0, out
+    key = json.loads(out)
+    assert key["key"].startswith("svc_vw_test_")
+    assert key["policy"]["allowed_rails"] == ["rill"]
+    assert key["policy"]["allowed_hosts"] == ["api.example.com"]
+    code, out = run(*owner, "wallet-keys", "fund", key["id"], "0.50")
+    assert code == 0 and json.loads(out)["balance"] == "0.50", out
+
+    seller = ["--base-url", server.url, "--seller-key", acct.seller_key]
+    code, out = run(*seller, "create-pay-link", "--path", "/r", "--amount", "0.20")
+    resource_id = json.loads(out)["resource_id"]
+    agent = ["--base-url", server.url, "--wallet-key", key["key"]]
+    code, out = run(*agent, "pay", resource_id)
+    assert code == 0 and json.loads(out)["amount"] == "0.20", out
+    code, out = run(*agent, "attempts")
+    assert code == 0 and json.loads(out)["data"] == [], out
+
+    code, out = run(*owner, "recycle", acct.seller_id)
+    assert code == 0, out
+    assert json.loads(out)["amount"] == "0.198"  # 0.20 less the 1% fee
+    code, out = run(*owner, "wallet-keys", "revoke", key["id"])
+    assert code == 0 and json.loads(out)["status"] == "revoked", out
+    code, out = run(*owner, "wallet-keys", "list")
+    listed = {k["id"]: k["status"] for k in json.loads(out)["data"]}
+    assert listed == {acct.wallet_key_id: "active", key["id"]: "revoked"}
