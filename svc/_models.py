@@ -13,6 +13,7 @@ The reference server builds its responses from these same classes (see
 from __future__ import annotations
 
 import base64
+import json
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -271,6 +272,16 @@ class PayUrlResult:
         if self.body_encoding == "base64":
             return base64.b64decode(self.body)
         return self.body.encode("utf-8")
+
+    def json(self) -> Any:
+        """The body parsed as JSON, like ``httpx.Response.json()``.
+
+        Raises :class:`ValueError` for a body that is not JSON, or that was cut
+        (``body_truncated``): a prefix of a JSON document is not JSON.
+        """
+        if self.body_truncated:
+            raise ValueError("the unlocked body was cut at 8 KB (body_truncated); it is not whole")
+        return json.loads(self.content)
 
 
 @attrs.frozen(kw_only=True)

@@ -24,9 +24,11 @@ from reference_server import Settings
 from .support import (
     TEST_SETTINGS,
     Account,
+    LiveApp,
     LiveServer,
     assert_ledger_sound,
     new_account,
+    serve_asgi,
     start_server,
 )
 
@@ -123,3 +125,19 @@ def account(server: LiveServer) -> Account:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def serve_app() -> Iterator[Callable[..., LiveApp]]:
+    """Serve ASGI apps (sellers' apps, paid URLs) on loopback for one test; all stopped
+    afterwards."""
+    started: list[LiveApp] = []
+
+    def start(app: Any, **kwargs: Any) -> LiveApp:
+        live = serve_asgi(app, **kwargs)
+        started.append(live)
+        return live
+
+    yield start
+    for live in started:
+        live.stop()

@@ -37,6 +37,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@attrs.define
+class LiveApp:
+    """An ASGI app in a uvicorn thread on 127.0.0.1."""
+
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
+    """Run an ASGI app (a seller's app, a paid URL) in a uvicorn thread on loopback."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    return LiveApp(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+
+
 def start_server(settings: Settings) -> LiveServer:
     port = free_port()
     url = f"http://127.0.0.1:{port}"

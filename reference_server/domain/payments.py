@@ -271,7 +271,9 @@ def _receipt_row(conn: Connection, receipt_id: str, resource_id: str | None) -> 
     if not _TX_HASH.fullmatch(receipt_id):
         return conn.execute(select(_r).where(_r.c.id == receipt_id)).first()
     # A transaction hash is unique per environment; prefer the row for this resource.
-    rows = conn.execute(select(_r).where(_r.c.tx_hash == receipt_id.lower())).all()
+    rows = conn.execute(
+        select(_r).where(_r.c.tx_hash == receipt_id.lower(), _r.c.kind == "resource")
+    ).all()
     return next((row for row in rows if row.resource_id == resource_id), None) or next(
         iter(rows), None
     )

@@ -205,10 +205,16 @@ def conclude(
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
-    """A transaction pays one receipt: a live URL naming one already counted is not proof."""
+    """A transaction pays one receipt: a live URL naming one already counted is not proof.
+
+    Only the payer's side counts: when the URL is a gate of this service, the same
+    transaction is also the seller's receipt (kind ``resource``), booked by the gate.
+    """
     r = t.receipts
     found = conn.execute(
-        select(r.c.id).where(r.c.environment == row.environment, r.c.tx_hash == tx_hash)
+        select(r.c.id).where(
+            r.c.environment == row.environment, r.c.kind == "url", r.c.tx_hash == tx_hash
+        )
     ).first()
     return found is not None
 

@@ -209,7 +209,10 @@ receipts = Table(
     Column("request_id", String(40)),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "wallet_key_id", "created_at"),
-    UniqueConstraint("environment", "tx_hash"),
+    #: One transaction is at most one receipt per side: the seller's (``resource``, booked
+    #: by the gate that settled it) and the payer's (``url``, when our own hot wallet paid
+    #: it through ``pay-url``); both exist when an agent of ours pays a gate of ours.
+    UniqueConstraint("environment", "kind", "tx_hash"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

@@ -2,48 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from typing import Any
 
 import anyio
 import attrs
 import httpx
-import uvicorn
 
 import svc
 
-from ..support import LiveServer, free_port, new_account
-
-
-@attrs.define
-class LiveApp:
-    """An ASGI app in a uvicorn thread on 127.0.0.1."""
-
-    url: str
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
-def serve(app: Any, *, lifespan: str = "auto") -> LiveApp:
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return LiveApp(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+from ..support import LiveServer, new_account
 
 
 class CountingTransport(httpx.AsyncBaseTransport):

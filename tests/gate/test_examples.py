@@ -16,8 +16,8 @@ from mcp import Client
 
 from svc_asgi import RECEIPT_META_KEY
 
-from ..support import LiveServer
-from .support import LiveApp, Shop, open_shop
+from ..support import LiveApp, LiveServer
+from .support import Shop, open_shop
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"

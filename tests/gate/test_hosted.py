@@ -16,8 +16,8 @@ from starlette.routing import Route
 import svc
 from reference_server.routes.gates import UPSTREAM_MAX_RESPONSE_BYTES
 
-from ..support import LiveServer, free_port
-from .support import LiveApp, open_shop
+from ..support import LiveApp, LiveServer, free_port
+from .support import open_shop
 
 
 class Upstream:

@@ -18,8 +18,8 @@ from starlette.websockets import WebSocket
 import svc
 from svc_asgi import GATE_ERROR_STATE_KEY, PaymentGate, payment_of
 
-from ..support import LiveServer, free_port
-from .support import CountingTransport, LiveApp, Shop, open_shop, seller_client
+from ..support import LiveApp, LiveServer, free_port
+from .support import CountingTransport, Shop, open_shop, seller_client
 
 
 async def _report(request: Request) -> JSONResponse:

@@ -18,8 +18,8 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from svc_asgi import PAYMENT_REQUIRED_META_KEY, RECEIPT_META_KEY, PaymentGate, payment_of
 
-from ..support import LiveServer, free_port
-from .support import LiveApp, Shop, open_shop
+from ..support import LiveApp, LiveServer, free_port
+from .support import Shop, open_shop
 
 MODES = ["auto", "legacy"]
 

@@ -20,9 +20,9 @@ import svc
 from reference_server.domain.open_rails import TEST_DEPOSIT_ADDRESS
 from svc_asgi import PaymentGate, payment_of
 
-from ..gate.support import CountingTransport, LiveApp
+from ..gate.support import CountingTransport
 from ..sandbox.helpers import assert_chain_sound
-from ..support import LiveServer
+from ..support import LiveApp, LiveServer
 from .helpers import (
     PRICE,
     RailShop,

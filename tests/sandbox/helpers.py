@@ -7,7 +7,6 @@ so that a mistake in the server's hashing cannot cancel out in the tests.
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +14,6 @@ from typing import Any
 
 import attrs
 import httpx
-import uvicorn
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
@@ -24,7 +22,7 @@ from sqlalchemy import Connection
 from reference_server.sandbox import chain
 from reference_server.store import Database, upgrade
 
-from ..support import free_port
+from ..support import serve_asgi
 
 USDC = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
 NETWORK = "eip155:84532"
@@ -179,17 +177,8 @@ def balance_in(conn: Connection, address: str) -> int:
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Run an ASGI app (a seller's server in the interop tests) on loopback; yield its URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
+    live = serve_asgi(app)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield live.url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        live.stop()

@@ -43,9 +43,14 @@ _r = t.receipts
 
 
 def receipt_for_transaction(conn: Connection, environment: str, tx_hash: str) -> str | None:
-    """The receipt a transaction was booked as, if it was."""
+    """The seller's receipt a transaction was booked as, if it was (the payer's side of
+    the same transaction, a ``pay-url`` receipt, is another row)."""
     return conn.execute(
-        select(_r.c.id).where(_r.c.environment == environment, _r.c.tx_hash == tx_hash.lower())
+        select(_r.c.id).where(
+            _r.c.environment == environment,
+            _r.c.kind == "resource",
+            _r.c.tx_hash == tx_hash.lower(),
+        )
     ).scalar()
 
 

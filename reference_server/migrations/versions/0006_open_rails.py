@@ -21,7 +21,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("payer", sa.String(length=42), nullable=True))
         batch_op.add_column(sa.Column("network", sa.String(length=32), nullable=True))
         batch_op.create_unique_constraint(
-            batch_op.f("uq_receipts_environment_tx_hash"), ["environment", "tx_hash"]
+            batch_op.f("uq_receipts_environment_kind_tx_hash"), ["environment", "kind", "tx_hash"]
         )
     op.create_table(
         "rail_claims",
@@ -85,7 +85,7 @@ def downgrade() -> None:
     op.drop_table("spend_attempts")
     op.drop_table("rail_claims")
     with op.batch_alter_table("receipts", schema=None) as batch_op:
-        batch_op.drop_constraint(batch_op.f("uq_receipts_environment_tx_hash"), type_="unique")
+        batch_op.drop_constraint(batch_op.f("uq_receipts_environment_kind_tx_hash"), type_="unique")
         batch_op.drop_column("network")
         batch_op.drop_column("payer")
         batch_op.drop_column("tx_hash")
