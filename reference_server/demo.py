@@ -1,8 +1,9 @@
 """The go-live walk of the spec, driven through the public SDK against a running server.
 
 Go-live order: create seller, create a resource (gate URL), enable payments, register a
-webhook for ``payment.succeeded`` in the same environment, then test with a wallet (here on
-the ledger rail, ``POST /pay``; ``pay-url`` arrives with open rails).  The demo runs its
+webhook for ``payment.succeeded`` in the same environment, then test with a wallet: its
+``pay-url`` pays the resource's ``gate_url`` on an open rail (x402 or MPP, settled on the
+sandbox chain), and ``POST /pay`` pays it once more on the ledger rail.  The demo runs its
 own tiny webhook receiver on localhost, which verifies each delivery with
 ``svc.webhooks.verify`` exactly as a seller's backend would.  Each step prints what a new
 seller would do next.
@@ -86,34 +87,43 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
             "payment) and funded with 1.00 sandbox USD"
         )
         with svc.Client(base_url=base_url, wallet_key=key.key) as agent:
+            unlocked = agent.spend.pay_url(resource.gate_url)
+            gate_receipt = str(unlocked.json()["receipt"]["receipt_id"])
+            echo(
+                f"7. agent's pay-url paid the gate_url {unlocked.amount} on {unlocked.rail} "
+                f"(sandbox tx {unlocked.tx_hash[:18] if unlocked.tx_hash else None}…); "
+                f"the gate answered {unlocked.upstream_status} with receipt {gate_receipt}"
+            )
             paid = agent.pay(resource_id=resource.id)
             left = agent.spend.balance()
         echo(
-            f"7. agent paid {paid.amount} on the ledger rail: receipt {paid.receipt_id}; "
+            f"8. agent paid again on the ledger rail (POST /pay): receipt {paid.receipt_id}; "
             f"{left.remaining_allowance} of today's allowance left"
         )
-        verdict = sc.access.verify(paid.receipt_id, resource.id)
+        verdicts = [sc.access.verify(r, resource.id).valid for r in (gate_receipt, paid.receipt_id)]
         balance = sc.sellers.balance()
         echo(
-            f"8. seller verified the receipt (valid={verdict.valid}); balance "
+            f"9. seller verified both receipts (valid={all(verdicts)}); balance "
             f"{balance.balance} {balance.currency} after the platform fee"
         )
-        try:
-            event = events.get(timeout=15)
-        except queue.Empty:
-            raise RuntimeError("the payment.succeeded webhook did not arrive") from None
-        data = event.data
-        assert isinstance(data, svc.PaymentSucceededData)
-        echo(
-            f"9. webhook {event.type} received and verified: receipt {data.receipt_id}, "
-            f"+{data.metadata.credits} {data.metadata.credit_unit} credits to add"
-        )
+        for step in (10, 11):
+            try:
+                event = events.get(timeout=15)
+            except queue.Empty:
+                raise RuntimeError("a payment.succeeded webhook did not arrive") from None
+            data = event.data
+            assert isinstance(data, svc.PaymentSucceededData)
+            echo(
+                f"{step}. webhook {event.type} ({data.rail}, {data.settlement}) received and "
+                f"verified: receipt {data.receipt_id}, +{data.metadata.credits} "
+                f"{data.metadata.credit_unit} credits to add"
+            )
     oc.close()
     sc.close()
-    echo("Next (later releases): pay the gate_url with x402/MPP through pay-url.")
     return {
         "owner_id": owner.owner_id,
         "seller_id": seller.id,
         "resource_id": resource.id,
         "receipt_id": paid.receipt_id,
+        "gate_receipt_id": gate_receipt,
     }

@@ -66,10 +66,13 @@ def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
         "4. payments enabled: mpp=True x402=True",
         "5. webhook we_",
         "6. test wallet key svc_vw_test_",
-        "7. agent paid 0.05 on the ledger rail: receipt rcpt_",
-        "0.95 of today's allowance left",
-        "8. seller verified the receipt (valid=True); balance 0.0495 USD",
-        "9. webhook payment.succeeded received and verified: receipt rcpt_",
+        "7. agent's pay-url paid the gate_url 0.05 on x402 (sandbox tx 0x",
+        "the gate answered 200 with receipt rcpt_",
+        "8. agent paid again on the ledger rail (POST /pay): receipt rcpt_",
+        "0.90 of today's allowance left",
+        "9. seller verified both receipts (valid=True); balance 0.099 USD",
+        "webhook payment.succeeded (x402, processor_deposit) received and verified",
+        "webhook payment.succeeded (rill, ledger) received and verified",
         "+10 report credits",
     ):
         assert step in out, out

@@ -128,3 +128,24 @@ async def test_the_stdio_server_an_mcp_host_launches(server: LiveServer) -> None
         result = await client.call_tool("svc_sellers", {"action": "me"})
     assert not result.is_error, result
     assert json.loads(result.content[0].text)["id"] == acct.seller_id
+
+
+async def test_an_agent_pays_a_gate_with_svc_pay_url(server: LiveServer) -> None:
+    """The agent-side tool: pay a hosted gate on an open rail and get the unlocked answer."""
+    acct = new_account(server.url)
+    seller = {"base_url": server.url, "seller_key": acct.seller_key}
+    link = await _tool(seller, "svc_create_pay_link", amount="0.10", path="/v1/report")
+    await _tool(seller, "svc_enable_payments")
+    with SyncClient(base_url=server.url, owner_jwt=acct.owner_jwt, environment="test") as c:
+        c.wallet_keys.fund(acct.wallet_key_id, "1")
+
+    agent = {"base_url": server.url, "wallet_key": acct.wallet_key}
+    paid = await _tool(agent, "svc_pay_url", url=link["gate_url"])
+
+    assert paid["rail"] in ("x402", "mpp") and paid["tx_hash"].startswith("0x")
+    unlocked = json.loads(paid["body"])
+    assert unlocked["paid"] is True and unlocked["resource"]["id"] == link["resource_id"]
+    balance = await _tool(seller, "svc_sellers", action="balance")
+    assert balance["balance"] == "0.099"
+    text = await _error(agent, "svc_pay_url", url=server.url + "/health")
+    assert "not_payable" in text and "request_id=req_" in text
