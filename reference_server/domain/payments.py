@@ -1,9 +1,10 @@
 """Ledger payments (``POST /pay``) and the receipts they leave.
 
 A resource payment is one transaction that: locks the wallet key and checks its policy,
-moves the price from the wallet key to the seller's balance, moves the platform fee from
-the seller's balance to the platform, writes a receipt, and records ``payment.succeeded``
-for the seller's owner.  A handle payment moves money from the wallet key to the owner's
+then books the sale (:func:`book_sale`, shared with the open rails): moves the price from
+the wallet key to the seller's balance, moves the platform fee from the seller's balance
+to the platform, writes a receipt, and records ``payment.succeeded`` for the seller's
+owner.  A handle payment moves money from the wallet key to the owner's
 account wallet behind the handle and records ``transfer.received``.  Either everything is
 written or nothing is.
 """
@@ -14,6 +15,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+import attrs
 from sqlalchemy import Connection, Row, insert, select
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
@@ -27,7 +29,15 @@ from ..timeutil import as_utc
 from . import ledger, wallets
 from .events import record_event
 
-__all__ = ["fee_for", "pay_handle", "pay_resource", "record_refusal", "verify_receipt"]
+__all__ = [
+    "OnChain",
+    "book_sale",
+    "fee_for",
+    "pay_handle",
+    "pay_resource",
+    "record_refusal",
+    "verify_receipt",
+]
 
 _r = t.receipts
 #: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
@@ -43,70 +53,95 @@ def _insufficient(conn: Connection, key: Row[Any], amount: int) -> ApiError:
     return wallets.insufficient_funds(conn, key, amount)
 
 
-def pay_resource(
+@attrs.frozen(kw_only=True)
+class OnChain:
+    """Where an open-rail sale settled: the transaction, its signer, its network."""
+
+    tx_hash: str
+    payer: str | None
+    network: str
+
+
+def book_sale(
     conn: Connection,
     *,
-    wallet_key_id: str,
     resource: Row[Any],
+    seller: Row[Any],
+    rail: str,
+    settlement: str,
+    amount: int,
+    debit: str | None,
     fee_bps: int,
     request_id: str,
     now: datetime,
-) -> PayResult:
+    wallet_key_id: str | None = None,
+    on_chain: OnChain | None = None,
+    event_extra: dict[str, Any] | None = None,
+) -> str:
+    """One sale of ``resource`` in the books, whatever rail paid it; returns the receipt id.
+
+    ``debit`` is the account the price comes from (the payer's wallet key for the ledger
+    rail, ``chain_deposits`` for tokens that reached the service's deposit address): the
+    price goes to the seller's balance and the platform fee from there to the platform.
+    ``debit=None`` is ``direct_wallet``: the tokens went to the seller's own wallet and
+    nothing is credited here (no transfer, no fee).  Then the receipt and
+    ``payment.succeeded`` for the seller's owner.  Raises :class:`ledger.InsufficientFunds`
+    when ``debit`` cannot pay, having written nothing.
+    """
     env = resource.environment
-    amount = int(resource.amount_micros)
-    key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
-    seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
-    wallet_acct = wallets.wallet_account(conn, key)
-    seller_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
-    )
-    fee_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
-    )
-    ledger.lock_accounts(conn, [wallet_acct, seller_acct, fee_acct])
     receipt_id = new_id("rcpt")
-    fee = fee_for(amount, fee_bps)
-    try:
-        payment = ledger.transfer(
+    transfer_id: str | None = None
+    fee = 0
+    if debit is not None:
+        seller_acct = ledger.ensure_account(
+            conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
+        )
+        fee_acct = ledger.ensure_account(
+            conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
+        )
+        ledger.lock_accounts(conn, [debit, seller_acct, fee_acct])
+        transfer_id = ledger.transfer(
             conn,
             environment=env,
-            debit=wallet_acct,
+            debit=debit,
             credit=seller_acct,
             amount=amount,
             kind="payment",
             now=now,
             receipt_id=receipt_id,
-            wallet_key_id=key.id,
+            wallet_key_id=wallet_key_id,
             reference=resource.id,
         )
-    except ledger.InsufficientFunds:
-        raise _insufficient(conn, key, amount) from None
-    if fee:
-        ledger.transfer(
-            conn,
-            environment=env,
-            debit=seller_acct,
-            credit=fee_acct,
-            amount=fee,
-            kind="platform_fee",
-            now=now,
-            receipt_id=receipt_id,
-            reference=resource.id,
-        )
+        fee = fee_for(amount, fee_bps)
+        if fee:
+            ledger.transfer(
+                conn,
+                environment=env,
+                debit=seller_acct,
+                credit=fee_acct,
+                amount=fee,
+                kind="platform_fee",
+                now=now,
+                receipt_id=receipt_id,
+                reference=resource.id,
+            )
     metadata = dict(resource.metadata)
     conn.execute(
         insert(_r).values(
             id=receipt_id,
             environment=env,
             kind="resource",
-            rail="rill",
-            settlement="ledger",
+            rail=rail,
+            settlement=settlement,
             amount_micros=amount,
             fee_micros=fee,
             resource_id=resource.id,
             seller_id=seller.id,
-            wallet_key_id=key.id,
-            transfer_id=payment,
+            wallet_key_id=wallet_key_id,
+            transfer_id=transfer_id,
+            tx_hash=None if on_chain is None else on_chain.tx_hash,
+            payer=None if on_chain is None else on_chain.payer,
+            network=None if on_chain is None else on_chain.network,
             metadata=metadata,
             request_id=request_id,
             created_at=now,
@@ -123,7 +158,7 @@ def pay_resource(
         data={
             "ok": True,
             "type": "resource",
-            "rail": "rill",
+            "rail": rail,
             "receipt_id": receipt_id,
             "request_id": request_id,
             "resource_id": resource.id,
@@ -133,13 +168,46 @@ def pay_resource(
             "seller_id": seller.id,
             "amount": format_amount(amount),
             "platform_fee": format_amount(fee),
-            "processor_payment_intent_id": None,
+            "processor_payment_intent_id": None if on_chain is None else on_chain.tx_hash,
             "seller_balance": format_amount(seller_balance),
             "environment": env,
-            "settlement": "ledger",
+            "settlement": settlement,
+            **(event_extra or {}),
         },
         now=now,
     )
+    return receipt_id
+
+
+def pay_resource(
+    conn: Connection,
+    *,
+    wallet_key_id: str,
+    resource: Row[Any],
+    fee_bps: int,
+    request_id: str,
+    now: datetime,
+) -> PayResult:
+    """``POST /pay {"resource_id"}``: the ledger rail, from the wallet key's balance."""
+    amount = int(resource.amount_micros)
+    key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
+    seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
+    try:
+        receipt_id = book_sale(
+            conn,
+            resource=resource,
+            seller=seller,
+            rail="rill",
+            settlement="ledger",
+            amount=amount,
+            debit=wallets.wallet_account(conn, key),
+            fee_bps=fee_bps,
+            request_id=request_id,
+            now=now,
+            wallet_key_id=key.id,
+        )
+    except ledger.InsufficientFunds:
+        raise _insufficient(conn, key, amount) from None
     return PayResult(
         receipt_id=receipt_id,
         rail="rill",

@@ -22,19 +22,16 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, select
 
-from svc import ResourceMetadata
-from svc._converter import structure, unstructure
 from svc._money import format_amount
 
-from ...ids import new_id
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization
 from ...store import tables as t
 from .. import ledger
 from ..events import record_event
-from ..payments import fee_for
+from ..payments import OnChain, book_sale
 from ._terms import PROCESSOR_DEPOSIT, RailTerms
 
 __all__ = ["credit", "receipt_for_transaction", "record_refusal", "settle_on_sandbox"]
@@ -112,105 +109,26 @@ def credit(
     existing = receipt_for_transaction(conn, env, tx_hash)
     if existing is not None:
         return existing
-    receipt_id = new_id("rcpt")
-    fee = 0
-    transfer_id = None
+    deposits = None
     if terms.settlement == PROCESSOR_DEPOSIT:
-        transfer_id, fee = _deposit(conn, resource, seller, amount, fee_bps, receipt_id, now)
-    metadata = dict(resource.metadata)
-    conn.execute(
-        insert(_r).values(
-            id=receipt_id,
-            environment=env,
-            kind="resource",
-            rail=rail,
-            settlement=terms.settlement,
-            amount_micros=amount,
-            fee_micros=fee,
-            resource_id=resource.id,
-            seller_id=seller.id,
-            transfer_id=transfer_id,
-            tx_hash=tx_hash,
-            payer=payer,
-            network=terms.asset.network,
-            metadata=metadata,
-            request_id=request_id,
-            created_at=now,
+        deposits = ledger.ensure_account(
+            conn, environment=env, kind=ledger.CHAIN_DEPOSITS, ref_id=ledger.PLATFORM, now=now
         )
-    )
-    seller_balance = ledger.balance_micros(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
-    )
-    record_event(
+    network = terms.asset.network
+    return book_sale(
         conn,
-        owner_id=seller.owner_id,
-        environment=env,
-        type="payment.succeeded",
-        data={
-            **_about(resource, seller, rail, terms),
-            "ok": True,
-            "receipt_id": receipt_id,
-            "request_id": request_id,
-            "metadata": unstructure(structure(metadata, ResourceMetadata)),
-            "amount": format_amount(amount),
-            "platform_fee": format_amount(fee),
-            "processor_payment_intent_id": tx_hash,
-            "seller_balance": format_amount(seller_balance),
-            "tx_hash": tx_hash,
-            "payer": payer,
-        },
-        now=now,
-    )
-    return receipt_id
-
-
-def _deposit(
-    conn: Connection,
-    resource: Any,
-    seller: Any,
-    amount: int,
-    fee_bps: int,
-    receipt_id: str,
-    now: datetime,
-) -> tuple[str, int]:
-    """``processor_deposit``: tokens reached the service's deposit address; the seller's
-    balance gets them, less the platform fee.  Returns ``(payment transfer id, fee)``."""
-    env = resource.environment
-    deposits = ledger.ensure_account(
-        conn, environment=env, kind=ledger.CHAIN_DEPOSITS, ref_id=ledger.PLATFORM, now=now
-    )
-    seller_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
-    )
-    fee_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
-    )
-    ledger.lock_accounts(conn, [deposits, seller_acct, fee_acct])
-    payment = ledger.transfer(
-        conn,
-        environment=env,
-        debit=deposits,
-        credit=seller_acct,
+        resource=resource,
+        seller=seller,
+        rail=rail,
+        settlement=terms.settlement,
         amount=amount,
-        kind="payment",
+        debit=deposits,  # None (direct_wallet): the seller's own wallet has the tokens
+        fee_bps=fee_bps,
+        request_id=request_id,
         now=now,
-        receipt_id=receipt_id,
-        reference=resource.id,
+        on_chain=OnChain(tx_hash=tx_hash, payer=payer, network=network),
+        event_extra={"tx_hash": tx_hash, "payer": payer, "network": network},
     )
-    fee = fee_for(amount, fee_bps)
-    if fee:
-        ledger.transfer(
-            conn,
-            environment=env,
-            debit=seller_acct,
-            credit=fee_acct,
-            amount=fee,
-            kind="platform_fee",
-            now=now,
-            receipt_id=receipt_id,
-            reference=resource.id,
-        )
-    return payment, fee
 
 
 def record_refusal(
