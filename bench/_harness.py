@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -25,6 +26,22 @@ __all__ = [
     "stop_process",
     "wait_serving",
 ]
+
+
+#: The PostgreSQL every bench uses unless told otherwise (CI's and this machine's).
+DEFAULT_POSTGRES = os.environ.get(
+    "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def post_json(
+    http: httpx.Client, path: str, body: dict[str, Any], **headers: str
+) -> dict[str, Any]:
+    """A set-up call: its JSON answer, or the bench stops naming what failed."""
+    r = http.post(path, json=body, headers=headers)
+    if r.status_code >= 300:
+        raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
+    return dict(r.json())
 
 
 def free_port() -> int:

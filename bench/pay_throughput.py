@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import math
 import os
 import platform
@@ -44,7 +45,9 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
+    DEFAULT_POSTGRES,
     free_port,
+    post_json,
     postgres_database,
     postgres_version,
     process_cpu_seconds,
@@ -57,9 +60,6 @@ CONCURRENCY = (1, 8, 32)
 PRICE = "0.01"
 FUNDING = "100000.00"  # ten million pays at PRICE
 ROUTES = ("pay", "commit")
-DEFAULT_POSTGRES = os.environ.get(
-    "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 MAX_ERRORS_SHOWN = 5
 
 
@@ -137,12 +137,7 @@ def set_up(url: str) -> Setup:
     """A seller selling one resource at PRICE, and a wallet key funded with FUNDING."""
     test = {"X-Svc-Environment": "test"}
     with httpx.Client(base_url=url, timeout=30) as http:
-
-        def post(path: str, body: dict[str, Any], **headers: str) -> dict[str, Any]:
-            r = http.post(path, json=body, headers=headers)
-            if r.status_code >= 300:
-                raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
-            return dict(r.json())
+        post = functools.partial(post_json, http)
 
         seller_owner = post("/owners", {"email": f"s{secrets.token_hex(6)}@example.com"})
         seller = post(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import math
 import os
 import platform
@@ -48,7 +49,9 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
+    DEFAULT_POSTGRES,
     free_port,
+    post_json,
     postgres_database,
     postgres_version,
     sqlite_database,
@@ -59,9 +62,6 @@ from _harness import (
 CONCURRENCY = (1, 8)
 PRICE = "$0.001"
 PATHS = ("pay-url", "x402")
-DEFAULT_POSTGRES = os.environ.get(
-    "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 MAX_ERRORS_SHOWN = 5
 
 
@@ -164,12 +164,7 @@ def set_up(url: str) -> tuple[str, Any]:
     payer = Account.create()
     test = {"X-Svc-Environment": "test"}
     with httpx.Client(base_url=url, timeout=30) as http:
-
-        def post(path: str, body: dict[str, Any], **headers: str) -> dict[str, Any]:
-            r = http.post(path, json=body, headers=headers)
-            if r.status_code >= 300:
-                raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
-            return dict(r.json())
+        post = functools.partial(post_json, http)
 
         owner = post("/owners", {"email": f"b{secrets.token_hex(6)}@example.com"})
         auth = f"Bearer {owner['owner_jwt']}"

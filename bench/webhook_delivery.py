@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
@@ -80,7 +81,9 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
+    DEFAULT_POSTGRES,
     free_port,
+    post_json,
     postgres_database,
     postgres_version,
     process_cpu_seconds,
@@ -89,9 +92,6 @@ from _harness import (
     wait_serving,
 )
 
-DEFAULT_POSTGRES = os.environ.get(
-    "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 AMOUNT = "0.01"
 #: The worker's default ``worker_concurrency``: the baseline sends this many at once.
 BASELINE_CONCURRENCY = 8
@@ -289,12 +289,7 @@ class Setup:
 def set_up(url: str, database_url: str, hook_url: str) -> Setup:
     """An owner with a test wallet key and a ``funding.paid`` endpoint at the receiver."""
     with httpx.Client(base_url=url, timeout=30) as http:
-
-        def post(path: str, body: dict[str, Any], **headers: str) -> dict[str, Any]:
-            r = http.post(path, json=body, headers=headers)
-            if r.status_code >= 300:
-                raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
-            return dict(r.json())
+        post = functools.partial(post_json, http)
 
         owner = post("/owners", {"email": f"w{secrets.token_hex(6)}@example.com"})
         auth = {"Authorization": f"Bearer {owner['owner_jwt']}", "X-Svc-Environment": "test"}
