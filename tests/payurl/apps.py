@@ -33,6 +33,7 @@ __all__ = [
     "gated_app",
     "mpp_gated_app",
     "x402_gated_app",
+    "x402_v1_app",
 ]
 
 x402_gated_app = _x402_gated_app
@@ -122,5 +123,46 @@ def fixed_challenge_mpp_app(pay_to: str) -> Starlette:
             return JSONResponse({"error": "not today"}, status_code=500)
         header = challenge.to_www_authenticate("127.0.0.1")
         return JSONResponse({}, status_code=402, headers={"WWW-Authenticate": header})
+
+    return Starlette(routes=[Route("/report", report)])
+
+
+def x402_v1_app(facilitator_url: str, pay_to: str, price_atomic: int) -> Starlette:
+    """A seller still on x402 v1 (the SDK ships no v1 server, so the route is written
+    with its v1 types): the challenge is the 402's JSON body (``base-sepolia``,
+    ``maxAmountRequired``), the payment comes back in ``X-PAYMENT``, and the official
+    facilitator client verifies and settles it; ``X-PAYMENT-RESPONSE`` carries the result."""
+    from x402.http import decode_payment_signature_header, encode_payment_response_header
+    from x402.schemas.v1 import PaymentPayloadV1, PaymentRequiredV1, PaymentRequirementsV1
+
+    facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url))
+
+    async def report(request: Request) -> Response:
+        requirements = PaymentRequirementsV1(
+            scheme="exact",
+            network="base-sepolia",
+            max_amount_required=str(price_atomic),
+            resource=str(request.url),
+            description="one report",
+            mime_type="application/json",
+            pay_to=pay_to,
+            max_timeout_seconds=300,
+            asset=BASE_SEPOLIA_USDC.address,
+            extra={"name": "USDC", "version": "2"},
+        )
+        unpaid = PaymentRequiredV1(error="X-PAYMENT header is required", accepts=[requirements])
+        header = request.headers.get("x-payment")
+        if header is None:
+            return JSONResponse(unpaid.model_dump(by_alias=True, exclude_none=True), 402)
+        payload = decode_payment_signature_header(header)
+        assert isinstance(payload, PaymentPayloadV1), payload
+        verified = await facilitator.verify(payload, requirements)
+        settled = await facilitator.settle(payload, requirements) if verified.is_valid else None
+        if settled is None or not settled.success:
+            return JSONResponse(unpaid.model_dump(by_alias=True, exclude_none=True), 402)
+        return JSONResponse(
+            {"report": "the v1 goods"},
+            headers={"X-PAYMENT-RESPONSE": encode_payment_response_header(settled)},
+        )
 
     return Starlette(routes=[Route("/report", report)])

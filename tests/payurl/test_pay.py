@@ -72,3 +72,27 @@ def test_sdk_pays_and_lists(server: LiveServer, agent: Agent, x402_url: str) -> 
     assert [a.id for a in listed.data] == [paid.attempt_id]
     assert listed.data[0].status == "succeeded" and listed.data[0].tx_hash == paid.tx_hash
     assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_pays_an_x402_v1_seller(
+    server: LiveServer, agent: Agent, facilitator: str, pay_to: str
+) -> None:
+    """x402 v1: the challenge is the 402's body, the payment goes in ``X-PAYMENT``."""
+    from ..sandbox.helpers import serve
+    from .apps import x402_v1_app
+
+    with serve(x402_v1_app(facilitator, pay_to, 120_000)) as url:
+        unpaid = httpx.get(url + "/report")
+        assert unpaid.status_code == 402 and unpaid.json()["x402Version"] == 1
+        r = agent.pay_url(url + "/report")
+    assert r.status_code == 200, r.text
+    paid = r.json()
+    assert (paid["rail"], paid["amount"], paid["body"]) == (
+        "x402",
+        "0.12",
+        '{"report":"the v1 goods"}',
+    )
+    assert "x-payment-response" in paid["headers"]
+    tx = transaction(server.url, paid["tx_hash"])
+    assert (tx["from"], tx["to"], tx["value"]) == (hot_address(server), pay_to, "120000")
+    assert agent.spend().spent_total == price(120_000)
