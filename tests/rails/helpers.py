@@ -26,7 +26,7 @@ import svc
 from reference_server.store import tables as t
 
 from ..money.helpers import events_of
-from ..sandbox.helpers import balance, fund, new_account
+from ..sandbox.helpers import Recording, balance, fund, new_account
 from ..support import LiveServer
 from ..support import new_account as new_service_account
 
@@ -121,18 +121,6 @@ async def mpp_pay(url: str, payer: LocalAccount, method: str = "GET") -> httpx.R
     charge = mpp_evm_client.charge(currency=BASE_SEPOLIA_USDC, account=payer)
     async with MppClient(methods=[charge]) as client:
         return await client.fetch(url, method=method)
-
-
-class Recording(httpx.AsyncHTTPTransport):
-    """The wire under x402's transport: keeps the requests it sends (with their headers)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent: list[httpx.Request] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append(request)
-        return await super().handle_async_request(request)
 
 
 class Capture(Recording):

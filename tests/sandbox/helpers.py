@@ -182,3 +182,15 @@ def serve(app: Any) -> Iterator[str]:
         yield live.url
     finally:
         live.stop()
+
+
+class Recording(httpx.AsyncHTTPTransport):
+    """The wire under x402's transport: keeps the requests it sends (with their headers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        return await super().handle_async_request(request)

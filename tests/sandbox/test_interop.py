@@ -39,7 +39,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequirementsV1
 
 from ..support import LiveServer
-from .helpers import USDC, balance, fund, get, new_account, serve, transaction
+from .helpers import USDC, Recording, balance, fund, get, new_account, serve, transaction
 from .test_routes import assert_chain_sound
 
 PRICE = 250_000  # $0.25 in USDC's 6 decimals
@@ -130,18 +130,6 @@ async def test_official_x402_client_pays_an_x402_middleware_app(
     assert_chain_sound(server)
 
 
-class _Recording(httpx.AsyncHTTPTransport):
-    """The wire under x402's transport: keeps the requests it sends (with their headers)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sent: list[httpx.Request] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append(request)
-        return await super().handle_async_request(request)
-
-
 @pytest.mark.anyio
 async def test_a_replayed_payment_signature_is_refused(
     server: LiveServer, seller_app: tuple[str, str]
@@ -149,7 +137,7 @@ async def test_a_replayed_payment_signature_is_refused(
     url, pay_to = seller_app
     payer = new_account()
     fund(server.url, payer.address, "1")
-    wire = _Recording()
+    wire = Recording()
     transport = x402AsyncTransport(_x402_client(payer), transport=wire)
     async with httpx.AsyncClient(transport=transport) as http:
         assert (await http.get(url + "/report")).status_code == 200
