@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -148,3 +153,49 @@ def assert_ledger_sound(live: LiveServer) -> None:
         problems = [p for env in ledger.ENVIRONMENTS for p in ledger.audit(conn, env)]
     live.ctx.db.dispose()
     assert problems == [], problems
+
+
+@contextmanager
+def server_processes(
+    database_url: str, count: int, *, public_url: str | None = None
+) -> Iterator[list[str]]:
+    """``count`` ``svc-server run`` processes on one (already migrated) database; yields
+    their URLs.  ``public_url`` makes them one deployment behind one address, as
+    replicas behind a load balancer are (it is what gates bind challenges to)."""
+    procs = [_spawn_server(database_url, public_url) for _ in range(count)]
+    try:
+        yield [url for _, url in procs]
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, _ in procs:
+            proc.wait(timeout=20)
+
+
+def _spawn_server(database_url: str, public_url: str | None) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "SVC_DATABASE_URL": database_url,
+        "SVC_RATE_LIMIT": "100000/second",
+        "SVC_PUBLIC_URL": public_url or url,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died")
+        try:
+            if httpx.get(url + "/ready", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server process did not become ready")

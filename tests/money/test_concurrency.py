@@ -4,10 +4,6 @@ PostgreSQL, within one server process and across two sharing one database."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -18,7 +14,7 @@ import pytest
 
 import svc
 
-from ..support import LiveServer, assert_ledger_sound, free_port
+from ..support import LiveServer, assert_ledger_sound, server_processes
 from .helpers import D, events_of, market
 
 
@@ -69,43 +65,11 @@ async def test_allowance_holds_under_concurrency(server: LiveServer) -> None:
     check_outcome(server, m, outcome, 30)
 
 
-def _spawn(database_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "SVC_DATABASE_URL": database_url,
-        "SVC_RATE_LIMIT": "100000/second",
-        "SVC_PUBLIC_URL": f"http://127.0.0.1:{port}",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died")
-        try:
-            if httpx.get(url + "/ready", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server process did not become ready")
-
-
 @pytest.fixture
 def two_processes(database_url: str, server: LiveServer) -> Iterator[list[str]]:
     """Two more server processes on the same database as ``server`` (migrated by it)."""
-    procs = [_spawn(database_url), _spawn(database_url)]
-    yield [url for _, url in procs]
-    for proc, _ in procs:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with server_processes(database_url, 2) as urls:
+        yield urls
 
 
 @pytest.mark.anyio
