@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,12 +96,29 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
         assert_ledger_sound(live)
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SQLite file migrated to head once per session: a test server starts on a copy
+    of it instead of running every migration again (a tenth of a second per server).
+    Tests of the migrations themselves use ``database_url``, which starts empty."""
+    from reference_server.store import Database, upgrade
+
+    path = tmp_path_factory.mktemp("template") / "svc.db"
+    db = Database(f"sqlite:///{path}")
+    upgrade(db)
+    db.engine.dispose()  # the last connection checkpoints the WAL into the file
+    return path
+
+
 @pytest.fixture
-def make_server(database_url: str) -> Iterator[Callable[..., LiveServer]]:
+def make_server(database_url: str, migrated_sqlite: Path) -> Iterator[Callable[..., LiveServer]]:
     started: list[LiveServer] = []
 
     def make(**overrides: Any) -> LiveServer:
         values = {**TEST_SETTINGS, "database_url": database_url, **overrides}
+        target = Path(str(values["database_url"]).removeprefix("sqlite:///"))
+        if str(values["database_url"]).startswith("sqlite:///") and not target.exists():
+            shutil.copyfile(migrated_sqlite, target)
         live = start_server(Settings(**values))
         started.append(live)
         return live
