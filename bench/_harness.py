@@ -3,10 +3,12 @@ PostgreSQL schema dropped afterwards), and stopping a server process politely.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,10 +20,16 @@ from urllib.parse import quote
 import httpx
 
 __all__ = [
+    "DEFAULT_POSTGRES",
     "free_port",
+    "fresh_database",
+    "post_json",
     "postgres_database",
     "postgres_version",
     "process_cpu_seconds",
+    "reference_server",
+    "report_failures",
+    "serving",
     "sqlite_database",
     "stop_process",
     "wait_serving",
@@ -119,3 +127,57 @@ def process_cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def serving(
+    args: list[str],
+    env: dict[str, str],
+    probe_url: str,
+    log_path: Path,
+    *,
+    any_status: bool = False,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A subprocess (output to ``log_path``) that answers ``probe_url``; stopped on exit."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_serving(probe_url, process, log_path, any_status=any_status)
+        yield process
+    finally:
+        stop_process(process)
+
+
+@contextmanager
+def reference_server(
+    database_url: str, log_path: Path, **env: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``python -m reference_server run`` on a free port with rate limits out of the way
+    (``env``: more ``SVC_*`` variables); yields (base URL, process) once ``/ready``."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    variables = {
+        **os.environ,
+        "SVC_DATABASE_URL": database_url,
+        "SVC_RATE_LIMIT": "1000000/second",
+        "SVC_PUBLIC_URL": url,
+        **env,
+    }
+    args = [sys.executable, "-m", "reference_server", "run", "--port", str(port)]
+    with serving(args, variables, url + "/ready", log_path) as process:
+        yield url, process
+
+
+def fresh_database(name: str, postgres_url: str) -> contextlib.AbstractContextManager[str]:
+    """``sqlite`` or ``postgresql``: a new database for one run (see the two below)."""
+    return sqlite_database() if name == "sqlite" else postgres_database(postgres_url)
+
+
+def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
+    """Refuse to let a table with failed requests pass for a measurement."""
+    if not total:
+        return
+    print(f"\n{total} request(s) failed; the numbers above are not valid. First ones:")
+    for example in examples[:limit]:
+        print("  " + example)
+    raise SystemExit(1)

@@ -44,7 +44,6 @@ import os
 import platform
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -58,9 +57,8 @@ import httpx
 from _harness import (
     free_port,
     process_cpu_seconds,
+    serving,
     sqlite_database,
-    stop_process,
-    wait_serving,
 )
 
 import svc
@@ -173,13 +171,8 @@ def serve(variant: str, port: int, pinned: bool) -> None:
 
 @contextmanager
 def process(args: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[tuple[str, int]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_serving(url, proc, log, any_status=True)
+    with serving(args, env, url, log, any_status=True) as proc:
         yield url, proc.pid
-    finally:
-        stop_process(proc)
 
 
 def set_up(url: str) -> tuple[str, str, str]:

@@ -32,7 +32,6 @@ import os
 import platform
 import secrets
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,14 +45,12 @@ import attrs
 import httpx
 from _harness import (
     DEFAULT_POSTGRES,
-    free_port,
+    fresh_database,
     post_json,
-    postgres_database,
     postgres_version,
     process_cpu_seconds,
-    sqlite_database,
-    stop_process,
-    wait_serving,
+    reference_server,
+    report_failures,
 )
 
 CONCURRENCY = (1, 8, 32)
@@ -107,27 +104,9 @@ class Setup:
 
 @contextmanager
 def running_server(database_url: str, log_path: Path) -> Iterator[tuple[str, int]]:
-    """``python -m reference_server run`` on a free port; yields (base URL, pid)."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "SVC_DATABASE_URL": database_url,
-        "SVC_RATE_LIMIT": "1000000/second",
-        "SVC_BENCH_ROUTES": "1",
-    }
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_serving(url + "/ready", process, log_path)
+    """The server under test, with the bench routes on; yields (base URL, pid)."""
+    with reference_server(database_url, log_path, SVC_BENCH_ROUTES="1") as (url, process):
         yield url, process.pid
-    finally:
-        stop_process(process)
 
 
 # --- set-up over plain HTTP ---------------------------------------------------------
@@ -345,8 +324,7 @@ def main() -> None:
 
     results: dict[str, list[dict[str, Sample]]] = {}
     for name in databases:
-        database = sqlite_database() if name == "sqlite" else postgres_database(args.postgres_url)
-        with database as database_url:
+        with fresh_database(name, args.postgres_url) as database_url:
             results[name] = run_database(name, database_url, args.seconds)
 
     print_table(results, header)
@@ -358,11 +336,7 @@ def main() -> None:
         for example in sample.error_examples
     ]
     total = sum(s.errors for cells in results.values() for c in cells for s in c.values())
-    if total:
-        print(f"\n{total} request(s) failed; the numbers above are not valid. First ones:")
-        for example in failures[:MAX_ERRORS_SHOWN]:
-            print("  " + example)
-        raise SystemExit(1)
+    report_failures(failures, total, MAX_ERRORS_SHOWN)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import os
 import platform
 import secrets
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,12 +50,12 @@ import httpx
 from _harness import (
     DEFAULT_POSTGRES,
     free_port,
+    fresh_database,
     post_json,
-    postgres_database,
     postgres_version,
-    sqlite_database,
-    stop_process,
-    wait_serving,
+    reference_server,
+    report_failures,
+    serving,
 )
 
 CONCURRENCY = (1, 8)
@@ -114,31 +113,10 @@ def serve_seller(port: int, facilitator: str, pay_to: str) -> None:
 
 
 @contextmanager
-def running(args: list[str], env: dict[str, str], probe: str, log_path: Path) -> Iterator[int]:
-    """A subprocess serving ``probe``; yields its pid."""
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_serving(probe, process, log_path, any_status=True)
-        yield process.pid
-    finally:
-        stop_process(process)
-
-
-@contextmanager
 def stack(database_url: str, logs: Path) -> Iterator[tuple[str, str]]:
     """The reference server and the seller; yields (server URL, seller's paid URL)."""
-    port, seller_port = free_port(), free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "SVC_DATABASE_URL": database_url,
-        "SVC_RATE_LIMIT": "1000000/second",
-        "SVC_PUBLIC_URL": url,
-    }
-    server = [sys.executable, "-m", "reference_server", "run", "--port", str(port)]
-    with running(server, env, url + "/ready", logs / "server.log"):
-        pay_to = "0x" + secrets.token_hex(20)
+    with reference_server(database_url, logs / "server.log") as (url, _):
+        seller_port = free_port()
         seller = [
             sys.executable,
             __file__,
@@ -147,10 +125,10 @@ def stack(database_url: str, logs: Path) -> Iterator[tuple[str, str]]:
             "--facilitator",
             url + "/sandbox/x402",
             "--pay-to",
-            pay_to,
+            "0x" + secrets.token_hex(20),
         ]
         seller_url = f"http://127.0.0.1:{seller_port}/report"
-        with running(seller, dict(os.environ), seller_url, logs / "seller.log"):
+        with serving(seller, dict(os.environ), seller_url, logs / "seller.log", any_status=True):
             yield url, seller_url
 
 
@@ -337,8 +315,7 @@ def main() -> None:
     ]
     results: dict[str, list[dict[str, Sample]]] = {}
     for name in databases:
-        database = sqlite_database() if name == "sqlite" else postgres_database(args.postgres_url)
-        with database as database_url:
+        with fresh_database(name, args.postgres_url) as database_url:
             results[name] = run_database(name, database_url, args.requests)
 
     print_table(results, header)
@@ -349,11 +326,7 @@ def main() -> None:
         for sample in cell.values()
         for example in sample.error_examples
     ]
-    if failures:
-        print(f"\n{len(failures)}+ request(s) failed; the numbers above are not valid. First ones:")
-        for example in failures[:MAX_ERRORS_SHOWN]:
-            print("  " + example)
-        raise SystemExit(1)
+    report_failures(failures, len(failures), MAX_ERRORS_SHOWN)
 
 
 if __name__ == "__main__":

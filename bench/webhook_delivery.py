@@ -82,14 +82,13 @@ import attrs
 import httpx
 from _harness import (
     DEFAULT_POSTGRES,
-    free_port,
     post_json,
     postgres_database,
     postgres_version,
     process_cpu_seconds,
+    reference_server,
     sqlite_database,
     stop_process,
-    wait_serving,
 )
 
 AMOUNT = "0.01"
@@ -228,20 +227,10 @@ def running_server(
     database_url: str, log_path: Path, *, worker: bool, poll: float
 ) -> Iterator[tuple[str, int]]:
     """``python -m reference_server run`` on a free port; yields (base URL, pid)."""
-    port = free_port()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
-            env=process_env(database_url, worker=worker, poll=poll),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_serving(url + "/ready", process, log_path)
+    env = process_env(database_url, worker=worker, poll=poll)
+    del env["SVC_DATABASE_URL"]
+    with reference_server(database_url, log_path, **env) as (url, process):
         yield url, process.pid
-    finally:
-        stop_process(process)
 
 
 @contextmanager
