@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import Connection, update
 
 from reference_server.domain import ledger
 from reference_server.store import Database, upgrade
@@ -64,6 +64,13 @@ def sound(db: Database) -> None:
         assert ledger.sum_of_balances(conn, "test") == 0
 
 
+def reserve_payment(conn: Connection, debit: str, credit: str, amount: int) -> str:
+    """A pending ``payment`` transfer in test (the reservation these tests settle)."""
+    return ledger.reserve(
+        conn, environment="test", debit=debit, credit=credit, amount=amount, kind="payment", now=NOW
+    )
+
+
 def test_transfer_moves_money_and_refuses_overdraft(db: Database) -> None:
     source, wallet, seller = accounts(db, funded=100)
     with db.write() as conn:
@@ -109,26 +116,10 @@ def test_transfer_amounts_must_be_positive_integers(db: Database, amount: object
 def test_reservation_is_posted_exactly_once(db: Database) -> None:
     _, wallet, seller = accounts(db, funded=100)
     with db.write() as conn:
-        held = ledger.reserve(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=70,
-            kind="payment",
-            now=NOW,
-        )
+        held = reserve_payment(conn, wallet, seller, 70)
     assert balances(db, wallet, seller) == [(100, 70), (0, 0)]
     with pytest.raises(ledger.InsufficientFunds), db.write() as conn:  # only 30 available
-        ledger.reserve(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=31,
-            kind="payment",
-            now=NOW,
-        )
+        reserve_payment(conn, wallet, seller, 31)
     sound(db)
     with db.write() as conn:
         ledger.post(conn, held, NOW)
@@ -143,15 +134,7 @@ def test_reservation_is_posted_exactly_once(db: Database) -> None:
 def test_reservation_is_voided_exactly_once(db: Database) -> None:
     _, wallet, seller = accounts(db, funded=100)
     with db.write() as conn:
-        held = ledger.reserve(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=70,
-            kind="payment",
-            now=NOW,
-        )
+        held = reserve_payment(conn, wallet, seller, 70)
         ledger.void(conn, held, NOW)
     assert balances(db, wallet, seller) == [(100, 0), (0, 0)]
     for again in (ledger.void, ledger.post):
@@ -163,15 +146,7 @@ def test_reservation_is_voided_exactly_once(db: Database) -> None:
 def test_concurrent_posts_and_voids_of_one_reservation_settle_it_once(db: Database) -> None:
     _, wallet, seller = accounts(db, funded=100)
     with db.write() as conn:
-        held = ledger.reserve(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=50,
-            kind="payment",
-            now=NOW,
-        )
+        held = reserve_payment(conn, wallet, seller, 50)
 
     def settle(i: int) -> bool:
         try:
@@ -194,15 +169,7 @@ def test_concurrent_reservations_never_overdraw(db: Database) -> None:
     def hold(_: int) -> bool:
         try:
             with db.write() as conn:
-                ledger.reserve(
-                    conn,
-                    environment="test",
-                    debit=wallet,
-                    credit=seller,
-                    amount=10,
-                    kind="payment",
-                    now=NOW,
-                )
+                reserve_payment(conn, wallet, seller, 10)
             return True
         except ledger.InsufficientFunds:
             return False
