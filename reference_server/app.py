@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .api import idempotency
+from .api.boundary import InputBoundaryMiddleware
 from .api.endpoint import Endpoint, routes_for
 from .api.errors import ApiError
 from .api.request_id import RequestIdMiddleware
@@ -139,7 +140,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             *health.ROUTES,
             *discovery.routes(documented),
         ],
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[Middleware(RequestIdMiddleware), Middleware(InputBoundaryMiddleware)],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,
     )

@@ -14,10 +14,26 @@ __all__ = ["CODES", "ApiError", "envelope"]
 #: code -> (status, meaning).  Add codes here, never invent them at a raise site.
 CODES: dict[str, tuple[int, str]] = {
     "bad_request": (400, "The request could not be read."),
-    "invalid_json": (400, "The body is not valid JSON, or not a JSON object."),
+    "invalid_json": (
+        400,
+        "The body is not valid JSON, not a JSON object, or holds a number out of range.",
+    ),
+    "duplicate_json_key": (400, "An object in the body repeats a key; send each key once."),
+    "duplicate_header": (
+        400,
+        "A header that names a credential, environment, key or payment is sent twice.",
+    ),
+    "invalid_header": (
+        400,
+        "A header holds a control character, or a credential header is not printable ASCII.",
+    ),
+    "invalid_path": (400, "The path holds a control character or is not UTF-8."),
     "invalid_environment": (400, "X-Svc-Environment is neither `test` nor `live`."),
     "idempotency_key_required": (400, "This route needs an Idempotency-Key header."),
-    "invalid_idempotency_key": (400, "The Idempotency-Key is empty or longer than 255 chars."),
+    "invalid_idempotency_key": (
+        400,
+        "The Idempotency-Key is not 1 to 255 printable ASCII characters.",
+    ),
     "invalid_rail_request": (
         400,
         "A /gates/challenge or /gates/redeem body is unusable (method, absolute URL, credential).",

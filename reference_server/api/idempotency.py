@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 _MAX_KEY_LENGTH = 255
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 _ti = t.idempotency_keys
 
 
@@ -64,11 +66,14 @@ class Replay:
 
 
 def validate_key(key: str) -> str:
-    key = key.strip()
-    if not key or len(key) > _MAX_KEY_LENGTH:
+    """The key as stored, or ``invalid_idempotency_key``: 1 to 255 printable ASCII
+    characters (a UUID is typical), surrounding spaces ignored."""
+    key = key.strip(" \t")
+    if not key or len(key) > _MAX_KEY_LENGTH or not _PRINTABLE_ASCII.fullmatch(key):
         raise ApiError(
             "invalid_idempotency_key",
-            f"Idempotency-Key must be 1 to {_MAX_KEY_LENGTH} characters.",
+            f"Idempotency-Key must be 1 to {_MAX_KEY_LENGTH} printable ASCII characters "
+            "(e.g. a UUID).",
         )
     return key
 

@@ -42,8 +42,9 @@ from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
 from ..api.auth import Principal, Role, authenticate
-from ..api.endpoint import Call, Endpoint, read_json_body
+from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
+from ..api.json_body import read_json_body
 from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..context import ServerContext
 from ..domain import open_rails

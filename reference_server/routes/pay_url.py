@@ -26,10 +26,11 @@ from svc import PayUrlResult
 from .. import outbound
 from ..api import idempotency
 from ..api.auth import Principal, Role, authenticate
-from ..api.endpoint import Call, Endpoint, read_json_body
+from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
+from ..api.json_body import read_json_body
 from ..api.responses import Reply, error_response, json_response, to_json_body
-from ..api.validate import Fields
+from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import wallets
 from ..payurl import attempts, flow
@@ -87,14 +88,12 @@ def _order(ctx: ServerContext, body: Any) -> tuple[Order, str]:
     fields = dict(body)
     payload = fields.pop("json", _MISSING)
     f = Fields(fields)
-    url = f.url("url", https_only=ctx.settings.production)
-    if url is None and not any(e["field"] == "url" for e in f.errors):
-        f.error("url", "is required")
+    url = f.url("url", https_only=ctx.settings.production, required=True)
     method = f.string("method", choices=("GET", "POST")) or "GET"
     if payload is not _MISSING and payload is not None and method != "POST":
         f.error("json", "is sent with method POST only (a GET has no body)")
     f.done()
-    assert url is not None
+    url = checked(url)
     content = None if payload is _MISSING or payload is None else flow.encode_json(payload)
     order = Order(url=url, method=method, content=content, host=_host(ctx, url))
     return order, idempotency.request_fingerprint("POST", PATH, body)
@@ -117,8 +116,7 @@ def _job(ctx: ServerContext, headers: Mapping[str, str], order: Order, request_i
     now = ctx.now()
     with ctx.db.read() as conn:
         agent = authenticate(conn, headers, role=Role.WALLET, jwt_secret=ctx.jwt_secret, now=now)
-        assert agent.subject_id is not None
-        key = wallets.get_wallet_key(conn, agent.subject_id)
+        key = wallets.get_wallet_key(conn, checked(agent.subject_id))
     return flow.Job(
         ctx=ctx,
         agent=agent,
@@ -165,8 +163,7 @@ def list_attempts(call: Call) -> Reply:
 
 
 def _agent(call: Call) -> Principal:
-    assert call.principal is not None
-    return call.principal
+    return checked(call.principal)
 
 
 ENDPOINTS = [

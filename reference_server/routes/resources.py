@@ -25,6 +25,9 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 HTTP_PATH = re.compile(r"^/[^\s?#]{0,2047}$")
 SKU_KINDS = ("one_shot", "credit_topup")
 MAX_METADATA_BYTES = 8 * 1024
+#: Credits a credit_topup SKU grants: far past any bundle, and exact as a double.
+MAX_CREDITS = Decimal(10**12)
+_CREDIT_QUANTUM = Decimal("0.000001")
 
 
 def _read_metadata(f: Fields, *, default: bool) -> dict[str, Any] | None:
@@ -34,14 +37,17 @@ def _read_metadata(f: Fields, *, default: bool) -> dict[str, Any] | None:
     if len(json.dumps(meta, default=str)) > MAX_METADATA_BYTES:
         f.error("metadata", f"must be at most {MAX_METADATA_BYTES} bytes of JSON")
         return None
+    credits = meta.get("credits")
     meta = _plain_json(meta)
     kind = meta.setdefault("sku_kind", "one_shot")
     if kind not in SKU_KINDS:
         f.error("metadata.sku_kind", "must be one_shot or credit_topup")
-    credits = meta.get("credits")
     if credits is not None:
-        if isinstance(credits, bool) or not isinstance(credits, int | float) or credits <= 0:
-            f.error("metadata.credits", "must be a positive number")
+        if not _valid_credits(credits):
+            f.error(
+                "metadata.credits",
+                f"must be a number above 0 and at most {MAX_CREDITS}, with at most 6 decimals",
+            )
     elif kind == "credit_topup":
         f.error("metadata.credits", "is required when sku_kind is credit_topup")
     meta.setdefault("credits", None)
@@ -49,6 +55,14 @@ def _read_metadata(f: Fields, *, default: bool) -> dict[str, Any] | None:
     if unit is not None and (not isinstance(unit, str) or len(unit) > 64):
         f.error("metadata.credit_unit", "must be a string of at most 64 characters")
     return meta
+
+
+def _valid_credits(value: Any) -> bool:
+    """A JSON number (parsed as int or exact Decimal) the credits field can hold."""
+    if isinstance(value, bool) or not isinstance(value, int | Decimal):
+        return False
+    number = Decimal(value)
+    return 0 < number <= MAX_CREDITS and number == number.quantize(_CREDIT_QUANTUM)
 
 
 def _plain_json(value: Any) -> Any:

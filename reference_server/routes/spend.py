@@ -13,7 +13,7 @@ from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.responses import Reply
-from ..api.validate import Fields
+from ..api.validate import Fields, checked
 from ..domain import handles, payments, wallets
 from ..store import tables as t
 
@@ -33,13 +33,12 @@ def pay(call: Call) -> Reply:
     f = Fields(call.body)
     resource_id = f.string("resource_id", max_length=40)
     destination = f.string("destination", max_length=31)
-    amount = f.amount("amount")
+    # A handle is paid the amount sent; a resource is paid its price, so none is sent.
+    amount = f.amount("amount", required=destination is not None and resource_id is None)
     if (resource_id is None) == (destination is None):
         f.error("body", "needs either resource_id, or destination and amount")
     if resource_id is not None and f.present("amount"):
         f.error("amount", "is the resource's price; send resource_id alone")
-    if destination is not None and amount is None and not f.present("amount"):
-        f.error("amount", "is required with destination")
     f.done()
     assert agent.subject_id is not None
     resource = None
@@ -57,13 +56,12 @@ def pay(call: Call) -> Reply:
                     now=call.now,
                 )
             else:
-                assert destination is not None and amount is not None
-                handle = _handle(call, destination, agent.environment)
+                handle = _handle(call, checked(destination), agent.environment)
                 result = payments.pay_handle(
                     call.conn,
                     wallet_key_id=agent.subject_id,
                     handle=handle,
-                    amount=to_micros(amount),
+                    amount=to_micros(checked(amount)),
                     request_id=call.request_id,
                     now=call.now,
                 )
