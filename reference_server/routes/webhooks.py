@@ -46,10 +46,8 @@ def _read_url(f: Fields, settings: Settings) -> str | None:
     rules deliveries are held to — no private, loopback or metadata address in production.
     A name is checked again, resolved, at every delivery."""
     production = settings.production
-    url = f.url("url", https_only=False)
+    url = f.url("url", https_only=False, required=True)
     if url is None:
-        if not f.present("url"):
-            f.error("url", "is required")
         return None
     parts = urlsplit(url)
     local = (parts.hostname or "").lower() in _LOCAL_HOSTS
