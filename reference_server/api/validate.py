@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from svc._money import parse_amount
+from svc._money import GRAMMAR_HINT, AmountError, parse_amount
 
 from .errors import ApiError
 
@@ -107,12 +107,12 @@ class Fields:
         if value is _MISSING:
             return None
         if not isinstance(value, str):
-            self.error(name, 'must be a decimal string such as "0.05" (not a JSON number)')
+            self.error(name, f"must be {GRAMMAR_HINT}, sent as a JSON string")
             return None
         try:
-            amount = parse_amount(value)
-        except ValueError as exc:
-            self.error(name, str(exc))
+            amount = parse_amount(value)  # the one grammar, shared with the SDK
+        except AmountError as exc:
+            self.error(name, exc.reason)
             return None
         if amount <= 0:
             self.error(name, "must be greater than 0")
