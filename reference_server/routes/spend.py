@@ -15,6 +15,7 @@ from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import handles, payments, wallets
+from ..invariant import InvariantError
 from ..store import tables as t
 
 __all__ = ["ENDPOINTS"]
@@ -41,7 +42,8 @@ def pay(call: Call) -> Reply:
     if destination is not None and amount is None and not f.present("amount"):
         f.error("amount", "is required with destination")
     f.done()
-    assert agent.subject_id is not None
+    if agent.subject_id is None:
+        raise InvariantError("expected agent.subject_id is not None")
     resource = None
     try:
         # A savepoint: a refused payment leaves nothing behind but its payment.failed.
@@ -57,7 +59,8 @@ def pay(call: Call) -> Reply:
                     now=call.now,
                 )
             else:
-                assert destination is not None and amount is not None
+                if destination is None or amount is None:
+                    raise InvariantError("expected destination is not None and amount is not None")
                 handle = _handle(call, destination, agent.environment)
                 result = payments.pay_handle(
                     call.conn,
@@ -119,7 +122,8 @@ def _handle(call: Call, destination: str, environment: str) -> Any:
 
 
 def _agent(call: Call) -> Principal:
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     return call.principal
 
 
