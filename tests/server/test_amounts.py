@@ -216,3 +216,14 @@ def test_sdk_and_server_accept_the_same_strings(
     if not refused:
         # Accepted as an amount: either moved, or refused for want of money, never for form.
         assert funded.status_code == 200 or funded.json()["error"]["code"] == "insufficient_funds"
+
+
+@pytest.mark.parametrize("credits", [100, 2.5, 10**15, "40"])
+def test_credits_are_a_count_not_an_amount(credits: Any) -> None:
+    """``metadata.credits`` (a JSON number the seller chose) is read outside the amount
+    grammar, so a large count does not make a resource unreadable."""
+    from svc._converter import structure
+    from svc._models import ResourceMetadata
+
+    meta = structure({"sku_kind": "credit_topup", "credits": credits}, ResourceMetadata)
+    assert meta.credits == Decimal(str(credits))
