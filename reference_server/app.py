@@ -22,6 +22,7 @@ from .api.request_id import RequestIdMiddleware
 from .api.responses import error_response
 from .context import ServerContext
 from .domain.open_rails import purge_claims
+from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
     access,
@@ -67,7 +68,8 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
     """Starlette's own 404/405 (unknown path, wrong method) in the service's envelope."""
-    assert isinstance(exc, HTTPException)
+    if not isinstance(exc, HTTPException):
+        raise InvariantError("expected isinstance(exc, HTTPException)")
     if exc.status_code == 405:
         error = ApiError(
             "method_not_allowed",

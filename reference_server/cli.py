@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from .invariant import InvariantError
 from .settings import Settings
 
 __all__ = ["main"]
@@ -65,7 +66,8 @@ def _demo_when_started(
             return
         time.sleep(0.05)
     try:
-        assert settings.public_url is not None
+        if settings.public_url is None:
+            raise InvariantError("expected settings.public_url is not None")
         walk_go_live(settings.public_url, echo=click.echo)
     except Exception as exc:  # report and stop, the demo is for humans
         outcome["error"] = repr(exc)

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from .api.ratelimit import RateLimiter
 from .crypto import SecretBox, new_data_key
+from .invariant import InvariantError
 from .settings import Settings
 from .store import Database
 from .store import tables as t
@@ -75,7 +76,8 @@ class ServerContext:
                 except IntegrityError:  # another process seeded at the same moment
                     if attempt == 2:
                         raise
-        assert self._demo is not None
+        if self._demo is None:
+            raise InvariantError("expected self._demo is not None")
         return self._demo
 
     @property

@@ -22,6 +22,8 @@ from typing import Any
 import svc
 from svc import webhooks
 
+from .invariant import InvariantError
+
 __all__ = ["walk_go_live"]
 
 
@@ -112,7 +114,8 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
             except queue.Empty:
                 raise RuntimeError("a payment.succeeded webhook did not arrive") from None
             data = event.data
-            assert isinstance(data, svc.PaymentSucceededData)
+            if not isinstance(data, svc.PaymentSucceededData):
+                raise InvariantError("expected isinstance(data, svc.PaymentSucceededData)")
             echo(
                 f"{step}. webhook {event.type} ({data.rail}, {data.settlement}) received and "
                 f"verified: receipt {data.receipt_id}, +{data.metadata.credits} "

@@ -9,6 +9,7 @@ Public surface (everything else lives in private ``_modules``)::
 Errors all derive from :class:`svc.SvcError`; webhook helpers are in :mod:`svc.webhooks`.
 """
 
+from . import webhooks  # ``import svc; svc.webhooks.verify(...)`` needs no second import
 from ._async_client import AsyncClient
 from ._client import Client
 from ._errors import (
@@ -154,4 +155,5 @@ __all__ = [
     "WithdrawalFailedData",
     "WithdrawalPaidData",
     "__version__",
+    "webhooks",
 ]

@@ -11,6 +11,7 @@ Wire rules it enforces:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -47,6 +48,20 @@ def _unstructure_datetime(value: datetime) -> str:
 
 
 _METADATA_FIELDS = ("sku_kind", "credits", "credit_unit")
+_PLAIN_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def _structure_credits(value: Any) -> Decimal:
+    """Credits are a count the seller chose (a JSON number), not money: the amount grammar
+    does not apply, only that it is a finite, non-negative plain number."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise TypeError(f"credits must be a number, not {type(value).__name__}")
+    if isinstance(value, str) and not _PLAIN_NUMBER.fullmatch(value):
+        raise ValueError(f"credits must be a plain number, got {value[:40]!r}")
+    credits = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if not credits.is_finite() or credits.is_signed():
+        raise ValueError(f"credits must be a finite, non-negative number, got {value!r}")
+    return credits
 
 
 def _structure_metadata(value: Any, _: type) -> ResourceMetadata:
@@ -58,7 +73,7 @@ def _structure_metadata(value: Any, _: type) -> ResourceMetadata:
     credits = value.get("credits")
     return ResourceMetadata(
         sku_kind=str(value.get("sku_kind") or "one_shot"),
-        credits=None if credits is None else _structure_decimal(credits, Decimal),
+        credits=None if credits is None else _structure_credits(credits),
         credit_unit=value.get("credit_unit"),
         extra=extra,
     )

@@ -140,9 +140,13 @@ DISCOVERY_DOCUMENTS: tuple[str, ...] = (
 )
 
 
-def _amount(value: Amount) -> str:
-    """Validate locally and send the canonical decimal string."""
-    return format_amount(parse_amount(value))
+def _amount(value: Amount, name: str = "amount") -> str:
+    """A sum of money to move or a price: in the amount grammar, more than zero, sent in
+    canonical form.  The grammar is :func:`parse_amount`'s, the one the server reads with."""
+    amount = parse_amount(value, name=name)
+    if amount <= 0:
+        raise ValueError(f"{name} must be greater than zero, got {format_amount(amount)}")
+    return format_amount(amount)
 
 
 def _metadata(value: Metadata) -> dict[str, Any]:
@@ -153,20 +157,9 @@ def _metadata(value: Metadata) -> dict[str, Any]:
     return dict(value)
 
 
-def _positive_amount(value: Amount) -> str:
-    """A sum of money to move: validated like any amount, and more than zero."""
-    amount = parse_amount(value)
-    if amount <= 0:
-        raise ValueError(f"amount must be greater than zero, got {format_amount(amount)}")
-    return format_amount(amount)
-
-
 def _limit(name: str, value: Amount) -> str:
-    """A policy limit: an amount that may be zero (nothing allowed) but not negative."""
-    amount = parse_amount(value)
-    if amount < 0:
-        raise ValueError(f"{name} must not be negative, got {format_amount(amount)}")
-    return format_amount(amount)
+    """A policy limit: an amount that may be zero (nothing allowed); never negative."""
+    return format_amount(parse_amount(value, name=name))
 
 
 def _period(value: object) -> str:
@@ -474,11 +467,11 @@ def _wallet_key_action(
 
 
 def wallet_keys_fund(wallet_key_id: str, amount: Amount) -> RequestSpec[WalletKey]:
-    return _wallet_key_action(wallet_key_id, "fund", {"amount": _positive_amount(amount)})
+    return _wallet_key_action(wallet_key_id, "fund", {"amount": _amount(amount)})
 
 
 def wallet_keys_refund(wallet_key_id: str, amount: Amount) -> RequestSpec[WalletKey]:
-    return _wallet_key_action(wallet_key_id, "refund", {"amount": _positive_amount(amount)})
+    return _wallet_key_action(wallet_key_id, "refund", {"amount": _amount(amount)})
 
 
 def wallet_keys_revoke(wallet_key_id: str) -> RequestSpec[WalletKey]:
@@ -517,7 +510,7 @@ def pay(
             raise ValueError("a transfer to destination=... needs amount=...")
         body = {
             "destination": _text("destination", destination),
-            "amount": _positive_amount(amount),
+            "amount": _amount(amount),
         }
     else:
         raise ValueError(

@@ -34,11 +34,18 @@ __all__ = [
 
 
 class SvcError(Exception):
-    """Root of every error raised by the ``svc`` package."""
+    """Root of every error raised by the ``svc`` package.
 
-    def __init__(self, message: str) -> None:
+    ``request_id`` is the service's id for the request that failed, to quote to support;
+    ``None`` where there is none (no response arrived, or the error is local: a
+    configuration mistake, a webhook that failed verification), so a handler catching
+    ``SvcError`` can always read it.
+    """
+
+    def __init__(self, message: str, *, request_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.request_id = request_id
 
 
 class ConfigurationError(SvcError):
@@ -58,7 +65,6 @@ class APIConnectionError(SvcError):
 
     status: int | None = None
     code = "connection_error"
-    request_id: str | None = None
     details: Mapping[str, Any] | None = None
 
 
@@ -88,11 +94,10 @@ class APIError(SvcError):
         headers: Mapping[str, str] | None = None,
         body: Any = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, request_id=request_id)
         self.status = status
         self.code = code or self.default_code
         self.details = details
-        self.request_id = request_id
         self.headers: Mapping[str, str] = dict(headers or {})
         self.body = body
 

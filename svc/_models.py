@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -72,6 +73,27 @@ __all__ = [
 ]
 
 
+# --- secrets ------------------------------------------------------------------------------
+
+#: Prefixes that say what a credential is without giving any of it away.
+_PUBLIC_PREFIX = re.compile(r"(svc_(sk|vw)_(test|live)_|whsec_)")
+
+
+def _masked(value: object) -> str:
+    """``repr`` of a secret: what kind it is and its last four characters, never the rest,
+    so a logged or printed model (``print(created)``, a traceback's locals) leaks nothing
+    usable while staying recognisable (``'svc_sk_test_…3f9a'``)."""
+    if not isinstance(value, str) or len(value) < 16:
+        return "'***'"
+    prefix = _PUBLIC_PREFIX.match(value)
+    return repr(f"{prefix.group(0) if prefix else ''}…{value[-4:]}")
+
+
+def secret() -> Any:
+    """A field holding a credential: masked in ``repr``, whole on attribute access."""
+    return attrs.field(repr=_masked, metadata={"secret": True})
+
+
 # --- errors -------------------------------------------------------------------------------
 
 
@@ -97,7 +119,7 @@ class ErrorBody:
 @attrs.frozen(kw_only=True)
 class OwnerCreated:
     owner_id: str
-    owner_jwt: str
+    owner_jwt: str = secret()
     request_id: str | None = None
 
 
@@ -120,7 +142,7 @@ class Seller:
 class SellerCreated(Seller):
     """A new seller and its key; the key is never shown again."""
 
-    seller_key: str
+    seller_key: str = secret()
 
 
 @attrs.frozen(kw_only=True)
@@ -396,7 +418,7 @@ class WalletKey:
 class WalletKeyCreated(WalletKey):
     """A new wallet key; ``key`` is never shown again."""
 
-    key: str
+    key: str = secret()
 
 
 @attrs.frozen(kw_only=True)
@@ -473,7 +495,7 @@ class WebhookEndpointList:
 class WebhookEndpointCreated(WebhookEndpoint):
     """A new endpoint and its signing secret; the secret is never shown again."""
 
-    signing_secret: str
+    signing_secret: str = secret()
 
 
 @attrs.frozen(kw_only=True)

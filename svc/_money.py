@@ -3,6 +3,16 @@
 The wire format is a decimal string (``"0.05"``); in Python it is a :class:`~decimal.Decimal`;
 the reference server stores integer micro-units.  Floats never appear: ``0.1 + 0.2`` is not
 a price.
+
+One grammar, here, for the server reading requests and the SDK checking what it sends and
+reading what it gets back, so the two can never disagree about what an amount is::
+
+    amount = ( "0" | [1-9][0-9]{0,11} ) [ "." [0-9]{1,6} ]
+
+ASCII digits only (``str.isdigit`` and :class:`~decimal.Decimal` also take Arabic-Indic or
+fullwidth digits), no sign, no leading zeros, no spaces or newlines anywhere, no exponent,
+at most six decimal places (USDC precision), less than a trillion so that micro-units fit a
+signed 64-bit integer.  A string outside it is refused, never trimmed or rounded into it.
 """
 
 from __future__ import annotations
@@ -10,40 +20,67 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-__all__ = ["MICROS", "format_amount", "from_micros", "parse_amount", "to_micros"]
+__all__ = [
+    "GRAMMAR_HINT",
+    "MICROS",
+    "AmountError",
+    "format_amount",
+    "from_micros",
+    "parse_amount",
+    "to_micros",
+]
 
 MICROS = 1_000_000
 _QUANTUM = Decimal("0.000001")
-#: Digits with an optional fraction: no exponents, no spaces inside, at most 18 digits
-#: before the point (far beyond any price, and safely inside a 64-bit micro-unit count).
-_LIMIT = Decimal(10) ** 18
-_PLAIN_DECIMAL = re.compile(r"-?[0-9]{1,18}(\.[0-9]+)?")
+_INTEGER_DIGITS = 12
+_LIMIT = Decimal(10) ** _INTEGER_DIGITS
+#: ``re`` with ``[0-9]`` (not ``\d``) and ``fullmatch`` (``$`` would allow a final newline).
+_GRAMMAR = re.compile(rf"(?:0|[1-9][0-9]{{0,{_INTEGER_DIGITS - 1}}})(?:\.[0-9]{{1,6}})?")
+GRAMMAR_HINT = (
+    'a decimal string like "0.05" or "12.50": ASCII digits, at most 12 before the point, '
+    "at most 6 decimal places, no sign, spaces, exponent or leading zeros"
+)
 
 
-def parse_amount(value: object) -> Decimal:
-    """Read a wire amount (decimal string, int or Decimal) into a Decimal.
+class AmountError(ValueError):
+    """An amount outside the grammar; ``reason`` reads after the field's name."""
 
-    Raises :class:`ValueError` for floats, booleans, non-numbers, NaN/infinity and more
-    than six decimal places, so that a bad amount is refused instead of rounded.
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name} {reason}")
+        self.name = name
+        self.reason = reason
+
+
+def parse_amount(value: object, *, name: str = "amount") -> Decimal:
+    """Read an amount into a Decimal: a wire string in the grammar above, or (from Python
+    callers of the SDK) an ``int`` of whole dollars or a ``Decimal``, held to the same range.
+
+    Raises :class:`AmountError` (a :class:`ValueError`) for anything else: floats, booleans,
+    negative, non-finite or out-of-range numbers, more than six decimal places, and every
+    string the grammar refuses, so a bad amount is refused instead of rounded.
     """
+    if isinstance(value, str):
+        if not _GRAMMAR.fullmatch(value):
+            raise AmountError(name, f"must be {GRAMMAR_HINT}; got {value[:40]!r}")
+        return Decimal(value)
     if isinstance(value, bool | float):
-        raise ValueError('amount must be a decimal string such as "0.05", not a float')
+        kind = type(value).__name__
+        raise AmountError(name, f'must be a decimal string like "0.05", not a {kind} ({value!r})')
     if isinstance(value, Decimal):
         amount = value
     elif isinstance(value, int):
         amount = Decimal(value)
-    elif isinstance(value, str):
-        if not _PLAIN_DECIMAL.fullmatch(value.strip()):
-            raise ValueError(f'amount {value[:40]!r} is not a plain decimal number like "0.05"')
-        amount = Decimal(value.strip())
     else:
-        raise ValueError('amount must be a decimal string such as "0.05"')
+        kind = type(value).__name__
+        raise AmountError(name, f'must be a decimal string such as "0.05", not {kind}')
     if not amount.is_finite():
-        raise ValueError("amount must be a finite number")
-    if abs(amount) >= _LIMIT:
-        raise ValueError("amount is out of range")
+        raise AmountError(name, "must be a finite number")
+    if amount.is_signed():
+        raise AmountError(name, f"must not be negative, got {amount}")
+    if amount >= _LIMIT:
+        raise AmountError(name, f"must be less than {_LIMIT:f}")
     if amount != amount.quantize(_QUANTUM, rounding="ROUND_DOWN"):
-        raise ValueError("amount has more than 6 decimal places")
+        raise AmountError(name, "has more than 6 decimal places")
     return amount
 
 

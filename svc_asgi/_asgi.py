@@ -47,6 +47,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: servers bound headers themselves (uvicorn: h11's 64 KiB); this is the gate's own
 #: bound, so a gate behind a lenient server still never scans unbounded input.
 MAX_HEADER_BYTES = 64 * 1024
+_HANDSHAKE_SCHEMES = {"ws": "http", "wss": "https"}
 _RECEIPT_RANK = {name.encode("latin-1"): rank for rank, name in enumerate(RECEIPT_HEADERS)}
 
 
@@ -135,7 +136,10 @@ def request_url(scope: Scope, origin: str | None = None) -> str:
         if host is None:
             server = scope.get("server")
             host = f"{server[0]}:{server[1]}" if server else "localhost"
-        origin = f"{scope.get('scheme', 'http')}://{host}"
+        # A WebSocket handshake is an HTTP GET of the same URL: bind it as one, so a
+        # challenge got over HTTP pays the handshake too.
+        scheme = scope.get("scheme", "http")
+        origin = f"{_HANDSHAKE_SCHEMES.get(scheme, scheme)}://{host}"
     raw_path = scope.get("raw_path")
     if raw_path:
         path = raw_path.decode("latin-1")

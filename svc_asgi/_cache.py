@@ -30,11 +30,12 @@ V = TypeVar("V")
 
 
 class _Flight(Generic[V]):
-    __slots__ = ("done", "error", "value")
+    __slots__ = ("done", "error", "result")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.value: V | None = None
+        #: ``(value,)`` once loaded: a one-item tuple, so a loaded ``None`` is still a value.
+        self.result: tuple[V] | None = None
         self.error: BaseException | None = None
 
 
@@ -87,9 +88,8 @@ class FlightCache(Generic[K, V]):
             if flight is None:
                 return await self._lead(key, load)
             await flight.done.wait()
-            if flight.error is None:
-                assert flight.value is not None
-                return flight.value
+            if flight.result is not None:
+                return flight.result[0]
             if isinstance(flight.error, Exception):
                 raise flight.error
             # The leader was cancelled (not a failure of the load): lead ourselves.
@@ -103,7 +103,7 @@ class FlightCache(Generic[K, V]):
             flight.error = exc
             raise
         else:
-            flight.value = value
+            flight.result = (value,)
             self._store(key, value)
             return value
         finally:

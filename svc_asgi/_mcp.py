@@ -130,7 +130,8 @@ def error_message(request_id: object, code: int, message: str, data: Any = None)
 
 def _describe_offer(tool: str, refusal: Refusal) -> str:
     offer = refusal.offer
-    assert offer is not None
+    if offer is None:  # nothing to buy (not a payable refusal): say no more than that
+        return f"Payment required: the tool '{tool}' cannot be bought here."
     details = offer.details()
     price = f"{details['amount']} {details['currency']}"
     if offer.credits is not None:

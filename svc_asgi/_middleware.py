@@ -4,14 +4,17 @@ Written as a plain ASGI callable (no ``BaseHTTPMiddleware``): it streams nothing
 a task group, buffers no response, and works under any ASGI framework or none.  Per
 request it does the least it can:
 
-* a non-HTTP scope (``lifespan``, ``websocket``) or an unpriced route goes straight to
-  the app, untouched;
+* a ``lifespan`` scope or an unpriced route goes straight to the app, untouched;
 * a priced route is decided by the :class:`~svc_asgi.GateCore`: paid requests reach the
   app with the :class:`~svc_asgi.Payment` in ``scope["state"]["svc_payment"]``; unpaid
-  ones get the 402 (or 409/503) without the app ever running.  A request presenting a
-  receipt header and no open-rail credential is decided from the core's memo of paid
-  decisions (one dictionary lookup once its receipt is known), with rails or without;
-  only a rail credential, or a 402, builds the request's URL for the rails;
+  ones get the 402 (or 409/503) without the app ever running.  A WebSocket handshake is
+  a ``GET`` of its path and is decided the same way, before ``websocket.accept``: an
+  unpaid one is refused with the 402 as an HTTP denial response where the server offers
+  the ``websocket.http.response`` extension, else with a ``websocket.close`` (1008).
+  A request presenting a receipt header and no open-rail credential is decided from the
+  core's memo of paid decisions (one dictionary lookup once its receipt is known), with
+  rails or without; only a rail credential, or a 402, builds the request's URL for the
+  rails;
 * a ``POST`` to the MCP path, when tools are priced, has its JSON-RPC body read (bounded)
   to find a priced ``tools/call``; the body is handed to the app unchanged afterwards.
 """
@@ -51,6 +54,14 @@ from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
 from ._prices import PriceTable
 from ._rails import PaymentRail, RailRequest
 from ._service_rails import ServiceRails
+from ._websocket import (
+    DENIAL_EXTENSION,
+    POLICY_VIOLATION,
+    TRY_AGAIN_LATER,
+    add_accept_headers,
+    close_reason,
+    send_denial,
+)
 
 __all__ = ["PaymentGate"]
 
@@ -155,7 +166,12 @@ class PaymentGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind != "http":
-            if kind == "lifespan" and self._owned_client is not None:
+            if kind == "websocket":
+                resource_id = self.prices.match_route("GET", route_path(scope))
+                if resource_id is not None:
+                    await self._gate_websocket(scope, receive, send, resource_id)
+                    return
+            elif kind == "lifespan" and self._owned_client is not None:
                 send = self._closing_at_shutdown(send)
             await self.app(scope, receive, send)
             return
@@ -185,6 +201,16 @@ class PaymentGate:
     async def _gate_route(
         self, scope: Scope, receive: Receive, send: Send, resource_id: str
     ) -> None:
+        outcome = await self._decide(scope, resource_id, scope["method"])
+        if type(outcome) is not Refusal:
+            await self._pass(scope, receive, send, outcome)
+            return
+        status, extra, body = outcome.render(request_id_of(scope))
+        await send_response(send, status, body, headers=extra)
+
+    async def _decide(self, scope: Scope, resource_id: str, method: str) -> Outcome:
+        """Paid, refused or failed open, from the request's headers alone: the one decision
+        for an HTTP request and a WebSocket handshake (a ``GET``) alike."""
         core = self.core
         if not core.rails:  # only the receipt header matters: find it, decode nothing
             found = receipt_header(scope)
@@ -194,39 +220,55 @@ class PaymentGate:
         if found is not None and not rail_credential:
             paid = core.remembered(resource_id, *found)
             if paid is not None:  # the hot path: a receipt this gate has confirmed
-                await self._pass(scope, receive, send, paid)
-                return
+                return paid
         if not core.rails:
             if found is None:
-                outcome = await core.check(resource_id, {})
-            else:
-                outcome = await core.check_header(resource_id, *found)
-        else:
+                return await core.check(resource_id, {})
+            return await core.check_header(resource_id, *found)
 
-            def request() -> RailRequest:
-                return RailRequest(scope["method"], request_url(scope, self.public_url))
+        def request() -> RailRequest:
+            return RailRequest(method, request_url(scope, self.public_url))
 
-            if rail_credential:
-                outcome = await core.check(resource_id, header_map(scope), request=request)
-            elif found is None:
-                outcome = await core.check(resource_id, {}, request=request)
-            else:
-                outcome = await core.check_header(resource_id, *found, request=request)
-        if type(outcome) is not Refusal:
-            await self._pass(scope, receive, send, outcome)
-            return
-        status, extra, body = outcome.render(request_id_of(scope))
-        await send_response(send, status, body, headers=extra)
+        if rail_credential:
+            return await core.check(resource_id, header_map(scope), request=request)
+        if found is None:
+            return await core.check(resource_id, {}, request=request)
+        return await core.check_header(resource_id, *found, request=request)
 
     async def _pass(self, scope: Scope, receive: Receive, send: Send, outcome: Outcome) -> None:
         state: MutableMapping[str, Any] = scope.setdefault("state", {})
         if type(outcome) is Paid:
             state[STATE_KEY] = outcome.payment
-            send = add_response_headers(send, outcome.raw_headers, _PRIVATE, outcome.raw_names)
-        else:
-            assert isinstance(outcome, FailedOpen)
+            if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
+                send = add_accept_headers(send, outcome.raw_headers, outcome.raw_names)
+            else:
+                send = add_response_headers(send, outcome.raw_headers, _PRIVATE, outcome.raw_names)
+        elif type(outcome) is FailedOpen:
             state[GATE_ERROR_STATE_KEY] = outcome.reason
+        else:  # a Refusal never reaches the app
+            raise TypeError(f"a {type(outcome).__name__} cannot pass the gate")
         await self.app(scope, receive, send)
+
+    # --- WebSocket -----------------------------------------------------------------------------
+
+    async def _gate_websocket(
+        self, scope: Scope, receive: Receive, send: Send, resource_id: str
+    ) -> None:
+        """A handshake to a priced path: paid, it reaches the app (which accepts it, with
+        the receipt headers added to its ``websocket.accept``); unpaid, it is refused
+        before any ``websocket.accept`` and the app never runs."""
+        outcome = await self._decide(scope, resource_id, "GET")
+        if type(outcome) is not Refusal:
+            await self._pass(scope, receive, send, outcome)
+            return
+        if (await receive())["type"] != "websocket.connect":
+            return  # the client left before its handshake could be answered
+        status, extra, body = outcome.render(request_id_of(scope))
+        if DENIAL_EXTENSION in (scope.get("extensions") or {}):
+            await send_denial(send, status, body, headers=extra)
+        else:  # no way to send a status: close the handshake, with the why as its reason
+            code = TRY_AGAIN_LATER if status == 503 else POLICY_VIOLATION
+            await send({"type": "websocket.close", "code": code, "reason": close_reason(outcome)})
 
     # --- MCP ----------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, select
 
 from ..domain.ledger import ENVIRONMENTS
 from ..ids import hash_key
+from ..invariant import InvariantError
 from ..store import tables as t
 from .errors import ApiError
 
@@ -61,7 +62,8 @@ class Principal:
 
     @property
     def seller_id(self) -> str:
-        assert self.role is Role.SELLER and self.subject_id is not None
+        if not (self.role is Role.SELLER and self.subject_id is not None):
+            raise InvariantError("seller_id of a credential that is not a seller key")
         return self.subject_id
 
 

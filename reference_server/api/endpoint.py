@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from ..context import ServerContext
 from ..domain.events import NEW_DELIVERIES
+from ..invariant import InvariantError
 from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError
@@ -217,7 +218,7 @@ def _run(
                     data = {} if deferred else to_json_body(reply.body, request_id)
                     if begun is not None:
                         if deferred:  # a route-table mistake, caught by the first test
-                            raise RuntimeError("idempotent routes answer inside the transaction")
+                            raise InvariantError("idempotent routes answer inside the transaction")
                         box = ctx.box if reply.secret else None
                         idempotency.complete(conn, begun, reply.status, data, box=box)
                     queued = conn.info.pop(NEW_DELIVERIES, False)

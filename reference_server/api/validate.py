@@ -16,8 +16,9 @@ from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from svc._money import parse_amount
+from svc._money import GRAMMAR_HINT, AmountError, parse_amount
 
+from ..invariant import InvariantError
 from .errors import ApiError
 
 __all__ = ["EVM_ADDRESS", "Fields", "checked"]
@@ -108,12 +109,12 @@ class Fields:
         if value is _MISSING:
             return None
         if not isinstance(value, str):
-            self.error(name, 'must be a decimal string such as "0.05" (not a JSON number)')
+            self.error(name, f"must be {GRAMMAR_HINT}, sent as a JSON string")
             return None
         try:
-            amount = parse_amount(value)
-        except ValueError as exc:
-            self.error(name, str(exc))
+            amount = parse_amount(value)  # the one grammar, shared with the SDK
+        except AmountError as exc:
+            self.error(name, exc.reason)
             return None
         if amount <= 0:
             self.error(name, "must be greater than 0")
@@ -199,5 +200,5 @@ def checked(value: T | None) -> T:
     """A value that :meth:`Fields.done` has already required: narrows ``T | None`` to
     ``T`` for the type checker with a real check (an ``assert`` vanishes under ``-O``)."""
     if value is None:
-        raise RuntimeError("a required field passed validation without a value")
+        raise InvariantError("a required field passed validation without a value")
     return value

@@ -13,6 +13,7 @@ from svc import Handle
 
 from ..api.errors import ApiError
 from ..ids import new_id
+from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
 
@@ -49,7 +50,8 @@ def claim_handle(
             "handle_taken", f"@{handle} is already taken in {environment}; choose another."
         ) from None
     row = find_handle(conn, handle, environment=environment)
-    assert row is not None
+    if row is None:
+        raise InvariantError("expected row is not None")
     return row
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..ids import new_id
+from ..invariant import InvariantError
 from ..store import tables as t
 
 __all__ = [
@@ -132,7 +133,8 @@ def ensure_account(
             return open_account(conn, environment=environment, kind=kind, ref_id=ref_id, now=now)
     except IntegrityError:  # opened concurrently by another transaction
         found = account_id(conn, environment=environment, kind=kind, ref_id=ref_id)
-        assert found is not None
+        if found is None:
+            raise InvariantError("the account another transaction opened is not there") from None
         return found
 
 

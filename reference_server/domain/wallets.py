@@ -25,6 +25,7 @@ from svc._money import format_amount, from_micros
 
 from ..api.errors import ApiError
 from ..ids import hash_key, new_id, new_key
+from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger
@@ -187,7 +188,8 @@ def wallet_account(conn: Connection, row: Row[Any]) -> str:
     account = ledger.account_id(
         conn, environment=row.environment, kind=ledger.WALLET_KEY, ref_id=row.id
     )
-    assert account is not None, "every wallet key has an account"
+    if account is None:
+        raise InvariantError("every wallet key has an account")
     return account
 
 

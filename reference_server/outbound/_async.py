@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 import anyio
 import httpx
 
+from ..invariant import InvariantError
 from ._plan import Headers, OutboundResponse, Plan, default_tls_context, take
 from ._policy import OutboundPolicy, system_resolve_async
 
@@ -72,7 +73,8 @@ async def _send_pinned_async(plan: Plan, client: httpx.AsyncClient | None) -> Ou
             finally:
                 await _close(response.aclose)
             return plan.response(response, body, truncated, ip)
-        assert last is not None
+        if last is None:
+            raise InvariantError("expected last is not None")
         raise plan.failed(last) from last
     finally:
         if client is None:

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import httpx
 
+from ..invariant import InvariantError
 from ._plan import Headers, OutboundResponse, Plan, default_tls_context, take
 from ._policy import OutboundPolicy, system_resolve
 
@@ -133,7 +134,8 @@ def _attempt_sync(
         finally:
             response.close()
         return plan.response(response, body, truncated, ip)
-    assert last is not None
+    if last is None:
+        raise InvariantError("expected last is not None")
     raise last
 
 

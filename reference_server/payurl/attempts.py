@@ -26,6 +26,7 @@ from ..api.auth import Principal
 from ..api.errors import ApiError
 from ..crypto import SecretBox
 from ..ids import new_id
+from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
 
@@ -92,7 +93,8 @@ def begin(
     Same key with another request: 422 ``idempotency_key_reused``; while the first still
     runs: 409 ``idempotency_in_progress``.
     """
-    assert agent.subject_id is not None
+    if agent.subject_id is None:
+        raise InvariantError("expected agent.subject_id is not None")
     attempt_id = new_id("att")
     values = {
         "id": attempt_id,

@@ -18,6 +18,7 @@ from ..context import ServerContext
 from ..domain import payments
 from ..domain.demo import DEMO_PATH
 from ..gate_backend import DatabaseGateBackend
+from ..invariant import InvariantError
 from .gates import paid_headers, public_url, rate_limit, receipt_json, refusal_response
 
 __all__ = ["DOCUMENTED", "ENDPOINTS", "ROUTES"]
@@ -35,7 +36,8 @@ def verify(call: Call) -> Reply:
     receipt_id = f.string("receipt_id", required=True, max_length=100)
     resource_id = f.string("resource_id", max_length=40)
     f.done()
-    assert receipt_id is not None
+    if receipt_id is None:
+        raise InvariantError("expected receipt_id is not None")
     seller_id = call.principal.seller_id if call.principal is not None else None
     return Reply(
         payments.verify_receipt(call.conn, receipt_id, resource_id=resource_id, seller_id=seller_id)
@@ -69,7 +71,8 @@ async def _echo(request: Request, request_id: str) -> Response:
     outcome = await core.check(demo[environment], request.headers, accepted=demo.values())
     if isinstance(outcome, Refusal):
         return refusal_response(outcome, request_id)
-    assert isinstance(outcome, Paid), "the demo gate fails closed"
+    if not isinstance(outcome, Paid):
+        raise InvariantError("the demo gate fails closed")
     return json_response(
         {
             "ok": True,

@@ -48,6 +48,7 @@ from ..api.json_body import read_json_body
 from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..context import ServerContext
 from ..domain import open_rails
+from ..invariant import InvariantError
 
 __all__ = ["DOCUMENTED", "ROUTES"]
 
@@ -136,7 +137,8 @@ def _read(body: dict[str, Any], *, with_headers: bool) -> tuple[str, RailRequest
             "Invalid request: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + ".",
             details={"errors": errors},
         )
-    assert isinstance(resource_id, str) and isinstance(method, str) and isinstance(url, str)
+    if not (isinstance(resource_id, str) and isinstance(method, str) and isinstance(url, str)):
+        raise InvariantError("resource_id, method and url passed validation as strings")
     return resource_id, RailRequest(method.upper(), url), credentials
 
 

@@ -49,6 +49,7 @@ from ..context import ServerContext
 from ..domain import open_rails
 from ..domain.resources import resource_model
 from ..gate_backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
+from ..invariant import InvariantError
 
 __all__ = [
     "DOCUMENTED",
@@ -228,7 +229,8 @@ async def _serve(request: Request, request_id: str) -> Response:
     )
     if isinstance(outcome, Refusal):
         return refusal_response(outcome, request_id)
-    assert isinstance(outcome, Paid), "hosted gates fail closed"
+    if not isinstance(outcome, Paid):
+        raise InvariantError("hosted gates fail closed")
     if resource.upstream_url:
         return await _forward(request, ctx, resource, outcome, request_id)
     return json_response(
@@ -288,14 +290,16 @@ def _upstream_url(upstream: str, query: str) -> str:
 def _gate_error(status: int, code: str, message: str, request_id: str) -> Response:
     """Upstream failures, in the service's envelope (codes from ``api.errors.CODES``)."""
     error = ApiError(code, message, headers={"Cache-Control": "no-store"})
-    assert error.status == status, f"{code} is documented as {error.status}"
+    if error.status != status:
+        raise InvariantError(f"{code} is documented as {error.status}")
     return error_response(error, request_id)
 
 
 async def _forward(
     request: Request, ctx: ServerContext, resource: Resource, outcome: Paid, request_id: str
 ) -> Response:
-    assert resource.upstream_url is not None
+    if resource.upstream_url is None:
+        raise InvariantError("expected resource.upstream_url is not None")
     settings = ctx.settings
     body = await _read_body(request, settings.max_body_bytes)
     headers = _forwarded_headers(request)

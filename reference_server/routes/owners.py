@@ -12,6 +12,7 @@ from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain.owners import create_owner, find_owner_by_email
+from ..invariant import InvariantError
 
 __all__ = ["EMAIL", "ENDPOINTS"]
 
@@ -31,7 +32,8 @@ def sign_up(call: Call) -> Reply:
         "email", required=True, max_length=320, pattern=EMAIL, pattern_hint="an email address"
     )
     f.done()
-    assert email is not None
+    if email is None:
+        raise InvariantError("expected email is not None")
     email = email.strip().lower()
     if find_owner_by_email(call.conn, email) is not None:
         raise ApiError("email_taken", "An owner with this email already exists.")

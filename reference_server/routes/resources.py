@@ -16,6 +16,7 @@ from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import resources
 from ..domain.sellers import get_seller
+from ..invariant import InvariantError
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..settings import Settings
 
@@ -123,7 +124,8 @@ def create(call: Call) -> Reply:
     upstream = _read_upstream(f, call.ctx.settings)
     listed = f.boolean("listed")
     f.done()
-    assert kind is not None and amount is not None and metadata is not None
+    if kind is None or amount is None or metadata is None:
+        raise InvariantError("kind, amount and metadata passed validation")
     row = resources.create_resource(
         call.conn,
         seller_id=p.seller_id,
@@ -196,7 +198,8 @@ def _apply(call: Call, p: Principal, row: Any, changes: dict[str, Any]) -> Any:
 
 
 def _seller(call: Call) -> Principal:
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     get_seller(call.conn, call.principal.seller_id)
     return call.principal
 

@@ -28,6 +28,7 @@ from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import EVM_ADDRESS, Fields
+from ..invariant import InvariantError
 from ..sandbox import chain, facilitator
 from ..sandbox.token import SANDBOX_TOKEN
 
@@ -78,7 +79,8 @@ def faucet(call: Call) -> Reply:
     if amount is not None and to_micros(amount) > cap:
         f.error("amount", f"must be at most {format_amount(cap)} per call")
     f.done()
-    assert address is not None and amount is not None
+    if address is None or amount is None:
+        raise InvariantError("expected address is not None and amount is not None")
     # The token has 6 decimals, like the service's micro-units: one atomic unit = 1 micro.
     tx = chain.mint(call.conn, to=address, value=to_micros(amount), now=call.now)
     balance = chain.balance_of(call.conn, address)

@@ -15,13 +15,15 @@ from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import EVM_ADDRESS, Fields
 from ..domain import sellers
+from ..invariant import InvariantError
 
 __all__ = ["ENDPOINTS"]
 
 
 def create_seller(call: Call) -> Reply:
     """Create a seller in the request's environment; its key is shown only here."""
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     f = Fields(call.body)
     name = f.string("name", max_length=200)
     f.done()
@@ -39,7 +41,8 @@ def create_seller(call: Call) -> Reply:
 
 def list_sellers(call: Call) -> Reply:
     """The owner's sellers in the request's environment."""
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     rows = sellers.list_sellers(
         call.conn, owner_id=call.principal.owner_id, environment=call.environment
     )
@@ -48,14 +51,16 @@ def list_sellers(call: Call) -> Reply:
 
 def get_me(call: Call) -> Reply:
     """The seller that owns the key."""
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     row = sellers.get_seller(call.conn, call.principal.seller_id)
     return Reply(sellers.seller_model(call.conn, row))
 
 
 def enable_payments(call: Call) -> Reply:
     """Turn on MPP and x402 for every gate of the seller; optionally set where money goes."""
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     f = Fields(call.body)
     profile = f.string("processor_profile_id", max_length=200)
     wallet = f.string(
@@ -92,7 +97,8 @@ def _checksum_ok(address: str) -> bool:
 
 def balance(call: Call) -> Reply:
     """Balance and readiness flags; check them before retrying a withdraw."""
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     seller = sellers.seller_model(
         call.conn, sellers.get_seller(call.conn, call.principal.seller_id)
     )
@@ -112,7 +118,8 @@ def balance(call: Call) -> Reply:
 
 def recycle(call: Call) -> Reply:
     """Move seller balance (all of it, or ``amount``) into the owner's account wallet."""
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     f = Fields(call.body)
     amount = f.amount("amount")
     f.done()

@@ -15,6 +15,7 @@ from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import Fields, checked
 from ..domain import handles, payments, wallets
+from ..invariant import InvariantError
 from ..store import tables as t
 
 __all__ = ["ENDPOINTS"]
@@ -40,7 +41,8 @@ def pay(call: Call) -> Reply:
     if resource_id is not None and f.present("amount"):
         f.error("amount", "is the resource's price; send resource_id alone")
     f.done()
-    assert agent.subject_id is not None
+    if agent.subject_id is None:
+        raise InvariantError("expected agent.subject_id is not None")
     resource = None
     try:
         # A savepoint: a refused payment leaves nothing behind but its payment.failed.
@@ -117,7 +119,8 @@ def _handle(call: Call, destination: str, environment: str) -> Any:
 
 
 def _agent(call: Call) -> Principal:
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     return call.principal
 
 

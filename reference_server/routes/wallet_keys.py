@@ -18,6 +18,7 @@ from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import ledger, wallets
 from ..domain.events import record_event
+from ..invariant import InvariantError
 from ..store import tables as t
 
 __all__ = ["ENDPOINTS"]
@@ -259,12 +260,14 @@ def _amount(call: Call) -> int:
     f = Fields(call.body)
     amount = f.amount("amount", required=True)
     f.done()
-    assert amount is not None
+    if amount is None:
+        raise InvariantError("expected amount is not None")
     return to_micros(amount)
 
 
 def _owner(call: Call) -> Principal:
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     return call.principal
 
 

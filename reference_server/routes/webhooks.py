@@ -29,6 +29,7 @@ from ..api.validate import Fields
 from ..domain import webhook_endpoints as endpoints
 from ..domain.events import EVENT_TYPES, new_delivery
 from ..ids import new_id
+from ..invariant import InvariantError
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..outbox import claim_one, deliver_job_sync
 from ..settings import Settings
@@ -96,7 +97,8 @@ def create(call: Call) -> Reply:
     events = _read_events(f)
     description = f.string("description", max_length=500)
     f.done()
-    assert url is not None
+    if url is None:
+        raise InvariantError("expected url is not None")
     secret = endpoints.new_signing_secret()
     row = endpoints.create_endpoint(
         call.conn,
@@ -298,7 +300,8 @@ def _limit(call: Call) -> int:
 
 
 def _owner(call: Call) -> Principal:
-    assert call.principal is not None
+    if call.principal is None:
+        raise InvariantError("a route that requires a credential ran without one")
     return call.principal
 
 

@@ -42,6 +42,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
+from ..invariant import InvariantError
 from ..store import tables as t
 from .eip3009 import Authorization, InvalidSignature, recover_signer, transaction_hash
 from .token import SANDBOX_TOKEN
@@ -392,7 +393,8 @@ def _record(
         )
     )
     key = result.inserted_primary_key
-    assert key is not None
+    if key is None:
+        raise InvariantError("expected key is not None")
     return int(key[0])
 
 

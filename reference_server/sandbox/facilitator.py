@@ -34,6 +34,7 @@ from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 from sqlalchemy import Connection
 
+from ..invariant import InvariantError
 from . import chain
 from .eip3009 import Authorization, MalformedAuthorization
 from .token import SANDBOX_TOKEN
@@ -143,7 +144,8 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
     version = body.get("x402Version")
     if isinstance(version, bool) or version not in (1, 2):
         raise Refused(INVALID_VERSION, "x402Version must be 1 or 2")
-    assert isinstance(version, int)
+    if not isinstance(version, int):
+        raise InvariantError("expected isinstance(version, int)")
     requirements = _object(
         body.get("paymentRequirements"), INVALID_REQUIREMENTS, "paymentRequirements"
     )
@@ -160,7 +162,8 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
             f"the sandbox chain is {SANDBOX_TOKEN.network} ({SANDBOX_TOKEN.v1_network} in "
             f"x402 v1), not {network!r}",
         )
-    assert isinstance(network, str)
+    if not isinstance(network, str):
+        raise InvariantError("expected isinstance(network, str)")
     # What the client says it accepted must be what the server asked for.
     if version == 2:
         accepted = _object(payment.get("accepted"), INVALID_PAYLOAD, "paymentPayload.accepted")

@@ -301,7 +301,7 @@ async def test_pass_through_is_untouched() -> None:
         pass
 
     for scope in (
-        {"type": "websocket", "path": "/ws", "headers": []},  # not gated, even when priced
+        {"type": "websocket", "path": "/chat", "headers": []},  # an unpriced handshake
         {"type": "lifespan"},
         {"type": "http", "method": "GET", "path": "/free", "headers": []},
     ):
