@@ -246,3 +246,10 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
                 assert isinstance(body["has_more"], bool) and isinstance(body["data"], list)
         paged = {ep.path for ep in LISTS}
         assert answered_lists - set(NOT_LISTS) == paged
+
+
+def test_the_openapi_document_states_the_paging_parameters(server: LiveServer) -> None:
+    paths = httpx.get(server.url + "/agent-openapi.json").json()["paths"]
+    for ep in endpoints():
+        names = {p["name"] for p in paths[ep.path][ep.method.lower()].get("parameters", [])}
+        assert ("limit" in names and "starting_after" in names) == ep.paged, ep.path
