@@ -54,8 +54,7 @@ from .receipts import rail_credentials
 
 __all__ = [
     "DISCOVERY_DOCUMENTS",
-    "MAX_ATTEMPTS_LIMIT",
-    "MAX_DELIVERIES_LIMIT",
+    "MAX_PAGE_LIMIT",
     "PAY_URL_METHODS",
     "PERIODS",
     "WEBHOOK_STATUSES",
@@ -122,10 +121,8 @@ PERIODS: tuple[str, ...] = ("day", "week", "month", "none")
 #: What an owner may set a webhook endpoint to (``deleted`` is reached by deleting it).
 WebhookStatus = Literal["enabled", "disabled"]
 WEBHOOK_STATUSES: tuple[str, ...] = ("enabled", "disabled")
-#: Most deliveries ``GET /webhooks/:id/deliveries`` returns in one page.
-MAX_DELIVERIES_LIMIT = 100
-#: Most attempts ``GET /spend/attempts`` returns in one page.
-MAX_ATTEMPTS_LIMIT = 100
+#: Most items one page of any list holds (``limit``; the service's default is 20).
+MAX_PAGE_LIMIT = 100
 #: How ``pay-url`` requests the URL; a POST-only 402 needs ``POST`` and a JSON body.
 PayUrlMethod = Literal["GET", "POST"]
 PAY_URL_METHODS: tuple[str, ...] = ("GET", "POST")
@@ -179,6 +176,25 @@ def _names(name: str, value: Sequence[str]) -> list[str]:
         if not isinstance(item, str) or not item:
             raise ValueError(f"{name} must hold non-empty strings, got {item!r}")
     return items
+
+
+def _page(limit: int | None, starting_after: str | None) -> dict[str, str] | None:
+    """The one paging contract of every list: ``limit`` (1 to :data:`MAX_PAGE_LIMIT`) and
+    ``starting_after`` (the id of the previous page's last item), sent only when given."""
+    query: dict[str, str] = {}
+    if limit is not None:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_PAGE_LIMIT
+        ):
+            raise ValueError(
+                f"limit must be a whole number from 1 to {MAX_PAGE_LIMIT}, got {limit!r}"
+            )
+        query["limit"] = str(limit)
+    if starting_after is not None:
+        query["starting_after"] = _text("starting_after", starting_after)
+    return query or None
 
 
 def _text(name: str, value: object) -> str:
@@ -242,8 +258,17 @@ def sellers_create(name: str | None = None) -> RequestSpec[SellerCreated]:
     )
 
 
-def sellers_list() -> RequestSpec[SellerList]:
-    return RequestSpec(method="GET", path="/sellers", role="owner", parse=as_model(SellerList))
+def sellers_list(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[SellerList]:
+    """``GET /sellers``: oldest first."""
+    return RequestSpec(
+        method="GET",
+        path="/sellers",
+        role="owner",
+        query=_page(limit, starting_after),
+        parse=as_model(SellerList),
+    )
 
 
 def sellers_me() -> RequestSpec[Seller]:
@@ -315,8 +340,17 @@ def resources_create(
     )
 
 
-def resources_list() -> RequestSpec[ResourceList]:
-    return RequestSpec(method="GET", path="/resources", role="seller", parse=as_model(ResourceList))
+def resources_list(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[ResourceList]:
+    """``GET /resources``: oldest first, inactive ones included."""
+    return RequestSpec(
+        method="GET",
+        path="/resources",
+        role="seller",
+        query=_page(limit, starting_after),
+        parse=as_model(ResourceList),
+    )
 
 
 def resources_get(resource_id: str) -> RequestSpec[Resource]:
@@ -401,9 +435,16 @@ def wallet_keys_create(
     )
 
 
-def wallet_keys_list() -> RequestSpec[WalletKeyList]:
+def wallet_keys_list(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[WalletKeyList]:
+    """``GET /wallet-keys``: oldest first, revoked ones included."""
     return RequestSpec(
-        method="GET", path="/wallet-keys", role="owner", parse=as_model(WalletKeyList)
+        method="GET",
+        path="/wallet-keys",
+        role="owner",
+        query=_page(limit, starting_after),
+        parse=as_model(WalletKeyList),
     )
 
 
@@ -545,25 +586,12 @@ def spend_pay_url(
 def spend_attempts(
     *, limit: int | None = None, starting_after: str | None = None
 ) -> RequestSpec[SpendAttemptList]:
-    """``GET /spend/attempts``: newest first; ``starting_after`` (an attempt id) pages on."""
-    query: dict[str, str] = {}
-    if limit is not None:
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= MAX_ATTEMPTS_LIMIT
-        ):
-            raise ValueError(
-                f"limit must be a whole number from 1 to {MAX_ATTEMPTS_LIMIT}, got {limit!r}"
-            )
-        query["limit"] = str(limit)
-    if starting_after is not None:
-        query["starting_after"] = _text("starting_after", starting_after)
+    """``GET /spend/attempts``: newest first."""
     return RequestSpec(
         method="GET",
         path="/spend/attempts",
         role="wallet",
-        query=query or None,
+        query=_page(limit, starting_after),
         parse=as_model(SpendAttemptList),
     )
 
@@ -702,9 +730,16 @@ def webhooks_create(
     )
 
 
-def webhooks_list() -> RequestSpec[WebhookEndpointList]:
+def webhooks_list(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[WebhookEndpointList]:
+    """``GET /webhooks``: oldest first, deleted ones left out."""
     return RequestSpec(
-        method="GET", path="/webhooks", role="owner", parse=as_model(WebhookEndpointList)
+        method="GET",
+        path="/webhooks",
+        role="owner",
+        query=_page(limit, starting_after),
+        parse=as_model(WebhookEndpointList),
     )
 
 
@@ -756,24 +791,16 @@ def webhooks_delete(webhook_id: str) -> RequestSpec[WebhookEndpoint]:
     )
 
 
-def webhooks_deliveries(webhook_id: str, *, limit: int | None = None) -> RequestSpec[DeliveryList]:
-    query: dict[str, str] | None = None
-    if limit is not None:
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= MAX_DELIVERIES_LIMIT
-        ):
-            raise ValueError(
-                f"limit must be a whole number from 1 to {MAX_DELIVERIES_LIMIT}, got {limit!r}"
-            )
-        query = {"limit": str(limit)}
+def webhooks_deliveries(
+    webhook_id: str, *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[DeliveryList]:
+    """``GET /webhooks/:id/deliveries``: newest first."""
     return RequestSpec(
         method="GET",
         path="/webhooks/{id}/deliveries",
         path_params={"id": webhook_id},
         role="owner",
-        query=query,
+        query=_page(limit, starting_after),
         parse=as_model(DeliveryList),
     )
 

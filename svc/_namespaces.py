@@ -7,7 +7,7 @@ Adding a namespace: a class here, its twin there, one attribute in each client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from . import _endpoints as ep
@@ -30,6 +30,7 @@ from ._models import (
     Seller,
     SellerCreated,
     SellerList,
+    SpendAttempt,
     SpendAttemptList,
     SpendBalance,
     WalletKey,
@@ -40,6 +41,7 @@ from ._models import (
     WebhookEndpointList,
 )
 from ._options import RequestOptions
+from ._paging import iterate
 from ._spec import RequestSpec
 from ._types import NOT_GIVEN, NotGiven
 
@@ -87,9 +89,33 @@ class Sellers(_Namespace):
         """Create a seller (owner JWT).  Keep ``seller_key``: it is never shown again."""
         return self._client._request(ep.sellers_create(name), options)
 
-    def list(self, *, options: RequestOptions | None = None) -> SellerList:
-        """The owner's sellers (owner JWT)."""
-        return self._client._request(ep.sellers_list(), options)
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> SellerList:
+        """The owner's sellers in this environment (owner JWT), oldest first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.sellers_list(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[Seller]:
+        """Every seller of the owner, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     def me(self, *, options: RequestOptions | None = None) -> Seller:
         """The seller the seller key belongs to."""
@@ -157,8 +183,33 @@ class Resources(_Namespace):
         )
         return self._client._request(spec, options)
 
-    def list(self, *, options: RequestOptions | None = None) -> ResourceList:
-        return self._client._request(ep.resources_list(), options)
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ResourceList:
+        """The seller's resources, oldest first, inactive ones included.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.resources_list(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[Resource]:
+        """Every resource of the seller, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     def get(self, resource_id: str, *, options: RequestOptions | None = None) -> Resource:
         return self._client._request(ep.resources_get(resource_id), options)
@@ -232,8 +283,33 @@ class WalletKeys(_Namespace):
         )
         return self._client._request(spec, options)
 
-    def list(self, *, options: RequestOptions | None = None) -> WalletKeyList:
-        return self._client._request(ep.wallet_keys_list(), options)
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> WalletKeyList:
+        """The owner's wallet keys in this environment, oldest first, revoked ones included.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.wallet_keys_list(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[WalletKey]:
+        """Every wallet key of the owner, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     def get(self, wallet_key_id: str, *, options: RequestOptions | None = None) -> WalletKey:
         return self._client._request(ep.wallet_keys_get(wallet_key_id), options)
@@ -320,11 +396,26 @@ class Spend(_Namespace):
     ) -> SpendAttemptList:
         """The key's ``pay-url`` attempts, newest first, with their status and error.
 
-        ``limit``: 1 to 100 (default 20); pass the last attempt's id as ``starting_after``
-        for the next page while ``has_more`` is true.
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`attempts_all`.
         """
         spec = ep.spend_attempts(limit=limit, starting_after=starting_after)
         return self._client._request(spec, options)
+
+    def attempts_all(
+        self,
+        *,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[SpendAttempt]:
+        """Every ``pay-url`` attempt of the key, in the order of :meth:`attempts`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(
+            lambda after: self.attempts(limit=limit, starting_after=after, options=options)
+        )
 
 
 class Handles(_Namespace):
@@ -420,9 +511,33 @@ class Webhooks(_Namespace):
         spec = ep.webhooks_create(url, events=events, description=description)
         return self._client._request(spec, options)
 
-    def list(self, *, options: RequestOptions | None = None) -> WebhookEndpointList:
-        """The owner's endpoints in this environment, oldest first; deleted ones are gone."""
-        return self._client._request(ep.webhooks_list(), options)
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> WebhookEndpointList:
+        """The owner's endpoints in this environment, oldest first; deleted ones are gone.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.webhooks_list(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[WebhookEndpoint]:
+        """Every endpoint of the owner, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     def events(self, *, options: RequestOptions | None = None) -> EventCatalog:
         """The event catalog: every event type the service emits, with what causes it."""
@@ -452,14 +567,38 @@ class Webhooks(_Namespace):
         return self._client._request(ep.webhooks_delete(webhook_id), options)
 
     def deliveries(
-        self, webhook_id: str, *, limit: int | None = None, options: RequestOptions | None = None
+        self,
+        webhook_id: str,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
     ) -> DeliveryList:
         """The delivery log, newest first, each with its ``attempt_log``.
 
-        ``limit``: 1 to 100 (the service's default is 50); ``has_more`` says whether older
-        deliveries were left out.
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`deliveries_all`.
         """
-        return self._client._request(ep.webhooks_deliveries(webhook_id, limit=limit), options)
+        spec = ep.webhooks_deliveries(webhook_id, limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def deliveries_all(
+        self,
+        webhook_id: str,
+        *,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[Delivery]:
+        """Every delivery of the endpoint, in the order of :meth:`deliveries`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(
+            lambda after: self.deliveries(
+                webhook_id, limit=limit, starting_after=after, options=options
+            )
+        )
 
     def test(self, webhook_id: str, *, options: RequestOptions | None = None) -> Delivery:
         """Send a signed sample ``payment.succeeded`` (``test: true``) now; returns its

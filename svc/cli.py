@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from ._client import Client
@@ -45,6 +46,35 @@ def _run(ctx: Any, /, call: Callable[[Client], Any]) -> None:
     except SvcError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(1)
+
+
+def _list(
+    ctx: Any,
+    /,
+    o: dict[str, Any],
+    one: Callable[[Client], Callable[..., Any]],
+    every: Callable[[Client], Callable[..., Iterable[Any]]],
+) -> None:
+    """A list command: one page (``--limit``, ``--starting-after``), or with ``--all`` every
+    item, fetched page by page and printed as one list (``has_more`` false)."""
+    if o["all"] and o["starting_after"] is not None:
+        raise click.UsageError("--all starts at the first item; leave out --starting-after")
+
+    def call(c: Client) -> Any:
+        if o["all"]:
+            return {"data": list(every(c)(limit=o["limit"])), "has_more": False}
+        return one(c)(limit=o["limit"], starting_after=o["starting_after"])
+
+    _run(ctx, call)
+
+
+def _page_options(fn: Any) -> Any:
+    """``--limit``, ``--starting-after`` and ``--all``: the one paging contract of lists."""
+    fn = click.option("--all", "all", is_flag=True, help="Every item, page after page.")(fn)
+    fn = click.option("--starting-after", default=None, help="The last id of the previous page.")(
+        fn
+    )
+    return click.option("--limit", default=None, type=int, help="Items per page, 1 to 100.")(fn)
 
 
 def _build() -> Any:
@@ -79,9 +109,11 @@ def _build() -> Any:
         _run(ctx, lambda c: c.sellers.create(name=name))
 
     @sellers.command("list")
+    @_page_options
     @click.pass_context
-    def sellers_list(ctx: Any) -> None:
-        _run(ctx, lambda c: c.sellers.list())
+    def sellers_list(ctx: Any, /, **o: Any) -> None:
+        """The owner's sellers, oldest first."""
+        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all)
 
     @cli.group()
     def resources() -> None:
@@ -132,9 +164,11 @@ def _build() -> Any:
         _run(ctx, lambda c: create_resource(c, o))
 
     @resources.command("list")
+    @_page_options
     @click.pass_context
-    def resources_list(ctx: Any) -> None:
-        _run(ctx, lambda c: c.resources.list())
+    def resources_list(ctx: Any, /, **o: Any) -> None:
+        """The seller's resources, oldest first."""
+        _list(ctx, o, lambda c: c.resources.list, lambda c: c.resources.list_all)
 
     @resources.command("deactivate")
     @click.argument("resource_id")
@@ -226,12 +260,11 @@ def _build() -> Any:
         _run(ctx, lambda c: c.spend.pay_url(url, method=verb, json=payload))
 
     @cli.command()
-    @click.option("--limit", default=None, type=int)
-    @click.option("--starting-after", default=None, help="The last attempt id of a page.")
+    @_page_options
     @click.pass_context
-    def attempts(ctx: Any, /, limit: int | None, starting_after: str | None) -> None:
+    def attempts(ctx: Any, /, **o: Any) -> None:
         """The wallet key's pay-url attempts, newest first."""
-        _run(ctx, lambda c: c.spend.attempts(limit=limit, starting_after=starting_after))
+        _list(ctx, o, lambda c: c.spend.attempts, lambda c: c.spend.attempts_all)
 
     @cli.command()
     @click.argument("seller_id")
@@ -268,9 +301,11 @@ def _build() -> Any:
         )
 
     @wallet_keys.command("list")
+    @_page_options
     @click.pass_context
-    def wallet_keys_list(ctx: Any) -> None:
-        _run(ctx, lambda c: c.wallet_keys.list())
+    def wallet_keys_list(ctx: Any, /, **o: Any) -> None:
+        """The owner's wallet keys, oldest first."""
+        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all)
 
     @wallet_keys.command("fund")
     @click.argument("wallet_key_id")
@@ -306,9 +341,24 @@ def _build() -> Any:
         _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None))
 
     @webhooks.command("list")
+    @_page_options
     @click.pass_context
-    def webhooks_list(ctx: Any) -> None:
-        _run(ctx, lambda c: c.webhooks.list())
+    def webhooks_list(ctx: Any, /, **o: Any) -> None:
+        """The owner's endpoints, oldest first."""
+        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all)
+
+    @webhooks.command("deliveries")
+    @click.argument("webhook_id")
+    @_page_options
+    @click.pass_context
+    def webhooks_deliveries(ctx: Any, /, webhook_id: str, **o: Any) -> None:
+        """An endpoint's delivery log, newest first."""
+        _list(
+            ctx,
+            o,
+            lambda c: partial(c.webhooks.deliveries, webhook_id),
+            lambda c: partial(c.webhooks.deliveries_all, webhook_id),
+        )
 
     @webhooks.command("test")
     @click.argument("webhook_id")

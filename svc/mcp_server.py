@@ -110,14 +110,20 @@ def create_server(
 
     @server.tool()
     async def svc_sellers(
-        action: Literal["create", "list", "me", "balance"], name: str | None = None
+        action: Literal["create", "list", "me", "balance"],
+        name: str | None = None,
+        limit: int | None = None,
+        starting_after: str | None = None,
     ) -> Any:
         """Seller accounts: create (owner JWT; the seller key is shown once), list (owner
-        JWT), me or balance (seller key)."""
+        JWT; one page: ``limit`` 1-100, ``starting_after`` the last id of the previous page
+        while ``has_more``), me or balance (seller key)."""
         if action == "create":
             return await _call(factory, lambda c: c.sellers.create(name))
         if action == "list":
-            return await _call(factory, lambda c: c.sellers.list())
+            return await _call(
+                factory, lambda c: c.sellers.list(limit=limit, starting_after=starting_after)
+            )
         if action == "me":
             return await _call(factory, lambda c: c.sellers.me())
         return await _call(factory, lambda c: c.sellers.balance())
@@ -135,12 +141,17 @@ def create_server(
         credits: float | None = None,
         credit_unit: str | None = None,
         upstream_url: str | None = None,
+        limit: int | None = None,
+        starting_after: str | None = None,
     ) -> Any:
         """Priced resources of the seller (seller key).  ``amount`` is a decimal string
-        such as "0.05"; create needs ``path`` (kind http) or ``tool`` (kind mcp)."""
+        such as "0.05"; create needs ``path`` (kind http) or ``tool`` (kind mcp); list is
+        one page (``limit`` 1-100, ``starting_after`` the last id while ``has_more``)."""
         metadata = _resource_metadata(sku_kind, credits, credit_unit)
         if action == "list":
-            return await _call(factory, lambda c: c.resources.list())
+            return await _call(
+                factory, lambda c: c.resources.list(limit=limit, starting_after=starting_after)
+            )
         if action == "create":
             price = _need(amount, "amount", action)
             chosen = kind or ("mcp" if tool else "http")
@@ -257,10 +268,13 @@ def create_server(
         webhook_id: str | None = None,
         owner_jwt: str | None = None,
         environment: Literal["test", "live"] | None = None,
+        limit: int | None = None,
+        starting_after: str | None = None,
     ) -> Any:
         """Webhook endpoints (owner JWT from the session, or ``owner_jwt``).  ``test``
         sends a signed payment.succeeded sample carrying a receipt_id.  Use environment
-        "test" to keep the endpoint and the payments in Test."""
+        "test" to keep the endpoint and the payments in Test.  list is one page (``limit``
+        1-100, ``starting_after`` the last id while ``has_more``)."""
         env: Environment | None = environment
         per_call = RequestOptions(owner_jwt=owner_jwt, environment=env)
         if action == "create":
@@ -269,7 +283,12 @@ def create_server(
                 factory, lambda c: c.webhooks.create(target, events=events, options=per_call)
             )
         if action == "list":
-            return await _call(factory, lambda c: c.webhooks.list(options=per_call))
+            return await _call(
+                factory,
+                lambda c: c.webhooks.list(
+                    limit=limit, starting_after=starting_after, options=per_call
+                ),
+            )
         wid = _need(webhook_id, "webhook_id", action)
         if action == "test":
             return await _call(factory, lambda c: c.webhooks.test(wid, options=per_call))

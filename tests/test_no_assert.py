@@ -8,11 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("svc", "svc_asgi", "reference_server")
-#: Files whose asserts are being removed on another branch of the same change (issue 10);
-#: each must still hold one, so this list empties itself as they go.
-PENDING = {
-    "reference_server/routes/pay_url.py",
-}
 
 
 def _asserts() -> dict[str, list[int]]:
@@ -28,7 +23,4 @@ def _asserts() -> dict[str, list[int]]:
 
 def test_library_code_has_no_assert() -> None:
     found = _asserts()
-    stale = sorted(PENDING - found.keys())
-    assert not stale, f"no assert left in {stale}: take them off PENDING"
-    rest = {path: lines for path, lines in found.items() if path not in PENDING}
-    assert rest == {}, f"assert does control flow (gone under python -O) in {rest}"
+    assert found == {}, f"assert does control flow (gone under python -O) in {found}"

@@ -31,6 +31,7 @@ from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError
 from .json_body import read_json_body
+from .paging import PAGED
 from .responses import Reply, error_response, json_response, to_json_body
 
 __all__ = ["Call", "Endpoint", "is_transient", "routes_for"]
@@ -81,6 +82,12 @@ class Endpoint:
     @property
     def writes(self) -> bool:
         return self.method != "GET"
+
+    @property
+    def paged(self) -> bool:
+        """A list route: its handler is wrapped by ``paging.paged`` (``limit``,
+        ``starting_after`` in; ``has_more`` out)."""
+        return bool(getattr(self.handler, PAGED, False))
 
 
 def routes_for(endpoints: list[Endpoint]) -> list[Route]:

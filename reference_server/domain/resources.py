@@ -17,6 +17,8 @@ from svc import Resource, ResourceMetadata
 from svc._converter import structure, unstructure
 from svc._money import from_micros, to_micros
 
+from ..api import paging
+from ..api.paging import Page, PageRequest
 from ..ids import new_id, new_short_id
 from ..store import tables as t
 from ..timeutil import as_utc
@@ -96,12 +98,10 @@ def find_any_resource(conn: Connection, resource_id: str) -> Row[Any] | None:
     return conn.execute(select(_r).where(_r.c.id == resource_id)).first()
 
 
-def list_resources(conn: Connection, *, seller_id: str) -> list[Row[Any]]:
-    return list(
-        conn.execute(
-            select(_r).where(_r.c.seller_id == seller_id).order_by(_r.c.created_at, _r.c.id)
-        )
-    )
+def list_resources(conn: Connection, request: PageRequest, *, seller_id: str) -> Page:
+    """The seller's resources, oldest first, inactive ones included."""
+    scope = [_r.c.seller_id == seller_id]
+    return paging.page(conn, request, select(_r), table=_r, scope=scope, order="asc")
 
 
 def update_resource(

@@ -10,7 +10,9 @@ from sqlalchemy import Connection, Row, insert, select, update
 from svc import Recycled, Seller
 from svc._money import format_amount, from_micros
 
+from ..api import paging
 from ..api.errors import ApiError
+from ..api.paging import Page, PageRequest
 from ..ids import hash_key, new_id, new_key
 from ..store import tables as t
 from ..timeutil import as_utc
@@ -68,14 +70,12 @@ def get_seller(conn: Connection, seller_id: str) -> Row[Any]:
     return conn.execute(select(_s).where(_s.c.id == seller_id)).one()
 
 
-def list_sellers(conn: Connection, *, owner_id: str, environment: str) -> list[Row[Any]]:
-    return list(
-        conn.execute(
-            select(_s)
-            .where(_s.c.owner_id == owner_id, _s.c.environment == environment)
-            .order_by(_s.c.created_at, _s.c.id)
-        )
-    )
+def list_sellers(
+    conn: Connection, request: PageRequest, *, owner_id: str, environment: str
+) -> Page:
+    """The owner's sellers in ``environment``, oldest first."""
+    scope = [_s.c.owner_id == owner_id, _s.c.environment == environment]
+    return paging.page(conn, request, select(_s), table=_s, scope=scope, order="asc")
 
 
 def update_seller(conn: Connection, seller_id: str, **values: Any) -> Row[Any]:

@@ -15,7 +15,9 @@ from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import WebhookEndpoint
 
+from ..api import paging
 from ..api.errors import ApiError
+from ..api.paging import Page, PageRequest
 from ..crypto import SecretBox
 from ..ids import new_id
 from ..store import tables as t
@@ -83,17 +85,19 @@ def find_owned_endpoint(
     return row
 
 
-def list_endpoints(conn: Connection, *, owner_id: str, environment: str) -> list[Row[Any]]:
-    return list(
-        conn.execute(
-            select(_e)
-            .where(
-                _e.c.owner_id == owner_id,
-                _e.c.environment == environment,
-                _e.c.status != "deleted",
-            )
-            .order_by(_e.c.created_at, _e.c.id)
-        )
+def list_endpoints(
+    conn: Connection, request: PageRequest, *, owner_id: str, environment: str
+) -> Page:
+    """The owner's endpoints in ``environment``, oldest first, deleted ones left out (an
+    endpoint deleted since the previous page still works as its cursor)."""
+    return paging.page(
+        conn,
+        request,
+        select(_e),
+        table=_e,
+        scope=[_e.c.owner_id == owner_id, _e.c.environment == environment],
+        where=[_e.c.status != "deleted"],
+        order="asc",
     )
 
 

@@ -16,14 +16,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, and_, insert, or_, select, update
+from sqlalchemy import Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
 from svc._money import from_micros
 
+from ..api import paging
 from ..api.auth import Principal
 from ..api.errors import ApiError
+from ..api.paging import PageRequest
 from ..crypto import SecretBox
 from ..ids import new_id
 from ..invariant import InvariantError
@@ -207,35 +209,17 @@ def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | ApiError:
 # --- the list -------------------------------------------------------------------------------
 
 
-def list_attempts(
-    conn: Connection, wallet_key_id: str, *, limit: int, starting_after: str | None
-) -> SpendAttemptList:
-    """The key's attempts, newest first; ``starting_after`` an attempt id of an earlier page."""
-    query = select(_sa).where(_sa.c.wallet_key_id == wallet_key_id)
-    if starting_after is not None:
-        cursor = conn.execute(
-            select(_sa.c.created_at, _sa.c.id).where(
-                _sa.c.id == starting_after, _sa.c.wallet_key_id == wallet_key_id
-            )
-        ).first()
-        if cursor is None:
-            raise ApiError(
-                "validation_error",
-                "starting_after names no attempt of this wallet key.",
-                details={"errors": [{"field": "starting_after", "message": "unknown attempt"}]},
-            )
-        query = query.where(
-            or_(
-                _sa.c.created_at < cursor.created_at,
-                and_(_sa.c.created_at == cursor.created_at, _sa.c.id < cursor.id),
-            )
-        )
-    rows = conn.execute(
-        query.order_by(_sa.c.created_at.desc(), _sa.c.id.desc()).limit(limit + 1)
-    ).all()
-    return SpendAttemptList(
-        data=[_summary(row) for row in rows[:limit]], has_more=len(rows) > limit
+def list_attempts(conn: Connection, request: PageRequest, wallet_key_id: str) -> SpendAttemptList:
+    """The key's attempts, newest first (the one paging contract, ``api.paging``)."""
+    page = paging.page(
+        conn,
+        request,
+        select(_sa),
+        table=_sa,
+        scope=[_sa.c.wallet_key_id == wallet_key_id],
+        order="desc",
     )
+    return SpendAttemptList(data=[_summary(row) for row in page.rows], has_more=page.has_more)
 
 
 def _summary(row: Row[Any]) -> SpendAttempt:

@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from svc import __version__
 
+from ..api import paging
 from ..api.auth import Role
 from ..api.endpoint import Endpoint
 from ..api.errors import CODES
@@ -48,6 +49,29 @@ _PAY_SHAPES = [
 _TRUST_LADDER = [
     {"step": 1, "environment": "test", "what": "sandbox money, test keys, test webhooks"},
     {"step": 2, "environment": "live", "what": "real money under a wallet policy"},
+]
+
+
+#: The query of every list route (``api.paging``; docs/api.md, "Lists").
+_PAGE_PARAMETERS = [
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": paging.MAX_LIMIT,
+            "default": paging.DEFAULT_LIMIT,
+        },
+    },
+    {
+        "name": "starting_after",
+        "in": "query",
+        "required": False,
+        "description": "The id of the last item of the previous page.",
+        "schema": {"type": "string", "maxLength": 40},
+    },
 ]
 
 
@@ -144,6 +168,8 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
                         "schema": {"type": "string", "maxLength": 255},
                     }
                 ]
+            if ep.paged:
+                op["parameters"] = _PAGE_PARAMETERS
             paths.setdefault(ep.path, {})[ep.method.lower()] = op
         schemes = {role.value: {"type": "http", "scheme": "bearer"} for role in Role}
         return json_response(

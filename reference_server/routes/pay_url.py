@@ -29,6 +29,7 @@ from ..api.auth import Principal, Role, authenticate
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.json_body import read_json_body
+from ..api.paging import PageRequest, paged
 from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..api.validate import Fields, checked
 from ..context import ServerContext
@@ -44,8 +45,6 @@ log = logging.getLogger("reference_server")
 
 PATH = "/spend/pay-url"
 _MISSING = object()
-_DEFAULT_LIMIT = 20
-_MAX_LIMIT = 100
 
 
 async def pay_url(request: Request) -> Response:
@@ -142,24 +141,11 @@ def _respond(answer: flow.Answer, request_id: str) -> Response:
 # --- GET /spend/attempts --------------------------------------------------------------------
 
 
-def list_attempts(call: Call) -> Reply:
-    """The wallet key's pay-url attempts, newest first (``limit``, ``starting_after``)."""
-    agent = _agent(call)
-    raw = call.query.get("limit", str(_DEFAULT_LIMIT))
-    if not raw.isdigit() or not 1 <= int(raw) <= _MAX_LIMIT:
-        raise ApiError(
-            "validation_error",
-            f"limit must be a whole number from 1 to {_MAX_LIMIT}.",
-            details={"errors": [{"field": "limit", "message": f"must be 1 to {_MAX_LIMIT}"}]},
-        )
-    assert agent.subject_id is not None
-    page = attempts.list_attempts(
-        call.conn,
-        agent.subject_id,
-        limit=int(raw),
-        starting_after=call.query.get("starting_after") or None,
-    )
-    return Reply(page)
+@paged
+def list_attempts(call: Call, request: PageRequest) -> Reply:
+    """The wallet key's pay-url attempts, newest first (paged)."""
+    wallet_key_id = checked(_agent(call).subject_id)
+    return Reply(attempts.list_attempts(call.conn, request, wallet_key_id))
 
 
 def _agent(call: Call) -> Principal:

@@ -12,6 +12,7 @@ from svc import ResourceList
 from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
+from ..api.paging import PageRequest, paged
 from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import resources
@@ -143,11 +144,13 @@ def create(call: Call) -> Reply:
     return Reply(resources.resource_model(row, call.public_url), 201)
 
 
-def list_all(call: Call) -> Reply:
-    """The seller's resources, oldest first, inactive ones included (see ``active``)."""
+@paged
+def list_all(call: Call, request: PageRequest) -> Reply:
+    """The seller's resources, oldest first, inactive ones included (paged; see ``active``)."""
     p = _seller(call)
-    rows = resources.list_resources(call.conn, seller_id=p.seller_id)
-    return Reply(ResourceList(data=[resources.resource_model(r, call.public_url) for r in rows]))
+    page = resources.list_resources(call.conn, request, seller_id=p.seller_id)
+    data = [resources.resource_model(r, call.public_url) for r in page.rows]
+    return Reply(ResourceList(data=data, has_more=page.has_more))
 
 
 def get_one(call: Call) -> Reply:

@@ -12,6 +12,7 @@ from svc._money import to_micros
 from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
+from ..api.paging import PageRequest, paged
 from ..api.responses import Reply
 from ..api.validate import EVM_ADDRESS, Fields
 from ..domain import sellers
@@ -39,14 +40,16 @@ def create_seller(call: Call) -> Reply:
     return Reply(created, 201, secret=True)
 
 
-def list_sellers(call: Call) -> Reply:
-    """The owner's sellers in the request's environment."""
+@paged
+def list_sellers(call: Call, request: PageRequest) -> Reply:
+    """The owner's sellers in the request's environment, oldest first (paged)."""
     if call.principal is None:
         raise InvariantError("a route that requires a credential ran without one")
-    rows = sellers.list_sellers(
-        call.conn, owner_id=call.principal.owner_id, environment=call.environment
+    page = sellers.list_sellers(
+        call.conn, request, owner_id=call.principal.owner_id, environment=call.environment
     )
-    return Reply(SellerList(data=[sellers.seller_model(call.conn, r) for r in rows]))
+    data = [sellers.seller_model(call.conn, r) for r in page.rows]
+    return Reply(SellerList(data=data, has_more=page.has_more))
 
 
 def get_me(call: Call) -> Reply:

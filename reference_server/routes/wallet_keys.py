@@ -11,9 +11,11 @@ from sqlalchemy import select, update
 from svc import WalletKeyCreated, WalletKeyList
 from svc._money import format_amount, to_micros
 
+from ..api import paging
 from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
+from ..api.paging import PageRequest, paged
 from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import ledger, wallets
@@ -81,16 +83,22 @@ def create(call: Call) -> Reply:
     return Reply(WalletKeyCreated(**attrs.asdict(model, recurse=False), key=key), 201, secret=True)
 
 
-def list_all(call: Call) -> Reply:
-    """The owner's wallet keys in this environment, revoked ones included."""
+@paged
+def list_all(call: Call, request: PageRequest) -> Reply:
+    """The owner's wallet keys in this environment, oldest first, revoked ones included
+    (paged)."""
     owner = _owner(call)
     w = t.wallet_keys
-    rows = call.conn.execute(
-        select(w)
-        .where(w.c.owner_id == owner.owner_id, w.c.environment == call.environment)
-        .order_by(w.c.created_at, w.c.id)
-    ).all()
-    return Reply(WalletKeyList(data=[wallets.wallet_key_model(call.conn, r) for r in rows]))
+    page = paging.page(
+        call.conn,
+        request,
+        select(w),
+        table=w,
+        scope=[w.c.owner_id == owner.owner_id, w.c.environment == call.environment],
+        order="asc",
+    )
+    data = [wallets.wallet_key_model(call.conn, r) for r in page.rows]
+    return Reply(WalletKeyList(data=data, has_more=page.has_more))
 
 
 def get_one(call: Call) -> Reply:

@@ -21,9 +21,11 @@ from svc import (
     WebhookEndpointList,
 )
 
+from ..api import paging
 from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
+from ..api.paging import PageRequest, paged
 from ..api.responses import Reply
 from ..api.validate import Fields
 from ..domain import webhook_endpoints as endpoints
@@ -116,12 +118,15 @@ def create(call: Call) -> Reply:
     return Reply(created, 201, secret=True)
 
 
-def list_all(call: Call) -> Reply:
+@paged
+def list_all(call: Call, request: PageRequest) -> Reply:
+    """The owner's endpoints in this environment, oldest first (paged)."""
     owner = _owner(call)
-    rows = endpoints.list_endpoints(
-        call.conn, owner_id=owner.owner_id, environment=call.environment
+    page = endpoints.list_endpoints(
+        call.conn, request, owner_id=owner.owner_id, environment=call.environment
     )
-    return Reply(WebhookEndpointList(data=[endpoints.endpoint_model(r) for r in rows]))
+    data = [endpoints.endpoint_model(r) for r in page.rows]
+    return Reply(WebhookEndpointList(data=data, has_more=page.has_more))
 
 
 def catalog(call: Call) -> Reply:
@@ -176,19 +181,20 @@ def delete(call: Call) -> Reply:
     )
 
 
-def deliveries(call: Call) -> Reply:
-    """The delivery log, newest first, with every attempt of each delivery."""
+@paged
+def deliveries(call: Call, request: PageRequest) -> Reply:
+    """The delivery log, newest first (paged), with every attempt of each delivery."""
     row = _own(call)
-    limit = _limit(call)
-    rows = call.conn.execute(
-        select(_d, t.events.c.type)
-        .join(t.events, t.events.c.id == _d.c.event_id)
-        .where(_d.c.endpoint_id == row.id)
-        .order_by(_d.c.created_at.desc(), _d.c.id.desc())
-        .limit(limit + 1)
-    ).all()
-    models = [_delivery_model(call.conn, r) for r in rows[:limit]]
-    return Reply(DeliveryList(data=models, has_more=len(rows) > limit))
+    page = paging.page(
+        call.conn,
+        request,
+        select(_d, t.events.c.type).join(t.events, t.events.c.id == _d.c.event_id),
+        table=_d,
+        scope=[_d.c.endpoint_id == row.id],
+        order="desc",
+    )
+    models = [_delivery_model(call.conn, r) for r in page.rows]
+    return Reply(DeliveryList(data=models, has_more=page.has_more))
 
 
 def test(call: Call) -> Reply:
@@ -286,17 +292,6 @@ def _delivery_model(conn: Connection, row: Any) -> Delivery:
             for x in attempts
         ],
     )
-
-
-def _limit(call: Call) -> int:
-    raw = call.query.get("limit", "50")
-    if not raw.isdigit() or not 1 <= int(raw) <= 100:
-        raise ApiError(
-            "validation_error",
-            "limit must be a whole number from 1 to 100.",
-            details={"errors": [{"field": "limit", "message": "must be 1 to 100"}]},
-        )
-    return int(raw)
 
 
 def _owner(call: Call) -> Principal:

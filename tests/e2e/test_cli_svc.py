@@ -108,3 +108,30 @@ def test_owner_and_agent_flow_from_the_shell(server: LiveServer) -> None:
     code, out = run(*owner, "wallet-keys", "list")
     listed = {k["id"]: k["status"] for k in json.loads(out)["data"]}
     assert listed == {acct.wallet_key_id: "active", key["id"]: "revoked"}
+
+
+def test_lists_page_from_the_shell(server: LiveServer) -> None:
+    """``--limit``/``--starting-after`` give one page; ``--all`` follows the pages; the
+    delivery log of an endpoint is a list like the others."""
+    acct = new_account(server.url)
+    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt, "--environment", "test"]
+    for name in ("b", "c"):
+        assert run(*owner, "sellers", "create", "--name", name)[0] == 0
+    code, out = run(*owner, "sellers", "list", "--limit", "2")
+    first = json.loads(out)
+    assert code == 0 and len(first["data"]) == 2 and first["has_more"] is True
+    last = first["data"][-1]["id"]
+    code, out = run(*owner, "sellers", "list", "--limit", "2", "--starting-after", last)
+    rest = json.loads(out)
+    assert [s["name"] for s in rest["data"]] == ["c"] and rest["has_more"] is False
+    code, out = run(*owner, "sellers", "list", "--all", "--limit", "1")
+    assert [s["name"] for s in json.loads(out)["data"]] == ["shop", "b", "c"]
+    code, out = run(*owner, "sellers", "list", "--starting-after", "sel_nope")
+    assert code == 1 and "validation_error" in out
+
+    code, out = run(*owner, "webhooks", "create", server.url + "/nowhere")
+    hook = json.loads(out)["id"]
+    for _ in range(3):
+        assert run(*owner, "webhooks", "test", hook)[0] == 0
+    code, out = run(*owner, "webhooks", "deliveries", hook, "--all", "--limit", "2")
+    assert code == 0 and len(json.loads(out)["data"]) == 3

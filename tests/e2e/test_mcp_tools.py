@@ -149,3 +149,20 @@ async def test_an_agent_pays_a_gate_with_svc_pay_url(server: LiveServer) -> None
     assert balance["balance"] == "0.099"
     text = await _error(agent, "svc_pay_url", url=server.url + "/health")
     assert "not_payable" in text and "request_id=req_" in text
+
+
+async def test_list_actions_page(server: LiveServer) -> None:
+    """The tools' list actions take the one paging contract's ``limit``/``starting_after``."""
+    acct = new_account(server.url)
+    owner = {"base_url": server.url, "owner_jwt": acct.owner_jwt, "environment": "test"}
+    with SyncClient(**owner) as c:
+        for name in ("b", "c"):
+            c.sellers.create(name)
+    first = await _tool(owner, "svc_sellers", action="list", limit=2)
+    assert len(first["data"]) == 2 and first["has_more"] is True
+    rest = await _tool(
+        owner, "svc_sellers", action="list", limit=2, starting_after=first["data"][-1]["id"]
+    )
+    assert [s["name"] for s in rest["data"]] == ["c"] and rest["has_more"] is False
+    text = await _error(owner, "svc_sellers", action="list", starting_after="sel_unknown")
+    assert "validation_error" in text

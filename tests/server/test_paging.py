@@ -1,0 +1,255 @@
+"""One paging contract on every list route, generated from the route table.
+
+Which routes are lists is read from ``reference_server.app.endpoints()`` (``Endpoint.paged``,
+set by ``api.paging.paged``) and checked against what the routes answer: every GET whose
+answer is a list must be marked.  Each marked route needs a factory below (a route without
+one fails :func:`test_every_list_route_has_a_factory`); the walk then fills its list past
+two pages, follows ``starting_after`` with ``limit=2`` until ``has_more`` is false, and
+checks that every item is seen once, in the route's order.  Ties on ``created_at`` are
+forced by a server whose clock stands still, so the order falls to ids alone.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from reference_server.api import paging
+from reference_server.api.auth import Role
+from reference_server.api.endpoint import Endpoint
+from reference_server.app import endpoints
+
+from ..support import Account, LiveServer, new_account
+
+LISTS = [ep for ep in endpoints() if ep.paged]
+#: GET routes that answer ``data`` but are not lists of the caller's objects, and why.
+NOT_LISTS = {
+    "/webhooks/events": "the fixed catalog of event types the service emits (docs/api.md)",
+}
+
+
+@attrs.frozen
+class World:
+    """One owner's account on a live server, with a webhook endpoint that no event reaches
+    (its deliveries are only the test sends)."""
+
+    http: httpx.Client
+    account: Account
+    webhook_id: str
+
+    def headers(self, role: Role | None) -> dict[str, str]:
+        credential = {
+            Role.OWNER: self.account.owner_jwt,
+            Role.SELLER: self.account.seller_key,
+            Role.WALLET: self.account.wallet_key,
+            None: None,
+        }[role]
+        headers = {"X-Svc-Environment": "test"}
+        if credential is not None:
+            headers["Authorization"] = f"Bearer {credential}"
+        return headers
+
+    def post(self, role: Role, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {**self.headers(role), "Idempotency-Key": secrets.token_hex(8)}
+        r = self.http.post(path, json=body, headers=headers)
+        assert r.status_code in (200, 201), r.text
+        return dict(r.json())
+
+
+@contextmanager
+def world(live: LiveServer) -> Iterator[World]:
+    account = new_account(live.url)
+    with httpx.Client(base_url=live.url, timeout=30) as http:
+        w = World(http=http, account=account, webhook_id="")
+        hook = w.post(
+            Role.OWNER,
+            "/webhooks",
+            {"url": live.url + "/nowhere", "events": ["allowance.reset"]},
+        )
+        yield attrs.evolve(w, webhook_id=hook["id"])
+
+
+def _sellers(w: World) -> None:
+    w.post(Role.OWNER, "/sellers", {"name": "s"})
+
+
+def _resources(w: World) -> None:
+    path = f"/p/{secrets.token_hex(4)}"
+    w.post(Role.SELLER, "/resources", {"kind": "http", "path": path, "amount": "0.01"})
+
+
+def _wallet_keys(w: World) -> None:
+    w.post(Role.OWNER, "/wallet-keys", {"name": "k"})
+
+
+def _webhooks(w: World) -> None:
+    w.post(Role.OWNER, "/webhooks", {"url": str(w.http.base_url) + "/nowhere"})
+
+
+def _deliveries(w: World) -> None:
+    w.post(Role.OWNER, f"/webhooks/{w.webhook_id}/test", {})
+
+
+def _attempts(w: World) -> None:
+    """A pay-url of a URL that does not ask for payment: refused, but an attempt."""
+    headers = {**w.headers(Role.WALLET), "Idempotency-Key": secrets.token_hex(8)}
+    url = str(w.http.base_url) + "/health"
+    r = w.http.post("/spend/pay-url", json={"url": url}, headers=headers)
+    assert r.json()["error"]["code"] == "not_payable", r.text
+
+
+@attrs.frozen
+class Factory:
+    """Adds one item to a list; ``order`` is the route's documented order."""
+
+    add: Callable[[World], None]
+    order: str  # "asc": oldest first; "desc": newest first
+
+
+FACTORIES: dict[str, Factory] = {
+    "/sellers": Factory(_sellers, "asc"),
+    "/resources": Factory(_resources, "asc"),
+    "/wallet-keys": Factory(_wallet_keys, "asc"),
+    "/webhooks": Factory(_webhooks, "asc"),
+    "/webhooks/{webhook_id}/deliveries": Factory(_deliveries, "desc"),
+    "/spend/attempts": Factory(_attempts, "desc"),
+}
+
+
+def _path(ep: Endpoint, w: World) -> str:
+    return ep.path.format(webhook_id=w.webhook_id)
+
+
+def _get(w: World, ep: Endpoint, **params: Any) -> httpx.Response:
+    return w.http.get(_path(ep, w), params=params, headers=w.headers(ep.auth))
+
+
+def _walk(w: World, ep: Endpoint, limit: int) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": limit}
+    for _ in range(100):
+        r = _get(w, ep, **params)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert len(body["data"]) <= limit
+        seen += body["data"]
+        if not body["has_more"]:
+            return seen
+        assert body["data"], "has_more with an empty page"
+        params["starting_after"] = body["data"][-1]["id"]
+    raise AssertionError(f"{ep.path}: has_more never became false")
+
+
+def test_every_list_route_has_a_factory() -> None:
+    assert sorted(ep.path for ep in LISTS) == sorted(FACTORIES)
+    assert all(ep.method == "GET" for ep in LISTS)
+
+
+@pytest.fixture(params=["clock", "ties"])
+def paging_server(request: pytest.FixtureRequest, make_server: Any) -> LiveServer:
+    """A server on the real clock, or one whose clock stands still (every item of a list
+    created at the same instant: the order is the ids')."""
+    if request.param == "ties":
+        frozen = datetime.now(UTC)
+        return make_server(clock=lambda: frozen)  # type: ignore[no-any-return]
+    return make_server()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("ep", LISTS, ids=lambda ep: ep.path)
+def test_pages_walk_every_item_once_in_order(
+    paging_server: LiveServer, ep: Endpoint, request: pytest.FixtureRequest
+) -> None:
+    factory = FACTORIES[ep.path]
+    with world(paging_server) as w:
+        for _ in range(5):
+            factory.add(w)
+        whole = _get(w, ep, limit=paging.MAX_LIMIT).json()
+        assert whole["has_more"] is False and len(whole["data"]) >= 5
+        walked = _walk(w, ep, limit=2)
+        ids = [item["id"] for item in walked]
+        assert len(ids) == len(set(ids)), "an item was seen twice"
+        assert ids == [item["id"] for item in whole["data"]]
+        keys = [(datetime.fromisoformat(item["created_at"]), item["id"]) for item in walked]
+        assert keys == sorted(keys, reverse=factory.order == "desc")
+        if request.node.callspec.params["paging_server"] == "ties":
+            assert len({created for created, _ in keys}) == 1, "the clock was to stand still"
+
+        default = _get(w, ep).json()["data"]
+        assert [item["id"] for item in default] == ids[: paging.DEFAULT_LIMIT]
+
+
+def _refused(r: httpx.Response, field: str) -> None:
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["ok"] is False and body["error"]["code"] == "validation_error", body
+    assert field in [e["field"] for e in body["error"]["details"]["errors"]], body
+    assert body["request_id"] == r.headers["x-request-id"]
+
+
+@pytest.mark.parametrize("ep", LISTS, ids=lambda ep: ep.path)
+def test_bad_cursors_and_limits_are_422(server: LiveServer, ep: Endpoint) -> None:
+    factory = FACTORIES[ep.path]
+    with world(server) as other:
+        factory.add(other)
+        foreign = _get(other, ep).json()["data"][0]["id"]
+    with world(server) as w:
+        factory.add(w)
+        for cursor in ("nope", "res_00000000000000000000000000", foreign, "x" * 41, "a b"):
+            _refused(_get(w, ep, starting_after=cursor), "starting_after")
+        for limit in ("0", "101", "abc", "-1", "1.5", "²", " 5", ""):
+            _refused(_get(w, ep, limit=limit), "limit")
+        path = _path(ep, w)
+        for query in ("starting_after=%00", "starting_after=a%00b", "starting_after=%E9"):
+            _refused(w.http.get(f"{path}?{query}", headers=w.headers(ep.auth)), "starting_after")
+        _refused(w.http.get(f"{path}?limit=1&limit=2", headers=w.headers(ep.auth)), "limit")
+        _refused(_get(w, ep, limt=5), "limt")
+        both = _get(w, ep, limit=0, starting_after="a;b").json()["error"]["details"]["errors"]
+        assert {e["field"] for e in both} == {"limit", "starting_after"}
+
+
+def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
+    """Probe every GET of the route table with its role's credential: an answer with
+    ``data`` or ``has_more`` must come from a paged route (or be a documented non-list)."""
+    with world(server) as w:
+        resource = w.post(
+            Role.SELLER, "/resources", {"kind": "http", "path": "/probe", "amount": "0.01"}
+        )
+        handle = "h" + secrets.token_hex(4)
+        w.post(Role.OWNER, "/handles", {"handle": handle})
+        address = "0x" + "11" * 20
+        faucet = w.post(Role.OWNER, "/sandbox/faucet", {"address": address, "amount": "1.00"})
+        values = {
+            "resource_id": resource["id"],
+            "key_id": w.account.wallet_key_id,
+            "webhook_id": w.webhook_id,
+            "destination": "@" + handle,
+            "address": address,
+            "tx_hash": faucet["transaction"],
+        }
+        answered_lists = set()
+        for ep in endpoints():
+            if ep.method != "GET":
+                continue
+            r = w.http.get(ep.path.format(**values), headers=w.headers(ep.auth))
+            assert r.status_code == 200, (ep.path, r.text)
+            body = r.json()
+            if "has_more" in body or isinstance(body.get("data"), list):
+                answered_lists.add(ep.path)
+            if ep.paged:
+                assert isinstance(body["has_more"], bool) and isinstance(body["data"], list)
+        paged = {ep.path for ep in LISTS}
+        assert answered_lists - set(NOT_LISTS) == paged
+
+
+def test_the_openapi_document_states_the_paging_parameters(server: LiveServer) -> None:
+    paths = httpx.get(server.url + "/agent-openapi.json").json()["paths"]
+    for ep in endpoints():
+        names = {p["name"] for p in paths[ep.path][ep.method.lower()].get("parameters", [])}
+        assert ("limit" in names and "starting_after" in names) == ep.paged, ep.path
