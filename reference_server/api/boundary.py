@@ -17,7 +17,7 @@ JSON bodies are held to the same text rule where they are parsed (:mod:`.json_bo
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, unquote_to_bytes
+from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -83,23 +83,18 @@ def _check_path(scope: Scope) -> None:
 
 
 def _check_query(query_string: bytes) -> None:
-    if not query_string:
-        return
-    try:
-        pairs = parse_qsl(
-            query_string.decode("utf-8"),
-            keep_blank_values=True,
-            encoding="utf-8",
-            errors="strict",
-        )
-    except UnicodeDecodeError:
-        raise ApiError(
-            "validation_error",
-            "Invalid request: the query string is not UTF-8 once percent-decoded.",
-            details={"errors": [{"field": "query", "message": "must be UTF-8"}]},
-        ) from None
+    """Each parameter's name and value, percent-decoded, is UTF-8 without control
+    characters; a 422 names every parameter that is not."""
     errors = []
-    for name, value in pairs:
+    for part in query_string.split(b"&"):
+        if not part:
+            continue
+        raw_name, _, raw_value = part.partition(b"=")
+        name, name_ok = _decode_component(raw_name)
+        value, value_ok = _decode_component(raw_value)
+        if not (name_ok and value_ok):
+            errors.append({"field": name, "message": "must be UTF-8 once percent-decoded"})
+            continue
         bad = first_forbidden(name) or first_forbidden(value)
         if bad is not None:
             errors.append({"field": name, "message": f"must not contain {name_of(bad)}"})
@@ -110,6 +105,15 @@ def _check_query(query_string: bytes) -> None:
             f"Invalid request: query parameter {summary}.",
             details={"errors": errors[:10]},
         )
+
+
+def _decode_component(raw: bytes) -> tuple[str, bool]:
+    """A query name or value as form decoding reads it, and whether it was UTF-8."""
+    data = unquote_to_bytes(raw.replace(b"+", b" "))
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), False
 
 
 def _check_headers(headers: list[tuple[bytes, bytes]]) -> None:
