@@ -116,7 +116,7 @@ def _job(ctx: ServerContext, headers: Mapping[str, str], order: Order, request_i
     ctx.load_secrets()
     now = ctx.now()
     with ctx.db.read() as conn:
-        agent = authenticate(conn, headers, role=Role.WALLET, jwt_secret=ctx.jwt_secret, now=now)
+        agent = authenticate(conn, headers, role=Role.WALLET, jwt_secrets=ctx.jwt_secrets, now=now)
         assert agent.subject_id is not None
         key = wallets.get_wallet_key(conn, agent.subject_id)
     return flow.Job(
