@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -167,12 +167,17 @@ def assert_ledger_sound(live: LiveServer) -> None:
 
 @contextmanager
 def server_processes(
-    database_url: str, count: int, *, public_url: str | None = None
+    database_url: str,
+    count: int,
+    *,
+    public_url: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[list[str]]:
     """``count`` ``svc-server run`` processes on one (already migrated) database; yields
     their URLs.  ``public_url`` makes them one deployment behind one address, as
-    replicas behind a load balancer are (it is what gates bind challenges to)."""
-    procs = [_spawn_server(database_url, public_url) for _ in range(count)]
+    replicas behind a load balancer are (it is what gates bind challenges to); ``env``
+    adds ``SVC_*`` variables."""
+    procs = [_spawn_server(database_url, public_url, env or {}) for _ in range(count)]
     try:
         yield [url for _, url in procs]
     finally:
@@ -182,7 +187,9 @@ def server_processes(
             proc.wait(timeout=20)
 
 
-def _spawn_server(database_url: str, public_url: str | None) -> tuple[subprocess.Popen[bytes], str]:
+def _spawn_server(
+    database_url: str, public_url: str | None, extra: Mapping[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -190,6 +197,7 @@ def _spawn_server(database_url: str, public_url: str | None) -> tuple[subprocess
         "SVC_DATABASE_URL": database_url,
         "SVC_RATE_LIMIT": "100000/second",
         "SVC_PUBLIC_URL": public_url or url,
+        **extra,
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
