@@ -50,11 +50,10 @@ class BodyTimeoutMiddleware:
                 return await receive()
             if deadline == math.inf:
                 deadline = time.monotonic() + self.timeout
-            message: Message | None = None
             # A floor so a body already buffered is still taken after a slow handler.
-            with anyio.move_on_after(max(deadline - time.monotonic(), 0.001)):
+            with anyio.move_on_after(max(deadline - time.monotonic(), 0.001)) as waiting:
                 message = await receive()
-            if message is None:
+            if waiting.cancelled_caught:  # ours, not a caller's cancellation
                 timed_out = True
                 if not started:
                     await _send_timeout(send, scope)
