@@ -5,6 +5,6 @@ app = create_app(Settings(database_url="sqlite:///svc.db"))
 """
 
 from .app import create_app
-from .settings import Settings
+from .settings import Settings, SettingsError
 
-__all__ = ["Settings", "create_app"]
+__all__ = ["Settings", "SettingsError", "create_app"]

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .api import idempotency
+from .api.body_timeout import BodyTimeoutMiddleware
 from .api.boundary import InputBoundaryMiddleware
 from .api.endpoint import Endpoint, routes_for
 from .api.errors import ApiError
@@ -142,7 +143,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
             *health.ROUTES,
             *discovery.routes(documented),
         ],
-        middleware=[Middleware(RequestIdMiddleware), Middleware(InputBoundaryMiddleware)],
+        # The body deadline sits inside the request id (its 408 carries the id) and
+        # outside everything that reads the body; the input boundary reads no body.
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(BodyTimeoutMiddleware, timeout_seconds=settings.body_timeout_seconds),
+            Middleware(InputBoundaryMiddleware),
+        ],
         exception_handlers={HTTPException: _http_exception},
         lifespan=lifespan,
     )

@@ -8,10 +8,18 @@ from typing import Any
 
 import click
 
-from .invariant import InvariantError
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 __all__ = ["main"]
+
+
+def _settings(**overrides: object) -> Settings:
+    """Settings from the environment; a bad one stops the command with one line naming
+    the variable (exit status 1), never a traceback."""
+    try:
+        return Settings.from_env(**overrides)
+    except SettingsError as exc:
+        raise click.ClickException(f"invalid configuration: {exc}") from None
 
 
 @click.group()
@@ -27,19 +35,18 @@ def main() -> None:
 @click.option("--exit-after-demo", is_flag=True, help="Stop the server when the demo is done.")
 def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_demo: bool) -> None:
     """Serve the API with uvicorn."""
-    import uvicorn
+    from .serving import build_server
 
-    from .app import create_app
-
-    settings = Settings.from_env(database_url=database_url)
-    if settings.public_url is None:
+    settings = _settings(database_url=database_url)
+    if settings.public_url is None and not settings.production:
+        # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = _with_public_url(settings, f"http://{host}:{port}")
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port))
+    server = build_server(settings, host=host, port=port)
     outcome: dict[str, Any] = {}
     if demo or exit_after_demo:
         thread = threading.Thread(
             target=_demo_when_started,
-            args=(server, settings, exit_after_demo, outcome),
+            args=(server, settings.public_url or f"http://{host}:{port}", exit_after_demo, outcome),
             daemon=True,
         )
         thread.start()
@@ -55,7 +62,7 @@ def _with_public_url(settings: Settings, url: str) -> Settings:
 
 
 def _demo_when_started(
-    server: Any, settings: Settings, exit_after: bool, outcome: dict[str, Any]
+    server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]
 ) -> None:
     import time
 
@@ -66,9 +73,7 @@ def _demo_when_started(
             return
         time.sleep(0.05)
     try:
-        if settings.public_url is None:
-            raise InvariantError("expected settings.public_url is not None")
-        walk_go_live(settings.public_url, echo=click.echo)
+        walk_go_live(base_url, echo=click.echo)
     except Exception as exc:  # report and stop, the demo is for humans
         outcome["error"] = repr(exc)
         server.should_exit = True
@@ -76,7 +81,7 @@ def _demo_when_started(
     if exit_after:
         server.should_exit = True
     else:
-        click.echo(f"\nServer still running at {settings.public_url} (Ctrl-C to stop).")
+        click.echo(f"\nServer still running at {base_url} (Ctrl-C to stop).")
 
 
 @main.command()
@@ -89,7 +94,7 @@ def worker(database_url: str | None) -> None:
     from .outbox import run_worker
     from .store import upgrade
 
-    ctx = ServerContext(Settings.from_env(database_url=database_url))
+    ctx = ServerContext(_settings(database_url=database_url))
     upgrade(ctx.db)
     ctx.load_secrets()
     click.echo("outbox worker running (Ctrl-C to stop)")
@@ -107,7 +112,7 @@ def migrate(database_url: str | None) -> None:
     """Bring the database schema up to date (run also at server start)."""
     from .store import Database, upgrade
 
-    upgrade(Database(Settings.from_env(database_url=database_url).database_url))
+    upgrade(Database(_settings(database_url=database_url).database_url))
     click.echo("database is up to date")
 
 
@@ -127,7 +132,7 @@ def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
     from .domain.owners import create_owner, find_owner_by_email
     from .store import upgrade
 
-    settings = Settings.from_env(database_url=database_url)
+    settings = _settings(database_url=database_url)
     ctx = ServerContext(settings)
     upgrade(ctx.db)
     secret = ctx.jwt_secret
@@ -154,7 +159,7 @@ def ledger_audit(database_url: str | None) -> None:
     from .domain import ledger as books
     from .store import Database
 
-    db = Database(Settings.from_env(database_url=database_url).database_url)
+    db = Database(_settings(database_url=database_url).database_url)
     with db.read() as conn:
         problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]
         totals = {env: books.sum_of_balances(conn, env) for env in books.ENVIRONMENTS}

@@ -33,7 +33,10 @@ class ServerContext:
         self.db = db or Database(settings.database_url)
         self.limiter = RateLimiter(settings.rate_limit_storage)
         self._jwt_secret = settings.jwt_secret
-        self._box: SecretBox | None = SecretBox(settings.data_key) if settings.data_key else None
+        previous_keys = settings.data_previous_keys
+        self._box: SecretBox | None = (
+            SecretBox(settings.data_key, *previous_keys) if settings.data_key else None
+        )
         self._lock = threading.Lock()
         self._demo: dict[str, str] | None = None
         self._wakeup: anyio.Event | None = None
@@ -44,13 +47,20 @@ class ServerContext:
 
     @property
     def jwt_secret(self) -> str:
-        """The owner-JWT key: configured, or generated once and kept in the database so
-        that every process (and the ``svc-server owners create`` command) agrees on it."""
+        """The key new owner JWTs are signed with: configured, or (outside production)
+        generated once and kept in the database so that every process (and the
+        ``svc-server owners create`` command) agrees on it."""
         if self._jwt_secret is None:
             with self._lock:
                 if self._jwt_secret is None:
-                    self._jwt_secret = self._stored_secret("owner_jwt")
+                    self._jwt_secret = self._stored_key("owner_jwt", _token)
         return self._jwt_secret
+
+    @property
+    def jwt_secrets(self) -> tuple[str, ...]:
+        """Every key an owner JWT may be signed with: the current one first, then the
+        previous ones still accepted during a rotation."""
+        return (self.jwt_secret, *self.settings.jwt_previous_secrets)
 
     @property
     def box(self) -> SecretBox:
@@ -58,7 +68,8 @@ class ServerContext:
         if self._box is None:
             with self._lock:
                 if self._box is None:
-                    self._box = SecretBox(self._stored_secret("data_key", new_data_key))
+                    key = self._stored_key("data_key", new_data_key)
+                    self._box = SecretBox(key, *self.settings.data_previous_keys)
         return self._box
 
     def demo_resources(self) -> dict[str, str]:
@@ -117,6 +128,14 @@ class ServerContext:
         shared by every process: the test environment's ``pay-url`` hot wallet key."""
         box = self.box
         return box.open(self._stored_secret(name, lambda: box.seal(generate())))
+
+    def _stored_key(self, name: str, generate: Callable[[], str]) -> str:
+        """The owner-JWT or data key kept in the database: a convenience for laptops
+        only.  Settings already refuse production without configured keys; this is the
+        last guard, so that production never stores a key beside what it protects."""
+        if self.settings.production:
+            raise RuntimeError(f"production never generates its {name}; configure it")
+        return self._stored_secret(name, generate)
 
     def _stored_secret(self, name: str, generate: Callable[[], str] = _token) -> str:
         q = select(t.server_secrets.c.value).where(t.server_secrets.c.name == name)

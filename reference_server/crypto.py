@@ -6,11 +6,14 @@ idempotent request that created a credential (so a retry after a dropped connect
 receives it).  Those are sealed with Fernet (AES-128-CBC + HMAC-SHA256, from the
 ``cryptography`` package).  The key is ``SVC_DATA_KEY`` in production; on a laptop it is
 generated once and kept in the database, which protects less and is documented so.
+
+Keys rotate: the current key seals, it and every previous key (``SVC_DATA_PREVIOUS_KEYS``)
+open (Fernet's ``MultiFernet``), so values sealed before a rotation stay readable.
 """
 
 from __future__ import annotations
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 __all__ = ["SecretBox", "new_data_key"]
 
@@ -22,8 +25,9 @@ def new_data_key() -> str:
 
 
 class SecretBox:
-    def __init__(self, key: str) -> None:
-        self._fernet = Fernet(key.encode())
+    def __init__(self, key: str, *previous: str) -> None:
+        """``key`` seals and opens; each of ``previous`` (retired keys) only opens."""
+        self._fernet = MultiFernet([Fernet(k.encode()) for k in (key, *previous)])
 
     def seal(self, plaintext: str) -> str:
         return _PREFIX + self._fernet.encrypt(plaintext.encode()).decode()
@@ -34,7 +38,7 @@ class SecretBox:
         try:
             return self._fernet.decrypt(sealed[len(_PREFIX) :].encode()).decode()
         except InvalidToken:
-            raise ValueError("sealed with another data key, or tampered with") from None
+            raise ValueError("sealed with an unknown data key, or tampered with") from None
 
     @staticmethod
     def is_sealed(value: str) -> bool:

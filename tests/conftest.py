@@ -23,6 +23,7 @@ import pytest
 from reference_server import Settings
 
 from .support import (
+    PRODUCTION_KEYS,
     TEST_SETTINGS,
     Account,
     LiveApp,
@@ -115,7 +116,10 @@ def make_server(database_url: str, migrated_sqlite: Path) -> Iterator[Callable[.
     started: list[LiveServer] = []
 
     def make(**overrides: Any) -> LiveServer:
-        values = {**TEST_SETTINGS, "database_url": database_url, **overrides}
+        """A server with ``overrides``; a production one gets fixed test keys, since
+        production never generates its own."""
+        keys = PRODUCTION_KEYS if overrides.get("env") == "production" else {}
+        values = {**TEST_SETTINGS, **keys, "database_url": database_url, **overrides}
         target = Path(str(values["database_url"]).removeprefix("sqlite:///"))
         if str(values["database_url"]).startswith("sqlite:///") and not target.exists():
             shutil.copyfile(migrated_sqlite, target)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,8 +17,9 @@ import attrs
 import httpx
 import uvicorn
 
-from reference_server import Settings, create_app
+from reference_server import Settings
 from reference_server.context import ServerContext
+from reference_server.serving import build_server
 
 
 @attrs.define
@@ -73,13 +74,16 @@ def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
 
 
 def start_server(settings: Settings) -> LiveServer:
+    """The production configuration (``reference_server.serving.build_server``, the
+    one ``svc-server run`` uses) in a thread; outside production its public URL is the
+    loopback address (production publishes only https URLs: ``None`` there means the
+    address a request came to)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    if settings.public_url is None:
+    if settings.public_url is None and not settings.production:
         settings = attrs.evolve(settings, public_url=url)
-    app = create_app(settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
+    server = build_server(settings, host="127.0.0.1", port=port, log_level="warning")
+    app = server.config.app
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -89,6 +93,12 @@ def start_server(settings: Settings) -> LiveServer:
         time.sleep(0.02)
     return LiveServer(url=url, ctx=app.state.ctx, settings=settings, server=server, thread=thread)
 
+
+#: What production insists on from outside the database (its keys are never generated).
+PRODUCTION_KEYS: dict[str, Any] = {
+    "jwt_secret": "test-production-jwt-secret-0123456789abcdef",
+    "data_key": "8Zb4QgFqgJ0nSx2Zk2G6wQkqg3H7t6Y0R4b3M5l9sVw=",
+}
 
 #: Test defaults: limits high enough that concurrency tests are not throttled.
 TEST_SETTINGS: dict[str, Any] = {
@@ -157,12 +167,17 @@ def assert_ledger_sound(live: LiveServer) -> None:
 
 @contextmanager
 def server_processes(
-    database_url: str, count: int, *, public_url: str | None = None
+    database_url: str,
+    count: int,
+    *,
+    public_url: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[list[str]]:
     """``count`` ``svc-server run`` processes on one (already migrated) database; yields
     their URLs.  ``public_url`` makes them one deployment behind one address, as
-    replicas behind a load balancer are (it is what gates bind challenges to)."""
-    procs = [_spawn_server(database_url, public_url) for _ in range(count)]
+    replicas behind a load balancer are (it is what gates bind challenges to); ``env``
+    adds ``SVC_*`` variables."""
+    procs = [_spawn_server(database_url, public_url, env or {}) for _ in range(count)]
     try:
         yield [url for _, url in procs]
     finally:
@@ -172,7 +187,9 @@ def server_processes(
             proc.wait(timeout=20)
 
 
-def _spawn_server(database_url: str, public_url: str | None) -> tuple[subprocess.Popen[bytes], str]:
+def _spawn_server(
+    database_url: str, public_url: str | None, extra: Mapping[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -180,6 +197,7 @@ def _spawn_server(database_url: str, public_url: str | None) -> tuple[subprocess
         "SVC_DATABASE_URL": database_url,
         "SVC_RATE_LIMIT": "100000/second",
         "SVC_PUBLIC_URL": public_url or url,
+        **extra,
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "reference_server", "run", "--port", str(port)],

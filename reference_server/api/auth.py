@@ -10,7 +10,7 @@ the routes' job and answer 404, so that nobody learns another seller's ids.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import attrs
@@ -117,10 +117,12 @@ def authenticate(
     headers: Mapping[str, str],
     *,
     role: Role,
-    jwt_secret: str,
+    jwt_secrets: Sequence[str],
     now: datetime,
 ) -> Principal:
-    """Resolve the caller or raise the right 401/403 :class:`ApiError`."""
+    """Resolve the caller or raise the right 401/403 :class:`ApiError`.  An owner JWT may
+    be signed with any of ``jwt_secrets`` (the current key, then retired ones still
+    accepted during a rotation)."""
     wanted_env = requested_environment(headers)
     token = _bearer_token(headers)
     if token is None:
@@ -133,7 +135,7 @@ def authenticate(
     elif token.startswith("svc_vw_"):
         principal = _wallet_principal(conn, token)
     else:
-        principal = _owner_principal(conn, token, jwt_secret, now, wanted_env)
+        principal = _owner_principal(conn, token, jwt_secrets, now, wanted_env)
 
     if principal.role is not role:
         raise ApiError(
@@ -193,21 +195,29 @@ def _wallet_principal(conn: Connection, token: str) -> Principal:
     )
 
 
+def _verified_claims(token: str, secrets: Sequence[str]) -> dict[str, object]:
+    for secret in secrets:
+        try:
+            return dict(
+                jwt.decode(
+                    token,
+                    secret,
+                    algorithms=[_JWT_ALGORITHM],
+                    issuer=_JWT_ISSUER,
+                    options={"require": ["sub", "exp", "iat"], "verify_exp": False},
+                )
+            )
+        except jwt.InvalidSignatureError:
+            continue  # signed with another (perhaps retired) key: try the next one
+        except jwt.PyJWTError:
+            break
+    raise ApiError("invalid_credential", "The owner JWT is malformed or its signature is invalid.")
+
+
 def _owner_principal(
-    conn: Connection, token: str, secret: str, now: datetime, wanted_env: str | None
+    conn: Connection, token: str, secrets: Sequence[str], now: datetime, wanted_env: str | None
 ) -> Principal:
-    try:
-        claims = jwt.decode(
-            token,
-            secret,
-            algorithms=[_JWT_ALGORITHM],
-            issuer=_JWT_ISSUER,
-            options={"require": ["sub", "exp", "iat"], "verify_exp": False},
-        )
-    except jwt.PyJWTError:
-        raise ApiError(
-            "invalid_credential", "The owner JWT is malformed or its signature is invalid."
-        ) from None
+    claims = _verified_claims(token, secrets)
     # Expiry is checked against the server's clock (injectable in tests), not the OS clock.
     if not isinstance(claims.get("exp"), int) or claims["exp"] <= now.timestamp():
         raise ApiError("invalid_credential", "The owner JWT has expired; create a new one.")

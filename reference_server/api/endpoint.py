@@ -152,12 +152,12 @@ def _run(
     now = ctx.now()
     headers = request.headers
     ctx.load_secrets()  # before any transaction opens: the first load writes once
-    jwt_secret = ctx.jwt_secret
+    jwt_secrets = ctx.jwt_secrets
     principal: Principal | None = None
     anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
     if ep.auth is not None and not anonymous:
         with ctx.db.read() as conn:
-            principal = authenticate(conn, headers, role=ep.auth, jwt_secret=jwt_secret, now=now)
+            principal = authenticate(conn, headers, role=ep.auth, jwt_secrets=jwt_secrets, now=now)
         environment = principal.environment
     else:  # no credential: the environment is the header's (absent = live)
         environment = requested_environment(headers) or "live"

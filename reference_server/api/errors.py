@@ -54,6 +54,7 @@ CODES: dict[str, tuple[int, str]] = {
     "not_found": (404, "No such route, or no such object that you can see."),
     "sandbox_test_only": (404, "The sandbox exists only in the test environment, not in live."),
     "method_not_allowed": (405, "The route exists but not with this method."),
+    "request_timeout": (408, "The request body did not arrive in time; the connection is closed."),
     "conflict": (409, "The request conflicts with the current state."),
     "email_taken": (409, "An owner with this email exists."),
     "handle_taken": (409, "Another owner holds this handle in this environment."),

@@ -18,7 +18,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from .errors import ApiError
 from .text import first_forbidden_in_body_text, name_of
@@ -45,11 +45,18 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client left mid-body, or the body deadline cut it off (and answered 408):
+        # nothing to serve, nothing to log as a server failure.
+        raise ApiError(
+            "bad_request", "The client closed the connection before the body ended."
+        ) from None
     raw = b"".join(chunks)
     if not raw.strip():
         return None

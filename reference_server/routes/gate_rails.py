@@ -200,7 +200,7 @@ def _authenticate(ctx: ServerContext, request: Request) -> Principal:
     ctx.load_secrets()  # before any transaction opens: the first load writes once
     with ctx.db.read() as conn:
         return authenticate(
-            conn, request.headers, role=Role.SELLER, jwt_secret=ctx.jwt_secret, now=ctx.now()
+            conn, request.headers, role=Role.SELLER, jwt_secrets=ctx.jwt_secrets, now=ctx.now()
         )
 
 

@@ -114,7 +114,7 @@ def _job(ctx: ServerContext, headers: Mapping[str, str], order: Order, request_i
     ctx.load_secrets()
     now = ctx.now()
     with ctx.db.read() as conn:
-        agent = authenticate(conn, headers, role=Role.WALLET, jwt_secret=ctx.jwt_secret, now=now)
+        agent = authenticate(conn, headers, role=Role.WALLET, jwt_secrets=ctx.jwt_secrets, now=now)
         key = wallets.get_wallet_key(conn, checked(agent.subject_id))
     return flow.Job(
         ctx=ctx,

@@ -179,7 +179,7 @@ def _seller_scope(live: LiveServer, account: Account) -> str:
             conn,
             {"authorization": f"Bearer {account.seller_key}"},
             role=Role.SELLER,
-            jwt_secret=live.ctx.jwt_secret,
+            jwt_secrets=live.ctx.jwt_secrets,
             now=live.ctx.now(),
         )
     return principal.credential_id

@@ -39,6 +39,8 @@ from reference_server.outbound import (
     send_sync,
 )
 
+from ..support import PRODUCTION_KEYS
+
 pytestmark = pytest.mark.timeout(30)
 
 METADATA_URL = "http://169.254.169.254/latest/meta-data/"
@@ -451,7 +453,7 @@ def test_address_refusal(address: str, forbidden: bool) -> None:
 
 
 def test_policy_from_settings_and_bounds() -> None:
-    strict = OutboundPolicy.from_settings(Settings(env="production"))
+    strict = OutboundPolicy.from_settings(Settings(env="production", **PRODUCTION_KEYS))
     assert (strict.allow_private, strict.https_only) == (False, True)
     dev = OutboundPolicy.from_settings(Settings(env="development"), read_timeout=3.0)
     assert (dev.allow_private, dev.https_only, dev.read_timeout) == (True, False, 3.0)

@@ -1,0 +1,99 @@
+"""The uvicorn server ``svc-server run`` (and the test suite) serves the app with.
+
+Slow clients are cut off at three points:
+
+- **headers**: uvicorn 0.54 bounds the idle time between keep-alive requests but not the
+  time a client takes to send a request line and headers, so a connection that opens
+  and trickles (or sends nothing) is held forever.  :class:`_HeadDeadlineProtocol` (a
+  small subclass of uvicorn's h11 protocol) arms a timer when a connection opens and when
+  the next request starts arriving, and disarms it once the head is complete; if it
+  fires, the connection is closed (no response can be framed for a request that was
+  never read).
+- **body**: the app's :class:`~reference_server.api.body_timeout.BodyTimeoutMiddleware`
+  answers ``408 request_timeout`` and closes (it applies under any server).
+- **keep-alive**: uvicorn's ``timeout_keep_alive``.
+
+Build servers with :func:`build_server` only, so every one has these protections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .app import create_app
+from .settings import Settings
+
+__all__ = ["build_server"]
+
+
+class _HeadDeadlineProtocol(H11Protocol):
+    #: Set on the per-server subclass made by :func:`_protocol_class`.
+    head_timeout: float = 10.0
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._watch_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch_head()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head()
+        super().connection_lost(exc)
+
+    def _watch_head(self) -> None:
+        """Waiting for a request head (h11 ``IDLE`` on their side) and not merely idle
+        between requests (uvicorn's keep-alive timer covers that) means the deadline
+        runs; it is armed once per request, so trickling bytes does not extend it."""
+        reading_head = (
+            self.conn.their_state is h11.IDLE
+            and self.timeout_keep_alive_task is None
+            and not self.transport.is_closing()
+        )
+        if not reading_head:
+            self._disarm_head()
+        elif self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _disarm_head(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            with contextlib.suppress(h11.LocalProtocolError):
+                self.conn.send(h11.ConnectionClosed())
+            self.transport.close()
+
+
+def _protocol_class(head_timeout: float) -> type[H11Protocol]:
+    return type("HeadDeadlineH11Protocol", (_HeadDeadlineProtocol,), {"head_timeout": head_timeout})
+
+
+def build_server(settings: Settings, *, host: str, port: int, **options: Any) -> uvicorn.Server:
+    """A uvicorn server for ``create_app(settings)`` (``server.config.app``) with the
+    slow-client bounds of ``settings``; ``options`` are passed to ``uvicorn.Config``
+    (``log_level``...)."""
+    config = uvicorn.Config(
+        create_app(settings),
+        host=host,
+        port=port,
+        http=_protocol_class(settings.header_timeout_seconds),
+        timeout_keep_alive=settings.keep_alive_timeout_seconds,  # type: ignore[arg-type]
+        **options,
+    )
+    return uvicorn.Server(config)

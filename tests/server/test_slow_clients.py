@@ -1,0 +1,195 @@
+"""Slow clients are cut off: a real server (built by ``serving.build_server``, as
+``svc-server run`` builds it) on loopback, driven with raw sockets.
+
+Timeouts are set small; the assertions are about behaviour (closed, answered 408), with
+generous upper bounds rather than timing precision.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from ..support import LiveServer
+
+pytestmark = pytest.mark.timeout(60)
+
+BOUND = 0.5
+#: A closed connection must be seen well within this, though the bound is ``BOUND``.
+GENEROUS = 10.0
+
+
+@pytest.fixture
+def server(make_server: Callable[..., LiveServer]) -> LiveServer:
+    return make_server(
+        header_timeout_seconds=BOUND,
+        body_timeout_seconds=BOUND,
+        keep_alive_timeout_seconds=BOUND,
+    )
+
+
+def connect(live: LiveServer) -> socket.socket:
+    parts = urlsplit(live.url)
+    sock = socket.create_connection((parts.hostname, parts.port))
+    sock.settimeout(GENEROUS)
+    return sock
+
+
+def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
+    """Everything the server sends until it closes; and how long that took."""
+    start = time.monotonic()
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks), time.monotonic() - start
+
+
+def head(path: str, method: str = "POST", **headers: Any) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+    lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_headers_never_completed_close_the_connection(server: LiveServer) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"POST /owners HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+        data, waited = read_until_closed(sock)
+    assert data == b""  # no request was read, so none is answered
+    assert waited < GENEROUS
+
+
+def test_headers_trickled_byte_by_byte_are_still_cut_off(server: LiveServer) -> None:
+    """The deadline runs from the first byte of the request, not from the last one."""
+    request = head("/owners", Content_Length=2)
+    with connect(server) as sock:
+        start = time.monotonic()
+        closed = False
+        for byte in request[:-4]:
+            try:
+                sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            time.sleep(0.05)
+            if time.monotonic() - start > 3 * BOUND:
+                break
+        if not closed:
+            data, _ = read_until_closed(sock)
+            assert data == b""
+        assert time.monotonic() - start < GENEROUS
+
+
+def test_second_request_headers_never_completed_close_the_connection(
+    server: LiveServer,
+) -> None:
+    """On a kept-alive connection the deadline starts again with the next request."""
+    with connect(server) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 12")
+        data, waited = read_until_closed(sock)
+    assert data == b"" and waited < GENEROUS
+
+
+def test_a_connection_that_sends_nothing_is_closed(server: LiveServer) -> None:
+    with connect(server) as sock:
+        data, waited = read_until_closed(sock)
+    assert data == b"" and waited < GENEROUS
+
+
+@pytest.mark.parametrize("path", ["/owners", "/spend/pay-url", "/gates/redeem"])
+def test_stalled_body_is_answered_408_then_closed(server: LiveServer, path: str) -> None:
+    """API endpoints and raw routes alike (the body deadline wraps every route)."""
+    with connect(server) as sock:
+        sock.sendall(head(path, Content_Type="application/json", Content_Length=100))
+        sock.sendall(b'{"email": "')  # 11 of 100 bytes, then nothing
+        data, waited = read_until_closed(sock)
+    status_line, _, rest = data.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 408"), data[:200]
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    assert b"connection: close" in headers.lower()
+    answer = json.loads(body)
+    assert answer["ok"] is False and answer["error"]["code"] == "request_timeout"
+    assert answer["request_id"].startswith("req_")
+    assert f"x-request-id: {answer['request_id']}".encode() in headers.lower()
+    assert waited < GENEROUS
+
+
+def test_idle_keep_alive_connection_is_closed(server: LiveServer) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        data, waited = read_until_closed(sock)  # answered, then idle until the bound
+    assert data.startswith(b"HTTP/1.1 200")
+    assert waited < GENEROUS
+
+
+def test_slow_but_progressing_request_is_served(server: LiveServer) -> None:
+    """Headers and body each arrive in pieces, each within its bound: served as usual."""
+    body = json.dumps({"email": "slow@example.com"}).encode()
+    request = head("/owners", Content_Type="application/json", Content_Length=len(body))
+    with connect(server) as sock:
+        for piece in (request[:20], request[20:]):
+            sock.sendall(piece)
+            time.sleep(BOUND / 5)
+        for i in range(0, len(body), 8):
+            sock.sendall(body[i : i + 8])
+            time.sleep(BOUND / 20)
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            assert chunk, reply
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 201"), reply[:300]
+    assert b'"owner_jwt"' in reply
+
+
+def body_routes(live: LiveServer) -> list[tuple[str, str]]:
+    """Every path the app serves that takes a body, from its route table (path
+    parameters filled with a placeholder), without the ``/api`` aliases: (method, path)."""
+    from starlette.routing import Route
+
+    app = live.server.config.app
+    paths = []
+    for route in app.routes:
+        if not isinstance(route, Route) or route.path.startswith("/api/"):
+            continue
+        methods = sorted((route.methods or {"POST"}) & {"POST", "PUT", "PATCH", "DELETE"})
+        if methods:
+            path = route.path.replace("{", "").replace("}", "").replace(":path", "")
+            paths.append((methods[0], path))
+    return paths
+
+
+def test_no_route_holds_a_stalled_body(server: LiveServer) -> None:
+    """Whatever a route does with a body that never arrives (408, or an answer that did
+    not need it), the connection is closed within the bound, never held."""
+    paths = body_routes(server)
+    assert len(paths) > 20
+    sockets = []
+    for method, path in paths:
+        sock = connect(server)
+        sock.sendall(head(path, method, Content_Type="application/json", Content_Length=100))
+        sock.sendall(b"{")
+        sockets.append((method, path, sock))
+    start = time.monotonic()
+    statuses = set()
+    for method, path, sock in sockets:
+        with sock:
+            data, _ = read_until_closed(sock)
+        assert data.startswith(b"HTTP/1.1 "), (method, path)  # answered, then closed
+        statuses.add(data[9:12])
+    assert b"408" in statuses
+    assert time.monotonic() - start < GENEROUS
