@@ -1,6 +1,8 @@
-"""The asynchronous client: :class:`BaseClient` plus an awaitable send path.
+"""The client: :class:`BaseClient` plus the send path.
 
 Everything but sending and sleeping is in ``_base_client``; see there for the loop.
+``_async_client`` is the source; ``_client`` is generated from it by
+``python -m tests.unasync``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ T = TypeVar("T")
 
 
 class AsyncClient(BaseClient):
-    """Async client for the svc API (asyncio or trio, through anyio).
+    """Client for the svc API.
 
     ::
 

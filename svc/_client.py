@@ -1,6 +1,9 @@
-"""The synchronous client: :class:`BaseClient` plus a blocking send path.
+# Generated from svc/_async_client.py by `python -m tests.unasync` -- do not edit.
+"""The client: :class:`BaseClient` plus the send path.
 
 Everything but sending and sleeping is in ``_base_client``; see there for the loop.
+``_async_client`` is the source; ``_client`` is generated from it by
+``python -m tests.unasync``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ T = TypeVar("T")
 
 
 class Client(BaseClient):
-    """Blocking client for the svc API.
+    """Client for the svc API.
 
     ::
 
@@ -47,9 +50,10 @@ class Client(BaseClient):
 
     Credentials, ``base_url`` and ``environment`` default to the ``SVC_*`` environment
     variables.  ``transport`` (e.g. :class:`httpx.MockTransport`) or a ready
-    ``http_client`` replace the network for tests or proxies; a client passed in is
-    not closed by :meth:`close`, since its owner may still use it.  ``sleep`` is how
-    retries wait, injectable so tests need not.
+    ``httpx.Client`` as ``http_client`` replace the network for tests or proxies; a
+    client passed in is not closed by :meth:`close`, since its owner may still use it.
+    ``sleep`` is how retries wait (``time.sleep`` by default), injectable so tests need
+    not.
     """
 
     owners: Owners

@@ -1,8 +1,11 @@
-"""Endpoint namespaces of the sync client (``client.sellers.me()``...).
+# Generated from svc/_async_namespaces.py by `python -m tests.unasync` -- do not edit.
+"""Endpoint namespaces of the clients (``client.sellers.me()``...).
 
 Each method is one line: build the spec with ``_endpoints`` and send it through the
-client, so the async twin in ``_async_namespaces`` stays the same API by construction.
-Adding a namespace: a class here, its twin there, one attribute in each client.
+client, so every namespace is the same API on both clients by construction.
+``_async_namespaces`` is the source; ``_namespaces`` is generated from it by
+``python -m tests.unasync``.  Adding a namespace: a class in the source, one attribute
+in ``_async_client``, then regenerate.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from ._async import send
 from ._errors import OutboundError, OutboundFailed, OutboundRefused
 from ._plan import Headers, OutboundResponse
 from ._policy import OutboundPolicy, Resolver, system_resolve, system_resolve_async
-from ._sync import send_sync
+from ._sync import send as send_sync
 from ._target import Target, check_url, pin_addresses
 
 __all__ = [

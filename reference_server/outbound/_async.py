@@ -1,26 +1,25 @@
-"""The async send path: :func:`send`."""
+"""The send path, :func:`send`: ``_async`` is the source, ``_sync`` (the blocking twin,
+for the webhook worker's threads) is generated from it by ``python -m tests.unasync``.
+
+What differs beyond ``async`` and ``await`` -- how the total deadline is enforced, how a
+resolver is waited for, how a connection is closed -- is in ``_async_io`` / ``_sync_io``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator
 
-import anyio
 import httpx
 
 from ..invariant import InvariantError
+from ._async_io import Deadline, close, resolve
 from ._plan import Headers, OutboundResponse, Plan, default_tls_context, take
-from ._policy import OutboundPolicy, system_resolve_async
+from ._policy import OutboundPolicy
 
 __all__ = ["send"]
 
 
-async def _close(aclose: Callable[[], Awaitable[object]]) -> None:
-    """Close even when the total deadline has just cancelled us, so no socket leaks."""
-    with anyio.move_on_after(1, shield=True):
-        await aclose()
-
-
-async def _read_capped_async(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
     if response.is_stream_consumed:  # already in memory (a mock transport, say)
         return response.content[:cap], len(response.content) > cap
     body = bytearray()
@@ -30,55 +29,39 @@ async def _read_capped_async(response: httpx.Response, cap: int) -> tuple[bytes,
             if take(body, chunk, cap):
                 return bytes(body), True
     finally:
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await _close(aclose)
+        stop = getattr(chunks, "aclose", None)  # the raw stream's own, if it has one
+        if stop is not None:
+            await close(stop)
     return bytes(body), False
 
 
-async def _send_pinned_async(plan: Plan, client: httpx.AsyncClient | None) -> OutboundResponse:
-    if plan.target.ip is not None:
-        answers: Iterable[str] = ()
-    else:
-        resolver = plan.policy.resolver or system_resolve_async
+async def _attempt(
+    plan: Plan, http: httpx.AsyncClient, addresses: list[str], deadline: Deadline
+) -> OutboundResponse:
+    """Try the checked addresses in turn; httpx's errors are left to the caller to map."""
+    last: httpx.ConnectError | None = None
+    for ip in addresses:
         try:
-            result = resolver(plan.target.host, plan.target.port)
-            answers = await result if isinstance(result, Awaitable) else result
-        except OSError as exc:
-            raise plan.resolve_failed(exc) from exc
-    addresses = plan.pin(answers)
-    http = (
-        client
-        if client is not None
-        else httpx.AsyncClient(trust_env=False, verify=default_tls_context())
-    )
-    try:
-        last: httpx.ConnectError | None = None
-        for ip in addresses:
-            try:
-                response = await http.send(
-                    plan.request(ip), stream=True, follow_redirects=False, auth=None
-                )
-            except httpx.ConnectError as exc:
-                if not plan.next_address_worth_trying(exc):
-                    raise plan.failed(exc) from exc
-                last = exc
-                continue
-            except httpx.HTTPError as exc:
-                raise plan.failed(exc) from exc
-            try:
-                body, truncated = await _read_capped_async(response, plan.policy.max_response_bytes)
-            except httpx.HTTPError as exc:
-                raise plan.failed(exc) from exc
-            finally:
-                await _close(response.aclose)
-            return plan.response(response, body, truncated, ip)
-        if last is None:
-            raise InvariantError("expected last is not None")
-        raise plan.failed(last) from last
-    finally:
-        if client is None:
-            await _close(http.aclose)
+            response = await http.send(
+                plan.request(ip, trace=deadline.trace),
+                stream=True,
+                follow_redirects=False,
+                auth=None,
+            )
+        except httpx.ConnectError as exc:
+            if deadline.fired or not plan.next_address_worth_trying(exc):
+                raise
+            last = exc
+            continue
+        try:
+            body, truncated = await _read_capped(response, plan.policy.max_response_bytes)
+            deadline.disarm()
+        finally:
+            await close(response.aclose)
+        return plan.response(response, body, truncated, ip)
+    if last is None:
+        raise InvariantError("expected last is not None")
+    raise last
 
 
 async def send(
@@ -96,9 +79,25 @@ async def send(
     given ``client`` supplies TLS settings (``verify=``) and transports; its redirect,
     auth, cookie, header and timeout defaults are not used.  It must speak HTTP/1.1 and
     have no proxy (both would undo the pinning).  Without one, a fresh client is used for
-    this request alone.
+    this request alone.  The total deadline (``policy.total_timeout``, resolution
+    included) is enforced by :class:`Deadline`; passing it fails the send as too slow.
     """
     plan = Plan.make(method, url, headers, content, policy)
-    with anyio.move_on_after(policy.total_timeout):
-        return await _send_pinned_async(plan, client)
-    raise plan.too_slow()
+    with Deadline(plan) as deadline:
+        addresses = plan.pin(await resolve(plan))
+        if plan.remaining() <= 0:
+            raise plan.too_slow()
+        http = (
+            client
+            if client is not None
+            else httpx.AsyncClient(trust_env=False, verify=default_tls_context())
+        )
+        try:
+            return await _attempt(plan, http, addresses, deadline)
+        except httpx.HTTPError as exc:
+            if deadline.fired:
+                raise plan.too_slow() from exc
+            raise plan.failed(exc) from exc
+        finally:
+            if client is None:
+                await close(http.aclose)

@@ -3,8 +3,8 @@
 As in httpx's own ``BaseClient`` / ``Client`` / ``AsyncClient`` split, everything that
 does not do I/O -- checking the URL and headers, checking the resolved addresses,
 building the pinned request, mapping errors, shaping the result -- lives in :class:`Plan`;
-:func:`~._async.send` and :func:`~._sync.send_sync` only add resolution, the connection
-attempts and the capped body read, each in its own I/O style.
+:func:`~._async.send` and :func:`~._sync.send` (generated from it) only add resolution,
+the connection attempts and the capped body read, each in its own I/O style.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@ for open rails) on both clients, against an ``httpx.MockTransport``."""
 
 from __future__ import annotations
 
-import inspect
 import json
 from decimal import Decimal
 from typing import Any
@@ -12,7 +11,6 @@ import pytest
 from sdk_support import SELLER_KEY, Twin, fail, ok
 
 import svc
-from svc import _async_namespaces, _namespaces
 
 pytestmark = pytest.mark.anyio
 
@@ -124,12 +122,3 @@ async def test_a_seller_key_is_needed(twin: Twin) -> None:
     client = twin.client(wallet_key="svc_vw_test_wallet")
     with pytest.raises(svc.ConfigurationError):
         await twin.call(client, lambda c: c.gates.challenge("res_1", method="GET", url=URL))
-
-
-def test_async_gates_mirror_the_sync_ones() -> None:
-    for method in ("challenge", "redeem"):
-        sync_fn = getattr(_namespaces.Gates, method)
-        async_fn = getattr(_async_namespaces.AsyncGates, method)
-        assert not inspect.iscoroutinefunction(sync_fn)
-        assert inspect.iscoroutinefunction(async_fn)
-        assert inspect.signature(sync_fn) == inspect.signature(async_fn)

@@ -8,7 +8,6 @@ flat JSON bodies with ``ok`` and ``request_id``, lists as ``{"data", "has_more"}
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import pickle
 from datetime import UTC, datetime
@@ -20,7 +19,6 @@ import pytest
 from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, fail, ok
 
 import svc
-from svc import _async_namespaces, _namespaces
 
 pytestmark = pytest.mark.anyio
 
@@ -695,34 +693,3 @@ async def test_verify_seller_key_from_environment_variable(
     await twin.call(client, lambda c: c.access.verify("rcpt_1"))
 
     assert twin.last.headers["authorization"] == "Bearer svc_sk_test_from_env"
-
-
-# --- both clients, one API ------------------------------------------------------------------
-
-NAMESPACES = [
-    ("WalletKeys", ["create", "list", "get", "update", "fund", "refund", "revoke"]),
-    ("Spend", ["balance"]),
-    ("Handles", ["create", "resolve"]),
-    ("Access", ["verify"]),
-]
-
-
-@pytest.mark.parametrize(("name", "methods"), NAMESPACES)
-def test_async_namespaces_mirror_the_sync_ones(name: str, methods: list[str]) -> None:
-    sync_cls = getattr(_namespaces, name)
-    async_cls = getattr(_async_namespaces, "Async" + name)
-    for method in methods:
-        sync_fn = getattr(sync_cls, method)
-        async_fn = getattr(async_cls, method)
-        assert not inspect.iscoroutinefunction(sync_fn)
-        assert inspect.iscoroutinefunction(async_fn)
-        assert inspect.signature(sync_fn) == inspect.signature(async_fn), method
-
-
-def test_pay_has_the_same_signature_on_both_clients() -> None:
-    assert inspect.signature(svc.Client.pay) == inspect.signature(svc.AsyncClient.pay)
-    assert inspect.iscoroutinefunction(svc.AsyncClient.pay)
-    client = svc.Client()
-    assert isinstance(client.wallet_keys, _namespaces.WalletKeys)
-    assert isinstance(client.access, _namespaces.Access)
-    client.close()

@@ -4,7 +4,6 @@ answering with the server's contract."""
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -15,7 +14,6 @@ import pytest
 from sdk_support import WALLET_KEY, Twin, fail, ok
 
 import svc
-from svc import _async_namespaces, _namespaces
 
 pytestmark = pytest.mark.anyio
 
@@ -181,12 +179,3 @@ async def test_attempts_limit_is_checked_locally(twin: Twin, limit: Any) -> None
     with pytest.raises(ValueError, match="limit"):
         await twin.call(client, lambda c: c.spend.attempts(limit=limit))
     assert twin.requests == []
-
-
-@pytest.mark.parametrize("method", ["pay_url", "attempts"])
-def test_both_clients_have_the_same_methods(method: str) -> None:
-    sync_fn = getattr(_namespaces.Spend, method)
-    async_fn = getattr(_async_namespaces.AsyncSpend, method)
-    assert not inspect.iscoroutinefunction(sync_fn)
-    assert inspect.iscoroutinefunction(async_fn)
-    assert inspect.signature(sync_fn) == inspect.signature(async_fn)

@@ -7,7 +7,6 @@ flat JSON bodies with ``ok`` and ``request_id``, lists as ``{"data", "has_more"}
 
 from __future__ import annotations
 
-import inspect
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -544,21 +543,7 @@ async def test_unknown_endpoint_is_not_found(twin: Twin) -> None:
     assert len(twin.requests) == 1
 
 
-# --- both clients, one API ------------------------------------------------------------------
-
-METHODS = ["create", "list", "events", "update", "delete", "deliveries", "test", "retry"]
-
-
-def test_async_namespace_mirrors_the_sync_one() -> None:
-    for method in METHODS:
-        sync_fn = getattr(_namespaces.Webhooks, method)
-        async_fn = getattr(_async_namespaces.AsyncWebhooks, method)
-        assert not inspect.iscoroutinefunction(sync_fn)
-        assert inspect.iscoroutinefunction(async_fn)
-        assert inspect.signature(sync_fn) == inspect.signature(async_fn), method
-    public = {n for n in vars(_namespaces.Webhooks) if not n.startswith("_")}
-    # the auto-paging iterators (list_all, deliveries_all) are checked in test_paging.py
-    assert public == set(METHODS) | {"list_all", "deliveries_all"}
+# --- both clients, one API (signatures: tests/test_twins.py) -------------------------------
 
 
 async def test_both_clients_have_the_namespace() -> None:

@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from cryptography import x509
@@ -702,6 +703,35 @@ async def test_total_timeout_stops_a_trickling_server(web: _Server, sync: bool) 
         else:
             await send("GET", url, policy=policy)
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("sync", [False, True])
+async def test_a_resolver_slower_than_the_total_deadline_sends_nothing(
+    web: _Server, sync: bool
+) -> None:
+    """Resolution counts against the deadline on both paths (each enforces it its own way:
+    the async one cancels the lookup, the blocking one checks the time left after it)."""
+    url = f"http://hooks.test:{web.port}/echo"
+    before = len(web.hits)
+    started = time.monotonic()
+    with pytest.raises(OutboundFailed, match=r"within 0\.3 s"):
+        if sync:
+
+            def slow(host: str, port: int) -> list[str]:
+                time.sleep(0.6)
+                return ["127.0.0.1"]
+
+            send_sync("GET", url, policy=development(resolver=slow, total_timeout=0.3))
+        else:
+
+            async def aslow(host: str, port: int) -> list[str]:
+                await anyio.sleep(5)
+                return ["127.0.0.1"]
+
+            await send("GET", url, policy=development(resolver=aslow, total_timeout=0.3))
+    assert time.monotonic() - started < (1.5 if sync else 1)  # the async lookup is cancelled
+    assert len(web.hits) == before
 
 
 @pytest.mark.anyio

@@ -1,0 +1,145 @@
+"""Generate the blocking twins from their async sources: ``python -m tests.unasync``.
+
+The SDK client, its namespaces and the outbound send path exist twice, once with
+``async``/``await`` and once blocking.  Only the async file is written by hand; its twin
+is this script's output: every line goes through the substitution table below (whole
+words only), then ``ruff`` sorts the imports, drops the ones left unused and formats it.
+``--check`` writes nothing and exits 1 if a generated file is not what its source gives
+(the test suite runs it: tests/sdk/test_twins.py).
+
+What cannot be a word-for-word substitution lives in hand-written code the source
+imports: ``svc/_paging.py`` (``aiterate`` / ``iterate``) and
+``reference_server/outbound/_async_io.py`` / ``_sync_io.py`` (how the total deadline is
+enforced, how a resolver is waited for, how a connection is closed).
+
+The script lives in ``tests/`` because it is a development tool, not part of any shipped
+package, and because it knows both ``svc`` and ``reference_server`` (a module inside
+``svc`` must not know where the server's files are).  Like httpcore's
+``scripts/unasync.py``, it also fails when a substitution is used by no file, so the
+table holds only rules that are needed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["PAIRS", "ROOT", "generate", "main"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Async source -> generated blocking twin, relative to the repository root.
+PAIRS = {
+    "svc/_async_client.py": "svc/_client.py",
+    "svc/_async_namespaces.py": "svc/_namespaces.py",
+    "reference_server/outbound/_async.py": "reference_server/outbound/_sync.py",
+}
+
+#: (regex, replacement), applied in order to every line.  A pattern that starts or ends
+#: with a word character only matches there as a whole word.
+SUBS: list[tuple[str, str]] = [
+    # the per-flavour pieces each source imports
+    (r"\._async_namespaces", "._namespaces"),
+    (r"\._async_io", "._sync_io"),
+    # AsyncClient, AsyncIterator, AsyncWebhooks, httpx.AsyncBaseTransport...
+    (r"Async([A-Z]\w*)", r"\1"),
+    (r"async def", "def"),
+    (r"async with", "with"),
+    (r"async for", "for"),
+    (r"await ", ""),
+    (r"__aenter__", "__enter__"),
+    (r"__aexit__", "__exit__"),
+    (r"aclose", "close"),
+    (r"aiter_raw", "iter_raw"),
+    (r"aiterate", "iterate"),
+    (r"Awaitable\[None\]", "None"),
+    (r"import anyio", "import time"),
+    (r"anyio\.sleep", "time.sleep"),
+]
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    left = r"(?<!\w)" if re.match(r"\w", pattern) else ""
+    right = r"(?!\w)" if re.search(r"\w$", pattern) else ""
+    return re.compile(left + pattern + right)
+
+
+_COMPILED = [(_compile(pattern), replacement) for pattern, replacement in SUBS]
+
+
+def _header(source: str) -> str:
+    return f"# Generated from {source} by `python -m tests.unasync` -- do not edit.\n"
+
+
+def _unasync(text: str, used: set[int]) -> str:
+    lines = []
+    for line in text.splitlines(keepends=True):
+        for index, (regex, replacement) in enumerate(_COMPILED):
+            line, count = regex.subn(replacement, line)
+            if count:
+                used.add(index)
+        lines.append(line)
+    return "".join(lines)
+
+
+def _ruff(args: list[str], text: str, filename: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--stdin-filename", filename, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ruff {' '.join(args)} failed on {filename}:\n{done.stderr}")
+    return done.stdout
+
+
+def generate(source: str, target: str, used: set[int] | None = None) -> str:
+    """The text ``target`` must hold: ``source`` unasynced, imports fixed, formatted."""
+    text = _header(source) + _unasync(
+        (ROOT / source).read_text(), used if used is not None else set()
+    )
+    # I: the imports sort differently once renamed; F401: Awaitable & co. are left unused
+    text = _ruff(["check", "--fix-only", "--exit-zero", "--select", "I,F401"], text, target)
+    return _ruff(["format"], text, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    used: set[int] = set()
+    stale = []
+    for source, target in PAIRS.items():
+        expected = generate(source, target, used)
+        path = ROOT / target
+        current = path.read_text() if path.exists() else ""
+        if current == expected:
+            continue
+        stale.append(target)
+        if check:
+            diff = difflib.unified_diff(
+                current.splitlines(keepends=True),
+                expected.splitlines(keepends=True),
+                f"{target} (on disk)",
+                f"{target} (generated from {source})",
+            )
+            sys.stdout.writelines(diff)
+        else:
+            path.write_text(expected)
+            print(f"{source} -> {target}")
+    unused = [SUBS[i] for i in range(len(SUBS)) if i not in used]
+    if unused:
+        print(f"substitutions no source uses (delete them): {unused}")
+        return 1
+    if check and stale:
+        print(f"out of date: {', '.join(stale)}; run `python -m tests.unasync`")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
