@@ -150,10 +150,11 @@ def serving(
 
 @contextmanager
 def reference_server(
-    database_url: str, log_path: Path, **env: str
+    database_url: str, log_path: Path, *, script: Path | None = None, **env: str
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``python -m reference_server run`` on a free port with rate limits out of the way
-    (``env``: more ``SVC_*`` variables); yields (base URL, process) once ``/ready``."""
+    """``python -m reference_server run`` (or ``script``, which takes ``--port`` too) on a
+    free port with rate limits out of the way (``env``: more ``SVC_*`` variables); yields
+    (base URL, process) once ``/ready``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     variables = {
@@ -163,7 +164,8 @@ def reference_server(
         "SVC_PUBLIC_URL": url,
         **env,
     }
-    args = [sys.executable, "-m", "reference_server", "run", "--port", str(port)]
+    command = ["-m", "reference_server", "run"] if script is None else [str(script)]
+    args = [sys.executable, *command, "--port", str(port)]
     with serving(args, variables, url + "/ready", log_path) as process:
         yield url, process
 

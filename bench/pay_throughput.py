@@ -3,9 +3,10 @@
 Run: ``python bench/pay_throughput.py`` (about a minute with the defaults; needs the
 ``[server]`` extras and, for PostgreSQL, a server at ``--postgres-url``).
 
-For each database the bench starts ``python -m reference_server run`` in a subprocess
-(a fresh SQLite file in a temporary directory, or a fresh PostgreSQL schema that it
-creates and drops), with ``SVC_BENCH_ROUTES=1`` and a rate limit too high to matter.  Over
+For each database the bench starts ``bench/_baseline_server.py`` (the reference server
+plus the baseline route) in a subprocess (a fresh SQLite file in a temporary directory, or
+a fresh PostgreSQL schema that it creates and drops), with a rate limit too high to
+matter.  Over
 plain HTTP it sets up a seller selling one resource at 0.01 and a funded wallet key
 (test environment).  Then, for 1, 8 and 32 concurrent clients, closed loops of async
 httpx clients (one connection each, a fresh Idempotency-Key per request) hammer for
@@ -104,8 +105,9 @@ class Setup:
 
 @contextmanager
 def running_server(database_url: str, log_path: Path) -> Iterator[tuple[str, int]]:
-    """The server under test, with the bench routes on; yields (base URL, pid)."""
-    with reference_server(database_url, log_path, SVC_BENCH_ROUTES="1") as (url, process):
+    """The server under test, with the baseline route; yields (base URL, pid)."""
+    script = Path(__file__).with_name("_baseline_server.py")
+    with reference_server(database_url, log_path, script=script) as (url, process):
         yield url, process.pid
 
 

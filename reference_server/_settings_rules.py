@@ -9,7 +9,7 @@ models share the fields and validators: one validates keyword values only (code-
 
 Production must not start insecure: its JWT secret and data key come from outside the
 database (never generated and stored beside what they protect), URLs it publishes or
-calls are HTTPS, and the benchmark route is off.
+calls are HTTPS.
 """
 
 from __future__ import annotations
@@ -172,13 +172,6 @@ class _Rules(BaseSettings):
 
         if urlsplit(value).scheme not in SCHEMES:
             raise ValueError("must be memory:// or a storage URL such as redis://host:6379")
-        return value
-
-    @field_validator("bench_routes", check_fields=False)
-    @classmethod
-    def _bench(cls, value: bool, info: ValidationInfo) -> bool:
-        if value and _production(info):
-            raise ValueError("must be off in production")
         return value
 
     @field_validator("webhook_retry_schedule", check_fields=False)

@@ -27,7 +27,6 @@ from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
     access,
-    bench,
     discovery,
     gate_rails,
     gates,
@@ -105,8 +104,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     ctx = ServerContext(settings)
     eps = endpoints(sandbox_routes=settings.sandbox_enabled)
-    # Benchmark-only routes: served when asked for, never listed by discovery.
-    extra = bench.ENDPOINTS if settings.bench_routes else []
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -135,7 +132,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     ]
     app = Starlette(
         routes=[
-            *routes_for([*eps, *extra]),
+            *routes_for(eps),
             *pay_url.routes(),
             *access.ROUTES,
             *gates.routes(),

@@ -84,12 +84,14 @@ def _protocol_class(head_timeout: float) -> type[H11Protocol]:
     return type("HeadDeadlineH11Protocol", (_HeadDeadlineProtocol,), {"head_timeout": head_timeout})
 
 
-def build_server(settings: Settings, *, host: str, port: int, **options: Any) -> uvicorn.Server:
-    """A uvicorn server for ``create_app(settings)`` (``server.config.app``) with the
-    slow-client bounds of ``settings``; ``options`` are passed to ``uvicorn.Config``
-    (``log_level``...)."""
+def build_server(
+    settings: Settings, *, host: str, port: int, app: Any = None, **options: Any
+) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (default ``create_app(settings)``; it is
+    ``server.config.app``) with the slow-client bounds of ``settings``; ``options`` are
+    passed to ``uvicorn.Config`` (``log_level``...)."""
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings) if app is None else app,
         host=host,
         port=port,
         http=_protocol_class(settings.header_timeout_seconds),

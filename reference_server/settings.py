@@ -89,9 +89,6 @@ class Settings:
     #: Platform fee on ledger payments, in basis points of the price (100 = 1 %).
     platform_fee_bps: int = _field(100, Interval(ge=0, le=10_000))
     auto_migrate: bool = _field(True)
-    #: Serve ``POST /_bench/commit`` (a route that commits one row through the full API
-    #: pipeline, the baseline of ``bench/pay_throughput.py``).  Refused in production.
-    bench_routes: bool = _field(False)
     #: Delay before each retry of a failed webhook delivery, in seconds: after the first
     #: failure the first delay, and so on (DESIGN.md: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h,
     #: 10 h), each jittered by ``webhook_retry_jitter``; then the delivery has failed.

@@ -246,15 +246,6 @@ idempotency_keys = Table(
     UniqueConstraint("scope", "route", "key"),
 )
 
-#: Rows written by ``POST /_bench/commit`` (served only with ``Settings.bench_routes``):
-#: the one-row commit that ``bench/pay_throughput.py`` measures ``/pay`` against.
-bench_rows = Table(
-    "bench_rows",
-    metadata,
-    Column("id", String(40), primary_key=True),
-    Column("created_at", Timestamp, nullable=False),
-)
-
 #: Webhook endpoints.  The signing secret is sealed (``crypto.SecretBox``): deliveries
 #: must sign with it, so it cannot be hashed like a key.
 webhook_endpoints = Table(

@@ -109,8 +109,6 @@ def test_code_built_settings_obey_the_same_rules() -> None:
     assert production.production and not production.signup_open
     with pytest.raises(SettingsError, match="SVC_PUBLIC_URL: must be an https"):
         attrs.evolve(production, public_url="http://pay.example.com")
-    with pytest.raises(SettingsError, match="SVC_BENCH_ROUTES"):
-        attrs.evolve(production, bench_routes=True)
     with pytest.raises(SettingsError, match="SVC_RATE_LIMIT"):
         Settings(rate_limit="lots")
 
