@@ -157,12 +157,9 @@ def _create_resource(c: Client, o: dict[str, Any]) -> Any:
     )
 
 
-def _add_resource_commands(cli: click.Group) -> None:
-    @cli.group()
-    def resources() -> None:
-        """Priced resources (seller key)."""
-
-    resource_options = [
+def _resource_options(fn: Any) -> Any:
+    """The options of ``resources create`` and ``create-pay-link`` (one resource each)."""
+    options = [
         click.option("--path", default=None, help="HTTP path the SKU gates (kind http)."),
         click.option("--tool", default=None, help="MCP tool the SKU gates (kind mcp)."),
         click.option("--amount", required=True, help='Price as a decimal string, e.g. "0.05".'),
@@ -174,14 +171,18 @@ def _add_resource_commands(cli: click.Group) -> None:
         click.option("--credit-unit", default=None),
         click.option("--upstream-url", default=None),
     ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
 
-    def with_resource_options(fn: Any) -> Any:
-        for option in reversed(resource_options):
-            fn = option(fn)
-        return fn
+
+def _add_resource_commands(cli: click.Group) -> None:
+    @cli.group()
+    def resources() -> None:
+        """Priced resources (seller key)."""
 
     @resources.command("create")
-    @with_resource_options
+    @_resource_options
     @click.pass_context
     def resources_create(ctx: Any, /, **o: Any) -> None:
         """Create a priced HTTP path (--path) or MCP tool (--tool)."""
@@ -216,7 +217,7 @@ def _add_resource_commands(cli: click.Group) -> None:
         _run(ctx, lambda c: c.resources.update(resource_id, **changes))
 
     @cli.command("create-pay-link")
-    @with_resource_options
+    @_resource_options
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
         """Create a priced resource and print what to share: gate_url and pay_page_url."""
