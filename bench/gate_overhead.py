@@ -346,26 +346,7 @@ def main() -> None:
             "SVC_SELLER_KEY": seller_key,
             "BENCH_RESOURCE_ID": resource_id,
         }
-        ports: dict[str, int] = {}
-        pids: dict[str, int] = {}
-        for variant in VARIANTS:
-            ports[variant] = free_port()
-            _, pids[variant] = stack.enter_context(
-                process(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--serve",
-                        variant,
-                        "--port",
-                        str(ports[variant]),
-                        *(["--pin"] if args.pin else []),
-                    ],
-                    env,
-                    f"http://127.0.0.1:{ports[variant]}/_stats",
-                    tmpdir / f"{variant}.log",
-                )
-            )
+        ports, pids = _start_variants(stack, env, tmpdir, pinned=args.pin)
         request = (
             "GET /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\n"
             f"Accept: application/json\r\nX-Svc-Receipt: {receipt_id}\r\n\r\n"
@@ -375,20 +356,7 @@ def main() -> None:
         for variant in VARIANTS:  # warm up: the gate verifies once and caches
             load(ports[variant], request, args.connections, 1.0)
 
-        results: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
-        ratios: dict[str, list[float]] = {gated: [] for _, gated in PAIRS}
-        for plain, gated in PAIRS:
-            for round_ in range(args.rounds):
-                order = (plain, gated) if round_ % 2 == 0 else (gated, plain)
-                done = {}
-                for v in order:
-                    cpu = process_cpu_seconds(pids[v])
-                    done[v] = load(ports[v], request, args.connections, args.seconds)
-                    after = process_cpu_seconds(pids[v])
-                    done[v]["cpu"] = None if cpu is None or after is None else after - cpu
-                for variant, run in done.items():
-                    results[variant].append(run)
-                ratios[gated].append(_rps([done[gated]]) / _rps([done[plain]]))
+        results, ratios = _alternating_rounds(args, ports, pids, request)
 
         os.environ.update(
             {k: env[k] for k in ("SVC_BASE_URL", "SVC_SELLER_KEY", "BENCH_RESOURCE_ID")}
@@ -453,6 +421,55 @@ def main() -> None:
     print(f"worst median ratio {worst:.3f}: {verdict} the {TARGET} target")
     if any(summary(v)[3] for v in VARIANTS) or any(n != 1 for n in verify_calls.values()):
         raise SystemExit("unexpected non-200 answers or verify calls: see the table")
+
+
+def _start_variants(
+    stack: ExitStack, env: dict[str, str], tmpdir: Path, *, pinned: bool
+) -> tuple[dict[str, int], dict[str, int]]:
+    """One uvicorn process per variant (stopped with ``stack``): their ports and pids."""
+    ports: dict[str, int] = {}
+    pids: dict[str, int] = {}
+    for variant in VARIANTS:
+        ports[variant] = free_port()
+        _, pids[variant] = stack.enter_context(
+            process(
+                [
+                    sys.executable,
+                    __file__,
+                    "--serve",
+                    variant,
+                    "--port",
+                    str(ports[variant]),
+                    *(["--pin"] if pinned else []),
+                ],
+                env,
+                f"http://127.0.0.1:{ports[variant]}/_stats",
+                tmpdir / f"{variant}.log",
+            )
+        )
+    return ports, pids
+
+
+def _alternating_rounds(
+    args: argparse.Namespace, ports: dict[str, int], pids: dict[str, int], request: bytes
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[float]]]:
+    """Each variant's runs, and each gated variant's per-round ratio to its plain twin:
+    the two take turns going first, so drift on a shared machine falls on both alike."""
+    results: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    ratios: dict[str, list[float]] = {gated: [] for _, gated in PAIRS}
+    for plain, gated in PAIRS:
+        for round_ in range(args.rounds):
+            order = (plain, gated) if round_ % 2 == 0 else (gated, plain)
+            done = {}
+            for v in order:
+                cpu = process_cpu_seconds(pids[v])
+                done[v] = load(ports[v], request, args.connections, args.seconds)
+                after = process_cpu_seconds(pids[v])
+                done[v]["cpu"] = None if cpu is None or after is None else after - cpu
+            for variant, run in done.items():
+                results[variant].append(run)
+            ratios[gated].append(_rps([done[gated]]) / _rps([done[plain]]))
+    return results, ratios
 
 
 def _version(name: str) -> str:

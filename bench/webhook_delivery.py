@@ -125,33 +125,8 @@ def run_receiver() -> None:
         return 404, b"{}"
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h11.Connection(h11.SERVER)
-        request: h11.Request | None = None
-        chunks: list[bytes] = []
         try:
-            while True:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    conn.receive_data(await reader.read(65536))
-                elif isinstance(event, h11.Request):
-                    request, chunks = event, []
-                elif isinstance(event, h11.Data):
-                    chunks.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage) and request is not None:
-                    status, body = handle(request, b"".join(chunks), time.time())
-                    headers = [
-                        ("content-type", "application/json"),
-                        ("content-length", str(len(body))),
-                    ]
-                    writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
-                    writer.write(conn.send(h11.Data(data=body)))
-                    writer.write(conn.send(h11.EndOfMessage()))
-                    await writer.drain()
-                    if conn.our_state is h11.MUST_CLOSE:
-                        break
-                    conn.start_next_cycle()
-                else:  # ConnectionClosed
-                    break
+            await _serve_connection(reader, writer, handle)
         except (h11.RemoteProtocolError, ConnectionError):
             pass
         finally:
@@ -164,6 +139,42 @@ def run_receiver() -> None:
             await server.serve_forever()
 
     asyncio.run(serve())
+
+
+async def _serve_connection(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    handle: Callable[[Any, bytes, float], tuple[int, bytes]],
+) -> None:
+    """One keep-alive HTTP/1.1 connection: each request, once whole, answered by ``handle``."""
+    import h11
+
+    conn = h11.Connection(h11.SERVER)
+    request: h11.Request | None = None
+    chunks: list[bytes] = []
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(await reader.read(65536))
+        elif isinstance(event, h11.Request):
+            request, chunks = event, []
+        elif isinstance(event, h11.Data):
+            chunks.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage) and request is not None:
+            status, body = handle(request, b"".join(chunks), time.time())
+            headers = [
+                ("content-type", "application/json"),
+                ("content-length", str(len(body))),
+            ]
+            writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+            writer.write(conn.send(h11.Data(data=body)))
+            writer.write(conn.send(h11.EndOfMessage()))
+            await writer.drain()
+            if conn.our_state is h11.MUST_CLOSE:
+                return
+            conn.start_next_cycle()
+        else:  # ConnectionClosed
+            return
 
 
 @attrs.define

@@ -168,7 +168,9 @@ class _Rules(BaseSettings):
     @field_validator("rate_limit_storage", check_fields=False)
     @classmethod
     def _rate_storage(cls, value: str) -> str:
-        from limits.storage import SCHEMES
+        # limits keeps its scheme registry out of __all__, yet has no public way to ask
+        # whether a scheme is known without constructing (and connecting) a storage.
+        from limits.storage import SCHEMES  # type: ignore[attr-defined]  # registry not in __all__
 
         if urlsplit(value).scheme not in SCHEMES:
             raise ValueError("must be memory:// or a storage URL such as redis://host:6379")

@@ -78,6 +78,9 @@ def _page_options(fn: Any) -> Any:
 
 
 def _build() -> Any:
+    """The ``svc`` group: global options, then each family of commands, one builder each
+    (one function per family keeps each one short enough to read and to change alone)."""
+
     @click.group()
     @click.option("--base-url", envvar="SVC_BASE_URL", default=None, help="API host.")
     @click.option("--owner-jwt", envvar="SVC_OWNER_JWT", default=None)
@@ -97,6 +100,22 @@ def _build() -> Any:
         """Is the service up?"""
         _run(ctx, lambda c: c.health())
 
+    @cli.command()
+    def mcp() -> None:
+        """Serve the svc MCP tools over stdio (what an MCP host launches); see docs/mcp.md."""
+        from .mcp_server import main as serve
+
+        serve()
+
+    _add_seller_commands(cli)
+    _add_resource_commands(cli)
+    _add_payment_commands(cli)
+    _add_wallet_key_commands(cli)
+    _add_webhook_commands(cli)
+    return cli
+
+
+def _add_seller_commands(cli: click.Group) -> None:
     @cli.group()
     def sellers() -> None:
         """Seller accounts (owner JWT)."""
@@ -115,19 +134,32 @@ def _build() -> Any:
         """The owner's sellers, oldest first."""
         _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all)
 
-    @cli.group()
-    def resources() -> None:
-        """Priced resources (seller key)."""
 
-    def metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"sku_kind": sku_kind}
-        if credits is not None:
-            meta["credits"] = int(credits) if credits.isdigit() else float(credits)
-        if credit_unit is not None:
-            meta["credit_unit"] = credit_unit
-        return meta
+def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"sku_kind": sku_kind}
+    if credits is not None:
+        meta["credits"] = int(credits) if credits.isdigit() else float(credits)
+    if credit_unit is not None:
+        meta["credit_unit"] = credit_unit
+    return meta
 
-    resource_options = [
+
+def _create_resource(c: Client, o: dict[str, Any]) -> Any:
+    """``resources create`` and ``create-pay-link`` take the same options to the same call."""
+    return c.resources.create(
+        kind="mcp" if o["tool"] else "http",
+        path=o["path"],
+        tool=o["tool"],
+        amount=o["amount"],
+        description=o["description"],
+        metadata=_metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
+        upstream_url=o["upstream_url"],
+    )
+
+
+def _resource_options(fn: Any) -> Any:
+    """The options of ``resources create`` and ``create-pay-link`` (one resource each)."""
+    options = [
         click.option("--path", default=None, help="HTTP path the SKU gates (kind http)."),
         click.option("--tool", default=None, help="MCP tool the SKU gates (kind mcp)."),
         click.option("--amount", required=True, help='Price as a decimal string, e.g. "0.05".'),
@@ -139,29 +171,22 @@ def _build() -> Any:
         click.option("--credit-unit", default=None),
         click.option("--upstream-url", default=None),
     ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
 
-    def with_resource_options(fn: Any) -> Any:
-        for option in reversed(resource_options):
-            fn = option(fn)
-        return fn
 
-    def create_resource(c: Client, o: dict[str, Any]) -> Any:
-        return c.resources.create(
-            kind="mcp" if o["tool"] else "http",
-            path=o["path"],
-            tool=o["tool"],
-            amount=o["amount"],
-            description=o["description"],
-            metadata=metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
-            upstream_url=o["upstream_url"],
-        )
+def _add_resource_commands(cli: click.Group) -> None:
+    @cli.group()
+    def resources() -> None:
+        """Priced resources (seller key)."""
 
     @resources.command("create")
-    @with_resource_options
+    @_resource_options
     @click.pass_context
     def resources_create(ctx: Any, /, **o: Any) -> None:
         """Create a priced HTTP path (--path) or MCP tool (--tool)."""
-        _run(ctx, lambda c: create_resource(c, o))
+        _run(ctx, lambda c: _create_resource(c, o))
 
     @resources.command("list")
     @_page_options
@@ -192,13 +217,13 @@ def _build() -> Any:
         _run(ctx, lambda c: c.resources.update(resource_id, **changes))
 
     @cli.command("create-pay-link")
-    @with_resource_options
+    @_resource_options
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
         """Create a priced resource and print what to share: gate_url and pay_page_url."""
 
         def call(c: Client) -> dict[str, Any]:
-            resource = create_resource(c, o)
+            resource = _create_resource(c, o)
             return {
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
@@ -207,6 +232,8 @@ def _build() -> Any:
 
         _run(ctx, call)
 
+
+def _add_payment_commands(cli: click.Group) -> None:
     @cli.command("enable-payments")
     @click.option("--payout-wallet-address", default=None)
     @click.option("--processor-profile-id", default=None)
@@ -274,6 +301,8 @@ def _build() -> Any:
         """Move a seller's balance into the owner's account wallet (owner JWT)."""
         _run(ctx, lambda c: c.sellers.recycle(seller_id, amount))
 
+
+def _add_wallet_key_commands(cli: click.Group) -> None:
     @cli.group("wallet-keys")
     def wallet_keys() -> None:
         """Agents' wallet keys and their spend policies (owner JWT)."""
@@ -321,13 +350,8 @@ def _build() -> Any:
     def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
         _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id))
 
-    @cli.command()
-    def mcp() -> None:
-        """Serve the svc MCP tools over stdio (what an MCP host launches); see docs/mcp.md."""
-        from .mcp_server import main as serve
 
-        serve()
-
+def _add_webhook_commands(cli: click.Group) -> None:
     @cli.group()
     def webhooks() -> None:
         """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""
@@ -372,8 +396,6 @@ def _build() -> Any:
     @click.pass_context
     def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
         _run(ctx, lambda c: c.webhooks.delete(webhook_id))
-
-    return cli
 
 
 def main() -> None:

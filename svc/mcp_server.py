@@ -107,7 +107,15 @@ def create_server(
             "x402 or MPP URL (including hosted gates)."
         ),
     )
+    # One builder per family of tools: each stays short enough to read and change alone.
+    _add_seller_tools(server, factory)
+    _add_resource_tools(server, factory)
+    _add_payment_tools(server, factory)
+    _add_webhook_tools(server, factory)
+    return server
 
+
+def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_sellers(
         action: Literal["create", "list", "me", "balance"],
@@ -128,6 +136,8 @@ def create_server(
             return await _call(factory, lambda c: c.sellers.me())
         return await _call(factory, lambda c: c.sellers.balance())
 
+
+def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_resources(
         action: Literal["list", "get", "create", "update", "deactivate"],
@@ -216,6 +226,8 @@ def create_server(
 
         return await _call(factory, link)
 
+
+def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_enable_payments(
         payout_wallet_address: str | None = None, processor_profile_id: str | None = None
@@ -260,6 +272,8 @@ def create_server(
         and return the unlocked response (body cut at 8 KB, ``body_truncated``)."""
         return await _call(factory, lambda c: c.spend.pay_url(url, method=method, json=json))
 
+
+def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_webhooks(
         action: Literal["create", "list", "test", "delete"],
@@ -293,8 +307,6 @@ def create_server(
         if action == "test":
             return await _call(factory, lambda c: c.webhooks.test(wid, options=per_call))
         return await _call(factory, lambda c: c.webhooks.delete(wid, options=per_call))
-
-    return server
 
 
 def main() -> None:

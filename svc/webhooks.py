@@ -342,7 +342,9 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _read_event(raw: bytes, webhook_id: str) -> Event:
+def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
+    """The body as a JSON object with an event's envelope (``id`` matching the header,
+    ``type``, ``created_at``, ``data``), before its ``data`` is read into a model."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -363,7 +365,11 @@ def _read_event(raw: bytes, webhook_id: str) -> Event:
         _fail("body is not an event: 'data' is missing")
     if document["id"] != webhook_id:
         _fail(f"{WEBHOOK_ID_HEADER} does not match the event id in the body")
+    return document
 
+
+def _read_event(raw: bytes, webhook_id: str) -> Event:
+    document = _event_document(raw, webhook_id)
     try:
         return structure(document, Event)
     except RecursionError:

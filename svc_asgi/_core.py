@@ -363,21 +363,47 @@ class GateCore:
 
         if self.rails and request is not None:
             request = _resolved(request)
-            for rail in self.rails:
-                try:
-                    redemption = await rail.redeem(headers, offer, request)
-                except MalformedReceipt as exc:
-                    refusal = self._payment_required(
-                        offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
-                    )
-                    return await self._challenged(refusal, request)
-                except BackendUnavailable as exc:
-                    return self._unavailable(resource_id, exc)
-                except Exception as exc:
-                    return self._misconfigured(resource_id, exc)
-                if redemption is not None:
-                    return await self._redeemed(offer, rail, redemption, wanted, request)
+            redeemed = await self._by_rail(resource_id, offer, headers, wanted, request)
+            if redeemed is not None:
+                return redeemed
+        return await self._by_receipt(resource_id, offer, headers, meta_receipt, wanted, request)
 
+    async def _by_rail(
+        self,
+        resource_id: str,
+        offer: Offer,
+        headers: Mapping[str, str],
+        wanted: frozenset[str] | None,
+        request: RailRequest,
+    ) -> Outcome | None:
+        """The outcome of the first rail credential among ``headers``, or ``None`` when no
+        rail finds one of its own (the request then pays, or not, by receipt)."""
+        for rail in self.rails:
+            try:
+                redemption = await rail.redeem(headers, offer, request)
+            except MalformedReceipt as exc:
+                refusal = self._payment_required(
+                    offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
+                )
+                return await self._challenged(refusal, request)
+            except BackendUnavailable as exc:
+                return self._unavailable(resource_id, exc)
+            except Exception as exc:
+                return self._misconfigured(resource_id, exc)
+            if redemption is not None:
+                return await self._redeemed(offer, rail, redemption, wanted, request)
+        return None
+
+    async def _by_receipt(
+        self,
+        resource_id: str,
+        offer: Offer,
+        headers: Mapping[str, str],
+        meta_receipt: object,
+        wanted: frozenset[str] | None,
+        request: RailRequestSource,
+    ) -> Outcome:
+        """The outcome of the svc receipt presented (header or MCP ``_meta``), if any."""
         try:
             receipt_id, source = _presented_receipt(headers, meta_receipt)
         except MalformedReceipt as exc:
@@ -393,7 +419,7 @@ class GateCore:
                 "X-Svc-Receipt.",
             )
             return await self._challenged(refusal, request)
-        bound = None if accepted else resource_id
+        bound = None if wanted else resource_id
         verification = self._receipts.peek((receipt_id, bound))
         if verification is None:
             try:

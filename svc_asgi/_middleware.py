@@ -330,6 +330,18 @@ class PaymentGate:
         if isinstance(outcome, Paid | FailedOpen):
             await self._pass(scope, receive, send, outcome)
             return
+        await self._refuse_tool_call(send, scope, headers, call, outcome)
+
+    async def _refuse_tool_call(
+        self,
+        send: Send,
+        scope: Scope,
+        headers: Mapping[str, str],
+        call: mcp.ToolCall,
+        outcome: Refusal,
+    ) -> None:
+        """A refused tools/call answered as the MCP client can read it: a tool error the
+        model sees for a payment it can make, a JSON-RPC error for a service failure."""
         request_id = request_id_of(scope)
         if call.is_notification:  # nobody to answer in JSON-RPC: refuse at the HTTP level
             status, extra, body = outcome.render(request_id)

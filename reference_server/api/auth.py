@@ -219,7 +219,8 @@ def _owner_principal(
 ) -> Principal:
     claims = _verified_claims(token, secrets)
     # Expiry is checked against the server's clock (injectable in tests), not the OS clock.
-    if not isinstance(claims.get("exp"), int) or claims["exp"] <= now.timestamp():
+    expires = claims.get("exp")
+    if not isinstance(expires, int) or expires <= now.timestamp():
         raise ApiError("invalid_credential", "The owner JWT has expired; create a new one.")
     owner_id = claims.get("sub")
     exists = conn.execute(select(t.owners.c.id).where(t.owners.c.id == owner_id)).first()

@@ -37,45 +37,55 @@ class BodyTimeoutMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        deadline = math.inf
-        body_done = False
-        started = False
-        timed_out = False
-
-        async def timed_receive() -> Message:
-            nonlocal deadline, body_done, timed_out
-            if timed_out:
-                return {"type": "http.disconnect"}
-            if body_done:
-                return await receive()
-            if deadline == math.inf:
-                deadline = time.monotonic() + self.timeout
-            # A floor so a body already buffered is still taken after a slow handler.
-            with anyio.move_on_after(max(deadline - time.monotonic(), 0.001)) as waiting:
-                message = await receive()
-            if waiting.cancelled_caught:  # ours, not a caller's cancellation
-                timed_out = True
-                if not started:
-                    await _send_timeout(send, scope)
-                return {"type": "http.disconnect"}
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                body_done = True
-            return message
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            if timed_out:
-                return  # the 408 is the answer; the app learns of it as a disconnect
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        exchange = _Exchange(scope, receive, send, self.timeout)
         try:
-            await self.app(scope, timed_receive, tracked_send)
+            await self.app(scope, exchange.receive, exchange.send)
         except Exception:
-            if not timed_out:
+            if not exchange.timed_out:
                 raise
             # The app failed on the missing body (e.g. ClientDisconnect): already answered.
+
+
+class _Exchange:
+    """One request's ``receive`` and ``send`` with the body deadline between them: the
+    clock starts at the first ``receive``; past the deadline the client gets the 408 (if
+    nothing was sent yet) and the app a disconnect, and what the app sends is dropped."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, timeout: float) -> None:
+        self._scope = scope
+        self._receive = receive
+        self._send = send
+        self._timeout = timeout
+        self._deadline = math.inf
+        self._body_done = False
+        self._started = False
+        self.timed_out = False
+
+    async def receive(self) -> Message:
+        if self.timed_out:
+            return {"type": "http.disconnect"}
+        if self._body_done:
+            return await self._receive()
+        if self._deadline == math.inf:
+            self._deadline = time.monotonic() + self._timeout
+        # A floor so a body already buffered is still taken after a slow handler.
+        with anyio.move_on_after(max(self._deadline - time.monotonic(), 0.001)) as waiting:
+            message = await self._receive()
+        if waiting.cancelled_caught:  # ours, not a caller's cancellation
+            self.timed_out = True
+            if not self._started:
+                await _send_timeout(self._send, self._scope)
+            return {"type": "http.disconnect"}
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self._body_done = True
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.timed_out:
+            return  # the 408 is the answer; the app learns of it as a disconnect
+        if message["type"] == "http.response.start":
+            self._started = True
+        await self._send(message)
 
 
 async def _send_timeout(send: Send, scope: Scope) -> None:

@@ -20,6 +20,7 @@ import anyio.to_thread
 import attrs
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -150,97 +151,42 @@ def _run(
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """Authenticate, apply idempotency and run the handler (in a worker thread)."""
     now = ctx.now()
-    headers = request.headers
     ctx.load_secrets()  # before any transaction opens: the first load writes once
-    jwt_secrets = ctx.jwt_secrets
-    principal: Principal | None = None
-    anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
-    if ep.auth is not None and not anonymous:
-        with ctx.db.read() as conn:
-            principal = authenticate(conn, headers, role=ep.auth, jwt_secrets=jwt_secrets, now=now)
-        environment = principal.environment
-    else:  # no credential: the environment is the header's (absent = live)
-        environment = requested_environment(headers) or "live"
+    principal, environment = _caller(ep, ctx, request.headers, now)
     if body is None:
         body = {}
     if not isinstance(body, dict):
         raise ApiError("invalid_json", "The body must be a JSON object.")
 
-    begun: idempotency.Begun | None = None
-    key = headers.get("idempotency-key")
-    if ep.idempotency == "required" and key is None:
-        raise ApiError(
-            "idempotency_key_required",
-            f"{ep.method} {ep.path} needs an Idempotency-Key header (any unique string, "
-            "e.g. a UUID, reused when you retry).",
+    begun = _begin_idempotent(ep, ctx, request, principal, body, now)
+    if isinstance(begun, idempotency.Replay):
+        # Same answer, but the body's request_id names this request (as the
+        # X-Request-Id header does); the first request's id travels in a header.
+        original = str(begun.body.get("request_id", ""))
+        return (
+            begun.status,
+            {**begun.body, "request_id": request_id},
+            {"Idempotent-Replayed": "true", "Original-Request-Id": original},
         )
-    if key is not None and ep.idempotency != "none":
-        scope = principal.credential_id if principal else f"addr:{_client(request)}"
-        outcome = idempotency.begin(
-            ctx.db,
-            scope=scope,
-            route=f"{ep.method} {ep.path}",
-            key=idempotency.validate_key(key),
-            fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), body),
+
+    def call_in(conn: Connection) -> Call:
+        return Call(
+            ctx=ctx,
+            conn=conn,
+            request_id=request_id,
+            principal=principal,
+            environment=environment,
+            body=body,
+            params=request.path_params,
+            query=request.query_params,
+            base_url=str(request.base_url),
+            headers=request.headers,
+            client=_client(request),
             now=now,
-            ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
-            lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
-            box=ctx.box,
         )
-        if isinstance(outcome, idempotency.Replay):
-            # Same answer, but the body's request_id names this request (as the
-            # X-Request-Id header does); the first request's id travels in a header.
-            original = str(outcome.body.get("request_id", ""))
-            body = {**outcome.body, "request_id": request_id}
-            return (
-                outcome.status,
-                body,
-                {
-                    "Idempotent-Replayed": "true",
-                    "Original-Request-Id": original,
-                },
-            )
-        begun = outcome
 
     try:
-        for attempt in range(_TRANSIENT_RETRIES + 1):
-            try:
-                with ctx.db.write() if ep.writes else ctx.db.read() as conn:
-                    call = Call(
-                        ctx=ctx,
-                        conn=conn,
-                        request_id=request_id,
-                        principal=principal,
-                        environment=environment,
-                        body=body,
-                        params=request.path_params,
-                        query=request.query_params,
-                        base_url=str(request.base_url),
-                        headers=headers,
-                        client=_client(request),
-                        now=now,
-                    )
-                    reply = ep.handler(call)
-                    deferred = reply.after_commit is not None
-                    data = {} if deferred else to_json_body(reply.body, request_id)
-                    if begun is not None:
-                        if deferred:  # a route-table mistake, caught by the first test
-                            raise InvariantError("idempotent routes answer inside the transaction")
-                        box = ctx.box if reply.secret else None
-                        idempotency.complete(conn, begun, reply.status, data, box=box)
-                    queued = conn.info.pop(NEW_DELIVERIES, False)
-                if queued:
-                    ctx.notify_new_events()
-                if reply.after_commit is not None:
-                    reply = reply.after_commit()
-                    data = to_json_body(reply.body, request_id)
-                return reply.status, data, reply.headers
-            except DBAPIError as exc:
-                # A deadlock or serialization failure rolled the whole transaction back:
-                # nothing was written, so running it again is safe.
-                if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
-                    raise
-        raise AssertionError("unreachable")
+        return _in_transaction(ep, ctx, request_id, call_in, begun)
     except ApiError as exc:
         if begun is not None and exc.status < 500:
             idempotency.store(ctx.db, begun, exc.status, exc.body(request_id))
@@ -251,6 +197,87 @@ def _run(
         if begun is not None:
             idempotency.release(ctx.db, begun)
         raise
+
+
+def _caller(
+    ep: Endpoint, ctx: ServerContext, headers: Headers, now: datetime
+) -> tuple[Principal | None, str]:
+    """Who calls (``None`` on a route that lets them stay anonymous) and in which
+    environment: the credential's, or without one the header's (absent = live)."""
+    anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
+    if ep.auth is None or anonymous:
+        return None, requested_environment(headers) or "live"
+    with ctx.db.read() as conn:
+        principal = authenticate(conn, headers, role=ep.auth, jwt_secrets=ctx.jwt_secrets, now=now)
+    return principal, principal.environment
+
+
+def _begin_idempotent(
+    ep: Endpoint,
+    ctx: ServerContext,
+    request: Request,
+    principal: Principal | None,
+    body: dict[str, Any],
+    now: datetime,
+) -> idempotency.Begun | idempotency.Replay | None:
+    """The request's Idempotency-Key claimed (or its stored answer to replay); ``None``
+    when the route or the request has no key to honour."""
+    key = request.headers.get("idempotency-key")
+    if ep.idempotency == "required" and key is None:
+        raise ApiError(
+            "idempotency_key_required",
+            f"{ep.method} {ep.path} needs an Idempotency-Key header (any unique string, "
+            "e.g. a UUID, reused when you retry).",
+        )
+    if key is None or ep.idempotency == "none":
+        return None
+    scope = principal.credential_id if principal else f"addr:{_client(request)}"
+    return idempotency.begin(
+        ctx.db,
+        scope=scope,
+        route=f"{ep.method} {ep.path}",
+        key=idempotency.validate_key(key),
+        fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), body),
+        now=now,
+        ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
+        lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
+        box=ctx.box,
+    )
+
+
+def _in_transaction(
+    ep: Endpoint,
+    ctx: ServerContext,
+    request_id: str,
+    call_in: Callable[[Connection], Call],
+    begun: idempotency.Begun | None,
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The handler in one transaction (its idempotent answer stored in the same one),
+    run again from the start when the database rolled it back as a deadlock."""
+    for attempt in range(_TRANSIENT_RETRIES + 1):
+        try:
+            with ctx.db.write() if ep.writes else ctx.db.read() as conn:
+                reply = ep.handler(call_in(conn))
+                deferred = reply.after_commit is not None
+                data = {} if deferred else to_json_body(reply.body, request_id)
+                if begun is not None:
+                    if deferred:  # a route-table mistake, caught by the first test
+                        raise InvariantError("idempotent routes answer inside the transaction")
+                    box = ctx.box if reply.secret else None
+                    idempotency.complete(conn, begun, reply.status, data, box=box)
+                queued = conn.info.pop(NEW_DELIVERIES, False)
+            if queued:
+                ctx.notify_new_events()
+            if reply.after_commit is not None:
+                reply = reply.after_commit()
+                data = to_json_body(reply.body, request_id)
+            return reply.status, data, reply.headers
+        except DBAPIError as exc:
+            # A deadlock or serialization failure rolled the whole transaction back:
+            # nothing was written, so running it again is safe.
+            if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
+                raise
+    raise InvariantError("the retry loop returns or raises on its last attempt")
 
 
 _TRANSIENT_RETRIES = 3

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, Row, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..ids import new_id
@@ -337,6 +337,18 @@ def audit(conn: Connection, environment: str) -> list[str]:
     total = sum_of_balances(conn, environment)
     if total != 0:
         problems.append(f"{environment}: balances sum to {total}, not 0")
+    problems += _account_problems(conn, environment)
+    r = t.receipts
+    for receipt in conn.execute(select(r).where(r.c.environment == environment)):
+        problem = _receipt_problem(conn, receipt)
+        if problem is not None:
+            problems.append(f"receipt {receipt.id} {problem}")
+    return problems
+
+
+def _account_problems(conn: Connection, environment: str) -> list[str]:
+    """Each account's balance and pending reservations, against its transfers."""
+    problems: list[str] = []
     posted = _t.c.status == "posted"
     credits = (
         select(_t.c.credit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
@@ -367,21 +379,24 @@ def audit(conn: Connection, environment: str) -> list[str]:
             )
         if not acct.allow_negative and acct.balance_micros - acct.pending_debit_micros < 0:
             problems.append(f"{acct.id} ({acct.kind}) is below zero")
-    r = t.receipts
-    for receipt in conn.execute(select(r).where(r.c.environment == environment)):
-        if receipt.transfer_id is None:
-            if receipt.settlement != "direct_wallet" or not receipt.tx_hash:
-                problems.append(f"receipt {receipt.id} names no transfer and is not on chain")
-            elif receipt.fee_micros != 0:
-                problems.append(f"receipt {receipt.id} took a fee from money it never held")
-            elif conn.execute(select(_t.c.id).where(_t.c.receipt_id == receipt.id)).first():
-                problems.append(f"receipt {receipt.id} is direct_wallet but moved ledger money")
-            continue
-        matches = conn.execute(
-            select(_t).where(_t.c.id == receipt.transfer_id, _t.c.receipt_id == receipt.id)
-        ).all()
-        if len(matches) != 1 or matches[0].amount_micros != receipt.amount_micros:
-            problems.append(f"receipt {receipt.id} does not match one transfer of its amount")
-        elif matches[0].status != "posted":
-            problems.append(f"receipt {receipt.id} names a {matches[0].status} transfer")
     return problems
+
+
+def _receipt_problem(conn: Connection, receipt: Row[Any]) -> str | None:
+    """What is wrong with one receipt (completing "receipt <id> ..."), or ``None``."""
+    if receipt.transfer_id is None:
+        if receipt.settlement != "direct_wallet" or not receipt.tx_hash:
+            return "names no transfer and is not on chain"
+        if receipt.fee_micros != 0:
+            return "took a fee from money it never held"
+        if conn.execute(select(_t.c.id).where(_t.c.receipt_id == receipt.id)).first():
+            return "is direct_wallet but moved ledger money"
+        return None
+    matches = conn.execute(
+        select(_t).where(_t.c.id == receipt.transfer_id, _t.c.receipt_id == receipt.id)
+    ).all()
+    if len(matches) != 1 or matches[0].amount_micros != receipt.amount_micros:
+        return "does not match one transfer of its amount"
+    if matches[0].status != "posted":
+        return f"names a {matches[0].status} transfer"
+    return None

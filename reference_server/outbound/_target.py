@@ -78,12 +78,27 @@ def check_url(url: str, policy: OutboundPolicy) -> Target:
         parts = urlsplit(url)
     except ValueError:
         raise OutboundRefused("the URL cannot be parsed") from None
-    scheme = parts.scheme.lower()
+    scheme = _allowed_scheme(parts.scheme, policy)
+    raw_host, port = _host_and_port(parts.netloc, scheme)
+    path = parts.path or "/"
+    if not path.startswith("/"):
+        raise OutboundRefused("the URL's path is malformed")
+    if parts.query:
+        path = f"{path}?{parts.query}"
+    return _checked_host(scheme, raw_host, port, path, policy)
+
+
+def _allowed_scheme(raw: str, policy: OutboundPolicy) -> str:
+    scheme = raw.lower()
     if scheme not in _DEFAULT_PORTS:
         raise OutboundRefused("only http and https URLs are allowed")
     if scheme == "http" and policy.https_only:
         raise OutboundRefused("only https URLs are allowed")
-    netloc = parts.netloc
+    return scheme
+
+
+def _host_and_port(netloc: str, scheme: str) -> tuple[str, int]:
+    """The host as written (brackets removed) and the port, explicit or the scheme's."""
     if "@" in netloc:
         raise OutboundRefused("URLs with credentials (user:password@) are not allowed")
     if netloc.startswith("["):
@@ -103,12 +118,14 @@ def check_url(url: str, policy: OutboundPolicy) -> Target:
         port = int(raw_port)
     else:
         port = _DEFAULT_PORTS[scheme]
-    path = parts.path or "/"
-    if not path.startswith("/"):
-        raise OutboundRefused("the URL's path is malformed")
-    if parts.query:
-        path = f"{path}?{parts.query}"
+    return raw_host, port
 
+
+def _checked_host(
+    scheme: str, raw_host: str, port: int, path: str, policy: OutboundPolicy
+) -> Target:
+    """An IP literal is judged by the address rules now; a name waits for its resolution,
+    except ``localhost`` names, refused up front unless private addresses are allowed."""
     ip = ip_literal(raw_host.lower())
     if ip is not None:
         verdict = _refusal(ip, policy)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -61,11 +61,15 @@ class SignedPayment:
     nonce: str
 
 
+#: Signs for one rail: a credential, or ``None`` when the answer offers that rail unpayably.
+_Signer = Callable[[HotWallet, OutboundResponse], Awaitable[SignedPayment | None]]
+
+
 async def sign_payment(
     wallet: HotWallet, answer: OutboundResponse, rails: Sequence[str]
 ) -> SignedPayment | None:
     """A credential for the first rail in ``rails`` the answer offers payably, or ``None``."""
-    signers: dict[str, Callable[[HotWallet, OutboundResponse], Any]] = {
+    signers: dict[str, _Signer] = {
         "x402": _sign_x402,
         "mpp": _sign_mpp,
     }

@@ -89,6 +89,28 @@ def _base(request: Request) -> str:
     return (ctx.settings.public_url or str(request.base_url)).rstrip("/")
 
 
+def _operation(ep: Endpoint) -> dict[str, Any]:
+    """One endpoint as an OpenAPI operation."""
+    op: dict[str, Any] = {
+        "summary": _summary(ep),
+        "responses": {"default": {"description": "JSON; errors in the envelope"}},
+    }
+    if ep.auth is not None:
+        op["security"] = [{ep.auth.value: []}]
+    if ep.idempotency != "none":
+        op["parameters"] = [
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": ep.idempotency == "required",
+                "schema": {"type": "string", "maxLength": 255},
+            }
+        ]
+    if ep.paged:
+        op["parameters"] = _PAGE_PARAMETERS
+    return op
+
+
 def routes(endpoints: list[Endpoint]) -> list[Route]:
     def llms_lines(request: Request, full: bool) -> list[str]:
         lines = [
@@ -153,24 +175,7 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
     async def openapi(request: Request) -> Response:
         paths: dict[str, dict[str, Any]] = {}
         for ep in endpoints:
-            op: dict[str, Any] = {
-                "summary": _summary(ep),
-                "responses": {"default": {"description": "JSON; errors in the envelope"}},
-            }
-            if ep.auth is not None:
-                op["security"] = [{ep.auth.value: []}]
-            if ep.idempotency != "none":
-                op["parameters"] = [
-                    {
-                        "name": "Idempotency-Key",
-                        "in": "header",
-                        "required": ep.idempotency == "required",
-                        "schema": {"type": "string", "maxLength": 255},
-                    }
-                ]
-            if ep.paged:
-                op["parameters"] = _PAGE_PARAMETERS
-            paths.setdefault(ep.path, {})[ep.method.lower()] = op
+            paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep)
         schemes = {role.value: {"type": "http", "scheme": "bearer"} for role in Role}
         return json_response(
             {

@@ -40,7 +40,7 @@ def _read_metadata(f: Fields, *, default: bool) -> dict[str, Any] | None:
         f.error("metadata", f"must be at most {MAX_METADATA_BYTES} bytes of JSON")
         return None
     credits = meta.get("credits")
-    meta = _plain_json(meta)
+    meta = {key: _plain_json(value) for key, value in meta.items()}
     kind = meta.setdefault("sku_kind", "one_shot")
     if kind not in SKU_KINDS:
         f.error("metadata.sku_kind", "must be one_shot or credit_topup")

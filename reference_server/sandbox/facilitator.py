@@ -58,8 +58,8 @@ UNSUPPORTED_SCHEME = "unsupported_scheme"
 NETWORK_MISMATCH = "network_mismatch"
 RECIPIENT_MISMATCH = "invalid_exact_evm_payload_recipient_mismatch"
 VALUE_MISMATCH = "invalid_exact_evm_payload_authorization_value_mismatch"
-TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"
-TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"
+TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"  # noqa: S105 - an x402 error reason, not a secret
+TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"  # noqa: S105 - an x402 error reason, not a secret
 
 #: The address ``/supported`` names as the facilitator's signer.  The sandbox sends no
 #: transactions, so no key stands behind it; it is fixed so that servers that record the
@@ -151,6 +151,36 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
     )
     payment = _object(body.get("paymentPayload"), INVALID_PAYLOAD, "paymentPayload")
     inner = _object(payment.get("payload"), INVALID_PAYLOAD, "paymentPayload.payload")
+    network = _agreed_network(version, requirements, payment)
+    if not SANDBOX_TOKEN.is_token(requirements.get("asset")):
+        raise Refused(
+            INVALID_REQUIREMENTS,
+            f"the sandbox chain has one token, USDC at {SANDBOX_TOKEN.address}; "
+            f"asset {requirements.get('asset')!r} does not exist there",
+        )
+    amount = _atomic(
+        requirements.get("amount" if version == 2 else "maxAmountRequired"),
+        "paymentRequirements.amount" if version == 2 else "paymentRequirements.maxAmountRequired",
+    )
+    pay_to = requirements.get("payTo")
+    if not isinstance(pay_to, str):
+        raise Refused(INVALID_REQUIREMENTS, "paymentRequirements.payTo must be an address")
+    _check_token_domain(requirements.get("extra"))
+    return PaymentRequest(
+        version=version,
+        network=network,
+        amount=amount,
+        pay_to=pay_to,
+        authorization=_matching_authorization(inner, pay_to, amount),
+        signature=inner.get("signature"),
+    )
+
+
+def _agreed_network(
+    version: int, requirements: Mapping[str, Any], payment: Mapping[str, Any]
+) -> str:
+    """The sandbox's network, once the requirements ask for ``exact`` on it and the
+    payload says it accepted the same scheme and network."""
     scheme, network = requirements.get("scheme"), requirements.get("network")
     if scheme != "exact":
         raise Refused(
@@ -176,20 +206,11 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
         raise Refused(
             NETWORK_MISMATCH, f"the payload is for network {paid_network!r}, not {network!r}"
         )
-    if not SANDBOX_TOKEN.is_token(requirements.get("asset")):
-        raise Refused(
-            INVALID_REQUIREMENTS,
-            f"the sandbox chain has one token, USDC at {SANDBOX_TOKEN.address}; "
-            f"asset {requirements.get('asset')!r} does not exist there",
-        )
-    amount = _atomic(
-        requirements.get("amount" if version == 2 else "maxAmountRequired"),
-        "paymentRequirements.amount" if version == 2 else "paymentRequirements.maxAmountRequired",
-    )
-    pay_to = requirements.get("payTo")
-    if not isinstance(pay_to, str):
-        raise Refused(INVALID_REQUIREMENTS, "paymentRequirements.payTo must be an address")
-    extra = requirements.get("extra")
+    return network
+
+
+def _check_token_domain(extra: object) -> None:
+    """The EIP-712 domain the requirements name, if any, is the sandbox token's."""
     if isinstance(extra, Mapping):
         if "name" in extra and extra["name"] != SANDBOX_TOKEN.name:
             raise Refused(
@@ -202,6 +223,10 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
                 f"the token's EIP-712 version is {SANDBOX_TOKEN.version!r}, "
                 f"not {extra['version']!r}",
             )
+
+
+def _matching_authorization(inner: Mapping[str, Any], pay_to: str, amount: int) -> Authorization:
+    """The payload's EIP-3009 authorization, paying exactly ``amount`` to ``pay_to``."""
     if "authorization" not in inner:
         raise Refused(
             INVALID_PAYLOAD,
@@ -225,14 +250,7 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
             f"the authorization moves {authorization.value}, the requirements ask {amount}",
             payer,
         )
-    return PaymentRequest(
-        version=version,
-        network=network,
-        amount=amount,
-        pay_to=pay_to,
-        authorization=authorization,
-        signature=inner.get("signature"),
-    )
+    return authorization
 
 
 def _drop_none(body: dict[str, Any]) -> dict[str, Any]:

@@ -271,13 +271,25 @@ def test_the_sandbox_never_touches_the_ledger(server: LiveServer) -> None:
     assert ledger_rows() == before
 
 
-def _case(name: str, payer: Any, payee: Any) -> tuple[dict[str, Any], str]:
+_Case = tuple[dict[str, Any], str]
+
+
+def _case(name: str, payer: Any, payee: Any) -> _Case:
     """A verify/settle body that must be refused, and the reason."""
-    now = int(time.time())
     signed = sign(payer, authorization(payer, payee.address, 1_000_000))
-    body = x402_body(signed)
-    req = body["paymentRequirements"]
-    inner = body["paymentPayload"]
+    found = (
+        _signature_case(name, payer, payee, signed)
+        or _requirements_case(name, x402_body(signed))
+        or _payload_case(name, x402_body(signed))
+    )
+    if found is None:
+        raise AssertionError(name)
+    return found
+
+
+def _signature_case(name: str, payer: Any, payee: Any, signed: Any) -> _Case | None:
+    """Refused for what was signed: its validity window, value, signer, chain or payee."""
+    now = int(time.time())
     if name == "expired":
         auth = authorization(payer, payee.address, 1_000_000, valid_before=now - 1)
         return x402_body(sign(payer, auth)), "invalid_exact_evm_payload_authorization_valid_before"
@@ -305,6 +317,13 @@ def _case(name: str, payer: Any, payee: Any) -> tuple[dict[str, Any], str]:
         return x402_body(signed, amount=999_999), (
             "invalid_exact_evm_payload_authorization_value_mismatch"
         )
+    return None
+
+
+def _requirements_case(name: str, body: dict[str, Any]) -> _Case | None:
+    """Refused for what the requirements (or the payload's echo of them) ask."""
+    req = body["paymentRequirements"]
+    inner = body["paymentPayload"]
     if name == "network":
         req["network"] = inner["accepted"]["network"] = "eip155:8453"
         return body, "invalid_network"
@@ -326,12 +345,18 @@ def _case(name: str, payer: Any, payee: Any) -> tuple[dict[str, Any], str]:
     if name == "version":
         body["x402Version"] = 3
         return body, "invalid_x402_version"
-    if name == "no-payload":
-        del body["paymentPayload"]
-        return body, "invalid_payload"
     if name == "no-requirements":
         body["paymentRequirements"] = "exact"
         return body, "invalid_payment_requirements"
+    return None
+
+
+def _payload_case(name: str, body: dict[str, Any]) -> _Case | None:
+    """Refused for the payload's shape: missing, malformed, unsigned or not EIP-3009."""
+    inner = body["paymentPayload"]
+    if name == "no-payload":
+        del body["paymentPayload"]
+        return body, "invalid_payload"
     if name == "malformed-authorization":
         inner["payload"]["authorization"]["nonce"] = "0x12"
         return body, "invalid_payload"
@@ -341,7 +366,7 @@ def _case(name: str, payer: Any, payee: Any) -> tuple[dict[str, Any], str]:
     if name == "no-signature":
         del inner["payload"]["signature"]
         return body, "invalid_exact_evm_payload_signature"
-    raise AssertionError(name)
+    return None
 
 
 CASES = [
