@@ -70,9 +70,9 @@ ENVIRONMENTS: tuple[Environment, ...] = ("test", "live")
 
 #: Role -> (constructor / RequestOptions field, environment variable).
 _CREDENTIALS: dict[Role, tuple[str, str]] = {
-    "owner": ("owner_jwt", "SVC_OWNER_JWT"),
-    "seller": ("seller_key", "SVC_SELLER_KEY"),
-    "wallet": ("wallet_key", "SVC_WALLET_KEY"),
+    Role.OWNER: ("owner_jwt", "SVC_OWNER_JWT"),
+    Role.SELLER: ("seller_key", "SVC_SELLER_KEY"),
+    Role.WALLET: ("wallet_key", "SVC_WALLET_KEY"),
 }
 _SNIPPET_CHARS = 200
 

@@ -6,7 +6,12 @@ Wire rules it enforces:
 * timestamps are ISO 8601 strings;
 * ``ResourceMetadata`` is flat on the wire (seller-defined keys sit beside ``sku_kind``);
 * ``Event.data`` is typed by ``Event.type`` where the SDK knows the type;
-* keys the SDK does not know are ignored, so a newer server never breaks an older client.
+* keys the SDK does not know are ignored, so a newer server never breaks an older client;
+* a model's ``request_id`` is its answer's envelope (``{"ok": true, ..., "request_id"}``),
+  so an unset one is left out rather than written as ``null``: a list's items and a
+  resource inside an event carry none.  Only that model field: a ``request_id`` key in a
+  seller's metadata is data and is written as given, as is an event's ``data.request_id``
+  (the paying request, a field of the event).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from ._models import EVENT_DATA_TYPES, Event, ResourceMetadata
 from ._money import format_amount, parse_amount
@@ -121,6 +127,26 @@ def _unstructure_event(value: Event) -> dict[str, Any]:
     }
 
 
+_EVENT_DATA_CLASSES = frozenset(EVENT_DATA_TYPES.values())
+
+
+def _answers_with_request_id(cls: Any) -> bool:
+    """A model whose ``request_id`` is its answer's (an event's data has its own)."""
+    return (
+        isinstance(cls, type)
+        and attrs.has(cls)
+        and cls not in _EVENT_DATA_CLASSES
+        and "request_id" in attrs.fields_dict(cls)
+    )
+
+
+def _unstructure_without_unset_request_id(cls: Any) -> Any:
+    return make_dict_unstructure_fn(cls, converter, request_id=override(omit_if_default=True))
+
+
+converter.register_unstructure_hook_factory(
+    _answers_with_request_id, _unstructure_without_unset_request_id
+)
 converter.register_structure_hook(Decimal, _structure_decimal)
 converter.register_unstructure_hook(Decimal, format_amount)
 converter.register_structure_hook(datetime, _structure_datetime)

@@ -48,7 +48,7 @@ from ._models import (
     WebhookEndpointList,
 )
 from ._money import format_amount, parse_amount
-from ._spec import RequestSpec, as_json_object, as_model, as_text
+from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
 from ._types import NOT_GIVEN, NotGiven
 from .receipts import rail_credentials
 
@@ -252,7 +252,7 @@ def sellers_create(name: str | None = None) -> RequestSpec[SellerCreated]:
     return RequestSpec(
         method="POST",
         path="/sellers",
-        role="owner",
+        role=Role.OWNER,
         json={"name": name},
         parse=as_model(SellerCreated),
     )
@@ -265,14 +265,14 @@ def sellers_list(
     return RequestSpec(
         method="GET",
         path="/sellers",
-        role="owner",
+        role=Role.OWNER,
         query=_page(limit, starting_after),
         parse=as_model(SellerList),
     )
 
 
 def sellers_me() -> RequestSpec[Seller]:
-    return RequestSpec(method="GET", path="/sellers/me", role="seller", parse=as_model(Seller))
+    return RequestSpec(method="GET", path="/sellers/me", role=Role.SELLER, parse=as_model(Seller))
 
 
 def sellers_enable_payments(
@@ -281,7 +281,7 @@ def sellers_enable_payments(
     return RequestSpec(
         method="PATCH",
         path="/sellers/me/payments",
-        role="seller",
+        role=Role.SELLER,
         json={
             "processor_profile_id": processor_profile_id,
             "payout_wallet_address": payout_wallet_address,
@@ -292,7 +292,7 @@ def sellers_enable_payments(
 
 def sellers_balance() -> RequestSpec[Balance]:
     return RequestSpec(
-        method="GET", path="/sellers/me/balance", role="seller", parse=as_model(Balance)
+        method="GET", path="/sellers/me/balance", role=Role.SELLER, parse=as_model(Balance)
     )
 
 
@@ -301,7 +301,7 @@ def sellers_recycle(seller_id: str, amount: Amount | None = None) -> RequestSpec
     return RequestSpec(
         method="POST",
         path="/sellers/{seller_id}/recycle",
-        role="owner",
+        role=Role.OWNER,
         path_params={"seller_id": seller_id},
         json={"amount": None if amount is None else _amount(amount)},
         parse=as_model(Recycled),
@@ -325,7 +325,7 @@ def resources_create(
     return RequestSpec(
         method="POST",
         path="/resources",
-        role="seller",
+        role=Role.SELLER,
         json={
             "kind": kind,
             "path": path,
@@ -347,7 +347,7 @@ def resources_list(
     return RequestSpec(
         method="GET",
         path="/resources",
-        role="seller",
+        role=Role.SELLER,
         query=_page(limit, starting_after),
         parse=as_model(ResourceList),
     )
@@ -358,7 +358,7 @@ def resources_get(resource_id: str) -> RequestSpec[Resource]:
         method="GET",
         path="/resources/{id}",
         path_params={"id": resource_id},
-        role="seller",
+        role=Role.SELLER,
         parse=as_model(Resource),
     )
 
@@ -379,7 +379,7 @@ def resources_update(
         method="PATCH",
         path="/resources/{id}",
         path_params={"id": resource_id},
-        role="seller",
+        role=Role.SELLER,
         json={
             "path": path,
             "tool": tool,
@@ -399,7 +399,7 @@ def resources_deactivate(resource_id: str) -> RequestSpec[Resource]:
         method="POST",
         path="/resources/{id}/deactivate",
         path_params={"id": resource_id},
-        role="seller",
+        role=Role.SELLER,
         json={},
         parse=as_model(Resource),
     )
@@ -429,7 +429,7 @@ def wallet_keys_create(
     return RequestSpec(
         method="POST",
         path="/wallet-keys",
-        role="owner",
+        role=Role.OWNER,
         json={"name": name, "policy": policy},
         parse=as_model(WalletKeyCreated),
     )
@@ -442,7 +442,7 @@ def wallet_keys_list(
     return RequestSpec(
         method="GET",
         path="/wallet-keys",
-        role="owner",
+        role=Role.OWNER,
         query=_page(limit, starting_after),
         parse=as_model(WalletKeyList),
     )
@@ -453,7 +453,7 @@ def wallet_keys_get(wallet_key_id: str) -> RequestSpec[WalletKey]:
         method="GET",
         path="/wallet-keys/{id}",
         path_params={"id": wallet_key_id},
-        role="owner",
+        role=Role.OWNER,
         parse=as_model(WalletKey),
     )
 
@@ -488,7 +488,7 @@ def wallet_keys_update(
         method="PATCH",
         path="/wallet-keys/{id}",
         path_params={"id": wallet_key_id},
-        role="owner",
+        role=Role.OWNER,
         json=body,
         parse=as_model(WalletKey),
     )
@@ -501,7 +501,7 @@ def _wallet_key_action(
         method="POST",
         path="/wallet-keys/{id}/" + action,
         path_params={"id": wallet_key_id},
-        role="owner",
+        role=Role.OWNER,
         json=body,
         parse=as_model(WalletKey),
     )
@@ -524,7 +524,7 @@ def wallet_keys_revoke(wallet_key_id: str) -> RequestSpec[WalletKey]:
 
 def spend_balance() -> RequestSpec[SpendBalance]:
     return RequestSpec(
-        method="GET", path="/spend/balance", role="wallet", parse=as_model(SpendBalance)
+        method="GET", path="/spend/balance", role=Role.WALLET, parse=as_model(SpendBalance)
     )
 
 
@@ -559,7 +559,7 @@ def pay(
             "(transfer to a handle)"
         )
     return RequestSpec(
-        method="POST", path="/pay", role="wallet", json=body, parse=as_model(PayResult)
+        method="POST", path="/pay", role=Role.WALLET, json=body, parse=as_model(PayResult)
     )
 
 
@@ -577,7 +577,7 @@ def spend_pay_url(
     return RequestSpec(
         method="POST",
         path="/spend/pay-url",
-        role="wallet",
+        role=Role.WALLET,
         json={"url": _text("url", url), "method": method, "json": json},
         parse=as_model(PayUrlResult),
     )
@@ -590,7 +590,7 @@ def spend_attempts(
     return RequestSpec(
         method="GET",
         path="/spend/attempts",
-        role="wallet",
+        role=Role.WALLET,
         query=_page(limit, starting_after),
         parse=as_model(SpendAttemptList),
     )
@@ -605,7 +605,7 @@ def handles_create(handle: str) -> RequestSpec[Handle]:
     return RequestSpec(
         method="POST",
         path="/handles",
-        role="owner",
+        role=Role.OWNER,
         json={"handle": handle},
         parse=as_model(Handle),
     )
@@ -616,7 +616,7 @@ def handles_resolve(destination: str) -> RequestSpec[HandleResolution]:
         method="GET",
         path="/handles/resolve/{destination}",
         path_params={"destination": destination},
-        role="wallet",
+        role=Role.WALLET,
         parse=as_model(HandleResolution),
     )
 
@@ -631,7 +631,7 @@ def access_verify(
     return RequestSpec(
         method="POST",
         path="/access/verify",
-        role="seller",
+        role=Role.SELLER,
         role_optional=True,
         json={
             "receipt_id": _text("receipt_id", receipt_id),
@@ -665,7 +665,7 @@ def gates_challenge(resource_id: str, *, method: str, url: str) -> RequestSpec[G
     return RequestSpec(
         method="POST",
         path="/gates/challenge",
-        role="seller",
+        role=Role.SELLER,
         json={
             "resource_id": _text("resource_id", resource_id),
             "method": _method(method),
@@ -690,7 +690,7 @@ def gates_redeem(
     return RequestSpec(
         method="POST",
         path="/gates/redeem",
-        role="seller",
+        role=Role.SELLER,
         json={
             "resource_id": _text("resource_id", resource_id),
             "method": _method(method),
@@ -724,7 +724,7 @@ def webhooks_create(
     return RequestSpec(
         method="POST",
         path="/webhooks",
-        role="owner",
+        role=Role.OWNER,
         json={"url": _text("url", url), "events": _events(events), "description": description},
         parse=as_model(WebhookEndpointCreated),
     )
@@ -737,7 +737,7 @@ def webhooks_list(
     return RequestSpec(
         method="GET",
         path="/webhooks",
-        role="owner",
+        role=Role.OWNER,
         query=_page(limit, starting_after),
         parse=as_model(WebhookEndpointList),
     )
@@ -745,7 +745,7 @@ def webhooks_list(
 
 def webhooks_events() -> RequestSpec[EventCatalog]:
     return RequestSpec(
-        method="GET", path="/webhooks/events", role="owner", parse=as_model(EventCatalog)
+        method="GET", path="/webhooks/events", role=Role.OWNER, parse=as_model(EventCatalog)
     )
 
 
@@ -774,7 +774,7 @@ def webhooks_update(
         method="PATCH",
         path="/webhooks/{id}",
         path_params={"id": webhook_id},
-        role="owner",
+        role=Role.OWNER,
         json=body,
         keep_null=True,
         parse=as_model(WebhookEndpoint),
@@ -786,7 +786,7 @@ def webhooks_delete(webhook_id: str) -> RequestSpec[WebhookEndpoint]:
         method="DELETE",
         path="/webhooks/{id}",
         path_params={"id": webhook_id},
-        role="owner",
+        role=Role.OWNER,
         parse=as_model(WebhookEndpoint),
     )
 
@@ -799,7 +799,7 @@ def webhooks_deliveries(
         method="GET",
         path="/webhooks/{id}/deliveries",
         path_params={"id": webhook_id},
-        role="owner",
+        role=Role.OWNER,
         query=_page(limit, starting_after),
         parse=as_model(DeliveryList),
     )
@@ -810,7 +810,7 @@ def webhooks_test(webhook_id: str) -> RequestSpec[Delivery]:
         method="POST",
         path="/webhooks/{id}/test",
         path_params={"id": webhook_id},
-        role="owner",
+        role=Role.OWNER,
         json={},
         parse=as_model(Delivery),
     )
@@ -821,7 +821,7 @@ def webhooks_retry(webhook_id: str, delivery_id: str) -> RequestSpec[Delivery]:
         method="POST",
         path="/webhooks/{id}/deliveries/{delivery_id}/retry",
         path_params={"id": webhook_id, "delivery_id": delivery_id},
-        role="owner",
+        role=Role.OWNER,
         json={},
         parse=as_model(Delivery),
     )

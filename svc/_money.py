@@ -25,6 +25,7 @@ __all__ = [
     "MICROS",
     "AmountError",
     "format_amount",
+    "format_micros",
     "from_micros",
     "parse_amount",
     "to_micros",
@@ -93,17 +94,30 @@ def from_micros(micros: int) -> Decimal:
     return (Decimal(micros) / MICROS).quantize(_QUANTUM)
 
 
-def format_amount(amount: Decimal | int) -> str:
-    """Canonical wire form: at least two decimals, no trailing zeros beyond them.
+def format_amount(amount: Decimal) -> str:
+    """Canonical wire form of a Decimal: at least two decimals, no trailing zeros beyond them.
 
-    ``format_amount(Decimal("1"))`` is ``"1.00"``; ``Decimal("0.050000")`` is ``"0.05"``;
-    an ``int`` is taken as micro-units.
+    ``format_amount(Decimal("1"))`` is ``"1.00"``; ``Decimal("0.050000")`` is ``"0.05"``.
+    Only a :class:`~decimal.Decimal`: an ``int`` is refused with :class:`TypeError`, since
+    ``parse_amount(5)`` reads whole dollars while the server stores micro-units, and a bare
+    ``5`` here could mean either.  Integer micro-units go through :func:`format_micros`.
     """
-    if isinstance(amount, int):
-        amount = from_micros(amount)
+    if not isinstance(amount, Decimal):
+        kind = type(amount).__name__
+        raise TypeError(
+            f"format_amount takes a Decimal, not {kind}: use format_micros() for micro-units"
+        )
     text = f"{amount.quantize(_QUANTUM):f}"
     whole, _, frac = text.partition(".")
     frac = frac.rstrip("0")
     if len(frac) < 2:
         frac = frac.ljust(2, "0")
     return f"{whole}.{frac}"
+
+
+def format_micros(micros: int) -> str:
+    """Canonical wire form of integer micro-units: ``format_micros(50_000)`` is ``"0.05"``."""
+    if isinstance(micros, bool) or not isinstance(micros, int):
+        kind = type(micros).__name__
+        raise TypeError(f"format_micros takes integer micro-units, not {kind}")
+    return format_amount(from_micros(micros))

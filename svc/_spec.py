@@ -8,8 +8,9 @@ once and cannot drift between the two.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 import httpx
@@ -20,9 +21,31 @@ __all__ = ["RequestSpec", "Role", "as_json_object", "as_model", "as_text"]
 
 T = TypeVar("T")
 
-#: Which credential a route takes: owner JWT, seller key (``svc_sk_*``) or wallet key
-#: (``svc_vw_*``).  ``None`` is a public route.
-Role = Literal["owner", "seller", "wallet"]
+
+class Role(enum.StrEnum):
+    """Which credential a route takes: owner JWT, seller key (``svc_sk_*``) or wallet key
+    (``svc_vw_*``); ``None`` where a role is optional is a public route.
+
+    The one definition, for the SDK choosing what to send and the reference server
+    deciding what to accept.  A :class:`~enum.StrEnum`, so a member equals its wire word
+    (``Role.OWNER == "owner"``) and is a typed, iterable set of exactly three.
+    """
+
+    OWNER = "owner"
+    SELLER = "seller"
+    WALLET = "wallet"
+
+    @property
+    def credential_hint(self) -> str:
+        """The credential, as an error message names it."""
+        return _CREDENTIAL_HINTS[self]
+
+
+_CREDENTIAL_HINTS = {
+    Role.OWNER: "an owner JWT",
+    Role.SELLER: "a seller key (svc_sk_*)",
+    Role.WALLET: "a wallet key (svc_vw_*)",
+}
 
 #: Reads the body of a 2xx response; raising ``ValueError``/``TypeError`` (or a cattrs
 #: validation error) turns into an :class:`~svc.APIError` with code ``invalid_response``.

@@ -17,6 +17,7 @@ the app holds no keys.  Everything else is in private modules.  Depends on ``svc
 no web framework, x402 or MPP package is needed at run time.
 """
 
+from ._asgi import new_request_id
 from ._backend import BackendUnavailable, GateBackend, ServiceBackend
 from ._core import (
     RECEIPT_META_KEY,
@@ -58,5 +59,6 @@ __all__ = [
     "Refusal",
     "ServiceBackend",
     "ServiceRails",
+    "new_request_id",
     "payment_of",
 ]

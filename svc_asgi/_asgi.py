@@ -28,6 +28,7 @@ __all__ = [
     "add_response_headers",
     "credential_headers",
     "header_map",
+    "new_request_id",
     "read_body",
     "receipt_header",
     "replay",
@@ -175,6 +176,12 @@ def request_id_of(scope: Scope) -> str:
         found = state.get("request_id")
         if isinstance(found, str) and found:
             return found
+    return new_request_id()
+
+
+def new_request_id() -> str:
+    """A new request id in the service's form, ``req_`` and 24 hex digits: the one
+    generator, for the reference server's every request and a gate's own answers."""
     return "req_" + secrets.token_hex(12)
 
 

@@ -10,8 +10,11 @@ other forty-nine wait for that answer, so a burst never becomes a burst on the s
 Answers are cached, failures are not (a service that was down must be asked again).
 When the asking request is cancelled (its client went away), one of the waiters asks
 instead; when it fails, the waiters get the same failure rather than retrying in a
-stampede.  Entries are bounded (oldest first out), so a flood of distinct forged
-receipts cannot grow memory without limit.
+stampede.  Entries are bounded, least recently used first out (:class:`LruCache`), so
+a flood of distinct forged receipts cannot grow memory without limit, and cannot push
+out the hot entries a busy gate keeps using either: the bound evicts one cold entry at a
+time, never the whole cache at once (a cold-cache cliff that would send every request to
+the service together).
 """
 
 from __future__ import annotations
@@ -23,10 +26,53 @@ from typing import Generic, TypeVar
 
 import anyio
 
-__all__ = ["FlightCache"]
+__all__ = ["FlightCache", "LruCache"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+class LruCache(Generic[K, V]):
+    """A bounded map whose entries expire: ``get`` refreshes recency, ``put`` past
+    ``max_entries`` drops the least recently used entry, an expired entry reads as absent
+    (and is dropped).  Expiry is per entry, as clock time (``float("inf")``: never)."""
+
+    __slots__ = ("_clock", "_entries", "_max")
+
+    def __init__(self, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self._max = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: K) -> V | None:
+        """The value if present and not expired, now the most recently used."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= self._clock():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry[1]
+
+    def expiry(self, key: K) -> float | None:
+        """When the entry for ``key`` expires (clock time), ``None`` if there is none."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry[0]
+
+    def put(self, key: K, value: V, expires: float = float("inf")) -> None:
+        self._entries[key] = (expires, value)
+        self._entries.move_to_end(key)
+        if len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 class _Flight(Generic[V]):
@@ -52,29 +98,19 @@ class FlightCache(Generic[K, V]):
     ) -> None:
         if ttl < 0:
             raise ValueError("ttl must be >= 0 seconds")
-        if max_entries < 1:
-            raise ValueError("max_entries must be >= 1")
         self._ttl = ttl
         self._ttl_for = ttl_for
-        self._max = max_entries
         self._clock = clock
-        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self._entries: LruCache[K, V] = LruCache(max_entries, clock)
         self._flights: dict[K, _Flight[V]] = {}
 
     def peek(self, key: K) -> V | None:
         """The cached value if still fresh (no loading)."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry[0] <= self._clock():
-            self._entries.pop(key, None)
-            return None
-        return entry[1]
+        return self._entries.get(key)
 
     def expiry(self, key: K) -> float | None:
         """When the cached entry for ``key`` expires (clock time), ``None`` if none."""
-        entry = self._entries.get(key)
-        return None if entry is None else entry[0]
+        return self._entries.expiry(key)
 
     def clear(self) -> None:
         self._entries.clear()
@@ -112,9 +148,5 @@ class FlightCache(Generic[K, V]):
 
     def _store(self, key: K, value: V) -> None:
         ttl = self._ttl if self._ttl_for is None else min(self._ttl, self._ttl_for(value))
-        if ttl <= 0:
-            return
-        self._entries[key] = (self._clock() + ttl, value)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
+        if ttl > 0:
+            self._entries.put(key, value, self._clock() + ttl)

@@ -33,7 +33,7 @@ from svc._money import format_amount
 from svc.receipts import MalformedReceipt, receipt_id_from_headers
 
 from ._backend import BackendUnavailable, GateBackend
-from ._cache import FlightCache
+from ._cache import FlightCache, LruCache
 from ._payment import Payment
 from ._rails import PaymentRail, RailRedemption, RailRequest, RailRequestSource
 
@@ -220,6 +220,8 @@ class GateCore:
     ``fail_closed`` (the default) answers 503, ``fail_open`` lets the request through
     unpaid.  A misconfiguration (a resource that is not the seller's, a bad key) always
     fails closed.  ``rails`` are open-rail strategies (see :class:`PaymentRail`).
+    ``max_cache_entries`` bounds each cache (least recently used out first); ``clock``
+    (seconds, monotonic) is what the cache lifetimes are measured on.
     """
 
     def __init__(
@@ -230,6 +232,7 @@ class GateCore:
         on_service_error: OnServiceError = "fail_closed",
         rails: Sequence[PaymentRail] = (),
         max_cache_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if on_service_error not in ("fail_closed", "fail_open"):
             raise ValueError('on_service_error must be "fail_closed" or "fail_open"')
@@ -239,18 +242,20 @@ class GateCore:
         self.on_service_error: OnServiceError = on_service_error
         self.rails = tuple(rails)
         self._receipts: FlightCache[tuple[str, str | None], ReceiptVerification] = FlightCache(
-            ttl=cache_ttl, ttl_for=_verification_ttl, max_entries=max_cache_entries
+            ttl=cache_ttl, ttl_for=_verification_ttl, max_entries=max_cache_entries, clock=clock
         )
         self._offers: FlightCache[str, Offer] = FlightCache(
-            ttl=cache_ttl, max_entries=max_cache_entries
+            ttl=cache_ttl, max_entries=max_cache_entries, clock=clock
         )
         # The Paid outcome of a (cached verification, cached offer, source): reused while
         # both cache entries are the very same objects, so a repeat request builds nothing.
-        self._paid: dict[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = {}
-        self._max_paid = max_cache_entries
-        # check_header()'s decided requests: (resource, raw header) -> (expiry, Paid).
-        self._decided: dict[tuple[str, bytes, bytes], tuple[float, Paid]] = {}
-        self._clock = time.monotonic
+        # Both memos are LRU-bounded like the caches, so a full memo drops one cold entry.
+        self._paid: LruCache[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = (
+            LruCache(max_cache_entries, clock)
+        )
+        # check_header()'s decided requests: (resource, raw header) -> Paid, until the
+        # earlier expiry of the two cached answers it rests on.
+        self._decided: LruCache[tuple[str, bytes, bytes], Paid] = LruCache(max_cache_entries, clock)
 
     # --- the two backend questions, cached ---------------------------------------------------
 
@@ -287,14 +292,7 @@ class GateCore:
         """The paid decision :meth:`check_header` remembers for this raw receipt header,
         while the answers it rests on are fresh; ``None`` otherwise.  No coroutine, no
         allocation: a gate asks this first for every request presenting a receipt."""
-        key = (resource_id, name, value)
-        decided = self._decided.get(key)
-        if decided is None:
-            return None
-        if decided[0] > self._clock():
-            return decided[1]
-        del self._decided[key]
-        return None
+        return self._decided.get((resource_id, name, value))
 
     async def check_header(
         self, resource_id: str, name: bytes, value: bytes, request: RailRequestSource = None
@@ -318,9 +316,7 @@ class GateCore:
             offer_expiry = self._offers.expiry(resource_id)
             receipt_expiry = self._receipts.expiry((outcome.payment.receipt_id, resource_id))
             if offer_expiry is not None and receipt_expiry is not None:
-                if len(self._decided) >= self._max_paid:
-                    self._decided.clear()
-                self._decided[key] = (min(offer_expiry, receipt_expiry), outcome)
+                self._decided.put(key, outcome, min(offer_expiry, receipt_expiry))
         return outcome
 
     async def check(
@@ -442,9 +438,7 @@ class GateCore:
         if memo is not None and memo[0] is verification and memo[1] is offer:
             return memo[2]
         paid = self._paid_outcome(verification, offer, source, ())
-        if len(self._paid) >= self._max_paid:
-            self._paid.clear()
-        self._paid[key] = (verification, offer, paid)
+        self._paid.put(key, (verification, offer, paid))
         return paid
 
     async def _redeemed(

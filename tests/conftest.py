@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from reference_server import Settings
+from reference_server.recursion import keeping_recursion_limit
 
 from .support import (
     PRODUCTION_KEYS,
@@ -43,10 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     process, and at that limit deeply nested JSON (the hypothesis webhook tests) overflows
     the C stack instead of raising RecursionError.  Import it once before any test module
     and put the limit back, so every later import of it is free of that side effect."""
-    limit = sys.getrecursionlimit()
-    import eth_account  # noqa: F401
-
-    sys.setrecursionlimit(limit)
+    with keeping_recursion_limit():
+        import eth_account  # noqa: F401
 
 
 def pytest_report_header(config: pytest.Config) -> str:

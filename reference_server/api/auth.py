@@ -9,13 +9,14 @@ the routes' job and answer 404, so that nobody learns another seller's ids.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import attrs
 import jwt
 from sqlalchemy import Connection, select
+
+from svc._spec import Role
 
 from ..domain.ledger import ENVIRONMENTS
 from ..ids import hash_key
@@ -34,20 +35,6 @@ __all__ = [
 
 _JWT_ALGORITHM = "HS256"
 _JWT_ISSUER = "svc"
-
-
-class Role(enum.Enum):
-    OWNER = "owner"
-    SELLER = "seller"
-    WALLET = "wallet"
-
-    @property
-    def credential_hint(self) -> str:
-        return {
-            Role.OWNER: "an owner JWT",
-            Role.SELLER: "a seller key (svc_sk_*)",
-            Role.WALLET: "a wallet key (svc_vw_*)",
-        }[self]
 
 
 @attrs.frozen(kw_only=True)

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from svc_asgi import new_request_id
+
 from .errors import envelope
 
-__all__ = ["RequestIdMiddleware", "new_request_id"]
+__all__ = ["RequestIdMiddleware"]
 
 log = logging.getLogger("reference_server")
-
-
-def new_request_id() -> str:
-    return "req_" + secrets.token_hex(12)
 
 
 class RequestIdMiddleware:

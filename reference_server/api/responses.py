@@ -39,21 +39,11 @@ class Reply:
 
 
 def to_json_body(body: Any, request_id: str) -> dict[str, Any]:
+    """The success envelope: ``request_id`` is added here, at the top level only.  The
+    body is never rewritten below it (a seller's metadata may hold a ``request_id`` key of
+    its own); models leave an unset ``request_id`` out themselves (``svc._converter``)."""
     fields = unstructure(body) if attrs.has(type(body)) else dict(body)
-    return {"ok": True, **_without_nested_request_ids(fields), "request_id": request_id}
-
-
-def _without_nested_request_ids(value: Any) -> Any:
-    """Models carry ``request_id`` for top-level answers; items of a list do not."""
-    if isinstance(value, dict):
-        return {
-            k: _without_nested_request_ids(v)
-            for k, v in value.items()
-            if not (k == "request_id" and v is None)
-        }
-    if isinstance(value, list):
-        return [_without_nested_request_ids(v) for v in value]
-    return value
+    return {"ok": True, **fields, "request_id": request_id}
 
 
 def json_response(

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Row, insert, select
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
 from svc._converter import structure, unstructure
-from svc._money import format_amount, from_micros
+from svc._money import format_micros, from_micros
 
 from ..api.errors import ApiError
 from ..ids import new_id
@@ -166,10 +166,10 @@ def book_sale(
             "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
             "metadata": unstructure(structure(metadata, ResourceMetadata)),
             "seller_id": seller.id,
-            "amount": format_amount(amount),
-            "platform_fee": format_amount(fee),
+            "amount": format_micros(amount),
+            "platform_fee": format_micros(fee),
             "processor_payment_intent_id": None if on_chain is None else on_chain.tx_hash,
-            "seller_balance": format_amount(seller_balance),
+            "seller_balance": format_micros(seller_balance),
             "environment": env,
             "settlement": settlement,
             **(event_extra or {}),
@@ -275,11 +275,11 @@ def pay_handle(
             "receipt_id": receipt_id,
             "request_id": request_id,
             "destination": "@" + handle.handle,
-            "amount": format_amount(amount),
+            "amount": format_micros(amount),
             "rail": "rill",
             "settlement": "ledger",
             "environment": env,
-            "account_wallet_balance": format_amount(
+            "account_wallet_balance": format_micros(
                 ledger.balance_micros(
                     conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=handle.owner_id
                 )
@@ -379,7 +379,7 @@ def record_refusal(
             "resource_id": None if resource is None else resource.id,
             "short_id": None if resource is None else resource.short_id,
             "seller_id": None if resource is None else resource.seller_id,
-            "amount": None if price is None else format_amount(price),
+            "amount": None if price is None else format_micros(price),
             "environment": environment,
             "settlement": "ledger",
         },

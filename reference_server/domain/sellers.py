@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import Recycled, Seller
-from svc._money import format_amount, from_micros
+from svc._money import format_micros, from_micros
 
 from ..api import paging
 from ..api.errors import ApiError
@@ -134,8 +134,8 @@ def recycle(
     if moved <= 0 or moved > available:
         raise ApiError(
             "insufficient_funds",
-            f"The seller balance has {format_amount(available)} available to recycle.",
-            details={"available": format_amount(available)},
+            f"The seller balance has {format_micros(available)} available to recycle.",
+            details={"available": format_micros(available)},
         )
     ledger.transfer(
         conn,
@@ -155,10 +155,10 @@ def recycle(
         type="seller.withdrawn",
         data={
             "seller_id": row.id,
-            "amount": format_amount(moved),
+            "amount": format_micros(moved),
             "destination": "account_wallet",
             "withdrawal_id": None,
-            "balance": format_amount(seller_balance),
+            "balance": format_micros(seller_balance),
             "request_id": request_id,
             "environment": env,
         },

@@ -21,7 +21,7 @@ import attrs
 from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import SpendBalance, WalletKey, WalletPolicy
-from svc._money import format_amount, from_micros
+from svc._money import format_micros, from_micros
 
 from ..api.errors import ApiError
 from ..ids import hash_key, new_id, new_key
@@ -211,8 +211,8 @@ def roll_period(conn: Connection, row: Row[Any], now: datetime) -> Row[Any]:
             "period": row.period,
             "allowance": None
             if row.allowance_micros is None
-            else format_amount(row.allowance_micros),
-            "spent_last_period": format_amount(row.spent_period_micros),
+            else format_micros(row.allowance_micros),
+            "spent_last_period": format_micros(row.spent_period_micros),
             "period_started_at": current.isoformat(),
             "next_reset_at": None if nxt is None else nxt.isoformat(),
         },
@@ -239,7 +239,7 @@ def check_host(row: Row[Any], host: str) -> None:
 def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now: datetime) -> None:
     """Raise the 402 that names the limit and its remedy; the row must be current."""
     policy = PolicyValues.of(row)
-    shown = format_amount(amount)
+    shown = format_micros(amount)
     if policy.allowed_rails is not None and rail not in policy.allowed_rails:
         raise ApiError(
             "rail_not_allowed",
@@ -252,9 +252,9 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
         raise ApiError(
             "max_per_tx_exceeded",
             f"{shown} is above this wallet key's max_per_tx of "
-            f"{format_amount(policy.max_per_tx)}: mint a wallet key with a higher max_per_tx "
+            f"{format_micros(policy.max_per_tx)}: mint a wallet key with a higher max_per_tx "
             "(or raise it with PATCH /wallet-keys/:id).",
-            details={"amount": shown, "max_per_tx": format_amount(policy.max_per_tx)},
+            details={"amount": shown, "max_per_tx": format_micros(policy.max_per_tx)},
         )
     if policy.allowance is not None and row.spent_period_micros + amount > policy.allowance:
         remaining = max(policy.allowance - row.spent_period_micros, 0)
@@ -264,13 +264,13 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
         )
         raise ApiError(
             "allowance_exceeded",
-            f"{shown} would pass this wallet key's allowance ({format_amount(remaining)} of "
-            f"{format_amount(policy.allowance)} left this period): mint a higher budget, or "
+            f"{shown} would pass this wallet key's allowance ({format_micros(remaining)} of "
+            f"{format_micros(policy.allowance)} left this period): mint a higher budget, or "
             f"{when}.",
             details={
                 "amount": shown,
-                "allowance": format_amount(policy.allowance),
-                "remaining_allowance": format_amount(remaining),
+                "allowance": format_micros(policy.allowance),
+                "remaining_allowance": format_micros(remaining),
                 "next_reset_at": None if reset is None else reset.isoformat(),
             },
         )
@@ -278,12 +278,12 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
         remaining = max(policy.budget - row.spent_total_micros, 0)
         raise ApiError(
             "budget_exceeded",
-            f"{shown} would pass this wallet key's total budget ({format_amount(remaining)} of "
-            f"{format_amount(policy.budget)} left): mint a wallet key with a higher budget.",
+            f"{shown} would pass this wallet key's total budget ({format_micros(remaining)} of "
+            f"{format_micros(policy.budget)} left): mint a wallet key with a higher budget.",
             details={
                 "amount": shown,
-                "budget": format_amount(policy.budget),
-                "remaining_budget": format_amount(remaining),
+                "budget": format_micros(policy.budget),
+                "remaining_budget": format_micros(remaining),
             },
         )
 
@@ -337,9 +337,9 @@ def insufficient_funds(conn: Connection, row: Row[Any], amount: int) -> ApiError
     available = ledger.available_micros(conn, wallet_account(conn, row))
     return ApiError(
         "insufficient_funds",
-        f"The wallet key has {format_amount(available)} available and this payment needs "
-        f"{format_amount(amount)}: fund it with POST /wallet-keys/:id/fund.",
-        details={"available": format_amount(available), "amount": format_amount(amount)},
+        f"The wallet key has {format_micros(available)} available and this payment needs "
+        f"{format_micros(amount)}: fund it with POST /wallet-keys/:id/fund.",
+        details={"available": format_micros(available), "amount": format_micros(amount)},
     )
 
 

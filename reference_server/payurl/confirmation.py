@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import httpx
 
-from ._sdk import sdk_imports
+from ..recursion import keeping_recursion_limit
 
 __all__ = ["confirmed_transaction"]
 
@@ -25,7 +25,7 @@ def confirmed_transaction(rail: str, headers: httpx.Headers) -> str | None:
 
 
 def _x402(headers: httpx.Headers) -> str | None:
-    with sdk_imports():
+    with keeping_recursion_limit():
         from x402.http import (
             PAYMENT_RESPONSE_HEADER,
             X_PAYMENT_RESPONSE_HEADER,
@@ -39,7 +39,7 @@ def _x402(headers: httpx.Headers) -> str | None:
 
 
 def _mpp(headers: httpx.Headers) -> str | None:
-    with sdk_imports():
+    with keeping_recursion_limit():
         from mpp import Receipt
     raw = headers.get("payment-receipt")
     if not raw:

@@ -20,8 +20,8 @@ import attrs
 
 from ..api.errors import ApiError
 from ..context import ServerContext
+from ..recursion import keeping_recursion_limit
 from ..sandbox.token import SANDBOX_TOKEN, TokenIdentity
-from ._sdk import sdk_imports
 
 __all__ = ["HotWallet", "hot_wallet"]
 
@@ -58,7 +58,7 @@ def hot_wallet(ctx: ServerContext, environment: str) -> HotWallet:
 
 
 def _account_class() -> Any:
-    with sdk_imports():
+    with keeping_recursion_limit():
         from eth_account import Account
     return Account
 
@@ -81,7 +81,7 @@ def _live(ctx: ServerContext) -> HotWallet:
             "Live pay-url needs a hot wallet (SVC_LIVE_HOT_WALLET_KEY) with the live chain "
             "and asset settings; this server has none. Test keys pay on the sandbox chain.",
         )
-    with sdk_imports():
+    with keeping_recursion_limit():
         from eth_utils.address import to_checksum_address
         from x402.mechanisms.evm.v1.constants import V1_NETWORK_CHAIN_IDS
     v1_names = [

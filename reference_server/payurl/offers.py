@@ -31,7 +31,7 @@ from svc._money import to_micros
 
 from ..api.validate import MAX_AMOUNT
 from ..outbound import OutboundResponse
-from ._sdk import sdk_imports
+from ..recursion import keeping_recursion_limit
 from .hot_wallet import HotWallet
 
 __all__ = ["RAIL_PREFERENCE", "SignedPayment", "sign_payment"]
@@ -107,7 +107,7 @@ def _x402_payable(wallet: HotWallet, version: int, requirement: Any) -> bool:
 
 
 async def _sign_x402(wallet: HotWallet, answer: OutboundResponse) -> SignedPayment | None:
-    with sdk_imports():
+    with keeping_recursion_limit():
         from x402 import NoMatchingRequirementsError, x402Client
         from x402.http import x402HTTPClient
         from x402.mechanisms.evm.exact import register_exact_evm_client
@@ -159,7 +159,7 @@ def _json(body: bytes) -> Any:
 
 
 async def _sign_mpp(wallet: HotWallet, answer: OutboundResponse) -> SignedPayment | None:
-    with sdk_imports():
+    with keeping_recursion_limit():
         from mpp import Challenge, Credential, ParseError
         from mpp.methods.evm import client as evm_client
         from mpp.runtime import CredentialParams
@@ -198,7 +198,7 @@ async def _sign_mpp(wallet: HotWallet, answer: OutboundResponse) -> SignedPaymen
 def _payment_challenges(values: list[str]) -> list[str]:
     """Each ``Payment`` challenge of the ``WWW-Authenticate`` fields, split as pympp's own
     client splits them (one field may hold several challenges)."""
-    with sdk_imports():
+    with keeping_recursion_limit():
         try:
             from mpp.client.transport import _payment_challenges as split
         except ImportError:  # pragma: no cover - a pympp without it: one challenge a field

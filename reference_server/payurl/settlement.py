@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from svc._money import format_amount
+from svc._money import format_micros
 
 from ..api.errors import ApiError
 from ..crypto import SecretBox
@@ -277,7 +277,7 @@ def record_payment_failed(
             "attempt_id": row.id,
             "wallet_key_id": row.wallet_key_id,
             "host": row.host,
-            "amount": None if row.amount_micros is None else format_amount(row.amount_micros),
+            "amount": None if row.amount_micros is None else format_micros(row.amount_micros),
             "environment": row.environment,
             "settlement": "external",
         },

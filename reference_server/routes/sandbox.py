@@ -21,7 +21,7 @@ import re
 
 from eth_utils.address import is_checksum_address, to_checksum_address
 
-from svc._money import format_amount, to_micros
+from svc._money import format_micros, to_micros
 
 from ..api.auth import requested_environment
 from ..api.endpoint import Call, Endpoint
@@ -77,7 +77,7 @@ def faucet(call: Call) -> Reply:
         f.error("address", problem)
     cap = call.ctx.settings.sandbox_faucet_max_micros
     if amount is not None and to_micros(amount) > cap:
-        f.error("amount", f"must be at most {format_amount(cap)} per call")
+        f.error("amount", f"must be at most {format_micros(cap)} per call")
     f.done()
     if address is None or amount is None:
         raise InvariantError("expected address is not None and amount is not None")
@@ -87,8 +87,8 @@ def faucet(call: Call) -> Reply:
     return Reply(
         {
             "address": tx.to,
-            "amount": format_amount(tx.value),
-            "balance": format_amount(balance),
+            "amount": format_micros(tx.value),
+            "balance": format_micros(balance),
             "balance_atomic": str(balance),
             "transaction": tx.hash,
             "block_number": tx.block_number,
@@ -112,7 +112,7 @@ def balance(call: Call) -> Reply:
     return Reply(
         {
             "address": str(to_checksum_address(address)),
-            "balance": format_amount(atomic),
+            "balance": format_micros(atomic),
             "balance_atomic": str(atomic),
             **_token(),
         }

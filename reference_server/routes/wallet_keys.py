@@ -9,7 +9,7 @@ import attrs
 from sqlalchemy import select, update
 
 from svc import WalletKeyCreated, WalletKeyList
-from svc._money import format_amount, to_micros
+from svc._money import format_micros, to_micros
 
 from ..api import paging
 from ..api.auth import Principal, Role
@@ -184,7 +184,7 @@ def revoke(call: Call) -> Reply:
         type="vw.revoked",
         data={
             "wallet_key_id": row.id,
-            "returned_amount": format_amount(available),
+            "returned_amount": format_micros(available),
             "environment": row.environment,
         },
         now=call.now,
@@ -240,7 +240,7 @@ def _move(
             wallet_key_id=row.id,
         )
     except ledger.InsufficientFunds as exc:
-        available = format_amount(exc.available)
+        available = format_micros(exc.available)
         raise ApiError(
             "insufficient_funds",
             shortfall.format(available=available),
@@ -254,8 +254,8 @@ def _move(
         type=event,
         data={
             "wallet_key_id": row.id,
-            "amount": format_amount(amount),
-            "balance": format_amount(ledger.available_micros(call.conn, wallet_acct)),
+            "amount": format_micros(amount),
+            "balance": format_micros(ledger.available_micros(call.conn, wallet_acct)),
             **extra,
             "transfer_id": transfer,
             "environment": env,

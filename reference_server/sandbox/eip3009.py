@@ -19,7 +19,6 @@ signature checks need it), and importing it has a side effect the server must un
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +26,7 @@ import attrs
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
+from ..recursion import keeping_recursion_limit
 from .token import SANDBOX_TOKEN, TokenIdentity
 
 __all__ = [
@@ -167,20 +167,11 @@ def typed_data(auth: Authorization, token: TokenIdentity = SANDBOX_TOKEN) -> dic
 
 
 def _eth_account() -> tuple[Any, Any]:
-    """``(Account, encode_typed_data)``, imported with the recursion limit kept as it was.
-
-    eth-account imports py_ecc (through eth-keyfile), and py_ecc's import raises the
-    interpreter's recursion limit to 100 000 for the whole process.  At that limit a deeply
-    nested JSON body — which ``json`` refuses with ``RecursionError`` at the default limit,
-    and the API answers 400 — overflows the C stack instead and kills the server.  Nothing
-    here recurses deeply, so the limit is put back.
-    """
-    limit = sys.getrecursionlimit()
-    try:
+    """``(Account, encode_typed_data)``, imported with the recursion limit kept as it was
+    (:mod:`reference_server.recursion` says why)."""
+    with keeping_recursion_limit():
         from eth_account import Account
         from eth_account.messages import encode_typed_data
-    finally:
-        sys.setrecursionlimit(limit)
     return Account, encode_typed_data
 
 

@@ -28,7 +28,7 @@ from svc_asgi import (
     payment_of,
 )
 from svc_asgi._asgi import MAX_HEADER_BYTES, header_map, receipt_header
-from svc_asgi._cache import FlightCache
+from svc_asgi._cache import FlightCache, LruCache
 
 # --- prices ---------------------------------------------------------------------------------
 
@@ -94,6 +94,22 @@ async def test_flight_cache_ttl_and_bounds() -> None:
     await cache.get("b", lambda: load("b"))
     await cache.get("c", lambda: load("c"))  # evicts the oldest ("a")
     assert cache.peek("a") is None and cache.peek("c") is not None
+
+
+def test_lru_cache_evicts_only_the_least_recently_used_and_drops_expired_entries() -> None:
+    now = [0.0]
+    cache: LruCache[str, int] = LruCache(3, clock=lambda: now[0])
+    for i, key in enumerate("abc"):
+        cache.put(key, i)
+    assert cache.get("a") == 0  # "a" is now the most recently used; "b" the least
+    cache.put("d", 3)
+    assert len(cache) == 3 and cache.get("b") is None
+    assert (cache.get("a"), cache.get("c"), cache.get("d")) == (0, 2, 3)
+    cache.put("e", 4, expires=5.0)  # past the bound again: "a" is now the coldest
+    assert cache.get("a") is None and cache.get("e") == 4
+    now[0] = 5.0
+    assert cache.expiry("e") == 5.0 and cache.get("e") is None  # expired: absent, dropped
+    assert len(cache) == 2 and cache.expiry("e") is None
 
 
 @pytest.mark.anyio
@@ -359,6 +375,37 @@ async def test_decided_requests_last_as_long_as_their_cached_answers() -> None:
     for _ in range(2):
         await uncached.check_header("res_report", b"x-svc-receipt", b"rcpt_good_2")
     assert backend.verified.count(("rcpt_good_2", "res_report")) == 2
+
+
+@pytest.mark.anyio
+async def test_full_gate_caches_drop_one_cold_entry_and_recheck_expired_ones() -> None:
+    """At the bound, the least recently used decision goes, not every decision at once
+    (a cold-cache cliff that would send every request to the service together)."""
+    now = [0.0]
+    backend = FakeBackend()
+    core = GateCore(backend, cache_ttl=60, max_cache_entries=2, clock=lambda: now[0])
+
+    async def pay(receipt: bytes) -> None:
+        assert isinstance(await core.check_header("res_report", b"x-svc-receipt", receipt), Paid)
+
+    def asked(receipt: bytes) -> int:
+        return backend.verified.count((receipt.decode(), "res_report"))
+
+    await pay(b"rcpt_good_a")
+    await pay(b"rcpt_good_b")
+    await pay(b"rcpt_good_a")  # a hit, so "b" is now the least recently used
+    await pay(b"rcpt_good_c")  # past the bound: "b" alone goes
+    remembered = [
+        core.remembered("res_report", b"x-svc-receipt", b"rcpt_good_" + k) is not None
+        for k in (b"a", b"b", b"c")
+    ]
+    assert remembered == [True, False, True]
+    await pay(b"rcpt_good_a")
+    await pay(b"rcpt_good_c")
+    assert (asked(b"rcpt_good_a"), asked(b"rcpt_good_c")) == (1, 1)  # no cliff
+    now[0] = 61.0  # every answer has expired: each is checked with the service again
+    await pay(b"rcpt_good_a")
+    assert asked(b"rcpt_good_a") == 2
 
 
 @pytest.mark.anyio

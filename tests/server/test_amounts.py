@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from reference_server.api.validate import MAX_AMOUNT
 from svc import _endpoints
-from svc._money import GRAMMAR_HINT, format_amount, from_micros, parse_amount
+from svc._money import GRAMMAR_HINT, format_amount, format_micros, from_micros, parse_amount
 
 from ..support import Account, LiveServer, new_account
 
@@ -130,9 +130,25 @@ def test_format_then_parse_round_trips(amount: Decimal) -> None:
 
 @given(st.integers(min_value=0, max_value=10**18 - 1))
 def test_micro_units_format_into_the_grammar(micros: int) -> None:
-    text = format_amount(micros)
+    text = format_micros(micros)
     assert DOC_GRAMMAR.fullmatch(text), text
     assert parse_amount(text) == from_micros(micros)
+
+
+@pytest.mark.parametrize("value", [5, 5_000_000, True, 0.05, "0.05"])
+def test_format_amount_takes_only_a_decimal(value: object) -> None:
+    """``parse_amount(5)`` is five dollars and the server stores micro-units: a bare
+    number given to ``format_amount`` could mean either, so it is refused, not guessed."""
+    assert parse_amount(5) == Decimal(5)
+    with pytest.raises(TypeError, match="format_micros"):
+        format_amount(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [Decimal("0.05"), True, 0.05, "50000"])
+def test_format_micros_takes_only_integer_micro_units(value: object) -> None:
+    assert format_micros(50_000) == "0.05" and format_micros(5) == "0.000005"
+    with pytest.raises(TypeError):
+        format_micros(value)  # type: ignore[arg-type]
 
 
 @given(amount_like)

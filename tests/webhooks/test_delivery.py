@@ -243,3 +243,50 @@ def test_signing_secret_is_sealed_at_rest(server: LiveServer) -> None:
         stored = conn.execute(select(t.webhook_endpoints.c.secret_sealed)).scalars().all()
         replays = conn.execute(select(t.idempotency_keys.c.response_body)).scalars().all()
     assert all(created.signing_secret not in value for value in [*stored, *replays])
+
+
+def test_a_request_id_in_metadata_is_the_sellers_own(
+    server: LiveServer, receiver: Receiver
+) -> None:
+    """``request_id`` is added at the top of an answer only: a seller's metadata keys of
+    that name, null or not and at any depth, come back as written from create, get, list,
+    the update event and the payment event; list items and nested resources carry none."""
+    meta = {"request_id": None, "order": {"request_id": "ord_7", "line": {"request_id": None}}}
+    acct = new_account(server.url)
+    agent = market(server).agent  # a funded wallet key of another owner
+    owner_of(server, acct.owner_jwt).webhooks.create(
+        receiver.url, events=["resource.updated", "payment.succeeded"]
+    )
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {acct.seller_key}"})
+
+    def seller_keys(metadata: dict[str, Any]) -> dict[str, Any]:
+        return {k: metadata[k] for k in metadata if k not in ("sku_kind", "credits", "credit_unit")}
+
+    created = http.post(
+        "/resources",
+        json={"kind": "http", "path": "/v1/meta", "amount": "0.10", "metadata": meta},
+        headers={"Idempotency-Key": "meta-create"},
+    ).json()
+    assert created["request_id"].startswith("req_") and seller_keys(created["metadata"]) == meta
+    got = http.get(f"/resources/{created['id']}").json()
+    assert got["request_id"].startswith("req_") and seller_keys(got["metadata"]) == meta
+    listed = http.get("/resources").json()
+    assert listed["request_id"].startswith("req_")
+    assert all("request_id" not in item for item in listed["data"])
+    [item] = [item for item in listed["data"] if item["id"] == created["id"]]
+    assert seller_keys(item["metadata"]) == meta
+
+    patched = http.patch(
+        f"/resources/{created['id']}",
+        json={"description": "now described"},
+        headers={"Idempotency-Key": "meta-patch"},
+    ).json()
+    assert seller_keys(patched["metadata"]) == meta
+    agent.pay(resource_id=created["id"])
+    bodies = [json.loads(r.body) for r in receiver.wait_for(2)]
+    by_type = {body["type"]: body["data"] for body in bodies}
+    updated = by_type["resource.updated"]["resource"]
+    assert "request_id" not in updated and seller_keys(updated["metadata"]) == meta
+    paid = by_type["payment.succeeded"]
+    assert paid["request_id"].startswith("req_") and seller_keys(paid["metadata"]) == meta
+    http.close()

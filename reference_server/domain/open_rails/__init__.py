@@ -26,7 +26,6 @@ import functools
 import importlib
 import importlib.util
 import logging
-import sys
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -38,6 +37,7 @@ from svc.receipts import rail_credentials
 from svc_asgi import RailRequest
 
 from ...context import ServerContext
+from ...recursion import keeping_recursion_limit
 from ...store import tables as t
 from ._claims import purge_claims
 from ._model import Gate, Redemption, SettlementUnavailable
@@ -83,17 +83,11 @@ def _engine() -> ModuleType:
     """The pympp-backed engine (:mod:`._pympp`), imported once.  Blocking: the first
     import takes a while, so callers on the event loop ask for it in a worker thread.
 
-    pympp imports eth-account, which imports py_ecc, whose import raises the interpreter's
-    recursion limit to 100 000 for the whole process.  At that limit a deeply nested JSON
-    body overflows the C stack (killing the server) instead of raising ``RecursionError``,
-    which the API answers with a 400; so the limit is put back, as for the sandbox's
-    eth-account (``reference_server.sandbox.eip3009``).  Nothing here recurses deeply.
+    pympp imports eth-account, whose import raises the process-wide recursion limit:
+    it is put back (:mod:`reference_server.recursion` says why).
     """
-    limit = sys.getrecursionlimit()
-    try:
+    with keeping_recursion_limit():
         return importlib.import_module(f"{__name__}._pympp")
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 def load_gate(

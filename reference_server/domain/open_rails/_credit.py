@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from svc._money import format_amount
+from svc._money import format_micros
 
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization
@@ -159,7 +159,7 @@ def record_refusal(
             "request_id": request_id,
             "attempt_id": None,
             "wallet_key_id": None,
-            "amount": format_amount(int(resource.amount_micros)),
+            "amount": format_micros(int(resource.amount_micros)),
             "payer": payer,
         },
         now=now,

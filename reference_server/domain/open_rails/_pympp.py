@@ -45,7 +45,7 @@ from mpp.server import Mpp, PaymentVerified, Request, Response
 from mpp.x402 import is_x402_credential
 from sqlalchemy.exc import IntegrityError
 
-from svc._money import format_amount
+from svc._money import format_micros
 from svc_asgi import RailRequest
 
 from ...context import ServerContext
@@ -102,7 +102,7 @@ class _Attempt:
         )
         self.mpp = Mpp(methods=method, realm=gate.realm, secret_key=secret)
         self.mpp.on_payment_failed(self._failed)
-        self.handler = self.mpp.charge(amount=format_amount(int(gate.resource.amount_micros)))
+        self.handler = self.mpp.charge(amount=format_micros(int(gate.resource.amount_micros)))
 
     async def run(self, request: RailRequest, headers: Mapping[str, str]) -> Any:
         return await self.handler(Request(request.method, request.url, dict(headers)))
