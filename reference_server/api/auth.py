@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-import attrs
 import jwt
 from sqlalchemy import Connection, select
 
 from svc._spec import Role
 
 from ..domain.ledger import ENVIRONMENTS
+from ..domain.principal import Principal
 from ..ids import hash_key
-from ..invariant import InvariantError
 from ..store import tables as t
 from .errors import ApiError
 
@@ -35,23 +34,6 @@ __all__ = [
 
 _JWT_ALGORITHM = "HS256"
 _JWT_ISSUER = "svc"
-
-
-@attrs.frozen(kw_only=True)
-class Principal:
-    role: Role
-    environment: str
-    owner_id: str
-    #: The seller (seller keys) or wallet key (wallet keys) the credential belongs to.
-    subject_id: str | None = None
-    #: Stable id of the credential itself; idempotency keys and rate limits are scoped to it.
-    credential_id: str
-
-    @property
-    def seller_id(self) -> str:
-        if not (self.role is Role.SELLER and self.subject_id is not None):
-            raise InvariantError("seller_id of a credential that is not a seller key")
-        return self.subject_id
 
 
 def issue_owner_jwt(owner_id: str, secret: str, now: datetime, ttl_seconds: int) -> str:

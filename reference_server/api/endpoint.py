@@ -26,11 +26,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..context import ServerContext
+from ..domain.errors import DomainError
 from ..domain.events import NEW_DELIVERIES
 from ..invariant import InvariantError
+from ..store.database import is_transient
 from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
-from .errors import ApiError
+from .errors import ApiError, http_error
 from .json_body import read_json_body
 from .paging import PAGED
 from .responses import Reply, error_response, json_response, to_json_body
@@ -125,7 +127,7 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
             partial(_run, ep, ctx, request, request_id, body)
         )
         response = json_response(data, status, headers)
-    except ApiError as exc:
+    except DomainError as exc:
         response = error_response(exc, request_id)
     except Exception:
         log.exception("unhandled error in %s %s (%s)", ep.method, ep.path, request_id)
@@ -187,9 +189,10 @@ def _run(
 
     try:
         return _in_transaction(ep, ctx, request_id, call_in, begun)
-    except ApiError as exc:
-        if begun is not None and exc.status < 500:
-            idempotency.store(ctx.db, begun, exc.status, exc.body(request_id))
+    except DomainError as exc:
+        error = http_error(exc)
+        if begun is not None and error.status < 500:
+            idempotency.store(ctx.db, begun, error.status, error.body(request_id))
         elif begun is not None:
             idempotency.release(ctx.db, begun)
         raise
@@ -281,14 +284,6 @@ def _in_transaction(
 
 
 _TRANSIENT_RETRIES = 3
-#: PostgreSQL serialization_failure and deadlock_detected.
-_TRANSIENT_SQLSTATES = {"40001", "40P01"}
-
-
-def is_transient(exc: DBAPIError) -> bool:
-    """A deadlock or serialization failure: the transaction was rolled back whole, so
-    running it again is safe."""
-    return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
 
 def _bare_path(request: Request) -> str:

@@ -1,15 +1,33 @@
-"""Errors in the spec's envelope, with stable codes.
+"""Errors in the spec's envelope, with stable codes -- and the one mapping to HTTP.
 
 A route raises :class:`ApiError` with one of the codes in :data:`CODES`; the code decides
 the HTTP status, so the same failure always has the same status everywhere.  The table is
 the one in ``docs/errors.md``; a test checks that the two agree.
+
+The domain (``reference_server.domain`` and the packages beside it) knows nothing of HTTP
+and raises :class:`~reference_server.domain.errors.DomainError` with the same codes.
+:func:`http_error` is the one place a domain error becomes an HTTP one: status from
+:data:`CODES`, ``retry_after_seconds`` as ``Retry-After``.
+
+Why ``ApiError`` subclasses ``DomainError`` rather than standing beside it: both are "a
+refusal with a stable code" answered in one envelope, and a request may meet either (a
+bad header from the HTTP layer, a policy refusal from the domain).  As a subclass, every
+pipeline catches the one type ``DomainError`` and answers through :func:`http_error`,
+which passes an ``ApiError`` through as it is -- so no catch site can handle one kind and
+forget the other.  ``ApiError`` adds only what HTTP needs: the status (looked up, never
+chosen) and extra headers.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-__all__ = ["CODES", "ApiError", "envelope"]
+from ..domain.errors import DomainError
+
+__all__ = ["CODES", "ApiError", "envelope", "http_error"]
+
+log = logging.getLogger("reference_server")
 
 #: code -> (status, meaning).  Add codes here, never invent them at a raise site.
 CODES: dict[str, tuple[int, str]] = {
@@ -95,7 +113,7 @@ CODES: dict[str, tuple[int, str]] = {
 }
 
 
-class ApiError(Exception):
+class ApiError(DomainError):
     """An error response.  ``status`` follows from ``code``; ``headers`` are added to it."""
 
     def __init__(
@@ -108,15 +126,27 @@ class ApiError(Exception):
     ) -> None:
         if code not in CODES:
             raise ValueError(f"undocumented error code {code!r}")
-        super().__init__(message)
-        self.code = code
+        super().__init__(code, message, details=details)
         self.status = CODES[code][0]
-        self.message = message
-        self.details = details
         self.headers = headers or {}
 
     def body(self, request_id: str) -> dict[str, Any]:
         return envelope(self.code, self.message, request_id, self.details)
+
+
+def http_error(error: DomainError) -> ApiError:
+    """``error`` as it is answered: an :class:`ApiError` as it is, a domain error with the
+    status of its code and ``Retry-After`` from ``retry_after_seconds``.  A code missing
+    from :data:`CODES` is a bug at the raise site: it is logged and answered as a 500."""
+    if isinstance(error, ApiError):
+        return error
+    if error.code not in CODES:
+        log.error("undocumented error code %r raised: %r", error.code, error)
+        return ApiError("internal_error", "The server failed; the request may be retried.")
+    headers = {}
+    if error.retry_after_seconds is not None:
+        headers["Retry-After"] = str(error.retry_after_seconds)
+    return ApiError(error.code, error.message, details=error.details, headers=headers)
 
 
 def envelope(

@@ -12,26 +12,34 @@ A list route is a handler decorated with :func:`paged` (which parses the paramet
 marks the route, so ``Endpoint.paged`` is true and the route-table tests find it) that
 answers with :func:`page`: a keyset query on ``(created_at, id)`` in the route's order.
 Keyset, not offset: an item created or deleted while a client pages never makes another
-one skipped or seen twice, and equal ``created_at`` values are ordered by ``id``.
+one skipped or seen twice, and equal ``created_at`` values are ordered by ``id``.  The
+query is the domain's (``reference_server.domain.paging``, re-exported here); this module
+is its HTTP side.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-import attrs
-from sqlalchemy import ColumnElement, Connection, Row, Select, Table, and_, or_, select
-
-from .errors import ApiError
+from ..domain.paging import (
+    CURSOR_HINT,
+    DEFAULT_LIMIT,
+    Order,
+    Page,
+    PageRequest,
+    invalid,
+    page,
+)
 
 __all__ = [
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
     "PAGED",
     "PARAMETERS",
+    "Order",
     "Page",
     "PageRequest",
     "page",
@@ -39,8 +47,6 @@ __all__ = [
     "parse",
 ]
 
-#: Items in a page when ``limit`` is not given.
-DEFAULT_LIMIT = 20
 #: Most items one page holds.
 MAX_LIMIT = 100
 #: The query parameters a list route takes, and the only ones.
@@ -53,16 +59,7 @@ PAGED = "__svc_paged__"
 _ID = re.compile(r"[A-Za-z0-9_]{1,40}")
 _LIMIT = re.compile(r"[0-9]{1,3}")
 
-Order = Literal["asc", "desc"]
 T = TypeVar("T")
-
-
-@attrs.frozen
-class PageRequest:
-    """The parsed ``limit`` and ``starting_after`` of one request."""
-
-    limit: int = DEFAULT_LIMIT
-    starting_after: str | None = None
 
 
 def parse(query: Mapping[str, str]) -> PageRequest:
@@ -90,7 +87,7 @@ def parse(query: Mapping[str, str]) -> PageRequest:
             )
     cursor = one("starting_after")
     if cursor is not None and not _ID.fullmatch(cursor):
-        errors.append({"field": "starting_after", "message": _CURSOR_HINT})
+        errors.append({"field": "starting_after", "message": CURSOR_HINT})
         cursor = None
     for name in query:
         if name not in PARAMETERS:
@@ -98,16 +95,8 @@ def parse(query: Mapping[str, str]) -> PageRequest:
                 {"field": name, "message": "is not a known parameter (limit, starting_after)"}
             )
     if errors:
-        raise _invalid(errors)
+        raise invalid(errors)
     return PageRequest(limit=limit, starting_after=cursor)
-
-
-_CURSOR_HINT = "must be the id of an item of this list (the last item of the previous page)"
-
-
-def _invalid(errors: list[dict[str, str]]) -> ApiError:
-    summary = "; ".join(f"{e['field']} {e['message']}" for e in errors)
-    return ApiError("validation_error", f"Invalid request: {summary}.", details={"errors": errors})
 
 
 def paged(handler: Callable[[Any, PageRequest], T]) -> Callable[[Any], T]:
@@ -121,47 +110,3 @@ def paged(handler: Callable[[Any, PageRequest], T]) -> Callable[[Any], T]:
 
     setattr(run, PAGED, True)
     return run
-
-
-@attrs.frozen
-class Page:
-    """The rows of one page, in order, and whether more follow."""
-
-    rows: list[Row[Any]]
-    has_more: bool
-
-
-def page(
-    conn: Connection,
-    request: PageRequest,
-    query: Select[Any],
-    *,
-    table: Table,
-    scope: Sequence[ColumnElement[bool]],
-    order: Order,
-    where: Sequence[ColumnElement[bool]] = (),
-) -> Page:
-    """One page of ``query`` (a ``select`` of ``table``'s rows, joins allowed) ordered by
-    ``table``'s ``(created_at, id)`` in ``order``.
-
-    ``scope`` is what the caller may see (their owner, seller, wallet key or endpoint): the
-    cursor must name a row of ``table`` within it, else 422.  ``where`` narrows the items
-    shown but not the cursors accepted (a webhook endpoint deleted since the previous page
-    still marks the place to go on from).
-    """
-    created, ident = table.c.created_at, table.c.id
-    query = query.where(*scope, *where)
-    if request.starting_after is not None:
-        cursor = conn.execute(
-            select(created, ident).where(ident == request.starting_after, *scope)
-        ).first()
-        if cursor is None:
-            raise _invalid([{"field": "starting_after", "message": _CURSOR_HINT}])
-        if order == "asc":
-            after = or_(created > cursor[0], and_(created == cursor[0], ident > cursor[1]))
-        else:
-            after = or_(created < cursor[0], and_(created == cursor[0], ident < cursor[1]))
-        query = query.where(after)
-    keys = (created, ident) if order == "asc" else (created.desc(), ident.desc())
-    rows = list(conn.execute(query.order_by(*keys).limit(request.limit + 1)))
-    return Page(rows=rows[: request.limit], has_more=len(rows) > request.limit)

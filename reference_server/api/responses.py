@@ -11,7 +11,8 @@ from starlette.responses import Response
 
 from svc._converter import unstructure
 
-from .errors import ApiError
+from ..domain.errors import DomainError
+from .errors import http_error
 
 __all__ = ["Reply", "error_response", "json_response", "to_json_body"]
 
@@ -31,11 +32,12 @@ class Reply:
     after_commit: Callable[[], Reply] | None = None
 
     @classmethod
-    def from_error(cls, error: ApiError) -> Reply:
+    def from_error(cls, error: DomainError) -> Reply:
         """An error answer that still commits the transaction (e.g. a refused payment
         whose ``payment.failed`` event must be kept)."""
-        body = {"ok": False, "error": error.body("")["error"]}
-        return cls(body, status=error.status, headers=dict(error.headers))
+        answered = http_error(error)
+        body = {"ok": False, "error": answered.body("")["error"]}
+        return cls(body, status=answered.status, headers=dict(answered.headers))
 
 
 def to_json_body(body: Any, request_id: str) -> dict[str, Any]:
@@ -57,5 +59,7 @@ def json_response(
     )
 
 
-def error_response(error: ApiError, request_id: str) -> Response:
-    return json_response(error.body(request_id), error.status, error.headers)
+def error_response(error: DomainError, request_id: str) -> Response:
+    """The error envelope for ``error``, an HTTP one or a domain one (``http_error``)."""
+    answered = http_error(error)
+    return json_response(answered.body(request_id), answered.status, answered.headers)

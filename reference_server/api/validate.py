@@ -18,15 +18,15 @@ from urllib.parse import urlsplit
 
 from svc._money import GRAMMAR_HINT, AmountError, parse_amount
 
+from ..domain.ledger import MAX_AMOUNT
 from ..invariant import InvariantError
 from .errors import ApiError
 
-__all__ = ["EVM_ADDRESS", "Fields", "checked"]
+__all__ = ["EVM_ADDRESS", "MAX_AMOUNT", "Fields", "checked"]
 
 EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _MISSING = object()
 T = TypeVar("T")
-MAX_AMOUNT = Decimal("1000000")
 
 
 class Fields:

@@ -11,11 +11,11 @@ from sqlalchemy.exc import IntegrityError
 
 from svc import Handle
 
-from ..api.errors import ApiError
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
+from .errors import DomainError
 
 __all__ = ["HANDLE", "claim_handle", "find_handle", "handle_model", "normalize_handle"]
 
@@ -46,7 +46,7 @@ def claim_handle(
                 )
             )
     except IntegrityError:
-        raise ApiError(
+        raise DomainError(
             "handle_taken", f"@{handle} is already taken in {environment}; choose another."
         ) from None
     row = find_handle(conn, handle, environment=environment)

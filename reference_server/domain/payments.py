@@ -22,11 +22,11 @@ from svc import PayResult, ReceiptVerification, ResourceMetadata
 from svc._converter import structure, unstructure
 from svc._money import format_micros, from_micros
 
-from ..api.errors import ApiError
 from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger, wallets
+from .errors import PaymentRefused
 from .events import record_event
 
 __all__ = [
@@ -49,7 +49,7 @@ def fee_for(amount: int, fee_bps: int) -> int:
     return amount * fee_bps // 10_000
 
 
-def _insufficient(conn: Connection, key: Row[Any], amount: int) -> ApiError:
+def _insufficient(conn: Connection, key: Row[Any], amount: int) -> PaymentRefused:
     return wallets.insufficient_funds(conn, key, amount)
 
 
@@ -349,7 +349,7 @@ def _receipt_row(conn: Connection, receipt_id: str, resource_id: str | None) -> 
 
 def record_refusal(
     conn: Connection,
-    refused: ApiError,
+    refused: PaymentRefused,
     *,
     owner_id: str,
     environment: str,

@@ -17,12 +17,12 @@ from svc import Resource, ResourceMetadata
 from svc._converter import structure, unstructure
 from svc._money import from_micros, to_micros
 
-from ..api import paging
-from ..api.paging import Page, PageRequest
 from ..ids import new_id, new_short_id
 from ..store import tables as t
 from ..timeutil import as_utc
+from . import paging
 from .events import record_event
+from .paging import Page, PageRequest
 
 __all__ = [
     "create_resource",

@@ -10,14 +10,13 @@ from sqlalchemy import Connection, Row, insert, select, update
 from svc import Recycled, Seller
 from svc._money import format_micros, from_micros
 
-from ..api import paging
-from ..api.errors import ApiError
-from ..api.paging import Page, PageRequest
 from ..ids import hash_key, new_id, new_key
 from ..store import tables as t
 from ..timeutil import as_utc
-from . import ledger
+from . import ledger, paging
+from .errors import DomainError, PaymentRefused
 from .events import record_event
+from .paging import Page, PageRequest
 
 __all__ = [
     "create_seller",
@@ -110,7 +109,7 @@ def find_owned_seller(
         )
     ).first()
     if row is None:
-        raise ApiError("not_found", "No such seller.")
+        raise DomainError("not_found", "No such seller.")
     return row
 
 
@@ -132,7 +131,7 @@ def recycle(
     available = ledger.available_micros(conn, seller_acct)
     moved = available if amount is None else amount
     if moved <= 0 or moved > available:
-        raise ApiError(
+        raise PaymentRefused(
             "insufficient_funds",
             f"The seller balance has {format_micros(available)} available to recycle.",
             details={"available": format_micros(available)},

@@ -23,12 +23,12 @@ from sqlalchemy import Connection, Row, insert, select, update
 from svc import SpendBalance, WalletKey, WalletPolicy
 from svc._money import format_micros, from_micros
 
-from ..api.errors import ApiError
 from ..ids import hash_key, new_id, new_key
 from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger
+from .errors import DomainError, PaymentRefused
 from .events import record_event
 
 __all__ = [
@@ -172,7 +172,7 @@ def find_owned(conn: Connection, key_id: str, *, owner_id: str, environment: str
         )
     ).first()
     if row is None:
-        raise ApiError("not_found", "No such wallet key.")
+        raise DomainError("not_found", "No such wallet key.")
     return row
 
 
@@ -229,7 +229,7 @@ def check_host(row: Row[Any], host: str) -> None:
     asks before it sends anything to the host, and again with the rest of the policy)."""
     allowed = PolicyValues.of(row).allowed_hosts
     if allowed is not None and host not in allowed:
-        raise ApiError(
+        raise PaymentRefused(
             "host_not_allowed",
             f"This wallet key may not pay {host}; allowed hosts: {', '.join(allowed)}.",
             details={"host": host, "allowed_hosts": allowed},
@@ -241,7 +241,7 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
     policy = PolicyValues.of(row)
     shown = format_micros(amount)
     if policy.allowed_rails is not None and rail not in policy.allowed_rails:
-        raise ApiError(
+        raise PaymentRefused(
             "rail_not_allowed",
             f"This wallet key may pay on {', '.join(policy.allowed_rails)} only, not {rail}.",
             details={"rail": rail, "allowed_rails": policy.allowed_rails},
@@ -249,7 +249,7 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
     if host is not None:
         check_host(row, host)
     if policy.max_per_tx is not None and amount > policy.max_per_tx:
-        raise ApiError(
+        raise PaymentRefused(
             "max_per_tx_exceeded",
             f"{shown} is above this wallet key's max_per_tx of "
             f"{format_micros(policy.max_per_tx)}: mint a wallet key with a higher max_per_tx "
@@ -262,7 +262,7 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
         when = (
             f"wait for the reset at {reset.isoformat()}" if reset is not None else "it never resets"
         )
-        raise ApiError(
+        raise PaymentRefused(
             "allowance_exceeded",
             f"{shown} would pass this wallet key's allowance ({format_micros(remaining)} of "
             f"{format_micros(policy.allowance)} left this period): mint a higher budget, or "
@@ -276,7 +276,7 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
         )
     if policy.budget is not None and row.spent_total_micros + amount > policy.budget:
         remaining = max(policy.budget - row.spent_total_micros, 0)
-        raise ApiError(
+        raise PaymentRefused(
             "budget_exceeded",
             f"{shown} would pass this wallet key's total budget ({format_micros(remaining)} of "
             f"{format_micros(policy.budget)} left): mint a wallet key with a higher budget.",
@@ -304,7 +304,7 @@ def charge(
     """
     row = roll_period(conn, lock_wallet_key(conn, key_id), now)
     if row.status != "active":
-        raise ApiError("invalid_credential", "This wallet key is revoked.")
+        raise DomainError("invalid_credential", "This wallet key is revoked.")
     check_policy(row, amount, rail=rail, host=host, now=now)
     conn.execute(
         update(_w)
@@ -333,9 +333,9 @@ def refund_charge(conn: Connection, key_id: str, amount: int, *, charged_at: dat
     )
 
 
-def insufficient_funds(conn: Connection, row: Row[Any], amount: int) -> ApiError:
+def insufficient_funds(conn: Connection, row: Row[Any], amount: int) -> PaymentRefused:
     available = ledger.available_micros(conn, wallet_account(conn, row))
-    return ApiError(
+    return PaymentRefused(
         "insufficient_funds",
         f"The wallet key has {format_micros(available)} available and this payment needs "
         f"{format_micros(amount)}: fund it with POST /wallet-keys/:id/fund.",

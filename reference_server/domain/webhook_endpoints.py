@@ -15,13 +15,13 @@ from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import WebhookEndpoint
 
-from ..api import paging
-from ..api.errors import ApiError
-from ..api.paging import Page, PageRequest
 from ..crypto import SecretBox
 from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
+from . import paging
+from .errors import DomainError
+from .paging import Page, PageRequest
 
 __all__ = [
     "create_endpoint",
@@ -81,7 +81,7 @@ def find_owned_endpoint(
         )
     ).first()
     if row is None:
-        raise ApiError("not_found", "No such webhook endpoint.")
+        raise DomainError("not_found", "No such webhook endpoint.")
     return row
 
 

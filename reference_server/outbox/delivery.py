@@ -23,8 +23,8 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from svc import webhooks
 
-from ..api.errors import ApiError
 from ..crypto import SecretBox
+from ..domain.errors import DomainError
 from ..domain.webhook_endpoints import set_status
 from ..settings import Settings
 from ..store import Database
@@ -181,13 +181,13 @@ def claim_one(
         query = query.with_for_update()
     row = conn.execute(query).one()
     if row.lease_until is not None and as_utc(row.lease_until) > now:
-        raise ApiError(
+        raise DomainError(
             "conflict",
             "This delivery is being sent right now; look at the delivery log in a moment.",
-            headers={"Retry-After": "1"},
+            retry_after_seconds=1,
         )
     if row.status == "cancelled":
-        raise ApiError("conflict", "This delivery was cancelled with its endpoint.")
+        raise DomainError("conflict", "This delivery was cancelled with its endpoint.")
     return _jobs(conn, _lease(conn, [delivery_id], now, lease), box)[0]
 
 

@@ -22,11 +22,11 @@ from sqlalchemy.exc import IntegrityError
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
 from svc._money import from_micros
 
-from ..api import paging
-from ..api.auth import Principal
-from ..api.errors import ApiError
-from ..api.paging import PageRequest
 from ..crypto import SecretBox
+from ..domain import paging
+from ..domain.errors import DomainError
+from ..domain.paging import PageRequest
+from ..domain.principal import Principal
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
@@ -127,7 +127,7 @@ def begin(
         query = query.with_for_update()
     row = conn.execute(query).one()
     if row.request_hash != fingerprint:
-        raise ApiError(
+        raise DomainError(
             "idempotency_key_reused",
             "This Idempotency-Key was already used with a different request; "
             "use a new key for a new request.",
@@ -139,11 +139,11 @@ def begin(
         update_attempt(conn, row.id, now, request_id=request_id)
         return Started(row.id)
     if row.status in IN_FLIGHT and not stale:
-        raise ApiError(
+        raise DomainError(
             "idempotency_in_progress",
             "A pay-url request with this Idempotency-Key is still being processed; retry shortly.",
             details={"attempt_id": row.id},
-            headers={"Retry-After": "1"},
+            retry_after_seconds=1,
         )
     return Replay(row.id, stale=row.status == "paying")
 
@@ -159,7 +159,9 @@ def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: A
     conn.execute(update(_sa).where(_sa.c.id == attempt_id).values(updated_at=now, **values))
 
 
-def fail(conn: Connection, attempt_id: str, error: ApiError, now: datetime, **values: Any) -> None:
+def fail(
+    conn: Connection, attempt_id: str, error: DomainError, now: datetime, **values: Any
+) -> None:
     """Record how the attempt failed; its answer is this error from now on."""
     update_attempt(
         conn,
@@ -176,7 +178,7 @@ def fail(conn: Connection, attempt_id: str, error: ApiError, now: datetime, **va
 # --- the answer -----------------------------------------------------------------------------
 
 
-def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | ApiError:
+def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | DomainError:
     """The attempt's answer: the same for the first request and every replay."""
     if row.status == "succeeded":
         return PayUrlResult(
@@ -196,21 +198,21 @@ def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | ApiError:
             headers=row.response_headers or {},
         )
     if row.status in IN_FLIGHT:
-        return ApiError(
+        return DomainError(
             "idempotency_in_progress",
             "This pay-url attempt is still being processed; retry shortly.",
             details={"attempt_id": row.id, "status": row.status},
-            headers={"Retry-After": "1"},
+            retry_after_seconds=1,
         )
     details = {**(row.error_details or {}), "attempt_id": row.id, "status": row.status}
-    return ApiError(row.error_code, row.error_message, details=details)
+    return DomainError(row.error_code, row.error_message, details=details)
 
 
 # --- the list -------------------------------------------------------------------------------
 
 
 def list_attempts(conn: Connection, request: PageRequest, wallet_key_id: str) -> SpendAttemptList:
-    """The key's attempts, newest first (the one paging contract, ``api.paging``)."""
+    """The key's attempts, newest first (the one paging contract, ``domain.paging``)."""
     page = paging.page(
         conn,
         request,

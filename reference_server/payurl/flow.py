@@ -31,12 +31,12 @@ from sqlalchemy.exc import DBAPIError
 from svc import PayUrlResult
 
 from .. import outbound
-from ..api.auth import Principal
-from ..api.endpoint import is_transient
-from ..api.errors import ApiError
 from ..context import ServerContext
 from ..domain import wallets
+from ..domain.errors import DomainError, PaymentRefused
 from ..domain.events import NEW_DELIVERIES
+from ..domain.principal import Principal
+from ..store.database import is_transient
 from . import attempts, offers, settlement
 from .attempts import Order, Replay
 from .confirmation import confirmed_transaction
@@ -76,7 +76,7 @@ class Job:
 
 @attrs.frozen(kw_only=True)
 class Answer:
-    result: PayUrlResult | ApiError
+    result: PayUrlResult | DomainError
     #: The first request's id, when this answer is an ``Idempotency-Key`` replay.
     replay_of: str | None = None
 
@@ -112,7 +112,7 @@ async def pay(job: Job, *, idempotency_key: str | None, fingerprint: str) -> Ans
 async def _run(job: Job, attempt_id: str) -> None:
     try:
         wallets.check_host(job.key, job.order.host)
-    except ApiError as refused:  # before anything is sent to a host the key may not pay
+    except PaymentRefused as refused:  # before anything is sent to a host the key may not pay
         await _fail(job, attempt_id, refused, payment_failed=True)
         return
     for _ in range(_NONCE_TRIES):
@@ -148,7 +148,7 @@ async def _run(job: Job, attempt_id: str) -> None:
     await _fail(
         job,
         attempt_id,
-        ApiError(
+        DomainError(
             "conflict",
             f"{job.order.host} kept offering a challenge another payment is using; "
             "nothing was paid. Retry shortly.",
@@ -173,8 +173,8 @@ async def _verdict(
     job: Job,
     signed: SignedPayment,
     answer: outbound.OutboundResponse | outbound.OutboundError,
-    failure: ApiError,
-) -> tuple[Verdict, str | None, ApiError]:
+    failure: DomainError,
+) -> tuple[Verdict, str | None, DomainError]:
     """Did the payment settle (and the error to end with if it did not)?
 
     ``test``: the sandbox chain says, and an authorization that did not settle is
@@ -204,7 +204,7 @@ async def _conclude(
     verdict: Verdict,
     tx_hash: str | None,
     answer: Unlocked | None,
-    failure: ApiError,
+    failure: DomainError,
 ) -> None:
     await _write(
         job.ctx,
@@ -227,14 +227,14 @@ async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
     and left it for a retry): before reserving, it failed; after, the chain decides."""
     row = await _read(job.ctx, attempt_id)
     if row.status == "probing":
-        error = ApiError(
+        error = DomainError(
             "internal_error", "The attempt broke off inside the service; nothing was paid."
         )
         await _fail(job, attempt_id, error)
         return
     if row.status != "paying":
         return
-    failure = ApiError(
+    failure = DomainError(
         "upstream_unavailable",
         "The attempt broke off while paying; the payment was cancelled and nothing was charged.",
         details={"host": row.host},
@@ -309,8 +309,8 @@ def _rail_order(key: Row[Any]) -> list[str]:
 # --- how it can fail ------------------------------------------------------------------------
 
 
-def _not_payable(job: Job, status: int) -> ApiError:
-    return ApiError(
+def _not_payable(job: Job, status: int) -> DomainError:
+    return DomainError(
         "not_payable",
         f"{job.order.host} answered {status}, not 402 Payment Required: there is nothing to "
         "pay, and nothing was paid (fetch it directly).",
@@ -318,9 +318,9 @@ def _not_payable(job: Job, status: int) -> ApiError:
     )
 
 
-def _unsupported(job: Job) -> ApiError:
+def _unsupported(job: Job) -> DomainError:
     token = job.wallet.token
-    return ApiError(
+    return DomainError(
         "unsupported_challenge",
         f"{job.order.host} asks for payment, but in no way the {job.wallet.environment} "
         f"environment pays: pay-url pays x402 'exact' (EIP-3009) and MPP 'evm' charges of "
@@ -329,8 +329,8 @@ def _unsupported(job: Job) -> ApiError:
     )
 
 
-def _refused_after_paying(job: Job, status: int) -> ApiError:
-    return ApiError(
+def _refused_after_paying(job: Job, status: int) -> DomainError:
+    return DomainError(
         "upstream_refused",
         f"{job.order.host} was sent the payment but did not settle it (it answered "
         f"{status}); the payment was cancelled and nothing was charged.",
@@ -338,22 +338,22 @@ def _refused_after_paying(job: Job, status: int) -> ApiError:
     )
 
 
-def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> ApiError:
+def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> DomainError:
     host = job.order.host
     if isinstance(exc, outbound.OutboundRefused):
-        return ApiError(
+        return DomainError(
             "url_not_allowed",
             f"pay-url may not request this URL: {exc}; {outcome}.",
             details={"host": host},
         )
-    return ApiError(
+    return DomainError(
         "upstream_unavailable", f"{host} did not answer: {exc}; {outcome}.", details={"host": host}
     )
 
 
-def _unconfirmed(job: Job, status: int | None) -> ApiError:
+def _unconfirmed(job: Job, status: int | None) -> DomainError:
     answered = "did not answer" if status is None else f"answered {status}"
-    return ApiError(
+    return DomainError(
         "payment_unconfirmed",
         f"{job.order.host} {answered} without confirming the payment. The amount stays "
         "reserved until the payment is reconciled; see GET /spend/attempts.",
@@ -362,7 +362,7 @@ def _unconfirmed(job: Job, status: int | None) -> ApiError:
 
 
 async def _fail(
-    job: Job, attempt_id: str, error: ApiError, *, payment_failed: bool = False, **values: Any
+    job: Job, attempt_id: str, error: DomainError, *, payment_failed: bool = False, **values: Any
 ) -> None:
     def record(conn: Connection) -> None:
         now = job.ctx.now()

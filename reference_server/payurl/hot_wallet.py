@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-from ..api.errors import ApiError
 from ..context import ServerContext
+from ..domain.errors import DomainError
 from ..recursion import keeping_recursion_limit
 from ..sandbox.token import SANDBOX_TOKEN, TokenIdentity
 
@@ -76,7 +76,7 @@ def _test(ctx: ServerContext) -> HotWallet:
 def _live(ctx: ServerContext) -> HotWallet:
     settings = ctx.settings
     if not settings.live_hot_wallet_key:
-        raise ApiError(
+        raise DomainError(
             "rails_not_configured",
             "Live pay-url needs a hot wallet (SVC_LIVE_HOT_WALLET_KEY) with the live chain "
             "and asset settings; this server has none. Test keys pay on the sandbox chain.",

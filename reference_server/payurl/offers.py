@@ -29,7 +29,7 @@ import attrs
 
 from svc._money import to_micros
 
-from ..api.validate import MAX_AMOUNT
+from ..domain.ledger import MAX_AMOUNT
 from ..outbound import OutboundResponse
 from ..recursion import keeping_recursion_limit
 from .hot_wallet import HotWallet

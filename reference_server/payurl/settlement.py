@@ -29,9 +29,9 @@ from sqlalchemy.exc import IntegrityError
 
 from svc._money import format_micros
 
-from ..api.errors import ApiError
 from ..crypto import SecretBox
 from ..domain import ledger, wallets
+from ..domain.errors import DomainError, PaymentRefused
 from ..domain.events import record_event
 from ..ids import new_id
 from ..sandbox import chain
@@ -84,10 +84,10 @@ def reserve(
     try:
         with conn.begin_nested():
             transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
-    except ApiError as refused:
+    except DomainError as refused:
         paid = {"rail": signed.rail, "amount_micros": signed.amount}
         attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
-        if refused.status == 402:
+        if isinstance(refused, PaymentRefused):
             record_payment_failed(conn, attempts.get(conn, attempt_id), refused, request_id, now)
         return Reservation.REFUSED
     attempts.update_attempt(
@@ -108,7 +108,7 @@ def reserve(
 def _charge_and_hold(
     conn: Connection, row: Row[Any], wallet: HotWallet, signed: SignedPayment, now: datetime
 ) -> str:
-    """Charge the key's policy and reserve the amount; raise the refusal's ApiError."""
+    """Charge the key's policy and reserve the amount; raise the refusal's DomainError."""
     env, amount = row.environment, signed.amount
     key = wallets.charge(conn, row.wallet_key_id, amount, rail=signed.rail, host=row.host, now=now)
     payouts = ledger.ensure_account(
@@ -160,7 +160,7 @@ def conclude(
     verdict: Verdict,
     tx_hash: str | None,
     answer: Unlocked | None,
-    failure: ApiError,
+    failure: DomainError,
     box: SecretBox,
     request_id: str,
     now: datetime,
@@ -259,7 +259,7 @@ def _response_columns(answer: Unlocked | None, box: SecretBox) -> dict[str, Any]
 
 
 def record_payment_failed(
-    conn: Connection, row: Row[Any], error: ApiError, request_id: str, now: datetime
+    conn: Connection, row: Row[Any], error: DomainError, request_id: str, now: datetime
 ) -> None:
     """``payment.failed`` for the wallet key's owner: their agent's pay-url did not pay."""
     record_event(

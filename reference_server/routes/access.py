@@ -11,12 +11,12 @@ from svc_asgi import GateCore, Paid, Refusal
 
 from ..api.auth import Role, requested_environment
 from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
 from ..api.responses import Reply, error_response, json_response
 from ..api.validate import Fields
 from ..context import ServerContext
 from ..domain import payments
 from ..domain.demo import DEMO_PATH
+from ..domain.errors import DomainError
 from ..gate_backend import DatabaseGateBackend
 from ..invariant import InvariantError
 from .gates import paid_headers, public_url, rate_limit, receipt_json, refusal_response
@@ -56,7 +56,7 @@ async def echo(request: Request) -> Response:
     try:
         limit_headers = await rate_limit(request)
         response = await _echo(request, request_id)
-    except ApiError as exc:
+    except DomainError as exc:
         response = error_response(exc, request_id)
     for name, value in limit_headers.items():
         response.headers.setdefault(name, value)

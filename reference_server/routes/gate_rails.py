@@ -48,6 +48,7 @@ from ..api.json_body import read_json_body
 from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..context import ServerContext
 from ..domain import open_rails
+from ..domain.errors import DomainError
 from ..invariant import InvariantError
 
 __all__ = ["DOCUMENTED", "ROUTES"]
@@ -221,7 +222,7 @@ def _route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
                 raise ApiError("invalid_json", "The body must be a JSON object.")
             answer = await handler(ctx, principal, body, request, request_id)
             response = json_response(to_json_body(answer, request_id))
-        except ApiError as exc:
+        except DomainError as exc:
             response = error_response(exc, request_id)
         except OperationalError:
             response = error_response(

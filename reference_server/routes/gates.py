@@ -47,6 +47,7 @@ from ..api.errors import ApiError
 from ..api.responses import Reply, error_response, json_response
 from ..context import ServerContext
 from ..domain import open_rails
+from ..domain.errors import DomainError
 from ..domain.resources import resource_model
 from ..gate_backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
 from ..invariant import InvariantError
@@ -195,7 +196,7 @@ async def hosted_gate(request: Request) -> Response:
     try:
         limit_headers = await rate_limit(request)
         response = await _serve(request, request_id)
-    except ApiError as exc:
+    except DomainError as exc:
         response = error_response(exc, request_id)
     return _finish(response, limit_headers)
 

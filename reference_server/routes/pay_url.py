@@ -34,6 +34,7 @@ from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import wallets
+from ..domain.errors import DomainError
 from ..payurl import attempts, flow
 from ..payurl.attempts import Order
 from ..payurl.hot_wallet import hot_wallet
@@ -65,7 +66,7 @@ async def pay_url(request: Request) -> Response:
         job = await anyio.to_thread.run_sync(_job, ctx, request.headers, order, request_id)
         answer = await flow.pay(job, idempotency_key=key, fingerprint=fingerprint)
         response = _respond(answer, request_id)
-    except ApiError as exc:
+    except DomainError as exc:
         response = error_response(exc, request_id)
     except Exception:
         log.exception("unhandled error in POST %s (%s)", PATH, request_id)

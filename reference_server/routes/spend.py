@@ -15,6 +15,7 @@ from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import Fields, checked
 from ..domain import handles, payments, wallets
+from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..store import tables as t
 
@@ -67,9 +68,7 @@ def pay(call: Call) -> Reply:
                     request_id=call.request_id,
                     now=call.now,
                 )
-    except ApiError as refused:
-        if refused.status != 402:
-            raise
+    except PaymentRefused as refused:
         payments.record_refusal(
             call.conn,
             refused,

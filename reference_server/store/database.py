@@ -18,8 +18,18 @@ from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
 
-__all__ = ["Database", "normalize_url"]
+__all__ = ["Database", "is_transient", "normalize_url"]
+
+#: PostgreSQL serialization_failure and deadlock_detected.
+_TRANSIENT_SQLSTATES = {"40001", "40P01"}
+
+
+def is_transient(exc: DBAPIError) -> bool:
+    """A deadlock or serialization failure: the transaction was rolled back whole, so
+    running it again is safe."""
+    return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
 
 def normalize_url(url: str) -> str:

@@ -290,3 +290,40 @@ def test_a_request_id_in_metadata_is_the_sellers_own(
     paid = by_type["payment.succeeded"]
     assert paid["request_id"].startswith("req_") and seller_keys(paid["metadata"]) == meta
     http.close()
+
+
+def test_retry_of_a_delivery_being_sent_is_409_with_retry_after(
+    server: LiveServer, receiver: Receiver
+) -> None:
+    """The outbox refuses with a domain error carrying ``retry_after_seconds``; the HTTP
+    mapping says it as 409 ``conflict`` with ``Retry-After: 1``, nothing resent."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from reference_server.store import tables as t
+
+    acct = new_account(server.url)
+    owner = owner_of(server, acct.owner_jwt)
+    endpoint = owner.webhooks.create(receiver.url)
+    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
+    receiver.wait_for(1)
+    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    [delivery] = owner.webhooks.deliveries(endpoint.id).data
+    with server.ctx.db.write() as conn:  # as a worker holding its lease would leave it
+        conn.execute(
+            update(t.webhook_deliveries)
+            .where(t.webhook_deliveries.c.id == delivery.id)
+            .values(lease_until=server.ctx.now() + timedelta(minutes=5))
+        )
+    r = httpx.post(
+        f"{server.url}/webhooks/{endpoint.id}/deliveries/{delivery.id}/retry",
+        headers={"Authorization": f"Bearer {acct.owner_jwt}", "X-Svc-Environment": "test"},
+    )
+    assert r.status_code == 409 and r.headers["retry-after"] == "1"
+    assert r.json()["error"] == {
+        "code": "conflict",
+        "message": "This delivery is being sent right now; look at the delivery log in a moment.",
+    }
+    assert r.json()["request_id"] == r.headers["x-request-id"]
+    assert owner.webhooks.deliveries(endpoint.id).data[0].attempts == 1

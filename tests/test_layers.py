@@ -1,0 +1,108 @@
+"""Arrows one way: the domain never imports the HTTP layer.
+
+The HTTP layer is ``reference_server.api`` (the framework) and ``reference_server.routes``
+(the API) on Starlette; every other package of ``reference_server`` -- found on disk, so a
+new one is checked from the day it appears -- is below it and refuses with
+``reference_server.domain.errors.DomainError``, which ``api.errors.http_error`` maps to
+HTTP in one place.  This reads every module's imports (absolute and relative) with
+``ast``, and every raise site's literal code, without importing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from reference_server.api.errors import CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "reference_server"
+#: The HTTP layer's packages: the only ones that may speak HTTP.
+HTTP_LAYER = ("api", "routes")
+#: What no module below the HTTP layer may import.
+FORBIDDEN = ("reference_server.api", "reference_server.routes", "reference_server.app", "starlette")
+#: The domain's error types; the HTTP layer's ``ApiError`` is forbidden with its package.
+DOMAIN_ERRORS = ("DomainError", "PaymentRefused")
+
+
+def _below_http() -> dict[str, Path]:
+    """Every module of every ``reference_server`` subpackage but the HTTP layer's."""
+    modules: dict[str, Path] = {}
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        if init.parent.name in HTTP_LAYER:
+            continue
+        for path in sorted(init.parent.rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+MODULES = _below_http()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The absolute names ``name`` imports (``from . import x`` counts as ``pkg.x``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _forbidden(imported: str) -> bool:
+    return any(imported == f or imported.startswith(f + ".") for f in FORBIDDEN)
+
+
+def test_the_scan_sees_the_domain_packages() -> None:
+    packages = {name.split(".")[1] for name in MODULES}
+    assert {"domain", "payurl", "sandbox", "store", "outbox", "outbound"} <= packages
+    assert "reference_server.domain.open_rails" in MODULES  # nested packages too
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_domain_module_imports_the_http_layer(name: str) -> None:
+    bad = sorted(i for i in _imports(name, MODULES[name]) if _forbidden(i))
+    assert bad == [], f"{name} imports the HTTP layer: {bad}"
+
+
+def _raise_sites() -> list[tuple[str, int, str, str]]:
+    """``(module, line, error type, code)`` for every domain error built with a literal
+    code below the HTTP layer."""
+    sites = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            kind = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            code = node.args[0]
+            if kind in DOMAIN_ERRORS and isinstance(code, ast.Constant):
+                sites.append((name, node.lineno, str(kind), str(code.value)))
+    return sites
+
+
+def test_domain_error_codes_are_documented_and_refusals_are_402() -> None:
+    """Each literal code is in ``CODES`` (so it maps to a status and is in docs/errors.md),
+    and ``PaymentRefused`` -- the kind ``POST /pay`` and pay-url record ``payment.failed``
+    for -- is used exactly for the 402 codes."""
+    sites = _raise_sites()
+    assert len(sites) >= 20, sites  # the scan finds the raise sites
+    undocumented = [s for s in sites if s[3] not in CODES]
+    assert undocumented == []
+    misfiled = [s for s in sites if (s[2] == "PaymentRefused") != (CODES[s[3]][0] == 402)]
+    assert misfiled == [], "402 codes are PaymentRefused, and only they"
