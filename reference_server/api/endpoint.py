@@ -186,6 +186,8 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
     except ApiError as exc:
         response = error_response(exc, request_id)
     except OperationalError:
+        # Not the route's fault, but an operator must see it (once, with the request id).
+        log.warning("database unreachable in %s %s (%s)", ep.method, ep.path, request_id)
         response = error_response(
             ApiError("not_ready", "The database is not reachable; retry shortly."), request_id
         )
