@@ -44,14 +44,15 @@ from .routes import (
 from .settings import Settings
 from .store import upgrade
 
-__all__ = ["create_app", "endpoints"]
+__all__ = ["create_app", "endpoints", "served"]
 
 log = logging.getLogger("reference_server")
 
 
 def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
-    """Every API endpoint, in the order the discovery documents list them; the sandbox
-    chain's test-only routes last, unless the server is configured without them."""
+    """Every endpoint of the JSON API, in the order the discovery documents list them; the
+    sandbox chain's test-only routes after the others, unless the server is configured
+    without them, and ``pay-url`` last."""
     return [
         *owners.ENDPOINTS,
         *sellers.ENDPOINTS,
@@ -63,6 +64,20 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *access.ENDPOINTS,
         *webhooks.ENDPOINTS,
         *(sandbox.ENDPOINTS if sandbox_routes else []),
+        pay_url.PAY_URL,
+    ]
+
+
+def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
+    """Every endpoint the app serves but the discovery documents' own: the JSON API, the
+    gates (the demonstration gate, hosted gates, the open rails a seller's own gate asks)
+    and the probes.  All take the one pipeline (:mod:`.api.endpoint`)."""
+    return [
+        *endpoints(sandbox_routes=sandbox_routes),
+        *access.DEMO_ENDPOINTS,
+        *gates.ENDPOINTS,
+        *gate_rails.ENDPOINTS,
+        *health.ENDPOINTS,
     ]
 
 
@@ -103,7 +118,6 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     ctx = ServerContext(settings)
-    eps = endpoints(sandbox_routes=settings.sandbox_enabled)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -121,25 +135,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             ctx.db.dispose()
 
-    # Gates are raw routes (any method, any body, awaiting the gate core); discovery lists
-    # them from their documentation entries.
-    documented = [
-        *eps,
-        *pay_url.DOCUMENTED,
-        *access.DOCUMENTED,
-        *gates.DOCUMENTED,
-        *gate_rails.DOCUMENTED,
-    ]
+    served_here = served(sandbox_routes=settings.sandbox_enabled)
+    listed = [ep for ep in served_here if ep.listed]
     app = Starlette(
-        routes=[
-            *routes_for(eps),
-            *pay_url.routes(),
-            *access.ROUTES,
-            *gates.routes(),
-            *gate_rails.ROUTES,
-            *health.ROUTES,
-            *discovery.routes(documented),
-        ],
+        routes=routes_for([*served_here, *discovery.endpoints(listed)]),
         # The body deadline sits inside the request id (its 408 carries the id) and
         # outside everything that reads the body; the input boundary reads no body.
         middleware=[

@@ -3,9 +3,9 @@
 The server hands the app a request as soon as its headers are in; a client that
 announces a ``Content-Length`` and then stalls would hold the app (and a connection, and
 perhaps a worker thread) for as long as it likes.  This layer wraps ``receive`` for every
-route (API endpoints and raw routes such as the hosted gates alike): from the first time
-the app asks for the body, the whole body must arrive before the deadline.  If it does
-not, the client is answered ``408 request_timeout`` in the envelope with
+route (JSON endpoints and those that read their own body, such as the hosted gates): from
+the first time the app asks for the body, the whole body must arrive before the deadline.
+If it does not, the client is answered ``408 request_timeout`` in the envelope with
 ``Connection: close`` (the server then closes the connection), and the app is told the
 client went away (``http.disconnect``), which it already handles; whatever it sends after
 that is dropped.  Once the body is complete, ``receive`` is passed through untouched: a

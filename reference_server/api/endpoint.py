@@ -1,17 +1,30 @@
-"""The one path every API request takes, so cross-cutting rules hold on every route.
+"""The one path every request takes, so cross-cutting rules hold on every route.
 
     rate limit -> read and check the JSON body -> authenticate -> idempotency ->
-    handler inside one database transaction -> envelope with request_id
+    handler -> envelope with request_id; an unexpected exception -> 500, logged once
 
-Handlers are plain synchronous functions ``(Call) -> Reply`` run in a worker thread:
-database work is blocking SQLAlchemy, and keeping it off the event loop lets many
-requests wait on locks at once without stalling the server.
+Every route of the app is an :class:`Endpoint` served by :func:`routes_for` (a test checks
+the Starlette route table for it).  A handler is one of two kinds:
+
+* **sync** ``def (Call) -> Reply``, run in a worker thread inside one database
+  transaction (retried whole on a deadlock), with its idempotent answer stored in the same
+  transaction: database work is blocking SQLAlchemy, and keeping it off the event loop
+  lets many requests wait on locks at once without stalling the server;
+* **async** ``async def (Call) -> Reply | Response``, run on the event loop with no
+  transaction and no thread held: for routes that await the network (pay-url, the gate
+  rails, the hosted gates), which must not hold either across it.  ``call.conn`` is not
+  there; such a handler opens short transactions of its own, and owns its idempotency
+  record (the pipeline checks the key's presence and form and hands it over as
+  ``call.idempotency_key``).  It may answer any :class:`~starlette.responses.Response`
+  (a gate relays its upstream's, ``llms.txt`` is text); an :class:`Endpoint` declared
+  ``raw`` gets its body unread (``call.request``) to stream or forward it.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal
@@ -19,7 +32,7 @@ from typing import Any, Literal
 import anyio.to_thread
 import attrs
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,23 +50,25 @@ from .json_body import read_json_body
 from .paging import PAGED
 from .responses import Reply, error_response, json_response, to_json_body
 
-__all__ = ["Call", "Endpoint", "is_transient", "routes_for"]
+__all__ = ["API_PREFIX", "Call", "Endpoint", "dispatch", "is_transient", "routes_for"]
 
 log = logging.getLogger("reference_server")
 
+#: Every route is served bare and again under this prefix.
+API_PREFIX = "/api"
+
 Idempotency = Literal["required", "optional", "none"]
-_BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 @attrs.define(kw_only=True)
 class Call:
-    """Everything a handler gets: the caller, the parsed input, the open transaction."""
+    """Everything a handler gets: the caller, the parsed input, the open transaction
+    (sync handlers only), the request itself."""
 
     ctx: ServerContext
-    conn: Connection
+    request: Request
     request_id: str
     principal: Principal | None
-    environment: str
     body: dict[str, Any]
     params: Mapping[str, str]
     query: Mapping[str, str]
@@ -61,6 +76,26 @@ class Call:
     headers: Mapping[str, str]
     client: str | None
     now: datetime
+    #: The validated ``Idempotency-Key`` an async handler honours itself (``None``: none).
+    idempotency_key: str | None = None
+    _environment: str | None = None
+    _conn: Connection | None = None
+
+    @property
+    def conn(self) -> Connection:
+        """The handler's transaction (sync handlers only)."""
+        if self._conn is None:
+            raise InvariantError("an async handler holds no transaction")
+        return self._conn
+
+    @property
+    def environment(self) -> str:
+        """The credential's environment; without one, the header's (absent = live).  An
+        anonymous async route reads the header only when asked (a gate relays its
+        client's headers; a stray one is not the gate's to refuse)."""
+        if self._environment is None:
+            return requested_environment(self.headers) or "live"
+        return self._environment
 
     @property
     def public_url(self) -> str:
@@ -68,23 +103,36 @@ class Call:
 
 
 Handler = Callable[[Call], Reply]
+AsyncHandler = Callable[[Call], Awaitable[Reply | Response]]
 
 
 @attrs.frozen(kw_only=True)
 class Endpoint:
     method: str
     path: str
-    handler: Handler
+    #: ``def (Call) -> Reply`` (in a transaction) or ``async def`` (none): see above.
+    handler: Handler | AsyncHandler
     auth: Role | None = None
     #: Anonymous callers are served too; a credential, when sent, must be valid for ``auth``.
     auth_optional: bool = False
     idempotency: Idempotency = "none"
-    #: Which ``Settings`` attribute holds this route's rate limit.
-    rate_limit: str = "rate_limit"
+    #: Which ``Settings`` attribute holds this route's rate limit; ``None``: not limited
+    #: (health probes and the discovery documents).
+    rate_limit: str | None = "rate_limit"
+    #: The body is not read as JSON: the (async) handler reads ``call.request`` itself.
+    raw: bool = False
+    #: Listed in the discovery documents (the API); probes and the documents are not.
+    listed: bool = True
+    #: What the discovery documents say of it; by default the handler's first doc line.
+    summary: str | None = None
 
     @property
     def writes(self) -> bool:
         return self.method != "GET"
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
 
     @property
     def paged(self) -> bool:
@@ -95,19 +143,24 @@ class Endpoint:
 
 def routes_for(endpoints: list[Endpoint]) -> list[Route]:
     """One Starlette route per path (bare and under ``/api``), dispatching on method so
-    that a wrong method is a 405 with the right ``Allow`` header."""
+    that a wrong method is a 405 with the right ``Allow`` header.  Every route's endpoint
+    is :func:`dispatch` bound to its methods: nothing else serves a request."""
     by_path: dict[str, dict[str, Endpoint]] = {}
     for ep in endpoints:
-        by_path.setdefault(ep.path, {})[ep.method] = ep
+        methods = by_path.setdefault(ep.path, {})
+        if ep.method in methods:
+            raise InvariantError(f"{ep.method} {ep.path} is declared twice")
+        methods[ep.method] = ep
     routes = []
     for path, methods in by_path.items():
-        dispatch = partial(_dispatch, methods)
-        for prefix in ("", "/api"):
-            routes.append(Route(prefix + path, dispatch, methods=list(methods)))
+        serve = partial(dispatch, methods)
+        for prefix in ("", API_PREFIX):
+            routes.append(Route(prefix + path, serve, methods=list(methods)))
     return routes
 
 
-async def _dispatch(methods: dict[str, Endpoint], request: Request) -> Response:
+async def dispatch(methods: dict[str, Endpoint], request: Request) -> Response:
+    """The pipeline's entry: the endpoint for the request's method (HEAD is GET's)."""
     method = "GET" if request.method == "HEAD" else request.method
     return await _handle(methods[method], request)
 
@@ -117,18 +170,29 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
     request_id: str = request.state.request_id
     limit_headers: dict[str, str] = {}
     try:
-        identity = ctx.limiter.identity(request.headers, _client(request))
-        spec = getattr(ctx.settings, ep.rate_limit)
-        limit_headers = await anyio.to_thread.run_sync(
-            ctx.limiter.hit, spec, ep.rate_limit, identity
-        )
-        body = await read_json_body(request, ctx.settings.max_body_bytes) if ep.writes else None
-        status, data, headers = await anyio.to_thread.run_sync(
-            partial(_run, ep, ctx, request, request_id, body)
-        )
-        response = json_response(data, status, headers)
+        if ep.rate_limit is not None:
+            identity = ctx.limiter.identity(request.headers, _client(request))
+            spec = getattr(ctx.settings, ep.rate_limit)
+            limit_headers = await anyio.to_thread.run_sync(
+                ctx.limiter.hit, spec, ep.rate_limit, identity
+            )
+        reads = ep.writes and not ep.raw
+        body = await read_json_body(request, ctx.settings.max_body_bytes) if reads else None
+        if ep.is_async:
+            response = await _run_async(ep, ctx, request, request_id, body)
+        else:
+            status, data, headers = await anyio.to_thread.run_sync(
+                partial(_run, ep, ctx, request, request_id, body)
+            )
+            response = json_response(data, status, headers)
     except DomainError as exc:
         response = error_response(exc, request_id)
+    except OperationalError:
+        # Not the route's fault, but an operator must see it (once, with the request id).
+        log.warning("database unreachable in %s %s (%s)", ep.method, ep.path, request_id)
+        response = error_response(
+            ApiError("not_ready", "The database is not reachable; retry shortly."), request_id
+        )
     except Exception:
         log.exception("unhandled error in %s %s (%s)", ep.method, ep.path, request_id)
         response = error_response(
@@ -138,6 +202,65 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
     for name, value in limit_headers.items():
         response.headers.setdefault(name, value)
     return response
+
+
+def _call(
+    ep: Endpoint,
+    ctx: ServerContext,
+    request: Request,
+    request_id: str,
+    body: Any,
+    caller: tuple[Principal | None, str | None],
+    now: datetime,
+) -> Call:
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ApiError("invalid_json", "The body must be a JSON object.")
+    principal, environment = caller
+    return Call(
+        ctx=ctx,
+        request=request,
+        request_id=request_id,
+        principal=principal,
+        environment=environment,
+        body=body,
+        params=request.path_params,
+        query=request.query_params,
+        base_url=str(request.base_url),
+        headers=request.headers,
+        client=_client(request),
+        now=now,
+    )
+
+
+async def _run_async(
+    ep: Endpoint, ctx: ServerContext, request: Request, request_id: str, body: Any
+) -> Response:
+    """Authenticate (in a worker thread, if the route takes a credential), check the
+    idempotency key, and await the handler on the event loop."""
+    now = ctx.now()
+    caller: tuple[Principal | None, str | None] = (None, None)
+    if ep.auth is not None:
+        caller = await anyio.to_thread.run_sync(_authenticated, ep, ctx, request.headers, now)
+    call = _call(ep, ctx, request, request_id, body, caller, now)
+    call.idempotency_key = _idempotency_key(ep, request)
+    pending = ep.handler(call)
+    if not inspect.isawaitable(pending):
+        raise InvariantError(f"{ep.method} {ep.path}: an async handler returns an awaitable")
+    answer = await pending
+    if isinstance(answer, Response):
+        return answer
+    if answer.after_commit is not None:
+        raise InvariantError("an async handler has no transaction to answer after")
+    return json_response(to_json_body(answer.body, request_id), answer.status, answer.headers)
+
+
+def _authenticated(
+    ep: Endpoint, ctx: ServerContext, headers: Headers, now: datetime
+) -> tuple[Principal | None, str]:
+    ctx.load_secrets()  # before any transaction opens: the first load writes once
+    return _caller(ep, ctx, headers, now)
 
 
 def _client(request: Request) -> str | None:
@@ -154,13 +277,9 @@ def _run(
     """Authenticate, apply idempotency and run the handler (in a worker thread)."""
     now = ctx.now()
     ctx.load_secrets()  # before any transaction opens: the first load writes once
-    principal, environment = _caller(ep, ctx, request.headers, now)
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise ApiError("invalid_json", "The body must be a JSON object.")
+    call = _call(ep, ctx, request, request_id, body, _caller(ep, ctx, request.headers, now), now)
 
-    begun = _begin_idempotent(ep, ctx, request, principal, body, now)
+    begun = _begin_idempotent(ep, ctx, request, call.principal, call.body, now)
     if isinstance(begun, idempotency.Replay):
         # Same answer, but the body's request_id names this request (as the
         # X-Request-Id header does); the first request's id travels in a header.
@@ -172,20 +291,7 @@ def _run(
         )
 
     def call_in(conn: Connection) -> Call:
-        return Call(
-            ctx=ctx,
-            conn=conn,
-            request_id=request_id,
-            principal=principal,
-            environment=environment,
-            body=body,
-            params=request.path_params,
-            query=request.query_params,
-            base_url=str(request.base_url),
-            headers=request.headers,
-            client=_client(request),
-            now=now,
-        )
+        return attrs.evolve(call, conn=conn)
 
     try:
         return _in_transaction(ep, ctx, request_id, call_in, begun)
@@ -225,6 +331,26 @@ def _begin_idempotent(
 ) -> idempotency.Begun | idempotency.Replay | None:
     """The request's Idempotency-Key claimed (or its stored answer to replay); ``None``
     when the route or the request has no key to honour."""
+    key = _idempotency_key(ep, request)
+    if key is None:
+        return None
+    scope = principal.credential_id if principal else f"addr:{_client(request)}"
+    return idempotency.begin(
+        ctx.db,
+        scope=scope,
+        route=f"{ep.method} {ep.path}",
+        key=key,
+        fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), body),
+        now=now,
+        ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
+        lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
+        box=ctx.box,
+    )
+
+
+def _idempotency_key(ep: Endpoint, request: Request) -> str | None:
+    """The request's Idempotency-Key, checked; ``None`` when the route or the request has
+    no key to honour."""
     key = request.headers.get("idempotency-key")
     if ep.idempotency == "required" and key is None:
         raise ApiError(
@@ -234,18 +360,7 @@ def _begin_idempotent(
         )
     if key is None or ep.idempotency == "none":
         return None
-    scope = principal.credential_id if principal else f"addr:{_client(request)}"
-    return idempotency.begin(
-        ctx.db,
-        scope=scope,
-        route=f"{ep.method} {ep.path}",
-        key=idempotency.validate_key(key),
-        fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), body),
-        now=now,
-        ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
-        lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
-        box=ctx.box,
-    )
+    return idempotency.validate_key(key)
 
 
 def _in_transaction(
@@ -261,6 +376,8 @@ def _in_transaction(
         try:
             with ctx.db.write() if ep.writes else ctx.db.read() as conn:
                 reply = ep.handler(call_in(conn))
+                if not isinstance(reply, Reply):
+                    raise InvariantError(f"{ep.method} {ep.path}: a sync handler returns a Reply")
                 deferred = reply.after_commit is not None
                 data = {} if deferred else to_json_body(reply.body, request_id)
                 if begun is not None:
@@ -288,4 +405,4 @@ _TRANSIENT_RETRIES = 3
 
 def _bare_path(request: Request) -> str:
     path = request.url.path
-    return path[4:] if path.startswith("/api/") else path
+    return path.removeprefix(API_PREFIX) if path.startswith(API_PREFIX + "/") else path

@@ -1,6 +1,6 @@
 """Reading a JSON request body so that it means exactly one thing, or is refused.
 
-Every JSON route reads its body here (the API pipeline, pay-url, the gate rails), so these
+Every route reads its body here, through the one pipeline (:mod:`.endpoint`), so these
 rules hold everywhere:
 
 * at most ``limit`` bytes, sent as ``application/json`` (or ``+json``);
@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from .errors import ApiError
 from .text import first_forbidden_in_body_text, name_of
 
-__all__ = ["MAX_JSON_DEPTH", "parse_json_body", "read_json_body"]
+__all__ = ["MAX_JSON_DEPTH", "parse_json_body", "read_body", "read_json_body"]
 
 #: No request of this API nests deeper; refusing deeper bodies before parsing keeps the
 #: parser's recursion bounded whatever the interpreter's recursion limit (some crypto
@@ -40,6 +40,20 @@ _SUSPECT_BYTES = (b"\\u", b"\x7f", b"\xc2", b"\xed")
 
 async def read_json_body(request: Request, limit: int) -> Any:
     """The JSON body (``None`` when empty) under the rules above."""
+    raw = await read_body(request, limit)
+    if not raw.strip():
+        return None
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise ApiError(
+            "unsupported_media_type",
+            f"Send the body as JSON with 'Content-Type: application/json' (got {media!r}).",
+        )
+    return parse_json_body(raw)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, at most ``limit`` bytes (a hosted gate forwards bytes, not JSON)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
@@ -57,16 +71,7 @@ async def read_json_body(request: Request, limit: int) -> Any:
         raise ApiError(
             "bad_request", "The client closed the connection before the body ended."
         ) from None
-    raw = b"".join(chunks)
-    if not raw.strip():
-        return None
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json" and not media.endswith("+json"):
-        raise ApiError(
-            "unsupported_media_type",
-            f"Send the body as JSON with 'Content-Type: application/json' (got {media!r}).",
-        )
-    return parse_json_body(raw)
+    return b"".join(chunks)
 
 
 def parse_json_body(raw: bytes) -> Any:

@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import anyio.to_thread
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from svc_asgi import GateCore, Paid, Refusal
 
-from ..api.auth import Role, requested_environment
+from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint
-from ..api.responses import Reply, error_response, json_response
+from ..api.responses import Reply, json_response
 from ..api.validate import Fields
 from ..context import ServerContext
 from ..domain import payments
 from ..domain.demo import DEMO_PATH
-from ..domain.errors import DomainError
 from ..gate_backend import DatabaseGateBackend
 from ..invariant import InvariantError
-from .gates import paid_headers, public_url, rate_limit, receipt_json, refusal_response
+from .gates import paid_headers, receipt_json, refusal_response
 
-__all__ = ["DOCUMENTED", "ENDPOINTS", "ROUTES"]
+__all__ = ["DEMO_ENDPOINTS", "ENDPOINTS"]
 
 _ECHOED_HEADERS = ("user-agent", "accept", "content-type", "x-svc-receipt")
 
@@ -44,30 +41,18 @@ def verify(call: Call) -> Reply:
     )
 
 
-async def echo(request: Request) -> Response:
+async def echo(call: Call) -> Response:
     """Demonstration gate: 402 until a receipt for the demo resource is presented.
 
     Served by the same gate core as every hosted gate and ``svc_asgi.PaymentGate``.  The
     402 offers the demo resource of the requested environment (``X-Svc-Environment``,
     absent = ``live``); a receipt for either environment's demo resource unlocks it.
     """
-    request_id: str = request.state.request_id
-    limit_headers: dict[str, str] = {}
-    try:
-        limit_headers = await rate_limit(request)
-        response = await _echo(request, request_id)
-    except DomainError as exc:
-        response = error_response(exc, request_id)
-    for name, value in limit_headers.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
-async def _echo(request: Request, request_id: str) -> Response:
-    ctx: ServerContext = request.app.state.ctx
-    environment = requested_environment(request.headers) or "live"
+    ctx: ServerContext = call.ctx
+    request, request_id = call.request, call.request_id
+    environment = call.environment
     demo = await anyio.to_thread.run_sync(ctx.demo_resources)
-    core = GateCore(DatabaseGateBackend(ctx, public_url(request)), cache_ttl=0)
+    core = GateCore(DatabaseGateBackend(ctx, call.public_url), cache_ttl=0)
     outcome = await core.check(demo[environment], request.headers, accepted=demo.values())
     if isinstance(outcome, Refusal):
         return refusal_response(outcome, request_id)
@@ -99,13 +84,13 @@ ENDPOINTS = [
     ),
 ]
 
-#: ``/demo/echo`` is a raw route (it awaits the gate core); discovery still lists it.
-ROUTES = [Route(prefix + DEMO_PATH, echo, methods=["GET"]) for prefix in ("", "/api")]
-
-
-def _demo_doc(call: Call) -> Reply:  # pragma: no cover - never routed; see ROUTES
-    """Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with POST /pay)."""
-    raise AssertionError("served by access.echo")
-
-
-DOCUMENTED = [Endpoint(method="GET", path=DEMO_PATH, handler=_demo_doc)]
+#: ``/demo/echo``: a gate (it awaits the gate core), so apart from the JSON API.
+DEMO_ENDPOINTS = [
+    Endpoint(
+        method="GET",
+        path=DEMO_PATH,
+        handler=echo,
+        summary="Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with "
+        "POST /pay).",
+    )
+]

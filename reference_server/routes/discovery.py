@@ -1,7 +1,8 @@
 """Discovery documents for agents, generated from the live route table.
 
 Because ``llms.txt``, ``agent.json`` and ``agent-openapi.json`` are built from the same
-``Endpoint`` list that serves requests, they cannot drift from what the server does.
+``Endpoint`` list that serves requests (those ``listed``), they cannot drift from what the
+server does.  The documents are endpoints of that pipeline too (not listed, not limited).
 """
 
 from __future__ import annotations
@@ -12,17 +13,16 @@ from typing import Any
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
 
 from svc import __version__
 
 from ..api import paging
 from ..api.auth import Role
-from ..api.endpoint import Endpoint
+from ..api.endpoint import Call, Endpoint
 from ..api.errors import CODES
 from ..api.responses import json_response
 
-__all__ = ["routes"]
+__all__ = ["endpoints"]
 
 _AUTH_MODES = [
     {
@@ -76,6 +76,8 @@ _PAGE_PARAMETERS = [
 
 
 def _summary(ep: Endpoint) -> str:
+    if ep.summary is not None:
+        return ep.summary
     doc = inspect.getdoc(ep.handler) or ep.handler.__name__.replace("_", " ")
     return doc.splitlines()[0]
 
@@ -111,7 +113,9 @@ def _operation(ep: Endpoint) -> dict[str, Any]:
     return op
 
 
-def routes(endpoints: list[Endpoint]) -> list[Route]:
+def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
+    """The discovery documents' own endpoints, listing ``listed``."""
+
     def llms_lines(request: Request, full: bool) -> list[str]:
         lines = [
             "# svc payments service",
@@ -124,20 +128,23 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
             "",
             "## Endpoints",
         ]
-        for ep in endpoints:
+        for ep in listed:
             lines.append(f"- {ep.method} {ep.path} (auth: {_auth_label(ep)}): {_summary(ep)}")
         if full:
             lines += ["", "## Error codes"]
             lines += [f"- {code} ({status}): {text}" for code, (status, text) in CODES.items()]
         return lines
 
-    async def llms_txt(request: Request) -> Response:
+    async def llms_txt(call: Call) -> Response:
+        request = call.request
         return PlainTextResponse("\n".join(llms_lines(request, full=False)) + "\n")
 
-    async def llms_full_txt(request: Request) -> Response:
+    async def llms_full_txt(call: Call) -> Response:
+        request = call.request
         return PlainTextResponse("\n".join(llms_lines(request, full=True)) + "\n")
 
-    async def capabilities(request: Request) -> Response:
+    async def capabilities(call: Call) -> Response:
+        request = call.request
         base = _base(request)
         demo = await anyio.to_thread.run_sync(request.app.state.ctx.demo_resources)
         return json_response(
@@ -156,7 +163,8 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
             }
         )
 
-    async def agent_json(request: Request) -> Response:
+    async def agent_json(call: Call) -> Response:
+        request = call.request
         base = _base(request)
         return json_response(
             {
@@ -172,9 +180,10 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
             }
         )
 
-    async def openapi(request: Request) -> Response:
+    async def openapi(call: Call) -> Response:
+        request = call.request
         paths: dict[str, dict[str, Any]] = {}
-        for ep in endpoints:
+        for ep in listed:
             paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep)
         schemes = {role.value: {"type": "http", "scheme": "bearer"} for role in Role}
         return json_response(
@@ -196,7 +205,6 @@ def routes(endpoints: list[Endpoint]) -> list[Route]:
         ("/agent-openapi.json", openapi),
     ]
     return [
-        Route(prefix + path, endpoint, methods=["GET"])
-        for prefix in ("", "/api")
-        for path, endpoint in table
+        Endpoint(method="GET", path=path, handler=handler, rate_limit=None, listed=False)
+        for path, handler in table
     ]

@@ -17,76 +17,56 @@ are answered by the same domain code as the hosted gates
 method: both protocols bind the challenge to them, so the challenge and the redemption of
 one payment must send the same pair.
 
-These are plain async Starlette routes, not :class:`~reference_server.api.endpoint.Endpoint`
-handlers: settling awaits pympp (and, live, a facilitator), which must not hold a database
-transaction open.  They keep the pipeline's rules by hand: rate limit per credential, the
-JSON body rules, seller-key authentication, the envelope and ``request_id``.
+Their handlers are async: settling awaits pympp (and, live, a facilitator), which must not
+hold a database transaction open, so the pipeline awaits them with none; the rate limit per
+credential, the JSON body rules, seller-key authentication, the envelope and
+``request_id`` are the pipeline's.
 """
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
-from sqlalchemy.exc import OperationalError
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from svc import GateChallenge
 from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
-from ..api.auth import Principal, Role, authenticate
+from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
-from ..api.json_body import read_json_body
-from ..api.responses import Reply, error_response, json_response, to_json_body
+from ..api.responses import Reply
+from ..api.validate import checked
 from ..context import ServerContext
 from ..domain import open_rails
-from ..domain.errors import DomainError
 from ..invariant import InvariantError
 
-__all__ = ["DOCUMENTED", "ROUTES"]
-
-log = logging.getLogger("reference_server")
+__all__ = ["ENDPOINTS"]
 
 _METHOD = re.compile(r"^[A-Za-z]{1,16}$")
 _MAX_URL = 4096
 #: A credential header this long is not a credential (x402's is about 1.5 KB).
 _MAX_CREDENTIAL = 16 * 1024
 
-Handler = Callable[[ServerContext, Principal, dict[str, Any], Request, str], Awaitable[Any]]
-
 
 # --- the two routes -------------------------------------------------------------------------
 
 
-async def challenge(
-    ctx: ServerContext,
-    principal: Principal,
-    body: dict[str, Any],
-    request: Request,
-    request_id: str,
-) -> GateChallenge:
-    resource_id, rail_request, _ = _read(body, with_headers=False)
-    gate = await _gate(ctx, principal, resource_id, request)
-    return GateChallenge(headers=await open_rails.challenge(ctx, gate, rail_request))
+async def challenge(call: Call) -> Reply:
+    """Open-rail challenge for an unpaid request to the seller's own gate."""
+    resource_id, rail_request, _ = _read(call.body, with_headers=False)
+    gate = await _gate(call, resource_id)
+    return Reply(GateChallenge(headers=await open_rails.challenge(call.ctx, gate, rail_request)))
 
 
-async def redeem(
-    ctx: ServerContext,
-    principal: Principal,
-    body: dict[str, Any],
-    request: Request,
-    request_id: str,
-) -> Any:
-    resource_id, rail_request, credentials = _read(body, with_headers=True)
-    gate = await _gate(ctx, principal, resource_id, request)
+async def redeem(call: Call) -> Reply:
+    """Verify and settle an open-rail credential presented at the seller's own gate."""
+    resource_id, rail_request, credentials = _read(call.body, with_headers=True)
+    gate = await _gate(call, resource_id)
     if not gate.resource.active:
         raise ApiError(
             "resource_inactive",
@@ -94,7 +74,7 @@ async def redeem(
         )
     try:
         redemption = await open_rails.redeem(
-            ctx, gate, rail_request, credentials, request_id=request_id
+            call.ctx, gate, rail_request, credentials, request_id=call.request_id
         )
     except open_rails.SettlementUnavailable as exc:
         raise ApiError(
@@ -102,7 +82,7 @@ async def redeem(
             f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
             headers={"Retry-After": "5"},
         ) from None
-    return redemption.model()
+    return Reply(redemption.model())
 
 
 # --- reading the body -----------------------------------------------------------------------
@@ -176,19 +156,19 @@ def _credentials(value: object, bad: Callable[[str, str], None]) -> dict[str, st
     return found
 
 
-# --- the pipeline, by hand ------------------------------------------------------------------
+# --- the seller's gate -----------------------------------------------------------------------
 
 
-async def _gate(
-    ctx: ServerContext, principal: Principal, resource_id: str, request: Request
-) -> open_rails.Gate:
+async def _gate(call: Call, resource_id: str) -> open_rails.Gate:
     """The seller's own resource (another seller's id is as unknown as a made-up one)."""
-    base = (ctx.settings.public_url or str(request.base_url)).rstrip("/")
+    ctx: ServerContext = call.ctx
+    principal: Principal = checked(call.principal)
+    realm = urlsplit(call.public_url).netloc
 
     def load() -> open_rails.Gate | None:
         with ctx.db.read() as conn:
             return open_rails.load_gate(
-                conn, resource_id, realm=urlsplit(base).netloc, seller_id=principal.seller_id
+                conn, resource_id, realm=realm, seller_id=principal.seller_id
             )
 
     gate = await anyio.to_thread.run_sync(load)
@@ -197,78 +177,22 @@ async def _gate(
     return gate
 
 
-def _authenticate(ctx: ServerContext, request: Request) -> Principal:
-    ctx.load_secrets()  # before any transaction opens: the first load writes once
-    with ctx.db.read() as conn:
-        return authenticate(
-            conn, request.headers, role=Role.SELLER, jwt_secrets=ctx.jwt_secrets, now=ctx.now()
-        )
-
-
-def _route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    async def serve(request: Request) -> Response:
-        ctx: ServerContext = request.app.state.ctx
-        request_id: str = request.state.request_id
-        limit_headers: dict[str, str] = {}
-        try:
-            client = request.client.host if request.client else None
-            identity = ctx.limiter.identity(request.headers, client)
-            limit_headers = await anyio.to_thread.run_sync(
-                ctx.limiter.hit, ctx.settings.rate_limit, "rate_limit", identity
-            )
-            body = await read_json_body(request, ctx.settings.max_body_bytes)
-            principal = await anyio.to_thread.run_sync(_authenticate, ctx, request)
-            if not isinstance(body, dict):
-                raise ApiError("invalid_json", "The body must be a JSON object.")
-            answer = await handler(ctx, principal, body, request, request_id)
-            response = json_response(to_json_body(answer, request_id))
-        except DomainError as exc:
-            response = error_response(exc, request_id)
-        except OperationalError:
-            response = error_response(
-                ApiError("not_ready", "The database is not reachable; retry shortly."), request_id
-            )
-        except Exception:
-            log.exception("unhandled error in %s (%s)", request.url.path, request_id)
-            response = error_response(
-                ApiError("internal_error", "The server failed; the request may be retried."),
-                request_id,
-            )
-        for name, value in limit_headers.items():
-            response.headers.setdefault(name, value)
-        return response
-
-    return serve
-
-
-ROUTES = [
-    Route(prefix + path, _route(handler), methods=["POST"])
-    for prefix in ("", "/api")
-    for path, handler in (("/gates/challenge", challenge), ("/gates/redeem", redeem))
-]
-
-
-def _documented(path: str, summary: str) -> Endpoint:
-    """An entry for the discovery documents only: the routes above serve it."""
-
-    def handler(call: Call) -> Reply:  # pragma: no cover - never routed
-        raise AssertionError("served by reference_server.routes.gate_rails")
-
-    handler.__doc__ = summary
-    return Endpoint(method="POST", path=path, handler=handler, auth=Role.SELLER)
-
-
-#: What discovery lists for these routes.
-DOCUMENTED = [
-    _documented(
-        "/gates/challenge",
-        "Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an unpaid "
-        "request {resource_id, method, url} to the seller's own gate; empty until payments "
-        "are enabled.",
+ENDPOINTS = [
+    Endpoint(
+        method="POST",
+        path="/gates/challenge",
+        handler=challenge,
+        auth=Role.SELLER,
+        summary="Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an "
+        "unpaid request {resource_id, method, url} to the seller's own gate; empty until "
+        "payments are enabled.",
     ),
-    _documented(
-        "/gates/redeem",
-        "Verify and settle an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment "
+    Endpoint(
+        method="POST",
+        path="/gates/redeem",
+        handler=redeem,
+        auth=Role.SELLER,
+        summary="Verify and settle an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment "
         "credential {resource_id, method, url, headers} presented at the seller's own gate.",
     ),
 ]

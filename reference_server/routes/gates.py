@@ -17,10 +17,10 @@ database (:class:`~reference_server.gate_backend.DatabaseGateBackend`):
   network in production -- and the upstream's answer is returned (bounded);
 * paid, without an upstream: 200 with the receipt and the resource.
 
-These routes are not :class:`~reference_server.api.endpoint.Endpoint` handlers: a gate
-takes any method and any body (it forwards bytes, not JSON) and awaits the network, so it
-is a plain async Starlette route that keeps the same rules by hand -- rate limit, the
-envelope, ``request_id`` -- with the helpers below, which ``/demo/echo`` shares.
+A gate takes any method and any body (it forwards bytes, not JSON) and awaits the
+network, so its :class:`~reference_server.api.endpoint.Endpoint` is async (no transaction
+held) and ``raw`` (the pipeline leaves the body to it); the rate limit, the envelope,
+``request_id`` and 500s are the pipeline's.  ``/demo/echo`` shares the helpers below.
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
-from sqlalchemy.exc import OperationalError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from svc import Resource
 from svc._converter import unstructure
@@ -44,29 +42,28 @@ from svc_asgi import GateCore, Paid, Payment, PaymentRail, RailRequest, Refusal
 from .. import outbound
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
-from ..api.responses import Reply, error_response, json_response
+from ..api.json_body import read_body
+from ..api.responses import error_response, json_response
 from ..context import ServerContext
 from ..domain import open_rails
-from ..domain.errors import DomainError
 from ..domain.resources import resource_model
 from ..gate_backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
 from ..invariant import InvariantError
 
 __all__ = [
-    "DOCUMENTED",
+    "ENDPOINTS",
     "UPSTREAM_MAX_RESPONSE_BYTES",
     "paid_headers",
-    "public_url",
-    "rate_limit",
     "receipt_json",
     "refusal_response",
-    "routes",
 ]
 
 #: The most of an upstream's answer a gate relays; a longer one is a 502, never cut
 #: silently (a truncated JSON document is worse than an error).
 UPSTREAM_MAX_RESPONSE_BYTES = 1024 * 1024
-_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+#: Every method a gate serves (HEAD is GET's); the discovery documents list GET and POST.
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_LISTED = {"GET", "POST"}
 _SHORT_ID = re.compile(r"^[A-Za-z0-9]{4,16}$")
 
 #: Connection-level headers (RFC 9110 7.6.1): about this hop, never forwarded.
@@ -128,21 +125,6 @@ _PUBLIC_RESOURCE_FIELDS = (
 # --- helpers shared with /demo/echo ---------------------------------------------------------
 
 
-def public_url(request: Request) -> str:
-    ctx: ServerContext = request.app.state.ctx
-    return (ctx.settings.public_url or str(request.base_url)).rstrip("/")
-
-
-async def rate_limit(request: Request) -> dict[str, str]:
-    """Count the request against the anonymous (per address) limit; 429 past it."""
-    ctx: ServerContext = request.app.state.ctx
-    client = request.client.host if request.client else None
-    identity = ctx.limiter.identity(request.headers, client)
-    return await anyio.to_thread.run_sync(
-        ctx.limiter.hit, ctx.settings.rate_limit, "rate_limit", identity
-    )
-
-
 def refusal_response(refusal: Refusal, request_id: str) -> Response:
     status, headers, body = refusal.render(request_id)
     return Response(
@@ -180,39 +162,19 @@ def _number(value: Decimal | None) -> int | str | None:
     return int(value) if value == value.to_integral_value() else str(value)
 
 
-def _finish(response: Response, limit_headers: dict[str, str]) -> Response:
-    for name, value in limit_headers.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
 # --- the hosted gate ------------------------------------------------------------------------
 
 
-async def hosted_gate(request: Request) -> Response:
+async def hosted_gate(call: Call) -> Response:
     """Any method on ``/g/{short_id}``: 402 until paid, then the upstream (or the receipt)."""
-    request_id: str = request.state.request_id
-    limit_headers: dict[str, str] = {}
-    try:
-        limit_headers = await rate_limit(request)
-        response = await _serve(request, request_id)
-    except DomainError as exc:
-        response = error_response(exc, request_id)
-    return _finish(response, limit_headers)
-
-
-async def _serve(request: Request, request_id: str) -> Response:
-    ctx: ServerContext = request.app.state.ctx
-    short_id = request.path_params["short_id"]
+    ctx, request, request_id = call.ctx, call.request, call.request_id
+    short_id = call.params["short_id"]
     if not _SHORT_ID.fullmatch(short_id):
         raise ApiError("not_found", "No such gate.")
-    base = public_url(request)
-    try:
-        gate = await anyio.to_thread.run_sync(
-            find_gate_by_short_id, ctx, short_id, urlsplit(base).netloc
-        )
-    except OperationalError:
-        raise ApiError("not_ready", "The database is not reachable; retry shortly.") from None
+    base = call.public_url
+    gate = await anyio.to_thread.run_sync(
+        find_gate_by_short_id, ctx, short_id, urlsplit(base).netloc
+    )
     if gate is None:
         raise ApiError("not_found", "No such gate.")
     resource = resource_model(gate.resource, base)
@@ -254,18 +216,6 @@ def _public(resource: Resource) -> dict[str, Any]:
 # --- forwarding to the upstream -------------------------------------------------------------
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
-    return bytes(body)
-
-
 def _forwarded_headers(request: Request) -> list[tuple[str, str]]:
     named_by_connection = {
         token.strip().lower()
@@ -302,7 +252,7 @@ async def _forward(
     if resource.upstream_url is None:
         raise InvariantError("expected resource.upstream_url is not None")
     settings = ctx.settings
-    body = await _read_body(request, settings.max_body_bytes)
+    body = await read_body(request, settings.max_body_bytes)
     headers = _forwarded_headers(request)
     headers += [
         ("X-Svc-Verified-Receipt", outcome.payment.receipt_id),
@@ -355,32 +305,17 @@ async def _forward(
 
 # --- registration ---------------------------------------------------------------------------
 
-
-def routes() -> list[Route]:
-    """``/g/{short_id}`` (and under ``/api``), every method."""
-    return [
-        Route(prefix + "/g/{short_id}", hosted_gate, methods=_METHODS) for prefix in ("", "/api")
-    ]
-
-
-def _documented(method: str, path: str, summary: str) -> Endpoint:
-    """An entry for the discovery documents only: the route above serves it."""
-
-    def handler(call: Call) -> Reply:  # pragma: no cover - never routed
-        raise AssertionError("served by reference_server.routes.gates")
-
-    handler.__doc__ = summary
-    return Endpoint(method=method, path=path, handler=handler)
-
-
-#: What discovery lists for the gates (served by the raw routes here and in ``access``).
-DOCUMENTED = [
-    _documented(
-        method,
-        "/g/{short_id}",
-        "Hosted gate of a resource (any method): 402 until paid (a receipt in "
+#: ``/g/{short_id}``, every method (and under ``/api``).
+ENDPOINTS = [
+    Endpoint(
+        method=method,
+        path="/g/{short_id}",
+        handler=hosted_gate,
+        raw=True,
+        listed=method in _LISTED,
+        summary="Hosted gate of a resource (any method): 402 until paid (a receipt in "
         "X-Svc-Receipt, or the x402 / MPP challenge it carries once the seller enabled "
         "payments), then the upstream's answer or the receipt.",
     )
-    for method in ("GET", "POST")
+    for method in _METHODS
 ]

@@ -1,46 +1,41 @@
 """Liveness and readiness probes.
 
-They bypass the API pipeline on purpose: a probe must answer even when the database (and
-so authentication, idempotency...) is down; ``/ready`` exists to say exactly that.
+They take the pipeline without what needs the database (no rate limit, no credential, no
+body): a probe must answer even when the database is down; ``/ready`` exists to say
+exactly that.
 """
 
 from __future__ import annotations
 
 import anyio.to_thread
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
+from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
-from ..api.responses import error_response, json_response
+from ..api.responses import Reply
 
-__all__ = ["ROUTES"]
-
-
-async def health(request: Request) -> Response:
-    return json_response({"ok": True, "status": "ok", "request_id": request.state.request_id})
+__all__ = ["ENDPOINTS"]
 
 
-async def ready(request: Request) -> Response:
-    ctx = request.app.state.ctx
-    request_id = request.state.request_id
+async def health(call: Call) -> Reply:
+    """Liveness: the process answers."""
+    return Reply({"status": "ok"})
+
+
+async def ready(call: Call) -> Reply:
+    """Readiness: the database answers within 5 s (503 ``not_ready`` otherwise)."""
     try:
         with anyio.fail_after(5):
-            await anyio.to_thread.run_sync(ctx.db.ping, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(call.ctx.db.ping, abandon_on_cancel=True)
     except Exception:
-        error = ApiError(
+        raise ApiError(
             "not_ready",
             "The database is not reachable.",
             details={"checks": {"database": "unreachable"}},
-        )
-        return error_response(error, request_id)
-    return json_response(
-        {"ok": True, "status": "ready", "checks": {"database": "ok"}, "request_id": request_id}
-    )
+        ) from None
+    return Reply({"status": "ready", "checks": {"database": "ok"}})
 
 
-ROUTES = [
-    Route(prefix + path, endpoint, methods=["GET"])
-    for prefix in ("", "/api")
-    for path, endpoint in (("/health", health), ("/ready", ready))
+ENDPOINTS = [
+    Endpoint(method="GET", path=path, handler=handler, rate_limit=None, listed=False)
+    for path, handler in (("/health", health), ("/ready", ready))
 ]

@@ -1,90 +1,57 @@
 """``POST /spend/pay-url`` (pay any 402 URL) and ``GET /spend/attempts`` (wallet key).
 
-``pay-url`` is not an :class:`~reference_server.api.endpoint.Endpoint`: the pipeline runs a
-handler inside one transaction in a worker thread and retries it whole on a transient
-database error, and a payment that awaits a third party's URL can have neither (see
-:mod:`reference_server.payurl.flow`).  It is a plain async route that keeps the API's rules
-with the API's own helpers -- the rate limit, the JSON body limits and nesting check, the
-wallet-key authentication, the envelope and ``request_id``.  Its ``Idempotency-Key`` record
-is the attempt itself (:mod:`reference_server.payurl.attempts`).
+``pay-url`` has an async handler: a payment that awaits a third party's URL must hold
+neither a transaction nor a worker thread across it, nor be retried whole on a transient
+database error (see :mod:`reference_server.payurl.flow`), so the pipeline awaits it on the
+event loop with no transaction.  The rate limit, the JSON body rules, the wallet-key
+authentication, the envelope and ``request_id`` are the pipeline's; its ``Idempotency-Key``
+(checked by the pipeline) is recorded by the attempt itself
+(:mod:`reference_server.payurl.attempts`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from svc import PayUrlResult
 
 from .. import outbound
 from ..api import idempotency
-from ..api.auth import Principal, Role, authenticate
+from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.json_body import read_json_body
 from ..api.paging import PageRequest, paged
 from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import wallets
-from ..domain.errors import DomainError
 from ..payurl import attempts, flow
 from ..payurl.attempts import Order
 from ..payurl.hot_wallet import hot_wallet
-from .gates import rate_limit
 
-__all__ = ["DOCUMENTED", "ENDPOINTS", "routes"]
-
-log = logging.getLogger("reference_server")
+__all__ = ["ENDPOINTS", "PAY_URL"]
 
 PATH = "/spend/pay-url"
 _MISSING = object()
 
 
-async def pay_url(request: Request) -> Response:
+async def pay_url(call: Call) -> Response:
     """Pay any x402/MPP 402 URL under the wallet key's policy; return the unlocked answer.
 
     The service probes the URL, pays its challenge from the environment's hot wallet,
     debits the prepaid balance, and returns the body (cut at 8 KB) and headers with the
     receipt and the transaction."""
-    ctx: ServerContext = request.app.state.ctx
-    request_id: str = request.state.request_id
-    limit_headers: dict[str, str] = {}
-    try:
-        limit_headers = await rate_limit(request)
-        body = await read_json_body(request, ctx.settings.max_body_bytes)
-        order, fingerprint = _order(ctx, body)
-        key = request.headers.get("idempotency-key")
-        key = None if key is None else idempotency.validate_key(key)
-        job = await anyio.to_thread.run_sync(_job, ctx, request.headers, order, request_id)
-        answer = await flow.pay(job, idempotency_key=key, fingerprint=fingerprint)
-        response = _respond(answer, request_id)
-    except DomainError as exc:
-        response = error_response(exc, request_id)
-    except Exception:
-        log.exception("unhandled error in POST %s (%s)", PATH, request_id)
-        response = error_response(
-            ApiError("internal_error", "The server failed; the request may be retried."),
-            request_id,
-        )
-    for name, value in limit_headers.items():
-        response.headers.setdefault(name, value)
-    return response
+    order, fingerprint = _order(call.ctx, call.body)
+    job = await anyio.to_thread.run_sync(_job, call, order)
+    answer = await flow.pay(job, idempotency_key=call.idempotency_key, fingerprint=fingerprint)
+    return _respond(answer, call.request_id)
 
 
-def _order(ctx: ServerContext, body: Any) -> tuple[Order, str]:
+def _order(ctx: ServerContext, body: dict[str, Any]) -> tuple[Order, str]:
     """The validated request, and its idempotency fingerprint."""
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise ApiError("invalid_json", "The body must be a JSON object.")
     fields = dict(body)
     payload = fields.pop("json", _MISSING)
     f = Fields(fields)
@@ -110,20 +77,18 @@ def _host(ctx: ServerContext, url: str) -> str:
         return (parts.netloc.rpartition("@")[2] or "?").lower()[:255]
 
 
-def _job(ctx: ServerContext, headers: Mapping[str, str], order: Order, request_id: str) -> flow.Job:
-    """Authenticate the wallet key and load what paying needs (in a worker thread)."""
-    ctx.load_secrets()
-    now = ctx.now()
-    with ctx.db.read() as conn:
-        agent = authenticate(conn, headers, role=Role.WALLET, jwt_secrets=ctx.jwt_secrets, now=now)
+def _job(call: Call, order: Order) -> flow.Job:
+    """Load what paying needs for the authenticated wallet key (in a worker thread)."""
+    agent = _agent(call)
+    with call.ctx.db.read() as conn:
         key = wallets.get_wallet_key(conn, checked(agent.subject_id))
     return flow.Job(
-        ctx=ctx,
+        ctx=call.ctx,
         agent=agent,
         key=key,
-        wallet=hot_wallet(ctx, agent.environment),
+        wallet=hot_wallet(call.ctx, agent.environment),
         order=order,
-        request_id=request_id,
+        request_id=call.request_id,
     )
 
 
@@ -157,21 +122,7 @@ ENDPOINTS = [
     Endpoint(method="GET", path="/spend/attempts", handler=list_attempts, auth=Role.WALLET),
 ]
 
-
-def routes() -> list[Route]:
-    """``POST /spend/pay-url``, bare and under ``/api``."""
-    return [Route(prefix + PATH, pay_url, methods=["POST"]) for prefix in ("", "/api")]
-
-
-def _documented() -> Endpoint:
-    def handler(call: Call) -> Reply:  # pragma: no cover - never routed
-        raise AssertionError("served by reference_server.routes.pay_url")
-
-    handler.__doc__ = pay_url.__doc__
-    return Endpoint(
-        method="POST", path=PATH, handler=handler, auth=Role.WALLET, idempotency="optional"
-    )
-
-
-#: What discovery lists for ``pay-url`` (served by the raw route above).
-DOCUMENTED = [_documented()]
+#: ``POST /spend/pay-url`` (async: it awaits the URL it pays).
+PAY_URL = Endpoint(
+    method="POST", path=PATH, handler=pay_url, auth=Role.WALLET, idempotency="optional"
+)
