@@ -26,7 +26,7 @@ from standardwebhooks import Webhook
 
 import svc
 from svc import webhooks
-from svc._converter import structure
+from svc.wire import structure
 
 SIZES = (1024, 64 * 1024)
 REPEAT = 7  # best of REPEAT rounds, each at least MIN_ROUND seconds long

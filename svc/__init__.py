@@ -9,7 +9,9 @@ Public surface (everything else lives in private ``_modules``)::
 Errors all derive from :class:`svc.SvcError`; webhook helpers are in :mod:`svc.webhooks`.
 """
 
-from . import webhooks  # ``import svc; svc.webhooks.verify(...)`` needs no second import
+# Public modules, reachable after a bare ``import svc``: ``svc.webhooks.verify(...)``,
+# ``svc.money.parse_amount(...)``, ``svc.wire.structure(...)``.
+from . import money, webhooks, wire
 from ._async_client import AsyncClient
 from ._client import Client
 from ._errors import (
@@ -79,8 +81,9 @@ from ._models import (
     WithdrawalFailedData,
     WithdrawalPaidData,
 )
-from ._options import RequestOptions
+from ._options import Environment, RequestOptions
 from ._retry import RetryPolicy
+from ._spec import Role
 from ._types import NOT_GIVEN, NotGiven
 from ._version import __version__
 
@@ -101,6 +104,7 @@ __all__ = [
     "Delivery",
     "DeliveryAttempt",
     "DeliveryList",
+    "Environment",
     "ErrorBody",
     "ErrorDetail",
     "Event",
@@ -131,6 +135,7 @@ __all__ = [
     "ResourceMetadata",
     "ResourceUpdatedData",
     "RetryPolicy",
+    "Role",
     "Seller",
     "SellerCreated",
     "SellerList",
@@ -155,5 +160,7 @@ __all__ = [
     "WithdrawalFailedData",
     "WithdrawalPaidData",
     "__version__",
+    "money",
     "webhooks",
+    "wire",
 ]

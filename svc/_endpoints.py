@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 
-from ._converter import unstructure
 from ._models import (
     Balance,
     Capabilities,
@@ -47,10 +46,11 @@ from ._models import (
     WebhookEndpointCreated,
     WebhookEndpointList,
 )
-from ._money import format_amount, parse_amount
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
 from ._types import NOT_GIVEN, NotGiven
+from .money import format_amount, parse_amount
 from .receipts import rail_credentials
+from .wire import unstructure
 
 __all__ = [
     "DISCOVERY_DOCUMENTS",

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import httpx
 
-from ._converter import structure
+from .wire import structure
 
 __all__ = ["RequestSpec", "Role", "as_json_object", "as_model", "as_text"]
 

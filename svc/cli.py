@@ -18,8 +18,8 @@ from functools import partial
 from typing import Any
 
 from ._client import Client
-from ._converter import unstructure
 from ._errors import APIError, SvcError
+from .wire import unstructure
 
 try:
     import click

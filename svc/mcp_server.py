@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeVar
 
 from ._async_client import AsyncClient
-from ._converter import unstructure
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
+from .wire import unstructure
 
 try:
     from mcp.server.mcpserver import MCPServer

@@ -36,9 +36,9 @@ from typing import Any, NoReturn, Protocol
 from cattrs import transform_error
 from cattrs.errors import BaseValidationError
 
-from ._converter import structure
 from ._errors import WebhookVerificationError
 from ._models import Event
+from .wire import structure
 
 
 class HeadersLike(Protocol):

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import attrs
 
 from svc import ReceiptVerification, Resource
-from svc._money import format_amount
+from svc.money import format_amount
 from svc.receipts import MalformedReceipt, receipt_id_from_headers
 
 from ._backend import BackendUnavailable, GateBackend

@@ -26,7 +26,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import svc
-from svc._options import Environment
+from svc import Environment
 
 from . import _mcp as mcp
 from ._asgi import (

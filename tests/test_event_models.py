@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import svc
-from svc import _converter, webhooks
+from svc import webhooks, wire
 from svc._models import EVENT_DATA_TYPES
 
 SECRET = "whsec_event_models"
@@ -352,7 +352,7 @@ def test_models_are_exported_frozen_and_optional_but_for_their_key(event_type: s
 def test_each_type_structures_from_its_envelope(event_type: str) -> None:
     data, expected = SAMPLES[event_type]
 
-    event = _converter.structure(envelope(event_type, data), svc.Event)
+    event = wire.structure(envelope(event_type, data), svc.Event)
 
     assert event == svc.Event(
         id="evt_1",
@@ -386,7 +386,7 @@ def test_a_typed_event_written_out_reads_back_equal(event_type: str) -> None:
         id="evt_out", type=event_type, created_at=datetime(2026, 11, 21, tzinfo=UTC), data=expected
     )
 
-    document = _converter.unstructure(event)
+    document = wire.unstructure(event)
 
     assert deliver(json.loads(json.dumps(document))) == event
 
@@ -465,7 +465,7 @@ def test_unknown_fields_are_ignored(event_type: str) -> None:
 def test_unknown_event_types_keep_their_data_as_json(data: Any) -> None:
     document = envelope("invoice.created", data)
 
-    parsed = _converter.structure(document, svc.Event)
+    parsed = wire.structure(document, svc.Event)
     received = deliver(document)
 
     assert parsed.data == data

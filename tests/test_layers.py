@@ -106,3 +106,34 @@ def test_domain_error_codes_are_documented_and_refusals_are_402() -> None:
     assert undocumented == []
     misfiled = [s for s in sites if (s[2] == "PaymentRefused") != (CODES[s[3]][0] == 402)]
     assert misfiled == [], "402 codes are PaymentRefused, and only they"
+
+
+def _private_to_svc(name: str) -> bool:
+    """``svc._money`` or ``svc._spec.Role``: behind ``svc``'s underscore; ``svc.__version__``
+    and ``svc.money`` are not."""
+    parts = name.split(".")
+    return (
+        parts[0] == "svc"
+        and len(parts) > 1
+        and parts[1].startswith("_")
+        and not (parts[1].startswith("__"))
+    )
+
+
+@pytest.mark.parametrize("package", ["reference_server", "svc_asgi"])
+def test_the_sdk_is_used_through_its_public_surface(package: str) -> None:
+    """``svc``'s private modules may change at any release; the gate and the server use
+    what ``svc`` publishes (``svc``, ``svc.money``, ``svc.wire``, ``svc.webhooks``), found by
+    reading every module's imports."""
+    private = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(_private_to_svc(name) for name in names):
+                private.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert private == [], private

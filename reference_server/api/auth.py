@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 import jwt
 from sqlalchemy import Connection, select
 
-from svc._spec import Role
+from svc import Role
 
 from ..domain.ledger import ENVIRONMENTS
 from ..domain.principal import Principal

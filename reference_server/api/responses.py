@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 from starlette.responses import Response
 
-from svc._converter import unstructure
+from svc.wire import unstructure
 
 from ..domain.errors import DomainError
 from .errors import http_error
@@ -43,7 +43,7 @@ class Reply:
 def to_json_body(body: Any, request_id: str) -> dict[str, Any]:
     """The success envelope: ``request_id`` is added here, at the top level only.  The
     body is never rewritten below it (a seller's metadata may hold a ``request_id`` key of
-    its own); models leave an unset ``request_id`` out themselves (``svc._converter``)."""
+    its own); models leave an unset ``request_id`` out themselves (``svc.wire``)."""
     fields = unstructure(body) if attrs.has(type(body)) else dict(body)
     return {"ok": True, **fields, "request_id": request_id}
 

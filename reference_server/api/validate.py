@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from svc._money import GRAMMAR_HINT, AmountError, parse_amount
+from svc.money import GRAMMAR_HINT, AmountError, parse_amount
 
 from ..domain.ledger import MAX_AMOUNT
 from ..invariant import InvariantError

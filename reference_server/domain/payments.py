@@ -19,8 +19,8 @@ import attrs
 from sqlalchemy import Connection, Row, insert, select
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
-from svc._converter import structure, unstructure
-from svc._money import format_micros, from_micros
+from svc.money import format_micros, from_micros
+from svc.wire import structure, unstructure
 
 from ..ids import new_id
 from ..store import tables as t

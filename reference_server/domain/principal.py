@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from svc._spec import Role
+from svc import Role
 
 from ..invariant import InvariantError
 

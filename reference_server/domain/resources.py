@@ -14,8 +14,8 @@ from sqlalchemy import Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from svc import Resource, ResourceMetadata
-from svc._converter import structure, unstructure
-from svc._money import from_micros, to_micros
+from svc.money import from_micros, to_micros
+from svc.wire import structure, unstructure
 
 from ..ids import new_id, new_short_id
 from ..store import tables as t

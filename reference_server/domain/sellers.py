@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import Recycled, Seller
-from svc._money import format_micros, from_micros
+from svc.money import format_micros, from_micros
 
 from ..ids import hash_key, new_id, new_key
 from ..store import tables as t

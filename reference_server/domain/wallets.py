@@ -21,7 +21,7 @@ import attrs
 from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import SpendBalance, WalletKey, WalletPolicy
-from svc._money import format_micros, from_micros
+from svc.money import format_micros, from_micros
 
 from ..ids import hash_key, new_id, new_key
 from ..invariant import InvariantError

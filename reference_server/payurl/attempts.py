@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
-from svc._money import from_micros
+from svc.money import from_micros
 
 from ..crypto import SecretBox
 from ..domain import paging

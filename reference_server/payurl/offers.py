@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from svc._money import to_micros
+from svc.money import to_micros
 
 from ..domain.ledger import MAX_AMOUNT
 from ..outbound import OutboundResponse

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from svc._money import format_micros
+from svc.money import format_micros
 
 from ..crypto import SecretBox
 from ..domain import ledger, wallets

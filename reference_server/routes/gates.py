@@ -35,8 +35,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from svc import Resource
-from svc._converter import unstructure
-from svc._money import format_amount
+from svc.money import format_amount
+from svc.wire import unstructure
 from svc_asgi import GateCore, Paid, Payment, PaymentRail, RailRequest, Refusal
 
 from .. import outbound

@@ -21,7 +21,7 @@ import re
 
 from eth_utils.address import is_checksum_address, to_checksum_address
 
-from svc._money import format_micros, to_micros
+from svc.money import format_micros, to_micros
 
 from ..api.auth import requested_environment
 from ..api.endpoint import Call, Endpoint

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from svc import Balance, SellerCreated, SellerList
-from svc._money import to_micros
+from svc.money import to_micros
 
 from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint

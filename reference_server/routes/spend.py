@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 
 from svc import HandleResolution
-from svc._money import to_micros
+from svc.money import to_micros
 
 from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint

@@ -9,7 +9,7 @@ import attrs
 from sqlalchemy import select, update
 
 from svc import WalletKeyCreated, WalletKeyList
-from svc._money import format_micros, to_micros
+from svc.money import format_micros, to_micros
 
 from ..api import paging
 from ..api.auth import Principal, Role

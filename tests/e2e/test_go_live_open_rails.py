@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from svc import PaymentSucceededData
-from svc._converter import structure
+from svc.wire import structure
 
 from ..payurl.helpers import make_agent
 from ..rails.helpers import events_of, open_rail_shop

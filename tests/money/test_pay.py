@@ -60,7 +60,7 @@ def test_resource_payment_moves_money_and_records_everything(server: LiveServer)
         "_environment": "test",
     }
     # the data the server recorded reads into the SDK's typed model, every field intact
-    from svc._converter import structure
+    from svc.wire import structure
 
     data = {k: v for k, v in event.items() if k != "_environment"}
     typed = structure(data, svc.PaymentSucceededData)

@@ -14,7 +14,7 @@ import svc
 from reference_server.domain import ledger
 from reference_server.payurl.hot_wallet import hot_wallet
 from reference_server.store import tables as t
-from svc._money import to_micros
+from svc.money import to_micros
 
 from ..sandbox.helpers import balance
 from ..support import LiveServer, new_account

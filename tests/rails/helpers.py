@@ -205,6 +205,6 @@ def get(url: str, headers: Mapping[str, str] | None = None) -> httpx.Response:
 
 def event_data(event: Mapping[str, Any], model: type[Any]) -> Any:
     """A recorded event's ``data`` read into its typed ``svc`` model, as a receiver would."""
-    from svc._converter import structure
+    from svc.wire import structure
 
     return structure({k: v for k, v in event.items() if k != "_environment"}, model)

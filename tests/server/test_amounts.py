@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from reference_server.api.validate import MAX_AMOUNT
 from svc import _endpoints
-from svc._money import GRAMMAR_HINT, format_amount, format_micros, from_micros, parse_amount
+from svc.money import GRAMMAR_HINT, format_amount, format_micros, from_micros, parse_amount
 
 from ..support import Account, LiveServer, new_account
 
-#: The grammar as docs/api.md writes it, compiled independently of svc._money.
+#: The grammar as docs/api.md writes it, compiled independently of svc.money.
 DOC_GRAMMAR = re.compile(r"(0|[1-9][0-9]{0,11})(\.[0-9]{1,6})?", re.ASCII)
 
 #: The issue's four, and their kin: signs, exponents, bare points, other digits, spaces.
@@ -238,8 +238,8 @@ def test_sdk_and_server_accept_the_same_strings(
 def test_credits_are_a_count_not_an_amount(credits: Any) -> None:
     """``metadata.credits`` (a JSON number the seller chose) is read outside the amount
     grammar, so a large count does not make a resource unreadable."""
-    from svc._converter import structure
     from svc._models import ResourceMetadata
+    from svc.wire import structure
 
     meta = structure({"sku_kind": "credit_topup", "credits": credits}, ResourceMetadata)
     assert meta.credits == Decimal(str(credits))

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from svc._money import format_micros
+from svc.money import format_micros
 
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization

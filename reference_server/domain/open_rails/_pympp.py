@@ -45,7 +45,7 @@ from mpp.server import Mpp, PaymentVerified, Request, Response
 from mpp.x402 import is_x402_credential
 from sqlalchemy.exc import IntegrityError
 
-from svc._money import format_micros
+from svc.money import format_micros
 from svc_asgi import RailRequest
 
 from ...context import ServerContext

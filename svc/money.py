@@ -1,4 +1,5 @@
-"""Money as the service writes it: USD decimal strings with at most six places.
+"""``svc.money``: money as the service writes it, USD decimal strings with at most six
+places.  Public: the reference server and the gate use these same functions.
 
 The wire format is a decimal string (``"0.05"``); in Python it is a :class:`~decimal.Decimal`;
 the reference server stores integer micro-units.  Floats never appear: ``0.1 + 0.2`` is not

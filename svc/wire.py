@@ -1,4 +1,6 @@
-"""The one cattrs converter that reads and writes every model.
+"""``svc.wire``: models to and from the JSON the API writes, with the one cattrs
+converter that reads and writes every model.  Public: the reference server builds its
+answers with it, so what the server sends is what the SDK reads.
 
 Wire rules it enforces:
 
@@ -26,7 +28,7 @@ import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from ._models import EVENT_DATA_TYPES, Event, ResourceMetadata
-from ._money import format_amount, parse_amount
+from .money import format_amount, parse_amount
 
 __all__ = ["converter", "structure", "unstructure"]
 
