@@ -66,7 +66,7 @@ def _demo_when_started(
 ) -> None:
     import time
 
-    from .demo import walk_go_live
+    from .go_live_demo import walk_go_live
 
     while not server.started:
         if server.should_exit:

@@ -77,7 +77,7 @@ class ServerContext:
         if self._demo is None:
             from sqlalchemy.exc import IntegrityError
 
-            from .domain.demo import ensure_demo_resources
+            from .domain.demo_gate import ensure_demo_resources
 
             for attempt in range(3):
                 try:

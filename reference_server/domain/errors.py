@@ -1,6 +1,6 @@
 """The domain's own errors: a stable code, a message, details -- and nothing of HTTP.
 
-Business rules (``domain/``, ``payurl/``, ``outbox/`` ...) refuse with :class:`DomainError`
+Business rules (``domain/``, pay-url included, ``outbox/`` ...) refuse with :class:`DomainError`
 and never name a status or a header: what a refusal *means* lives here, how it is said on
 the wire lives in the HTTP layer (``reference_server.api.errors.http_error``, the one
 mapping, whose ``CODES`` table gives each code its status; docs/errors.md lists the same

@@ -13,7 +13,7 @@ from ..api.responses import Reply, json_response
 from ..api.validate import Fields
 from ..context import ServerContext
 from ..domain import payments
-from ..domain.demo import DEMO_PATH
+from ..domain.demo_gate import DEMO_PATH
 from ..gate_backend import DatabaseGateBackend
 from ..invariant import InvariantError
 from .gates import paid_headers, receipt_json, refusal_response

@@ -2,11 +2,11 @@
 
 ``pay-url`` has an async handler: a payment that awaits a third party's URL must hold
 neither a transaction nor a worker thread across it, nor be retried whole on a transient
-database error (see :mod:`reference_server.payurl.flow`), so the pipeline awaits it on the
+database error (see :mod:`reference_server.domain.pay_url.flow`), so the pipeline awaits it on the
 event loop with no transaction.  The rate limit, the JSON body rules, the wallet-key
 authentication, the envelope and ``request_id`` are the pipeline's; its ``Idempotency-Key``
 (checked by the pipeline) is recorded by the attempt itself
-(:mod:`reference_server.payurl.attempts`).
+(:mod:`reference_server.domain.pay_url.attempts`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from ..api.responses import Reply, error_response, json_response, to_json_body
 from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import wallets
-from ..payurl import attempts, flow
-from ..payurl.attempts import Order
-from ..payurl.hot_wallet import hot_wallet
+from ..domain.pay_url import attempts, flow
+from ..domain.pay_url.attempts import Order
+from ..domain.pay_url.hot_wallet import hot_wallet
 
 __all__ = ["ENDPOINTS", "PAY_URL"]
 

@@ -22,15 +22,15 @@ from sqlalchemy.exc import IntegrityError
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
 from svc.money import from_micros
 
-from ..crypto import SecretBox
-from ..domain import paging
-from ..domain.errors import DomainError
-from ..domain.paging import PageRequest
-from ..domain.principal import Principal
-from ..ids import new_id
-from ..invariant import InvariantError
-from ..store import tables as t
-from ..timeutil import as_utc
+from ...crypto import SecretBox
+from ...ids import new_id
+from ...invariant import InvariantError
+from ...store import tables as t
+from ...timeutil import as_utc
+from .. import paging
+from ..errors import DomainError
+from ..paging import PageRequest
+from ..principal import Principal
 
 __all__ = [
     "IN_FLIGHT",

@@ -18,10 +18,10 @@ from typing import Any
 
 import attrs
 
-from ..context import ServerContext
-from ..domain.errors import DomainError
-from ..recursion import keeping_recursion_limit
-from ..sandbox.token import SANDBOX_TOKEN, TokenIdentity
+from ...context import ServerContext
+from ...recursion import keeping_recursion_limit
+from ...sandbox.token import SANDBOX_TOKEN, TokenIdentity
+from ..errors import DomainError
 
 __all__ = ["HotWallet", "hot_wallet"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import httpx
 
-from ..recursion import keeping_recursion_limit
+from ...recursion import keeping_recursion_limit
 
 __all__ = ["confirmed_transaction"]
 

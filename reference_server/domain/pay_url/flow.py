@@ -30,13 +30,13 @@ from sqlalchemy.exc import DBAPIError
 
 from svc import PayUrlResult
 
-from .. import outbound
-from ..context import ServerContext
-from ..domain import wallets
-from ..domain.errors import DomainError, PaymentRefused
-from ..domain.events import NEW_DELIVERIES
-from ..domain.principal import Principal
-from ..store.database import is_transient
+from ... import outbound
+from ...context import ServerContext
+from ...store.database import is_transient
+from .. import wallets
+from ..errors import DomainError, PaymentRefused
+from ..events import NEW_DELIVERIES
+from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay
 from .confirmation import confirmed_transaction

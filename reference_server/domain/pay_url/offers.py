@@ -29,9 +29,9 @@ import attrs
 
 from svc.money import to_micros
 
-from ..domain.ledger import MAX_AMOUNT
-from ..outbound import OutboundResponse
-from ..recursion import keeping_recursion_limit
+from ...outbound import OutboundResponse
+from ...recursion import keeping_recursion_limit
+from ..ledger import MAX_AMOUNT
 from .hot_wallet import HotWallet
 
 __all__ = ["RAIL_PREFERENCE", "SignedPayment", "sign_payment"]

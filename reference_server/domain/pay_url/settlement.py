@@ -29,13 +29,13 @@ from sqlalchemy.exc import IntegrityError
 
 from svc.money import format_micros
 
-from ..crypto import SecretBox
-from ..domain import ledger, wallets
-from ..domain.errors import DomainError, PaymentRefused
-from ..domain.events import record_event
-from ..ids import new_id
-from ..sandbox import chain
-from ..store import tables as t
+from ...crypto import SecretBox
+from ...ids import new_id
+from ...sandbox import chain
+from ...store import tables as t
+from .. import ledger, wallets
+from ..errors import DomainError, PaymentRefused
+from ..events import record_event
 from . import attempts
 from .hot_wallet import HotWallet
 from .offers import SignedPayment
