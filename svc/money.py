@@ -22,6 +22,7 @@ import re
 from decimal import Decimal
 
 __all__ = [
+    "AMOUNT_PATTERN",
     "GRAMMAR_HINT",
     "MICROS",
     "AmountError",
@@ -38,6 +39,8 @@ _INTEGER_DIGITS = 12
 _LIMIT = Decimal(10) ** _INTEGER_DIGITS
 #: ``re`` with ``[0-9]`` (not ``\d``) and ``fullmatch`` (``$`` would allow a final newline).
 _GRAMMAR = re.compile(rf"(?:0|[1-9][0-9]{{0,{_INTEGER_DIGITS - 1}}})(?:\.[0-9]{{1,6}})?")
+#: The grammar as a regular expression (unanchored), for JSON Schema's ``pattern``.
+AMOUNT_PATTERN = _GRAMMAR.pattern
 GRAMMAR_HINT = (
     'a decimal string like "0.05" or "12.50": ASCII digits, at most 12 before the point, '
     "at most 6 decimal places, no sign, spaces, exponent or leading zeros"

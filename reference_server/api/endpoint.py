@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
 import attrs
@@ -49,6 +49,7 @@ from .errors import ApiError, http_error
 from .json_body import read_json_body
 from .paging import PAGED
 from .responses import Reply, error_response, json_response, to_json_body
+from .validate import read_body
 
 __all__ = ["API_PREFIX", "Call", "Endpoint", "dispatch", "is_transient", "routes_for"]
 
@@ -76,6 +77,8 @@ class Call:
     headers: Mapping[str, str]
     client: str | None
     now: datetime
+    #: The body read by the endpoint's declared shape (``Endpoint.body``); see :meth:`input`.
+    parsed: Any = None
     #: The validated ``Idempotency-Key`` an async handler honours itself (``None``: none).
     idempotency_key: str | None = None
     _environment: str | None = None
@@ -87,6 +90,12 @@ class Call:
         if self._conn is None:
             raise InvariantError("an async handler holds no transaction")
         return self._conn
+
+    def input(self, cls: type[T]) -> T:
+        """The body as the endpoint's declared shape, typed for the handler."""
+        if not isinstance(self.parsed, cls):
+            raise InvariantError(f"the route declares no body of {cls.__name__}")
+        return self.parsed
 
     @property
     def environment(self) -> str:
@@ -102,6 +111,7 @@ class Call:
         return (self.ctx.settings.public_url or self.base_url).rstrip("/")
 
 
+T = TypeVar("T")
 Handler = Callable[[Call], Reply]
 AsyncHandler = Callable[[Call], Awaitable[Reply | Response]]
 
@@ -125,6 +135,15 @@ class Endpoint:
     listed: bool = True
     #: What the discovery documents say of it; by default the handler's first doc line.
     summary: str | None = None
+    #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
+    #: handler runs; ``None``: the route takes no body.
+    body: type | None = None
+    #: The answer's shape (a model exported by :mod:`svc`) and its status.
+    response: type | None = None
+    status: int = 200
+    #: Error codes the handler itself may answer, beyond those the pipeline answers for
+    #: every route of its kind (:mod:`.contract` adds those).
+    errors: tuple[str, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -245,6 +264,7 @@ async def _run_async(
         caller = await anyio.to_thread.run_sync(_authenticated, ep, ctx, request.headers, now)
     call = _call(ep, ctx, request, request_id, body, caller, now)
     call.idempotency_key = _idempotency_key(ep, request)
+    call.parsed = _read_declared_body(ep, call)
     pending = ep.handler(call)
     if not inspect.isawaitable(pending):
         raise InvariantError(f"{ep.method} {ep.path}: an async handler returns an awaitable")
@@ -254,6 +274,14 @@ async def _run_async(
     if answer.after_commit is not None:
         raise InvariantError("an async handler has no transaction to answer after")
     return json_response(to_json_body(answer.body, request_id), answer.status, answer.headers)
+
+
+def _read_declared_body(ep: Endpoint, call: Call) -> Any:
+    """The body read by the endpoint's shape (a 422 listing every problem), or ``None``
+    for a route that declares none."""
+    if ep.body is None:
+        return None
+    return read_body(ep.body, call.body, production=call.ctx.settings.production)
 
 
 def _authenticated(
@@ -294,6 +322,8 @@ def _run(
         return attrs.evolve(call, conn=conn)
 
     try:
+        # Read after the key is claimed: a refused body is an answer, stored and replayed.
+        call.parsed = _read_declared_body(ep, call)
         return _in_transaction(ep, ctx, request_id, call_in, begun)
     except DomainError as exc:
         error = http_error(exc)

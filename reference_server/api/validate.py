@@ -1,9 +1,15 @@
-"""Reading request bodies field by field, collecting every problem into one 422.
+"""Reading request bodies into their typed shapes, collecting every problem into one 422.
+
+The pipeline reads every body by the shape its endpoint declares (``Endpoint.body``, a
+class of :mod:`svc.bodies`): :func:`read_body` walks the class's fields and the markers
+beside their types (:mod:`svc.schema`), the same definition the OpenAPI document and the
+SDK are made from, so the three cannot disagree.  A handler's own cross-field rules (a
+path only for ``kind: http``) go through :class:`Fields` the same way::
 
     f = Fields(call.body)
-    name = f.string("name", required=False, max_length=200)
-    amount = f.amount("amount")
-    f.done()   # raises validation_error listing every bad or unknown field
+    if body.kind == "mcp" and body.path is not None:
+        f.error("path", "is only for kind http")
+    f.done()   # raises validation_error listing every problem
 
 A body is refused whole if anything is wrong, so nothing is half-applied.
 """
@@ -11,22 +17,35 @@ A body is refused whole if anything is wrong, so nothing is half-applied.
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Collection
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
+import attrs
+
+from svc import schema
 from svc.money import GRAMMAR_HINT, AmountError, parse_amount
 
 from ..domain.ledger import MAX_AMOUNT
 from ..invariant import InvariantError
 from .errors import ApiError
 
-__all__ = ["EVM_ADDRESS", "MAX_AMOUNT", "Fields", "checked"]
+__all__ = ["EVM_ADDRESS", "MAX_AMOUNT", "Fields", "checked", "read_body"]
 
 EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _MISSING = object()
 T = TypeVar("T")
+
+
+def read_body(cls: type[T], body: dict[str, Any], *, production: bool) -> T:
+    """``body`` as an instance of ``cls``, or a 422 naming every bad, missing or unknown
+    field.  ``production`` decides where a URL must be https."""
+    f = Fields(body)
+    value = f.read(cls, production=production)
+    f.done()
+    return value
 
 
 class Fields:
@@ -37,6 +56,14 @@ class Fields:
         self._prefix = prefix
         self._seen: set[str] = set()
         self.errors: list[dict[str, str]] = [] if errors is None else errors
+
+    @classmethod
+    def rules(cls, body: dict[str, Any]) -> Fields:
+        """For a handler's cross-field rules over a body the pipeline has already read by
+        its shape: every field is known, :meth:`error` and :meth:`done` as usual."""
+        fields = cls(body)
+        fields._seen.update(body)
+        return fields
 
     def nested(self, name: str) -> Fields | None:
         """Fields of an object-valued field, reporting into the same error list."""
@@ -179,6 +206,76 @@ class Fields:
             return None
         if not isinstance(value, dict):
             self.error(name, "must be an object")
+            return None
+        return value
+
+    def read(self, cls: type[T], *, production: bool) -> T:
+        """Every field of ``cls`` read by its type and marker (see :mod:`svc.schema`);
+        problems are collected, and a field with one reads as ``None``.  Call
+        :meth:`done` to refuse unknown fields and raise."""
+        values: dict[str, Any] = {}
+        for shape in schema.fields_of(cls):
+            values[shape.name] = self._read_field(shape, production)
+        if self.errors:
+            # Some field is bad: the instance is never used, but must still be built.
+            return cls.__new__(cls)
+        return cls(**values)
+
+    def _read_field(self, shape: schema.FieldShape, production: bool) -> Any:
+        name, tp, required = shape.name, shape.type, shape.required
+        if attrs.has(tp):
+            nested = self.nested(name)
+            if nested is None:
+                if required and not self.present(name):
+                    self.error(name, "is required")
+                return None
+            value = nested.read(tp, production=production)
+            nested.done()  # a nested reader only records its unknown fields
+            return value
+        if tp is Decimal:
+            return self.amount(name, required=required)
+        if tp is bool:
+            return self.boolean(name)
+        if tp is int:
+            return self.integer(name, required=required)
+        if typing.get_origin(tp) is Literal:
+            return self.string(name, required=required, choices=typing.get_args(tp))
+        return self._read_marked(shape, production)
+
+    def _read_marked(self, shape: schema.FieldShape, production: bool) -> Any:
+        """A string, URL, list or object field, as its marker says."""
+        name, tp, marker, required = shape.name, shape.type, shape.marker, shape.required
+        if isinstance(marker, schema.Url):
+            https_only = marker.https == "always" or (marker.https == "production" and production)
+            return self.url(name, https_only=https_only, required=required)
+        if isinstance(marker, schema.Items):
+            pattern = re.compile(marker.pattern) if marker.pattern else None
+            return self.string_list(
+                name,
+                max_items=marker.max_items,
+                pattern=pattern,
+                choices=marker.choices,
+                pattern_hint=marker.hint,
+            )
+        if isinstance(marker, schema.JsonObject) or typing.get_origin(tp) is dict:
+            return self.object(name)
+        if tp is str:
+            text = marker if isinstance(marker, schema.Text) else schema.Text()
+            return self.string(
+                name,
+                required=required,
+                max_length=text.max_length,
+                pattern=re.compile(text.pattern) if text.pattern else None,
+                pattern_hint=text.hint,
+            )
+        raise InvariantError(f"{name}: no reader for {tp!r}")
+
+    def integer(self, name: str, *, required: bool = False) -> int | None:
+        value = self._get(name, required)
+        if value is _MISSING:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(name, "must be a whole number")
             return None
         return value
 

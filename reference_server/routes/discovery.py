@@ -7,19 +7,16 @@ server does.  The documents are endpoints of that pipeline too (not listed, not 
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
-
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from svc import __version__
 
-from ..api import paging
-from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import CODES
+from ..api.openapi import document as openapi_document
+from ..api.openapi import summary
 from ..api.responses import json_response
 
 __all__ = ["endpoints"]
@@ -52,36 +49,6 @@ _TRUST_LADDER = [
 ]
 
 
-#: The query of every list route (``api.paging``; docs/api.md, "Lists").
-_PAGE_PARAMETERS = [
-    {
-        "name": "limit",
-        "in": "query",
-        "required": False,
-        "schema": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": paging.MAX_LIMIT,
-            "default": paging.DEFAULT_LIMIT,
-        },
-    },
-    {
-        "name": "starting_after",
-        "in": "query",
-        "required": False,
-        "description": "The id of the last item of the previous page.",
-        "schema": {"type": "string", "maxLength": 40},
-    },
-]
-
-
-def _summary(ep: Endpoint) -> str:
-    if ep.summary is not None:
-        return ep.summary
-    doc = inspect.getdoc(ep.handler) or ep.handler.__name__.replace("_", " ")
-    return doc.splitlines()[0]
-
-
 def _auth_label(ep: Endpoint) -> str:
     return "none" if ep.auth is None else ep.auth.value
 
@@ -89,28 +56,6 @@ def _auth_label(ep: Endpoint) -> str:
 def _base(request: Request) -> str:
     ctx = request.app.state.ctx
     return (ctx.settings.public_url or str(request.base_url)).rstrip("/")
-
-
-def _operation(ep: Endpoint) -> dict[str, Any]:
-    """One endpoint as an OpenAPI operation."""
-    op: dict[str, Any] = {
-        "summary": _summary(ep),
-        "responses": {"default": {"description": "JSON; errors in the envelope"}},
-    }
-    if ep.auth is not None:
-        op["security"] = [{ep.auth.value: []}]
-    if ep.idempotency != "none":
-        op["parameters"] = [
-            {
-                "name": "Idempotency-Key",
-                "in": "header",
-                "required": ep.idempotency == "required",
-                "schema": {"type": "string", "maxLength": 255},
-            }
-        ]
-    if ep.paged:
-        op["parameters"] = _PAGE_PARAMETERS
-    return op
 
 
 def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
@@ -129,7 +74,7 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
             "## Endpoints",
         ]
         for ep in listed:
-            lines.append(f"- {ep.method} {ep.path} (auth: {_auth_label(ep)}): {_summary(ep)}")
+            lines.append(f"- {ep.method} {ep.path} (auth: {_auth_label(ep)}): {summary(ep)}")
         if full:
             lines += ["", "## Error codes"]
             lines += [f"- {code} ({status}): {text}" for code, (status, text) in CODES.items()]
@@ -181,21 +126,7 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         )
 
     async def openapi(call: Call) -> Response:
-        request = call.request
-        paths: dict[str, dict[str, Any]] = {}
-        for ep in listed:
-            paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep)
-        schemes = {role.value: {"type": "http", "scheme": "bearer"} for role in Role}
-        return json_response(
-            {
-                "openapi": "3.1.0",
-                "info": {"title": "svc", "version": __version__},
-                "servers": [{"url": _base(request)}],
-                "paths": paths,
-                "components": {"securitySchemes": schemes},
-                "x-request-id": request.state.request_id,
-            }
-        )
+        return json_response(openapi_document(listed, _base(call.request)))
 
     table = [
         ("/llms.txt", llms_txt),

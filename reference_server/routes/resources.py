@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from decimal import Decimal
 from typing import Any
 
-from svc import ResourceList
+from svc import Resource, ResourceList
+from svc.bodies import CreateResource, UpdateResource
 
 from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
@@ -23,8 +23,6 @@ from ..settings import Settings
 
 __all__ = ["ENDPOINTS"]
 
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
-HTTP_PATH = re.compile(r"^/[^\s?#]{0,2047}$")
 SKU_KINDS = ("one_shot", "credit_topup")
 MAX_METADATA_BYTES = 8 * 1024
 #: Credits a credit_topup SKU grants: far past any bundle, and exact as a double.
@@ -32,8 +30,9 @@ MAX_CREDITS = Decimal(10**12)
 _CREDIT_QUANTUM = Decimal("0.000001")
 
 
-def _read_metadata(f: Fields, *, default: bool) -> dict[str, Any] | None:
-    meta = f.object("metadata")
+def _read_metadata(
+    f: Fields, meta: dict[str, Any] | None, *, default: bool
+) -> dict[str, Any] | None:
     if meta is None:
         return {"sku_kind": "one_shot", "credits": None, "credit_unit": None} if default else None
     if len(json.dumps(meta, default=str)) > MAX_METADATA_BYTES:
@@ -78,12 +77,10 @@ def _plain_json(value: Any) -> Any:
     return value
 
 
-def _target(f: Fields, kind: str | None, *, required: bool) -> dict[str, Any]:
+def _target(
+    f: Fields, kind: str | None, path: str | None, tool: str | None, *, required: bool
+) -> dict[str, Any]:
     """``path`` for an HTTP SKU, ``tool`` for an MCP SKU; never both."""
-    path = f.string(
-        "path", max_length=2048, pattern=HTTP_PATH, pattern_hint="a path starting with /"
-    )
-    tool = f.string("tool", max_length=128, pattern=TOOL_NAME, pattern_hint="an MCP tool name")
     if kind == "http":
         if tool is not None:
             f.error("tool", "is only for kind mcp")
@@ -99,10 +96,9 @@ def _target(f: Fields, kind: str | None, *, required: bool) -> dict[str, Any]:
     return {}
 
 
-def _read_upstream(f: Fields, settings: Settings) -> str | None:
+def _check_upstream(f: Fields, upstream: str | None, settings: Settings) -> str | None:
     """Where the hosted gate forwards paid requests: refused now if the same SSRF rules
     that apply when forwarding would refuse it (it is checked again, resolved, then)."""
-    upstream = f.url("upstream_url", https_only=settings.production)
     if upstream is None:
         return None
     try:
@@ -116,29 +112,26 @@ def _read_upstream(f: Fields, settings: Settings) -> str | None:
 def create(call: Call) -> Reply:
     """Create a priced HTTP path or MCP tool; the answer carries gate_url and pay_url."""
     p = _seller(call)
-    f = Fields(call.body)
-    kind = f.string("kind", required=True, choices=("http", "mcp"))
-    target = _target(f, kind, required=True)
-    amount = f.amount("amount", required=True)
-    description = f.string("description", max_length=1000)
-    metadata = _read_metadata(f, default=True)
-    upstream = _read_upstream(f, call.ctx.settings)
-    listed = f.boolean("listed")
+    b = call.input(CreateResource)
+    f = Fields.rules(call.body)
+    target = _target(f, b.kind, b.path, b.tool, required=True)
+    metadata = _read_metadata(f, b.metadata, default=True)
+    upstream = _check_upstream(f, b.upstream_url, call.ctx.settings)
     f.done()
-    if kind is None or amount is None or metadata is None:
-        raise InvariantError("kind, amount and metadata passed validation")
+    if metadata is None:
+        raise InvariantError("metadata passed validation")
     row = resources.create_resource(
         call.conn,
         seller_id=p.seller_id,
         environment=p.environment,
-        kind=kind,
+        kind=b.kind,
         path=target.get("path"),
         tool=target.get("tool"),
-        amount=amount,
-        description=description,
+        amount=b.amount,
+        description=b.description,
         metadata=metadata,
         upstream_url=upstream,
-        listed=bool(listed),
+        listed=bool(b.listed),
         now=call.now,
     )
     return Reply(resources.resource_model(row, call.public_url), 201)
@@ -162,24 +155,20 @@ def patch(call: Call) -> Reply:
     """Change path/tool, amount, description, metadata, upstream, listing or ``active``."""
     p = _seller(call)
     row = _own(call, p, for_update=True)
-    f = Fields(call.body)
-    changes: dict[str, Any] = dict(_target(f, row.kind, required=False))
-    amount = f.amount("amount")
-    if amount is not None:
-        changes["amount"] = amount
-    description = f.string("description", max_length=1000)
-    if description is not None:
-        changes["description"] = description
-    metadata = _read_metadata(f, default=False)
-    if metadata is not None:
-        changes["metadata"] = metadata
-    upstream = _read_upstream(f, call.ctx.settings)
-    if upstream is not None:
-        changes["upstream_url"] = upstream
-    for flag in ("listed", "active"):
-        value = f.boolean(flag)
-        if value is not None:
-            changes[flag] = value
+    b = call.input(UpdateResource)
+    f = Fields.rules(call.body)
+    changes: dict[str, Any] = dict(_target(f, row.kind, b.path, b.tool, required=False))
+    metadata = _read_metadata(f, b.metadata, default=False)
+    upstream = _check_upstream(f, b.upstream_url, call.ctx.settings)
+    given = {
+        "amount": b.amount,
+        "description": b.description,
+        "metadata": metadata,
+        "upstream_url": upstream,
+        "listed": b.listed,
+        "active": b.active,
+    }
+    changes.update({name: value for name, value in given.items() if value is not None})
     if not call.body:
         f.error("body", "names no field to change")
     f.done()
@@ -218,16 +207,37 @@ def _own(call: Call, p: Principal, *, for_update: bool = False) -> Any:
 
 ENDPOINTS = [
     Endpoint(
-        method="POST", path="/resources", handler=create, auth=Role.SELLER, idempotency="optional"
+        method="POST",
+        path="/resources",
+        handler=create,
+        auth=Role.SELLER,
+        idempotency="optional",
+        body=CreateResource,
+        response=Resource,
+        status=201,
     ),
-    Endpoint(method="GET", path="/resources", handler=list_all, auth=Role.SELLER),
-    Endpoint(method="GET", path="/resources/{resource_id}", handler=get_one, auth=Role.SELLER),
+    Endpoint(
+        method="GET",
+        path="/resources",
+        handler=list_all,
+        auth=Role.SELLER,
+        response=ResourceList,
+    ),
+    Endpoint(
+        method="GET",
+        path="/resources/{resource_id}",
+        handler=get_one,
+        auth=Role.SELLER,
+        response=Resource,
+    ),
     Endpoint(
         method="PATCH",
         path="/resources/{resource_id}",
         handler=patch,
         auth=Role.SELLER,
         idempotency="required",
+        body=UpdateResource,
+        response=Resource,
     ),
     Endpoint(
         method="POST",
@@ -235,5 +245,6 @@ ENDPOINTS = [
         handler=deactivate,
         auth=Role.SELLER,
         idempotency="optional",
+        response=Resource,
     ),
 ]
