@@ -20,8 +20,6 @@ import attrs
 from .schema import JsonObject, Text, Url
 from .wire import unstructure
 
-__all__ = ["CreateResource", "UpdateResource", "to_json"]
-
 #: A path a seller's gate sells: starts with ``/``, no spaces, query or fragment.
 HTTP_PATH = r"^/[^\s?#]{0,2047}$"
 #: An MCP tool name.
