@@ -12,6 +12,7 @@ import inspect
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +27,7 @@ from reference_server.api.errors import CODES, ApiError
 from reference_server.api.validate import read_body
 from reference_server.app import served
 from reference_server.cli import main as cli
-from svc.schema import example_of
+from svc.schema import example_of, fields_of
 
 from ..support import LiveServer
 
@@ -77,6 +78,19 @@ def _refs(node: Any) -> Iterator[str]:
 def test_the_api_reference_is_current(capsys: pytest.CaptureFixture[str]) -> None:
     status = api_reference.main(["--check"])
     assert status == 0, capsys.readouterr().out
+
+
+def test_check_fails_on_a_stale_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "api-reference.md"
+    target.write_text("# stale\n")
+    monkeypatch.setattr(api_reference, "TARGET", target)
+    assert api_reference.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert target.read_text() == "# stale\n"
+    assert api_reference.main([]) == 0
+    assert api_reference.main(["--check"]) == 0
 
 
 def test_the_served_document_is_the_generated_one(module_server: LiveServer) -> None:
@@ -173,6 +187,39 @@ def test_an_unknown_field_is_refused_by_the_server_and_the_schema(ep: Endpoint) 
         refused.value.details["errors"]
     )
     assert not _validator(ep).is_valid(body)
+
+
+def _field_cases(*, required_only: bool) -> list[Any]:
+    """One case per field of each declared body's example (or its required fields only)."""
+    cases = []
+    for ep in WITH_BODY:
+        assert ep.body is not None
+        required = {shape.name for shape in fields_of(ep.body) if shape.required}
+        for name in example_of(ep.body) or {}:
+            if name in required or not required_only:
+                cases.append(pytest.param(ep, name, id=f"{ep.method} {ep.path} {name}"))
+    return cases
+
+
+def _both_refuse(ep: Endpoint, body: dict[str, Any], field: str) -> None:
+    assert ep.body is not None
+    with pytest.raises(ApiError) as refused:
+        read_body(ep.body, body, production=False)
+    assert field in [e["field"] for e in refused.value.details["errors"]]
+    assert not _validator(ep).is_valid(body), f"the schema accepts {body}"
+
+
+@pytest.mark.parametrize(("ep", "field"), _field_cases(required_only=False))
+def test_a_value_of_the_wrong_type_is_refused_by_both(ep: Endpoint, field: str) -> None:
+    example = example_of(ep.body) or {}
+    wrong = "yes" if isinstance(example[field], bool) else True
+    _both_refuse(ep, {**example, field: wrong}, field)
+
+
+@pytest.mark.parametrize(("ep", "field"), _field_cases(required_only=True))
+def test_a_required_field_left_out_is_refused_by_both(ep: Endpoint, field: str) -> None:
+    example = example_of(ep.body) or {}
+    _both_refuse(ep, {k: v for k, v in example.items() if k != field}, field)
 
 
 # --- every route declares its shapes (pending: the bodies helpers add them) ---------------
