@@ -255,3 +255,10 @@ def test_every_listed_json_route_declares_its_answer() -> None:
     gates = {"/demo/echo", "/g/{short_id}"}
     missing = [ep for ep in LISTED if ep.response is None and ep.path not in gates]
     assert _ids(missing) == []
+
+
+@pytest.mark.parametrize("ep", LISTED, ids=_ids(LISTED))
+def test_every_declared_error_code_is_a_known_code(ep: Endpoint) -> None:
+    """A typo in ``errors=`` would vanish from the document silently: refuse it here."""
+    unknown = [code for code in ep.errors if code not in CODES]
+    assert unknown == [], f"{ep.method} {ep.path} declares unknown codes {unknown}"
