@@ -223,6 +223,9 @@ class Fields:
 
     def _read_field(self, shape: schema.FieldShape, production: bool) -> Any:
         name, tp, required = shape.name, shape.type, shape.required
+        if tp is Any:  # any JSON value, taken as sent (pay-url's ``json``)
+            value = self._get(name, required)
+            return None if value is _MISSING else value
         if attrs.has(tp):
             nested = self.nested(name)
             if nested is None:
