@@ -52,10 +52,19 @@ from .bodies import (
     ClaimHandle,
     CreateOwner,
     CreateSeller,
+    CreateWalletKey,
+    CreateWebhook,
     EnablePayments,
     Pay,
+    PayUrl,
     RecycleBalance,
+    RedeemCredential,
+    RequestChallenge,
+    UpdateWalletKey,
+    UpdateWebhook,
     VerifyReceipt,
+    WalletKeyAmount,
+    WalletKeyPolicy,
     to_json,
 )
 from .money import format_amount, parse_amount
@@ -229,22 +238,34 @@ def _policy(
     allowed_hosts: Sequence[str] | NotGiven | None,
     allowed_rails: Sequence[str] | NotGiven | None,
 ) -> dict[str, Any]:
-    """The ``policy`` object: fields not given are left out, ``None`` is sent as ``null``.
+    """The ``policy`` object: fields not given are left out, ``None`` is sent as ``null``
+    (which clears that limit on update; on create it is the same as leaving it out).
 
-    This is nested in the body, so its ``None`` values survive encoding (only top-level
-    ``None`` values are dropped by the client).
+    Built from :class:`~svc.bodies.WalletKeyPolicy`; :func:`~svc.bodies.to_json` leaves
+    out every ``None``, so the fields given as ``None`` are added back as ``null`` after
+    it.  The object is nested in the body, so its ``null`` values survive encoding (only
+    top-level ``None`` values are dropped by the client).
     """
-    policy: dict[str, Any] = {}
+    given: dict[str, Any] = {}
+    cleared: list[str] = []
     limits = (("allowance", allowance), ("max_per_tx", max_per_tx), ("budget", budget))
     for name, amount in limits:
-        if not isinstance(amount, NotGiven):
-            policy[name] = None if amount is None else _limit(name, amount)
+        if amount is None:
+            cleared.append(name)
+        elif not isinstance(amount, NotGiven):
+            given[name] = parse_amount(_limit(name, amount))
     if not isinstance(period, NotGiven):
-        policy["period"] = _period(period)
+        given["period"] = _period(period)
     for name, names in (("allowed_hosts", allowed_hosts), ("allowed_rails", allowed_rails)):
-        if not isinstance(names, NotGiven):
-            policy[name] = None if names is None else _names(name, names)
-    return policy
+        if names is None:
+            cleared.append(name)
+        elif not isinstance(names, NotGiven):
+            given[name] = _names(name, names)
+    policy = {**to_json(WalletKeyPolicy(**given)), **dict.fromkeys(cleared)}
+    return {name: policy[name] for name in _POLICY_FIELDS if name in policy}
+
+
+_POLICY_FIELDS = ("allowance", "max_per_tx", "budget", "period", "allowed_hosts", "allowed_rails")
 
 
 def _given(value: Any) -> Any:
@@ -451,7 +472,8 @@ def wallet_keys_create(
         method="POST",
         path="/wallet-keys",
         role=Role.OWNER,
-        json={"name": name, "policy": policy},
+        # The policy goes in as built (see _policy), after to_json has dropped None.
+        json={**to_json(CreateWalletKey(name=name)), "policy": policy},
         parse=as_model(WalletKeyCreated),
     )
 
@@ -490,9 +512,9 @@ def wallet_keys_update(
     allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
     allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
 ) -> RequestSpec[WalletKey]:
-    body: dict[str, Any] = {}
-    if not isinstance(name, NotGiven):
-        body["name"] = _text("name", name)
+    body = to_json(
+        UpdateWalletKey(name=None if isinstance(name, NotGiven) else _text("name", name))
+    )
     policy = _policy(
         allowance=allowance,
         max_per_tx=max_per_tx,
@@ -528,12 +550,16 @@ def _wallet_key_action(
     )
 
 
+def _funds(amount: Amount) -> dict[str, Any]:
+    return to_json(WalletKeyAmount(amount=parse_amount(_amount(amount))))
+
+
 def wallet_keys_fund(wallet_key_id: str, amount: Amount) -> RequestSpec[WalletKey]:
-    return _wallet_key_action(wallet_key_id, "fund", {"amount": _amount(amount)})
+    return _wallet_key_action(wallet_key_id, "fund", _funds(amount))
 
 
 def wallet_keys_refund(wallet_key_id: str, amount: Amount) -> RequestSpec[WalletKey]:
-    return _wallet_key_action(wallet_key_id, "refund", {"amount": _amount(amount)})
+    return _wallet_key_action(wallet_key_id, "refund", _funds(amount))
 
 
 def wallet_keys_revoke(wallet_key_id: str) -> RequestSpec[WalletKey]:
@@ -600,7 +626,7 @@ def spend_pay_url(
         method="POST",
         path="/spend/pay-url",
         role=Role.WALLET,
-        json={"url": _text("url", url), "method": method, "json": json},
+        json=to_json(PayUrl(url=_text("url", url), method=method, json=json)),
         parse=as_model(PayUrlResult),
     )
 
@@ -690,11 +716,13 @@ def gates_challenge(resource_id: str, *, method: str, url: str) -> RequestSpec[G
         method="POST",
         path="/gates/challenge",
         role=Role.SELLER,
-        json={
-            "resource_id": _text("resource_id", resource_id),
-            "method": _method(method),
-            "url": _absolute_url(url),
-        },
+        json=to_json(
+            RequestChallenge(
+                resource_id=_text("resource_id", resource_id),
+                method=_method(method),
+                url=_absolute_url(url),
+            )
+        ),
         parse=as_model(GateChallenge),
     )
 
@@ -715,12 +743,14 @@ def gates_redeem(
         method="POST",
         path="/gates/redeem",
         role=Role.SELLER,
-        json={
-            "resource_id": _text("resource_id", resource_id),
-            "method": _method(method),
-            "url": _absolute_url(url),
-            "headers": credentials,
-        },
+        json=to_json(
+            RedeemCredential(
+                resource_id=_text("resource_id", resource_id),
+                method=_method(method),
+                url=_absolute_url(url),
+                headers=dict(credentials),
+            )
+        ),
         parse=as_model(GateRedemption),
     )
 
@@ -749,7 +779,9 @@ def webhooks_create(
         method="POST",
         path="/webhooks",
         role=Role.OWNER,
-        json={"url": _text("url", url), "events": _events(events), "description": description},
+        json=to_json(
+            CreateWebhook(url=_text("url", url), events=_events(events), description=description)
+        ),
         parse=as_model(WebhookEndpointCreated),
     )
 
@@ -781,17 +813,20 @@ def webhooks_update(
     status: WebhookStatus | NotGiven = NOT_GIVEN,
 ) -> RequestSpec[WebhookEndpoint]:
     """Only the fields given are sent; ``events=None`` is sent as ``null`` (all events)."""
-    body: dict[str, Any] = {}
-    if not isinstance(events, NotGiven):
-        body["events"] = _events(events)
-    if not isinstance(description, NotGiven):
-        if not isinstance(description, str):
-            raise ValueError(f"description must be a string ('' clears it), got {description!r}")
-        body["description"] = description
-    if not isinstance(status, NotGiven):
-        if status not in WEBHOOK_STATUSES:
-            raise ValueError(f"status must be one of {WEBHOOK_STATUSES}, got {status!r}")
-        body["status"] = status
+    new_events = None if isinstance(events, NotGiven) else _events(events)
+    if not isinstance(description, NotGiven) and not isinstance(description, str):
+        raise ValueError(f"description must be a string ('' clears it), got {description!r}")
+    if not isinstance(status, NotGiven) and status not in WEBHOOK_STATUSES:
+        raise ValueError(f"status must be one of {WEBHOOK_STATUSES}, got {status!r}")
+    body = to_json(
+        UpdateWebhook(
+            events=new_events,
+            description=None if isinstance(description, NotGiven) else description,
+            status=None if isinstance(status, NotGiven) else status,
+        )
+    )
+    if events is None:  # to_json dropped it: null is "every event", sent on purpose
+        body = {"events": None, **body}
     if not body:
         raise ValueError("update needs at least one field to change")
     return RequestSpec(

@@ -17,7 +17,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import attrs
 
-from .schema import JsonObject, Text, Url
+from ._models import EVENT_DATA_TYPES
+from .schema import Items, JsonObject, Text, Url
 from .wire import unstructure
 
 #: A path a seller's gate sells: starts with ``/``, no spaces, query or fragment.
@@ -222,4 +223,178 @@ class SandboxFaucet:
     EXAMPLE: ClassVar[dict[str, Any]] = {
         "address": "0x52908400098527886E0F7030069857D2E4169EE7",
         "amount": "10.00",
+    }
+
+
+# --- wallet keys --------------------------------------------------------------------------
+
+#: A host a wallet key may pay (``allowed_hosts``): lowercase, ``*`` wildcards, a port.
+HOST_NAME = r"^(?=.{1,253}$)[a-z0-9*]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$"
+#: The rails a wallet key may pay on.
+RAILS = ("x402", "mpp", "rill")
+
+
+@attrs.frozen(kw_only=True)
+class WalletKeyPolicy:
+    """A wallet key's spend policy.  On create, a field left out (or ``null``) means no
+    limit; on update, a field left out keeps its value and ``null`` clears it."""
+
+    allowance: Decimal | None = attrs.field(
+        default=None, metadata={"doc": "What may be spent per period."}
+    )
+    max_per_tx: Decimal | None = attrs.field(
+        default=None, metadata={"doc": "The most one payment may cost."}
+    )
+    budget: Decimal | None = attrs.field(
+        default=None, metadata={"doc": "The most the key may ever spend."}
+    )
+    period: Literal["day", "week", "month", "none"] | None = attrs.field(
+        default=None, metadata={"doc": "When the allowance resets (none: never)."}
+    )
+    allowed_hosts: Annotated[
+        list[str] | None, Items(max_items=50, pattern=HOST_NAME, hint="lowercase host names")
+    ] = None
+    allowed_rails: Annotated[
+        list[str] | None, Items(max_items=3, choices=RAILS, hint="x402, mpp or rill")
+    ] = None
+
+
+@attrs.frozen(kw_only=True)
+class CreateWalletKey:
+    """A new wallet key (``svc_vw_*``, shown once) and its spend policy."""
+
+    name: Annotated[str | None, Text(max_length=200)] = None
+    policy: WalletKeyPolicy | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {
+        "name": "research agent",
+        "policy": {"allowance": "5.00", "period": "day", "max_per_tx": "0.50"},
+    }
+
+
+@attrs.frozen(kw_only=True)
+class UpdateWalletKey:
+    """A new name, or policy changes: a field left out keeps its value, ``null`` in
+    ``policy`` clears that limit."""
+
+    name: Annotated[str | None, Text(max_length=200)] = None
+    policy: WalletKeyPolicy | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"policy": {"budget": None, "max_per_tx": "1.00"}}
+
+
+@attrs.frozen(kw_only=True)
+class WalletKeyAmount:
+    """The amount to move into the wallet key (fund) or back out of it (refund)."""
+
+    amount: Decimal
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "10.00"}
+
+
+# --- webhooks -----------------------------------------------------------------------------
+
+#: Every event type a webhook endpoint may subscribe to (``GET /webhooks/events``).
+EVENT_TYPES = tuple(EVENT_DATA_TYPES)
+_EVENTS = Items(
+    max_items=len(EVENT_TYPES),
+    choices=EVENT_TYPES,
+    hint="event types from GET /webhooks/events",
+)
+
+
+@attrs.frozen(kw_only=True)
+class CreateWebhook:
+    """A webhook endpoint: ``https`` (``http`` only for localhost outside production), no
+    credentials in the URL, and no private address in production.  ``events`` left out or
+    ``null``: every event, including future ones."""
+
+    url: Annotated[str, Url(https="route")]
+    events: Annotated[list[str] | None, _EVENTS] = None
+    description: Annotated[str | None, Text(max_length=500)] = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {
+        "url": "https://shop.example/hooks/svc",
+        "events": ["payment.succeeded"],
+    }
+
+
+@attrs.frozen(kw_only=True)
+class UpdateWebhook:
+    """The fields to change; ``events: null`` subscribes to every event, ``status:
+    enabled`` re-enables an endpoint disabled after failing."""
+
+    events: Annotated[list[str] | None, _EVENTS] = None
+    description: Annotated[str | None, Text(max_length=500)] = None
+    status: Literal["enabled", "disabled"] | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"status": "enabled"}
+
+
+# --- pay-url ------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PayUrl:
+    """A URL answering 402 to pay and request; ``json`` is the JSON body sent with
+    ``method: POST`` (a GET sends none)."""
+
+    url: Annotated[str, Url()]
+    method: Literal["GET", "POST"] | None = attrs.field(
+        default=None, metadata={"doc": "How the URL is requested; GET when left out."}
+    )
+    json: Any = attrs.field(
+        default=None, metadata={"doc": "Any JSON value, sent as the body of a POST."}
+    )
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"url": "https://api.example/v1/report", "method": "GET"}
+
+
+# --- gate rails ---------------------------------------------------------------------------
+
+_GATE_METHOD = Text(max_length=16, pattern=r"^[A-Za-z]{1,16}$", hint="an HTTP method such as GET")
+_GATE_URL = Text(max_length=4096)
+
+
+@attrs.frozen(kw_only=True)
+class RequestChallenge:
+    """An unpaid request to the seller's own gate: the resource it sells, and the method
+    and absolute URL (query included) the client addressed."""
+
+    resource_id: Annotated[str, Text(max_length=40)]
+    method: Annotated[str, _GATE_METHOD]
+    url: Annotated[str, _GATE_URL]
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {
+        "resource_id": "res_123",
+        "method": "GET",
+        "url": "https://shop.example/v1/report?page=2",
+    }
+
+
+@attrs.frozen(kw_only=True)
+class RedeemCredential:
+    """An open-rail credential presented at the seller's own gate: the request it came
+    with, and its ``PAYMENT-SIGNATURE`` (x402) and/or ``Authorization: Payment`` (MPP)
+    header, nothing else."""
+
+    resource_id: Annotated[str, Text(max_length=40)]
+    method: Annotated[str, _GATE_METHOD]
+    url: Annotated[str, _GATE_URL]
+    headers: Annotated[
+        dict[str, str],
+        JsonObject(
+            max_bytes=40 * 1024,
+            properties={
+                "PAYMENT-SIGNATURE": {"type": "string"},
+                "Authorization": {"type": "string", "pattern": "^[Pp][Aa][Yy][Mm][Ee][Nn][Tt] "},
+            },
+        ),
+    ]
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {
+        "resource_id": "res_123",
+        "method": "GET",
+        "url": "https://shop.example/v1/report?page=2",
+        "headers": {"PAYMENT-SIGNATURE": "eyJ4..."},
     }

@@ -81,7 +81,9 @@ class JsonObject:
     """A JSON object of the seller's own keys, at most ``max_bytes`` as JSON."""
 
     max_bytes: int = 4096
-    properties: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Left out of equality and hashing: a marker in ``Annotated`` must hash (cattrs
+    #: looks its type up), and a dict does not.
+    properties: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
 
 
 Marker = Text | Url | Items | JsonObject

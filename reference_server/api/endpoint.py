@@ -138,6 +138,9 @@ class Endpoint:
     #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
     #: handler runs; ``None``: the route takes no body.
     body: type | None = None
+    #: The code a body refused by its shape is answered with (the gate rails keep their
+    #: documented 400 ``invalid_rail_request``, which svc_asgi reads as a bad credential).
+    invalid_body: str = "validation_error"
     #: The answer's shape (a model exported by :mod:`svc`) and its status.
     response: type | None = None
     status: int = 200
@@ -281,7 +284,12 @@ def _read_declared_body(ep: Endpoint, call: Call) -> Any:
     for a route that declares none."""
     if ep.body is None:
         return None
-    return read_body(ep.body, call.body, production=call.ctx.settings.production)
+    try:
+        return read_body(ep.body, call.body, production=call.ctx.settings.production)
+    except ApiError as exc:
+        if exc.code != "validation_error" or ep.invalid_body == exc.code:
+            raise
+        raise ApiError(ep.invalid_body, exc.message, details=exc.details) from None
 
 
 def _authenticated(

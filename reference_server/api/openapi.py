@@ -84,6 +84,9 @@ def error_codes(ep: Endpoint) -> list[str]:
         codes.add("rate_limited")
     if ep.writes and not ep.raw:
         codes.update(_READS_BODY)
+    if ep.body is not None:
+        codes.discard("validation_error")
+        codes.add(ep.invalid_body)
     if ep.auth is not None:
         codes.update(_AUTHENTICATED)
     if ep.idempotency != "none":

@@ -16,6 +16,7 @@ A body is refused whole if anything is wrong, so nothing is half-applied.
 
 from __future__ import annotations
 
+import json
 import re
 import typing
 from collections.abc import Collection
@@ -38,6 +39,10 @@ __all__ = ["EVM_ADDRESS", "MAX_AMOUNT", "Fields", "checked", "read_body"]
 EVM_ADDRESS = re.compile(bodies.EVM_ADDRESS)
 _MISSING = object()
 T = TypeVar("T")
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, default=str, separators=(",", ":")).encode())
 
 
 def read_body(cls: type[T], body: dict[str, Any], *, production: bool) -> T:
@@ -152,10 +157,12 @@ class Fields:
             return None
         return amount
 
-    def url(self, name: str, *, https_only: bool, required: bool = False) -> str | None:
+    def url(
+        self, name: str, *, https_only: bool, required: bool = False, max_length: int = 2048
+    ) -> str | None:
         """An absolute http(s) URL that a URL parser reads one way: host present, port
         in range, brackets balanced, no spaces."""
-        value = self.string(name, max_length=2048, required=required)
+        value = self.string(name, max_length=max_length, required=required)
         if value is None:
             return None
         allowed = ("https",) if https_only else ("https", "http")
@@ -224,6 +231,9 @@ class Fields:
 
     def _read_field(self, shape: schema.FieldShape, production: bool) -> Any:
         name, tp, required = shape.name, shape.type, shape.required
+        if tp is Any:  # any JSON value, taken as sent (pay-url's ``json``)
+            value = self._get(name, required)
+            return None if value is _MISSING else value
         if attrs.has(tp):
             nested = self.nested(name)
             if nested is None:
@@ -248,7 +258,9 @@ class Fields:
         name, tp, marker, required = shape.name, shape.type, shape.marker, shape.required
         if isinstance(marker, schema.Url):
             https_only = marker.https == "always" or (marker.https == "production" and production)
-            return self.url(name, https_only=https_only, required=required)
+            return self.url(
+                name, https_only=https_only, required=required, max_length=marker.max_length
+            )
         if isinstance(marker, schema.Items):
             pattern = re.compile(marker.pattern) if marker.pattern else None
             return self.string_list(
@@ -259,7 +271,12 @@ class Fields:
                 pattern_hint=marker.hint,
             )
         if isinstance(marker, schema.JsonObject) or typing.get_origin(tp) is dict:
-            return self.object(name)
+            value = self.object(name)
+            limit = marker.max_bytes if isinstance(marker, schema.JsonObject) else None
+            if value is not None and limit is not None and _json_size(value) > limit:
+                self.error(name, f"must be at most {limit} bytes of JSON")
+                return None
+            return value
         if tp is str:
             text = marker if isinstance(marker, schema.Text) else schema.Text()
             return self.string(

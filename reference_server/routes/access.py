@@ -17,7 +17,7 @@ from ..domain import payments
 from ..domain.demo_gate import DEMO_PATH
 from ..gate_backend import DatabaseGateBackend
 from ..invariant import InvariantError
-from .gates import paid_headers, receipt_json, refusal_response
+from .gates import GATE_REFUSALS, paid_headers, receipt_json, refusal_response
 
 __all__ = ["DEMO_ENDPOINTS", "ENDPOINTS"]
 
@@ -92,11 +92,7 @@ DEMO_ENDPOINTS = [
         handler=echo,
         summary="Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with "
         "POST /pay).",
-        errors=(
-            "payment_required",
-            "resource_inactive",
-            "payment_service_unavailable",
-            "gate_misconfigured",
-        ),
+        # Paid: the echo and the receipt (no svc model); unpaid: 402 with what to pay.
+        errors=(*GATE_REFUSALS, "invalid_environment"),
     )
 ]

@@ -25,14 +25,14 @@ credential, the JSON body rules, seller-key authentication, the envelope and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 
-from svc import GateChallenge
+from svc import GateChallenge, GateRedemption
+from svc.bodies import RedeemCredential, RequestChallenge
 from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
@@ -40,14 +40,12 @@ from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.responses import Reply
-from ..api.validate import checked
+from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import open_rails
-from ..invariant import InvariantError
 
 __all__ = ["ENDPOINTS"]
 
-_METHOD = re.compile(r"^[A-Za-z]{1,16}$")
 _MAX_URL = 4096
 #: A credential header this long is not a credential (x402's is about 1.5 KB).
 _MAX_CREDENTIAL = 16 * 1024
@@ -58,14 +56,17 @@ _MAX_CREDENTIAL = 16 * 1024
 
 async def challenge(call: Call) -> Reply:
     """Open-rail challenge for an unpaid request to the seller's own gate."""
-    resource_id, rail_request, _ = _read(call.body, with_headers=False)
-    gate = await _gate(call, resource_id)
+    b = call.input(RequestChallenge)
+    rail_request, _ = _checked(call, b.method, b.url)
+    gate = await _gate(call, b.resource_id)
     return Reply(GateChallenge(headers=await open_rails.challenge(call.ctx, gate, rail_request)))
 
 
 async def redeem(call: Call) -> Reply:
     """Verify and settle an open-rail credential presented at the seller's own gate."""
-    resource_id, rail_request, credentials = _read(call.body, with_headers=True)
+    b = call.input(RedeemCredential)
+    resource_id = b.resource_id
+    rail_request, credentials = _checked(call, b.method, b.url, b.headers)
     gate = await _gate(call, resource_id)
     if not gate.resource.active:
         raise ApiError(
@@ -88,39 +89,21 @@ async def redeem(call: Call) -> Reply:
 # --- reading the body -----------------------------------------------------------------------
 
 
-def _read(body: dict[str, Any], *, with_headers: bool) -> tuple[str, RailRequest, dict[str, str]]:
-    """``(resource_id, the request, its credentials)``, or 400 ``invalid_rail_request``
-    listing every problem."""
-    errors: list[dict[str, str]] = []
-
-    def bad(field: str, message: str) -> None:
-        errors.append({"field": field, "message": message})
-
-    resource_id = body.get("resource_id")
-    if not isinstance(resource_id, str) or not 0 < len(resource_id) <= 40:
-        bad("resource_id", "must be a resource id")
-    method = body.get("method")
-    if not isinstance(method, str) or not _METHOD.fullmatch(method):
-        bad("method", "must be an HTTP method such as GET")
-    url = body.get("url")
-    if not isinstance(url, str) or not _absolute(url):
-        bad("url", "must be the absolute http(s) URL the client addressed, query included")
-    credentials: dict[str, str] = {}
-    if with_headers:
-        credentials = _credentials(body.get("headers"), bad)
-    known = {"resource_id", "method", "url", *(("headers",) if with_headers else ())}
-    for name in body:
-        if name not in known:
-            bad(name, "is not a known field")
-    if errors:
+def _checked(
+    call: Call, method: str, url: str, headers: dict[str, Any] | None = None
+) -> tuple[RailRequest, dict[str, str]]:
+    """``(the request, its credentials)`` from a body read by its shape, or 400
+    ``invalid_rail_request`` listing every problem (the route's code for a bad body)."""
+    f = Fields.rules(call.body)
+    if not _absolute(url):
+        f.error("url", "must be the absolute http(s) URL the client addressed, query included")
+    credentials = {} if headers is None else _credentials(headers, f.error)
+    if f.errors:
+        summary = "; ".join(f"{e['field']} {e['message']}" for e in f.errors)
         raise ApiError(
-            "invalid_rail_request",
-            "Invalid request: " + "; ".join(f"{e['field']} {e['message']}" for e in errors) + ".",
-            details={"errors": errors},
+            "invalid_rail_request", f"Invalid request: {summary}.", details={"errors": f.errors}
         )
-    if not (isinstance(resource_id, str) and isinstance(method, str) and isinstance(url, str)):
-        raise InvariantError("resource_id, method and url passed validation as strings")
-    return resource_id, RailRequest(method.upper(), url), credentials
+    return RailRequest(method.upper(), url), credentials
 
 
 def _absolute(url: str) -> bool:
@@ -133,10 +116,10 @@ def _absolute(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _credentials(value: object, bad: Callable[[str, str], None]) -> dict[str, str]:
+def _credentials(value: dict[str, Any], bad: Callable[[str, str], None]) -> dict[str, str]:
     """The credential headers: ``PAYMENT-SIGNATURE`` and/or ``Authorization: Payment …``,
     any case, and nothing else (the seller's app forwards no other header)."""
-    if not isinstance(value, dict) or not value:
+    if not value:
         bad("headers", "must be an object holding PAYMENT-SIGNATURE or Authorization")
         return {}
     found: dict[str, str] = {}
@@ -183,6 +166,10 @@ ENDPOINTS = [
         path="/gates/challenge",
         handler=challenge,
         auth=Role.SELLER,
+        body=RequestChallenge,
+        invalid_body="invalid_rail_request",
+        response=GateChallenge,
+        errors=("not_found",),
         summary="Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an "
         "unpaid request {resource_id, method, url} to the seller's own gate; empty until "
         "payments are enabled.",
@@ -192,6 +179,10 @@ ENDPOINTS = [
         path="/gates/redeem",
         handler=redeem,
         auth=Role.SELLER,
+        body=RedeemCredential,
+        invalid_body="invalid_rail_request",
+        response=GateRedemption,
+        errors=("not_found", "resource_inactive", "settlement_unavailable"),
         summary="Verify and settle an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment "
         "credential {resource_id, method, url, headers} presented at the seller's own gate.",
     ),

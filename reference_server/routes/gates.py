@@ -52,6 +52,7 @@ from ..invariant import InvariantError
 
 __all__ = [
     "ENDPOINTS",
+    "GATE_REFUSALS",
     "UPSTREAM_MAX_RESPONSE_BYTES",
     "paid_headers",
     "receipt_json",
@@ -65,6 +66,13 @@ UPSTREAM_MAX_RESPONSE_BYTES = 1024 * 1024
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _LISTED = {"GET", "POST"}
 _SHORT_ID = re.compile(r"^[A-Za-z0-9]{4,16}$")
+#: What a gate's core answers instead of the resource (:class:`svc_asgi.Refusal` codes).
+GATE_REFUSALS = (
+    "payment_required",
+    "resource_inactive",
+    "payment_service_unavailable",
+    "gate_misconfigured",
+)
 
 #: Connection-level headers (RFC 9110 7.6.1): about this hop, never forwarded.
 _HOP_BY_HOP = frozenset(
@@ -313,6 +321,15 @@ ENDPOINTS = [
         handler=hosted_gate,
         raw=True,
         listed=method in _LISTED,
+        # Paid: the upstream's answer as it is, or the receipt (no svc model).
+        errors=(
+            *GATE_REFUSALS,
+            "payload_too_large",
+            "bad_request",
+            "upstream_refused",
+            "upstream_unavailable",
+            "upstream_too_large",
+        ),
         summary="Hosted gate of a resource (any method): 402 until paid (a receipt in "
         "X-Svc-Receipt, or the x402 / MPP challenge it carries once the seller enabled "
         "payments), then the upstream's answer or the receipt.",

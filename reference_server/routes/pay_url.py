@@ -11,13 +11,13 @@ authentication, the envelope and ``request_id`` are the pipeline's; its ``Idempo
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 from starlette.responses import Response
 
 from svc import PayUrlResult, SpendAttemptList
+from svc.bodies import PayUrl
 
 from .. import outbound
 from ..api import idempotency
@@ -35,7 +35,6 @@ from ..domain.pay_url.hot_wallet import hot_wallet
 __all__ = ["ENDPOINTS", "PAY_URL"]
 
 PATH = "/spend/pay-url"
-_MISSING = object()
 
 
 async def pay_url(call: Call) -> Response:
@@ -44,26 +43,23 @@ async def pay_url(call: Call) -> Response:
     The service probes the URL, pays its challenge from the environment's hot wallet,
     debits the prepaid balance, and returns the body (cut at 8 KB) and headers with the
     receipt and the transaction."""
-    order, fingerprint = _order(call.ctx, call.body)
+    order, fingerprint = _order(call)
     job = await anyio.to_thread.run_sync(_job, call, order)
     answer = await flow.pay(job, idempotency_key=call.idempotency_key, fingerprint=fingerprint)
     return _respond(answer, call.request_id)
 
 
-def _order(ctx: ServerContext, body: dict[str, Any]) -> tuple[Order, str]:
+def _order(call: Call) -> tuple[Order, str]:
     """The validated request, and its idempotency fingerprint."""
-    fields = dict(body)
-    payload = fields.pop("json", _MISSING)
-    f = Fields(fields)
-    url = f.url("url", https_only=ctx.settings.production, required=True)
-    method = f.string("method", choices=("GET", "POST")) or "GET"
-    if payload is not _MISSING and payload is not None and method != "POST":
+    b = call.input(PayUrl)
+    method = b.method or "GET"
+    f = Fields.rules(call.body)
+    if b.json is not None and method != "POST":
         f.error("json", "is sent with method POST only (a GET has no body)")
     f.done()
-    url = checked(url)
-    content = None if payload is _MISSING or payload is None else flow.encode_json(payload)
-    order = Order(url=url, method=method, content=content, host=_host(ctx, url))
-    return order, idempotency.request_fingerprint("POST", PATH, body)
+    content = None if b.json is None else flow.encode_json(b.json)
+    order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))
+    return order, idempotency.request_fingerprint("POST", PATH, call.body)
 
 
 def _host(ctx: ServerContext, url: str) -> str:
@@ -130,5 +126,29 @@ ENDPOINTS = [
 
 #: ``POST /spend/pay-url`` (async: it awaits the URL it pays).
 PAY_URL = Endpoint(
-    method="POST", path=PATH, handler=pay_url, auth=Role.WALLET, idempotency="optional"
+    method="POST",
+    path=PATH,
+    handler=pay_url,
+    auth=Role.WALLET,
+    idempotency="optional",
+    body=PayUrl,
+    response=PayUrlResult,
+    errors=(
+        # the wallet key's policy and balance
+        "insufficient_funds",
+        "max_per_tx_exceeded",
+        "allowance_exceeded",
+        "budget_exceeded",
+        "rail_not_allowed",
+        "host_not_allowed",
+        # the URL and its challenge
+        "url_not_allowed",
+        "not_payable",
+        "unsupported_challenge",
+        "upstream_refused",
+        "upstream_unavailable",
+        "payment_unconfirmed",
+        "conflict",
+        "rails_not_configured",
+    ),
 )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -24,7 +23,6 @@ from ..settings import Settings
 __all__ = ["ENDPOINTS"]
 
 SKU_KINDS = ("one_shot", "credit_topup")
-MAX_METADATA_BYTES = 8 * 1024
 #: Credits a credit_topup SKU grants: far past any bundle, and exact as a double.
 MAX_CREDITS = Decimal(10**12)
 _CREDIT_QUANTUM = Decimal("0.000001")
@@ -35,9 +33,6 @@ def _read_metadata(
 ) -> dict[str, Any] | None:
     if meta is None:
         return {"sku_kind": "one_shot", "credits": None, "credit_unit": None} if default else None
-    if len(json.dumps(meta, default=str)) > MAX_METADATA_BYTES:
-        f.error("metadata", f"must be at most {MAX_METADATA_BYTES} bytes of JSON")
-        return None
     credits = meta.get("credits")
     meta = {key: _plain_json(value) for key, value in meta.items()}
     kind = meta.setdefault("sku_kind", "one_shot")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
+from decimal import Decimal
 from typing import Any
 
 import attrs
 from sqlalchemy import select, update
 
-from svc import WalletKeyCreated, WalletKeyList
+from svc import WalletKey, WalletKeyCreated, WalletKeyList
+from svc.bodies import CreateWalletKey, UpdateWalletKey, WalletKeyAmount, WalletKeyPolicy
 from svc.money import format_micros, to_micros
 
 from ..api import paging
@@ -25,57 +26,48 @@ from ..store import tables as t
 
 __all__ = ["ENDPOINTS"]
 
-HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9*]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$")
 _LIMITS = ("allowance", "max_per_tx", "budget")
+_LISTS = ("allowed_hosts", "allowed_rails")
 
 
-def _read_policy(f: Fields, base: wallets.PolicyValues) -> wallets.PolicyValues:
-    """Policy fields over ``base``: a field left out keeps its value, ``null`` clears it."""
-    p = f.nested("policy")
-    if p is None:
+def _policy(
+    call: Call, given: WalletKeyPolicy | None, base: wallets.PolicyValues
+) -> wallets.PolicyValues:
+    """The policy over ``base``: a field left out keeps its value, ``null`` clears it
+    (the typed body reads both as ``None``; the raw body tells them apart)."""
+    if given is None:
         return base
+    sent = Fields.rules(call.body).nested("policy")
+    if sent is None:
+        raise InvariantError("a policy read by its shape is an object")
     changes: dict[str, Any] = {}
     for name in _LIMITS:
-        if p.is_null(name):
+        amount: Decimal | None = getattr(given, name)
+        if amount is not None:
+            changes[name] = to_micros(amount)
+        elif sent.is_null(name):
             changes[name] = None
-        else:
-            amount = p.amount(name)
-            if amount is not None:
-                changes[name] = to_micros(amount)
-    period = p.string("period", choices=wallets.PERIODS)
-    if period is not None:
-        changes["period"] = period
-    lists: dict[str, dict[str, Any]] = {
-        "allowed_hosts": {"max_items": 50, "pattern": HOST, "pattern_hint": "lowercase host names"},
-        "allowed_rails": {
-            "max_items": 3,
-            "choices": wallets.RAILS,
-            "pattern_hint": "x402, mpp or rill",
-        },
-    }
-    for name, rules in lists.items():
-        if p.is_null(name):
+    if given.period is not None:
+        changes["period"] = given.period
+    for name in _LISTS:
+        values: list[str] | None = getattr(given, name)
+        if values is not None:
+            changes[name] = values
+        elif sent.is_null(name):
             changes[name] = None
-        else:
-            values = p.string_list(name, **rules)
-            if values is not None:
-                changes[name] = values
-    p.done()
     return attrs.evolve(base, **changes)
 
 
 def create(call: Call) -> Reply:
     """Mint a wallet key (``svc_vw_*``, shown once) with a spend policy."""
     owner = _owner(call)
-    f = Fields(call.body)
-    name = f.string("name", max_length=200)
-    policy = _read_policy(f, wallets.PolicyValues())
-    f.done()
+    b = call.input(CreateWalletKey)
+    policy = _policy(call, b.policy, wallets.PolicyValues())
     row, key = wallets.create_wallet_key(
         call.conn,
         owner_id=owner.owner_id,
         environment=call.environment,
-        name=name,
+        name=b.name,
         policy=policy,
         now=call.now,
     )
@@ -110,15 +102,14 @@ def patch(call: Call) -> Reply:
     """Rename, or change the policy (fields left out keep their values; null clears)."""
     row = _own(call)
     row = wallets.lock_wallet_key(call.conn, row.id)
-    f = Fields(call.body)
-    name = f.string("name", max_length=200)
-    policy = _read_policy(f, wallets.PolicyValues.of(row))
+    b = call.input(UpdateWalletKey)
+    f = Fields.rules(call.body)
     if not call.body:
         f.error("body", "names no field to change")
     f.done()
-    values = policy.columns()
-    if name is not None:
-        values["name"] = name
+    values = _policy(call, b.policy, wallets.PolicyValues.of(row)).columns()
+    if b.name is not None:
+        values["name"] = b.name
     w = t.wallet_keys
     call.conn.execute(update(w).where(w.c.id == row.id).values(**values))
     return Reply(wallets.wallet_key_model(call.conn, wallets.get_wallet_key(call.conn, row.id)))
@@ -265,12 +256,7 @@ def _move(
 
 
 def _amount(call: Call) -> int:
-    f = Fields(call.body)
-    amount = f.amount("amount", required=True)
-    f.done()
-    if amount is None:
-        raise InvariantError("expected amount is not None")
-    return to_micros(amount)
+    return to_micros(call.input(WalletKeyAmount).amount)
 
 
 def _owner(call: Call) -> Principal:
@@ -288,25 +274,64 @@ def _own(call: Call) -> Any:
 
 ENDPOINTS = [
     Endpoint(
-        method="POST", path="/wallet-keys", handler=create, auth=Role.OWNER, idempotency="optional"
+        method="POST",
+        path="/wallet-keys",
+        handler=create,
+        auth=Role.OWNER,
+        idempotency="optional",
+        body=CreateWalletKey,
+        response=WalletKeyCreated,
+        status=201,
     ),
-    Endpoint(method="GET", path="/wallet-keys", handler=list_all, auth=Role.OWNER),
-    Endpoint(method="GET", path="/wallet-keys/{key_id}", handler=get_one, auth=Role.OWNER),
+    Endpoint(
+        method="GET",
+        path="/wallet-keys",
+        handler=list_all,
+        auth=Role.OWNER,
+        response=WalletKeyList,
+    ),
+    Endpoint(
+        method="GET",
+        path="/wallet-keys/{key_id}",
+        handler=get_one,
+        auth=Role.OWNER,
+        response=WalletKey,
+    ),
     Endpoint(
         method="PATCH",
         path="/wallet-keys/{key_id}",
         handler=patch,
         auth=Role.OWNER,
         idempotency="optional",
+        body=UpdateWalletKey,
+        response=WalletKey,
     ),
-    *(
-        Endpoint(
-            method="POST",
-            path=f"/wallet-keys/{{key_id}}/{action}",
-            handler=handler,
-            auth=Role.OWNER,
-            idempotency="optional",
-        )
-        for action, handler in (("fund", fund), ("refund", refund), ("revoke", revoke))
+    Endpoint(
+        method="POST",
+        path="/wallet-keys/{key_id}/fund",
+        handler=fund,
+        auth=Role.OWNER,
+        idempotency="optional",
+        body=WalletKeyAmount,
+        response=WalletKey,
+        errors=("insufficient_funds", "wallet_key_revoked"),
+    ),
+    Endpoint(
+        method="POST",
+        path="/wallet-keys/{key_id}/refund",
+        handler=refund,
+        auth=Role.OWNER,
+        idempotency="optional",
+        body=WalletKeyAmount,
+        response=WalletKey,
+        errors=("insufficient_funds",),
+    ),
+    Endpoint(
+        method="POST",
+        path="/wallet-keys/{key_id}/revoke",
+        handler=revoke,
+        auth=Role.OWNER,
+        idempotency="optional",
+        response=WalletKey,
     ),
 ]

@@ -17,9 +17,11 @@ from svc import (
     DeliveryList,
     EventCatalog,
     EventType,
+    WebhookEndpoint,
     WebhookEndpointCreated,
     WebhookEndpointList,
 )
+from svc.bodies import CreateWebhook, UpdateWebhook
 
 from ..api import paging
 from ..api.auth import Principal, Role
@@ -44,14 +46,12 @@ _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _d = t.webhook_deliveries
 
 
-def _read_url(f: Fields, settings: Settings) -> str | None:
+def _check_url(f: Fields, url: str, settings: Settings) -> None:
     """HTTPS (http only for localhost outside production), no credentials, and — the same
     rules deliveries are held to — no private, loopback or metadata address in production.
-    A name is checked again, resolved, at every delivery."""
+    A name is checked again, resolved, at every delivery.  (The body's shape has already
+    made it an absolute http(s) URL.)"""
     production = settings.production
-    url = f.url("url", https_only=False, required=True)
-    if url is None:
-        return None
     parts = urlsplit(url)
     local = (parts.hostname or "").lower() in _LOCAL_HOSTS
     if parts.scheme != "https" and (production or not local):
@@ -60,55 +60,40 @@ def _read_url(f: Fields, settings: Settings) -> str | None:
             "must be an https URL"
             + ("" if production else " (http is allowed only for localhost outside production)"),
         )
-        return None
+        return
     if production and local:
         f.error("url", "must not point at this machine in production")
-        return None
+        return
     if parts.username or parts.password:
         f.error("url", "must not carry credentials")
-        return None
+        return
     try:
         check_url(url, OutboundPolicy.from_settings(settings))
     except OutboundRefused as exc:
         f.error("url", f"is refused: {exc}")
-        return None
-    return url
 
 
-def _read_events(f: Fields) -> list[str] | None:
-    if f.is_null("events"):
-        return None
-    if not f.present("events"):
-        return None
-    value = f.string_list(
-        "events",
-        max_items=len(EVENT_TYPES),
-        choices=EVENT_TYPES,
-        pattern_hint="event types from GET /webhooks/events",
-    )
-    if value is not None and not value:
+def _check_events(f: Fields, events: list[str] | None) -> None:
+    if events is not None and not events:
         f.error("events", "must name at least one event type, or be left out for all")
-    return value
 
 
 def create(call: Call) -> Reply:
     """Register an endpoint; its signing secret is shown only in this answer."""
     owner = _owner(call)
-    f = Fields(call.body)
-    url = _read_url(f, call.ctx.settings)
-    events = _read_events(f)
-    description = f.string("description", max_length=500)
+    b = call.input(CreateWebhook)
+    f = Fields.rules(call.body)
+    _check_url(f, b.url, call.ctx.settings)
+    _check_events(f, b.events)
     f.done()
-    if url is None:
-        raise InvariantError("expected url is not None")
     secret = endpoints.new_signing_secret()
     row = endpoints.create_endpoint(
         call.conn,
         owner_id=owner.owner_id,
         environment=call.environment,
-        url=url,
-        events=events,
-        description=description,
+        url=b.url,
+        events=b.events,
+        description=b.description,
         secret=secret,
         box=call.ctx.box,
         now=call.now,
@@ -141,17 +126,18 @@ def patch(call: Call) -> Reply:
     """Change ``events``, ``description`` or ``status`` (``enabled`` re-enables an endpoint
     that was disabled after failing)."""
     row = _own(call)
-    f = Fields(call.body)
-    values: dict[str, Any] = {}
-    if f.present("events"):
-        values["events"] = _read_events(f)
-    description = f.string("description", max_length=500)
-    if description is not None:
-        values["description"] = description
-    status = f.string("status", choices=("enabled", "disabled"))
+    b = call.input(UpdateWebhook)
+    f = Fields.rules(call.body)
+    _check_events(f, b.events)
     if not call.body:
         f.error("body", "names no field to change")
     f.done()
+    values: dict[str, Any] = {}
+    if f.present("events"):  # null: every event
+        values["events"] = b.events
+    if b.description is not None:
+        values["description"] = b.description
+    status = b.status
     e = t.webhook_endpoints
     if values:
         call.conn.execute(update(e).where(e.c.id == row.id).values(**values))
@@ -309,26 +295,64 @@ def _own(call: Call) -> Any:
 
 ENDPOINTS = [
     Endpoint(
-        method="POST", path="/webhooks", handler=create, auth=Role.OWNER, idempotency="required"
+        method="POST",
+        path="/webhooks",
+        handler=create,
+        auth=Role.OWNER,
+        idempotency="required",
+        body=CreateWebhook,
+        response=WebhookEndpointCreated,
+        status=201,
     ),
-    Endpoint(method="GET", path="/webhooks", handler=list_all, auth=Role.OWNER),
-    Endpoint(method="GET", path="/webhooks/events", handler=catalog, auth=Role.OWNER),
+    Endpoint(
+        method="GET",
+        path="/webhooks",
+        handler=list_all,
+        auth=Role.OWNER,
+        response=WebhookEndpointList,
+    ),
+    Endpoint(
+        method="GET",
+        path="/webhooks/events",
+        handler=catalog,
+        auth=Role.OWNER,
+        response=EventCatalog,
+    ),
     Endpoint(
         method="PATCH",
         path="/webhooks/{webhook_id}",
         handler=patch,
         auth=Role.OWNER,
         idempotency="optional",
+        body=UpdateWebhook,
+        response=WebhookEndpoint,
     ),
-    Endpoint(method="DELETE", path="/webhooks/{webhook_id}", handler=delete, auth=Role.OWNER),
     Endpoint(
-        method="GET", path="/webhooks/{webhook_id}/deliveries", handler=deliveries, auth=Role.OWNER
+        method="DELETE",
+        path="/webhooks/{webhook_id}",
+        handler=delete,
+        auth=Role.OWNER,
+        response=WebhookEndpoint,
     ),
-    Endpoint(method="POST", path="/webhooks/{webhook_id}/test", handler=test, auth=Role.OWNER),
+    Endpoint(
+        method="GET",
+        path="/webhooks/{webhook_id}/deliveries",
+        handler=deliveries,
+        auth=Role.OWNER,
+        response=DeliveryList,
+    ),
+    Endpoint(
+        method="POST",
+        path="/webhooks/{webhook_id}/test",
+        handler=test,
+        auth=Role.OWNER,
+        response=Delivery,
+    ),
     Endpoint(
         method="POST",
         path="/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
         handler=retry,
         auth=Role.OWNER,
+        response=Delivery,
     ),
 ]
