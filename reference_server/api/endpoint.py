@@ -142,6 +142,9 @@ class Endpoint:
     #: documented 400 ``invalid_rail_request``, which svc_asgi reads as a bad credential).
     invalid_body: str = "validation_error"
     #: The answer's shape (a model exported by :mod:`svc`) and its status.
+    #: The body is another protocol's JSON object (the x402 facilitator's), handed to the
+    #: handler as sent; without it, a route that declares no ``body`` takes none.
+    foreign_body: bool = False
     response: type | None = None
     status: int = 200
     #: Error codes the handler itself may answer, beyond those the pipeline answers for
@@ -281,8 +284,16 @@ async def _run_async(
 
 def _read_declared_body(ep: Endpoint, call: Call) -> Any:
     """The body read by the endpoint's shape (a 422 listing every problem), or ``None``
-    for a route that declares none."""
+    for a route that declares none -- and then takes none: ``{"x": 1}`` is refused, not
+    ignored (unless the body is another protocol's, ``foreign_body``)."""
     if ep.body is None:
+        if call.body and not ep.foreign_body:
+            errors = [{"field": name, "message": "is not a known field"} for name in call.body]
+            raise ApiError(
+                ep.invalid_body,
+                f"{ep.method} {ep.path} takes no body fields; send {{}} or no body.",
+                details={"errors": errors},
+            )
         return None
     try:
         return read_body(ep.body, call.body, production=call.ctx.settings.production)

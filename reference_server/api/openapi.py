@@ -200,6 +200,11 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
                 "application/json": {"schema": json_schema(ep.body, components, request=True)}
             },
         }
+    elif ep.foreign_body:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
     return op
 
 

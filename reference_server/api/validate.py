@@ -208,8 +208,8 @@ class Fields:
             return None
         return list(dict.fromkeys(value))
 
-    def object(self, name: str) -> dict[str, Any] | None:
-        value = self._get(name, False)
+    def object(self, name: str, *, required: bool = False) -> dict[str, Any] | None:
+        value = self._get(name, required)
         if value is _MISSING:
             return None
         if not isinstance(value, dict):
@@ -271,7 +271,7 @@ class Fields:
                 pattern_hint=marker.hint,
             )
         if isinstance(marker, schema.JsonObject) or typing.get_origin(tp) is dict:
-            value = self.object(name)
+            value = self.object(name, required=required)
             limit = marker.max_bytes if isinstance(marker, schema.JsonObject) else None
             if value is not None and limit is not None and _json_size(value) > limit:
                 self.error(name, f"must be at most {limit} bytes of JSON")

@@ -30,6 +30,14 @@ from ..api.errors import ApiError
 from ..api.responses import Reply
 from ..api.validate import EVM_ADDRESS, Fields
 from ..sandbox import chain, facilitator
+from ..sandbox.answers import (
+    FacilitatorSettlement,
+    FacilitatorSupport,
+    FacilitatorVerdict,
+    SandboxBalance,
+    SandboxMint,
+    SandboxTransaction,
+)
 from ..sandbox.token import SANDBOX_TOKEN
 
 __all__ = ["ENDPOINTS"]
@@ -148,9 +156,9 @@ def x402_settle(call: Call) -> Reply:
 _TEST_ONLY = ("sandbox_test_only",)
 
 # The answers are the sandbox's and the x402 facilitator protocol's own JSON, not svc
-# models.  The facilitator's bodies are x402's (read by ``facilitator.parse_request``,
-# which answers 200 with a reason even for a malformed one, as x402 clients expect), so
-# they declare no body shape.
+# models (their shapes: ``sandbox.answers``).  The facilitator's bodies are x402's (read by
+# ``facilitator.parse_request``, which answers 200 with a reason even for a malformed one,
+# as x402 clients expect): a foreign body, passed as sent.
 ENDPOINTS = [
     Endpoint(
         method="POST",
@@ -158,23 +166,44 @@ ENDPOINTS = [
         handler=faucet,
         idempotency="optional",
         body=SandboxFaucet,
+        response=SandboxMint,
         errors=_TEST_ONLY,
     ),
     Endpoint(
         method="GET",
         path="/sandbox/balances/{address}",
         handler=balance,
+        response=SandboxBalance,
         errors=(*_TEST_ONLY, "validation_error"),
     ),
     Endpoint(
         method="GET",
         path="/sandbox/transactions/{tx_hash}",
         handler=transaction,
+        response=SandboxTransaction,
         errors=_TEST_ONLY,
     ),
     Endpoint(
-        method="GET", path="/sandbox/x402/supported", handler=x402_supported, errors=_TEST_ONLY
+        method="GET",
+        path="/sandbox/x402/supported",
+        handler=x402_supported,
+        response=FacilitatorSupport,
+        errors=_TEST_ONLY,
     ),
-    Endpoint(method="POST", path="/sandbox/x402/verify", handler=x402_verify, errors=_TEST_ONLY),
-    Endpoint(method="POST", path="/sandbox/x402/settle", handler=x402_settle, errors=_TEST_ONLY),
+    Endpoint(
+        method="POST",
+        path="/sandbox/x402/verify",
+        handler=x402_verify,
+        foreign_body=True,
+        response=FacilitatorVerdict,
+        errors=_TEST_ONLY,
+    ),
+    Endpoint(
+        method="POST",
+        path="/sandbox/x402/settle",
+        handler=x402_settle,
+        foreign_body=True,
+        response=FacilitatorSettlement,
+        errors=_TEST_ONLY,
+    ),
 ]
