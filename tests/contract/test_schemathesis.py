@@ -1,0 +1,192 @@
+"""The OpenAPI document holds: schemathesis fuzzes every operation of a live server on
+loopback, with an owner, a seller and a wallet credential, and every answer must be no
+server error, of a declared status, of the declared content type and match its declared
+schema (issue 11 item 3).  The document itself must load without schema errors.
+
+The server runs in this process (real uvicorn on 127.0.0.1, on the test's database:
+SQLite, or PostgreSQL when ``SVC_TEST_DATABASE_URL`` is set); schemathesis runs as the
+``st`` CLI in a subprocess, so its exit code is the verdict.
+
+**No network beyond loopback.**  Fuzzed bodies carry URLs (a webhook's ``url``, a
+resource's ``upstream_url``, ``pay-url``'s ``url``) which the server fetches or delivers
+to (gate proxying, pay-url, the outbox worker's webhook deliveries).  Every such request
+goes through :mod:`reference_server.outbound`, which resolves names with
+``Settings.outbound_resolver``: here a resolver that refuses every name, so no DNS query
+ever leaves the machine and no name reaches an address.  An IP literal
+(``http://93.184.216.34/``) is not resolved, and outside production the policy allows
+any address but link-local ones, so a second guard refuses the rest: an audit hook
+(:func:`sys.addaudit`) on ``socket.connect`` and ``socket.getaddrinfo`` that, while this
+test runs, raises for any connection to an address other than loopback or a Unix socket
+and for any lookup of a name other than ``localhost``.  It sees every connection the
+process opens (the outbox worker's threads, the event loop's sockets, anything a future
+code path might add), not only the ones made through the outbound policy, so a public
+address cannot be reached whatever a fuzzed body says.  The worker stays on (its
+deliveries are part of what is exercised) and can only reach loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import svc
+
+from ..support import LiveServer, new_account
+
+#: Each check the brief names; schemathesis's others (negative_data_rejection, ...) judge
+#: behaviour the specification does not promise.
+CHECKS = (
+    "not_a_server_error",
+    "response_schema_conformance",
+    "status_code_conformance",
+    "content_type_conformance",
+)
+
+#: Test cases per operation and phase: enough to reach every status an operation
+#: documents, small enough that the whole run stays under a minute and a half.
+MAX_EXAMPLES = 15
+
+
+# -- no network beyond loopback ------------------------------------------------------------
+
+_guard = threading.Event()  # set while a fuzzed server runs
+_hook_installed = False
+
+
+def _refuse_outside_loopback(event: str, args: tuple[Any, ...]) -> None:
+    if not _guard.is_set():
+        return
+    if event == "socket.getaddrinfo":
+        host = args[0]
+        if isinstance(host, bytes):
+            host = host.decode("ascii", "replace")
+        if host is None or host == "localhost" or _is_loopback(str(host)):
+            return
+        raise OSError(f"schemathesis test: no name lookups beyond loopback ({host!r})")
+    if event == "socket.connect":
+        address = args[1]
+        if not isinstance(address, tuple):  # a Unix socket path
+            return
+        if not _is_loopback(str(address[0])):
+            raise OSError(f"schemathesis test: no connections beyond loopback ({address!r})")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.partition("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture
+def loopback_only() -> Iterator[None]:
+    """Arm the audit hook for this test.  Audit hooks cannot be removed, so it is
+    installed once per process and does nothing while disarmed."""
+    global _hook_installed
+    if not _hook_installed:
+        sys.addaudithook(_refuse_outside_loopback)
+        _hook_installed = True
+    _guard.set()
+    try:
+        yield
+    finally:
+        _guard.clear()
+
+
+def refuse_every_name(host: str, port: int) -> list[str]:
+    """``Settings.outbound_resolver``: no name resolves (the outbound layer reports a
+    refused resolution as a failed request, as it would a name that does not exist)."""
+    raise OSError(f"{host}: names are not resolved in the schemathesis test")
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def _seed(live: LiveServer) -> dict[str, str]:
+    """An owner, a seller and a funded wallet key in test, and a couple of resources: the
+    credentials schemathesis authenticates with, and something for them to find."""
+    account = new_account(live.url)
+    owner = svc.Client(
+        base_url=live.url, owner_jwt=account.owner_jwt, environment="test", max_retries=0
+    )
+    owner.wallet_keys.fund(account.wallet_key_id, "5.00")
+    seller = svc.Client(base_url=live.url, seller_key=account.seller_key, max_retries=0)
+    seller.resources.create(kind="http", path="/v1/report", amount="0.10")
+    seller.resources.create(kind="http", path="/v1/summary", amount="0.25")
+    return {
+        "owner": account.owner_jwt,
+        "seller": account.seller_key,
+        "wallet": account.wallet_key,
+    }
+
+
+def _config(tokens: dict[str, str]) -> str:
+    """schemathesis.toml: one bearer token per security scheme of the document (they are
+    named after the roles), every request in the test environment."""
+    lines = ["[headers]", '"X-Svc-Environment" = "test"', ""]
+    for scheme, token in tokens.items():
+        lines += [f"[auth.openapi.{scheme}]", f'bearer = "{token}"', ""]
+    return "\n".join(lines)
+
+
+def run_schemathesis(
+    live: LiveServer, tokens: dict[str, str], workdir: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    config = workdir / "schemathesis.toml"
+    config.write_text(_config(tokens))
+    st = shutil.which("st") or str(Path(sys.executable).with_name("st"))
+    command = [
+        st,
+        "--config-file",
+        str(config),
+        "--no-color",
+        "run",
+        f"{live.url}/agent-openapi.json",
+        "--checks",
+        ",".join(CHECKS),
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--phases",
+        "examples,coverage,fuzzing",
+        # One worker: a run with four once stopped an operation on an error inside
+        # hypothesis ("AST constructor recursion depth mismatch", from its lambda-source
+        # lookup, which is not thread-safe on CPython 3.11); one is fast enough.
+        "--workers",
+        "1",
+        "--seed",
+        "1",
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "20",
+        "--report-dir",
+        str(workdir / "report"),
+        *extra,
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEMATHESIS_")}
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=240, env=env, cwd=workdir
+    )
+
+
+def test_every_operation_conforms_to_the_document(
+    make_server: Callable[..., LiveServer], loopback_only: None, tmp_path: Path
+) -> None:
+    live = make_server(outbound_resolver=refuse_every_name)
+    tokens = _seed(live)
+    assert httpx.get(f"{live.url}/agent-openapi.json").status_code == 200
+    extra = os.environ.get("SVC_SCHEMATHESIS_ARGS", "").split()
+    result = run_schemathesis(live, tokens, tmp_path, *extra)
+    assert result.returncode == 0, (
+        f"schemathesis exited {result.returncode}\n{result.stdout}\n{result.stderr}"
+    )
