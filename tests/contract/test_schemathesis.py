@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -36,12 +38,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
+from starlette.responses import Response
 
 import svc
 
-from ..support import LiveServer, new_account
+from ..support import LiveApp, LiveServer, new_account
 
 #: Each check the brief names; schemathesis's others (negative_data_rejection, ...) judge
 #: behaviour the specification does not promise.
@@ -55,6 +59,9 @@ CHECKS = (
 #: Test cases per operation and phase: enough to reach every status an operation
 #: documents, small enough that the whole run stays under a minute and a half.
 MAX_EXAMPLES = 15
+
+#: How often a path parameter is a seeded identifier rather than a generated string.
+SEEDED_IDS = 0.8
 
 
 # -- no network beyond loopback ------------------------------------------------------------
@@ -112,38 +119,80 @@ def refuse_every_name(host: str, port: int) -> list[str]:
 # -- the run -------------------------------------------------------------------------------
 
 
-def _seed(live: LiveServer) -> dict[str, str]:
-    """An owner, a seller and a funded wallet key in test, and a couple of resources: the
-    credentials schemathesis authenticates with, and something for them to find."""
+@attrs.frozen
+class Seed:
+    """What schemathesis authenticates with (one bearer token per security scheme) and
+    the identifiers of things that exist, offered for path parameters so that fuzzing
+    reaches past ``404 not_found`` into each handler."""
+
+    tokens: dict[str, str]
+    ids: dict[str, str]
+
+
+def _seed(live: LiveServer, receiver: str) -> Seed:
+    """An owner in test with a seller, two resources, a funded wallet key it authenticates
+    with and a second one to be fuzzed (revoking it leaves the first working), a handle,
+    a webhook to ``receiver`` (on loopback) with one delivery, and a sandbox transfer."""
     account = new_account(live.url)
     owner = svc.Client(
         base_url=live.url, owner_jwt=account.owner_jwt, environment="test", max_retries=0
     )
     owner.wallet_keys.fund(account.wallet_key_id, "5.00")
+    other_key = owner.wallet_keys.create(name="fuzzed")
+    owner.wallet_keys.fund(other_key.id, "1.00")
     seller = svc.Client(base_url=live.url, seller_key=account.seller_key, max_retries=0)
-    seller.resources.create(kind="http", path="/v1/report", amount="0.10")
-    seller.resources.create(kind="http", path="/v1/summary", amount="0.25")
-    return {
-        "owner": account.owner_jwt,
-        "seller": account.seller_key,
-        "wallet": account.wallet_key,
-    }
+    resource = seller.resources.create(kind="http", path="/v1/report", amount="0.10")
+    seller.resources.create(kind="mcp", tool="summarise", amount="0.25")
+    handle = owner.handles.create("fuzz-" + secrets.token_hex(3))
+    webhook = owner.webhooks.create(receiver)
+    as_owner = {"Authorization": f"Bearer {account.owner_jwt}", "X-Svc-Environment": "test"}
+    with httpx.Client(base_url=live.url, headers=as_owner) as http:
+        http.post(f"/webhooks/{webhook.id}/test").raise_for_status()
+        deliveries = http.get(f"/webhooks/{webhook.id}/deliveries").raise_for_status()
+        address = "0x" + secrets.token_hex(20)
+        minted = http.post("/sandbox/faucet", json={"address": address, "amount": "1.00"})
+    return Seed(
+        tokens={
+            "owner": account.owner_jwt,
+            "seller": account.seller_key,
+            "wallet": account.wallet_key,
+        },
+        ids={
+            "resource_id": resource.id,
+            "short_id": resource.short_id,
+            "seller_id": account.seller_id,
+            "key_id": other_key.id,
+            "webhook_id": webhook.id,
+            "delivery_id": deliveries.json()["data"][0]["id"],
+            "destination": handle.handle,
+            "address": address,
+            "tx_hash": minted.raise_for_status().json()["transaction"],
+        },
+    )
 
 
-def _config(tokens: dict[str, str]) -> str:
+def _config(seed: Seed) -> str:
     """schemathesis.toml: one bearer token per security scheme of the document (they are
-    named after the roles), every request in the test environment."""
+    named after the roles), every request in the test environment, and each path
+    parameter drawn from the seeded identifiers most of the time (fuzzed otherwise)."""
     lines = ["[headers]", '"X-Svc-Environment" = "test"', ""]
-    for scheme, token in tokens.items():
+    for scheme, token in seed.tokens.items():
         lines += [f"[auth.openapi.{scheme}]", f'bearer = "{token}"', ""]
-    return "\n".join(lines)
+    for name, value in seed.ids.items():
+        lines += [f"[dictionaries.{name}]", f'values = ["{value}"]', ""]
+    lines.append("[parameters]")
+    lines += [
+        f'"path.{name}" = {{ dictionary = "{name}", probability = {SEEDED_IDS} }}'
+        for name in seed.ids
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def run_schemathesis(
-    live: LiveServer, tokens: dict[str, str], workdir: Path, *extra: str
+    live: LiveServer, seed: Seed, workdir: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     config = workdir / "schemathesis.toml"
-    config.write_text(_config(tokens))
+    config.write_text(_config(seed))
     st = shutil.which("st") or str(Path(sys.executable).with_name("st"))
     command = [
         st,
@@ -179,14 +228,38 @@ def run_schemathesis(
     )
 
 
+async def _receiver(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Where the seeded webhook delivers (on loopback): takes anything, answers 204."""
+    if scope["type"] == "http":
+        await Response(status_code=204)(scope, receive, send)
+
+
 def test_every_operation_conforms_to_the_document(
-    make_server: Callable[..., LiveServer], loopback_only: None, tmp_path: Path
+    make_server: Callable[..., LiveServer],
+    serve_app: Callable[..., LiveApp],
+    loopback_only: None,
+    tmp_path: Path,
 ) -> None:
+    """``SVC_SCHEMATHESIS_ARGS`` adds options to the run, e.g. ``--include-path-regex
+    ^/resources`` to look at some routes, or ``-n 200 --seed 3`` to fuzz harder."""
     live = make_server(outbound_resolver=refuse_every_name)
-    tokens = _seed(live)
-    assert httpx.get(f"{live.url}/agent-openapi.json").status_code == 200
+    receiver = serve_app(_receiver, lifespan="off")
+    seed = _seed(live, receiver.url + "/hooks")
     extra = os.environ.get("SVC_SCHEMATHESIS_ARGS", "").split()
-    result = run_schemathesis(live, tokens, tmp_path, *extra)
+    result = run_schemathesis(live, seed, tmp_path, *extra)
     assert result.returncode == 0, (
         f"schemathesis exited {result.returncode}\n{result.stdout}\n{result.stderr}"
     )
+
+
+def test_the_guard_refuses_connections_beyond_loopback(loopback_only: None) -> None:
+    """The audit hook above is what keeps fuzzed URLs off the network: it must refuse a
+    public address and a name, and let loopback through."""
+    with pytest.raises(OSError, match="beyond loopback"):
+        socket.create_connection(("93.184.216.34", 80), timeout=1)
+    with pytest.raises(OSError, match="beyond loopback"):
+        socket.getaddrinfo("example.com", 80)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        socket.create_connection(listener.getsockname(), timeout=1).close()
