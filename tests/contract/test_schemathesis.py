@@ -5,7 +5,7 @@ schema (issue 11 item 3).  The document itself must load without schema errors.
 
 The server runs in this process (real uvicorn on 127.0.0.1, on the test's database:
 SQLite, or PostgreSQL when ``SVC_TEST_DATABASE_URL`` is set); schemathesis runs as the
-``st`` CLI in a subprocess, so its exit code is the verdict.
+``st`` CLI (``python -m schemathesis.cli``) in a subprocess, so its exit code is the verdict.
 
 **No network beyond loopback.**  Fuzzed bodies carry URLs (a webhook's ``url``, a
 resource's ``upstream_url``, ``pay-url``'s ``url``) which the server fetches or delivers
@@ -15,21 +15,26 @@ goes through :mod:`reference_server.outbound`, which resolves names with
 ever leaves the machine and no name reaches an address.  An IP literal
 (``http://93.184.216.34/``) is not resolved, and outside production the policy allows
 any address but link-local ones, so a second guard refuses the rest: an audit hook
-(:func:`sys.addaudit`) on ``socket.connect`` and ``socket.getaddrinfo`` that, while this
+(:func:`sys.addaudithook`) on ``socket.connect`` and ``socket.getaddrinfo`` that, while this
 test runs, raises for any connection to an address other than loopback or a Unix socket
 and for any lookup of a name other than ``localhost``.  It sees every connection the
 process opens (the outbox worker's threads, the event loop's sockets, anything a future
 code path might add), not only the ones made through the outbound policy, so a public
-address cannot be reached whatever a fuzzed body says.  The worker stays on (its
-deliveries are part of what is exercised) and can only reach loopback.
+address cannot be reached whatever a fuzzed body says.  (Sockets opened in C, such as
+libpq's to the PostgreSQL leg's database on loopback, are not Python's and not seen; no
+outbound path uses one.)  The worker stays on (its deliveries are part of what is
+exercised) and can only reach loopback.
+
+A failing run's message starts with the operations that failed, one a line, then
+schemathesis's own report (each failure with its check, the answer and a curl line).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -193,9 +198,10 @@ def run_schemathesis(
 ) -> subprocess.CompletedProcess[str]:
     config = workdir / "schemathesis.toml"
     config.write_text(_config(seed))
-    st = shutil.which("st") or str(Path(sys.executable).with_name("st"))
     command = [
-        st,
+        sys.executable,  # the `st` CLI of this environment, whatever PATH says
+        "-m",
+        "schemathesis.cli",
         "--config-file",
         str(config),
         "--no-color",
@@ -248,8 +254,16 @@ def test_every_operation_conforms_to_the_document(
     extra = os.environ.get("SVC_SCHEMATHESIS_ARGS", "").split()
     result = run_schemathesis(live, seed, tmp_path, *extra)
     assert result.returncode == 0, (
-        f"schemathesis exited {result.returncode}\n{result.stdout}\n{result.stderr}"
+        f"schemathesis exited {result.returncode}; failing operations:\n"
+        + "".join(f"  {op}\n" for op in failing_operations(result.stdout))
+        + f"\n{result.stdout}\n{result.stderr}"
     )
+
+
+def failing_operations(report: str) -> list[str]:
+    """``GET /demo/echo`` for each ``____ GET /demo/echo ____`` heading of the report's
+    FAILURES and ERRORS sections."""
+    return [m.group(1) for m in re.finditer(r"^_{3,} ([A-Z]+ /\S*) _{3,}$", report, re.M)]
 
 
 def test_the_guard_refuses_connections_beyond_loopback(loopback_only: None) -> None:
