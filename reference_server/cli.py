@@ -1,4 +1,5 @@
-"""``svc-server``: run the service, create owners, migrate the database."""
+"""``svc-server``: run the service, create owners, migrate the database, print the API's
+OpenAPI document."""
 
 from __future__ import annotations
 
@@ -114,6 +115,20 @@ def migrate(database_url: str | None) -> None:
 
     upgrade(Database(_settings(database_url=database_url).database_url))
     click.echo("database is up to date")
+
+
+@main.command()
+@click.option(
+    "--base-url",
+    default="https://svc.example",
+    show_default=True,
+    help="The server URL the document names.",
+)
+def openapi(base_url: str) -> None:
+    """Print the OpenAPI document (what /agent-openapi.json serves) as JSON; no server runs."""
+    from .api_reference import openapi_document
+
+    click.echo(json.dumps(openapi_document(base_url), indent=2))
 
 
 @main.group()

@@ -48,6 +48,16 @@ from ._models import (
 )
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
 from ._types import NOT_GIVEN, NotGiven
+from .bodies import (
+    ClaimHandle,
+    CreateOwner,
+    CreateSeller,
+    EnablePayments,
+    Pay,
+    RecycleBalance,
+    VerifyReceipt,
+    to_json,
+)
 from .money import format_amount, parse_amount
 from .receipts import rail_credentials
 from .wire import unstructure
@@ -140,10 +150,16 @@ DISCOVERY_DOCUMENTS: tuple[str, ...] = (
 def _amount(value: Amount, name: str = "amount") -> str:
     """A sum of money to move or a price: in the amount grammar, more than zero, sent in
     canonical form.  The grammar is :func:`parse_amount`'s, the one the server reads with."""
+    return format_amount(_positive(value, name))
+
+
+def _positive(value: Amount, name: str = "amount") -> Decimal:
+    """:func:`_amount` as the :class:`~decimal.Decimal` a body of :mod:`svc.bodies` holds
+    (sent in canonical form)."""
     amount = parse_amount(value, name=name)
     if amount <= 0:
         raise ValueError(f"{name} must be greater than zero, got {format_amount(amount)}")
-    return format_amount(amount)
+    return amount
 
 
 def _metadata(value: Metadata) -> dict[str, Any]:
@@ -241,7 +257,10 @@ def _given(value: Any) -> Any:
 
 def owners_create(email: str) -> RequestSpec[OwnerCreated]:
     return RequestSpec(
-        method="POST", path="/owners", json={"email": email}, parse=as_model(OwnerCreated)
+        method="POST",
+        path="/owners",
+        json=to_json(CreateOwner(email=email)),
+        parse=as_model(OwnerCreated),
     )
 
 
@@ -253,7 +272,7 @@ def sellers_create(name: str | None = None) -> RequestSpec[SellerCreated]:
         method="POST",
         path="/sellers",
         role=Role.OWNER,
-        json={"name": name},
+        json=to_json(CreateSeller(name=name)),
         parse=as_model(SellerCreated),
     )
 
@@ -282,10 +301,12 @@ def sellers_enable_payments(
         method="PATCH",
         path="/sellers/me/payments",
         role=Role.SELLER,
-        json={
-            "processor_profile_id": processor_profile_id,
-            "payout_wallet_address": payout_wallet_address,
-        },
+        json=to_json(
+            EnablePayments(
+                processor_profile_id=processor_profile_id,
+                payout_wallet_address=payout_wallet_address,
+            )
+        ),
         parse=as_model(Seller),
     )
 
@@ -303,7 +324,7 @@ def sellers_recycle(seller_id: str, amount: Amount | None = None) -> RequestSpec
         path="/sellers/{seller_id}/recycle",
         role=Role.OWNER,
         path_params={"seller_id": seller_id},
-        json={"amount": None if amount is None else _amount(amount)},
+        json=to_json(RecycleBalance(amount=None if amount is None else _positive(amount))),
         parse=as_model(Recycled),
     )
 
@@ -538,28 +559,29 @@ def pay(
 
     Exactly one of the two forms; anything else is a ``ValueError`` before sending.
     """
-    body: dict[str, Any]
+    body: Pay
     if resource_id is not None:
         if destination is not None or amount is not None:
             raise ValueError(
                 "pay takes resource_id=... alone (the resource sets the price), or "
                 "destination=... with amount=..., not both"
             )
-        body = {"resource_id": _text("resource_id", resource_id)}
+        body = Pay(resource_id=_text("resource_id", resource_id))
     elif destination is not None:
         if amount is None:
             raise ValueError("a transfer to destination=... needs amount=...")
-        body = {
-            "destination": _text("destination", destination),
-            "amount": _amount(amount),
-        }
+        body = Pay(destination=_text("destination", destination), amount=_positive(amount))
     else:
         raise ValueError(
             "pay needs resource_id=... (pay a resource) or destination=... and amount=... "
             "(transfer to a handle)"
         )
     return RequestSpec(
-        method="POST", path="/pay", role=Role.WALLET, json=body, parse=as_model(PayResult)
+        method="POST",
+        path="/pay",
+        role=Role.WALLET,
+        json=to_json(body),
+        parse=as_model(PayResult),
     )
 
 
@@ -606,7 +628,7 @@ def handles_create(handle: str) -> RequestSpec[Handle]:
         method="POST",
         path="/handles",
         role=Role.OWNER,
-        json={"handle": handle},
+        json=to_json(ClaimHandle(handle=handle)),
         parse=as_model(Handle),
     )
 
@@ -633,10 +655,12 @@ def access_verify(
         path="/access/verify",
         role=Role.SELLER,
         role_optional=True,
-        json={
-            "receipt_id": _text("receipt_id", receipt_id),
-            "resource_id": None if resource_id is None else _text("resource_id", resource_id),
-        },
+        json=to_json(
+            VerifyReceipt(
+                receipt_id=_text("receipt_id", receipt_id),
+                resource_id=None if resource_id is None else _text("resource_id", resource_id),
+            )
+        ),
         parse=as_model(ReceiptVerification),
     )
 

@@ -273,7 +273,7 @@ def _component(cls: type, components: dict[str, Any], request: bool, prefix: str
         out["additionalProperties"] = False
     doc = (cls.__doc__ or "").strip()
     if doc and not doc.startswith(f"{name}("):
-        out["description"] = doc.split("\n\n")[0].replace("\n", " ")
+        out["description"] = " ".join(doc.split("\n\n")[0].split())
     example = example_of(cls)
     if example is not None:
         out["examples"] = [example]

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from svc import schema
+from svc import bodies, schema
 from svc.money import GRAMMAR_HINT, AmountError, parse_amount
 
 from ..domain.ledger import MAX_AMOUNT
@@ -34,7 +34,8 @@ from .errors import ApiError
 
 __all__ = ["EVM_ADDRESS", "MAX_AMOUNT", "Fields", "checked", "read_body"]
 
-EVM_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+#: An EVM address (hex; its EIP-55 checksum is a route's rule), the pattern svc.bodies declares.
+EVM_ADDRESS = re.compile(bodies.EVM_ADDRESS)
 _MISSING = object()
 T = TypeVar("T")
 

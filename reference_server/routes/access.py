@@ -5,12 +5,13 @@ from __future__ import annotations
 import anyio.to_thread
 from starlette.responses import Response
 
+from svc import ReceiptVerification
+from svc.bodies import VerifyReceipt
 from svc_asgi import GateCore, Paid, Refusal
 
 from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint
 from ..api.responses import Reply, json_response
-from ..api.validate import Fields
 from ..context import ServerContext
 from ..domain import payments
 from ..domain.demo_gate import DEMO_PATH
@@ -29,15 +30,12 @@ def verify(call: Call) -> Reply:
     Anyone holding a receipt id may ask; a seller key, when sent, also binds the answer to
     that seller's resources.
     """
-    f = Fields(call.body)
-    receipt_id = f.string("receipt_id", required=True, max_length=100)
-    resource_id = f.string("resource_id", max_length=40)
-    f.done()
-    if receipt_id is None:
-        raise InvariantError("expected receipt_id is not None")
+    b = call.input(VerifyReceipt)
     seller_id = call.principal.seller_id if call.principal is not None else None
     return Reply(
-        payments.verify_receipt(call.conn, receipt_id, resource_id=resource_id, seller_id=seller_id)
+        payments.verify_receipt(
+            call.conn, b.receipt_id, resource_id=b.resource_id, seller_id=seller_id
+        )
     )
 
 
@@ -81,6 +79,8 @@ ENDPOINTS = [
         handler=verify,
         auth=Role.SELLER,
         auth_optional=True,
+        body=VerifyReceipt,
+        response=ReceiptVerification,
     ),
 ]
 
@@ -92,5 +92,11 @@ DEMO_ENDPOINTS = [
         handler=echo,
         summary="Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with "
         "POST /pay).",
+        errors=(
+            "payment_required",
+            "resource_inactive",
+            "payment_service_unavailable",
+            "gate_misconfigured",
+        ),
     )
 ]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from svc import Handle
+from svc.bodies import ClaimHandle
+
 from ..api.auth import Role
 from ..api.endpoint import Call, Endpoint
 from ..api.responses import Reply
-from ..api.validate import Fields
+from ..api.validate import Fields, checked
 from ..domain import handles
 from ..invariant import InvariantError
 
@@ -16,19 +19,17 @@ def claim(call: Call) -> Reply:
     """Claim a handle in this environment; transfers to it land in your account wallet."""
     if call.principal is None:
         raise InvariantError("a route that requires a credential ran without one")
-    f = Fields(call.body)
-    raw = f.string("handle", required=True, max_length=31)
-    name = None if raw is None else handles.normalize_handle(raw)
-    if raw is not None and name is None:
+    f = Fields.rules(call.body)
+    # The body's pattern says the same, with case and surrounding spaces allowed.
+    name = handles.normalize_handle(call.input(ClaimHandle).handle)
+    if name is None:
         f.error("handle", "must be 3-30 lowercase letters, digits, _ or -, optionally after @")
     f.done()
-    if name is None:
-        raise InvariantError("expected name is not None")
     row = handles.claim_handle(
         call.conn,
         owner_id=call.principal.owner_id,
         environment=call.environment,
-        handle=name,
+        handle=checked(name),
         now=call.now,
     )
     return Reply(handles.handle_model(row), 201)
@@ -36,6 +37,14 @@ def claim(call: Call) -> Reply:
 
 ENDPOINTS = [
     Endpoint(
-        method="POST", path="/handles", handler=claim, auth=Role.OWNER, idempotency="optional"
+        method="POST",
+        path="/handles",
+        handler=claim,
+        auth=Role.OWNER,
+        idempotency="optional",
+        body=ClaimHandle,
+        response=Handle,
+        status=201,
+        errors=("handle_taken",),
     ),
 ]

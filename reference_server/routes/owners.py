@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from svc import OwnerCreated
+from svc.bodies import CreateOwner
 
 from ..api.auth import issue_owner_jwt
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.responses import Reply
-from ..api.validate import Fields
 from ..domain.owners import create_owner, find_owner_by_email
-from ..invariant import InvariantError
 
-__all__ = ["EMAIL", "ENDPOINTS"]
-
-EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]{1,255}\.[^@\s]{2,63}$")
+__all__ = ["ENDPOINTS"]
 
 
 def sign_up(call: Call) -> Reply:
@@ -27,14 +22,7 @@ def sign_up(call: Call) -> Reply:
             "Sign-up is disabled here; an operator creates owners with "
             "'svc-server owners create --email ...'.",
         )
-    f = Fields(call.body)
-    email = f.string(
-        "email", required=True, max_length=320, pattern=EMAIL, pattern_hint="an email address"
-    )
-    f.done()
-    if email is None:
-        raise InvariantError("expected email is not None")
-    email = email.strip().lower()
+    email = call.input(CreateOwner).email.strip().lower()
     if find_owner_by_email(call.conn, email) is not None:
         raise ApiError("email_taken", "An owner with this email already exists.")
     owner_id = create_owner(call.conn, email, call.now)
@@ -53,5 +41,9 @@ ENDPOINTS = [
         # caller replay another's sign-up, JWT included.  A retry gets email_taken.
         idempotency="none",
         rate_limit="signup_rate_limit",
+        body=CreateOwner,
+        response=OwnerCreated,
+        status=201,
+        errors=("signup_disabled", "email_taken"),
     ),
 ]

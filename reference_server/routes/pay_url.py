@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 from starlette.responses import Response
 
-from svc import PayUrlResult
+from svc import PayUrlResult, SpendAttemptList
 
 from .. import outbound
 from ..api import idempotency
@@ -119,7 +119,13 @@ def _agent(call: Call) -> Principal:
 
 
 ENDPOINTS = [
-    Endpoint(method="GET", path="/spend/attempts", handler=list_attempts, auth=Role.WALLET),
+    Endpoint(
+        method="GET",
+        path="/spend/attempts",
+        handler=list_attempts,
+        auth=Role.WALLET,
+        response=SpendAttemptList,
+    ),
 ]
 
 #: ``POST /spend/pay-url`` (async: it awaits the URL it pays).

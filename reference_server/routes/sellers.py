@@ -6,7 +6,8 @@ from typing import Any
 
 import attrs
 
-from svc import Balance, SellerCreated, SellerList
+from svc import Balance, Recycled, Seller, SellerCreated, SellerList
+from svc.bodies import CreateSeller, EnablePayments, RecycleBalance
 from svc.money import to_micros
 
 from ..api.auth import Role
@@ -14,7 +15,7 @@ from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.paging import PageRequest, paged
 from ..api.responses import Reply
-from ..api.validate import EVM_ADDRESS, Fields
+from ..api.validate import Fields
 from ..domain import sellers
 from ..invariant import InvariantError
 
@@ -25,9 +26,7 @@ def create_seller(call: Call) -> Reply:
     """Create a seller in the request's environment; its key is shown only here."""
     if call.principal is None:
         raise InvariantError("a route that requires a credential ran without one")
-    f = Fields(call.body)
-    name = f.string("name", max_length=200)
-    f.done()
+    name = call.input(CreateSeller).name
     row, key = sellers.create_seller(
         call.conn,
         owner_id=call.principal.owner_id,
@@ -64,14 +63,9 @@ def enable_payments(call: Call) -> Reply:
     """Turn on MPP and x402 for every gate of the seller; optionally set where money goes."""
     if call.principal is None:
         raise InvariantError("a route that requires a credential ran without one")
-    f = Fields(call.body)
-    profile = f.string("processor_profile_id", max_length=200)
-    wallet = f.string(
-        "payout_wallet_address",
-        max_length=42,
-        pattern=EVM_ADDRESS,
-        pattern_hint="an EVM address (0x followed by 40 hex digits)",
-    )
+    b = call.input(EnablePayments)
+    profile, wallet = b.processor_profile_id, b.payout_wallet_address
+    f = Fields.rules(call.body)
     if wallet is not None and not _checksum_ok(wallet):
         f.error("payout_wallet_address", "has an invalid EIP-55 checksum (mixed-case typo?)")
     f.done()
@@ -123,9 +117,7 @@ def recycle(call: Call) -> Reply:
     """Move seller balance (all of it, or ``amount``) into the owner's account wallet."""
     if call.principal is None:
         raise InvariantError("a route that requires a credential ran without one")
-    f = Fields(call.body)
-    amount = f.amount("amount")
-    f.done()
+    amount = call.input(RecycleBalance).amount
     row = sellers.find_owned_seller(
         call.conn,
         call.params["seller_id"],
@@ -149,22 +141,38 @@ ENDPOINTS = [
         handler=create_seller,
         auth=Role.OWNER,
         idempotency="optional",
+        body=CreateSeller,
+        response=SellerCreated,
+        status=201,
     ),
-    Endpoint(method="GET", path="/sellers", handler=list_sellers, auth=Role.OWNER),
-    Endpoint(method="GET", path="/sellers/me", handler=get_me, auth=Role.SELLER),
+    Endpoint(
+        method="GET", path="/sellers", handler=list_sellers, auth=Role.OWNER, response=SellerList
+    ),
+    Endpoint(method="GET", path="/sellers/me", handler=get_me, auth=Role.SELLER, response=Seller),
     Endpoint(
         method="PATCH",
         path="/sellers/me/payments",
         handler=enable_payments,
         auth=Role.SELLER,
         idempotency="optional",
+        body=EnablePayments,
+        response=Seller,
     ),
-    Endpoint(method="GET", path="/sellers/me/balance", handler=balance, auth=Role.SELLER),
+    Endpoint(
+        method="GET",
+        path="/sellers/me/balance",
+        handler=balance,
+        auth=Role.SELLER,
+        response=Balance,
+    ),
     Endpoint(
         method="POST",
         path="/sellers/{seller_id}/recycle",
         handler=recycle,
         auth=Role.OWNER,
         idempotency="required",
+        body=RecycleBalance,
+        response=Recycled,
+        errors=("insufficient_funds",),
     ),
 ]

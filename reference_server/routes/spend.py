@@ -6,7 +6,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from svc import HandleResolution
+from svc import HandleResolution, PayResult, SpendBalance
+from svc.bodies import Pay
 from svc.money import to_micros
 
 from ..api.auth import Principal, Role
@@ -32,11 +33,12 @@ def balance(call: Call) -> Reply:
 def pay(call: Call) -> Reply:
     """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
     agent = _agent(call)
-    f = Fields(call.body)
-    resource_id = f.string("resource_id", max_length=40)
-    destination = f.string("destination", max_length=31)
+    b = call.input(Pay)
+    resource_id, destination, amount = b.resource_id, b.destination, b.amount
+    f = Fields.rules(call.body)
     # A handle is paid the amount sent; a resource is paid its price, so none is sent.
-    amount = f.amount("amount", required=destination is not None and resource_id is None)
+    if destination is not None and resource_id is None and amount is None:
+        f.error("amount", "is required")
     if (resource_id is None) == (destination is None):
         f.error("body", "needs either resource_id, or destination and amount")
     if resource_id is not None and f.present("amount"):
@@ -124,9 +126,36 @@ def _agent(call: Call) -> Principal:
 
 
 ENDPOINTS = [
-    Endpoint(method="GET", path="/spend/balance", handler=balance, auth=Role.WALLET),
-    Endpoint(method="POST", path="/pay", handler=pay, auth=Role.WALLET, idempotency="required"),
     Endpoint(
-        method="GET", path="/handles/resolve/{destination}", handler=resolve, auth=Role.WALLET
+        method="GET",
+        path="/spend/balance",
+        handler=balance,
+        auth=Role.WALLET,
+        response=SpendBalance,
+    ),
+    Endpoint(
+        method="POST",
+        path="/pay",
+        handler=pay,
+        auth=Role.WALLET,
+        idempotency="required",
+        body=Pay,
+        response=PayResult,
+        errors=(
+            "not_found",
+            "resource_inactive",
+            "insufficient_funds",
+            "max_per_tx_exceeded",
+            "allowance_exceeded",
+            "budget_exceeded",
+            "rail_not_allowed",
+        ),
+    ),
+    Endpoint(
+        method="GET",
+        path="/handles/resolve/{destination}",
+        handler=resolve,
+        auth=Role.WALLET,
+        response=HandleResolution,
     ),
 ]
