@@ -135,9 +135,10 @@ class Seed:
 
 
 def _seed(live: LiveServer, receiver: str) -> Seed:
-    """An owner in test with a seller, two resources, a funded wallet key it authenticates
-    with and a second one to be fuzzed (revoking it leaves the first working), a handle,
-    a webhook to ``receiver`` (on loopback) with one delivery, and a sandbox transfer."""
+    """An owner in test with a seller taking open-rail payments, two resources, a funded
+    wallet key it authenticates with and a second one to be fuzzed (revoking it leaves
+    the first working), a handle, a webhook to ``receiver`` (on loopback) with one
+    delivery, and a sandbox transfer."""
     account = new_account(live.url)
     owner = svc.Client(
         base_url=live.url, owner_jwt=account.owner_jwt, environment="test", max_retries=0
@@ -146,6 +147,7 @@ def _seed(live: LiveServer, receiver: str) -> Seed:
     other_key = owner.wallet_keys.create(name="fuzzed")
     owner.wallet_keys.fund(other_key.id, "1.00")
     seller = svc.Client(base_url=live.url, seller_key=account.seller_key, max_retries=0)
+    seller.sellers.enable_payments()  # x402 and MPP: the gate rails reach their engines
     resource = seller.resources.create(kind="http", path="/v1/report", amount="0.10")
     seller.resources.create(kind="mcp", tool="summarise", amount="0.25")
     handle = owner.handles.create("fuzz-" + secrets.token_hex(3))
