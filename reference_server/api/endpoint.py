@@ -202,7 +202,7 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
                 ctx.limiter.hit, spec, ep.rate_limit, identity
             )
         reads = ep.writes and not ep.raw
-        body = await read_json_body(request, ctx.settings.max_body_bytes) if reads else None
+        body = await _read_json(ep, request, ctx.settings.max_body_bytes) if reads else None
         if ep.is_async:
             response = await _run_async(ep, ctx, request, request_id, body)
         else:
@@ -298,9 +298,22 @@ def _read_declared_body(ep: Endpoint, call: Call) -> Any:
     try:
         return read_body(ep.body, call.body, production=call.ctx.settings.production)
     except ApiError as exc:
-        if exc.code != "validation_error" or ep.invalid_body == exc.code:
-            raise
-        raise ApiError(ep.invalid_body, exc.message, details=exc.details) from None
+        raise _as_invalid_body(ep, exc) from None
+
+
+async def _read_json(ep: Endpoint, request: Request, max_bytes: int) -> Any:
+    try:
+        return await read_json_body(request, max_bytes)
+    except ApiError as exc:
+        raise _as_invalid_body(ep, exc) from None
+
+
+def _as_invalid_body(ep: Endpoint, exc: ApiError) -> ApiError:
+    """A field problem answered with the route's own code for a bad body (the gate rails
+    document 400 ``invalid_rail_request``), wherever in the pipeline it was found."""
+    if exc.code != "validation_error" or ep.invalid_body == exc.code:
+        return exc
+    return ApiError(ep.invalid_body, exc.message, details=exc.details)
 
 
 def _authenticated(

@@ -27,6 +27,7 @@ __all__ = ["document", "error_codes", "summary"]
 #: What any route may answer, whatever it is: the input boundary and the pipeline's net.
 _ANY_ROUTE = ("invalid_header", "invalid_path", "duplicate_header", "internal_error", "not_ready")
 _READS_BODY = (
+    "unsupported_media_type",
     "invalid_json",
     "duplicate_json_key",
     "payload_too_large",

@@ -40,6 +40,7 @@ from ..api.auth import Principal, Role
 from ..api.endpoint import Call, Endpoint
 from ..api.errors import ApiError
 from ..api.responses import Reply
+from ..api.text import first_forbidden
 from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import open_rails
@@ -130,6 +131,8 @@ def _credentials(value: dict[str, Any], bad: Callable[[str, str], None]) -> dict
             bad(where, "is not a credential header (PAYMENT-SIGNATURE, Authorization)")
         elif not isinstance(header, str) or not 0 < len(header) <= _MAX_CREDENTIAL:
             bad(where, f"must be a string of at most {_MAX_CREDENTIAL} characters")
+        elif not header.isascii() or first_forbidden(header) is not None:
+            bad(where, "must be printable ASCII, as an HTTP header is")
         elif lowered == "authorization" and header[:8].lower() != "payment ":
             bad(where, "must be of the Payment scheme (MPP)")
         elif lowered in found:

@@ -75,17 +75,18 @@ def _plain_json(value: Any) -> Any:
 def _target(
     f: Fields, kind: str | None, path: str | None, tool: str | None, *, required: bool
 ) -> dict[str, Any]:
-    """``path`` for an HTTP SKU, ``tool`` for an MCP SKU; never both."""
+    """``path`` for an HTTP SKU, ``tool`` for an MCP SKU; never both.  On create, a
+    ``null`` target is as missing as a left-out one (the body's shape lets both through)."""
     if kind == "http":
         if tool is not None:
             f.error("tool", "is only for kind mcp")
-        if required and path is None and not f.present("path"):
+        if required and path is None:
             f.error("path", "is required for kind http")
         return {} if path is None else {"path": path}
     if kind == "mcp":
         if path is not None:
             f.error("path", "is only for kind http")
-        if required and tool is None and not f.present("tool"):
+        if required and tool is None:
             f.error("tool", "is required for kind mcp")
         return {} if tool is None else {"tool": tool}
     return {}

@@ -62,6 +62,25 @@ def test_pay_url_with_a_malformed_url_is_422(server: LiveServer, url: str) -> No
     assert body["error"]["details"]["errors"][0]["field"] == "url"
 
 
+@pytest.mark.parametrize(("kind", "target"), [("http", "path"), ("mcp", "tool")])
+def test_a_resource_with_a_null_target_is_422_and_nothing_is_stored(
+    server: LiveServer, account: Account, kind: str, target: str
+) -> None:
+    """Found by schemathesis: ``{"kind": "mcp", "tool": null}`` created a tool-less
+    resource, whose answer broke its own schema (``path_or_tool`` null)."""
+    r = httpx.post(
+        server.url + "/resources",
+        json={"kind": kind, target: None, "amount": "0.05"},
+        headers=_seller(account),
+    )
+    body = assert_error(r, 422, "validation_error")
+    assert body["error"]["details"]["errors"] == [
+        {"field": target, "message": f"is required for kind {kind}"}
+    ]
+    listed = httpx.get(server.url + "/resources", headers=_seller(account)).json()
+    assert listed["data"] == []
+
+
 @pytest.mark.parametrize("credits", ["1e20", "1e308", "9223372036854775808", "0.0000001", "-1"])
 def test_out_of_range_credits_are_refused(
     server: LiveServer, account: Account, credits: str

@@ -22,7 +22,7 @@ from reference_server import Settings, create_app
 from reference_server.api.endpoint import API_PREFIX, Endpoint, dispatch
 from reference_server.app import served
 
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer, new_account
 
 
 def _app(sandbox: bool) -> Any:
@@ -120,3 +120,21 @@ def test_probes_and_documents_are_not_rate_limited(server: LiveServer) -> None:
         assert r.status_code == 200 and "x-ratelimit-limit" not in r.headers, path
     r = httpx.get(server.url + "/demo/echo")
     assert r.status_code == 402 and "x-ratelimit-limit" in r.headers
+
+
+def test_a_body_in_another_media_type_is_a_documented_415(
+    server: LiveServer, account: Account
+) -> None:
+    """Found by schemathesis: every route that reads a JSON body answers 415 to any other
+    media type (the pipeline's ``read_json_body``), so the document says so."""
+    r = httpx.post(
+        server.url + "/resources",
+        content=b"kind=http",
+        headers={
+            "Authorization": f"Bearer {account.seller_key}",
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    )
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
+    answers = httpx.get(server.url + "/agent-openapi.json").json()["paths"]["/resources"]["post"]
+    assert "`unsupported_media_type`" in answers["responses"]["415"]["description"]
