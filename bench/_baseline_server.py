@@ -18,12 +18,12 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, insert
 from starlette.applications import Starlette
 
 from reference_server import Settings, create_app
-from reference_server.api.auth import Role
-from reference_server.api.endpoint import Call, Endpoint, routes_for
-from reference_server.api.responses import Reply
 from reference_server.ids import new_id
 from reference_server.serving import build_server
 from reference_server.store import Database
+from reference_server.web.auth import Role
+from reference_server.web.endpoint import Call, Endpoint, routes_for
+from reference_server.web.responses import Reply
 
 BASELINE_PATH = "/_bench/commit"
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .api.openapi import document
 from .app import served
+from .web.openapi import document
 
 __all__ = ["BASE_URL", "TARGET", "main", "openapi_document", "render"]
 

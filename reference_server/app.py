@@ -14,13 +14,6 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .api import idempotency
-from .api.body_timeout import BodyTimeoutMiddleware
-from .api.boundary import InputBoundaryMiddleware
-from .api.endpoint import Endpoint, routes_for
-from .api.errors import ApiError
-from .api.request_id import RequestIdMiddleware
-from .api.responses import error_response
 from .context import ServerContext
 from .domain.open_rails import purge_claims
 from .invariant import InvariantError
@@ -28,8 +21,6 @@ from .outbox import run_worker
 from .routes import (
     access,
     discovery,
-    gate_rails,
-    gates,
     handles,
     health,
     owners,
@@ -41,8 +32,16 @@ from .routes import (
     wallet_keys,
     webhooks,
 )
+from .routes.gates import demo, hosted, rails
 from .settings import Settings
 from .store import upgrade
+from .web import idempotency
+from .web.body_timeout import BodyTimeoutMiddleware
+from .web.boundary import InputBoundaryMiddleware
+from .web.endpoint import Endpoint, routes_for
+from .web.errors import ApiError
+from .web.request_id import RequestIdMiddleware
+from .web.responses import error_response
 
 __all__ = ["create_app", "endpoints", "served"]
 
@@ -71,12 +70,12 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
 def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
     """Every endpoint the app serves but the discovery documents' own: the JSON API, the
     gates (the demonstration gate, hosted gates, the open rails a seller's own gate asks)
-    and the probes.  All take the one pipeline (:mod:`.api.endpoint`)."""
+    and the probes.  All take the one pipeline (:mod:`.web.endpoint`)."""
     return [
         *endpoints(sandbox_routes=sandbox_routes),
-        *access.DEMO_ENDPOINTS,
-        *gates.ENDPOINTS,
-        *gate_rails.ENDPOINTS,
+        *demo.ENDPOINTS,
+        *hosted.ENDPOINTS,
+        *rails.ENDPOINTS,
         *health.ENDPOINTS,
     ]
 

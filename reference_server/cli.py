@@ -142,10 +142,10 @@ def owners() -> None:
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
     """Create an owner (or reuse the one with this email) and print a fresh owner JWT."""
-    from .api.auth import issue_owner_jwt
     from .context import ServerContext
     from .domain.owners import create_owner, find_owner_by_email
     from .store import upgrade
+    from .web.auth import issue_owner_jwt
 
     settings = _settings(database_url=database_url)
     ctx = ServerContext(settings)

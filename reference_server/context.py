@@ -13,12 +13,12 @@ import anyio.from_thread
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from .api.ratelimit import RateLimiter
 from .crypto import SecretBox, new_data_key
 from .invariant import InvariantError
 from .settings import Settings
 from .store import Database
 from .store import tables as t
+from .web.ratelimit import RateLimiter
 
 __all__ = ["ServerContext"]
 

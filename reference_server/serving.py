@@ -9,7 +9,7 @@ Slow clients are cut off at three points:
   the next request starts arriving, and disarms it once the head is complete; if it
   fires, the connection is closed (no response can be framed for a request that was
   never read).
-- **body**: the app's :class:`~reference_server.api.body_timeout.BodyTimeoutMiddleware`
+- **body**: the app's :class:`~reference_server.web.body_timeout.BodyTimeoutMiddleware`
   answers ``408 request_timeout`` and closes (it applies under any server).
 - **keep-alive**: uvicorn's ``timeout_keep_alive``.
 

@@ -4,7 +4,7 @@ The gate's decisions (see ``_core``) need exactly two questions answered: *is th
 receipt good for this resource?* and *what does this resource cost, and where is it
 paid?*  A seller's app asks the service over HTTP with its seller key
 (:class:`ServiceBackend`); the reference server's hosted gates ask their own database
-(``reference_server.gate_backend``) and never make an HTTP request to themselves.  Both
+(``reference_server.routes.gates.backend``) and never make an HTTP request to themselves.  Both
 sit behind this one protocol, so the decision logic is shared rather than copied.
 
 Errors are part of the contract, because they decide between "fail closed" and "fail

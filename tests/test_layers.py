@@ -1,9 +1,9 @@
 """Arrows one way: the domain never imports the HTTP layer.
 
-The HTTP layer is ``reference_server.api`` (the framework) and ``reference_server.routes``
+The HTTP layer is ``reference_server.web`` (the framework) and ``reference_server.routes``
 (the API) on Starlette; every other package of ``reference_server`` -- found on disk, so a
 new one is checked from the day it appears -- is below it and refuses with
-``reference_server.domain.errors.DomainError``, which ``api.errors.http_error`` maps to
+``reference_server.domain.errors.DomainError``, which ``web.errors.http_error`` maps to
 HTTP in one place.  This reads every module's imports (absolute and relative) with
 ``ast``, and every raise site's literal code, without importing anything.
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from reference_server.api.errors import CODES
+from reference_server.web.errors import CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reference_server"
 #: The HTTP layer's packages: the only ones that may speak HTTP.
-HTTP_LAYER = ("api", "routes")
+HTTP_LAYER = ("web", "routes")
 #: What no module below the HTTP layer may import.
-FORBIDDEN = ("reference_server.api", "reference_server.routes", "reference_server.app", "starlette")
+FORBIDDEN = ("reference_server.web", "reference_server.routes", "reference_server.app", "starlette")
 #: The domain's error types; the HTTP layer's ``ApiError`` is forbidden with its package.
 DOMAIN_ERRORS = ("DomainError", "PaymentRefused")
 

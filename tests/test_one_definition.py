@@ -10,8 +10,8 @@ from pathlib import Path
 
 import svc._spec
 import svc_asgi
-from reference_server.api import auth, request_id
 from reference_server.recursion import keeping_recursion_limit
+from reference_server.web import auth, request_id
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("svc", "svc_asgi", "reference_server")

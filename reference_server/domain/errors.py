@@ -2,7 +2,7 @@
 
 Business rules (``domain/``, pay-url included, ``outbox/`` ...) refuse with :class:`DomainError`
 and never name a status or a header: what a refusal *means* lives here, how it is said on
-the wire lives in the HTTP layer (``reference_server.api.errors.http_error``, the one
+the wire lives in the HTTP layer (``reference_server.web.errors.http_error``, the one
 mapping, whose ``CODES`` table gives each code its status; docs/errors.md lists the same
 codes).  A code is one of that table's keys; a test reads every raise site under the
 domain packages and checks it.

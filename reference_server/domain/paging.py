@@ -1,7 +1,7 @@
-"""A page of a list: the keyset query behind every list route (``api.paging``).
+"""A page of a list: the keyset query behind every list route (``web.paging``).
 
 The HTTP side (reading ``limit`` and ``starting_after`` from the query string, marking a
-list route) is ``reference_server.api.paging``; what is left here is the query, which the
+list route) is ``reference_server.web.paging``; what is left here is the query, which the
 domain modules run: a keyset on ``(created_at, id)`` in the list's order, whose cursor
 must name an item the caller can see.  Keyset, not offset: an item created or deleted
 while a client pages never makes another one skipped or seen twice, and equal

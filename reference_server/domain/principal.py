@@ -1,6 +1,6 @@
 """Who acts: the caller a credential names, as the domain sees it.
 
-The HTTP layer (``reference_server.api.auth``) reads the credential and builds the
+The HTTP layer (``reference_server.web.auth``) reads the credential and builds the
 :class:`Principal`; the domain only ever receives one, so it needs no notion of headers or
 tokens.
 """

@@ -13,11 +13,11 @@ from starlette.responses import PlainTextResponse, Response
 
 from svc import __version__
 
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import CODES
-from ..api.openapi import document as openapi_document
-from ..api.openapi import summary
-from ..api.responses import json_response
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import CODES
+from ..web.openapi import document as openapi_document
+from ..web.openapi import summary
+from ..web.responses import json_response
 
 __all__ = ["endpoints"]
 

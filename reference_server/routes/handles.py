@@ -5,12 +5,12 @@ from __future__ import annotations
 from svc import Handle
 from svc.bodies import ClaimHandle
 
-from ..api.auth import Role
-from ..api.endpoint import Call, Endpoint
-from ..api.responses import Reply
-from ..api.validate import Fields, checked
 from ..domain import handles
 from ..invariant import InvariantError
+from ..web.auth import Role
+from ..web.endpoint import Call, Endpoint
+from ..web.responses import Reply
+from ..web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS"]
 

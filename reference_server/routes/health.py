@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import anyio.to_thread
 
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.responses import Reply
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.responses import Reply
 
 __all__ = ["ENDPOINTS"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from svc import OwnerCreated
 from svc.bodies import CreateOwner
 
-from ..api.auth import issue_owner_jwt
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.responses import Reply
 from ..domain.owners import create_owner, find_owner_by_email
+from ..web.auth import issue_owner_jwt
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.responses import Reply
 
 __all__ = ["ENDPOINTS"]
 

@@ -20,17 +20,17 @@ from svc import PayUrlResult, SpendAttemptList
 from svc.bodies import PayUrl
 
 from .. import outbound
-from ..api import idempotency
-from ..api.auth import Principal, Role
-from ..api.endpoint import Call, Endpoint
-from ..api.paging import PageRequest, paged
-from ..api.responses import Reply, error_response, json_response, to_json_body
-from ..api.validate import Fields, checked
 from ..context import ServerContext
 from ..domain import wallets
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order
 from ..domain.pay_url.hot_wallet import hot_wallet
+from ..web import idempotency
+from ..web.auth import Principal, Role
+from ..web.endpoint import Call, Endpoint
+from ..web.paging import PageRequest, paged
+from ..web.responses import Reply, error_response, json_response, to_json_body
+from ..web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS", "PAY_URL"]
 

@@ -8,17 +8,17 @@ from typing import Any
 from svc import Resource, ResourceList
 from svc.bodies import CreateResource, UpdateResource
 
-from ..api.auth import Principal, Role
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.paging import PageRequest, paged
-from ..api.responses import Reply
-from ..api.validate import Fields
 from ..domain import resources
 from ..domain.sellers import get_seller
 from ..invariant import InvariantError
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..settings import Settings
+from ..web.auth import Principal, Role
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.paging import PageRequest, paged
+from ..web.responses import Reply
+from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 

@@ -24,11 +24,6 @@ from eth_utils.address import is_checksum_address, to_checksum_address
 from svc.bodies import SandboxFaucet
 from svc.money import format_micros, to_micros
 
-from ..api.auth import requested_environment
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.responses import Reply
-from ..api.validate import EVM_ADDRESS, Fields
 from ..sandbox import chain, facilitator
 from ..sandbox.answers import (
     FacilitatorSettlement,
@@ -39,6 +34,11 @@ from ..sandbox.answers import (
     SandboxTransaction,
 )
 from ..sandbox.token import SANDBOX_TOKEN
+from ..web.auth import requested_environment
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.responses import Reply
+from ..web.validate import EVM_ADDRESS, Fields
 
 __all__ = ["ENDPOINTS"]
 

@@ -10,14 +10,14 @@ from svc import Balance, Recycled, Seller, SellerCreated, SellerList
 from svc.bodies import CreateSeller, EnablePayments, RecycleBalance
 from svc.money import to_micros
 
-from ..api.auth import Role
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.paging import PageRequest, paged
-from ..api.responses import Reply
-from ..api.validate import Fields
 from ..domain import sellers
 from ..invariant import InvariantError
+from ..web.auth import Role
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.paging import PageRequest, paged
+from ..web.responses import Reply
+from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 

@@ -10,15 +10,15 @@ from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
 
-from ..api.auth import Principal, Role
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.responses import Reply
-from ..api.validate import Fields, checked
 from ..domain import handles, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..store import tables as t
+from ..web.auth import Principal, Role
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.responses import Reply
+from ..web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS"]
 

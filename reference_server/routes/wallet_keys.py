@@ -12,17 +12,17 @@ from svc import WalletKey, WalletKeyCreated, WalletKeyList
 from svc.bodies import CreateWalletKey, UpdateWalletKey, WalletKeyAmount, WalletKeyPolicy
 from svc.money import format_micros, to_micros
 
-from ..api import paging
-from ..api.auth import Principal, Role
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.paging import PageRequest, paged
-from ..api.responses import Reply
-from ..api.validate import Fields
 from ..domain import ledger, wallets
 from ..domain.events import record_event
 from ..invariant import InvariantError
 from ..store import tables as t
+from ..web import paging
+from ..web.auth import Principal, Role
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.paging import PageRequest, paged
+from ..web.responses import Reply
+from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 

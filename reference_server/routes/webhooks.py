@@ -23,13 +23,6 @@ from svc import (
 )
 from svc.bodies import CreateWebhook, UpdateWebhook
 
-from ..api import paging
-from ..api.auth import Principal, Role
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.paging import PageRequest, paged
-from ..api.responses import Reply
-from ..api.validate import Fields
 from ..domain import webhook_endpoints as endpoints
 from ..domain.events import EVENT_TYPES, new_delivery
 from ..ids import new_id
@@ -39,6 +32,13 @@ from ..outbox import claim_one, deliver_job_sync
 from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
+from ..web import paging
+from ..web.auth import Principal, Role
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.paging import PageRequest, paged
+from ..web.responses import Reply
+from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 

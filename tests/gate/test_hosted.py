@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import svc
-from reference_server.routes.gates import UPSTREAM_MAX_RESPONSE_BYTES
+from reference_server.routes.gates.hosted import UPSTREAM_MAX_RESPONSE_BYTES
 
 from ..support import LiveApp, LiveServer, free_port
 from .support import open_shop

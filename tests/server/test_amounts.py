@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reference_server.api.validate import MAX_AMOUNT
+from reference_server.web.validate import MAX_AMOUNT
 from svc import _endpoints
 from svc.money import GRAMMAR_HINT, format_amount, format_micros, from_micros, parse_amount
 

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.api.auth import Role
 from reference_server.app import endpoints
+from reference_server.web.auth import Role
 from svc.schema import example_of
 
 from ..support import Account, LiveServer, new_account

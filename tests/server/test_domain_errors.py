@@ -1,4 +1,4 @@
-"""The one mapping from domain errors to HTTP (``reference_server.api.errors.http_error``)."""
+"""The one mapping from domain errors to HTTP (``reference_server.web.errors.http_error``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from reference_server.api.errors import CODES, ApiError, http_error
-from reference_server.api.responses import Reply, error_response
 from reference_server.domain.errors import DomainError, PaymentRefused
+from reference_server.web.errors import CODES, ApiError, http_error
+from reference_server.web.responses import Reply, error_response
 
 
 @pytest.mark.parametrize("code", sorted(CODES))

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.api.errors import CODES
+from reference_server.web.errors import CODES
 
 from ..support import Account, LiveServer
 

@@ -3,7 +3,7 @@
 The routes come from the application itself (``create_app(...).routes``), so a route added
 tomorrow is attacked here without a line of its own.  For each route the test finds the
 credential it takes, learns the body fields its handler reads (by recording what
-:class:`~reference_server.api.validate.Fields` is asked for, and what a 422 names), and
+:class:`~reference_server.web.validate.Fields` is asked for, and what a 422 names), and
 then sends: hostile path parameters, hostile query parameters, hostile whole bodies and
 each field set to each hostile value (nulls, wrong types, huge numbers, NUL and other
 control characters, lone surrogates, over-long strings, malformed URLs and amounts).
@@ -28,8 +28,8 @@ from starlette.routing import Route
 
 import svc
 from reference_server import Settings, create_app
-from reference_server.api import validate
-from reference_server.api.errors import CODES
+from reference_server.web import validate
+from reference_server.web.errors import CODES
 
 from ..support import LiveServer, new_account
 

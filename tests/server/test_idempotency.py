@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reference_server.api import idempotency
+from reference_server.web import idempotency
 
 from ..support import Account, LiveServer, new_account
 
@@ -172,7 +172,7 @@ def test_bad_keys_are_400(server: LiveServer, account: Account, key: str) -> Non
 
 
 def _seller_scope(live: LiveServer, account: Account) -> str:
-    from reference_server.api.auth import Role, authenticate
+    from reference_server.web.auth import Role, authenticate
 
     with live.ctx.db.read() as conn:
         principal = authenticate(

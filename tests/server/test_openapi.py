@@ -22,12 +22,12 @@ from click.testing import CliRunner
 from openapi_spec_validator import validate
 
 from reference_server import api_reference
-from reference_server.api.auth import Role
-from reference_server.api.endpoint import Endpoint
-from reference_server.api.errors import CODES, ApiError
-from reference_server.api.validate import read_body
 from reference_server.app import served
 from reference_server.cli import main as cli
+from reference_server.web.auth import Role
+from reference_server.web.endpoint import Endpoint
+from reference_server.web.errors import CODES, ApiError
+from reference_server.web.validate import read_body
 from svc.schema import example_of, fields_of
 
 from ..support import LiveServer, new_account

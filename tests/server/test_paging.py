@@ -1,7 +1,7 @@
 """One paging contract on every list route, generated from the route table.
 
 Which routes are lists is read from ``reference_server.app.endpoints()`` (``Endpoint.paged``,
-set by ``api.paging.paged``) and checked against what the routes answer: every GET whose
+set by ``web.paging.paged``) and checked against what the routes answer: every GET whose
 answer is a list must be marked.  Each marked route needs a factory below (a route without
 one fails :func:`test_every_list_route_has_a_factory`); the walk then fills its list past
 two pages, follows ``starting_after`` with ``limit=2`` until ``has_more`` is false, and
@@ -21,10 +21,10 @@ import attrs
 import httpx
 import pytest
 
-from reference_server.api import paging
-from reference_server.api.auth import Role
-from reference_server.api.endpoint import Endpoint
 from reference_server.app import endpoints
+from reference_server.web import paging
+from reference_server.web.auth import Role
+from reference_server.web.endpoint import Endpoint
 
 from ..support import Account, LiveServer, new_account
 

@@ -1,5 +1,5 @@
 """One request pipeline: every route the app serves is an ``Endpoint`` dispatched by
-``api.endpoint.dispatch``, and its cross-cutting rules hold on the routes that used to
+``web.endpoint.dispatch``, and its cross-cutting rules hold on the routes that used to
 re-implement them (the gates, pay-url, the gate rails, the probes).
 
 The route table is read from the Starlette app itself, so a raw route cannot creep back.
@@ -19,8 +19,8 @@ from sqlalchemy.exc import OperationalError
 from starlette.routing import Route
 
 from reference_server import Settings, create_app
-from reference_server.api.endpoint import API_PREFIX, Endpoint, dispatch
 from reference_server.app import served
+from reference_server.web.endpoint import API_PREFIX, Endpoint, dispatch
 
 from ..support import Account, LiveServer, new_account
 
@@ -68,7 +68,7 @@ def test_discovery_lists_only_served_endpoints(server: LiveServer) -> None:
 def test_a_gate_failing_unexpectedly_is_a_500_envelope_logged_once(
     server: LiveServer, monkeypatch: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from reference_server.routes import gates
+    from reference_server.routes.gates import hosted as gates
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("disk on fire")
@@ -90,7 +90,8 @@ def test_an_unreachable_database_is_503_not_ready_on_every_kind_of_route(
     server: LiveServer, monkeypatch: Any
 ) -> None:
     """The same rule for a sync API route as for an async gate route."""
-    from reference_server.routes import gates, sellers
+    from reference_server.routes import sellers
+    from reference_server.routes.gates import hosted as gates
 
     def down(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("SELECT 1", {}, Exception("connection refused"))

@@ -4,7 +4,7 @@ Once a seller has enabled payments (``PATCH /sellers/me/payments``), every gate 
 seller — its hosted ``gate_url`` and any ``svc_asgi`` gate in front of its own app —
 answers an unpaid request with both an x402 ``PAYMENT-REQUIRED`` and an MPP
 ``WWW-Authenticate: Payment`` challenge, and settles a paid retry.  Both kinds of gate
-come here: hosted gates directly (``reference_server.gate_backend.DatabaseRails``),
+come here: hosted gates directly (``reference_server.routes.gates.backend.DatabaseRails``),
 ``svc_asgi`` gates through ``POST /gates/challenge`` and ``POST /gates/redeem``.
 
 * :func:`challenge` — the challenge headers for one request (never cached: each carries a

@@ -36,14 +36,14 @@ from svc.bodies import RedeemCredential, RequestChallenge
 from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
-from ..api.auth import Principal, Role
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.responses import Reply
-from ..api.text import first_forbidden
-from ..api.validate import Fields, checked
-from ..context import ServerContext
-from ..domain import open_rails
+from ...context import ServerContext
+from ...domain import open_rails
+from ...web.auth import Principal, Role
+from ...web.endpoint import Call, Endpoint
+from ...web.errors import ApiError
+from ...web.responses import Reply
+from ...web.text import first_forbidden
+from ...web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS"]
 

@@ -28,11 +28,11 @@ from svc import ReceiptVerification, Resource
 from svc.receipts import rail_credentials
 from svc_asgi import BackendUnavailable, Offer, RailRedemption, RailRequest
 
-from .context import ServerContext
-from .domain import open_rails
-from .domain.payments import verify_receipt
-from .domain.resources import find_any_resource, resource_model
-from .store import tables as t
+from ...context import ServerContext
+from ...domain import open_rails
+from ...domain.payments import verify_receipt
+from ...domain.resources import find_any_resource, resource_model
+from ...store import tables as t
 
 __all__ = [
     "DatabaseGateBackend",

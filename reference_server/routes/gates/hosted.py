@@ -2,12 +2,12 @@
 
 A hosted gate is the service selling a resource on the seller's behalf.  It is decided
 by the same :class:`svc_asgi.GateCore` a seller's own app runs, answered from the
-database (:class:`~reference_server.gate_backend.DatabaseGateBackend`):
+database (:class:`~reference_server.routes.gates.backend.DatabaseGateBackend`):
 
 * unpaid (no receipt, a malformed one, one for another resource, an unknown one): 402 in
   the service's envelope, ``Cache-Control: no-store``, details naming what to pay, and —
   once the seller has enabled payments — the x402 and MPP challenges
-  (:class:`~reference_server.gate_backend.DatabaseRails`), bound to the ``gate_url`` as
+  (:class:`~reference_server.routes.gates.backend.DatabaseRails`), bound to the ``gate_url`` as
   the client addressed it;
 * an x402 ``PAYMENT-SIGNATURE`` or MPP ``Authorization: Payment`` credential: settled
   and booked (:mod:`reference_server.domain.open_rails`), then served like a receipt;
@@ -18,7 +18,7 @@ database (:class:`~reference_server.gate_backend.DatabaseGateBackend`):
 * paid, without an upstream: 200 with the receipt and the resource.
 
 A gate takes any method and any body (it forwards bytes, not JSON) and awaits the
-network, so its :class:`~reference_server.api.endpoint.Endpoint` is async (no transaction
+network, so its :class:`~reference_server.web.endpoint.Endpoint` is async (no transaction
 held) and ``raw`` (the pipeline leaves the body to it); the rate limit, the envelope,
 ``request_id`` and 500s are the pipeline's.  ``/demo/echo`` shares the helpers below.
 """
@@ -39,16 +39,16 @@ from svc.money import format_amount
 from svc.wire import unstructure
 from svc_asgi import GateCore, Paid, Payment, PaymentRail, RailRequest, Refusal
 
-from .. import outbound
-from ..api.endpoint import Call, Endpoint
-from ..api.errors import ApiError
-from ..api.json_body import read_body
-from ..api.responses import error_response, json_response
-from ..context import ServerContext
-from ..domain import open_rails
-from ..domain.resources import resource_model
-from ..gate_backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
-from ..invariant import InvariantError
+from ... import outbound
+from ...context import ServerContext
+from ...domain import open_rails
+from ...domain.resources import resource_model
+from ...invariant import InvariantError
+from ...web.endpoint import Call, Endpoint
+from ...web.errors import ApiError
+from ...web.json_body import read_body
+from ...web.responses import error_response, json_response
+from .backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
 
 __all__ = [
     "ENDPOINTS",
@@ -247,7 +247,7 @@ def _upstream_url(upstream: str, query: str) -> str:
 
 
 def _gate_error(status: int, code: str, message: str, request_id: str) -> Response:
-    """Upstream failures, in the service's envelope (codes from ``api.errors.CODES``)."""
+    """Upstream failures, in the service's envelope (codes from ``web.errors.CODES``)."""
     error = ApiError(code, message, headers={"Cache-Control": "no-store"})
     if error.status != status:
         raise InvariantError(f"{code} is documented as {error.status}")
