@@ -34,8 +34,10 @@ from .routes import (
     health,
     owners,
     pay_url,
+    payouts,
     resources,
     sandbox,
+    sandbox_connect,
     sellers,
     spend,
     wallet_keys,
@@ -57,6 +59,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *owners.ENDPOINTS,
         *sellers.ENDPOINTS,
         *resources.ENDPOINTS,
+        *payouts.ENDPOINTS,
         *wallet_keys.ENDPOINTS,
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
@@ -77,6 +80,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *access.DEMO_ENDPOINTS,
         *gates.ENDPOINTS,
         *gate_rails.ENDPOINTS,
+        *sandbox_connect.ENDPOINTS,
         *health.ENDPOINTS,
     ]
 
