@@ -87,8 +87,10 @@ def world(server: LiveServer) -> dict[str, Any]:
     }
 
 
-def _call(server: LiveServer, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
-    body = {} if method in {"POST", "PATCH"} else None
+def _call(
+    server: LiveServer, method: str, path: str, headers: dict[str, str], example: Any = None
+) -> httpx.Response:
+    body = (example or {}) if method in {"POST", "PATCH"} else None
     headers = {**headers, "Idempotency-Key": secrets.token_hex(8)}
     responses = [
         httpx.request(method, server.url + prefix + path, json=body, headers=headers)
@@ -171,7 +173,10 @@ def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep:
 def test_another_owners_object_is_404(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]
     headers = {"Authorization": f"Bearer {_credential(ep.auth, mine)}", "X-Svc-Environment": "test"}
-    r = _call(server, ep.method, _path(ep.path, world, "their"), headers)
+    # a valid body (the route's example): the pipeline reads the body before the handler
+    # looks the object up, so an invalid one would be a 422 whoever's object it names
+    example = getattr(ep.body, "EXAMPLE", None)
+    r = _call(server, ep.method, _path(ep.path, world, "their"), headers, example)
     assert r.status_code == 404
     assert r.json()["error"]["code"] == "not_found"
 
