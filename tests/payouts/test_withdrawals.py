@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 
+import attrs
 import httpx
 import pytest
 
@@ -154,3 +155,17 @@ async def test_concurrent_withdrawals_across_two_server_processes(
     assert paid_out(fast) == Decimal("9.00")
     assert s.balance() == Decimal("0.90")
     assert_ledger_sound(fast)
+
+
+def test_a_payout_survives_a_restart(make_server: Callable[..., LiveServer]) -> None:
+    """The withdrawal is made on a server without a worker that then stops; the next
+    server's worker finds it in the database and sees it paid."""
+    first = make_server(**FAST_PAYOUTS, worker_enabled=False)
+    s = shop(first)
+    onboard(s)
+    w = s.withdraw("4.00").json()
+    first.stop()
+    second = make_server(**FAST_PAYOUTS)
+    s = attrs.evolve(s, url=second.url)
+    assert wait_for(s, w["id"], "paid")["amount"] == "4.00"
+    assert paid_out(second) == Decimal("4.00")
