@@ -25,8 +25,10 @@ from .routes import (
     health,
     owners,
     pay_url,
+    payouts,
     resources,
     sandbox,
+    sandbox_connect,
     sellers,
     spend,
     wallet_keys,
@@ -56,6 +58,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *owners.ENDPOINTS,
         *sellers.ENDPOINTS,
         *resources.ENDPOINTS,
+        *payouts.ENDPOINTS,
         *wallet_keys.ENDPOINTS,
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
@@ -76,6 +79,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *demo.ENDPOINTS,
         *hosted.ENDPOINTS,
         *rails.ENDPOINTS,
+        *sandbox_connect.ENDPOINTS,
         *health.ENDPOINTS,
     ]
 

@@ -112,6 +112,17 @@ class Settings:
     sandbox_enabled: bool = _field(True)
     #: Most one ``POST /sandbox/faucet`` call mints, in atomic units (6 decimals): 1000 USDC.
     sandbox_faucet_max_micros: int = _field(1000 * 1_000_000, Ge(0))
+    #: Payouts (Connect and withdrawals, ``domain/payouts``).  How long a Connect
+    #: onboarding or login link stays usable (it can be fetched again after).
+    connect_link_seconds: int = _field(30 * 60, Gt(0))
+    #: The sandbox payout processor moves each payout one step (``pending`` ->
+    #: ``in_transit`` -> ``paid`` or ``failed``) after this many seconds.
+    sandbox_payout_seconds: float = _field(5.0, Ge(0))
+    #: Auto payout: a seller with payouts enabled whose available balance reaches this
+    #: minimum (micro-USD; 100 USD) is paid out whole, one payout in flight at a time.  A
+    #: seller may set its own minimum (``PATCH /sellers/me/connect``); 0 turns the
+    #: server default off (sellers that set their own minimum still get auto payout).
+    auto_payout_minimum_micros: int = _field(100 * 1_000_000, Ge(0))
     #: Open rails in ``live``: the x402 facilitator that verifies and settles gate
     #: payments, the chain and token they are paid in, the service's deposit address
     #: (``processor_deposit`` settlement) and the hot wallet that pays ``pay-url``

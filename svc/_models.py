@@ -25,6 +25,9 @@ __all__ = [
     "AllowanceResetData",
     "Balance",
     "Capabilities",
+    "ConnectAccount",
+    "ConnectLogin",
+    "ConnectOnboarding",
     "Delivery",
     "DeliveryAttempt",
     "DeliveryList",
@@ -69,6 +72,7 @@ __all__ = [
     "WebhookEndpointList",
     "Withdrawal",
     "WithdrawalFailedData",
+    "WithdrawalList",
     "WithdrawalPaidData",
 ]
 
@@ -180,11 +184,79 @@ class Recycled:
 
 @attrs.frozen(kw_only=True)
 class Withdrawal:
+    """Seller balance on its way to the payout account: ``pending`` -> ``in_transit`` ->
+    ``paid``, or ``failed`` (the amount is back in the balance; ``failure_reason`` says
+    why)."""
+
     id: str
     status: str
     amount: Decimal | None = None
     currency: str = "USD"
+    seller_id: str | None = None
+    environment: str | None = None
+    #: Started by auto payout rather than a withdraw call.
+    automatic: bool = False
+    failure_reason: str | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class WithdrawalList:
+    data: list[Withdrawal]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+# --- payouts (Connect) --------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ConnectAccount:
+    """``GET /sellers/me/connect`` and ``POST /sellers/me/connect/sync``: the seller's
+    payout account and its readiness flags.  ``status`` is ``not_started`` (no account
+    yet), ``onboarding`` (a human has not finished the onboarding page, or something is
+    due) or ``enabled`` (withdrawals and auto payout run)."""
+
+    seller_id: str
+    environment: str
+    status: str
+    payouts_enabled: bool = False
+    details_submitted: bool = False
+    #: What the account still needs before payouts are enabled.
+    requirements_due: list[str] = attrs.field(factory=list)
+    account_id: str | None = None
+    type: str | None = None
+    country: str | None = None
+    #: Auto payout pays the whole available balance out once it reaches
+    #: ``auto_payout_minimum`` (``None``: auto payout is off for this seller).
+    auto_payout: bool = True
+    auto_payout_minimum: Decimal | None = None
+    #: When the flags were last read from the processor.
+    synced_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ConnectOnboarding:
+    """``POST /sellers/me/connect/onboard``: the page a human completes (hand it over;
+    no API call completes onboarding).  It expires; ask again for a fresh one."""
+
+    seller_id: str
+    onboard_url: str
+    expires_at: datetime | None = None
+    account: ConnectAccount | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ConnectLogin:
+    """``POST /sellers/me/connect/login``: the payout account's dashboard, for a human."""
+
+    seller_id: str
+    login_url: str
+    expires_at: datetime | None = None
     request_id: str | None = None
 
 

@@ -41,6 +41,45 @@ def to_json(body: Any) -> dict[str, Any]:
     return {k: v for k, v in unstructure(body).items() if v is not None}
 
 
+# --- payouts -----------------------------------------------------------------------------
+
+#: A country as ISO 3166-1 alpha-2.
+COUNTRY = r"^[A-Za-z]{2}$"
+
+
+@attrs.frozen(kw_only=True)
+class ConnectOnboard:
+    """Open the seller's payout account (first call) and get a fresh onboarding link for a
+    human; ``type`` is the processor's account kind (``express`` by default)."""
+
+    country: Annotated[
+        str, Text(max_length=2, pattern=COUNTRY, hint="a two-letter country code, e.g. US")
+    ]
+    type: Literal["express", "standard"] | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"country": "US", "type": "express"}
+
+
+@attrs.frozen(kw_only=True)
+class UpdateConnect:
+    """Auto payout for this seller: on or off, and the balance it waits for
+    (``auto_payout_minimum: null`` = the server's default)."""
+
+    auto_payout: bool | None = None
+    auto_payout_minimum: Decimal | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"auto_payout": True, "auto_payout_minimum": "50.00"}
+
+
+@attrs.frozen(kw_only=True)
+class Withdraw:
+    """How much to withdraw; left out, the whole available balance."""
+
+    amount: Decimal | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "25.00"}
+
+
 # --- resources ----------------------------------------------------------------------------
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "PLATFORM",
     "PLATFORM_FEES",
     "PROCESSOR_CLEARING",
+    "PROCESSOR_PAYOUTS",
     "SANDBOX_FUNDING",
     "SELLER_BALANCE",
     "WALLET_KEY",
@@ -79,6 +80,10 @@ CHAIN_DEPOSITS = "chain_deposits"
 #: Where ``pay-url`` money goes: tokens the service's hot wallet paid out on chain for a
 #: wallet key (its balance is everything agents have paid to outside URLs).
 CHAIN_PAYOUTS = "chain_payouts"
+#: Where withdrawals go: money the payout processor sent to sellers' bank accounts (its
+#: balance is everything paid out; a withdrawal holds its amount by a pending transfer
+#: into it, posted when the payout is paid, voided when it failed).
+PROCESSOR_PAYOUTS = "processor_payouts"
 #: ``ref_id`` of the service's own accounts.
 PLATFORM = "platform"
 _SOURCES = frozenset({SANDBOX_FUNDING, PROCESSOR_CLEARING, CHAIN_DEPOSITS})

@@ -83,9 +83,11 @@ def update_seller(conn: Connection, seller_id: str, **values: Any) -> Row[Any]:
 
 
 def seller_model(conn: Connection, row: Row[Any]) -> Seller:
-    balance = ledger.balance_micros(
+    # What is available: a withdrawal in flight holds its amount (a pending transfer).
+    account = ledger.account_id(
         conn, environment=row.environment, kind=ledger.SELLER_BALANCE, ref_id=row.id
     )
+    balance = 0 if account is None else ledger.available_micros(conn, account)
     return Seller(
         id=row.id,
         environment=row.environment,

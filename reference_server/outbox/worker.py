@@ -1,5 +1,9 @@
 """The delivery worker: claim due deliveries, send them, record the outcomes, repeat.
 
+Each round also moves payouts along (``domain/payouts/progress.py``: payouts created and
+followed at the processor, auto payouts started), so they progress from the database
+alone and survive restarts.
+
 It runs as a background task of ``svc-server run`` (``Settings.worker_enabled``) and alone
 as ``svc-server worker``; any number may run against one database.  Sending happens outside
 any database transaction, so a slow receiver never holds a lock.
@@ -15,6 +19,7 @@ import anyio
 import anyio.to_thread
 
 from ..context import ServerContext
+from ..domain.payouts.progress import run_payouts
 from ..outbound import OutboundError, OutboundPolicy, OutboundResponse, send, send_sync
 from .delivery import DeliveryOutcome, Job, claim_due, record_outcome
 
@@ -99,6 +104,16 @@ async def deliver_job(ctx: ServerContext, job: Job, *, trigger: str = "schedule"
     )
 
 
+async def _payouts(ctx: ServerContext) -> bool:
+    """Advance payouts and start auto payouts (``domain/payouts/progress.py``); ``True``
+    when that recorded events.  A failure is logged and the next round tries again."""
+    try:
+        return await anyio.to_thread.run_sync(lambda: run_payouts(ctx.db, ctx.settings, ctx.now))
+    except Exception:
+        log.exception("advancing payouts failed; trying again")
+        return False
+
+
 async def run_worker(ctx: ServerContext, *, stop: anyio.Event | None = None) -> None:
     """Deliver until cancelled (or ``stop`` is set).  Errors are logged and retried: the
     outbox keeps every delivery until it succeeds or its schedule is exhausted."""
@@ -116,6 +131,7 @@ async def run_worker(ctx: ServerContext, *, stop: anyio.Event | None = None) -> 
                 )
 
     while stop is None or not stop.is_set():
+        queued = await _payouts(ctx)
         try:
             jobs = await anyio.to_thread.run_sync(
                 lambda: claim_due(
@@ -129,6 +145,8 @@ async def run_worker(ctx: ServerContext, *, stop: anyio.Event | None = None) -> 
             async with anyio.create_task_group() as tasks:
                 for job in jobs:
                     tasks.start_soon(one, job)
+            continue
+        if queued:  # payouts recorded events: their deliveries are due now
             continue
         with anyio.move_on_after(settings.worker_poll_seconds):
             await ctx.wakeup.wait()

@@ -413,3 +413,107 @@ spend_attempts = Table(
     UniqueConstraint("payer", "nonce"),
     Index(None, "wallet_key_id", "created_at"),
 )
+
+
+#: Payout accounts (Connect): one per seller, opened at the payout processor by
+#: ``POST /sellers/me/connect/onboard``.  The readiness flags are the processor's as of the
+#: last sync (``POST /sellers/me/connect/sync``); ``sellers.payouts_enabled`` mirrors the
+#: flag.  ``auto_payout_minimum_micros`` ``None``: the server's default minimum.
+payout_accounts = Table(
+    "payout_accounts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("seller_id", String(40), ForeignKey("sellers.id"), nullable=False, unique=True),
+    Column("environment", String(8), nullable=False),
+    #: Which processor holds the account (``sandbox``) and its id there.
+    Column("processor", String(16), nullable=False),
+    Column("processor_account_id", String(64), nullable=False),
+    Column("type", String(10), nullable=False),
+    Column("country", String(2), nullable=False),
+    Column("details_submitted", Boolean, nullable=False, default=False),
+    Column("payouts_enabled", Boolean, nullable=False, default=False),
+    Column("requirements_due", JSON, nullable=False),
+    Column("auto_payout", Boolean, nullable=False, default=True),
+    Column("auto_payout_minimum_micros", BigInteger),
+    Column("synced_at", Timestamp),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+#: Withdrawals: seller balance on its way to the payout account.  The money is held by a
+#: pending ledger transfer (``transfer_id``, seller balance -> processor payouts) from the
+#: moment the withdrawal exists; it is posted when the payout is ``paid`` and voided when
+#: it ``failed`` (the money is available again).  ``next_check_at`` is when the worker
+#: next asks the processor (``None`` once final).
+withdrawals = Table(
+    "withdrawals",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("seller_id", String(40), ForeignKey("sellers.id"), nullable=False),
+    Column("environment", String(8), nullable=False),
+    Column("amount_micros", BigInteger, nullable=False),
+    #: ``pending`` -> ``in_transit`` -> ``paid``, or ``failed``.
+    Column("status", String(12), nullable=False),
+    #: Started by auto payout rather than a withdraw call.
+    Column("automatic", Boolean, nullable=False, default=False),
+    Column("transfer_id", String(40), nullable=False),
+    Column("processor", String(16), nullable=False),
+    Column("processor_payout_id", String(64)),
+    Column("failure_reason", String(500)),
+    Column("next_check_at", Timestamp),
+    Column("request_id", String(40)),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Index(None, "seller_id", "created_at"),
+    Index(None, "status", "next_check_at"),
+)
+
+#: The sandbox payout processor's own state (``domain/payouts/sandbox.py``): what a real
+#: processor would keep on its side.  Accounts, as the onboarding page left them.
+sandbox_payout_accounts = Table(
+    "sandbox_payout_accounts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("type", String(10), nullable=False),
+    Column("country", String(2), nullable=False),
+    Column("legal_name", String(200)),
+    #: ``succeeds`` or ``fails`` (payouts to it fail); ``None`` until given.
+    Column("bank_account", String(16)),
+    Column("tos_accepted", Boolean, nullable=False, default=False),
+    Column("details_submitted", Boolean, nullable=False, default=False),
+    Column("payouts_enabled", Boolean, nullable=False, default=False),
+    Column("requirements_due", JSON, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+#: Onboarding and login links of the sandbox processor: a one-time token (stored as its
+#: SHA-256) that expires.
+sandbox_account_links = Table(
+    "sandbox_account_links",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("account_id", String(40), ForeignKey("sandbox_payout_accounts.id"), nullable=False),
+    #: ``onboarding`` or ``login``.
+    Column("kind", String(12), nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("used_at", Timestamp),
+    Column("created_at", Timestamp, nullable=False),
+)
+
+#: Payouts of the sandbox processor; ``reference`` (the withdrawal id) makes creating one
+#: idempotent.  They advance by time: ``pending``, ``in_transit``, then ``paid`` (or
+#: ``failed`` when the account's bank account is the failing one).
+sandbox_payouts = Table(
+    "sandbox_payouts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", String(40), ForeignKey("sandbox_payout_accounts.id"), nullable=False),
+    Column("amount_micros", BigInteger, nullable=False),
+    Column("reference", String(40), nullable=False, unique=True),
+    Column("status", String(12), nullable=False),
+    Column("fails", Boolean, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)

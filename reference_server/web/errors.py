@@ -78,6 +78,11 @@ CODES: dict[str, tuple[int, str]] = {
     "handle_taken": (409, "Another owner holds this handle in this environment."),
     "resource_inactive": (409, "The resource is deactivated and cannot be paid."),
     "wallet_key_revoked": (409, "The wallet key is revoked."),
+    "payouts_not_enabled": (
+        409,
+        "Payouts are not enabled for this seller yet: finish Connect onboarding and sync; "
+        "GET /sellers/me/balance shows payouts_enabled.",
+    ),
     "idempotency_in_progress": (409, "A request with this Idempotency-Key is still running."),
     "payload_too_large": (413, "The body is larger than the server accepts."),
     "unsupported_media_type": (415, "Bodies must be sent as application/json."),
@@ -106,6 +111,7 @@ CODES: dict[str, tuple[int, str]] = {
     "payment_service_unavailable": (503, "A gate could not reach the payment service."),
     "gate_misconfigured": (503, "A gate's seller key or resource ids are wrong."),
     "rails_not_configured": (503, "Live pay-url needs a hot wallet this server is not given."),
+    "payouts_unavailable": (503, "Live payouts need a payout processor this server is not given."),
     "settlement_unavailable": (
         503,
         "An open-rail payment could not be settled now; do not pay again, retry shortly.",

@@ -26,6 +26,7 @@ from reference_server.web import paging
 from reference_server.web.auth import Role
 from reference_server.web.endpoint import Endpoint
 
+from ..payouts.helpers import complete_onboarding
 from ..support import Account, LiveServer, new_account
 
 LISTS = [ep for ep in endpoints() if ep.paged]
@@ -105,6 +106,25 @@ def _attempts(w: World) -> None:
     assert r.json()["error"]["code"] == "not_payable", r.text
 
 
+def _payouts_ready(w: World) -> None:
+    """Once per world: the seller is onboarded (through the sandbox page, as a person) and
+    has sold something, so it can withdraw."""
+    connect = w.http.get("/sellers/me/connect", headers=w.headers(Role.SELLER)).json()
+    if connect["payouts_enabled"]:
+        return
+    link = w.post(Role.SELLER, "/sellers/me/connect/onboard", {"country": "US"})
+    assert complete_onboarding(link["onboard_url"]).status_code == 200
+    assert w.post(Role.SELLER, "/sellers/me/connect/sync", {})["payouts_enabled"] is True
+    sale = w.post(Role.SELLER, "/resources", {"kind": "http", "path": "/s", "amount": "10"})
+    w.post(Role.OWNER, f"/wallet-keys/{w.account.wallet_key_id}/fund", {"amount": "10.00"})
+    w.post(Role.WALLET, "/pay", {"resource_id": sale["id"]})
+
+
+def _withdrawals(w: World) -> None:
+    _payouts_ready(w)
+    w.post(Role.SELLER, "/sellers/me/withdraw", {"amount": "0.01"})
+
+
 @attrs.frozen
 class Factory:
     """Adds one item to a list; ``order`` is the route's documented order."""
@@ -120,11 +140,14 @@ FACTORIES: dict[str, Factory] = {
     "/webhooks": Factory(_webhooks, "asc"),
     "/webhooks/{webhook_id}/deliveries": Factory(_deliveries, "desc"),
     "/spend/attempts": Factory(_attempts, "desc"),
+    "/sellers/me/withdrawals": Factory(_withdrawals, "desc"),
+    "/sellers/{seller_id}/resources": Factory(_resources, "asc"),
+    "/sellers/{seller_id}/withdrawals": Factory(_withdrawals, "desc"),
 }
 
 
 def _path(ep: Endpoint, w: World) -> str:
-    return ep.path.format(webhook_id=w.webhook_id)
+    return ep.path.format(webhook_id=w.webhook_id, seller_id=w.account.seller_id)
 
 
 def _get(w: World, ep: Endpoint, **params: Any) -> httpx.Response:
@@ -225,6 +248,8 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
         w.post(Role.OWNER, "/handles", {"handle": handle})
         address = "0x" + "11" * 20
         faucet = w.post(Role.OWNER, "/sandbox/faucet", {"address": address, "amount": "1.00"})
+        _payouts_ready(w)
+        withdrawal = w.post(Role.SELLER, "/sellers/me/withdraw", {"amount": "0.01"})
         values = {
             "resource_id": resource["id"],
             "key_id": w.account.wallet_key_id,
@@ -232,6 +257,8 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
             "destination": "@" + handle,
             "address": address,
             "tx_hash": faucet["transaction"],
+            "seller_id": w.account.seller_id,
+            "withdrawal_id": withdrawal["id"],
         }
         answered_lists = set()
         for ep in endpoints():

@@ -1,0 +1,231 @@
+"""The sandbox payout processor's pages, for humans: onboarding and the account's dashboard.
+
+``POST /sellers/me/connect/onboard`` hands out ``/sandbox/connect/onboard/<token>``: a
+short server-rendered form (no JavaScript) that a person completes.  Its **Complete
+onboarding** button makes payouts ready at the seller's next sync; **Finish later** leaves
+requirements due.  The token is one-time and expires; the form carries a CSRF token bound
+to it, and a cross-site POST is refused.  Nothing but this form completes an account.
+``/sandbox/connect/login/<token>`` is the login link's dashboard (read only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio.to_thread
+import jinja2
+from starlette.responses import HTMLResponse, Response
+
+from svc.money import format_micros
+
+from ..context import ServerContext
+from ..domain.errors import DomainError
+from ..domain.payouts import sandbox
+from ..web.endpoint import Call, Endpoint
+
+__all__ = ["ENDPOINTS"]
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,
+)
+#: Answers of these pages may not be framed, cached, or leak their token in a Referer.
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+#: A form body is a few short fields; anything longer is refused unread.
+_MAX_FORM_BYTES = 8 * 1024
+_UNUSABLE = (
+    "This link cannot be used: it expired, was already used, or never existed.",
+    "Ask the seller's agent for a new one (POST /sellers/me/connect/onboard answers a "
+    "fresh onboard_url).",
+)
+
+
+def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    html = _TEMPLATES.get_template(template).render(**values)
+    return HTMLResponse(html, status_code=status, headers=_HEADERS)
+
+
+def _message(title: str, *lines: str, status: int = 200, requirements: Any = ()) -> HTMLResponse:
+    return _page(
+        "sandbox_message.html", status, title=title, lines=lines, requirements=list(requirements)
+    )
+
+
+def _csrf(ctx: ServerContext, token: str) -> str:
+    """The form's CSRF token: bound to the link's token by a server secret."""
+    key = ctx.secret("sandbox_connect_csrf").encode()
+    return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
+
+
+async def onboarding_page(call: Call) -> Response:
+    """The onboarding form a human completes."""
+    return await _form(call, call.params["token"], {}, {})
+
+
+async def _form(
+    call: Call, token: str, errors: dict[str, str], values: dict[str, Any], status: int = 200
+) -> Response:
+    def load() -> tuple[sandbox.OpenLink | None, str]:
+        with call.ctx.db.read() as conn:
+            link = sandbox.open_link(conn, token, kind="onboarding", now=call.ctx.now())
+        return link, _csrf(call.ctx, token)
+
+    link, csrf = await anyio.to_thread.run_sync(load)
+    if link is None:
+        return _message("Onboarding link not usable", *_UNUSABLE, status=404)
+    return _page(
+        "sandbox_onboard.html",
+        status,
+        title="Set up payouts",
+        account=link.account,
+        expires_at=link.expires_at.strftime("%Y-%m-%d %H:%M"),
+        errors=errors,
+        values=values,
+        csrf=csrf,
+        bank_accounts=sandbox.BANK_ACCOUNTS,
+    )
+
+
+def _cross_site(call: Call) -> bool:
+    """A browser says where a POST comes from: refuse another site's."""
+    if call.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return True
+    origin = call.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin == "null"
+    mine = urlsplit(call.public_url)
+    theirs = urlsplit(origin)
+    return (theirs.scheme, theirs.netloc) != (mine.scheme, mine.netloc)
+
+
+async def _read_form(call: Call) -> dict[str, str] | None:
+    """The urlencoded form, one value per field; ``None`` when it is not one."""
+    kind = call.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return None
+    body = b""
+    async for chunk in call.request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM_BYTES:
+            return None
+    try:
+        parsed = parse_qs(
+            body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20
+        )
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return {name: values[-1] for name, values in parsed.items()}
+
+
+async def submit_onboarding(call: Call) -> Response:
+    """The onboarding form, sent: complete the account or leave requirements due."""
+    token = call.params["token"]
+    if _cross_site(call):
+        return _message("Refused", "This form must be sent from its own page.", status=403)
+    form = await _read_form(call)
+    if form is None:
+        return _message("Refused", "The form could not be read; send it from its page.", status=400)
+    expected = await anyio.to_thread.run_sync(_csrf, call.ctx, token)
+    if not hmac.compare_digest(form.get("csrf", ""), expected):
+        return _message(
+            "Refused", "The form is out of date or not from this page; reload it.", status=403
+        )
+    complete = form.get("action") != "later"
+    legal_name = form.get("legal_name", "").strip()[:200] or None
+    bank = form.get("bank_account") or None
+    tos = form.get("tos") == "accepted"
+
+    def submit() -> dict[str, str] | None:
+        with call.ctx.db.write() as conn:
+            return sandbox.submit_onboarding(
+                conn,
+                token,
+                legal_name=legal_name,
+                bank_account=bank,
+                tos_accepted=tos,
+                complete=complete,
+                now=call.ctx.now(),
+            )
+
+    try:
+        errors = await anyio.to_thread.run_sync(submit)
+    except DomainError:
+        return _message("Onboarding link not usable", *_UNUSABLE, status=404)
+    if errors:
+        values = {"legal_name": legal_name, "bank_account": bank, "tos": tos}
+        return await _form(call, token, errors, values, status=422)
+    if complete:
+        return _message(
+            "Onboarding complete",
+            "The payout account is complete. Payouts become ready at the seller's next "
+            "sync (POST /sellers/me/connect/sync). You can close this page.",
+        )
+    return _message(
+        "Saved with requirements due",
+        "What you entered is saved, but payouts stay off until the requirements below are "
+        "met: ask for a new onboarding link to finish.",
+        requirements=_due(legal_name, bank, tos),
+    )
+
+
+def _due(legal_name: str | None, bank: str | None, tos: bool) -> list[str]:
+    given = {"legal_name": bool(legal_name), "external_account": bool(bank), "tos_acceptance": tos}
+    return [r for r in sandbox.REQUIREMENTS if not given[r]] + [sandbox.VERIFICATION]
+
+
+async def login_page(call: Call) -> Response:
+    """The payout account's dashboard (a login link)."""
+    token = call.params["token"]
+
+    def load() -> tuple[sandbox.OpenLink | None, list[Any]]:
+        with call.ctx.db.read() as conn:
+            link = sandbox.open_link(conn, token, kind="login", now=call.ctx.now())
+            return link, [] if link is None else sandbox.payouts_of(conn, link.account.id)
+
+    link, payouts = await anyio.to_thread.run_sync(load)
+    if link is None:
+        return _message(
+            "Login link not usable",
+            "This link expired or never existed; ask for a new one "
+            "(POST /sellers/me/connect/login).",
+            status=404,
+        )
+    rows = [
+        {
+            "id": p.id,
+            "amount": format_micros(p.amount_micros),
+            "status": p.status,
+            "created_at": p.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        for p in payouts
+    ]
+    bank = link.account.bank_account
+    return _page(
+        "sandbox_login.html",
+        title="Payout account",
+        account=link.account,
+        bank=None if bank is None else f"{sandbox.BANK_ACCOUNTS[bank]} ({bank})",
+        payouts=rows,
+    )
+
+
+_ONBOARD = "/sandbox/connect/onboard/{token}"
+
+ENDPOINTS = [
+    Endpoint(method="GET", path=_ONBOARD, handler=onboarding_page, listed=False),
+    Endpoint(method="POST", path=_ONBOARD, handler=submit_onboarding, raw=True, listed=False),
+    Endpoint(method="GET", path="/sandbox/connect/login/{token}", handler=login_page, listed=False),
+]
