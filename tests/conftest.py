@@ -161,3 +161,45 @@ def serve_app() -> Iterator[Callable[..., LiveApp]]:
     yield start
     for live in started:
         live.stop()
+
+
+#: Chromium's flags here: no sandbox (root in a container), no GPU, and none of its own
+#: network chatter (this machine's network is closed beyond loopback).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Debian ``chromium`` driven by Playwright (``playwright install`` cannot
+    download here, so the system's browser is launched by path).  Skips, saying what to
+    install, where either is missing; ``.ci/run`` installs both."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.skip("browser tests need Debian's chromium: apt-get install -y chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser tests need the playwright package: pip install playwright")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh browser context (no cookies shared between tests) and one page in it."""
+    context = browser.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
