@@ -65,6 +65,9 @@ class UpdateConnect:
     """Auto payout for this seller: on or off, and the balance it waits for
     (``auto_payout_minimum: null`` = the server's default)."""
 
+    #: An update must name at least one field (the schema's ``minProperties``).
+    NAMES_A_CHANGE: ClassVar[bool] = True
+
     auto_payout: bool | None = None
     auto_payout_minimum: Decimal | None = None
 
@@ -112,6 +115,9 @@ class CreateResource:
 @attrs.frozen(kw_only=True)
 class UpdateResource:
     """The fields to change; fields left out keep their values."""
+
+    #: An update must name at least one field (the schema's ``minProperties``).
+    NAMES_A_CHANGE: ClassVar[bool] = True
 
     path: Annotated[
         str | None, Text(max_length=2048, pattern=HTTP_PATH, hint="a path starting with /")
@@ -316,6 +322,9 @@ class UpdateWalletKey:
     """A new name, or policy changes: a field left out keeps its value, ``null`` in
     ``policy`` clears that limit."""
 
+    #: An update must name at least one field (the schema's ``minProperties``).
+    NAMES_A_CHANGE: ClassVar[bool] = True
+
     name: Annotated[str | None, Text(max_length=200)] = None
     policy: WalletKeyPolicy | None = None
 
@@ -362,6 +371,9 @@ class CreateWebhook:
 class UpdateWebhook:
     """The fields to change; ``events: null`` subscribes to every event, ``status:
     enabled`` re-enables an endpoint disabled after failing."""
+
+    #: An update must name at least one field (the schema's ``minProperties``).
+    NAMES_A_CHANGE: ClassVar[bool] = True
 
     events: Annotated[list[str] | None, _EVENTS] = None
     description: Annotated[str | None, Text(max_length=500)] = None

@@ -24,6 +24,7 @@ from decimal import Decimal
 __all__ = [
     "AMOUNT_PATTERN",
     "GRAMMAR_HINT",
+    "MAX_AMOUNT",
     "MICROS",
     "AmountError",
     "format_amount",
@@ -39,6 +40,9 @@ _INTEGER_DIGITS = 12
 _LIMIT = Decimal(10) ** _INTEGER_DIGITS
 #: ``re`` with ``[0-9]`` (not ``\d``) and ``fullmatch`` (``$`` would allow a final newline).
 _GRAMMAR = re.compile(rf"(?:0|[1-9][0-9]{{0,{_INTEGER_DIGITS - 1}}})(?:\.[0-9]{{1,6}})?")
+#: The most one amount may be, in dollars (a price, a payment, a funding): the service
+#: refuses more in a request, and pay-url will not sign for more.
+MAX_AMOUNT = Decimal("1000000")
 #: The grammar as a regular expression (unanchored), for JSON Schema's ``pattern``.
 AMOUNT_PATTERN = _GRAMMAR.pattern
 GRAMMAR_HINT = (

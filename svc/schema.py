@@ -28,7 +28,7 @@ from typing import Any, Literal, Union
 import attrs
 
 from ._models import Event, ResourceMetadata
-from .money import AMOUNT_PATTERN
+from .money import AMOUNT_PATTERN, MAX_AMOUNT
 
 __all__ = [
     "FieldShape",
@@ -242,7 +242,13 @@ def _scalar(tp: Any, marker: Marker | None) -> dict[str, Any]:
     if tp is float:
         return {"type": "number"}
     if tp is Decimal:
-        return {"type": "string", "pattern": f"^{AMOUNT_PATTERN}$", "examples": ["0.05"]}
+        return {
+            "type": "string",
+            "pattern": f"^{AMOUNT_PATTERN}$",
+            "description": "Dollars as a decimal string, at most 6 decimal places; "
+            f"in a request, above 0 and at most {MAX_AMOUNT}.",
+            "examples": ["0.05"],
+        }
     if tp is datetime:
         return {"type": "string", "format": "date-time"}
     if tp is str:
@@ -273,6 +279,8 @@ def _component(cls: type, components: dict[str, Any], request: bool, prefix: str
         out["required"] = required
     if request:
         out["additionalProperties"] = False
+        if getattr(cls, "NAMES_A_CHANGE", False):
+            out["minProperties"] = 1
     doc = (cls.__doc__ or "").strip()
     if doc and not doc.startswith(f"{name}("):
         out["description"] = " ".join(doc.split("\n\n")[0].split())

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
+
+from svc.money import MAX_AMOUNT
 
 from ..ids import new_id
 from ..invariant import InvariantError
@@ -62,9 +63,6 @@ __all__ = [
 
 #: The two money environments; they never share money, keys, webhooks or events.
 ENVIRONMENTS = ("test", "live")
-#: The most one amount may be, in dollars (a price, a payment, a funding): the API refuses
-#: more, and pay-url will not sign for more.
-MAX_AMOUNT = Decimal("1000000")
 
 SELLER_BALANCE = "seller_balance"
 OWNER_WALLET = "owner_wallet"

@@ -94,8 +94,6 @@ def connect_update(call: Call) -> Reply:
     seller = _seller(call)
     b = call.input(UpdateConnect)
     f = Fields.rules(call.body)
-    if not call.body:
-        f.error("body", "names no field to change (auto_payout, auto_payout_minimum)")
     f.done()
     accounts.update_auto_payout(
         call.conn,

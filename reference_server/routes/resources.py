@@ -165,8 +165,6 @@ def patch(call: Call) -> Reply:
         "active": b.active,
     }
     changes.update({name: value for name, value in given.items() if value is not None})
-    if not call.body:
-        f.error("body", "names no field to change")
     f.done()
     return Reply(_apply(call, p, row, changes))
 

@@ -104,8 +104,6 @@ def patch(call: Call) -> Reply:
     row = wallets.lock_wallet_key(call.conn, row.id)
     b = call.input(UpdateWalletKey)
     f = Fields.rules(call.body)
-    if not call.body:
-        f.error("body", "names no field to change")
     f.done()
     values = _policy(call, b.policy, wallets.PolicyValues.of(row)).columns()
     if b.name is not None:

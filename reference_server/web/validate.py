@@ -222,6 +222,9 @@ class Fields:
         problems are collected, and a field with one reads as ``None``.  Call
         :meth:`done` to refuse unknown fields and raise."""
         values: dict[str, Any] = {}
+        if getattr(cls, "NAMES_A_CHANGE", False) and not self._body:
+            names = ", ".join(shape.name for shape in schema.fields_of(cls))
+            self.error("body", f"names no field to change (one of {names})")
         for shape in schema.fields_of(cls):
             values[shape.name] = self._read_field(shape, production)
         if self.errors:
