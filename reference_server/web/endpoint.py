@@ -142,6 +142,10 @@ class Endpoint:
     #: documented 400 ``invalid_rail_request``, which svc_asgi reads as a bad credential).
     invalid_body: str = "validation_error"
     #: The answer's shape (a model exported by :mod:`svc`) and its status.
+    #: A gate: it takes a payment in its headers (``X-Svc-Receipt``, x402's
+    #: ``PAYMENT-SIGNATURE``, MPP's ``Authorization: Payment``) and answers 402 with the
+    #: challenges until paid; the document declares those headers.
+    gate: bool = False
     #: The body is another protocol's JSON object (the x402 facilitator's), handed to the
     #: handler as sent; without it, a route that declares no ``body`` takes none.
     foreign_body: bool = False

@@ -101,6 +101,38 @@ def error_codes(ep: Endpoint) -> list[str]:
     return [code for code in CODES if code in codes]
 
 
+#: What a gate takes a payment in (MPP's ``Authorization: Payment`` is a credential header,
+#: which OpenAPI leaves to security schemes: it is named in the 402's description).
+_GATE_HEADERS: list[dict[str, Any]] = [
+    {
+        "name": "X-Svc-Receipt",
+        "in": "header",
+        "required": False,
+        "description": "A receipt id for this resource (from POST /pay or a paid gate).",
+        "schema": {"type": "string", "maxLength": 200},
+    },
+    {
+        "name": "PAYMENT-SIGNATURE",
+        "in": "header",
+        "required": False,
+        "description": "An x402 v2 payment payload (base64 JSON) answering the 402's "
+        "PAYMENT-REQUIRED challenge.",
+        "schema": {"type": "string"},
+    },
+]
+#: What a gate's 402 carries beside the JSON envelope.
+_CHALLENGE_HEADERS = {
+    "PAYMENT-REQUIRED": {
+        "description": "The x402 v2 challenge (base64 JSON), once the seller enabled payments.",
+        "schema": {"type": "string"},
+    },
+    "WWW-Authenticate": {
+        "description": "The MPP challenge (Payment ...); answer with Authorization: Payment.",
+        "schema": {"type": "string"},
+    },
+}
+
+
 def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
         {
@@ -149,6 +181,8 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
                 },
             }
         )
+    if ep.gate:
+        params += _GATE_HEADERS
     params.append(
         {
             "name": "X-Svc-Environment",
@@ -177,6 +211,8 @@ def _responses(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
             "description": "\n".join(lines),
             "content": {"application/json": {"schema": error_schema}},
         }
+        if status == 402 and ep.gate:
+            responses["402"]["headers"] = _CHALLENGE_HEADERS
     return responses
 
 

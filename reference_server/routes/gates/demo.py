@@ -59,6 +59,7 @@ ENDPOINTS = [
         method="GET",
         path=DEMO_PATH,
         handler=echo,
+        gate=True,
         summary="Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with "
         "POST /pay).",
         # Paid: the echo and the receipt (no svc model); unpaid: 402 with what to pay.

@@ -321,6 +321,7 @@ ENDPOINTS = [
         handler=hosted_gate,
         raw=True,
         listed=method in _LISTED,
+        gate=True,
         # Paid: the upstream's answer as it is, or the receipt (no svc model).
         errors=(
             *GATE_REFUSALS,
