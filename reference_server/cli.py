@@ -4,14 +4,18 @@ OpenAPI document."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
 import click
 
-from .settings import Settings, SettingsError
+from .settings import Settings, SettingsError, env_variable
 
 __all__ = ["main"]
+
+#: How long the sandbox takes per payout step in ``run --demo`` (the default is 5 s).
+_DEMO_PAYOUT_SECONDS = 1.0
 
 
 def _settings(**overrides: object) -> Settings:
@@ -38,7 +42,14 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     """Serve the API with uvicorn."""
     from .serving import build_server
 
-    settings = _settings(database_url=database_url)
+    settings = _settings(
+        database_url=database_url,
+        # The demo follows a withdrawal until paid: the sandbox moves it a step a second
+        # (unless SVC_SANDBOX_PAYOUT_SECONDS says otherwise).
+        sandbox_payout_seconds=_DEMO_PAYOUT_SECONDS
+        if (demo or exit_after_demo) and env_variable("sandbox_payout_seconds") not in os.environ
+        else None,
+    )
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = _with_public_url(settings, f"http://{host}:{port}")

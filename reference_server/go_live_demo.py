@@ -7,6 +7,11 @@ sandbox chain), and ``POST /pay`` pays it once more on the ledger rail.  The dem
 own tiny webhook receiver on localhost, which verifies each delivery with
 ``svc.webhooks.verify`` exactly as a seller's backend would.  Each step prints what a new
 seller would do next.
+
+Then the money leaves: the seller gets a Connect onboarding link (``onboard_url``, which a
+person completes in a browser), the demo fills the sandbox onboarding form itself over
+HTTP -- saying so, since in real use a human does and no API call can -- syncs
+(``payouts_enabled``), withdraws the balance and follows the withdrawal until it is paid.
 """
 
 from __future__ import annotations
@@ -14,10 +19,14 @@ from __future__ import annotations
 import queue
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import httpx
 
 import svc
 from svc import webhooks
@@ -121,6 +130,7 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
                 f"verified: receipt {data.receipt_id}, +{data.metadata.credits} "
                 f"{data.metadata.credit_unit} credits to add"
             )
+    withdrawal = _payout(sc, echo)
     oc.close()
     sc.close()
     return {
@@ -129,4 +139,80 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
         "resource_id": resource.id,
         "receipt_id": paid.receipt_id,
         "gate_receipt_id": gate_receipt,
+        "withdrawal_id": withdrawal.id,
     }
+
+
+class _CsrfField(HTMLParser):
+    """The onboarding form's hidden ``csrf`` value, as a browser would send it back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.value: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "input" and a.get("name") == "csrf":
+            self.value = a.get("value")
+
+
+def _fill_sandbox_onboarding(onboard_url: str) -> None:
+    """What the person does on the sandbox onboarding page: name, the bank account whose
+    payouts succeed, the terms, and **Complete onboarding**."""
+    with httpx.Client(timeout=30) as http:
+        page = http.get(onboard_url)
+        page.raise_for_status()
+        form = _CsrfField()
+        form.feed(page.text)
+        if form.value is None:
+            raise RuntimeError("the onboarding page has no form to complete")
+        done = http.post(
+            onboard_url,
+            data={
+                "csrf": form.value,
+                "legal_name": "Demo Seller LLC",
+                "bank_account": "succeeds",
+                "tos": "accepted",
+                "action": "complete",
+            },
+        )
+        done.raise_for_status()
+
+
+def _payout(sc: svc.Client, echo: Callable[[str], None], timeout: float = 60) -> svc.Withdrawal:
+    """Steps 12-16: onboarding link, the form, sync, withdraw, and the payout followed."""
+    link = sc.connect.onboard("US", "express")
+    echo(f"12. payouts: onboarding link for a person to complete in a browser: {link.onboard_url}")
+    echo("    (an agent hands this link to a human; no API call can complete onboarding)")
+    _fill_sandbox_onboarding(link.onboard_url)
+    echo(
+        "13. the demo fills the sandbox onboarding form itself; in real use a human does "
+        "(pressed Complete onboarding)"
+    )
+    account = sc.connect.sync()
+    echo(
+        f"14. connect synced: payouts_enabled: {str(account.payouts_enabled).lower()}, "
+        f"requirements_due: {account.requirements_due}"
+    )
+    withdrawal = sc.withdrawals.create()
+    echo(
+        f"15. withdrew the whole balance, {withdrawal.amount} {withdrawal.currency}: "
+        f"withdrawal {withdrawal.id} {withdrawal.status}"
+    )
+    deadline = time.monotonic() + timeout
+    seen = [withdrawal.status]
+    while withdrawal.status not in ("paid", "failed"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"withdrawal {withdrawal.id} still {withdrawal.status}")
+        time.sleep(0.5)
+        withdrawal = sc.withdrawals.get(withdrawal.id)
+        if withdrawal.status != seen[-1]:
+            seen.append(withdrawal.status)
+    if withdrawal.status != "paid":
+        raise RuntimeError(f"withdrawal {withdrawal.id} failed: {withdrawal.failure_reason}")
+    balance = sc.sellers.balance()
+    echo(
+        f"16. withdrawal {withdrawal.id}: {' -> '.join(seen)}; the money is out, seller "
+        f"balance {balance.balance} {balance.currency}"
+    )
+    return withdrawal

@@ -17,6 +17,7 @@ import httpx
 from . import _endpoints as ep
 from ._async_namespaces import (
     AsyncAccess,
+    AsyncConnect,
     AsyncGates,
     AsyncHandles,
     AsyncOwners,
@@ -25,6 +26,7 @@ from ._async_namespaces import (
     AsyncSpend,
     AsyncWalletKeys,
     AsyncWebhooks,
+    AsyncWithdrawals,
 )
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
 from ._endpoints import Amount
@@ -64,6 +66,8 @@ class AsyncClient(BaseClient):
     access: AsyncAccess
     gates: AsyncGates
     webhooks: AsyncWebhooks
+    connect: AsyncConnect
+    withdrawals: AsyncWithdrawals
 
     def __init__(
         self,
@@ -106,6 +110,8 @@ class AsyncClient(BaseClient):
         self.access = AsyncAccess(self)
         self.gates = AsyncGates(self)
         self.webhooks = AsyncWebhooks(self)
+        self.connect = AsyncConnect(self)
+        self.withdrawals = AsyncWithdrawals(self)
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)

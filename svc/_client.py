@@ -22,6 +22,7 @@ from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import (
     Access,
+    Connect,
     Gates,
     Handles,
     Owners,
@@ -30,6 +31,7 @@ from ._namespaces import (
     Spend,
     WalletKeys,
     Webhooks,
+    Withdrawals,
 )
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
@@ -65,6 +67,8 @@ class Client(BaseClient):
     access: Access
     gates: Gates
     webhooks: Webhooks
+    connect: Connect
+    withdrawals: Withdrawals
 
     def __init__(
         self,
@@ -107,6 +111,8 @@ class Client(BaseClient):
         self.access = Access(self)
         self.gates = Gates(self)
         self.webhooks = Webhooks(self)
+        self.connect = Connect(self)
+        self.withdrawals = Withdrawals(self)
 
     def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)

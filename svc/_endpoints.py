@@ -18,6 +18,9 @@ from typing import Any, Literal
 from ._models import (
     Balance,
     Capabilities,
+    ConnectAccount,
+    ConnectLogin,
+    ConnectOnboarding,
     Delivery,
     DeliveryList,
     EventCatalog,
@@ -45,11 +48,14 @@ from ._models import (
     WebhookEndpoint,
     WebhookEndpointCreated,
     WebhookEndpointList,
+    Withdrawal,
+    WithdrawalList,
 )
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
 from ._types import NOT_GIVEN, NotGiven
 from .bodies import (
     ClaimHandle,
+    ConnectOnboard,
     CreateOwner,
     CreateSeller,
     CreateWalletKey,
@@ -60,11 +66,13 @@ from .bodies import (
     RecycleBalance,
     RedeemCredential,
     RequestChallenge,
+    UpdateConnect,
     UpdateWalletKey,
     UpdateWebhook,
     VerifyReceipt,
     WalletKeyAmount,
     WalletKeyPolicy,
+    Withdraw,
     to_json,
 )
 from .money import format_amount, parse_amount
@@ -72,12 +80,14 @@ from .receipts import rail_credentials
 from .wire import unstructure
 
 __all__ = [
+    "CONNECT_TYPES",
     "DISCOVERY_DOCUMENTS",
     "MAX_PAGE_LIMIT",
     "PAY_URL_METHODS",
     "PERIODS",
     "WEBHOOK_STATUSES",
     "Amount",
+    "ConnectType",
     "DiscoveryDocument",
     "JSONDocument",
     "Metadata",
@@ -88,6 +98,11 @@ __all__ = [
     "WebhookStatus",
     "access_verify",
     "capabilities",
+    "connect_login",
+    "connect_onboard",
+    "connect_status",
+    "connect_sync",
+    "connect_update",
     "discovery",
     "gates_challenge",
     "gates_redeem",
@@ -105,6 +120,7 @@ __all__ = [
     "sellers_balance",
     "sellers_create",
     "sellers_enable_payments",
+    "sellers_get",
     "sellers_list",
     "sellers_me",
     "sellers_recycle",
@@ -126,6 +142,9 @@ __all__ = [
     "webhooks_retry",
     "webhooks_test",
     "webhooks_update",
+    "withdrawals_create",
+    "withdrawals_get",
+    "withdrawals_list",
 ]
 
 
@@ -140,6 +159,9 @@ PERIODS: tuple[str, ...] = ("day", "week", "month", "none")
 #: What an owner may set a webhook endpoint to (``deleted`` is reached by deleting it).
 WebhookStatus = Literal["enabled", "disabled"]
 WEBHOOK_STATUSES: tuple[str, ...] = ("enabled", "disabled")
+#: The payout account's kind at the processor (``express`` when left out).
+ConnectType = Literal["express", "standard"]
+CONNECT_TYPES: tuple[str, ...] = ("express", "standard")
 #: Most items one page of any list holds (``limit``; the service's default is 20).
 MAX_PAGE_LIMIT = 100
 #: How ``pay-url`` requests the URL; a POST-only 402 needs ``POST`` and a JSON body.
@@ -311,17 +333,36 @@ def sellers_list(
     )
 
 
+def _seller_route(seller_id: str | None, tail: str = "") -> dict[str, Any]:
+    """Where a seller route is: ``/sellers/me{tail}`` with the seller key, or, given
+    ``seller_id``, its owner dashboard twin ``/sellers/{seller_id}{tail}`` with the owner
+    JWT (the same body and answer; the service answers 404 for another owner's seller)."""
+    if seller_id is None:
+        return {"path": "/sellers/me" + tail, "role": Role.SELLER}
+    return {
+        "path": "/sellers/{seller_id}" + tail,
+        "role": Role.OWNER,
+        "path_params": {"seller_id": seller_id},
+    }
+
+
 def sellers_me() -> RequestSpec[Seller]:
-    return RequestSpec(method="GET", path="/sellers/me", role=Role.SELLER, parse=as_model(Seller))
+    return RequestSpec(method="GET", parse=as_model(Seller), **_seller_route(None))
+
+
+def sellers_get(seller_id: str) -> RequestSpec[Seller]:
+    """``GET /sellers/{seller_id}``: one of the owner's sellers (owner dashboard)."""
+    return RequestSpec(method="GET", parse=as_model(Seller), **_seller_route(seller_id))
 
 
 def sellers_enable_payments(
-    processor_profile_id: str | None = None, payout_wallet_address: str | None = None
+    processor_profile_id: str | None = None,
+    payout_wallet_address: str | None = None,
+    *,
+    seller_id: str | None = None,
 ) -> RequestSpec[Seller]:
     return RequestSpec(
         method="PATCH",
-        path="/sellers/me/payments",
-        role=Role.SELLER,
         json=to_json(
             EnablePayments(
                 processor_profile_id=processor_profile_id,
@@ -329,12 +370,13 @@ def sellers_enable_payments(
             )
         ),
         parse=as_model(Seller),
+        **_seller_route(seller_id, "/payments"),
     )
 
 
-def sellers_balance() -> RequestSpec[Balance]:
+def sellers_balance(*, seller_id: str | None = None) -> RequestSpec[Balance]:
     return RequestSpec(
-        method="GET", path="/sellers/me/balance", role=Role.SELLER, parse=as_model(Balance)
+        method="GET", parse=as_model(Balance), **_seller_route(seller_id, "/balance")
     )
 
 
@@ -348,6 +390,117 @@ def sellers_recycle(seller_id: str, amount: Amount | None = None) -> RequestSpec
         json=to_json(RecycleBalance(amount=None if amount is None else _positive(amount))),
         parse=as_model(Recycled),
     )
+
+
+# --- payouts: Connect and withdrawals (seller key, or owner JWT with seller_id) ------------
+
+
+def connect_status(*, seller_id: str | None = None) -> RequestSpec[ConnectAccount]:
+    """``GET /sellers/me/connect``: the payout account as of the last sync."""
+    return RequestSpec(
+        method="GET", parse=as_model(ConnectAccount), **_seller_route(seller_id, "/connect")
+    )
+
+
+def connect_onboard(
+    country: str, type: ConnectType | None = None, *, seller_id: str | None = None
+) -> RequestSpec[ConnectOnboarding]:
+    """``POST /sellers/me/connect/onboard``: a fresh ``onboard_url`` for a human."""
+    if not isinstance(country, str) or len(country) != 2 or not country.isascii():
+        raise ValueError(f"country must be a two-letter country code such as 'US', got {country!r}")
+    if type is not None and type not in CONNECT_TYPES:
+        raise ValueError(f"type must be one of {CONNECT_TYPES}, got {type!r}")
+    return RequestSpec(
+        method="POST",
+        json=to_json(ConnectOnboard(country=country.upper(), type=type)),
+        parse=as_model(ConnectOnboarding),
+        **_seller_route(seller_id, "/connect/onboard"),
+    )
+
+
+def connect_sync(*, seller_id: str | None = None) -> RequestSpec[ConnectAccount]:
+    """``POST /sellers/me/connect/sync``: read the readiness flags from the processor."""
+    return RequestSpec(
+        method="POST",
+        json={},
+        parse=as_model(ConnectAccount),
+        **_seller_route(seller_id, "/connect/sync"),
+    )
+
+
+def connect_login(*, seller_id: str | None = None) -> RequestSpec[ConnectLogin]:
+    """``POST /sellers/me/connect/login``: the payout dashboard's ``login_url``."""
+    return RequestSpec(
+        method="POST",
+        json={},
+        parse=as_model(ConnectLogin),
+        **_seller_route(seller_id, "/connect/login"),
+    )
+
+
+def connect_update(
+    *,
+    auto_payout: bool | NotGiven = NOT_GIVEN,
+    auto_payout_minimum: Amount | NotGiven | None = NOT_GIVEN,
+    seller_id: str | None = None,
+) -> RequestSpec[ConnectAccount]:
+    """``PATCH /sellers/me/connect``: only the fields given are sent;
+    ``auto_payout_minimum=None`` is sent as ``null`` (back to the server's default)."""
+    if not isinstance(auto_payout, NotGiven) and not isinstance(auto_payout, bool):
+        raise ValueError(f"auto_payout must be True or False, got {auto_payout!r}")
+    minimum = auto_payout_minimum
+    body = to_json(
+        UpdateConnect(
+            auto_payout=None if isinstance(auto_payout, NotGiven) else auto_payout,
+            auto_payout_minimum=(
+                None
+                if minimum is None or isinstance(minimum, NotGiven)
+                else parse_amount(_limit("auto_payout_minimum", minimum))
+            ),
+        )
+    )
+    if minimum is None:  # to_json dropped it: null is "the server's default", on purpose
+        body["auto_payout_minimum"] = None
+    if not body:
+        raise ValueError("update needs auto_payout=... or auto_payout_minimum=...")
+    return RequestSpec(
+        method="PATCH",
+        json=body,
+        keep_null=True,
+        parse=as_model(ConnectAccount),
+        **_seller_route(seller_id, "/connect"),
+    )
+
+
+def withdrawals_create(
+    amount: Amount | None = None, *, seller_id: str | None = None
+) -> RequestSpec[Withdrawal]:
+    """``POST /sellers/me/withdraw``: ``amount``, or the whole available balance."""
+    return RequestSpec(
+        method="POST",
+        json=to_json(Withdraw(amount=None if amount is None else _positive(amount))),
+        parse=as_model(Withdrawal),
+        **_seller_route(seller_id, "/withdraw"),
+    )
+
+
+def withdrawals_list(
+    *, limit: int | None = None, starting_after: str | None = None, seller_id: str | None = None
+) -> RequestSpec[WithdrawalList]:
+    """``GET /sellers/me/withdrawals``: newest first."""
+    return RequestSpec(
+        method="GET",
+        query=_page(limit, starting_after),
+        parse=as_model(WithdrawalList),
+        **_seller_route(seller_id, "/withdrawals"),
+    )
+
+
+def withdrawals_get(withdrawal_id: str, *, seller_id: str | None = None) -> RequestSpec[Withdrawal]:
+    """``GET /sellers/me/withdrawals/{withdrawal_id}``: one withdrawal and its status."""
+    route = _seller_route(seller_id, "/withdrawals/{withdrawal_id}")
+    route["path_params"] = {**route.get("path_params", {}), "withdrawal_id": withdrawal_id}
+    return RequestSpec(method="GET", parse=as_model(Withdrawal), **route)
 
 
 # --- priced resources -----------------------------------------------------------------------
@@ -383,15 +536,15 @@ def resources_create(
 
 
 def resources_list(
-    *, limit: int | None = None, starting_after: str | None = None
+    *, limit: int | None = None, starting_after: str | None = None, seller_id: str | None = None
 ) -> RequestSpec[ResourceList]:
-    """``GET /resources``: oldest first, inactive ones included."""
+    """``GET /resources``: oldest first, inactive ones included; with ``seller_id`` the
+    owner dashboard's ``GET /sellers/{seller_id}/resources``."""
+    route: dict[str, Any] = {"path": "/resources", "role": Role.SELLER}
+    if seller_id is not None:
+        route = _seller_route(seller_id, "/resources")
     return RequestSpec(
-        method="GET",
-        path="/resources",
-        role=Role.SELLER,
-        query=_page(limit, starting_after),
-        parse=as_model(ResourceList),
+        method="GET", query=_page(limit, starting_after), parse=as_model(ResourceList), **route
     )
 
 

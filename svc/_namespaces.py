@@ -14,9 +14,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from . import _endpoints as ep
-from ._endpoints import Amount, Metadata, PayUrlMethod, Period, ResourceKind, WebhookStatus
+from ._endpoints import (
+    Amount,
+    ConnectType,
+    Metadata,
+    PayUrlMethod,
+    Period,
+    ResourceKind,
+    WebhookStatus,
+)
 from ._models import (
     Balance,
+    ConnectAccount,
+    ConnectLogin,
+    ConnectOnboarding,
     Delivery,
     DeliveryList,
     EventCatalog,
@@ -42,6 +53,8 @@ from ._models import (
     WebhookEndpoint,
     WebhookEndpointCreated,
     WebhookEndpointList,
+    Withdrawal,
+    WithdrawalList,
 )
 from ._options import RequestOptions
 from ._paging import iterate
@@ -50,6 +63,7 @@ from ._types import NOT_GIVEN, NotGiven
 
 __all__ = [
     "Access",
+    "Connect",
     "Gates",
     "Handles",
     "Owners",
@@ -59,6 +73,7 @@ __all__ = [
     "Spend",
     "WalletKeys",
     "Webhooks",
+    "Withdrawals",
 ]
 
 T = TypeVar("T")
@@ -124,19 +139,27 @@ class Sellers(_Namespace):
         """The seller the seller key belongs to."""
         return self._client._request(ep.sellers_me(), options)
 
+    def get(self, seller_id: str, *, options: RequestOptions | None = None) -> Seller:
+        """One of the owner's sellers (owner JWT; the owner dashboard's :meth:`me`)."""
+        return self._client._request(ep.sellers_get(seller_id), options)
+
     def enable_payments(
         self,
         *,
         processor_profile_id: str | None = None,
         payout_wallet_address: str | None = None,
+        seller_id: str | None = None,
         options: RequestOptions | None = None,
     ) -> Seller:
         """Turn on MPP and x402 for the seller's gates; check ``mpp_enabled`` on the result.
 
         With ``payout_wallet_address`` (EVM) open-rail USDC goes straight to that wallet
-        and the seller balance is not credited.
+        and the seller balance is not credited.  With ``seller_id``, for that seller of
+        the owner (owner JWT).
         """
-        spec = ep.sellers_enable_payments(processor_profile_id, payout_wallet_address)
+        spec = ep.sellers_enable_payments(
+            processor_profile_id, payout_wallet_address, seller_id=seller_id
+        )
         return self._client._request(spec, options)
 
     def recycle(
@@ -149,9 +172,147 @@ class Sellers(_Namespace):
         """Owner call: move seller balance (all, or ``amount``) into the account wallet."""
         return self._client._request(ep.sellers_recycle(seller_id, amount), options)
 
-    def balance(self, *, options: RequestOptions | None = None) -> Balance:
-        """Balance and the payout readiness flags to check before a withdraw."""
-        return self._client._request(ep.sellers_balance(), options)
+    def balance(
+        self, *, seller_id: str | None = None, options: RequestOptions | None = None
+    ) -> Balance:
+        """Balance and the payout readiness flags to check before a withdraw.
+
+        With ``seller_id``, that seller's of the owner (owner JWT).
+        """
+        return self._client._request(ep.sellers_balance(seller_id=seller_id), options)
+
+
+class Connect(_Namespace):
+    """The seller's payout account at the processor (Connect): onboarding, readiness, the
+    payout dashboard and auto payout.
+
+    Seller key; every method also takes ``seller_id`` to act on one of the owner's sellers
+    through the owner dashboard (owner JWT).  No call completes onboarding: hand the
+    ``onboard_url`` of :meth:`onboard` to a human, then :meth:`sync`.
+    """
+
+    def onboard(
+        self,
+        country: str,
+        type: ConnectType | None = None,
+        *,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ConnectOnboarding:
+        """Open the payout account (first call) and get a fresh ``onboard_url``.
+
+        ``country`` is two letters (``"US"``); ``type`` ``"express"`` (the default) or
+        ``"standard"``.  A person completes the page in a browser; the link expires
+        (``expires_at``), and calling again gives a fresh one.
+        """
+        spec = ep.connect_onboard(country, type, seller_id=seller_id)
+        return self._client._request(spec, options)
+
+    def sync(
+        self, *, seller_id: str | None = None, options: RequestOptions | None = None
+    ) -> ConnectAccount:
+        """Read the readiness flags from the processor: ``payouts_enabled`` once a human
+        has completed onboarding, ``requirements_due`` otherwise."""
+        return self._client._request(ep.connect_sync(seller_id=seller_id), options)
+
+    def status(
+        self, *, seller_id: str | None = None, options: RequestOptions | None = None
+    ) -> ConnectAccount:
+        """The payout account and its flags as of the last :meth:`sync` (no processor call)."""
+        return self._client._request(ep.connect_status(seller_id=seller_id), options)
+
+    def login(
+        self, *, seller_id: str | None = None, options: RequestOptions | None = None
+    ) -> ConnectLogin:
+        """A ``login_url`` to the payout account's dashboard, for a human, once onboarded."""
+        return self._client._request(ep.connect_login(seller_id=seller_id), options)
+
+    def update(
+        self,
+        *,
+        auto_payout: bool | NotGiven = NOT_GIVEN,
+        auto_payout_minimum: Amount | NotGiven | None = NOT_GIVEN,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ConnectAccount:
+        """Auto payout on or off, and the balance it waits for; a field left out is kept.
+
+        ``auto_payout_minimum=None`` (sent as JSON ``null``) returns to the server's
+        default minimum.
+        """
+        spec = ep.connect_update(
+            auto_payout=auto_payout, auto_payout_minimum=auto_payout_minimum, seller_id=seller_id
+        )
+        return self._client._request(spec, options)
+
+
+class Withdrawals(_Namespace):
+    """Seller balance out to the payout account: ``pending`` -> ``in_transit`` -> ``paid``,
+    or ``failed`` (the money is back in the balance).
+
+    Seller key; every method also takes ``seller_id`` for one of the owner's sellers
+    (owner JWT).  Withdrawals need ``payouts_enabled`` (see :class:`Connect`).
+    """
+
+    def create(
+        self,
+        amount: Amount | None = None,
+        *,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> Withdrawal:
+        """Withdraw ``amount``, or the whole available balance when it is ``None``.
+
+        The amount leaves the balance at once; watch ``status`` with :meth:`get`.  An
+        ``Idempotency-Key`` is sent and reused by retries, so a retried call withdraws once.
+        """
+        spec = ep.withdrawals_create(amount, seller_id=seller_id)
+        return self._client._request(spec, options)
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> WithdrawalList:
+        """The seller's withdrawals, newest first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.withdrawals_list(limit=limit, starting_after=starting_after, seller_id=seller_id)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[Withdrawal]:
+        """Every withdrawal of the seller, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(
+            lambda after: self.list(
+                limit=limit, starting_after=after, seller_id=seller_id, options=options
+            )
+        )
+
+    def get(
+        self,
+        withdrawal_id: str,
+        *,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> Withdrawal:
+        """One withdrawal and its ``status`` (``failure_reason`` when ``failed``)."""
+        spec = ep.withdrawals_get(withdrawal_id, seller_id=seller_id)
+        return self._client._request(spec, options)
 
 
 class Resources(_Namespace):
@@ -191,28 +352,34 @@ class Resources(_Namespace):
         *,
         limit: int | None = None,
         starting_after: str | None = None,
+        seller_id: str | None = None,
         options: RequestOptions | None = None,
     ) -> ResourceList:
         """The seller's resources, oldest first, inactive ones included.
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-        :meth:`list_all`.
+        :meth:`list_all`.  With ``seller_id``, that seller's of the owner (owner JWT).
         """
-        spec = ep.resources_list(limit=limit, starting_after=starting_after)
+        spec = ep.resources_list(limit=limit, starting_after=starting_after, seller_id=seller_id)
         return self._client._request(spec, options)
 
     def list_all(
         self,
         *,
         limit: int | None = None,
+        seller_id: str | None = None,
         options: RequestOptions | None = None,
     ) -> Iterator[Resource]:
         """Every resource of the seller, in the order of :meth:`list`.
 
         Pages of ``limit`` are fetched as the iteration reaches them.
         """
-        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
+        return iterate(
+            lambda after: self.list(
+                limit=limit, starting_after=after, seller_id=seller_id, options=options
+            )
+        )
 
     def get(self, resource_id: str, *, options: RequestOptions | None = None) -> Resource:
         return self._client._request(ep.resources_get(resource_id), options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
@@ -91,7 +92,7 @@ def _build() -> Any:
     )
     @click.pass_context
     def cli(ctx: Any, /, **options: Any) -> None:
-        """Sellers, priced resources, payments and webhooks from the shell."""
+        """Sellers, priced resources, payments, payouts and webhooks from the shell."""
         ctx.obj = {k: v for k, v in options.items() if v is not None}
 
     @cli.command()
@@ -110,6 +111,8 @@ def _build() -> Any:
     _add_seller_commands(cli)
     _add_resource_commands(cli)
     _add_payment_commands(cli)
+    _add_connect_commands(cli)
+    _add_withdrawal_commands(cli)
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
     return cli
@@ -300,6 +303,149 @@ def _add_payment_commands(cli: click.Group) -> None:
     def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
         """Move a seller's balance into the owner's account wallet (owner JWT)."""
         _run(ctx, lambda c: c.sellers.recycle(seller_id, amount))
+
+
+#: A withdrawal's statuses that do not change any more.
+_SETTLED = ("paid", "failed")
+
+
+def _seller_id_option(fn: Any) -> Any:
+    """``--seller-id``: the owner dashboard's twin of a seller-key command (owner JWT)."""
+    return click.option(
+        "--seller-id",
+        default=None,
+        help="Act on this seller of the owner (owner JWT) instead of the seller key's.",
+    )(fn)
+
+
+def _progress(message: str) -> None:
+    """A line for the person watching, on stderr: stdout stays the JSON result."""
+    click.echo(message, err=True)
+
+
+def _watch(
+    c: Client, withdrawal: Any, seller_id: str | None, interval: float, timeout: float
+) -> Any:
+    """Poll the withdrawal until it is paid or failed, printing each status it reaches."""
+    w = withdrawal
+    _progress(f"withdrawal {w.id} of {w.amount} {w.currency}: {w.status}")
+    deadline = time.monotonic() + timeout
+    while withdrawal.status not in _SETTLED:
+        if time.monotonic() >= deadline:
+            raise click.ClickException(
+                f"withdrawal {withdrawal.id} is still {withdrawal.status} after {timeout:g} s; "
+                f"see it with: svc withdrawals {withdrawal.id}"
+            )
+        time.sleep(interval)
+        status = withdrawal.status
+        withdrawal = c.withdrawals.get(withdrawal.id, seller_id=seller_id)
+        if withdrawal.status != status:
+            _progress(f"withdrawal {withdrawal.id}: {withdrawal.status}")
+    return withdrawal
+
+
+def _add_connect_commands(cli: click.Group) -> None:
+    @cli.group()
+    def connect() -> None:
+        """The payout account (seller key, or --seller-id with the owner JWT): a person
+        completes onboarding in a browser, then `svc connect sync`."""
+
+    @connect.command("onboard")
+    @click.option("--country", required=True, help="Two letters, e.g. US.")
+    @click.option("--type", "kind", default=None, type=click.Choice(["express", "standard"]))
+    @_seller_id_option
+    @click.pass_context
+    def connect_onboard(ctx: Any, /, country: str, kind: Any, seller_id: str | None) -> None:
+        """Get an onboarding link (onboard_url) for a person to complete in a browser."""
+
+        def call(c: Client) -> Any:
+            link = c.connect.onboard(country, kind, seller_id=seller_id)
+            _progress(
+                "Open onboard_url in a browser and complete it (a person must: no command "
+                "can), then run: svc connect sync"
+            )
+            return link
+
+        _run(ctx, call)
+
+    @connect.command("sync")
+    @_seller_id_option
+    @click.pass_context
+    def connect_sync(ctx: Any, /, seller_id: str | None) -> None:
+        """Read the readiness flags (payouts_enabled, requirements_due) from the processor."""
+        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id))
+
+    @connect.command("status")
+    @_seller_id_option
+    @click.pass_context
+    def connect_status(ctx: Any, /, seller_id: str | None) -> None:
+        """The payout account as of the last sync."""
+        _run(ctx, lambda c: c.connect.status(seller_id=seller_id))
+
+    @connect.command("login")
+    @_seller_id_option
+    @click.pass_context
+    def connect_login(ctx: Any, /, seller_id: str | None) -> None:
+        """A link (login_url) to the payout dashboard, for a person, once onboarded."""
+        _run(ctx, lambda c: c.connect.login(seller_id=seller_id))
+
+
+def _add_withdrawal_commands(cli: click.Group) -> None:
+    @cli.command()
+    @click.option("--amount", default=None, help="Default: the whole available balance.")
+    @click.option("--wait", is_flag=True, help="Show progress until paid or failed.")
+    @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+    @click.option("--interval", default=1.0, show_default=True, help="Seconds between polls.")
+    @_seller_id_option
+    @click.pass_context
+    def withdraw(
+        ctx: Any,
+        /,
+        amount: str | None,
+        wait: bool,
+        timeout: float,
+        interval: float,
+        seller_id: str | None,
+    ) -> None:
+        """Withdraw seller balance to the payout account; with --wait, follow it
+        (pending -> in_transit -> paid) and exit 1 if it fails."""
+        outcome: dict[str, Any] = {}
+
+        def call(c: Client) -> Any:
+            withdrawal = c.withdrawals.create(amount, seller_id=seller_id)
+            if wait:
+                withdrawal = _watch(c, withdrawal, seller_id, interval, timeout)
+            outcome["status"] = withdrawal.status
+            outcome["reason"] = withdrawal.failure_reason
+            return withdrawal
+
+        _run(ctx, call)
+        if wait and outcome.get("status") == "failed":
+            click.echo(
+                f"error: the withdrawal failed ({outcome['reason']}); the money is back in "
+                "the balance",
+                err=True,
+            )
+            sys.exit(1)
+
+    @cli.command()
+    @click.argument("withdrawal_id", required=False)
+    @_seller_id_option
+    @_page_options
+    @click.pass_context
+    def withdrawals(
+        ctx: Any, /, withdrawal_id: str | None, seller_id: str | None, **o: Any
+    ) -> None:
+        """The seller's withdrawals, newest first; with WITHDRAWAL_ID, that one."""
+        if withdrawal_id is not None:
+            _run(ctx, lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id))
+            return
+        _list(
+            ctx,
+            o,
+            lambda c: partial(c.withdrawals.list, seller_id=seller_id),
+            lambda c: partial(c.withdrawals.list_all, seller_id=seller_id),
+        )
 
 
 def _add_wallet_key_commands(cli: click.Group) -> None:

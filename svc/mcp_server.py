@@ -32,18 +32,28 @@ except ImportError:  # pragma: no cover - exercised by users without the extra
 
 __all__ = ["TOOL_NAMES", "create_server", "main"]
 
-#: Every tool this server offers (the spec's table, less Connect and withdrawals, which
-#: the reference service does not implement).
+#: Every tool this server offers (the spec's table).
 TOOL_NAMES = (
     "svc_sellers",
     "svc_create_pay_link",
     "svc_resources",
     "svc_enable_payments",
+    "svc_connect",
+    "svc_withdraw",
     "svc_recycle",
     "svc_pay",
     "svc_pay_url",
     "svc_webhooks",
 )
+
+#: What the model is told to do with a link only a person can use.
+ONBOARD_NEXT_STEP = (
+    "Give onboard_url to the seller's human: they complete the onboarding page in a "
+    "browser (no API call can). Then call svc_connect with action=sync; payouts_enabled "
+    "turns true once they have finished. The link expires (expires_at): action=onboard "
+    "again gives a fresh one."
+)
+LOGIN_NEXT_STEP = "Give login_url to the seller's human: it opens the payout dashboard."
 
 T = TypeVar("T")
 ClientFactory = Callable[[], AsyncClient]
@@ -102,7 +112,8 @@ def create_server(
         "svc",
         instructions=(
             "Payments for agents and the people who sell to them. Sellers: svc_sellers, "
-            "svc_resources / svc_create_pay_link, svc_enable_payments, svc_webhooks. "
+            "svc_resources / svc_create_pay_link, svc_enable_payments, svc_webhooks; "
+            "payouts with svc_connect (a human completes onboarding) and svc_withdraw. "
             "Agents: svc_pay for in-service resources and handles, svc_pay_url for any "
             "x402 or MPP URL (including hosted gates)."
         ),
@@ -111,6 +122,7 @@ def create_server(
     _add_seller_tools(server, factory)
     _add_resource_tools(server, factory)
     _add_payment_tools(server, factory)
+    _add_payout_tools(server, factory)
     _add_webhook_tools(server, factory)
     return server
 
@@ -271,6 +283,46 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
         and return the unlocked response (body cut at 8 KB, ``body_truncated``)."""
         return await _call(factory, lambda c: c.spend.pay_url(url, method=method, json=json))
+
+
+def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
+    @server.tool()
+    async def svc_connect(
+        action: Literal["onboard", "sync", "status", "login"],
+        country: str | None = None,
+        type: Literal["express", "standard"] | None = None,
+    ) -> Any:
+        """The seller's payout account (seller key).  onboard (needs ``country``, two
+        letters such as "US"; ``type`` express by default) returns an ``onboard_url``
+        that a HUMAN must open and complete in a browser -- hand it to them, an agent
+        cannot complete onboarding -- then call sync, which reads ``payouts_enabled``,
+        ``details_submitted`` and ``requirements_due``.  status is the account as of the
+        last sync.  login returns a ``login_url`` to the payout dashboard, also for a
+        human, once onboarded."""
+        if action == "onboard":
+            where = _need(country, "country", action)
+            link = await _call(factory, lambda c: c.connect.onboard(where, type))
+            return {**link, "next_step": ONBOARD_NEXT_STEP}
+        if action == "sync":
+            return await _call(factory, lambda c: c.connect.sync())
+        if action == "status":
+            return await _call(factory, lambda c: c.connect.status())
+        login = await _call(factory, lambda c: c.connect.login())
+        return {**login, "next_step": LOGIN_NEXT_STEP}
+
+    @server.tool()
+    async def svc_withdraw(amount: str | None = None, withdrawal_id: str | None = None) -> Any:
+        """Withdraw seller balance to the payout account (seller key; payouts must be
+        enabled, see svc_connect): ``amount`` as a decimal string such as "5.00", or left
+        out for the whole available balance.  Returns the withdrawal with its ``status``:
+        pending, then in_transit, then paid -- or failed, with ``failure_reason``, and the
+        money back in the balance.  With ``withdrawal_id`` (and no amount) nothing is
+        withdrawn: that withdrawal's current status is returned."""
+        if withdrawal_id is not None:
+            if amount is not None:
+                raise _fail("give amount to withdraw, or withdrawal_id to check one, not both")
+            return await _call(factory, lambda c: c.withdrawals.get(withdrawal_id))
+        return await _call(factory, lambda c: c.withdrawals.create(amount))
 
 
 def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:

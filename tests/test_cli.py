@@ -74,8 +74,15 @@ def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
         "webhook payment.succeeded (x402, processor_deposit) received and verified",
         "webhook payment.succeeded (rill, ledger) received and verified",
         "+10 report credits",
+        f"12. payouts: onboarding link for a person to complete in a browser: "
+        f"http://127.0.0.1:{port}/sandbox/connect/onboard/",
+        "13. the demo fills the sandbox onboarding form itself; in real use a human does",
+        "14. connect synced: payouts_enabled: true, requirements_due: []",
+        "15. withdrew the whole balance, 0.099 USD: withdrawal wd_",
+        "pending -> in_transit -> paid; the money is out, seller balance 0.00 USD",
     ):
         assert step in out, out
+    assert out.index("11. webhook") < out.index("12. payouts") < out.index("16. withdrawal wd_")
 
 
 def test_migrate_is_idempotent(database_url: str) -> None:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from click.testing import CliRunner
 
 from svc.cli import _build
 
+from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
 from ..support import LiveServer, new_account
 
 
 def run(*args: str) -> Any:
     result = CliRunner().invoke(_build(), list(args), catch_exceptions=False)
     return result.exit_code, result.output
+
+
+def run_split(*args: str) -> tuple[int, str, str]:
+    """Exit code, stdout (the JSON result) and stderr (progress and errors) apart."""
+    result = CliRunner().invoke(_build(), list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
 
 
 def test_seller_flow_from_the_shell(server: LiveServer) -> None:
@@ -135,3 +144,60 @@ def test_lists_page_from_the_shell(server: LiveServer) -> None:
         assert run(*owner, "webhooks", "test", hook)[0] == 0
     code, out = run(*owner, "webhooks", "deliveries", hook, "--all", "--limit", "2")
     assert code == 0 and len(json.loads(out)["data"]) == 3
+
+
+def test_payouts_from_the_shell(make_server: Callable[..., LiveServer]) -> None:
+    """``svc connect`` hands the onboarding link to a person (here the sandbox form,
+    posted as a browser would), ``svc withdraw --wait`` shows the payout move until it is
+    paid, and a failing bank account makes it exit 1 with the money back."""
+    fast = make_server(**FAST_PAYOUTS)
+    s = shop(fast)
+    seller = ["--base-url", fast.url, "--seller-key", s.acct.seller_key]
+    code, out, _ = run_split(*seller, "connect", "status")
+    assert code == 0 and json.loads(out)["status"] == "not_started"
+    code, out, err = run_split(*seller, "withdraw")
+    assert code == 1 and "payouts_not_enabled" in err and "GET /sellers/me/balance" in err
+
+    code, out, err = run_split(
+        *seller, "connect", "onboard", "--country", "US", "--type", "express"
+    )
+    assert code == 0, err
+    link = json.loads(out)
+    assert "a person must" in err and "svc connect sync" in err
+    assert complete_onboarding(link["onboard_url"]).status_code == 200
+    code, out, _ = run_split(*seller, "connect", "sync")
+    assert code == 0 and json.loads(out)["payouts_enabled"] is True
+    code, out, _ = run_split(*seller, "connect", "login")
+    assert code == 0 and json.loads(out)["login_url"].startswith(fast.url)
+
+    code, out, err = run_split(
+        *seller, "withdraw", "--amount", "5.00", "--wait", "--interval", "0.05"
+    )
+    assert code == 0, err
+    done = json.loads(out)
+    assert (done["status"], done["amount"]) == ("paid", "5.00")
+    progress = [line.rsplit(": ", 1)[-1] for line in err.splitlines()]
+    assert progress[0] == "pending" and progress[-1] == "paid", err
+    assert f"withdrawal {done['id']} of 5.00 USD: pending" in err
+    code, out, _ = run_split(*seller, "withdraw", "--amount", "1.00")  # no --wait: at once
+    assert code == 0 and json.loads(out)["status"] == "pending"
+    code, out, _ = run_split(*seller, "withdrawals", "--all", "--limit", "1")
+    listed = json.loads(out)["data"]
+    assert len(listed) == 2 and listed[1]["id"] == done["id"]
+    code, out, _ = run_split(*seller, "withdrawals", done["id"])
+    assert json.loads(out)["status"] == "paid"
+
+    owner = ["--base-url", fast.url, "--owner-jwt", s.acct.owner_jwt, "--environment", "test"]
+    code, out, _ = run_split(*owner, "connect", "status", "--seller-id", s.acct.seller_id)
+    assert code == 0 and json.loads(out)["payouts_enabled"] is True
+
+    failing = shop(fast)
+    seller = ["--base-url", fast.url, "--seller-key", failing.acct.seller_key]
+    link = json.loads(run_split(*seller, "connect", "onboard", "--country", "US")[1])
+    assert complete_onboarding(link["onboard_url"], bank="fails").status_code == 200
+    assert run_split(*seller, "connect", "sync")[0] == 0
+    code, out, err = run_split(*seller, "withdraw", "--wait", "--interval", "0.05")
+    assert code == 1
+    assert json.loads(out)["status"] == "failed"
+    assert "failed" in err and "back in the balance" in err
+    assert failing.balance() == Decimal("9.90")

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
 from svc import Client as SyncClient
 from svc.mcp_server import TOOL_NAMES, create_server
 
+from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
 from ..support import LiveServer, new_account
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +170,45 @@ async def test_list_actions_page(server: LiveServer) -> None:
     assert [s["name"] for s in rest["data"]] == ["c"] and rest["has_more"] is False
     text = await _error(owner, "svc_sellers", action="list", starting_after="sel_unknown")
     assert "validation_error" in text
+
+
+async def test_connect_and_withdraw_through_the_tools(
+    make_server: Callable[..., LiveServer],
+) -> None:
+    """svc_connect hands the onboarding link to a human (here the sandbox form, posted as
+    a browser would), syncs, and svc_withdraw moves the balance out and reports its
+    status until it is paid."""
+    fast = make_server(**FAST_PAYOUTS)
+    s = shop(fast)
+    seller = {"base_url": fast.url, "seller_key": s.acct.seller_key}
+    assert (await _tool(seller, "svc_connect", action="status"))["status"] == "not_started"
+    assert "needs country" in await _error(seller, "svc_connect", action="onboard")
+    refused = await _error(seller, "svc_withdraw")
+    assert "payouts_not_enabled" in refused and "GET /sellers/me/balance" in refused
+
+    link = await _tool(seller, "svc_connect", action="onboard", country="US")
+    assert link["onboard_url"].startswith(fast.url) and link["expires_at"]
+    assert "human" in link["next_step"] and "action=sync" in link["next_step"]
+    assert complete_onboarding(link["onboard_url"]).status_code == 200
+    synced = await _tool(seller, "svc_connect", action="sync")
+    assert synced["payouts_enabled"] is True and synced["requirements_due"] == []
+    login = await _tool(seller, "svc_connect", action="login")
+    assert login["login_url"].startswith(fast.url) and "human" in login["next_step"]
+
+    w = await _tool(seller, "svc_withdraw", amount="5.00")
+    assert (w["status"], w["amount"]) == ("pending", "5.00")
+    deadline = time.monotonic() + 15
+    while w["status"] not in ("paid", "failed"):
+        assert time.monotonic() < deadline, w
+        await anyio.sleep(0.05)
+        w = await _tool(seller, "svc_withdraw", withdrawal_id=w["id"])
+    assert w["status"] == "paid"
+    both = await _error(seller, "svc_withdraw", amount="1", withdrawal_id=w["id"])
+    assert "not both" in both
+
+
+async def test_the_tool_descriptions_say_a_human_onboards() -> None:
+    async with Client(create_server(client_options={"base_url": "http://127.0.0.1:9"})) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert "HUMAN" in (tools["svc_connect"].description or "")
+    assert "in_transit" in (tools["svc_withdraw"].description or "")

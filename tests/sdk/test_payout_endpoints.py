@@ -1,0 +1,301 @@
+"""Payouts on both clients: Connect and withdrawals with the seller key, and the owner
+dashboard's twins (``seller_id=``, owner JWT) of every seller route.
+
+The request shapes are checked against an ``httpx.MockTransport`` answering with the
+server's contract (``tests/e2e/test_sdk_payouts.py`` drives a live server).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, ok
+
+import svc
+
+pytestmark = pytest.mark.anyio
+
+ACCOUNT = {
+    "seller_id": "sel_1",
+    "environment": "test",
+    "status": "enabled",
+    "payouts_enabled": True,
+    "details_submitted": True,
+    "requirements_due": [],
+    "account_id": "acct_sbx_1",
+    "type": "express",
+    "country": "US",
+    "auto_payout": True,
+    "auto_payout_minimum": "100.00",
+    "synced_at": "2026-01-02T03:04:05Z",
+}
+ONBOARDING = {
+    "seller_id": "sel_1",
+    "onboard_url": "http://127.0.0.1:8000/sandbox/connect/onboard/tok",
+    "expires_at": "2026-01-02T03:34:05Z",
+    "account": {**ACCOUNT, "status": "onboarding", "payouts_enabled": False},
+}
+LOGIN = {"seller_id": "sel_1", "login_url": "http://127.0.0.1:8000/sandbox/connect/login/tok"}
+WITHDRAWAL = {
+    "id": "wd_1",
+    "status": "pending",
+    "amount": "5.00",
+    "currency": "USD",
+    "seller_id": "sel_1",
+    "environment": "test",
+    "automatic": False,
+    "failure_reason": None,
+    "created_at": "2026-01-02T03:04:05Z",
+}
+SELLER = {"id": "sel_1", "environment": "test", "name": "Shop", "status": "active"}
+BALANCE = {"seller_id": "sel_1", "environment": "test", "balance": "9.90"}
+BODIES: dict[type, dict[str, Any]] = {
+    svc.ConnectAccount: ACCOUNT,
+    svc.ConnectOnboarding: ONBOARDING,
+    svc.ConnectLogin: LOGIN,
+    svc.Withdrawal: WITHDRAWAL,
+    svc.WithdrawalList: {"data": [WITHDRAWAL], "has_more": False},
+    svc.Seller: SELLER,
+    svc.Balance: BALANCE,
+    svc.ResourceList: {"data": [], "has_more": False},
+}
+CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY}
+ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
+
+# (call with the seller key, method, path under /sellers/me, JSON body, result type, status)
+SELLER_ROUTES: list[tuple[Any, str, str, dict[str, Any] | None, type, int]] = [
+    (lambda c, **k: c.connect.status(**k), "GET", "/connect", None, svc.ConnectAccount, 200),
+    (
+        lambda c, **k: c.connect.onboard("us", "express", **k),
+        "POST",
+        "/connect/onboard",
+        {"country": "US", "type": "express"},
+        svc.ConnectOnboarding,
+        200,
+    ),
+    (
+        lambda c, **k: c.connect.onboard(country="DE", **k),
+        "POST",
+        "/connect/onboard",
+        {"country": "DE"},
+        svc.ConnectOnboarding,
+        200,
+    ),
+    (lambda c, **k: c.connect.sync(**k), "POST", "/connect/sync", {}, svc.ConnectAccount, 200),
+    (lambda c, **k: c.connect.login(**k), "POST", "/connect/login", {}, svc.ConnectLogin, 200),
+    (
+        lambda c, **k: c.connect.update(auto_payout=False, **k),
+        "PATCH",
+        "/connect",
+        {"auto_payout": False},
+        svc.ConnectAccount,
+        200,
+    ),
+    (
+        lambda c, **k: c.connect.update(auto_payout_minimum="50", **k),
+        "PATCH",
+        "/connect",
+        {"auto_payout_minimum": "50.00"},
+        svc.ConnectAccount,
+        200,
+    ),
+    (
+        lambda c, **k: c.connect.update(auto_payout=True, auto_payout_minimum=None, **k),
+        "PATCH",
+        "/connect",
+        {"auto_payout": True, "auto_payout_minimum": None},
+        svc.ConnectAccount,
+        200,
+    ),
+    (lambda c, **k: c.withdrawals.create(**k), "POST", "/withdraw", {}, svc.Withdrawal, 201),
+    (
+        lambda c, **k: c.withdrawals.create(Decimal("5"), **k),
+        "POST",
+        "/withdraw",
+        {"amount": "5.00"},
+        svc.Withdrawal,
+        201,
+    ),
+    (
+        lambda c, **k: c.withdrawals.list(**k),
+        "GET",
+        "/withdrawals",
+        None,
+        svc.WithdrawalList,
+        200,
+    ),
+    (
+        lambda c, **k: c.withdrawals.get("wd_1", **k),
+        "GET",
+        "/withdrawals/wd_1",
+        None,
+        svc.Withdrawal,
+        200,
+    ),
+    (lambda c, **k: c.sellers.balance(**k), "GET", "/balance", None, svc.Balance, 200),
+    (
+        lambda c, **k: c.sellers.enable_payments(**k),
+        "PATCH",
+        "/payments",
+        {},
+        svc.Seller,
+        200,
+    ),
+]
+IDS = [f"{m} {p}" + (f" {b}" if b else "") for _, m, p, b, _, _ in SELLER_ROUTES]
+
+
+def _body(request: httpx.Request) -> Any:
+    return json.loads(request.content) if request.content else None
+
+
+def _check(
+    request: httpx.Request, method: str, path: str, role: str, body: dict[str, Any] | None
+) -> None:
+    assert request.method == method
+    assert request.url.path == path
+    assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
+    assert _body(request) == body
+    if method == "GET":
+        assert "idempotency-key" not in request.headers and request.content == b""
+    else:
+        assert request.headers["content-type"] == "application/json"
+        assert len(request.headers["idempotency-key"]) == 36  # a uuid4, automatic
+
+
+@pytest.mark.parametrize(
+    ("call", "method", "tail", "body", "result_type", "status"), SELLER_ROUTES, ids=IDS
+)
+async def test_seller_key_routes(
+    twin: Twin,
+    call: Any,
+    method: str,
+    tail: str,
+    body: dict[str, Any] | None,
+    result_type: type,
+    status: int,
+) -> None:
+    client = twin.client(environment="test", **ALL_CREDENTIALS)
+    twin.reply(ok(BODIES[result_type], status=status))
+
+    result = await twin.call(client, call)
+
+    assert isinstance(result, result_type) and result.request_id == "req_ok"
+    _check(twin.last, method, "/sellers/me" + tail, "seller", body)
+
+
+@pytest.mark.parametrize(
+    ("call", "method", "tail", "body", "result_type", "status"), SELLER_ROUTES, ids=IDS
+)
+async def test_owner_dashboard_twins_take_seller_id(
+    twin: Twin,
+    call: Any,
+    method: str,
+    tail: str,
+    body: dict[str, Any] | None,
+    result_type: type,
+    status: int,
+) -> None:
+    client = twin.client(environment="test", **ALL_CREDENTIALS)
+    twin.reply(ok(BODIES[result_type], status=status))
+
+    result = await twin.call(client, lambda c: call(c, seller_id="sel_1"))
+
+    assert isinstance(result, result_type)
+    _check(twin.last, method, "/sellers/sel_1" + tail, "owner", body)
+    assert twin.last.headers["x-svc-environment"] == "test"
+
+
+async def test_owner_reads_a_seller_and_its_resources(twin: Twin) -> None:
+    client = twin.client(environment="test", owner_jwt=OWNER_JWT)
+    twin.reply(ok(SELLER), ok(BODIES[svc.ResourceList]), ok(BODIES[svc.ResourceList]))
+
+    seller = await twin.call(client, lambda c: c.sellers.get("sel_1"))
+    await twin.call(client, lambda c: c.resources.list(seller_id="sel_1", limit=5))
+
+    assert seller.id == "sel_1"
+    _check(twin.requests[0], "GET", "/sellers/sel_1", "owner", None)
+    assert twin.last.url.path == "/sellers/sel_1/resources"
+    assert dict(twin.last.url.params) == {"limit": "5"}
+
+
+async def test_the_onboarding_and_withdrawal_are_typed(twin: Twin) -> None:
+    client = twin.client(seller_key=SELLER_KEY)
+    twin.reply(ok(ONBOARDING), ok(WITHDRAWAL, status=201))
+
+    link = await twin.call(client, lambda c: c.connect.onboard("US"))
+    withdrawal = await twin.call(client, lambda c: c.withdrawals.create("5.00"))
+
+    assert link.onboard_url.endswith("/tok") and link.account.payouts_enabled is False
+    assert link.expires_at is not None and link.expires_at.tzinfo is not None
+    assert withdrawal.amount == Decimal("5.00") and withdrawal.status == "pending"
+
+
+async def test_a_retried_withdraw_reuses_its_idempotency_key(twin: Twin) -> None:
+    client = twin.client(seller_key=SELLER_KEY)
+    twin.reply(httpx.ConnectError("down"), ok(WITHDRAWAL, status=201))
+
+    await twin.call(client, lambda c: c.withdrawals.create("5"))
+
+    first, second = twin.requests
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda c: c.withdrawals.create("0"), "greater than zero"),
+        (lambda c: c.withdrawals.create(1.5), "amount"),
+        (lambda c: c.withdrawals.create("-1"), "amount"),
+        (lambda c: c.connect.onboard("USA"), "two-letter"),
+        (lambda c: c.connect.onboard("US", "custom"), "type must be one of"),
+        (lambda c: c.connect.update(), "needs auto_payout"),
+        (lambda c: c.connect.update(auto_payout="yes"), "True or False"),
+        (lambda c: c.connect.update(auto_payout_minimum="-5"), "auto_payout_minimum"),
+        (lambda c: c.withdrawals.get(""), "non-empty"),
+        (lambda c: c.withdrawals.get("wd_1", seller_id=""), "non-empty"),
+        (lambda c: c.sellers.get(""), "non-empty"),
+    ],
+)
+async def test_bad_arguments_fail_before_sending(twin: Twin, call: Any, match: str) -> None:
+    client = twin.client(**ALL_CREDENTIALS)
+
+    with pytest.raises(ValueError, match=match):
+        await twin.call(client, call)
+    assert twin.requests == []
+
+
+@pytest.mark.parametrize(
+    ("call", "needs"),
+    [
+        (lambda c: c.connect.sync(), "SVC_SELLER_KEY"),
+        (lambda c: c.withdrawals.create(), "SVC_SELLER_KEY"),
+        (lambda c: c.connect.sync(seller_id="sel_1"), "SVC_OWNER_JWT"),
+        (lambda c: c.withdrawals.list(seller_id="sel_1"), "SVC_OWNER_JWT"),
+    ],
+)
+async def test_missing_credential_fails_before_any_request(
+    twin: Twin, call: Any, needs: str
+) -> None:
+    client = twin.client(wallet_key=WALLET_KEY)
+
+    with pytest.raises(svc.ConfigurationError, match=needs):
+        await twin.call(client, call)
+    assert twin.requests == []
+
+
+async def test_ids_are_percent_encoded(twin: Twin) -> None:
+    client = twin.client(**ALL_CREDENTIALS)
+    twin.reply(ok(WITHDRAWAL), ok(WITHDRAWAL))
+
+    await twin.call(client, lambda c: c.withdrawals.get("../wd_2"))
+    await twin.call(client, lambda c: c.withdrawals.get("wd_1", seller_id="../me"))
+
+    assert [r.url.raw_path for r in twin.requests] == [
+        b"/sellers/me/withdrawals/..%2Fwd_2",
+        b"/sellers/..%2Fme/withdrawals/wd_1",
+    ]
