@@ -53,7 +53,9 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = _with_public_url(settings, f"http://{host}:{port}")
-    server = build_server(settings, host=host, port=port)
+    # The demo's numbered steps are what its reader follows: no access-log line between them.
+    walking = demo or exit_after_demo
+    server = build_server(settings, host=host, port=port, access_log=not walking)
     outcome: dict[str, Any] = {}
     if demo or exit_after_demo:
         thread = threading.Thread(
