@@ -175,11 +175,13 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless Debian ``chromium`` driven by Playwright (``playwright install`` cannot
     download here, so the system's browser is launched by path).  Skips, saying what to
-    install, where either is missing; ``.ci/run`` installs both."""
+    install, where either is missing; ``.ci/run`` installs both.  One per module, not per
+    session: Playwright's sync API keeps its asyncio loop running in this thread while it
+    is open, and any later test that runs a loop of its own would fail."""
     executable = shutil.which("chromium")
     if executable is None:
         pytest.skip("browser tests need Debian's chromium: apt-get install -y chromium")

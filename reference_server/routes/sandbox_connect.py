@@ -33,7 +33,10 @@ _TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=True,
 )
-#: Answers of these pages may not be framed, cached, or leak their token in a Referer.
+#: Answers of these pages may not be framed, cached, or leak their token in a Referer to
+#: another site.  The referrer policy is ``same-origin``, not ``no-referrer``: under
+#: ``no-referrer`` a browser sends the form's own POST with ``Origin: null``, which
+#: :func:`_cross_site` rightly refuses.
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
@@ -41,7 +44,7 @@ _HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 #: A form body is a few short fields; anything longer is refused unread.
