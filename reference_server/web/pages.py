@@ -46,9 +46,16 @@ def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
 
 
 def cross_site(call: Call) -> bool:
-    """A browser says where a POST comes from: refuse another site's."""
-    if call.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        return True
+    """A browser says where a POST comes from: refuse another site's.
+
+    ``Sec-Fetch-Site`` (set by the browser, never by a page) decides when sent.  Only
+    without it is ``Origin`` compared with the server's own: under ``Referrer-Policy:
+    no-referrer`` a browser sends ``Origin: null`` even for its same-origin form, so
+    ``null`` alone is only refused where the fetch metadata is missing.
+    """
+    site = call.headers.get("sec-fetch-site")
+    if site is not None:
+        return site not in ("same-origin", "none")
     origin = call.headers.get("origin")
     if origin is None or origin == "null":
         return origin == "null"

@@ -18,6 +18,8 @@ from ..support import Account, LiveServer, new_account
 PAYING = "4242 4242 4242 4242"
 DECLINED = "4000 0000 0000 0002"
 FUTURE = "12/39"
+#: What Chromium sends with the page's own form (checked in test_browser.py).
+BROWSER = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
 
 
 @attrs.frozen
@@ -110,7 +112,8 @@ def pay(
     token: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
-    """Send the page's form as a browser does (same-origin, urlencoded)."""
+    """Send the page's form as Chromium does (urlencoded; ``Origin: null`` under the page's
+    ``no-referrer`` policy, ``Sec-Fetch-Site: same-origin``); ``headers`` replace those."""
     if token is None:
         page = httpx.get(it.pay_url)
         assert page.status_code == 200, page.text
@@ -118,6 +121,6 @@ def pay(
     return httpx.post(
         it.pay_url,
         data={"token": token, "number": number, "expiry": expiry, "cvc": cvc},
-        headers={"Origin": it.live.url, "Sec-Fetch-Site": "same-origin", **(headers or {})},
+        headers=BROWSER if headers is None else headers,
         timeout=30,
     )
