@@ -12,7 +12,7 @@ cross-site POST refusal of every page).  The nonce is the idempotency key of the
 payment: the payment and its stored answer commit together, so a second submit of the
 same form -- a double click, a reload, a resent POST -- shows the same receipt and pays
 nothing more.  A refused card leaves the token unused (the person corrects the form and
-pays with it).  A token lives an hour, far below how long its record is kept.
+pays with it).  A token lives an hour, never longer than its record is kept.
 
 These are pages for people, not API: the endpoints are not ``listed`` in the discovery
 documents (an agent pays the same resource at its ``gate_url`` or by ``POST /pay``).
@@ -92,7 +92,9 @@ def _sign(key: bytes, short_id: str, nonce: str, expires: int) -> str:
 
 def _new_token(call: Call, short_id: str) -> str:
     nonce = secrets.token_urlsafe(16)
-    expires = int((call.now + timedelta(seconds=_TOKEN_SECONDS)).timestamp())
+    # Never longer than its idempotency record is kept: an expired token pays nothing.
+    lifetime = min(_TOKEN_SECONDS, call.ctx.settings.idempotency_ttl_seconds)
+    expires = int((call.now + timedelta(seconds=lifetime)).timestamp())
     return f"{nonce}.{expires}.{_sign(_key(call), short_id, nonce, expires)}"
 
 
