@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from decimal import Decimal
 
 import httpx
 
+from reference_server.settings import utcnow
 from svc import webhooks
 
 from ..support import LiveServer
@@ -174,3 +176,28 @@ def test_live_says_a_processor_is_needed(server: LiveServer) -> None:
     )
     assert r.status_code == 409 and "needs a configured payment processor" in r.text
     assert it.payments() == 0
+    # no description: the path; a seller's text is escaped, never markup
+    bare = httpx.get(item(server, description=None).pay_url).text
+    assert '<dd id="description">/v1/report</dd>' in bare
+    hostile = httpx.get(item(server, description="<script>x()</script>").pay_url).text
+    assert "<script>" not in hostile and "&lt;script&gt;x()&lt;/script&gt;" in hostile
+
+
+def test_an_expired_form_charges_nothing_and_comes_back_fresh(
+    make_server: Callable[..., LiveServer],
+) -> None:
+    now = [utcnow()]
+    live = make_server(clock=lambda: now[0], jwt_ttl_seconds=10**8)
+    it = item(live)
+    stale = token_of(httpx.get(it.pay_url).text)
+    paid_token = token_of(httpx.get(it.pay_url).text)
+    paid = pay(it, token=paid_token)
+    now[0] += timedelta(hours=2)
+    r = pay(it, token=stale)
+    assert r.status_code == 422 and "This form had expired, and nothing was charged" in r.text
+    fresh = token_of(r.text)
+    assert fresh != stale and it.payments() == 1
+    # a form that already paid still shows its receipt after its token expired
+    assert receipt_of(pay(it, token=paid_token).text) == receipt_of(paid.text)
+    assert receipt_of(pay(it, token=fresh).text) != receipt_of(paid.text)
+    assert it.payments() == 2
