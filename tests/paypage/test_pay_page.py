@@ -61,6 +61,10 @@ def test_sandbox_card_pays_once_and_the_receipt_verifies(
         verified = it.verify(receipt_id)
         assert verified["valid"] is True and verified["amount"] == "10.00"
         assert verified["rail"] == "card"
+        # and it unlocks the resource's hosted gate, like any receipt for it
+        gate = httpx.get(it.resource["gate_url"], headers={"X-Svc-Receipt": receipt_id})
+        assert gate.status_code == 200, gate.text
+        assert httpx.get(it.resource["gate_url"]).status_code == 402
         assert it.balance() == Decimal("9.90")  # the platform fee (1 %) taken
         assert it.payments() == 1
 
