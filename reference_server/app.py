@@ -24,6 +24,7 @@ from .routes import (
     handles,
     health,
     owners,
+    pay_page,
     pay_url,
     payouts,
     resources,
@@ -72,14 +73,16 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
 
 def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
     """Every endpoint the app serves but the discovery documents' own: the JSON API, the
-    gates (the demonstration gate, hosted gates, the open rails a seller's own gate asks)
-    and the probes.  All take the one pipeline (:mod:`.web.endpoint`)."""
+    gates (the demonstration gate, hosted gates, the open rails a seller's own gate asks),
+    the pages for people (pay pages, the sandbox payout processor's) and the probes.  All
+    take the one pipeline (:mod:`.web.endpoint`)."""
     return [
         *endpoints(sandbox_routes=sandbox_routes),
         *demo.ENDPOINTS,
         *hosted.ENDPOINTS,
         *rails.ENDPOINTS,
         *sandbox_connect.ENDPOINTS,
+        *pay_page.ENDPOINTS,
         *health.ENDPOINTS,
     ]
 

@@ -70,7 +70,8 @@ WALLET_KEY = "wallet_key"
 PLATFORM_FEES = "platform_fees"
 #: Where test money comes from: instant sandbox funding.
 SANDBOX_FUNDING = "sandbox_funding"
-#: Where live money comes from: the payment processor's clearing account.
+#: Where card money comes from: the card processor's clearing account (the pay page's
+#: payments; the sandbox card processor's in ``test``).
 PROCESSOR_CLEARING = "processor_clearing"
 #: Where open-rail money comes from: tokens that arrived at the service's deposit address
 #: (``processor_deposit`` settlement of an x402/MPP payment at a gate).

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import anyio.to_thread
-import jinja2
 from starlette.responses import HTMLResponse, Response
 
 from svc.money import format_micros
@@ -25,30 +22,11 @@ from svc.money import format_micros
 from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..domain.payouts import sandbox
+from ..web import pages
 from ..web.endpoint import Call, Endpoint
 
 __all__ = ["ENDPOINTS"]
 
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=True,
-)
-#: Answers of these pages may not be framed, cached, or leak their token in a Referer to
-#: another site.  The referrer policy is ``same-origin``, not ``no-referrer``: under
-#: ``no-referrer`` a browser sends the form's own POST with ``Origin: null``, which
-#: :func:`_cross_site` rightly refuses.
-_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
-#: A form body is a few short fields; anything longer is refused unread.
-_MAX_FORM_BYTES = 8 * 1024
 _UNUSABLE = (
     "This link cannot be used: it expired, was already used, or never existed.",
     "Ask the seller's agent for a new one (POST /sellers/me/connect/onboard answers a "
@@ -57,8 +35,7 @@ _UNUSABLE = (
 
 
 def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
-    html = _TEMPLATES.get_template(template).render(**values)
-    return HTMLResponse(html, status_code=status, headers=_HEADERS)
+    return pages.render(template, status, **values)
 
 
 def _message(title: str, *lines: str, status: int = 200, requirements: Any = ()) -> HTMLResponse:
@@ -102,43 +79,12 @@ async def _form(
     )
 
 
-def _cross_site(call: Call) -> bool:
-    """A browser says where a POST comes from: refuse another site's."""
-    if call.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
-        return True
-    origin = call.headers.get("origin")
-    if origin is None or origin == "null":
-        return origin == "null"
-    mine = urlsplit(call.public_url)
-    theirs = urlsplit(origin)
-    return (theirs.scheme, theirs.netloc) != (mine.scheme, mine.netloc)
-
-
-async def _read_form(call: Call) -> dict[str, str] | None:
-    """The urlencoded form, one value per field; ``None`` when it is not one."""
-    kind = call.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
-        return None
-    body = b""
-    async for chunk in call.request.stream():
-        body += chunk
-        if len(body) > _MAX_FORM_BYTES:
-            return None
-    try:
-        parsed = parse_qs(
-            body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20
-        )
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return {name: values[-1] for name, values in parsed.items()}
-
-
 async def submit_onboarding(call: Call) -> Response:
     """The onboarding form, sent: complete the account or leave requirements due."""
     token = call.params["token"]
-    if _cross_site(call):
+    if pages.cross_site(call):
         return _message("Refused", "This form must be sent from its own page.", status=403)
-    form = await _read_form(call)
+    form = await pages.read_form(call)
     if form is None:
         return _message("Refused", "The form could not be read; send it from its page.", status=400)
     expected = await anyio.to_thread.run_sync(_csrf, call.ctx, token)

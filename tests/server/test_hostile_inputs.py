@@ -272,10 +272,10 @@ class Attack:
             return
         if r.status_code < 400 or (self.path.startswith("/g/") and r.status_code == 402):
             return
-        if self.path.startswith("/sandbox/connect/") and r.headers.get(
+        if self.path.startswith(("/sandbox/connect/", "/pay/{")) and r.headers.get(
             "content-type", ""
         ).startswith("text/html"):
-            return  # pages for people answer in HTML (the sandbox payout processor's)
+            return  # pages for people answer in HTML (pay pages, the sandbox payout processor's)
         try:
             body = r.json()
             code = body["error"]["code"]

@@ -1,0 +1,343 @@
+"""Every resource's human pay page: ``pay_url`` (``/pay/{short_id}``), server-rendered HTML.
+
+``GET`` shows what is sold (description, price, seller) and, in ``test``, the sandbox card
+form (**Card number**, **Expiry**, **CVC**, **Pay**); ``live`` says plainly that card
+payment needs a configured processor and shows no form.  ``POST`` pays it: an approved
+sandbox card is booked like every sale (:mod:`reference_server.domain.card_payments`) and
+the page shows the receipt id, which ``POST /access/verify`` accepts.
+
+A form carries a one-time payment token: a random nonce and an expiry, signed with a
+server secret and bound to the resource (so it is also the form's CSRF token, with the
+cross-site POST refusal of every page).  The nonce is the idempotency key of the
+payment: the payment and its stored answer commit together, so a second submit of the
+same form -- a double click, a reload, a resent POST -- shows the same receipt and pays
+nothing more.  A refused card leaves the token unused (the person corrects the form and
+pays with it).  A token lives an hour, never longer than its record is kept.
+
+These are pages for people, not API: the endpoints are not ``listed`` in the discovery
+documents (an agent pays the same resource at its ``gate_url`` or by ``POST /pay``).
+Unknown short ids are 404 and deactivated resources 410, both as HTML.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import attrs
+from sqlalchemy import Row, select
+from starlette.responses import Response
+
+from svc.money import format_micros
+
+from ..domain import card_payments
+from ..domain.events import NEW_DELIVERIES
+from ..store import tables as t
+from ..web import idempotency, pages
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+
+__all__ = ["ENDPOINTS"]
+
+_PATH = "/pay/{short_id}"
+#: How long a form's payment token may be used.
+_TOKEN_SECONDS = 3600
+#: How long a second submit waits for the first one's answer before saying so.
+_WAIT_SECONDS = 10.0
+
+
+@attrs.frozen
+class _Sale:
+    """What the page shows of a resource."""
+
+    resource: Row[Any]
+    seller_name: str
+
+    @property
+    def values(self) -> dict[str, Any]:
+        r = self.resource
+        return {
+            "description": r.description or (r.path if r.kind == "http" else r.tool),
+            "price": format_micros(int(r.amount_micros)),
+            "seller": self.seller_name,
+            "environment": r.environment,
+            "short_id": r.short_id,
+        }
+
+
+def _load(call: Call) -> _Sale | None:
+    short_id = call.params["short_id"]
+    r, s = t.resources, t.sellers
+    with call.ctx.db.read() as conn:
+        row = conn.execute(select(r).where(r.c.short_id == short_id)).first()
+        if row is None:
+            return None
+        name = conn.execute(select(s.c.name).where(s.c.id == row.seller_id)).scalar()
+    return _Sale(resource=row, seller_name=name or row.seller_id)
+
+
+def _key(call: Call) -> bytes:
+    return call.ctx.secret("pay_page_token").encode()
+
+
+def _sign(key: bytes, short_id: str, nonce: str, expires: int) -> str:
+    message = f"{short_id}\n{nonce}\n{expires}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def _new_token(call: Call, short_id: str) -> str:
+    nonce = secrets.token_urlsafe(16)
+    # Never longer than its idempotency record is kept: an expired token pays nothing.
+    lifetime = min(_TOKEN_SECONDS, call.ctx.settings.idempotency_ttl_seconds)
+    expires = int((call.now + timedelta(seconds=lifetime)).timestamp())
+    return f"{nonce}.{expires}.{_sign(_key(call), short_id, nonce, expires)}"
+
+
+@attrs.frozen
+class _Token:
+    nonce: str
+    expired: bool
+
+
+def _read_token(call: Call, short_id: str, token: str) -> _Token | None:
+    """The token's nonce, if this server signed it for this resource."""
+    nonce, _, rest = token.partition(".")
+    expires_text, _, signature = rest.partition(".")
+    if not nonce or not expires_text.isdigit() or len(token) > 200:
+        return None
+    expected = _sign(_key(call), short_id, nonce, int(expires_text))
+    if not hmac.compare_digest(signature, expected):
+        return None
+    return _Token(nonce=nonce, expired=int(expires_text) <= int(call.now.timestamp()))
+
+
+def _not_found() -> Response:
+    return pages.render(
+        "pay_message.html",
+        404,
+        title="Payment page not found",
+        lines=[
+            "There is no payment page at this address. Check the link you were given, "
+            "or ask the seller for a new one."
+        ],
+    )
+
+
+def _gone(sale: _Sale) -> Response:
+    return pages.render(
+        "pay_message.html",
+        410,
+        title="No longer for sale",
+        lines=[
+            f"{sale.seller_name} has deactivated this item, so it can no longer be paid for "
+            "here. Nothing was charged. Ask the seller if it is offered elsewhere."
+        ],
+    )
+
+
+def _refused(message: str, status: int) -> Response:
+    return pages.render("pay_message.html", status, title="Refused", lines=[message])
+
+
+async def pay_page(call: Call) -> Response:
+    """The pay page: what is sold, and in ``test`` the sandbox card form."""
+    sale = await anyio.to_thread.run_sync(_load, call)
+    if sale is None:
+        return _not_found()
+    if not sale.resource.active:
+        return _gone(sale)
+    if sale.resource.environment != "test":
+        return _form(sale, "")  # no card processor: no form, no token
+    token = await anyio.to_thread.run_sync(_new_token, call, sale.resource.short_id)
+    return _form(sale, token)
+
+
+def _form(
+    sale: _Sale,
+    token: str,
+    *,
+    errors: dict[str, str] | None = None,
+    values: dict[str, str] | None = None,
+    notice: str | None = None,
+    status: int = 200,
+) -> Response:
+    title = f"Pay {sale.seller_name}"
+    return pages.render(
+        "pay_page.html",
+        status,
+        title=title,
+        sale=sale.values,
+        token=token,
+        errors=errors or {},
+        values=values or {},
+        notice=notice,
+    )
+
+
+async def pay(call: Call) -> Response:
+    """The card form, sent: pay once, and show the receipt."""
+    if pages.cross_site(call):
+        return _refused("This form must be sent from its own page.", 403)
+    form = await pages.read_form(call)
+    if form is None:
+        return _refused("The form could not be read; send it from the payment page.", 400)
+    sale = await anyio.to_thread.run_sync(_load, call)
+    if sale is None:
+        return _not_found()
+    if not sale.resource.active:
+        return _gone(sale)
+    if sale.resource.environment != "test":
+        return _form(sale, "", status=409)
+    short_id = sale.resource.short_id
+    token = await anyio.to_thread.run_sync(_read_token, call, short_id, form.get("token", ""))
+    if token is None:
+        return _refused("This form is out of date or not from this page: reload the page.", 403)
+    outcome = await _claim(call, sale, token)
+    if isinstance(outcome, Response):
+        return outcome
+    begun = outcome
+    values = {"number": form.get("number", "")[:40], "expiry": form.get("expiry", "")[:10]}
+    try:
+        answer = await _charge(call, sale, token, begun, form, values)
+    except BaseException:
+        await anyio.to_thread.run_sync(idempotency.release, call.ctx.db, begun)
+        raise
+    if isinstance(answer, Response):
+        await anyio.to_thread.run_sync(idempotency.release, call.ctx.db, begun)
+        return answer
+    return _receipt(sale, answer)
+
+
+async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | Response:
+    """The token's idempotency record claimed; or the receipt it already paid (waiting
+    a little while another submit of the same form is still paying)."""
+    ctx = call.ctx
+    fingerprint = idempotency.request_fingerprint(
+        "POST", _PATH, {"short_id": sale.resource.short_id}
+    )
+    waited = 0.0
+    while True:
+        try:
+            begun = await anyio.to_thread.run_sync(
+                lambda: idempotency.begin(
+                    ctx.db,
+                    scope=f"pay_page:{sale.resource.id}",
+                    route=f"POST {_PATH}",
+                    key=token.nonce,
+                    fingerprint=fingerprint,
+                    now=ctx.now(),
+                    ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
+                    lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
+                    box=ctx.box,
+                )
+            )
+        except ApiError as exc:
+            if exc.code != "idempotency_in_progress":
+                raise
+            if waited >= _WAIT_SECONDS:
+                return pages.render(
+                    "pay_message.html",
+                    409,
+                    title="Payment in progress",
+                    lines=[
+                        "This payment is still being processed. Reload this page in a "
+                        "moment to see its receipt; you will not be charged twice."
+                    ],
+                )
+            await anyio.sleep(0.1)
+            waited += 0.1
+            continue
+        if isinstance(begun, idempotency.Replay):
+            return _receipt(sale, begun.body)
+        return begun
+
+
+async def _charge(
+    call: Call,
+    sale: _Sale,
+    token: _Token,
+    begun: idempotency.Begun,
+    form: dict[str, str],
+    values: dict[str, str],
+) -> dict[str, Any] | Response:
+    """The sandbox processor's answer, and an approved payment booked: the receipt's
+    answer, or the form again saying what to fix."""
+    if token.expired:
+        fresh = await anyio.to_thread.run_sync(_new_token, call, sale.resource.short_id)
+        notice = (
+            "This form had expired, and nothing was charged. Check the details and press Pay again."
+        )
+        return _form(sale, fresh, values=values, notice=notice, status=422)
+    card, errors = card_payments.check_card(
+        form.get("number", ""), form.get("expiry", ""), form.get("cvc", ""), now=call.now
+    )
+    again = form.get("token", "")
+    if card is None:
+        return _form(sale, again, errors=errors, values=values, status=422)
+    outcome = card_payments.sandbox_outcome(card)
+    if outcome == "declined":
+        notice = (
+            "Your card was declined, and nothing was charged. Try another card. "
+            "(In the sandbox, 4000 0000 0000 0002 is always declined.)"
+        )
+        return _form(sale, again, values=values, notice=notice, status=402)
+    if outcome == "unknown":
+        errors = {
+            "number": "This sandbox takes only its test cards: 4242 4242 4242 4242 pays, "
+            "4000 0000 0000 0002 is declined. No real card is charged here."
+        }
+        return _form(sale, again, errors=errors, values=values, status=422)
+    return await anyio.to_thread.run_sync(_book, call, sale, begun)
+
+
+def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] | Response:
+    ctx = call.ctx
+    r = t.resources
+    with ctx.db.write() as conn:
+        query = select(r).where(r.c.id == sale.resource.id)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()
+        resource = conn.execute(query).one()
+        if not resource.active:
+            return _gone(sale)
+        now = ctx.now()
+        receipt_id = card_payments.book_card_sale(
+            conn,
+            resource=resource,
+            fee_bps=ctx.settings.platform_fee_bps,
+            request_id=call.request_id,
+            now=now,
+        )
+        answer = {
+            "receipt_id": receipt_id,
+            "amount": format_micros(int(resource.amount_micros)),
+            "created_at": now.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        idempotency.complete(conn, begun, 200, answer)
+        queued = conn.info.pop(NEW_DELIVERIES, False)
+    if queued:
+        ctx.notify_new_events()
+    return answer
+
+
+def _receipt(sale: _Sale, answer: dict[str, Any]) -> Response:
+    return pages.render(
+        "pay_receipt.html",
+        200,
+        title="Payment received",
+        sale=sale.values,
+        receipt_id=answer["receipt_id"],
+        amount=answer["amount"],
+        paid_at=answer["created_at"],
+    )
+
+
+ENDPOINTS = [
+    Endpoint(method="GET", path=_PATH, handler=pay_page, listed=False),
+    Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False),
+]

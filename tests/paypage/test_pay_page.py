@@ -1,0 +1,207 @@
+"""The human pay page at every ``pay_url``, as a browser's HTTP sees it: what is sold, the
+sandbox card form, a payment booked once, refusals said clearly, 404 and 410 as HTML."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from decimal import Decimal
+
+import httpx
+
+from reference_server.settings import utcnow
+from svc import webhooks
+
+from ..support import LiveServer
+from ..webhooks.receiver import start_receiver
+from .helpers import DECLINED, FUTURE, PAYING, item, pay, receipt_of, token_of
+
+
+def test_page_shows_what_is_sold_and_a_labelled_card_form(server: LiveServer) -> None:
+    it = item(server)
+    assert it.pay_url == f"{server.url}/pay/{it.resource['short_id']}"
+    r = httpx.get(it.pay_url)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+    assert "script-src" not in r.headers["content-security-policy"]  # default-src 'none'
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["referrer-policy"] == "same-origin"
+    html = r.text
+    assert '<html lang="en">' in html and html.count("<h1>") == 1
+    assert "Monthly weather report" in html and "2.50 USD" in html and "shop" in html
+    for field, label in (("number", "Card number"), ("expiry", "Expiry"), ("cvc", "CVC")):
+        assert f'<label for="{field}">{label}</label>' in html
+        assert f'id="{field}" name="{field}"' in html
+    assert '<button type="submit">Pay</button>' in html
+    assert "<script" not in html
+    # the API keeps answering JSON at /pay, and the page is also under /api
+    assert httpx.get(server.url + "/api/pay/" + it.resource["short_id"]).status_code == 200
+
+
+def test_sandbox_card_pays_once_and_the_receipt_verifies(
+    make_server: Callable[..., LiveServer],
+) -> None:
+    receiver = start_receiver()
+    try:
+        live = make_server(worker_poll_seconds=0.05)
+        it = item(live, amount="10.00")
+        owner = {"Authorization": f"Bearer {it.acct.owner_jwt}", "X-Svc-Environment": "test"}
+        hook = httpx.post(
+            live.url + "/webhooks",
+            json={"url": receiver.url, "events": ["payment.succeeded"]},
+            headers={**owner, "Idempotency-Key": "hook"},
+        )
+        assert hook.status_code == 201, hook.text
+        r = pay(it)
+        assert r.status_code == 200, r.text
+        assert "Payment received" in r.text and "10.00 USD" in r.text
+        receipt_id = receipt_of(r.text)
+        verified = it.verify(receipt_id)
+        assert verified["valid"] is True and verified["amount"] == "10.00"
+        assert verified["rail"] == "card"
+        # and it unlocks the resource's hosted gate, like any receipt for it
+        gate = httpx.get(it.resource["gate_url"], headers={"X-Svc-Receipt": receipt_id})
+        assert gate.status_code == 200, gate.text
+        assert httpx.get(it.resource["gate_url"]).status_code == 402
+        assert it.balance() == Decimal("9.90")  # the platform fee (1 %) taken
+        assert it.payments() == 1
+
+        got = receiver.wait_for(1)
+        event = webhooks.verify(hook.json()["signing_secret"], got[0].body, got[0].headers)
+        assert event.type == "payment.succeeded"
+        data = event.data
+        assert getattr(data, "receipt_id", None) == receipt_id
+        assert getattr(data, "settlement", None) == "processor_deposit"
+        assert getattr(data, "rail", None) == "card"
+        assert str(getattr(data, "platform_fee", "")) == "0.10"
+    finally:
+        receiver.server.shutdown()
+
+
+def test_a_double_submit_pays_once(server: LiveServer) -> None:
+    it = item(server)
+    token = token_of(httpx.get(it.pay_url).text)
+    first = pay(it, token=token)
+    again = pay(it, token=token)  # a reload resends the POST
+    assert first.status_code == again.status_code == 200
+    assert receipt_of(first.text) == receipt_of(again.text)
+    # a double click: both submits of one form race; one pays, both show its receipt
+    other = token_of(httpx.get(it.pay_url).text)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: pay(it, token=other), range(4)))
+    assert {a.status_code for a in answers} == {200}
+    assert len({receipt_of(a.text) for a in answers}) == 1
+    assert it.payments() == 2
+    assert it.balance() == Decimal("4.95")  # 2 x (2.50 - the 0.025 fee)
+
+
+def test_declined_and_mistyped_cards_are_told_clearly_and_charge_nothing(
+    server: LiveServer,
+) -> None:
+    it = item(server)
+    token = token_of(httpx.get(it.pay_url).text)
+    declined = pay(it, number=DECLINED, token=token)
+    assert declined.status_code == 402
+    assert "Your card was declined, and nothing was charged" in declined.text
+    assert 'role="alert"' in declined.text
+    cases = {
+        ("4242 4242 4242 4241", FUTURE, "123"): "not valid: check it for a typo",
+        ("4242", FUTURE, "123"): "12 to 19 digits",
+        ("", FUTURE, "123"): "Enter the card number.",
+        ("5555 5555 5555 4444", FUTURE, "123"): "only its test cards",
+        (PAYING, "01/20", "123"): "This card expired at the end of 01/20",
+        (PAYING, "13/39", "123"): "month should be 01 to 12",
+        (PAYING, "1239", "123"): "Write the expiry date as MM/YY",
+        (PAYING, FUTURE, "12"): "3 or 4 digit security code",
+    }
+    for (number, expiry, cvc), message in cases.items():
+        r = pay(it, number=number, expiry=expiry, cvc=cvc, token=token)
+        assert r.status_code == 422, (number, expiry, cvc, r.text)
+        assert message in r.text, (number, expiry, cvc)
+        assert 'aria-invalid="true"' in r.text
+        assert token_of(r.text) == token  # the same form, to correct
+    assert it.payments() == 0 and it.balance() == 0
+    # the refusals left the form's token unused: corrected, it pays
+    paid = pay(it, token=token)
+    assert paid.status_code == 200 and receipt_of(paid.text)
+    assert it.payments() == 1
+
+
+def test_a_forged_or_cross_site_form_is_refused(server: LiveServer) -> None:
+    it = item(server)
+    token = token_of(httpx.get(it.pay_url).text)
+    other = item(server)
+    assert pay(other, token=token).status_code == 403  # bound to its resource
+    assert pay(it, token="").status_code == 403
+    assert pay(it, token=token[:-1] + "x").status_code == 403
+    for headers in (
+        {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "null", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "https://evil.example"},  # no fetch metadata: the origin decides
+        {"Origin": "null"},
+    ):
+        r = pay(it, token=token, headers=headers)
+        assert r.status_code == 403, headers
+        assert "must be sent from its own page" in r.text
+    # a client that is no browser (no Origin, no fetch metadata) is not a cross-site form
+    assert pay(it, token=token, headers={}).status_code == 200
+    assert it.payments() == 1
+    r = httpx.post(it.pay_url, json={"token": token})
+    assert r.status_code == 400 and r.headers["content-type"].startswith("text/html")
+
+
+def test_unknown_page_is_404_and_deactivated_410_as_html(server: LiveServer) -> None:
+    r = httpx.get(server.url + "/pay/nosuchpage")
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert "There is no payment page at this address" in r.text
+    it = item(server)
+    token = token_of(httpx.get(it.pay_url).text)
+    it.deactivate()
+    r = httpx.get(it.pay_url)
+    assert r.status_code == 410 and r.headers["content-type"].startswith("text/html")
+    assert "No longer for sale" in r.text and "can no longer be paid for" in r.text
+    assert "<form" not in r.text
+    r = pay(it, token=token)
+    assert r.status_code == 410 and it.payments() == 0
+
+
+def test_live_says_a_processor_is_needed(server: LiveServer) -> None:
+    it = item(server, environment="live")
+    r = httpx.get(it.pay_url)
+    assert r.status_code == 200
+    assert "needs a configured payment processor" in r.text
+    assert "<form" not in r.text and "Card number" not in r.text
+    r = httpx.post(
+        it.pay_url,
+        data={"token": "x", "number": PAYING, "expiry": FUTURE, "cvc": "123"},
+        headers={"Origin": server.url},
+    )
+    assert r.status_code == 409 and "needs a configured payment processor" in r.text
+    assert it.payments() == 0
+    # no description: the path; a seller's text is escaped, never markup
+    bare = httpx.get(item(server, description=None).pay_url).text
+    assert '<dd id="description">/v1/report</dd>' in bare
+    hostile = httpx.get(item(server, description="<script>x()</script>").pay_url).text
+    assert "<script>" not in hostile and "&lt;script&gt;x()&lt;/script&gt;" in hostile
+
+
+def test_an_expired_form_charges_nothing_and_comes_back_fresh(
+    make_server: Callable[..., LiveServer],
+) -> None:
+    now = [utcnow()]
+    live = make_server(clock=lambda: now[0], jwt_ttl_seconds=10**8)
+    it = item(live)
+    stale = token_of(httpx.get(it.pay_url).text)
+    paid_token = token_of(httpx.get(it.pay_url).text)
+    paid = pay(it, token=paid_token)
+    now[0] += timedelta(hours=2)
+    r = pay(it, token=stale)
+    assert r.status_code == 422 and "This form had expired, and nothing was charged" in r.text
+    fresh = token_of(r.text)
+    assert fresh != stale and it.payments() == 1
+    # a form that already paid still shows its receipt after its token expired
+    assert receipt_of(pay(it, token=paid_token).text) == receipt_of(paid.text)
+    assert receipt_of(pay(it, token=fresh).text) != receipt_of(paid.text)
+    assert it.payments() == 2
