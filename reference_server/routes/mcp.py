@@ -47,6 +47,7 @@ from svc.mcp_server import create_server, request_credentials
 from ..invariant import InvariantError
 from ..web.auth import authenticate
 from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
 
 __all__ = ["PATH", "McpService"]
 
@@ -110,18 +111,20 @@ class McpService:
         async def mcp(call: Call) -> Response:
             """The svc MCP tools over streamable HTTP (any role's credential)."""
             await anyio.to_thread.run_sync(_check_credential, call)
+            _check_body_headers(call)
             return _Forward(self.manager)
 
+        # POST only: a stateless server opens no GET stream and has no session to DELETE
+        # (the transport would answer both 405; the pipeline does, in the envelope).
         return [
             Endpoint(
-                method=method,
+                method="POST",
                 path=PATH,
                 handler=mcp,
                 raw=True,
                 listed=False,
                 summary="The svc MCP tools over streamable HTTP.",
             )
-            for method in ("POST", "GET", "DELETE")
         ]
 
 
@@ -131,3 +134,18 @@ def _check_credential(call: Call) -> None:
     ctx.load_secrets()
     with ctx.db.read() as conn:
         authenticate(conn, call.headers, role=None, jwt_secrets=ctx.jwt_secrets, now=call.now)
+
+
+def _check_body_headers(call: Call) -> None:
+    """What the JSON API refuses in the envelope, refused here alike before the transport
+    (which would answer in plain text): a body that is not JSON, or declared too big."""
+    media = call.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise ApiError(
+            "unsupported_media_type",
+            f"Send MCP messages as JSON with 'Content-Type: application/json' (got {media!r}).",
+        )
+    declared = call.headers.get("content-length", "")
+    limit = call.ctx.settings.max_body_bytes
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError("payload_too_large", f"The body is larger than {limit} bytes.")
