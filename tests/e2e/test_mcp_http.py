@@ -118,6 +118,20 @@ def test_without_a_valid_credential_the_endpoint_answers_401(server: LiveServer)
         assert r.json()["request_id"] == r.headers["x-request-id"]
     r = httpx.post(server.url + "/mcp", json={}, headers={**accept})
     assert "an owner JWT, a seller key" in r.json()["error"]["message"]
+    acct = new_account(server.url)
+    live = {"Authorization": f"Bearer {acct.seller_key}", "X-Svc-Environment": "live"}
+    r = httpx.post(server.url + "/mcp", json=initialize, headers={**accept, **live})
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "environment_mismatch")
+    r = httpx.post(
+        server.url + "/mcp",
+        content=json.dumps(initialize),
+        headers={
+            **accept,
+            "Authorization": f"Bearer {acct.seller_key}",
+            "Content-Type": "text/plain",
+        },
+    )
+    assert (r.status_code, r.json()["error"]["code"]) == (415, "unsupported_media_type")
 
 
 @pytest.mark.anyio
