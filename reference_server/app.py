@@ -23,6 +23,7 @@ from .routes import (
     discovery,
     handles,
     health,
+    mcp,
     owners,
     pay_page,
     pay_url,
@@ -124,6 +125,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     ctx = ServerContext(settings)
+    tools = mcp.McpService(max_body_bytes=settings.max_body_bytes)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -132,7 +134,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await anyio.to_thread.run_sync(ctx.load_secrets)
             await anyio.to_thread.run_sync(ctx.demo_resources)
         try:
-            async with anyio.create_task_group() as tasks:
+            async with tools.running(), anyio.create_task_group() as tasks:
                 tasks.start_soon(_housekeeping, ctx)
                 if settings.worker_enabled:
                     tasks.start_soon(run_worker, ctx)
@@ -144,7 +146,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     served_here = served(sandbox_routes=settings.sandbox_enabled)
     listed = [ep for ep in served_here if ep.listed]
     app = Starlette(
-        routes=routes_for([*served_here, *discovery.endpoints(listed)]),
+        routes=routes_for([*served_here, *tools.endpoints(), *discovery.endpoints(listed)]),
         # The body deadline sits inside the request id (its 408 carries the id) and
         # outside everything that reads the body; the input boundary reads no body.
         middleware=[

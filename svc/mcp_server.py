@@ -3,9 +3,15 @@
 An agent host (Claude Desktop, an IDE, any MCP client) starts ``svc-mcp`` (or ``svc mcp``)
 and gets the same flows the ``svc`` command offers, each tool one call of
 :class:`svc.AsyncClient`: the tools hold no logic of their own, so they cannot drift from
-the SDK.  Credentials come from the environment like the client's (``SVC_BASE_URL``,
-``SVC_OWNER_JWT``, ``SVC_SELLER_KEY``, ``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``);
-``svc_webhooks`` also takes ``owner_jwt`` and ``environment`` per call, as the spec says.
+the SDK.  Over stdio, credentials come from the environment like the client's
+(``SVC_BASE_URL``, ``SVC_OWNER_JWT``, ``SVC_SELLER_KEY``, ``SVC_WALLET_KEY``,
+``SVC_ENVIRONMENT``); ``svc_webhooks`` also takes ``owner_jwt`` and ``environment`` per
+call, as the spec says.
+
+The same tools serve many callers over streamable HTTP (the reference server mounts them
+at ``/mcp``): there the client of each tool call is made from that call's HTTP request
+(``client_factory`` gets it), whose ``Authorization: Bearer`` credential decides who is
+calling -- :func:`request_credentials` reads it.
 
 A refused call is a tool error (``isError``) whose text names the error code, the message
 and the ``request_id`` -- what a model needs to correct itself or report the failure.
@@ -24,13 +30,14 @@ from ._options import Environment, RequestOptions
 from .wire import unstructure
 
 try:
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError:  # pragma: no cover - exercised by users without the extra
     MCPServer = None  # type: ignore[assignment,misc]
+    Context = None  # type: ignore[assignment,misc]
     ToolError = RuntimeError  # type: ignore[assignment,misc]
 
-__all__ = ["TOOL_NAMES", "create_server", "main"]
+__all__ = ["TOOL_NAMES", "ClientFactory", "create_server", "main", "request_credentials"]
 
 #: Every tool this server offers (the spec's table).
 TOOL_NAMES = (
@@ -56,7 +63,36 @@ ONBOARD_NEXT_STEP = (
 LOGIN_NEXT_STEP = "Give login_url to the seller's human: it opens the payout dashboard."
 
 T = TypeVar("T")
-ClientFactory = Callable[[], AsyncClient]
+#: Makes the client of one tool call from that call's HTTP request (a Starlette
+#: ``Request``: its headers say who is calling), or from ``None`` over stdio.
+ClientFactory = Callable[[Any], AsyncClient]
+
+
+def request_credentials(headers: Mapping[str, str] | None) -> dict[str, Any]:
+    """The client options an HTTP request's headers give: its ``Authorization: Bearer``
+    credential (or ``X-Svc-Vw-Key``, the API's other form) and its ``X-Svc-Environment``
+    (without it a key works in its own environment, an owner JWT in live).
+
+    The service tells the credentials apart by prefix (``svc_sk_`` a seller key,
+    ``svc_vw_`` a wallet key, anything else an owner JWT), so the one credential is offered
+    to every call: a tool of another role is then refused by the service itself, with
+    ``wrong_credential (403)`` and a request id, exactly as the same call over the API.
+    No credential at all is a tool error."""
+    if headers is None:
+        raise _fail("no HTTP request: this server takes credentials from each request")
+    scheme, _, token = (headers.get("authorization") or "").strip().partition(" ")
+    token = token.strip() if scheme.lower() == "bearer" else ""
+    token = token or (headers.get("x-svc-vw-key") or "").strip()
+    if not token:
+        raise _fail(
+            "unauthenticated: send 'Authorization: Bearer <credential>' (an owner JWT, "
+            "a svc_sk_ seller key or a svc_vw_ wallet key) with every MCP request"
+        )
+    options: dict[str, Any] = {"owner_jwt": token, "seller_key": token, "wallet_key": token}
+    environment = (headers.get("x-svc-environment") or "").strip().lower()
+    if environment:
+        options["environment"] = environment
+    return options
 
 
 def _fail(message: str) -> Exception:
@@ -64,10 +100,16 @@ def _fail(message: str) -> Exception:
     return ToolError(message)
 
 
-async def _call(factory: ClientFactory, call: Callable[[AsyncClient], Awaitable[T]]) -> Any:
+async def _call(
+    factory: ClientFactory, ctx: Context, call: Callable[[AsyncClient], Awaitable[T]]
+) -> Any:
     """Run one client call; its result as JSON-ready data, or a tool error."""
     try:
-        async with factory() as client:
+        request = ctx.request_context.request
+    except ValueError:  # called outside an MCP request (a test calling the tool directly)
+        request = None
+    try:
+        async with factory(request) as client:
             return unstructure(await call(client))
     except APIError as exc:
         raise _fail(
@@ -101,13 +143,14 @@ def create_server(
 ) -> Any:
     """An ``mcp`` ``MCPServer`` with the svc tools.
 
-    ``client_factory`` makes the client each tool call uses (default: ``AsyncClient`` from
-    ``client_options`` and the environment).
+    ``client_factory`` makes the client each tool call uses from that call's HTTP request
+    (``None`` over stdio); by default it is ``AsyncClient`` from ``client_options`` and
+    the environment, whatever the request.
     """
     if MCPServer is None:
         raise ImportError("the svc MCP server needs the mcp package: pip install 'svc[mcp]'")
     options = dict(client_options or {})
-    factory: ClientFactory = client_factory or (lambda: AsyncClient(**options))
+    factory: ClientFactory = client_factory or (lambda _request: AsyncClient(**options))
     server = MCPServer(
         "svc",
         instructions=(
@@ -130,6 +173,7 @@ def create_server(
 def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_sellers(
+        ctx: Context,
         action: Literal["create", "list", "me", "balance"],
         name: str | None = None,
         limit: int | None = None,
@@ -139,19 +183,20 @@ def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
         JWT; one page: ``limit`` 1-100, ``starting_after`` the last id of the previous page
         while ``has_more``), me or balance (seller key)."""
         if action == "create":
-            return await _call(factory, lambda c: c.sellers.create(name))
+            return await _call(factory, ctx, lambda c: c.sellers.create(name))
         if action == "list":
             return await _call(
-                factory, lambda c: c.sellers.list(limit=limit, starting_after=starting_after)
+                factory, ctx, lambda c: c.sellers.list(limit=limit, starting_after=starting_after)
             )
         if action == "me":
-            return await _call(factory, lambda c: c.sellers.me())
-        return await _call(factory, lambda c: c.sellers.balance())
+            return await _call(factory, ctx, lambda c: c.sellers.me())
+        return await _call(factory, ctx, lambda c: c.sellers.balance())
 
 
 def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_resources(
+        ctx: Context,
         action: Literal["list", "get", "create", "update", "deactivate"],
         resource_id: str | None = None,
         kind: Literal["http", "mcp"] | None = None,
@@ -172,13 +217,14 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         metadata = _resource_metadata(sku_kind, credits, credit_unit)
         if action == "list":
             return await _call(
-                factory, lambda c: c.resources.list(limit=limit, starting_after=starting_after)
+                factory, ctx, lambda c: c.resources.list(limit=limit, starting_after=starting_after)
             )
         if action == "create":
             price = _need(amount, "amount", action)
             chosen = kind or ("mcp" if tool else "http")
             return await _call(
                 factory,
+                ctx,
                 lambda c: c.resources.create(
                     kind=chosen,
                     amount=price,
@@ -191,11 +237,12 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
             )
         rid = _need(resource_id, "resource_id", action)
         if action == "get":
-            return await _call(factory, lambda c: c.resources.get(rid))
+            return await _call(factory, ctx, lambda c: c.resources.get(rid))
         if action == "deactivate":
-            return await _call(factory, lambda c: c.resources.deactivate(rid))
+            return await _call(factory, ctx, lambda c: c.resources.deactivate(rid))
         return await _call(
             factory,
+            ctx,
             lambda c: c.resources.update(
                 rid,
                 path=path,
@@ -209,6 +256,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
 
     @server.tool()
     async def svc_create_pay_link(
+        ctx: Context,
         amount: str,
         resource_id: str | None = None,
         path: str | None = None,
@@ -236,19 +284,22 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
                 "pay_page_url": resource.pay_url,
             }
 
-        return await _call(factory, link)
+        return await _call(factory, ctx, link)
 
 
 def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_enable_payments(
-        payout_wallet_address: str | None = None, processor_profile_id: str | None = None
+        ctx: Context,
+        payout_wallet_address: str | None = None,
+        processor_profile_id: str | None = None,
     ) -> Any:
         """Turn on MPP and x402 on every gate of the seller (seller key).  With
         ``payout_wallet_address`` USDC goes straight to that wallet; otherwise payments
         credit the seller balance."""
         return await _call(
             factory,
+            ctx,
             lambda c: c.sellers.enable_payments(
                 payout_wallet_address=payout_wallet_address,
                 processor_profile_id=processor_profile_id,
@@ -256,14 +307,17 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         )
 
     @server.tool()
-    async def svc_recycle(seller_id: str, amount: str | None = None) -> Any:
+    async def svc_recycle(ctx: Context, seller_id: str, amount: str | None = None) -> Any:
         """Move a seller's balance (all, or ``amount``) into the owner's account wallet
         (owner JWT)."""
-        return await _call(factory, lambda c: c.sellers.recycle(seller_id, amount))
+        return await _call(factory, ctx, lambda c: c.sellers.recycle(seller_id, amount))
 
     @server.tool()
     async def svc_pay(
-        resource_id: str | None = None, destination: str | None = None, amount: str | None = None
+        ctx: Context,
+        resource_id: str | None = None,
+        destination: str | None = None,
+        amount: str | None = None,
     ) -> Any:
         """Pay on the service ledger (wallet key): an in-service resource by
         ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
@@ -271,23 +325,24 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         if resource_id is not None:
             if destination is not None or amount is not None:
                 raise _fail("give resource_id alone, or destination and amount")
-            return await _call(factory, lambda c: c.pay(resource_id=resource_id))
+            return await _call(factory, ctx, lambda c: c.pay(resource_id=resource_id))
         to = _need(destination, "destination", "pay")
         value = _need(amount, "amount", "pay")
-        return await _call(factory, lambda c: c.pay(destination=to, amount=value))
+        return await _call(factory, ctx, lambda c: c.pay(destination=to, amount=value))
 
     @server.tool()
     async def svc_pay_url(
-        url: str, method: Literal["GET", "POST"] = "GET", json: Any = None
+        ctx: Context, url: str, method: Literal["GET", "POST"] = "GET", json: Any = None
     ) -> Any:
         """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
         and return the unlocked response (body cut at 8 KB, ``body_truncated``)."""
-        return await _call(factory, lambda c: c.spend.pay_url(url, method=method, json=json))
+        return await _call(factory, ctx, lambda c: c.spend.pay_url(url, method=method, json=json))
 
 
 def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_connect(
+        ctx: Context,
         action: Literal["onboard", "sync", "status", "login"],
         country: str | None = None,
         type: Literal["express", "standard"] | None = None,
@@ -301,17 +356,19 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         human, once onboarded."""
         if action == "onboard":
             where = _need(country, "country", action)
-            link = await _call(factory, lambda c: c.connect.onboard(where, type))
+            link = await _call(factory, ctx, lambda c: c.connect.onboard(where, type))
             return {**link, "next_step": ONBOARD_NEXT_STEP}
         if action == "sync":
-            return await _call(factory, lambda c: c.connect.sync())
+            return await _call(factory, ctx, lambda c: c.connect.sync())
         if action == "status":
-            return await _call(factory, lambda c: c.connect.status())
-        login = await _call(factory, lambda c: c.connect.login())
+            return await _call(factory, ctx, lambda c: c.connect.status())
+        login = await _call(factory, ctx, lambda c: c.connect.login())
         return {**login, "next_step": LOGIN_NEXT_STEP}
 
     @server.tool()
-    async def svc_withdraw(amount: str | None = None, withdrawal_id: str | None = None) -> Any:
+    async def svc_withdraw(
+        ctx: Context, amount: str | None = None, withdrawal_id: str | None = None
+    ) -> Any:
         """Withdraw seller balance to the payout account (seller key; payouts must be
         enabled, see svc_connect): ``amount`` as a decimal string such as "5.00", or left
         out for the whole available balance.  Returns the withdrawal with its ``status``:
@@ -321,13 +378,14 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         if withdrawal_id is not None:
             if amount is not None:
                 raise _fail("give amount to withdraw, or withdrawal_id to check one, not both")
-            return await _call(factory, lambda c: c.withdrawals.get(withdrawal_id))
-        return await _call(factory, lambda c: c.withdrawals.create(amount))
+            return await _call(factory, ctx, lambda c: c.withdrawals.get(withdrawal_id))
+        return await _call(factory, ctx, lambda c: c.withdrawals.create(amount))
 
 
 def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     async def svc_webhooks(
+        ctx: Context,
         action: Literal["create", "list", "test", "delete"],
         url: str | None = None,
         events: list[str] | None = None,
@@ -346,19 +404,20 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
         if action == "create":
             target = _need(url, "url", action)
             return await _call(
-                factory, lambda c: c.webhooks.create(target, events=events, options=per_call)
+                factory, ctx, lambda c: c.webhooks.create(target, events=events, options=per_call)
             )
         if action == "list":
             return await _call(
                 factory,
+                ctx,
                 lambda c: c.webhooks.list(
                     limit=limit, starting_after=starting_after, options=per_call
                 ),
             )
         wid = _need(webhook_id, "webhook_id", action)
         if action == "test":
-            return await _call(factory, lambda c: c.webhooks.test(wid, options=per_call))
-        return await _call(factory, lambda c: c.webhooks.delete(wid, options=per_call))
+            return await _call(factory, ctx, lambda c: c.webhooks.test(wid, options=per_call))
+        return await _call(factory, ctx, lambda c: c.webhooks.delete(wid, options=per_call))
 
 
 def main() -> None:

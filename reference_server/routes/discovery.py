@@ -18,6 +18,7 @@ from ..web.errors import CODES
 from ..web.openapi import document as openapi_document
 from ..web.openapi import summary
 from ..web.responses import json_response
+from .mcp import PATH as MCP_PATH
 
 __all__ = ["endpoints"]
 
@@ -70,6 +71,8 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
             f"Base URL: {_base(request)} (every route is also under /api/).",
             "Environments: send `X-Svc-Environment: test` with test keys.",
             "Errors: {ok: false, error: {code, message, details}, request_id}.",
+            f"MCP: the svc tools over streamable HTTP at {_base(request)}{MCP_PATH}; send "
+            "`Authorization: Bearer <credential>` (owner JWT, seller key or wallet key).",
             "",
             "## Endpoints",
         ]
@@ -97,7 +100,7 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
                 "ok": True,
                 "auth_modes": _AUTH_MODES,
                 "pay_shapes": _PAY_SHAPES,
-                "mcp_urls": [],
+                "mcp_urls": [f"{base}{MCP_PATH}"],
                 "trust_ladder": _TRUST_LADDER,
                 "seed_ids": {
                     "demo_echo_url": f"{base}/demo/echo",

@@ -32,6 +32,9 @@ __all__ = [
     "requested_environment",
 ]
 
+#: What a route taking any role's credential asks for.
+ANY_CREDENTIAL = "an owner JWT, a seller key (svc_sk_...) or a wallet key (svc_vw_...)"
+
 _JWT_ALGORITHM = "HS256"
 _JWT_ISSUER = "svc"
 
@@ -85,19 +88,21 @@ def authenticate(
     conn: Connection,
     headers: Mapping[str, str],
     *,
-    role: Role,
+    role: Role | None,
     jwt_secrets: Sequence[str],
     now: datetime,
 ) -> Principal:
     """Resolve the caller or raise the right 401/403 :class:`ApiError`.  An owner JWT may
     be signed with any of ``jwt_secrets`` (the current key, then retired ones still
-    accepted during a rotation)."""
+    accepted during a rotation).  ``role=None`` takes a valid credential of any role (the
+    MCP endpoint, whose tools each need their own)."""
     wanted_env = requested_environment(headers)
     token = _bearer_token(headers)
     if token is None:
+        wanted = role.credential_hint if role is not None else ANY_CREDENTIAL
         raise ApiError(
             "unauthenticated",
-            f"This route needs {role.credential_hint}: send 'Authorization: Bearer <credential>'.",
+            f"This route needs {wanted}: send 'Authorization: Bearer <credential>'.",
         )
     if token.startswith("svc_sk_"):
         principal = _seller_principal(conn, token)
@@ -106,7 +111,7 @@ def authenticate(
     else:
         principal = _owner_principal(conn, token, jwt_secrets, now, wanted_env)
 
-    if principal.role is not role:
+    if role is not None and principal.role is not role:
         raise ApiError(
             "wrong_credential",
             f"This route needs {role.credential_hint}, not {principal.role.credential_hint}.",

@@ -276,6 +276,8 @@ class Attack:
             "content-type", ""
         ).startswith("text/html"):
             return  # pages for people answer in HTML (pay pages, the sandbox payout processor's)
+        if self.path == "/mcp" and _is_json_rpc_error(r):
+            return  # MCP refuses a message in its own protocol (the pipeline's stay ours)
         try:
             body = r.json()
             code = body["error"]["code"]
@@ -284,6 +286,15 @@ class Attack:
             return
         if code not in CODES or body.get("request_id") != r.headers.get("x-request-id"):
             self.failures.append(f"{where}: bad envelope {r.text[:200]}")
+
+
+def _is_json_rpc_error(r: httpx.Response) -> bool:
+    """A JSON-RPC 2.0 error object: what the MCP endpoint answers a message it refuses."""
+    try:
+        body = r.json()
+        return bool(body["jsonrpc"] == "2.0" and isinstance(body["error"]["code"], int))
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def _lower(headers: dict[str, str]) -> set[str]:
