@@ -93,6 +93,8 @@ def _run_shell(block: Block, env: dict[str, str], cwd: Path, where: str) -> dict
         text=True,
         timeout=180,
     )
+    print(f"--- {where}\n{done.stdout}", end="")  # shown by pytest -s, or on failure
+    print(done.stderr, end="", file=sys.stderr)
     if done.returncode != 0:
         pytest.fail(
             f"{where} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n"
