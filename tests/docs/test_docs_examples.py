@@ -85,6 +85,35 @@ def test_blocks_are_found() -> None:
     ]
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to ``-``."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text())
+    return {_slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", text, re.MULTILINE)}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_links_resolve(page: str) -> None:
+    """Every relative link of the page names a file that exists, and a heading in it."""
+    path = ROOT / "docs" / page
+    broken = []
+    for target in LINK.findall(FENCE.sub("", path.read_text())):
+        if "://" in target:
+            continue
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists() or (anchor and anchor not in _anchors(linked)):
+            broken.append(target)
+    assert not broken, f"docs/{page}: broken links {broken}"
+
+
 def _run_shell(block: Block, env: dict[str, str], cwd: Path, where: str) -> dict[str, str]:
     """One shell block; answers the environment it leaves behind."""
     dump = cwd / ".env-after"
