@@ -142,14 +142,16 @@ def _run_shell(block: Block, env: dict[str, str], cwd: Path, where: str) -> dict
 
 
 def _run_python(
-    block: Block, namespace: dict[str, object], env: dict[str, str], where: str
+    block: Block, namespace: dict[str, object], env: dict[str, str], page: Path
 ) -> dict[str, str]:
-    """One Python block in the page's namespace, with ``env`` as ``os.environ``."""
+    """One Python block in the page's namespace, with ``env`` as ``os.environ``.  Compiled
+    as the page, at the block's own lines, so a traceback points into the Markdown."""
+    code = "\n" * block.line + block.code
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
     try:
-        exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the page's own code
+        exec(compile(code, str(page), "exec"), namespace)  # noqa: S102 - the page's own code
         return dict(os.environ)
     finally:
         os.environ.clear()
@@ -180,7 +182,7 @@ def test_page_runs(
         for block in blocks:
             where = f"docs/{page}:{block.line}"
             if block.python:
-                env = _run_python(block, namespace, env, where)
+                env = _run_python(block, namespace, env, path)
             else:
                 env = _run_shell(block, env, tmp_path, where)
     finally:
