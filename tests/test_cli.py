@@ -51,7 +51,7 @@ def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_s
     assert [s["id"] for s in listed["data"]] == [r.json()["id"]]
 
 
-def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
+def test_run_with_demo_walks_the_go_live_flow(database_url: str, make_server: Any) -> None:
     port = free_port()
     done = svc_server(
         "run", "--port", str(port), "--exit-after-demo", database_url=database_url, timeout=120
@@ -83,6 +83,33 @@ def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
     ):
         assert step in out, out
     assert out.index("11. webhook") < out.index("12. payouts") < out.index("16. withdrawal wd_")
+    assert "webhook we_" in out and "deleted (its receiver stops with the demo)" in out
+    # The credentials it made, whole, as a reader copies them, said to be test ones.
+    assert "TEST credentials (test environment only" in out
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in out.splitlines()
+        if line.startswith("export SVC_")
+    )
+    assert exported["SVC_ENVIRONMENT"] == "test"
+    assert exported["SVC_BASE_URL"] == f"http://127.0.0.1:{port}"
+    assert exported["SVC_SELLER_KEY"].startswith("svc_sk_test_")
+    assert exported["SVC_WALLET_KEY"].startswith("svc_vw_test_")
+    assert f"key {exported['SVC_SELLER_KEY']} (shown once)" in out
+    assert f"6. test wallet key {exported['SVC_WALLET_KEY']} minted" in out
+    # ... and a reader carries on from them: each one works, and no webhook endpoint the
+    # demo made is left active (its receiver is gone).
+    live: LiveServer = make_server()
+    test = {"X-Svc-Environment": "test"}
+    owner = {**test, "Authorization": f"Bearer {exported['SVC_OWNER_JWT']}"}
+    hooks = httpx.get(live.url + "/webhooks", headers=owner)
+    assert hooks.status_code == 200, hooks.text
+    assert [h for h in hooks.json()["data"] if h["status"] != "deleted"] == []
+    seller = {"Authorization": f"Bearer {exported['SVC_SELLER_KEY']}"}
+    assert httpx.get(live.url + "/sellers/me/balance", headers=seller).status_code == 200
+    agent = {"Authorization": f"Bearer {exported['SVC_WALLET_KEY']}"}
+    spent = httpx.get(live.url + "/spend/balance", headers=agent)
+    assert spent.status_code == 200 and spent.json()["balance"] == "0.90", spent.text
 
 
 def test_migrate_is_idempotent(database_url: str) -> None:
