@@ -27,6 +27,24 @@ def _settings(**overrides: object) -> Settings:
         raise click.ClickException(f"invalid configuration: {exc}") from None
 
 
+def database_line(url: str) -> str:
+    """``database: sqlite:////abs/path/svc.db``: which database a command opened, a file
+    named by its absolute path (a relative one is the current folder's, wherever that
+    is), a server's password hidden."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        parsed = parsed.set(database=os.path.abspath(parsed.database or ""))
+    return f"database: {parsed.render_as_string(hide_password=True)}"
+
+
+def _say_database(settings: Settings) -> Settings:
+    """Say on stderr which database the command opens (stdout stays its output)."""
+    click.echo(database_line(settings.database_url), err=True)
+    return settings
+
+
 @click.group()
 def main() -> None:
     """The svc reference server (SQLite by default; set SVC_DATABASE_URL for PostgreSQL)."""
@@ -50,6 +68,7 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
         if (demo or exit_after_demo) and env_variable("sandbox_payout_seconds") not in os.environ
         else None,
     )
+    _say_database(settings)
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = _with_public_url(settings, f"http://{host}:{port}")
@@ -108,7 +127,7 @@ def worker(database_url: str | None) -> None:
     from .outbox import run_worker
     from .store import upgrade
 
-    ctx = ServerContext(_settings(database_url=database_url))
+    ctx = ServerContext(_say_database(_settings(database_url=database_url)))
     upgrade(ctx.db)
     ctx.load_secrets()
     click.echo("outbox worker running (Ctrl-C to stop)")
@@ -126,7 +145,7 @@ def migrate(database_url: str | None) -> None:
     """Bring the database schema up to date (run also at server start)."""
     from .store import Database, upgrade
 
-    upgrade(Database(_settings(database_url=database_url).database_url))
+    upgrade(Database(_say_database(_settings(database_url=database_url)).database_url))
     click.echo("database is up to date")
 
 
@@ -154,13 +173,15 @@ def owners() -> None:
 @click.option("--json", "as_json", is_flag=True, help='Print {"owner_id", "owner_jwt"}.')
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
-    """Create an owner (or reuse the one with this email) and print a fresh owner JWT."""
+    """Create an owner (or reuse the one with this email) and print a fresh owner JWT,
+    straight in the database (stderr names it: the server must use the same one).  Over
+    HTTP, where sign-up is open, `svc owners create` does the same."""
     from .context import ServerContext
     from .domain.owners import create_owner, find_owner_by_email
     from .store import upgrade
     from .web.auth import issue_owner_jwt
 
-    settings = _settings(database_url=database_url)
+    settings = _say_database(_settings(database_url=database_url))
     ctx = ServerContext(settings)
     upgrade(ctx.db)
     secret = ctx.jwt_secret
@@ -187,7 +208,7 @@ def ledger_audit(database_url: str | None) -> None:
     from .domain import ledger as books
     from .store import Database
 
-    db = Database(_settings(database_url=database_url).database_url)
+    db = Database(_say_database(_settings(database_url=database_url)).database_url)
     with db.read() as conn:
         problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]
         totals = {env: books.sum_of_balances(conn, env) for env in books.ENVIRONMENTS}

@@ -70,14 +70,22 @@ def _not_found_hint(ctx: Any, message: str) -> str:
     )
 
 
-def _run(ctx: Any, /, call: Callable[[Client], Any], *, owner: bool = False) -> None:
-    """One client call: print its result, or the error and exit 1.  An owner command
-    (``owner``) first says which environment it acts in, and a 404 names it."""
+def _run(
+    ctx: Any,
+    /,
+    call: Callable[[Client], Any],
+    *,
+    owner: bool = False,
+    show: Callable[[Any], None] = _emit,
+) -> None:
+    """One client call: print its result (as JSON unless ``show`` says otherwise), or the
+    error and exit 1.  An owner command (``owner``) first says which environment it acts
+    in, and a 404 names it."""
     if owner:
         _say_environment(ctx)
     try:
         with Client(**ctx.obj) as client:
-            _emit(call(client))
+            show(call(client))
     except APIError as exc:
         click.echo(
             f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
@@ -154,6 +162,7 @@ def _build() -> Any:
 
         serve()
 
+    _add_owner_commands(cli)
     _add_seller_commands(cli)
     _add_resource_commands(cli)
     _add_payment_commands(cli)
@@ -162,6 +171,27 @@ def _build() -> Any:
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
     return cli
+
+
+def _add_owner_commands(cli: click.Group) -> None:
+    @cli.group()
+    def owners() -> None:
+        """Owner sign-up over HTTP (no credential), where the server allows it."""
+
+    @owners.command("create")
+    @click.option("--email", required=True)
+    @click.option(
+        "--jwt-only", is_flag=True, help="Print the owner JWT alone: export SVC_OWNER_JWT=$(...)."
+    )
+    @click.pass_context
+    def owners_create(ctx: Any, /, email: str, jwt_only: bool) -> None:
+        """Sign up (POST /owners): print owner_id and owner_jwt (keep it: it is not stored).
+
+        An operator with the database creates owners with `svc-server owners create`."""
+        if jwt_only:
+            _run(ctx, lambda c: c.owners.create(email).owner_jwt, show=click.echo)
+        else:
+            _run(ctx, lambda c: c.owners.create(email))
 
 
 def _add_seller_commands(cli: click.Group) -> None:

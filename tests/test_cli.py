@@ -51,6 +51,33 @@ def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_s
     assert [s["id"] for s in listed["data"]] == [r.json()["id"]]
 
 
+def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_path: Any) -> None:
+    """A relative SQLite URL is the current folder's: stderr names the file by its
+    absolute path, so an owner created in the wrong folder is seen to be."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "SVC_DATABASE_URL": "sqlite:///svc.db"}
+    done = subprocess.run(
+        [sys.executable, "-m", "reference_server", "owners", "create", "--email", "o@x.io"],
+        env=env,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"database: sqlite:///{elsewhere / 'svc.db'}" in done.stderr.splitlines()
+    assert done.stdout.count(".") == 2  # stdout is still the JWT alone
+    for args in (("migrate",), ("ledger", "audit")):
+        done = svc_server(*args, database_url=database_url)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("database: "), done.stderr
+    hidden = svc_server("migrate", database_url="postgresql://u:hunter2@127.0.0.1:9/x", timeout=30)
+    assert "database: postgresql://u:***@127.0.0.1:9/x" in hidden.stderr
+    assert "hunter2" not in hidden.stderr
+
+
 def test_run_with_demo_walks_the_go_live_flow(database_url: str, make_server: Any) -> None:
     port = free_port()
     done = svc_server(

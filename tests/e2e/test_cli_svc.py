@@ -233,3 +233,21 @@ def test_owner_commands_say_their_environment_and_a_404_names_it(server: LiveSer
     # seller-key and wallet-key commands carry their environment in the key: no line
     code, out, err = run_split("--base-url", server.url, "--seller-key", acct.seller_key, "balance")
     assert code == 0 and err == ""
+
+
+def test_owners_sign_up_over_http(server: LiveServer) -> None:
+    """``svc owners create`` signs up through ``POST /owners`` (no database at hand): the
+    JWT it prints works at once; ``--jwt-only`` prints it alone for ``$(...)``."""
+    code, out, err = run_split("--base-url", server.url, "owners", "create", "--email", "a@x.io")
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["owner_id"].startswith("own_")
+    owner = ["--base-url", server.url, "--owner-jwt", created["owner_jwt"], "--environment", "test"]
+    code, out, _ = run_split(*owner, "sellers", "create", "--name", "mine")
+    assert code == 0 and json.loads(out)["seller_key"].startswith("svc_sk_test_")
+    code, out, err = run_split(
+        "--base-url", server.url, "owners", "create", "--email", "b@x.io", "--jwt-only"
+    )
+    assert code == 0 and out.count(".") == 2 and not out.startswith("{"), out
+    code, out, err = run_split("--base-url", server.url, "owners", "create", "--email", "a@x.io")
+    assert code == 1 and "409 email_taken" in err, err
