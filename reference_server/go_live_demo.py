@@ -100,11 +100,15 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
         )
         with svc.Client(base_url=base_url, wallet_key=key.key) as agent:
             unlocked = agent.spend.pay_url(resource.gate_url)
-            gate_receipt = str(unlocked.json()["receipt"]["receipt_id"])
+            gate_receipt = unlocked.seller_receipt_id
+            if gate_receipt is None:
+                raise RuntimeError("pay-url did not name the seller's receipt of a gate of ours")
             echo(
                 f"7. agent's pay-url paid the gate_url {unlocked.amount} on {unlocked.rail} "
                 f"(sandbox tx {unlocked.tx_hash[:18] if unlocked.tx_hash else None}…); "
-                f"the gate answered {unlocked.upstream_status} with receipt {gate_receipt}"
+                f"the gate answered {unlocked.upstream_status} with receipt {gate_receipt} "
+                f"(seller_receipt_id; the agent's own is payer_receipt_id "
+                f"{unlocked.payer_receipt_id})"
             )
             paid = agent.pay(resource_id=resource.id)
             left = agent.spend.balance()
