@@ -299,14 +299,14 @@ def _add_resource_commands(cli: click.Group) -> None:
     @_resource_options
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
-        """Create a priced resource and print what to share: gate_url and pay_page_url."""
+        """Create a priced resource and print what to share: gate_url and pay_url."""
 
         def call(c: Client) -> dict[str, Any]:
             resource = _create_resource(c, o)
             return {
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
-                "pay_page_url": resource.pay_url,
+                "pay_url": resource.pay_url,
             }
 
         _run(ctx, call)
