@@ -166,3 +166,58 @@ def test_ledger_audit_reports_a_sound_and_a_broken_ledger(
         conn.execute(
             update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros - 1)
         )
+
+
+#: The server extra's packages, as a core-only install lacks them (``None`` in
+#: ``sys.modules`` makes their import raise ModuleNotFoundError, as if not installed).
+_SERVER_ONLY = (
+    "click",
+    "pydantic_settings",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "alembic",
+    "psycopg",
+    "limits",
+    "redis",
+    "jwt",
+    "jinja2",
+    "eth_utils",
+    "eth_account",
+    "x402",
+    "mpp",
+)
+
+
+def test_svc_server_without_the_server_extra_says_how_to_install_it() -> None:
+    """On a core-only install ``svc-server --help`` (the console script's import and call)
+    prints the install hint and exits 1, without a traceback."""
+    script = (
+        "import sys\n"
+        f"for name in {_SERVER_ONLY!r}: sys.modules[name] = None\n"
+        "from reference_server.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "svc-server needs the server extra" in done.stderr
+    assert "pip install 'svc[server]'" in done.stderr
+
+
+def test_importing_the_server_package_imports_no_server_dependency() -> None:
+    """What lets the entry point above import at all (its names load on first use)."""
+    script = (
+        f"import sys, reference_server\nprint([n for n in {_SERVER_ONLY!r} if n in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
