@@ -341,6 +341,16 @@ class PayUrlResult:
     gives the bytes either way.  ``unlocked`` is false when the payment settled but the
     URL still answered an error (``upstream_status``): the money is spent and accounted
     for, the answer is returned as it came.
+
+    Two receipts stand for one payment, one per side:
+
+    - ``payer_receipt_id``: the payer's, booked for the wallet key (``receipt_id`` is the
+      same id, kept under its first name).  It is the agent's record of the spend; a
+      seller's ``access.verify`` does not know it.
+    - ``seller_receipt_id``: the seller's, the one the seller verifies (``access.verify``)
+      and its ``payment.succeeded`` webhook names.  Known when the paid URL is a gate of
+      this service (the receipt booked for the same transaction) or when the URL returned
+      one (``X-Svc-Receipt``); ``None`` otherwise.
     """
 
     attempt_id: str
@@ -349,6 +359,10 @@ class PayUrlResult:
     status: str = "succeeded"
     amount: Decimal | None = None
     receipt_id: str | None = None
+    payer_receipt_id: str | None = attrs.field(
+        default=attrs.Factory(lambda self: self.receipt_id, takes_self=True)
+    )
+    seller_receipt_id: str | None = None
     tx_hash: str | None = None
     network: str | None = None
     pay_to: str | None = None

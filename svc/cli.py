@@ -34,15 +34,64 @@ def _emit(value: Any) -> None:
     click.echo(json.dumps(unstructure(value), indent=2, default=str))
 
 
-def _run(ctx: Any, /, call: Callable[[Client], Any]) -> None:
-    """One client call: print its result, or the error and exit 1."""
+#: Where an owner command's environment came from (``ctx.meta`` key).
+_ENV_SOURCE = "svc.environment_source"
+
+
+def _environment(ctx: Any) -> str:
+    """The environment an owner command acts in: ``--environment``, ``SVC_ENVIRONMENT``,
+    or else ``live``, the service's default for an owner JWT."""
+    return str(ctx.obj.get("environment", "live"))
+
+
+def _say_environment(ctx: Any) -> None:
+    """One stderr line naming the environment an owner command used, and why (stdout
+    stays the JSON result): a silent ``live`` is how a test key ends up looked for in live."""
+    env, source = _environment(ctx), ctx.meta.get(_ENV_SOURCE)
+    if source == "option":
+        why = "--environment"
+    elif source == "envvar":
+        why = "SVC_ENVIRONMENT"
+    else:
+        why = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
+    _progress(f"environment: {env} ({why})")
+
+
+def _not_found_hint(ctx: Any, message: str) -> str:
+    """``no such wallet key in live; pass --environment test or set SVC_ENVIRONMENT=test
+    if it is there``: an owner's test and live worlds are apart."""
+    env = _environment(ctx)
+    other = "test" if env == "live" else "live"
+    what = "not found"
+    if message.startswith("No such "):
+        what = "no such " + message.removeprefix("No such ").split(".", 1)[0]
+    return (
+        f"{what} in {env}; pass --environment {other} or set SVC_ENVIRONMENT={other} if it is there"
+    )
+
+
+def _run(
+    ctx: Any,
+    /,
+    call: Callable[[Client], Any],
+    *,
+    owner: bool = False,
+    show: Callable[[Any], None] = _emit,
+) -> None:
+    """One client call: print its result (as JSON unless ``show`` says otherwise), or the
+    error and exit 1.  An owner command (``owner``) first says which environment it acts
+    in, and a 404 names it."""
+    if owner:
+        _say_environment(ctx)
     try:
         with Client(**ctx.obj) as client:
-            _emit(call(client))
+            show(call(client))
     except APIError as exc:
         click.echo(
             f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
         )
+        if owner and exc.status == 404:
+            click.echo(_not_found_hint(ctx, exc.message), err=True)
         sys.exit(1)
     except SvcError as exc:
         click.echo(f"error: {exc.message}", err=True)
@@ -55,6 +104,8 @@ def _list(
     o: dict[str, Any],
     one: Callable[[Client], Callable[..., Any]],
     every: Callable[[Client], Callable[..., Iterable[Any]]],
+    *,
+    owner: bool = False,
 ) -> None:
     """A list command: one page (``--limit``, ``--starting-after``), or with ``--all`` every
     item, fetched page by page and printed as one list (``has_more`` false)."""
@@ -66,7 +117,7 @@ def _list(
             return {"data": list(every(c)(limit=o["limit"])), "has_more": False}
         return one(c)(limit=o["limit"], starting_after=o["starting_after"])
 
-    _run(ctx, call)
+    _run(ctx, call, owner=owner)
 
 
 def _page_options(fn: Any) -> Any:
@@ -94,6 +145,9 @@ def _build() -> Any:
     def cli(ctx: Any, /, **options: Any) -> None:
         """Sellers, priced resources, payments, payouts and webhooks from the shell."""
         ctx.obj = {k: v for k, v in options.items() if v is not None}
+        source = ctx.get_parameter_source("environment")
+        if options["environment"] is not None and source is not None:
+            ctx.meta[_ENV_SOURCE] = "envvar" if source.name == "ENVIRONMENT" else "option"
 
     @cli.command()
     @click.pass_context
@@ -108,6 +162,7 @@ def _build() -> Any:
 
         serve()
 
+    _add_owner_commands(cli)
     _add_seller_commands(cli)
     _add_resource_commands(cli)
     _add_payment_commands(cli)
@@ -116,6 +171,27 @@ def _build() -> Any:
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
     return cli
+
+
+def _add_owner_commands(cli: click.Group) -> None:
+    @cli.group()
+    def owners() -> None:
+        """Owner sign-up over HTTP (no credential), where the server allows it."""
+
+    @owners.command("create")
+    @click.option("--email", required=True)
+    @click.option(
+        "--jwt-only", is_flag=True, help="Print the owner JWT alone: export SVC_OWNER_JWT=$(...)."
+    )
+    @click.pass_context
+    def owners_create(ctx: Any, /, email: str, jwt_only: bool) -> None:
+        """Sign up (POST /owners): print owner_id and owner_jwt (keep it: it is not stored).
+
+        An operator with the database creates owners with `svc-server owners create`."""
+        if jwt_only:
+            _run(ctx, lambda c: c.owners.create(email).owner_jwt, show=click.echo)
+        else:
+            _run(ctx, lambda c: c.owners.create(email))
 
 
 def _add_seller_commands(cli: click.Group) -> None:
@@ -128,14 +204,14 @@ def _add_seller_commands(cli: click.Group) -> None:
     @click.pass_context
     def sellers_create(ctx: Any, /, name: str | None) -> None:
         """Create a seller; its key is printed once."""
-        _run(ctx, lambda c: c.sellers.create(name=name))
+        _run(ctx, lambda c: c.sellers.create(name=name), owner=True)
 
     @sellers.command("list")
     @_page_options
     @click.pass_context
     def sellers_list(ctx: Any, /, **o: Any) -> None:
         """The owner's sellers, oldest first."""
-        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all)
+        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all, owner=True)
 
 
 def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
@@ -223,14 +299,14 @@ def _add_resource_commands(cli: click.Group) -> None:
     @_resource_options
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
-        """Create a priced resource and print what to share: gate_url and pay_page_url."""
+        """Create a priced resource and print what to share: gate_url and pay_url."""
 
         def call(c: Client) -> dict[str, Any]:
             resource = _create_resource(c, o)
             return {
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
-                "pay_page_url": resource.pay_url,
+                "pay_url": resource.pay_url,
             }
 
         _run(ctx, call)
@@ -302,7 +378,7 @@ def _add_payment_commands(cli: click.Group) -> None:
     @click.pass_context
     def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
         """Move a seller's balance into the owner's account wallet (owner JWT)."""
-        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount))
+        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount), owner=True)
 
 
 #: A withdrawal's statuses that do not change any more.
@@ -366,28 +442,28 @@ def _add_connect_commands(cli: click.Group) -> None:
             )
             return link
 
-        _run(ctx, call)
+        _run(ctx, call, owner=seller_id is not None)
 
     @connect.command("sync")
     @_seller_id_option
     @click.pass_context
     def connect_sync(ctx: Any, /, seller_id: str | None) -> None:
         """Read the readiness flags (payouts_enabled, requirements_due) from the processor."""
-        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id))
+        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id), owner=seller_id is not None)
 
     @connect.command("status")
     @_seller_id_option
     @click.pass_context
     def connect_status(ctx: Any, /, seller_id: str | None) -> None:
         """The payout account as of the last sync."""
-        _run(ctx, lambda c: c.connect.status(seller_id=seller_id))
+        _run(ctx, lambda c: c.connect.status(seller_id=seller_id), owner=seller_id is not None)
 
     @connect.command("login")
     @_seller_id_option
     @click.pass_context
     def connect_login(ctx: Any, /, seller_id: str | None) -> None:
         """A link (login_url) to the payout dashboard, for a person, once onboarded."""
-        _run(ctx, lambda c: c.connect.login(seller_id=seller_id))
+        _run(ctx, lambda c: c.connect.login(seller_id=seller_id), owner=seller_id is not None)
 
 
 def _add_withdrawal_commands(cli: click.Group) -> None:
@@ -419,7 +495,7 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
             outcome["reason"] = withdrawal.failure_reason
             return withdrawal
 
-        _run(ctx, call)
+        _run(ctx, call, owner=seller_id is not None)
         if wait and outcome.get("status") == "failed":
             click.echo(
                 f"error: the withdrawal failed ({outcome['reason']}); the money is back in "
@@ -438,13 +514,18 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
     ) -> None:
         """The seller's withdrawals, newest first; with WITHDRAWAL_ID, that one."""
         if withdrawal_id is not None:
-            _run(ctx, lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id))
+            _run(
+                ctx,
+                lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id),
+                owner=seller_id is not None,
+            )
             return
         _list(
             ctx,
             o,
             lambda c: partial(c.withdrawals.list, seller_id=seller_id),
             lambda c: partial(c.withdrawals.list_all, seller_id=seller_id),
+            owner=seller_id is not None,
         )
 
 
@@ -473,6 +554,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
             lambda c: c.wallet_keys.create(
                 **o, allowed_hosts=list(hosts) or None, allowed_rails=list(rails) or None
             ),
+            owner=True,
         )
 
     @wallet_keys.command("list")
@@ -480,7 +562,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.pass_context
     def wallet_keys_list(ctx: Any, /, **o: Any) -> None:
         """The owner's wallet keys, oldest first."""
-        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all)
+        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all, owner=True)
 
     @wallet_keys.command("fund")
     @click.argument("wallet_key_id")
@@ -488,13 +570,13 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.pass_context
     def wallet_keys_fund(ctx: Any, /, wallet_key_id: str, amount: str) -> None:
         """Add prepaid balance from the account wallet (Test: sandbox money)."""
-        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount))
+        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount), owner=True)
 
     @wallet_keys.command("revoke")
     @click.argument("wallet_key_id")
     @click.pass_context
     def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
-        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id))
+        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id), owner=True)
 
 
 def _add_webhook_commands(cli: click.Group) -> None:
@@ -508,14 +590,14 @@ def _add_webhook_commands(cli: click.Group) -> None:
     @click.pass_context
     def webhooks_create(ctx: Any, /, url: str, events: tuple[str, ...]) -> None:
         """Register an endpoint; its signing secret is printed once."""
-        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None))
+        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None), owner=True)
 
     @webhooks.command("list")
     @_page_options
     @click.pass_context
     def webhooks_list(ctx: Any, /, **o: Any) -> None:
         """The owner's endpoints, oldest first."""
-        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all)
+        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all, owner=True)
 
     @webhooks.command("deliveries")
     @click.argument("webhook_id")
@@ -528,6 +610,7 @@ def _add_webhook_commands(cli: click.Group) -> None:
             o,
             lambda c: partial(c.webhooks.deliveries, webhook_id),
             lambda c: partial(c.webhooks.deliveries_all, webhook_id),
+            owner=True,
         )
 
     @webhooks.command("test")
@@ -535,13 +618,13 @@ def _add_webhook_commands(cli: click.Group) -> None:
     @click.pass_context
     def webhooks_test(ctx: Any, /, webhook_id: str) -> None:
         """Send a signed payment.succeeded sample now."""
-        _run(ctx, lambda c: c.webhooks.test(webhook_id))
+        _run(ctx, lambda c: c.webhooks.test(webhook_id), owner=True)
 
     @webhooks.command("delete")
     @click.argument("webhook_id")
     @click.pass_context
     def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
-        _run(ctx, lambda c: c.webhooks.delete(webhook_id))
+        _run(ctx, lambda c: c.webhooks.delete(webhook_id), owner=True)
 
 
 def main() -> None:

@@ -263,7 +263,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         description: str | None = None,
         upstream_url: str | None = None,
     ) -> Any:
-        """What to share to get paid: ``gate_url`` and ``pay_page_url``.  With
+        """What to share to get paid: ``gate_url`` and ``pay_url`` (the pay page).  With
         ``resource_id``, for that resource; otherwise a new HTTP resource is created at
         ``amount`` (and ``path``, default "/")."""
 
@@ -281,7 +281,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
             return {
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
-                "pay_page_url": resource.pay_url,
+                "pay_url": resource.pay_url,
             }
 
         return await _call(factory, ctx, link)

@@ -97,16 +97,17 @@ async def pay(job: Job, *, idempotency_key: str | None, fingerprint: str) -> Ans
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
-        row = await _read(job.ctx, begun.attempt_id)
-        return Answer(result=attempts.outcome(row, job.ctx.box), replay_of=row.request_id)
+        row, seller_receipt = await _read_answer(job.ctx, begun.attempt_id)
+        result = attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt)
+        return Answer(result=result, replay_of=row.request_id)
     try:
         await _run(job, begun.attempt_id)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
-    row = await _read(job.ctx, begun.attempt_id)
-    return Answer(result=attempts.outcome(row, job.ctx.box))
+    row, seller_receipt = await _read_answer(job.ctx, begun.attempt_id)
+    return Answer(result=attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt))
 
 
 async def _run(job: Job, attempt_id: str) -> None:
@@ -402,6 +403,17 @@ async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
     def run() -> Row[Any]:
         with ctx.db.read() as conn:
             return attempts.get(conn, attempt_id)
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def _read_answer(ctx: ServerContext, attempt_id: str) -> tuple[Row[Any], str | None]:
+    """The attempt as answered, with the seller's receipt when it is known."""
+
+    def run() -> tuple[Row[Any], str | None]:
+        with ctx.db.read() as conn:
+            row = attempts.get(conn, attempt_id)
+            return row, attempts.seller_receipt_id(conn, row)
 
     return await anyio.to_thread.run_sync(run)
 
