@@ -307,6 +307,8 @@ def _add_resource_commands(cli: click.Group) -> None:
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
                 "pay_url": resource.pay_url,
+                # The spec's tool table calls the same URL pay_page_url: both, always equal.
+                "pay_page_url": resource.pay_url,
             }
 
         _run(ctx, call)

@@ -47,7 +47,9 @@ def test_seller_flow_from_the_shell(server: LiveServer) -> None:
     link = json.loads(out)
     assert link["gate_url"].startswith(server.url + "/g/")
     assert link["pay_url"].startswith(server.url + "/pay/")
-    assert set(link) == {"resource_id", "gate_url", "pay_url"}  # one name, as everywhere
+    # pay_url everywhere; pay_page_url beside it because the spec's tool table names it so
+    assert set(link) == {"resource_id", "gate_url", "pay_url", "pay_page_url"}
+    assert link["pay_page_url"] == link["pay_url"]
     code, out = run(*seller, "update-resource", link["resource_id"], "--amount", "0.07")
     assert code == 0 and json.loads(out)["amount"] == "0.07"
     code, out = run(*seller, "enable-payments")
