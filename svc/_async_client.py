@@ -17,6 +17,7 @@ import httpx
 from . import _endpoints as ep
 from ._async_namespaces import (
     AsyncAccess,
+    AsyncDirectory,
     AsyncGates,
     AsyncHandles,
     AsyncOwners,
@@ -58,6 +59,7 @@ class AsyncClient(BaseClient):
     owners: AsyncOwners
     sellers: AsyncSellers
     resources: AsyncResources
+    directory: AsyncDirectory
     wallet_keys: AsyncWalletKeys
     spend: AsyncSpend
     handles: AsyncHandles
@@ -100,6 +102,7 @@ class AsyncClient(BaseClient):
         self.owners = AsyncOwners(self)
         self.sellers = AsyncSellers(self)
         self.resources = AsyncResources(self)
+        self.directory = AsyncDirectory(self)
         self.wallet_keys = AsyncWalletKeys(self)
         self.spend = AsyncSpend(self)
         self.handles = AsyncHandles(self)

@@ -22,6 +22,7 @@ from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import (
     Access,
+    Directory,
     Gates,
     Handles,
     Owners,
@@ -59,6 +60,7 @@ class Client(BaseClient):
     owners: Owners
     sellers: Sellers
     resources: Resources
+    directory: Directory
     wallet_keys: WalletKeys
     spend: Spend
     handles: Handles
@@ -101,6 +103,7 @@ class Client(BaseClient):
         self.owners = Owners(self)
         self.sellers = Sellers(self)
         self.resources = Resources(self)
+        self.directory = Directory(self)
         self.wallet_keys = WalletKeys(self)
         self.spend = Spend(self)
         self.handles = Handles(self)
