@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import httpx
+
 from ..support import LiveServer
 from .helpers import DEMO_SELLER, directory, entries, ids, refused, seller
 
@@ -150,3 +152,10 @@ def test_the_environment_header_is_checked(server: LiveServer) -> None:
     r = directory(server, "staging")
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == "invalid_environment"
+
+
+def test_llms_txt_points_to_the_directory(server: LiveServer) -> None:
+    text = httpx.get(server.url + "/llms.txt").text
+    assert f"GET {server.url}/directory (no auth" in text
+    assert "body_hint with your own values" in text
+    assert "- GET /directory (auth: none): " in text
