@@ -46,7 +46,7 @@ FILTERS = (
         name="max_amount",
         description="Only resources priced at most this amount (a decimal string).",
         hint=GRAMMAR_HINT,
-        pattern=AMOUNT_PATTERN,
+        pattern=f"^{AMOUNT_PATTERN}$",
         max_length=32,
     ),
 )

@@ -113,17 +113,15 @@ def _check_body_hint(
     when it was sent, else the method that no longer takes it)."""
     if hint is None or method in BODY_METHODS:
         return None if hint is None else _plain_json(hint)
+    named = "any method" if method is None else method
     if field == "body_hint":
-        wanted = "any method" if method is None else method
         f.error(
-            "body_hint",
-            f"goes only with method POST, PUT or PATCH (a body to send), not {wanted}",
+            "body_hint", f"goes only with method POST, PUT or PATCH (a body to send), not {named}"
         )
     else:
-        wanted = "any method" if method is None else str(method)
         f.error(
             "method",
-            f"{wanted} takes no body but the resource has a body_hint: "
+            f"{named} takes no body but the resource has a body_hint: "
             "clear it (body_hint: null) in the same request",
         )
     return None
