@@ -31,6 +31,8 @@ __all__ = [
     "Delivery",
     "DeliveryAttempt",
     "DeliveryList",
+    "DirectoryEntry",
+    "DirectoryList",
     "ErrorBody",
     "ErrorDetail",
     "Event",
@@ -294,6 +296,10 @@ class Resource:
     metadata: ResourceMetadata = attrs.field(factory=ResourceMetadata)
     upstream_url: str | None = None
     listed: bool = False
+    #: The one HTTP method the hosted gate sells; ``None``: any method.
+    method: str | None = None
+    #: A JSON body for callers to copy with their own values (``POST``/``PUT``/``PATCH``).
+    body_hint: dict[str, Any] | None = None
     seller_id: str | None = None
     environment: str | None = None
     created_at: datetime | None = None
@@ -304,6 +310,36 @@ class Resource:
 @attrs.frozen(kw_only=True)
 class ResourceList:
     data: list[Resource]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DirectoryEntry:
+    """A resource its seller listed (``GET /directory``): what it is, what it costs, where
+    to pay it and how to call it."""
+
+    id: str
+    kind: str
+    amount: Decimal
+    gate_url: str
+    pay_url: str
+    #: The rails the gate takes: ``rill`` (the ledger) always, ``x402`` and ``mpp`` once
+    #: the seller has enabled payments.
+    rails: list[str]
+    description: str | None = None
+    #: The one HTTP method the gate sells; ``None``: any method.
+    method: str | None = None
+    #: A JSON body to copy with your own values (``pay-url`` with ``method: POST``).
+    body_hint: dict[str, Any] | None = None
+    seller_name: str | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DirectoryList:
+    data: list[DirectoryEntry]
     has_more: bool = False
     request_id: str | None = None
 

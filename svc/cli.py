@@ -165,6 +165,8 @@ def _build() -> Any:
     _add_owner_commands(cli)
     _add_seller_commands(cli)
     _add_resource_commands(cli)
+    _add_update_resource_command(cli)
+    _add_directory_command(cli)
     _add_payment_commands(cli)
     _add_connect_commands(cli)
     _add_withdrawal_commands(cli)
@@ -233,7 +235,27 @@ def _create_resource(c: Client, o: dict[str, Any]) -> Any:
         description=o["description"],
         metadata=_metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
         upstream_url=o["upstream_url"],
+        listed=o["listed"] or None,
+        method=o["method"],
+        body_hint=o["body_hint"],
     )
+
+
+def _json_object(ctx: Any, param: Any, value: str | None) -> Any:
+    """A JSON object given on the command line (``--body-hint '{"city": "Lisbon"}'``);
+    ``null`` where the command takes it to clear."""
+    if value is None:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise click.BadParameter("must be a JSON object")
+    return data
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
 def _resource_options(fn: Any) -> Any:
@@ -249,6 +271,19 @@ def _resource_options(fn: Any) -> Any:
         click.option("--credits", default=None),
         click.option("--credit-unit", default=None),
         click.option("--upstream-url", default=None),
+        click.option("--listed", is_flag=True, help="Show it in the directory."),
+        click.option(
+            "--method",
+            default=None,
+            type=click.Choice(_METHODS),
+            help="The one HTTP method the gate sells (default: any).",
+        ),
+        click.option(
+            "--body-hint",
+            default=None,
+            callback=_json_object,
+            help="A JSON object callers copy as their body (with --method POST, PUT or PATCH).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -281,20 +316,6 @@ def _add_resource_commands(cli: click.Group) -> None:
         """Stop selling a resource (``active`` becomes false)."""
         _run(ctx, lambda c: c.resources.deactivate(resource_id))
 
-    @cli.command("update-resource")
-    @click.argument("resource_id")
-    @click.option("--amount", default=None)
-    @click.option("--path", default=None)
-    @click.option("--tool", default=None)
-    @click.option("--description", default=None)
-    @click.pass_context
-    def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
-        """Change a resource's price, path, tool or description."""
-        changes = {k: v for k, v in o.items() if v is not None}
-        if not changes:
-            raise click.UsageError("name at least one of --amount, --path, --tool, --description")
-        _run(ctx, lambda c: c.resources.update(resource_id, **changes))
-
     @cli.command("create-pay-link")
     @_resource_options
     @click.pass_context
@@ -312,6 +333,58 @@ def _add_resource_commands(cli: click.Group) -> None:
             }
 
         _run(ctx, call)
+
+
+def _add_update_resource_command(cli: click.Group) -> None:
+    @cli.command("update-resource")
+    @click.argument("resource_id")
+    @click.option("--amount", default=None)
+    @click.option("--path", default=None)
+    @click.option("--tool", default=None)
+    @click.option("--description", default=None)
+    @click.option("--listed/--unlisted", default=None, help="In the directory or not.")
+    @click.option(
+        "--method",
+        default=None,
+        type=click.Choice([*_METHODS, "any"]),
+        help="The one HTTP method the gate sells; any: every method.",
+    )
+    @click.option(
+        "--body-hint", default=None, callback=_json_object, help="A JSON object; null clears it."
+    )
+    @click.pass_context
+    def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
+        """Change a resource's price, path, tool, description, listing, method or body hint."""
+        changes = {k: v for k, v in o.items() if v is not None and k not in ("method", "body_hint")}
+        if o["method"] is not None:
+            changes["method"] = None if o["method"] == "any" else o["method"]
+        source = click.get_current_context().get_parameter_source("body_hint")
+        if source is click.core.ParameterSource.COMMANDLINE:
+            changes["body_hint"] = o["body_hint"]
+        if not changes:
+            raise click.UsageError(
+                "name at least one of --amount, --path, --tool, --description, --listed, "
+                "--unlisted, --method, --body-hint"
+            )
+        _run(ctx, lambda c: c.resources.update(resource_id, **changes))
+
+
+def _add_directory_command(cli: click.Group) -> None:
+    @cli.command("directory")
+    @_page_options
+    @click.option("--kind", default=None, type=click.Choice(["http", "mcp"]))
+    @click.option("-q", "--q", "q", default=None, help="Text the description contains.")
+    @click.option("--max-amount", default=None, help="Prices at most this amount.")
+    @click.pass_context
+    def directory(ctx: Any, /, **o: Any) -> None:
+        """Resources their sellers listed (no credential; --environment picks test or live)."""
+        filters = {"kind": o["kind"], "q": o["q"], "max_amount": o["max_amount"]}
+        _list(
+            ctx,
+            o,
+            lambda c: partial(c.directory.list, **filters),
+            lambda c: partial(c.directory.list_all, **filters),
+        )
 
 
 def _add_payment_commands(cli: click.Group) -> None:

@@ -47,7 +47,7 @@ from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError, http_error
 from .json_body import read_json_body
-from .paging import PAGED
+from .paging import FILTERS, PAGED, Filter
 from .responses import Reply, error_response, json_response, to_json_body
 from .validate import read_body
 
@@ -168,6 +168,11 @@ class Endpoint:
         """A list route: its handler is wrapped by ``paging.paged`` (``limit``,
         ``starting_after`` in; ``has_more`` out)."""
         return bool(getattr(self.handler, PAGED, False))
+
+    @property
+    def filters(self) -> tuple[Filter, ...]:
+        """A list route's own query parameters beside the paging ones."""
+        return tuple(getattr(self.handler, FILTERS, ()))
 
 
 def routes_for(endpoints: list[Endpoint]) -> list[Route]:
