@@ -340,7 +340,7 @@ class PayUrlResult:
     character), base64 when it is ``base64`` (the bytes were not UTF-8); :attr:`content`
     gives the bytes either way.  ``unlocked`` is false when the payment settled but the
     URL still answered an error (``upstream_status``): the money is spent and accounted
-    for, the answer is returned as it came.
+    for, the answer is returned as it came, and ``note`` says so.
     """
 
     attempt_id: str
@@ -358,6 +358,8 @@ class PayUrlResult:
     body_encoding: str = "utf-8"
     body_truncated: bool = False
     headers: dict[str, str] = attrs.field(factory=dict)
+    #: Set when the payment settled but the URL answered an error (``unlocked`` false).
+    note: str | None = None
     request_id: str | None = None
 
     @property
@@ -397,6 +399,8 @@ class SpendAttempt:
     tx_hash: str | None = None
     upstream_status: int | None = None
     error: ErrorDetail | None = None
+    #: Set when the payment settled but the URL answered an error.
+    note: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 

@@ -146,6 +146,7 @@ PAY_URL = Endpoint(
         "not_payable",
         "unsupported_challenge",
         "upstream_refused",
+        "upstream_failed",
         "upstream_unavailable",
         "payment_unconfirmed",
         "conflict",

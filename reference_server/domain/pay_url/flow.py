@@ -164,7 +164,7 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
         got, failure = None, _transport_error(job, answer, cancelled)
     else:
         got = unlocked(answer.status, answer.headers, answer.body, answer.truncated)
-        failure = _refused_after_paying(job, answer.status)
+        failure = _not_settled_after_paying(job, got)
     verdict, tx_hash, failure = await _verdict(job, signed, answer, failure)
     await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
 
@@ -329,13 +329,36 @@ def _unsupported(job: Job) -> DomainError:
     )
 
 
-def _refused_after_paying(job: Job, status: int) -> DomainError:
-    return DomainError(
-        "upstream_refused",
-        f"{job.order.host} was sent the payment but did not settle it (it answered "
-        f"{status}); the payment was cancelled and nothing was charged.",
-        details={"upstream_status": status},
-    )
+def _not_settled_after_paying(job: Job, got: Unlocked) -> DomainError:
+    """The paid request was answered but the payment did not settle: ``upstream_failed``
+    when the URL answered an error (not a 402), ``upstream_refused`` when it answered a 402
+    again (it refused the credential) or a success without settling.  Either way the error
+    carries the URL's status and the start of its body."""
+    status, host = got.status, job.order.host
+    cancelled = "the payment was cancelled and nothing was charged"
+    if status >= 400 and status != 402:
+        code = "upstream_failed"
+        message = f"{host} answered {status} to the paid request and did not settle; {cancelled}."
+    else:
+        code = "upstream_refused"
+        message = (
+            f"{host} was sent the payment but did not settle it (it answered {status}); "
+            f"{cancelled}."
+        )
+    return DomainError(code, message, details={"upstream_status": status, **_error_body(got)})
+
+
+#: How much of a failing answer's body an error carries (the attempt keeps no more).
+ERROR_BODY_CHARS = 1024
+
+
+def _error_body(got: Unlocked) -> dict[str, Any]:
+    cut = len(got.body) > ERROR_BODY_CHARS
+    return {
+        "upstream_body": got.body[:ERROR_BODY_CHARS],
+        "upstream_body_encoding": got.encoding,
+        "upstream_body_truncated": cut or got.truncated,
+    }
 
 
 def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> DomainError:
