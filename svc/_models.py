@@ -45,6 +45,7 @@ __all__ = [
     "Health",
     "OwnerCreated",
     "PayResult",
+    "PayUrlQuote",
     "PayUrlResult",
     "PaymentFailedData",
     "PaymentSucceededData",
@@ -378,6 +379,32 @@ class PayUrlResult:
         if self.body_truncated:
             raise ValueError("the unlocked body was cut at 8 KB (body_truncated); it is not whole")
         return json.loads(self.content)
+
+
+@attrs.frozen(kw_only=True)
+class PayUrlQuote:
+    """``POST /spend/pay-url`` with ``dry_run``: what paying the URL would do, with nothing
+    paid, reserved or recorded.
+
+    ``rail``, ``amount``, ``network`` and ``pay_to`` are the offer the service would pay
+    (absent when ``host_not_allowed`` stopped it before the URL was asked); ``allowed``
+    says whether the wallet key's policy and balance let it, and ``blocked_by`` names the
+    rule that does not -- ``host_not_allowed``, ``rail_not_allowed``,
+    ``max_per_tx_exceeded``, ``allowance_exceeded`` (``details.next_reset_at``),
+    ``budget_exceeded`` or ``insufficient_funds`` -- with its numbers in ``details``.
+    """
+
+    url: str
+    host: str
+    allowed: bool
+    ok: bool = True
+    dry_run: bool = True
+    rail: str | None = None
+    amount: Decimal | None = None
+    network: str | None = None
+    pay_to: str | None = None
+    blocked_by: ErrorDetail | None = None
+    request_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

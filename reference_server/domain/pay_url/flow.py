@@ -28,7 +28,8 @@ import attrs
 from sqlalchemy import Connection, Row
 from sqlalchemy.exc import DBAPIError
 
-from svc import PayUrlResult
+from svc import ErrorDetail, PayUrlQuote, PayUrlResult
+from svc.money import from_micros
 
 from ... import outbound
 from ...context import ServerContext
@@ -45,7 +46,7 @@ from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "encode_json", "pay"]
+__all__ = ["Answer", "Job", "encode_json", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -247,6 +248,59 @@ async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
     else:
         verdict, tx_hash, failure = Verdict.UNKNOWN, None, _unconfirmed(job, None)
     await _conclude(job, attempt_id, verdict, tx_hash, None, failure)
+
+
+# --- the dry run ----------------------------------------------------------------------------
+
+
+async def quote(job: Job) -> PayUrlQuote | DomainError:
+    """``dry_run``: the offer ``pay`` would pay and whether the policy allows it.
+
+    The same steps as :func:`pay` up to the reservation -- host, probe, choose and sign --
+    and no further: the credential is signed in memory and dropped (never sent, nothing
+    reserved), the policy and balance are read, not charged, and no attempt is written.
+    """
+    order = job.order
+    try:
+        wallets.check_host(job.key, order.host)
+    except PaymentRefused as host_refused:  # the host is not asked, as when paying
+        return _quote(job, host_refused)
+    probe = await _send(job, policy=_policy(job, PROBE_SECONDS, PROBE_MAX_BYTES))
+    if isinstance(probe, outbound.OutboundError):
+        return _transport_error(job, probe, "nothing was paid")
+    if probe.status != 402:
+        return _not_payable(job, probe.status)
+    signed = await _sign(job, probe)
+    if signed is None:
+        return _unsupported(job)
+
+    def check() -> PaymentRefused | None:
+        with job.ctx.db.read() as conn:
+            key = wallets.get_wallet_key(conn, job.key.id)
+            return wallets.would_refuse(
+                conn, key, signed.amount, rail=signed.rail, host=order.host, now=job.ctx.now()
+            )
+
+    refused = await anyio.to_thread.run_sync(check)
+    return _quote(job, refused, signed)
+
+
+def _quote(
+    job: Job, refused: PaymentRefused | None, signed: SignedPayment | None = None
+) -> PayUrlQuote:
+    blocked = None
+    if refused is not None:
+        blocked = ErrorDetail(code=refused.code, message=refused.message, details=refused.details)
+    return PayUrlQuote(
+        url=job.order.url,
+        host=job.order.host,
+        allowed=refused is None,
+        rail=None if signed is None else signed.rail,
+        amount=None if signed is None else from_micros(signed.amount),
+        network=None if signed is None else signed.network,
+        pay_to=None if signed is None else signed.pay_to,
+        blocked_by=blocked,
+    )
 
 
 # --- the network ----------------------------------------------------------------------------
