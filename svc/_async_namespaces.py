@@ -38,6 +38,7 @@ from ._models import (
     Handle,
     HandleResolution,
     OwnerCreated,
+    PayUrlQuote,
     PayUrlResult,
     ReceiptVerification,
     Recycled,
@@ -629,6 +630,28 @@ class AsyncSpend(_Namespace):
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
         """
         return await self._client._request(ep.spend_pay_url(url, method=method, json=json), options)
+
+    async def pay_url_quote(
+        self,
+        url: str,
+        *,
+        method: PayUrlMethod = "GET",
+        json: Any = None,
+        options: RequestOptions | None = None,
+    ) -> PayUrlQuote:
+        """A dry run of :meth:`pay_url`: probe ``url`` and say what paying it would do.
+
+        Nothing is paid, reserved or recorded.  The answer names the ``rail``, ``amount``,
+        ``network`` and ``pay_to`` the service would pay, whether the key's policy and
+        balance allow it (``allowed``), and if not the rule that blocks it
+        (``blocked_by.code``: ``max_per_tx_exceeded``, ``allowance_exceeded`` with
+        ``details.next_reset_at``, ``budget_exceeded``, ``host_not_allowed``,
+        ``rail_not_allowed``, ``insufficient_funds``) with its numbers in
+        ``blocked_by.details``.  A URL that cannot be paid at all raises as
+        :meth:`pay_url` does.
+        """
+        spec = ep.spend_pay_url_quote(url, method=method, json=json)
+        return await self._client._request(spec, options)
 
     async def attempts(
         self,

@@ -32,6 +32,7 @@ from ._models import (
     Health,
     OwnerCreated,
     PayResult,
+    PayUrlQuote,
     PayUrlResult,
     ReceiptVerification,
     Recycled,
@@ -130,6 +131,7 @@ __all__ = [
     "spend_attempts",
     "spend_balance",
     "spend_pay_url",
+    "spend_pay_url_quote",
     "wallet_keys_create",
     "wallet_keys_fund",
     "wallet_keys_get",
@@ -819,16 +821,34 @@ def spend_pay_url(
 
     ``json`` is the JSON body sent to the URL (``POST`` only); ``None`` sends none.
     """
-    if method not in PAY_URL_METHODS:
-        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
-    if json is not None and method != "POST":
-        raise ValueError("a JSON body (json=...) is sent with method='POST' only")
     return RequestSpec(
         method="POST",
         path="/spend/pay-url",
         role=Role.WALLET,
-        json=to_json(PayUrl(url=_text("url", url), method=method, json=json)),
+        json=to_json(_pay_url_body(url, method, json)),
         parse=as_model(PayUrlResult),
+    )
+
+
+def _pay_url_body(url: str, method: str, json: Any, *, dry_run: bool | None = None) -> PayUrl:
+    if method not in PAY_URL_METHODS:
+        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
+    if json is not None and method != "POST":
+        raise ValueError("a JSON body (json=...) is sent with method='POST' only")
+    verb: PayUrlMethod = "POST" if method == "POST" else "GET"
+    return PayUrl(url=_text("url", url), method=verb, json=json, dry_run=dry_run)
+
+
+def spend_pay_url_quote(
+    url: str, *, method: PayUrlMethod = "GET", json: Any = None
+) -> RequestSpec[PayUrlQuote]:
+    """``POST /spend/pay-url`` with ``dry_run``: what paying the URL would do; nothing paid."""
+    return RequestSpec(
+        method="POST",
+        path="/spend/pay-url",
+        role=Role.WALLET,
+        json=to_json(_pay_url_body(url, method, json, dry_run=True)),
+        parse=as_model(PayUrlQuote),
     )
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "Health",
     "OwnerCreated",
     "PayResult",
+    "PayUrlQuote",
     "PayUrlResult",
     "PaymentFailedData",
     "PaymentSucceededData",
@@ -376,7 +377,7 @@ class PayUrlResult:
     character), base64 when it is ``base64`` (the bytes were not UTF-8); :attr:`content`
     gives the bytes either way.  ``unlocked`` is false when the payment settled but the
     URL still answered an error (``upstream_status``): the money is spent and accounted
-    for, the answer is returned as it came.
+    for, the answer is returned as it came, and ``note`` says so.
 
     Two receipts stand for one payment, one per side:
 
@@ -408,6 +409,8 @@ class PayUrlResult:
     body_encoding: str = "utf-8"
     body_truncated: bool = False
     headers: dict[str, str] = attrs.field(factory=dict)
+    #: Set when the payment settled but the URL answered an error (``unlocked`` false).
+    note: str | None = None
     request_id: str | None = None
 
     @property
@@ -429,6 +432,32 @@ class PayUrlResult:
 
 
 @attrs.frozen(kw_only=True)
+class PayUrlQuote:
+    """``POST /spend/pay-url`` with ``dry_run``: what paying the URL would do, with nothing
+    paid, reserved or recorded.
+
+    ``rail``, ``amount``, ``network`` and ``pay_to`` are the offer the service would pay
+    (absent when ``host_not_allowed`` stopped it before the URL was asked); ``allowed``
+    says whether the wallet key's policy and balance let it, and ``blocked_by`` names the
+    rule that does not -- ``host_not_allowed``, ``rail_not_allowed``,
+    ``max_per_tx_exceeded``, ``allowance_exceeded`` (``details.next_reset_at``),
+    ``budget_exceeded`` or ``insufficient_funds`` -- with its numbers in ``details``.
+    """
+
+    url: str
+    host: str
+    allowed: bool
+    ok: bool = True
+    dry_run: bool = True
+    rail: str | None = None
+    amount: Decimal | None = None
+    network: str | None = None
+    pay_to: str | None = None
+    blocked_by: ErrorDetail | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class SpendAttempt:
     """One ``pay-url`` attempt (``GET /spend/attempts``), without its body.
 
@@ -447,6 +476,8 @@ class SpendAttempt:
     tx_hash: str | None = None
     upstream_status: int | None = None
     error: ErrorDetail | None = None
+    #: Set when the payment settled but the URL answered an error.
+    note: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 

@@ -429,6 +429,14 @@ class PayUrl:
     json: Any = attrs.field(
         default=None, metadata={"doc": "Any JSON value, sent as the body of a POST."}
     )
+    dry_run: bool | None = attrs.field(
+        default=None,
+        metadata={
+            "doc": "Probe only: answer the rail and price it would pay and whether the "
+            "wallet key's policy allows it (a PayUrlQuote); nothing is paid, reserved or "
+            "recorded."
+        },
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"url": "https://api.example/v1/report", "method": "GET"}
 

@@ -387,6 +387,12 @@ def _add_directory_command(cli: click.Group) -> None:
         )
 
 
+def _pay_url(c: Client, url: str, method: Any, payload: Any, *, dry_run: bool) -> Any:
+    if dry_run:
+        return c.spend.pay_url_quote(url, method=method, json=payload)
+    return c.spend.pay_url(url, method=method, json=payload)
+
+
 def _add_payment_commands(cli: click.Group) -> None:
     @cli.command("enable-payments")
     @click.option("--payout-wallet-address", default=None)
@@ -430,15 +436,21 @@ def _add_payment_commands(cli: click.Group) -> None:
     @click.argument("url")
     @click.option("--method", default="GET", type=click.Choice(["GET", "POST"]))
     @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
+    @click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Only probe: print the rail and price it would pay and whether the policy "
+        "allows it; nothing is paid.",
+    )
     @click.pass_context
-    def pay_url(ctx: Any, /, url: str, method: str, body: str | None) -> None:
+    def pay_url(ctx: Any, /, url: str, method: str, body: str | None, dry_run: bool) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
         try:
             payload = None if body is None else json.loads(body)
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
         verb: Any = method  # click.Choice has checked it is GET or POST
-        _run(ctx, lambda c: c.spend.pay_url(url, method=verb, json=payload))
+        _run(ctx, lambda c: _pay_url(c, url, verb, payload, dry_run=dry_run))
 
     @cli.command()
     @_page_options

@@ -149,7 +149,8 @@ class Endpoint:
     #: The body is another protocol's JSON object (the x402 facilitator's), handed to the
     #: handler as sent; without it, a route that declares no ``body`` takes none.
     foreign_body: bool = False
-    response: type | None = None
+    #: Several classes when the route answers one of several shapes (``oneOf``).
+    response: type | tuple[type, ...] | None = None
     status: int = 200
     #: Error codes the handler itself may answer, beyond those the pipeline answers for
     #: every route of its kind (:mod:`.contract` adds those).

@@ -215,7 +215,10 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
 
 def _responses(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     success: dict[str, Any] = {"description": summary(ep)}
-    if ep.response is not None:
+    if isinstance(ep.response, tuple):
+        shapes = [json_schema(shape, components) for shape in ep.response]
+        success["content"] = {"application/json": {"schema": {"oneOf": shapes}}}
+    elif ep.response is not None:
         schema = json_schema(ep.response, components)
         success["content"] = {"application/json": {"schema": schema}}
     responses: dict[str, Any] = {str(ep.status): success}

@@ -229,6 +229,7 @@ def outcome(
             body_encoding=row.body_encoding or "utf-8",
             body_truncated=row.body_truncated,
             headers=row.response_headers or {},
+            note=_note(row),
         )
     if row.status in IN_FLIGHT:
         return DomainError(
@@ -239,6 +240,18 @@ def outcome(
         )
     details = {**(row.error_details or {}), "attempt_id": row.id, "status": row.status}
     return DomainError(row.error_code, row.error_message, details=details)
+
+
+def _note(row: Row[Any]) -> str | None:
+    """What a succeeded attempt whose URL answered an error says: it was paid anyway."""
+    status = row.response_status
+    if row.status != "succeeded" or status is None or status < 400:
+        return None
+    return (
+        f"{row.host} answered {status}, but the payment settled (transaction {row.tx_hash}): "
+        f"{from_micros(row.amount_micros)} was charged. The answer is returned as it came; "
+        "a refund is the seller's to give."
+    )
 
 
 # --- the list -------------------------------------------------------------------------------
@@ -273,6 +286,7 @@ def _summary(row: Row[Any]) -> SpendAttempt:
         tx_hash=row.tx_hash,
         upstream_status=row.response_status,
         error=error,
+        note=_note(row),
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
     )
