@@ -20,6 +20,7 @@ from typing import Any
 
 from ._client import Client
 from ._errors import APIError, SvcError
+from .money import AmountError
 from .wire import unstructure
 
 try:
@@ -96,6 +97,9 @@ def _run(
     except SvcError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(1)
+    except AmountError as exc:
+        # Refused before sending (the SDK's own amount check): a usage error, not a crash.
+        raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
 
 
 def _list(
