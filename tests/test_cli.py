@@ -225,15 +225,21 @@ def test_importing_the_server_package_imports_no_server_dependency() -> None:
 
 def test_an_amount_the_sdk_refuses_is_a_usage_error_not_a_traceback() -> None:
     """Refused before anything is sent: click's usage error names the option, exit 2."""
-    from click.testing import CliRunner
-
-    from svc.cli import main
-
-    env = {"SVC_SELLER_KEY": "svc_sk_test_" + "x" * 32, "SVC_BASE_URL": "http://127.0.0.1:9"}
+    env = {
+        **os.environ,
+        "SVC_SELLER_KEY": "svc_sk_test_" + "x" * 32,
+        "SVC_BASE_URL": "http://127.0.0.1:9",
+    }
     for args in (
         ["resources", "create", "--path", "/x", "--amount", "cheap"],
         ["directory", "--max-amount", "cheap"],
     ):
-        done = CliRunner().invoke(main, args, env=env)
-        assert done.exit_code == 2, done.output
-        assert "Traceback" not in done.output and "decimal string" in done.output
+        done = subprocess.run(
+            [sys.executable, "-c", "from svc.cli import main; main()", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and "decimal string" in done.stderr
