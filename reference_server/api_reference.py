@@ -66,6 +66,8 @@ def _type(schema: dict[str, Any]) -> str:
         return f"[{name}](#schema-{name.lower()})"
     if "anyOf" in schema:
         return " | ".join(_type(s) for s in schema["anyOf"])
+    if "oneOf" in schema:
+        return " or ".join(_type(s) for s in schema["oneOf"])
     kind = schema.get("type", "any")
     if kind == "array":
         return f"array of {_type(schema.get('items', {}))}"
@@ -171,7 +173,11 @@ def _success(status: str, answer: dict[str, Any], components: dict[str, Any]) ->
     if ref is None:
         return [f"**Response** {status}.", ""]
     lines = [f"**Response** {status}: {_type(ref)}", ""]
-    return lines + _fields(_resolve(ref, components), constraints=False) + [""]
+    for shape in ref.get("oneOf", [ref]):
+        if "oneOf" in ref:
+            lines += [f"{_type(shape)}:", ""]
+        lines += [*_fields(_resolve(shape, components), constraints=False), ""]
+    return lines
 
 
 def _errors(responses: dict[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
     access,
+    directory,
     discovery,
     handles,
     health,
@@ -60,6 +61,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *owners.ENDPOINTS,
         *sellers.ENDPOINTS,
         *resources.ENDPOINTS,
+        *directory.ENDPOINTS,
         *payouts.ENDPOINTS,
         *wallet_keys.ENDPOINTS,
         *handles.ENDPOINTS,

@@ -1,201 +1,42 @@
-"""``svc-server``: run the service, create owners, migrate the database, print the API's
-OpenAPI document."""
+"""``svc-server``, the entry point: the commands (:mod:`reference_server.commands`) when the
+server extra is installed, else one line saying how to install it -- never a traceback.
+
+``svc`` alone (the SDK: httpx, anyio, attrs, cattrs) has none of the server's
+dependencies, and ``import reference_server`` imports none of them until asked (see the
+package's ``__getattr__``), so this module imports on any install.
+"""
 
 from __future__ import annotations
 
-import json
-import os
-import threading
+import sys
 from typing import Any
-
-import click
-
-from .settings import Settings, SettingsError, env_variable
 
 __all__ = ["main"]
 
-#: How long the sandbox takes per payout step in ``run --demo`` (the default is 5 s).
-_DEMO_PAYOUT_SECONDS = 1.0
+#: The kit's own packages: a module of theirs missing is a bug, not a missing extra.
+_OURS = ("reference_server", "svc", "svc_asgi")
+
+main: Any
 
 
-def _settings(**overrides: object) -> Settings:
-    """Settings from the environment; a bad one stops the command with one line naming
-    the variable (exit status 1), never a traceback."""
-    try:
-        return Settings.from_env(**overrides)
-    except SettingsError as exc:
-        raise click.ClickException(f"invalid configuration: {exc}") from None
+def missing_extra(exc: ModuleNotFoundError) -> bool:
+    """Is ``exc`` a dependency of the server extra that is not installed?"""
+    return (exc.name or "").split(".")[0] not in _OURS
 
 
-@click.group()
-def main() -> None:
-    """The svc reference server (SQLite by default; set SVC_DATABASE_URL for PostgreSQL)."""
-
-
-@main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
-@click.option("--demo", is_flag=True, help="Once up, walk the go-live flow against it.")
-@click.option("--exit-after-demo", is_flag=True, help="Stop the server when the demo is done.")
-def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_demo: bool) -> None:
-    """Serve the API with uvicorn."""
-    from .serving import build_server
-
-    settings = _settings(
-        database_url=database_url,
-        # The demo follows a withdrawal until paid: the sandbox moves it a step a second
-        # (unless SVC_SANDBOX_PAYOUT_SECONDS says otherwise).
-        sandbox_payout_seconds=_DEMO_PAYOUT_SECONDS
-        if (demo or exit_after_demo) and env_variable("sandbox_payout_seconds") not in os.environ
-        else None,
-    )
-    if settings.public_url is None and not settings.production:
-        # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
-        settings = _with_public_url(settings, f"http://{host}:{port}")
-    # The demo's numbered steps are what its reader follows: no access-log line between them.
-    walking = demo or exit_after_demo
-    server = build_server(settings, host=host, port=port, access_log=not walking)
-    outcome: dict[str, Any] = {}
-    if demo or exit_after_demo:
-        thread = threading.Thread(
-            target=_demo_when_started,
-            args=(server, settings.public_url or f"http://{host}:{port}", exit_after_demo, outcome),
-            daemon=True,
+def _needs_the_server_extra(exc: ModuleNotFoundError) -> Any:
+    def main() -> None:
+        sys.exit(
+            f"svc-server needs the server extra ({exc.name} is not installed): "
+            "pip install 'svc[server]'"
         )
-        thread.start()
-    server.run()
-    if outcome.get("error"):
-        raise SystemExit(f"demo failed: {outcome['error']}")
+
+    return main
 
 
-def _with_public_url(settings: Settings, url: str) -> Settings:
-    import attrs
-
-    return attrs.evolve(settings, public_url=url)
-
-
-def _demo_when_started(
-    server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]
-) -> None:
-    import time
-
-    from .go_live_demo import walk_go_live
-
-    while not server.started:
-        if server.should_exit:
-            return
-        time.sleep(0.05)
-    try:
-        walk_go_live(base_url, echo=click.echo)
-    except Exception as exc:  # report and stop, the demo is for humans
-        outcome["error"] = repr(exc)
-        server.should_exit = True
-        return
-    if exit_after:
-        server.should_exit = True
-    else:
-        click.echo(f"\nServer still running at {base_url} (Ctrl-C to stop).")
-
-
-@main.command()
-@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
-def worker(database_url: str | None) -> None:
-    """Deliver webhooks from the outbox, without serving the API (run as many as needed)."""
-    import anyio
-
-    from .context import ServerContext
-    from .outbox import run_worker
-    from .store import upgrade
-
-    ctx = ServerContext(_settings(database_url=database_url))
-    upgrade(ctx.db)
-    ctx.load_secrets()
-    click.echo("outbox worker running (Ctrl-C to stop)")
-    try:
-        anyio.run(run_worker, ctx)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        ctx.db.dispose()
-
-
-@main.command()
-@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
-def migrate(database_url: str | None) -> None:
-    """Bring the database schema up to date (run also at server start)."""
-    from .store import Database, upgrade
-
-    upgrade(Database(_settings(database_url=database_url).database_url))
-    click.echo("database is up to date")
-
-
-@main.command()
-@click.option(
-    "--base-url",
-    default="https://svc.example",
-    show_default=True,
-    help="The server URL the document names.",
-)
-def openapi(base_url: str) -> None:
-    """Print the OpenAPI document (what /agent-openapi.json serves) as JSON; no server runs."""
-    from .api_reference import openapi_document
-
-    click.echo(json.dumps(openapi_document(base_url), indent=2))
-
-
-@main.group()
-def owners() -> None:
-    """Owners: the accounts behind sellers, wallet keys and webhooks."""
-
-
-@owners.command("create")
-@click.option("--email", required=True)
-@click.option("--json", "as_json", is_flag=True, help='Print {"owner_id", "owner_jwt"}.')
-@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
-def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
-    """Create an owner (or reuse the one with this email) and print a fresh owner JWT."""
-    from .context import ServerContext
-    from .domain.owners import create_owner, find_owner_by_email
-    from .store import upgrade
-    from .web.auth import issue_owner_jwt
-
-    settings = _settings(database_url=database_url)
-    ctx = ServerContext(settings)
-    upgrade(ctx.db)
-    secret = ctx.jwt_secret
-    email = email.strip().lower()
-    with ctx.db.write() as conn:
-        owner_id = find_owner_by_email(conn, email) or create_owner(conn, email, ctx.now())
-    token = issue_owner_jwt(owner_id, secret, ctx.now(), settings.jwt_ttl_seconds)
-    ctx.db.dispose()
-    if as_json:
-        click.echo(json.dumps({"owner_id": owner_id, "owner_jwt": token}))
-    else:
-        click.echo(token)
-
-
-@main.group()
-def ledger() -> None:
-    """The double-entry ledger."""
-
-
-@ledger.command("audit")
-@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
-def ledger_audit(database_url: str | None) -> None:
-    """Recompute every balance from the transfers; exit 1 if anything disagrees."""
-    from .domain import ledger as books
-    from .store import Database
-
-    db = Database(_settings(database_url=database_url).database_url)
-    with db.read() as conn:
-        problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]
-        totals = {env: books.sum_of_balances(conn, env) for env in books.ENVIRONMENTS}
-    db.dispose()
-    for env, total in totals.items():
-        click.echo(f"{env}: balances sum to {total} micro-USD")
-    for problem in problems:
-        click.echo(f"PROBLEM: {problem}")
-    if problems:
-        raise SystemExit(1)
-    click.echo("ledger is sound")
+try:
+    from .commands import main
+except ModuleNotFoundError as missing:
+    if not missing_extra(missing):
+        raise
+    main = _needs_the_server_extra(missing)

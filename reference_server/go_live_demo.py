@@ -65,12 +65,13 @@ def _receiver(secret_box: dict[str, str]) -> Iterator[tuple[str, queue.Queue[svc
 
 
 def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[str, str]:
+    email = f"demo+{secrets.token_hex(4)}@example.com"
     with svc.Client(base_url=base_url, environment="test") as anon:
-        owner = anon.owners.create(f"demo+{secrets.token_hex(4)}@example.com")
-    echo(f"1. owner created: {owner.owner_id} (owner JWT issued)")
+        owner = anon.owners.create(email)
+    echo(f"1. owner created: {owner.owner_id} ({email}; its JWT is printed at the end)")
     oc = svc.Client(base_url=base_url, owner_jwt=owner.owner_jwt, environment="test")
     seller = oc.sellers.create(name="Demo seller")
-    echo(f"2. seller created in test: {seller.id}, key {seller.seller_key[:16]}… (shown once)")
+    echo(f"2. seller created in test: {seller.id}, key {seller.seller_key} (shown once)")
     sc = svc.Client(base_url=base_url, seller_key=seller.seller_key)
     resource = sc.resources.create(
         kind="http",
@@ -94,16 +95,20 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
         )
         oc.wallet_keys.fund(key.id, "1.00")
         echo(
-            f"6. test wallet key {key.key[:16]}… minted (allowance 1.00/day, 0.10 per "
+            f"6. test wallet key {key.key} minted (allowance 1.00/day, 0.10 per "
             "payment) and funded with 1.00 sandbox USD"
         )
         with svc.Client(base_url=base_url, wallet_key=key.key) as agent:
             unlocked = agent.spend.pay_url(resource.gate_url)
-            gate_receipt = str(unlocked.json()["receipt"]["receipt_id"])
+            gate_receipt = unlocked.seller_receipt_id
+            if gate_receipt is None:
+                raise RuntimeError("pay-url did not name the seller's receipt of a gate of ours")
             echo(
                 f"7. agent's pay-url paid the gate_url {unlocked.amount} on {unlocked.rail} "
                 f"(sandbox tx {unlocked.tx_hash[:18] if unlocked.tx_hash else None}…); "
-                f"the gate answered {unlocked.upstream_status} with receipt {gate_receipt}"
+                f"the gate answered {unlocked.upstream_status} with receipt {gate_receipt} "
+                f"(seller_receipt_id; the agent's own is payer_receipt_id "
+                f"{unlocked.payer_receipt_id})"
             )
             paid = agent.pay(resource_id=resource.id)
             left = agent.spend.balance()
@@ -130,9 +135,13 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
                 f"verified: receipt {data.receipt_id}, +{data.metadata.credits} "
                 f"{data.metadata.credit_unit} credits to add"
             )
+        # The receiver stops with the demo: an endpoint left behind would only fail.
+        oc.webhooks.delete(endpoint.id)
+        echo(f"    webhook {endpoint.id} deleted (its receiver stops with the demo)")
     withdrawal = _payout(sc, echo)
     oc.close()
     sc.close()
+    _credentials(base_url, email, owner.owner_jwt, seller.seller_key, key.key, echo)
     return {
         "owner_id": owner.owner_id,
         "seller_id": seller.id,
@@ -141,6 +150,32 @@ def walk_go_live(base_url: str, *, echo: Callable[[str], None] = print) -> dict[
         "gate_receipt_id": gate_receipt,
         "withdrawal_id": withdrawal.id,
     }
+
+
+def _credentials(
+    base_url: str,
+    email: str,
+    owner_jwt: str,
+    seller_key: str,
+    wallet_key: str,
+    echo: Callable[[str], None],
+) -> None:
+    """The test credentials the demo made, whole, as a reader copies them to carry on
+    (README's "Five lines", docs/cli.md): test environment only, sandbox money."""
+    echo(
+        "\nThe demo's TEST credentials (test environment only: sandbox money, never live). "
+        "Carry on from them in a shell, with the svc CLI or svc.Client(), which read these "
+        f"variables (the owner JWT expires; `svc-server owners create --email {email}` "
+        "issues a fresh one):"
+    )
+    for name, value in (
+        ("SVC_BASE_URL", base_url),
+        ("SVC_ENVIRONMENT", "test"),
+        ("SVC_OWNER_JWT", owner_jwt),
+        ("SVC_SELLER_KEY", seller_key),
+        ("SVC_WALLET_KEY", wallet_key),
+    ):
+        echo(f"export {name}={value}")
 
 
 class _CsrfField(HTMLParser):

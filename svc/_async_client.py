@@ -18,6 +18,7 @@ from . import _endpoints as ep
 from ._async_namespaces import (
     AsyncAccess,
     AsyncConnect,
+    AsyncDirectory,
     AsyncGates,
     AsyncHandles,
     AsyncOwners,
@@ -60,6 +61,7 @@ class AsyncClient(BaseClient):
     owners: AsyncOwners
     sellers: AsyncSellers
     resources: AsyncResources
+    directory: AsyncDirectory
     wallet_keys: AsyncWalletKeys
     spend: AsyncSpend
     handles: AsyncHandles
@@ -104,6 +106,7 @@ class AsyncClient(BaseClient):
         self.owners = AsyncOwners(self)
         self.sellers = AsyncSellers(self)
         self.resources = AsyncResources(self)
+        self.directory = AsyncDirectory(self)
         self.wallet_keys = AsyncWalletKeys(self)
         self.spend = AsyncSpend(self)
         self.handles = AsyncHandles(self)

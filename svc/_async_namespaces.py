@@ -20,6 +20,7 @@ from ._endpoints import (
     PayUrlMethod,
     Period,
     ResourceKind,
+    ResourceMethod,
     WebhookStatus,
 )
 from ._models import (
@@ -29,12 +30,15 @@ from ._models import (
     ConnectOnboarding,
     Delivery,
     DeliveryList,
+    DirectoryEntry,
+    DirectoryList,
     EventCatalog,
     GateChallenge,
     GateRedemption,
     Handle,
     HandleResolution,
     OwnerCreated,
+    PayUrlQuote,
     PayUrlResult,
     ReceiptVerification,
     Recycled,
@@ -63,6 +67,7 @@ from ._types import NOT_GIVEN, NotGiven
 __all__ = [
     "AsyncAccess",
     "AsyncConnect",
+    "AsyncDirectory",
     "AsyncGates",
     "AsyncHandles",
     "AsyncOwners",
@@ -328,11 +333,16 @@ class AsyncResources(_Namespace):
         metadata: Metadata | None = None,
         upstream_url: str | None = None,
         listed: bool | None = None,
+        method: ResourceMethod | None = None,
+        body_hint: Mapping[str, Any] | None = None,
         options: RequestOptions | None = None,
     ) -> Resource:
         """Create an HTTP (``path``) or MCP (``tool``) SKU; agents pay its ``gate_url``.
 
-        ``amount`` is validated locally (no floats, at most 6 decimal places).
+        ``amount`` is validated locally (no floats, at most 6 decimal places).  ``listed``
+        shows it in the directory; ``method`` sells one HTTP method only (any when left
+        out); ``body_hint`` is a JSON object callers copy with their own values (only with
+        ``method`` POST, PUT or PATCH).
         """
         spec = ep.resources_create(
             kind=kind,
@@ -343,6 +353,8 @@ class AsyncResources(_Namespace):
             metadata=metadata,
             upstream_url=upstream_url,
             listed=listed,
+            method=method,
+            body_hint=body_hint,
         )
         return await self._client._request(spec, options)
 
@@ -395,9 +407,12 @@ class AsyncResources(_Namespace):
         upstream_url: str | None = None,
         listed: bool | None = None,
         active: bool | None = None,
+        method: ResourceMethod | NotGiven | None = NOT_GIVEN,
+        body_hint: Mapping[str, Any] | NotGiven | None = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Resource:
-        """Change the fields given; ``None`` leaves a field as it is."""
+        """Change the fields given; ``None`` leaves a field as it is, except ``method``
+        and ``body_hint``, which ``None`` clears (any method; no hint)."""
         spec = ep.resources_update(
             resource_id,
             path=path,
@@ -408,6 +423,8 @@ class AsyncResources(_Namespace):
             upstream_url=upstream_url,
             listed=listed,
             active=active,
+            method=method,
+            body_hint=body_hint,
         )
         return await self._client._request(spec, options)
 
@@ -416,6 +433,60 @@ class AsyncResources(_Namespace):
     ) -> Resource:
         """Stop selling the resource (``active`` becomes false); its gate stops unlocking."""
         return await self._client._request(ep.resources_deactivate(resource_id), options)
+
+
+class AsyncDirectory(_Namespace):
+    """The directory: resources their sellers listed, in the client's environment.  No
+    credential is needed (none is sent)."""
+
+    async def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        kind: ResourceKind | None = None,
+        q: str | None = None,
+        max_amount: Amount | None = None,
+        options: RequestOptions | None = None,
+    ) -> DirectoryList:
+        """Listed, active resources, oldest first: of one ``kind``, whose description
+        contains ``q`` (case ignored), priced at most ``max_amount``, as given.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.directory_list(
+            limit=limit,
+            starting_after=starting_after,
+            kind=kind,
+            q=q,
+            max_amount=max_amount,
+        )
+        return await self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        kind: ResourceKind | None = None,
+        q: str | None = None,
+        max_amount: Amount | None = None,
+        options: RequestOptions | None = None,
+    ) -> AsyncIterator[DirectoryEntry]:
+        """Every entry of the directory (with the filters given), in the order of
+        :meth:`list`.  Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return aiterate(
+            lambda after: self.list(
+                limit=limit,
+                starting_after=after,
+                kind=kind,
+                q=q,
+                max_amount=max_amount,
+                options=options,
+            )
+        )
 
 
 class AsyncWalletKeys(_Namespace):
@@ -559,6 +630,28 @@ class AsyncSpend(_Namespace):
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
         """
         return await self._client._request(ep.spend_pay_url(url, method=method, json=json), options)
+
+    async def pay_url_quote(
+        self,
+        url: str,
+        *,
+        method: PayUrlMethod = "GET",
+        json: Any = None,
+        options: RequestOptions | None = None,
+    ) -> PayUrlQuote:
+        """A dry run of :meth:`pay_url`: probe ``url`` and say what paying it would do.
+
+        Nothing is paid, reserved or recorded.  The answer names the ``rail``, ``amount``,
+        ``network`` and ``pay_to`` the service would pay, whether the key's policy and
+        balance allow it (``allowed``), and if not the rule that blocks it
+        (``blocked_by.code``: ``max_per_tx_exceeded``, ``allowance_exceeded`` with
+        ``details.next_reset_at``, ``budget_exceeded``, ``host_not_allowed``,
+        ``rail_not_allowed``, ``insufficient_funds``) with its numbers in
+        ``blocked_by.details``.  A URL that cannot be paid at all raises as
+        :meth:`pay_url` does.
+        """
+        spec = ep.spend_pay_url_quote(url, method=method, json=json)
+        return await self._client._request(spec, options)
 
     async def attempts(
         self,

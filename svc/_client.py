@@ -23,6 +23,7 @@ from ._models import Capabilities, Health, PayResult
 from ._namespaces import (
     Access,
     Connect,
+    Directory,
     Gates,
     Handles,
     Owners,
@@ -61,6 +62,7 @@ class Client(BaseClient):
     owners: Owners
     sellers: Sellers
     resources: Resources
+    directory: Directory
     wallet_keys: WalletKeys
     spend: Spend
     handles: Handles
@@ -105,6 +107,7 @@ class Client(BaseClient):
         self.owners = Owners(self)
         self.sellers = Sellers(self)
         self.resources = Resources(self)
+        self.directory = Directory(self)
         self.wallet_keys = WalletKeys(self)
         self.spend = Spend(self)
         self.handles = Handles(self)

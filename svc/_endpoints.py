@@ -23,6 +23,7 @@ from ._models import (
     ConnectOnboarding,
     Delivery,
     DeliveryList,
+    DirectoryList,
     EventCatalog,
     GateChallenge,
     GateRedemption,
@@ -31,6 +32,7 @@ from ._models import (
     Health,
     OwnerCreated,
     PayResult,
+    PayUrlQuote,
     PayUrlResult,
     ReceiptVerification,
     Recycled,
@@ -94,6 +96,7 @@ __all__ = [
     "PayUrlMethod",
     "Period",
     "ResourceKind",
+    "ResourceMethod",
     "TextDocument",
     "WebhookStatus",
     "access_verify",
@@ -103,6 +106,7 @@ __all__ = [
     "connect_status",
     "connect_sync",
     "connect_update",
+    "directory_list",
     "discovery",
     "gates_challenge",
     "gates_redeem",
@@ -127,6 +131,7 @@ __all__ = [
     "spend_attempts",
     "spend_balance",
     "spend_pay_url",
+    "spend_pay_url_quote",
     "wallet_keys_create",
     "wallet_keys_fund",
     "wallet_keys_get",
@@ -153,6 +158,7 @@ Amount = Decimal | str | int
 #: Resource metadata as a plain dict or the typed model.
 Metadata = Mapping[str, Any] | ResourceMetadata
 ResourceKind = Literal["http", "mcp"]
+ResourceMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 #: How often a wallet key's ``allowance`` resets; ``"none"``: it never does.
 Period = Literal["day", "week", "month", "none"]
 PERIODS: tuple[str, ...] = ("day", "week", "month", "none")
@@ -516,7 +522,11 @@ def resources_create(
     metadata: Metadata | None = None,
     upstream_url: str | None = None,
     listed: bool | None = None,
+    method: ResourceMethod | None = None,
+    body_hint: Mapping[str, Any] | None = None,
 ) -> RequestSpec[Resource]:
+    """``POST /resources``; ``method`` left out sells any method, ``body_hint`` (a JSON
+    object for callers to copy) goes with POST, PUT or PATCH only."""
     return RequestSpec(
         method="POST",
         path="/resources",
@@ -530,6 +540,8 @@ def resources_create(
             "metadata": None if metadata is None else _metadata(metadata),
             "upstream_url": upstream_url,
             "listed": listed,
+            "method": method,
+            "body_hint": None if body_hint is None else dict(body_hint),
         },
         parse=as_model(Resource),
     )
@@ -569,23 +581,61 @@ def resources_update(
     upstream_url: str | None = None,
     listed: bool | None = None,
     active: bool | None = None,
+    method: ResourceMethod | NotGiven | None = NOT_GIVEN,
+    body_hint: Mapping[str, Any] | NotGiven | None = NOT_GIVEN,
 ) -> RequestSpec[Resource]:
+    """``PATCH /resources/:id``: ``None`` leaves a field as it is, except ``method`` and
+    ``body_hint``, where ``None`` clears (any method; no hint) and leaving them out keeps
+    them."""
+    given = {
+        "path": path,
+        "tool": tool,
+        "amount": None if amount is None else _amount(amount),
+        "description": description,
+        "metadata": None if metadata is None else _metadata(metadata),
+        "upstream_url": upstream_url,
+        "listed": listed,
+        "active": active,
+    }
+    body: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+    if not isinstance(method, NotGiven):
+        body["method"] = method
+    if not isinstance(body_hint, NotGiven):
+        body["body_hint"] = None if body_hint is None else dict(body_hint)
     return RequestSpec(
         method="PATCH",
         path="/resources/{id}",
         path_params={"id": resource_id},
         role=Role.SELLER,
-        json={
-            "path": path,
-            "tool": tool,
-            "amount": None if amount is None else _amount(amount),
-            "description": description,
-            "metadata": None if metadata is None else _metadata(metadata),
-            "upstream_url": upstream_url,
-            "listed": listed,
-            "active": active,
-        },
+        json=body,
+        keep_null=True,
         parse=as_model(Resource),
+    )
+
+
+def directory_list(
+    *,
+    limit: int | None = None,
+    starting_after: str | None = None,
+    kind: ResourceKind | None = None,
+    q: str | None = None,
+    max_amount: Amount | None = None,
+) -> RequestSpec[DirectoryList]:
+    """``GET /directory`` (no credential; the client's environment): listed resources,
+    oldest first, optionally of one ``kind``, whose description contains ``q``, priced at
+    most ``max_amount``."""
+    query = dict(_page(limit, starting_after) or {})
+    if kind is not None:
+        query["kind"] = kind
+    if q is not None:
+        query["q"] = q
+    if max_amount is not None:
+        query["max_amount"] = _amount(max_amount, "max_amount")
+    return RequestSpec(
+        method="GET",
+        path="/directory",
+        query=query or None,
+        parse=as_model(DirectoryList),
     )
 
 
@@ -771,16 +821,34 @@ def spend_pay_url(
 
     ``json`` is the JSON body sent to the URL (``POST`` only); ``None`` sends none.
     """
-    if method not in PAY_URL_METHODS:
-        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
-    if json is not None and method != "POST":
-        raise ValueError("a JSON body (json=...) is sent with method='POST' only")
     return RequestSpec(
         method="POST",
         path="/spend/pay-url",
         role=Role.WALLET,
-        json=to_json(PayUrl(url=_text("url", url), method=method, json=json)),
+        json=to_json(_pay_url_body(url, method, json)),
         parse=as_model(PayUrlResult),
+    )
+
+
+def _pay_url_body(url: str, method: str, json: Any, *, dry_run: bool | None = None) -> PayUrl:
+    if method not in PAY_URL_METHODS:
+        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
+    if json is not None and method != "POST":
+        raise ValueError("a JSON body (json=...) is sent with method='POST' only")
+    verb: PayUrlMethod = "POST" if method == "POST" else "GET"
+    return PayUrl(url=_text("url", url), method=verb, json=json, dry_run=dry_run)
+
+
+def spend_pay_url_quote(
+    url: str, *, method: PayUrlMethod = "GET", json: Any = None
+) -> RequestSpec[PayUrlQuote]:
+    """``POST /spend/pay-url`` with ``dry_run``: what paying the URL would do; nothing paid."""
+    return RequestSpec(
+        method="POST",
+        path="/spend/pay-url",
+        role=Role.WALLET,
+        json=to_json(_pay_url_body(url, method, json, dry_run=True)),
+        parse=as_model(PayUrlQuote),
     )
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "Delivery",
     "DeliveryAttempt",
     "DeliveryList",
+    "DirectoryEntry",
+    "DirectoryList",
     "ErrorBody",
     "ErrorDetail",
     "Event",
@@ -45,6 +47,7 @@ __all__ = [
     "Health",
     "OwnerCreated",
     "PayResult",
+    "PayUrlQuote",
     "PayUrlResult",
     "PaymentFailedData",
     "PaymentSucceededData",
@@ -294,6 +297,10 @@ class Resource:
     metadata: ResourceMetadata = attrs.field(factory=ResourceMetadata)
     upstream_url: str | None = None
     listed: bool = False
+    #: The one HTTP method the hosted gate sells; ``None``: any method.
+    method: str | None = None
+    #: A JSON body for callers to copy with their own values (``POST``/``PUT``/``PATCH``).
+    body_hint: dict[str, Any] | None = None
     seller_id: str | None = None
     environment: str | None = None
     created_at: datetime | None = None
@@ -304,6 +311,36 @@ class Resource:
 @attrs.frozen(kw_only=True)
 class ResourceList:
     data: list[Resource]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DirectoryEntry:
+    """A resource its seller listed (``GET /directory``): what it is, what it costs, where
+    to pay it and how to call it."""
+
+    id: str
+    kind: str
+    amount: Decimal
+    gate_url: str
+    pay_url: str
+    #: The rails the gate takes: ``rill`` (the ledger) always, ``x402`` and ``mpp`` once
+    #: the seller has enabled payments.
+    rails: list[str]
+    description: str | None = None
+    #: The one HTTP method the gate sells; ``None``: any method.
+    method: str | None = None
+    #: A JSON body to copy with your own values (``pay-url`` with ``method: POST``).
+    body_hint: dict[str, Any] | None = None
+    seller_name: str | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DirectoryList:
+    data: list[DirectoryEntry]
     has_more: bool = False
     request_id: str | None = None
 
@@ -340,7 +377,17 @@ class PayUrlResult:
     character), base64 when it is ``base64`` (the bytes were not UTF-8); :attr:`content`
     gives the bytes either way.  ``unlocked`` is false when the payment settled but the
     URL still answered an error (``upstream_status``): the money is spent and accounted
-    for, the answer is returned as it came.
+    for, the answer is returned as it came, and ``note`` says so.
+
+    Two receipts stand for one payment, one per side:
+
+    - ``payer_receipt_id``: the payer's, booked for the wallet key (``receipt_id`` is the
+      same id, kept under its first name).  It is the agent's record of the spend; a
+      seller's ``access.verify`` does not know it.
+    - ``seller_receipt_id``: the seller's, the one the seller verifies (``access.verify``)
+      and its ``payment.succeeded`` webhook names.  Known when the paid URL is a gate of
+      this service (the receipt booked for the same transaction) or when the URL returned
+      one (``X-Svc-Receipt``); ``None`` otherwise.
     """
 
     attempt_id: str
@@ -349,6 +396,10 @@ class PayUrlResult:
     status: str = "succeeded"
     amount: Decimal | None = None
     receipt_id: str | None = None
+    payer_receipt_id: str | None = attrs.field(
+        default=attrs.Factory(lambda self: self.receipt_id, takes_self=True)
+    )
+    seller_receipt_id: str | None = None
     tx_hash: str | None = None
     network: str | None = None
     pay_to: str | None = None
@@ -358,6 +409,8 @@ class PayUrlResult:
     body_encoding: str = "utf-8"
     body_truncated: bool = False
     headers: dict[str, str] = attrs.field(factory=dict)
+    #: Set when the payment settled but the URL answered an error (``unlocked`` false).
+    note: str | None = None
     request_id: str | None = None
 
     @property
@@ -379,6 +432,32 @@ class PayUrlResult:
 
 
 @attrs.frozen(kw_only=True)
+class PayUrlQuote:
+    """``POST /spend/pay-url`` with ``dry_run``: what paying the URL would do, with nothing
+    paid, reserved or recorded.
+
+    ``rail``, ``amount``, ``network`` and ``pay_to`` are the offer the service would pay
+    (absent when ``host_not_allowed`` stopped it before the URL was asked); ``allowed``
+    says whether the wallet key's policy and balance let it, and ``blocked_by`` names the
+    rule that does not -- ``host_not_allowed``, ``rail_not_allowed``,
+    ``max_per_tx_exceeded``, ``allowance_exceeded`` (``details.next_reset_at``),
+    ``budget_exceeded`` or ``insufficient_funds`` -- with its numbers in ``details``.
+    """
+
+    url: str
+    host: str
+    allowed: bool
+    ok: bool = True
+    dry_run: bool = True
+    rail: str | None = None
+    amount: Decimal | None = None
+    network: str | None = None
+    pay_to: str | None = None
+    blocked_by: ErrorDetail | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class SpendAttempt:
     """One ``pay-url`` attempt (``GET /spend/attempts``), without its body.
 
@@ -397,6 +476,8 @@ class SpendAttempt:
     tx_hash: str | None = None
     upstream_status: int | None = None
     error: ErrorDetail | None = None
+    #: Set when the payment settled but the URL answered an error.
+    note: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 

@@ -21,6 +21,7 @@ from ._endpoints import (
     PayUrlMethod,
     Period,
     ResourceKind,
+    ResourceMethod,
     WebhookStatus,
 )
 from ._models import (
@@ -30,12 +31,15 @@ from ._models import (
     ConnectOnboarding,
     Delivery,
     DeliveryList,
+    DirectoryEntry,
+    DirectoryList,
     EventCatalog,
     GateChallenge,
     GateRedemption,
     Handle,
     HandleResolution,
     OwnerCreated,
+    PayUrlQuote,
     PayUrlResult,
     ReceiptVerification,
     Recycled,
@@ -64,6 +68,7 @@ from ._types import NOT_GIVEN, NotGiven
 __all__ = [
     "Access",
     "Connect",
+    "Directory",
     "Gates",
     "Handles",
     "Owners",
@@ -329,11 +334,16 @@ class Resources(_Namespace):
         metadata: Metadata | None = None,
         upstream_url: str | None = None,
         listed: bool | None = None,
+        method: ResourceMethod | None = None,
+        body_hint: Mapping[str, Any] | None = None,
         options: RequestOptions | None = None,
     ) -> Resource:
         """Create an HTTP (``path``) or MCP (``tool``) SKU; agents pay its ``gate_url``.
 
-        ``amount`` is validated locally (no floats, at most 6 decimal places).
+        ``amount`` is validated locally (no floats, at most 6 decimal places).  ``listed``
+        shows it in the directory; ``method`` sells one HTTP method only (any when left
+        out); ``body_hint`` is a JSON object callers copy with their own values (only with
+        ``method`` POST, PUT or PATCH).
         """
         spec = ep.resources_create(
             kind=kind,
@@ -344,6 +354,8 @@ class Resources(_Namespace):
             metadata=metadata,
             upstream_url=upstream_url,
             listed=listed,
+            method=method,
+            body_hint=body_hint,
         )
         return self._client._request(spec, options)
 
@@ -396,9 +408,12 @@ class Resources(_Namespace):
         upstream_url: str | None = None,
         listed: bool | None = None,
         active: bool | None = None,
+        method: ResourceMethod | NotGiven | None = NOT_GIVEN,
+        body_hint: Mapping[str, Any] | NotGiven | None = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> Resource:
-        """Change the fields given; ``None`` leaves a field as it is."""
+        """Change the fields given; ``None`` leaves a field as it is, except ``method``
+        and ``body_hint``, which ``None`` clears (any method; no hint)."""
         spec = ep.resources_update(
             resource_id,
             path=path,
@@ -409,12 +424,68 @@ class Resources(_Namespace):
             upstream_url=upstream_url,
             listed=listed,
             active=active,
+            method=method,
+            body_hint=body_hint,
         )
         return self._client._request(spec, options)
 
     def deactivate(self, resource_id: str, *, options: RequestOptions | None = None) -> Resource:
         """Stop selling the resource (``active`` becomes false); its gate stops unlocking."""
         return self._client._request(ep.resources_deactivate(resource_id), options)
+
+
+class Directory(_Namespace):
+    """The directory: resources their sellers listed, in the client's environment.  No
+    credential is needed (none is sent)."""
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        kind: ResourceKind | None = None,
+        q: str | None = None,
+        max_amount: Amount | None = None,
+        options: RequestOptions | None = None,
+    ) -> DirectoryList:
+        """Listed, active resources, oldest first: of one ``kind``, whose description
+        contains ``q`` (case ignored), priced at most ``max_amount``, as given.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.directory_list(
+            limit=limit,
+            starting_after=starting_after,
+            kind=kind,
+            q=q,
+            max_amount=max_amount,
+        )
+        return self._client._request(spec, options)
+
+    def list_all(
+        self,
+        *,
+        limit: int | None = None,
+        kind: ResourceKind | None = None,
+        q: str | None = None,
+        max_amount: Amount | None = None,
+        options: RequestOptions | None = None,
+    ) -> Iterator[DirectoryEntry]:
+        """Every entry of the directory (with the filters given), in the order of
+        :meth:`list`.  Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(
+            lambda after: self.list(
+                limit=limit,
+                starting_after=after,
+                kind=kind,
+                q=q,
+                max_amount=max_amount,
+                options=options,
+            )
+        )
 
 
 class WalletKeys(_Namespace):
@@ -556,6 +627,28 @@ class Spend(_Namespace):
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
         """
         return self._client._request(ep.spend_pay_url(url, method=method, json=json), options)
+
+    def pay_url_quote(
+        self,
+        url: str,
+        *,
+        method: PayUrlMethod = "GET",
+        json: Any = None,
+        options: RequestOptions | None = None,
+    ) -> PayUrlQuote:
+        """A dry run of :meth:`pay_url`: probe ``url`` and say what paying it would do.
+
+        Nothing is paid, reserved or recorded.  The answer names the ``rail``, ``amount``,
+        ``network`` and ``pay_to`` the service would pay, whether the key's policy and
+        balance allow it (``allowed``), and if not the rule that blocks it
+        (``blocked_by.code``: ``max_per_tx_exceeded``, ``allowance_exceeded`` with
+        ``details.next_reset_at``, ``budget_exceeded``, ``host_not_allowed``,
+        ``rail_not_allowed``, ``insufficient_funds``) with its numbers in
+        ``blocked_by.details``.  A URL that cannot be paid at all raises as
+        :meth:`pay_url` does.
+        """
+        spec = ep.spend_pay_url_quote(url, method=method, json=json)
+        return self._client._request(spec, options)
 
     def attempts(
         self,

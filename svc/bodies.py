@@ -85,6 +85,22 @@ class Withdraw:
 
 # --- resources ----------------------------------------------------------------------------
 
+#: The methods a resource can be sold for (left out: any method).
+ResourceMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+#: The methods that carry a request body, the only ones a ``body_hint`` goes with.
+BODY_METHODS = ("POST", "PUT", "PATCH")
+#: The most a ``body_hint`` holds, as JSON.
+BODY_HINT_MAX_BYTES = 4096
+_BODY_HINT = JsonObject(max_bytes=BODY_HINT_MAX_BYTES)
+_METHOD_DOC = (
+    "The one HTTP method the hosted gate sells (another is answered 405 with Allow); "
+    "left out, any method."
+)
+_BODY_HINT_DOC = (
+    "A JSON object (at most 4096 bytes) callers copy with their own values as the body they "
+    "send; only with method POST, PUT or PATCH.  Shown in GET /directory."
+)
+
 
 @attrs.frozen(kw_only=True)
 class CreateResource:
@@ -102,19 +118,29 @@ class CreateResource:
     description: Annotated[str | None, Text(max_length=1000)] = None
     metadata: Annotated[dict[str, Any] | None, _METADATA] = None
     upstream_url: Annotated[str | None, Url()] = None
-    listed: bool | None = None
+    listed: bool | None = attrs.field(
+        default=None, metadata={"doc": "Shown in GET /directory when true (default false)."}
+    )
+    method: ResourceMethod | None = attrs.field(default=None, metadata={"doc": _METHOD_DOC})
+    body_hint: Annotated[dict[str, Any] | None, _BODY_HINT] = attrs.field(
+        default=None, metadata={"doc": _BODY_HINT_DOC}
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {
         "kind": "http",
         "path": "/v1/forecast",
         "amount": "0.05",
         "description": "A 7-day forecast",
+        "method": "POST",
+        "body_hint": {"city": "Lisbon", "days": 7},
+        "listed": True,
     }
 
 
 @attrs.frozen(kw_only=True)
 class UpdateResource:
-    """The fields to change; fields left out keep their values."""
+    """The fields to change; fields left out keep their values (``null`` clears
+    ``method`` and ``body_hint``)."""
 
     #: An update must name at least one field (the schema's ``minProperties``).
     NAMES_A_CHANGE: ClassVar[bool] = True
@@ -131,6 +157,12 @@ class UpdateResource:
     upstream_url: Annotated[str | None, Url()] = None
     listed: bool | None = None
     active: bool | None = None
+    method: ResourceMethod | None = attrs.field(
+        default=None, metadata={"doc": _METHOD_DOC + "  null: back to any method."}
+    )
+    body_hint: Annotated[dict[str, Any] | None, _BODY_HINT] = attrs.field(
+        default=None, metadata={"doc": _BODY_HINT_DOC + "  null clears it."}
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "0.10"}
 
@@ -396,6 +428,14 @@ class PayUrl:
     )
     json: Any = attrs.field(
         default=None, metadata={"doc": "Any JSON value, sent as the body of a POST."}
+    )
+    dry_run: bool | None = attrs.field(
+        default=None,
+        metadata={
+            "doc": "Probe only: answer the rail and price it would pay and whether the "
+            "wallet key's policy allows it (a PayUrlQuote); nothing is paid, reserved or "
+            "recorded."
+        },
     )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"url": "https://api.example/v1/report", "method": "GET"}

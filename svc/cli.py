@@ -20,6 +20,7 @@ from typing import Any
 
 from ._client import Client
 from ._errors import APIError, SvcError
+from .money import AmountError
 from .wire import unstructure
 
 try:
@@ -34,19 +35,71 @@ def _emit(value: Any) -> None:
     click.echo(json.dumps(unstructure(value), indent=2, default=str))
 
 
-def _run(ctx: Any, /, call: Callable[[Client], Any]) -> None:
-    """One client call: print its result, or the error and exit 1."""
+#: Where an owner command's environment came from (``ctx.meta`` key).
+_ENV_SOURCE = "svc.environment_source"
+
+
+def _environment(ctx: Any) -> str:
+    """The environment an owner command acts in: ``--environment``, ``SVC_ENVIRONMENT``,
+    or else ``live``, the service's default for an owner JWT."""
+    return str(ctx.obj.get("environment", "live"))
+
+
+def _say_environment(ctx: Any) -> None:
+    """One stderr line naming the environment an owner command used, and why (stdout
+    stays the JSON result): a silent ``live`` is how a test key ends up looked for in live."""
+    env, source = _environment(ctx), ctx.meta.get(_ENV_SOURCE)
+    if source == "option":
+        why = "--environment"
+    elif source == "envvar":
+        why = "SVC_ENVIRONMENT"
+    else:
+        why = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
+    _progress(f"environment: {env} ({why})")
+
+
+def _not_found_hint(ctx: Any, message: str) -> str:
+    """``no such wallet key in live; pass --environment test or set SVC_ENVIRONMENT=test
+    if it is there``: an owner's test and live worlds are apart."""
+    env = _environment(ctx)
+    other = "test" if env == "live" else "live"
+    what = "not found"
+    if message.startswith("No such "):
+        what = "no such " + message.removeprefix("No such ").split(".", 1)[0]
+    return (
+        f"{what} in {env}; pass --environment {other} or set SVC_ENVIRONMENT={other} if it is there"
+    )
+
+
+def _run(
+    ctx: Any,
+    /,
+    call: Callable[[Client], Any],
+    *,
+    owner: bool = False,
+    show: Callable[[Any], None] = _emit,
+) -> None:
+    """One client call: print its result (as JSON unless ``show`` says otherwise), or the
+    error and exit 1.  An owner command (``owner``) first says which environment it acts
+    in, and a 404 names it."""
+    if owner:
+        _say_environment(ctx)
     try:
         with Client(**ctx.obj) as client:
-            _emit(call(client))
+            show(call(client))
     except APIError as exc:
         click.echo(
             f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
         )
+        if owner and exc.status == 404:
+            click.echo(_not_found_hint(ctx, exc.message), err=True)
         sys.exit(1)
     except SvcError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(1)
+    except AmountError as exc:
+        # Refused before sending (the SDK's own amount check): a usage error, not a crash.
+        raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
 
 
 def _list(
@@ -55,6 +108,8 @@ def _list(
     o: dict[str, Any],
     one: Callable[[Client], Callable[..., Any]],
     every: Callable[[Client], Callable[..., Iterable[Any]]],
+    *,
+    owner: bool = False,
 ) -> None:
     """A list command: one page (``--limit``, ``--starting-after``), or with ``--all`` every
     item, fetched page by page and printed as one list (``has_more`` false)."""
@@ -66,7 +121,7 @@ def _list(
             return {"data": list(every(c)(limit=o["limit"])), "has_more": False}
         return one(c)(limit=o["limit"], starting_after=o["starting_after"])
 
-    _run(ctx, call)
+    _run(ctx, call, owner=owner)
 
 
 def _page_options(fn: Any) -> Any:
@@ -94,6 +149,9 @@ def _build() -> Any:
     def cli(ctx: Any, /, **options: Any) -> None:
         """Sellers, priced resources, payments, payouts and webhooks from the shell."""
         ctx.obj = {k: v for k, v in options.items() if v is not None}
+        source = ctx.get_parameter_source("environment")
+        if options["environment"] is not None and source is not None:
+            ctx.meta[_ENV_SOURCE] = "envvar" if source.name == "ENVIRONMENT" else "option"
 
     @cli.command()
     @click.pass_context
@@ -108,14 +166,38 @@ def _build() -> Any:
 
         serve()
 
+    _add_owner_commands(cli)
     _add_seller_commands(cli)
     _add_resource_commands(cli)
+    _add_update_resource_command(cli)
+    _add_directory_command(cli)
     _add_payment_commands(cli)
     _add_connect_commands(cli)
     _add_withdrawal_commands(cli)
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
     return cli
+
+
+def _add_owner_commands(cli: click.Group) -> None:
+    @cli.group()
+    def owners() -> None:
+        """Owner sign-up over HTTP (no credential), where the server allows it."""
+
+    @owners.command("create")
+    @click.option("--email", required=True)
+    @click.option(
+        "--jwt-only", is_flag=True, help="Print the owner JWT alone: export SVC_OWNER_JWT=$(...)."
+    )
+    @click.pass_context
+    def owners_create(ctx: Any, /, email: str, jwt_only: bool) -> None:
+        """Sign up (POST /owners): print owner_id and owner_jwt (keep it: it is not stored).
+
+        An operator with the database creates owners with `svc-server owners create`."""
+        if jwt_only:
+            _run(ctx, lambda c: c.owners.create(email).owner_jwt, show=click.echo)
+        else:
+            _run(ctx, lambda c: c.owners.create(email))
 
 
 def _add_seller_commands(cli: click.Group) -> None:
@@ -128,14 +210,14 @@ def _add_seller_commands(cli: click.Group) -> None:
     @click.pass_context
     def sellers_create(ctx: Any, /, name: str | None) -> None:
         """Create a seller; its key is printed once."""
-        _run(ctx, lambda c: c.sellers.create(name=name))
+        _run(ctx, lambda c: c.sellers.create(name=name), owner=True)
 
     @sellers.command("list")
     @_page_options
     @click.pass_context
     def sellers_list(ctx: Any, /, **o: Any) -> None:
         """The owner's sellers, oldest first."""
-        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all)
+        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all, owner=True)
 
 
 def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
@@ -157,7 +239,27 @@ def _create_resource(c: Client, o: dict[str, Any]) -> Any:
         description=o["description"],
         metadata=_metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
         upstream_url=o["upstream_url"],
+        listed=o["listed"] or None,
+        method=o["method"],
+        body_hint=o["body_hint"],
     )
+
+
+def _json_object(ctx: Any, param: Any, value: str | None) -> Any:
+    """A JSON object given on the command line (``--body-hint '{"city": "Lisbon"}'``);
+    ``null`` where the command takes it to clear."""
+    if value is None:
+        return None
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise click.BadParameter("must be a JSON object")
+    return data
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
 def _resource_options(fn: Any) -> Any:
@@ -173,6 +275,19 @@ def _resource_options(fn: Any) -> Any:
         click.option("--credits", default=None),
         click.option("--credit-unit", default=None),
         click.option("--upstream-url", default=None),
+        click.option("--listed", is_flag=True, help="Show it in the directory."),
+        click.option(
+            "--method",
+            default=None,
+            type=click.Choice(_METHODS),
+            help="The one HTTP method the gate sells (default: any).",
+        ),
+        click.option(
+            "--body-hint",
+            default=None,
+            callback=_json_object,
+            help="A JSON object callers copy as their body (with --method POST, PUT or PATCH).",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -205,35 +320,81 @@ def _add_resource_commands(cli: click.Group) -> None:
         """Stop selling a resource (``active`` becomes false)."""
         _run(ctx, lambda c: c.resources.deactivate(resource_id))
 
-    @cli.command("update-resource")
-    @click.argument("resource_id")
-    @click.option("--amount", default=None)
-    @click.option("--path", default=None)
-    @click.option("--tool", default=None)
-    @click.option("--description", default=None)
-    @click.pass_context
-    def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
-        """Change a resource's price, path, tool or description."""
-        changes = {k: v for k, v in o.items() if v is not None}
-        if not changes:
-            raise click.UsageError("name at least one of --amount, --path, --tool, --description")
-        _run(ctx, lambda c: c.resources.update(resource_id, **changes))
-
     @cli.command("create-pay-link")
     @_resource_options
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
-        """Create a priced resource and print what to share: gate_url and pay_page_url."""
+        """Create a priced resource and print what to share: gate_url and pay_url."""
 
         def call(c: Client) -> dict[str, Any]:
             resource = _create_resource(c, o)
             return {
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
+                "pay_url": resource.pay_url,
+                # The spec's tool table calls the same URL pay_page_url: both, always equal.
                 "pay_page_url": resource.pay_url,
             }
 
         _run(ctx, call)
+
+
+def _add_update_resource_command(cli: click.Group) -> None:
+    @cli.command("update-resource")
+    @click.argument("resource_id")
+    @click.option("--amount", default=None)
+    @click.option("--path", default=None)
+    @click.option("--tool", default=None)
+    @click.option("--description", default=None)
+    @click.option("--listed/--unlisted", default=None, help="In the directory or not.")
+    @click.option(
+        "--method",
+        default=None,
+        type=click.Choice([*_METHODS, "any"]),
+        help="The one HTTP method the gate sells; any: every method.",
+    )
+    @click.option(
+        "--body-hint", default=None, callback=_json_object, help="A JSON object; null clears it."
+    )
+    @click.pass_context
+    def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
+        """Change a resource's price, path, tool, description, listing, method or body hint."""
+        changes = {k: v for k, v in o.items() if v is not None and k not in ("method", "body_hint")}
+        if o["method"] is not None:
+            changes["method"] = None if o["method"] == "any" else o["method"]
+        source = click.get_current_context().get_parameter_source("body_hint")
+        if source is click.core.ParameterSource.COMMANDLINE:
+            changes["body_hint"] = o["body_hint"]
+        if not changes:
+            raise click.UsageError(
+                "name at least one of --amount, --path, --tool, --description, --listed, "
+                "--unlisted, --method, --body-hint"
+            )
+        _run(ctx, lambda c: c.resources.update(resource_id, **changes))
+
+
+def _add_directory_command(cli: click.Group) -> None:
+    @cli.command("directory")
+    @_page_options
+    @click.option("--kind", default=None, type=click.Choice(["http", "mcp"]))
+    @click.option("-q", "--q", "q", default=None, help="Text the description contains.")
+    @click.option("--max-amount", default=None, help="Prices at most this amount.")
+    @click.pass_context
+    def directory(ctx: Any, /, **o: Any) -> None:
+        """Resources their sellers listed (no credential; --environment picks test or live)."""
+        filters = {"kind": o["kind"], "q": o["q"], "max_amount": o["max_amount"]}
+        _list(
+            ctx,
+            o,
+            lambda c: partial(c.directory.list, **filters),
+            lambda c: partial(c.directory.list_all, **filters),
+        )
+
+
+def _pay_url(c: Client, url: str, method: Any, payload: Any, *, dry_run: bool) -> Any:
+    if dry_run:
+        return c.spend.pay_url_quote(url, method=method, json=payload)
+    return c.spend.pay_url(url, method=method, json=payload)
 
 
 def _add_payment_commands(cli: click.Group) -> None:
@@ -279,15 +440,21 @@ def _add_payment_commands(cli: click.Group) -> None:
     @click.argument("url")
     @click.option("--method", default="GET", type=click.Choice(["GET", "POST"]))
     @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
+    @click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Only probe: print the rail and price it would pay and whether the policy "
+        "allows it; nothing is paid.",
+    )
     @click.pass_context
-    def pay_url(ctx: Any, /, url: str, method: str, body: str | None) -> None:
+    def pay_url(ctx: Any, /, url: str, method: str, body: str | None, dry_run: bool) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
         try:
             payload = None if body is None else json.loads(body)
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
         verb: Any = method  # click.Choice has checked it is GET or POST
-        _run(ctx, lambda c: c.spend.pay_url(url, method=verb, json=payload))
+        _run(ctx, lambda c: _pay_url(c, url, verb, payload, dry_run=dry_run))
 
     @cli.command()
     @_page_options
@@ -302,7 +469,7 @@ def _add_payment_commands(cli: click.Group) -> None:
     @click.pass_context
     def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
         """Move a seller's balance into the owner's account wallet (owner JWT)."""
-        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount))
+        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount), owner=True)
 
 
 #: A withdrawal's statuses that do not change any more.
@@ -366,28 +533,28 @@ def _add_connect_commands(cli: click.Group) -> None:
             )
             return link
 
-        _run(ctx, call)
+        _run(ctx, call, owner=seller_id is not None)
 
     @connect.command("sync")
     @_seller_id_option
     @click.pass_context
     def connect_sync(ctx: Any, /, seller_id: str | None) -> None:
         """Read the readiness flags (payouts_enabled, requirements_due) from the processor."""
-        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id))
+        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id), owner=seller_id is not None)
 
     @connect.command("status")
     @_seller_id_option
     @click.pass_context
     def connect_status(ctx: Any, /, seller_id: str | None) -> None:
         """The payout account as of the last sync."""
-        _run(ctx, lambda c: c.connect.status(seller_id=seller_id))
+        _run(ctx, lambda c: c.connect.status(seller_id=seller_id), owner=seller_id is not None)
 
     @connect.command("login")
     @_seller_id_option
     @click.pass_context
     def connect_login(ctx: Any, /, seller_id: str | None) -> None:
         """A link (login_url) to the payout dashboard, for a person, once onboarded."""
-        _run(ctx, lambda c: c.connect.login(seller_id=seller_id))
+        _run(ctx, lambda c: c.connect.login(seller_id=seller_id), owner=seller_id is not None)
 
 
 def _add_withdrawal_commands(cli: click.Group) -> None:
@@ -419,7 +586,7 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
             outcome["reason"] = withdrawal.failure_reason
             return withdrawal
 
-        _run(ctx, call)
+        _run(ctx, call, owner=seller_id is not None)
         if wait and outcome.get("status") == "failed":
             click.echo(
                 f"error: the withdrawal failed ({outcome['reason']}); the money is back in "
@@ -438,13 +605,18 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
     ) -> None:
         """The seller's withdrawals, newest first; with WITHDRAWAL_ID, that one."""
         if withdrawal_id is not None:
-            _run(ctx, lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id))
+            _run(
+                ctx,
+                lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id),
+                owner=seller_id is not None,
+            )
             return
         _list(
             ctx,
             o,
             lambda c: partial(c.withdrawals.list, seller_id=seller_id),
             lambda c: partial(c.withdrawals.list_all, seller_id=seller_id),
+            owner=seller_id is not None,
         )
 
 
@@ -473,6 +645,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
             lambda c: c.wallet_keys.create(
                 **o, allowed_hosts=list(hosts) or None, allowed_rails=list(rails) or None
             ),
+            owner=True,
         )
 
     @wallet_keys.command("list")
@@ -480,7 +653,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.pass_context
     def wallet_keys_list(ctx: Any, /, **o: Any) -> None:
         """The owner's wallet keys, oldest first."""
-        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all)
+        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all, owner=True)
 
     @wallet_keys.command("fund")
     @click.argument("wallet_key_id")
@@ -488,13 +661,13 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.pass_context
     def wallet_keys_fund(ctx: Any, /, wallet_key_id: str, amount: str) -> None:
         """Add prepaid balance from the account wallet (Test: sandbox money)."""
-        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount))
+        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount), owner=True)
 
     @wallet_keys.command("revoke")
     @click.argument("wallet_key_id")
     @click.pass_context
     def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
-        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id))
+        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id), owner=True)
 
 
 def _add_webhook_commands(cli: click.Group) -> None:
@@ -508,14 +681,14 @@ def _add_webhook_commands(cli: click.Group) -> None:
     @click.pass_context
     def webhooks_create(ctx: Any, /, url: str, events: tuple[str, ...]) -> None:
         """Register an endpoint; its signing secret is printed once."""
-        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None))
+        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None), owner=True)
 
     @webhooks.command("list")
     @_page_options
     @click.pass_context
     def webhooks_list(ctx: Any, /, **o: Any) -> None:
         """The owner's endpoints, oldest first."""
-        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all)
+        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all, owner=True)
 
     @webhooks.command("deliveries")
     @click.argument("webhook_id")
@@ -528,6 +701,7 @@ def _add_webhook_commands(cli: click.Group) -> None:
             o,
             lambda c: partial(c.webhooks.deliveries, webhook_id),
             lambda c: partial(c.webhooks.deliveries_all, webhook_id),
+            owner=True,
         )
 
     @webhooks.command("test")
@@ -535,13 +709,13 @@ def _add_webhook_commands(cli: click.Group) -> None:
     @click.pass_context
     def webhooks_test(ctx: Any, /, webhook_id: str) -> None:
         """Send a signed payment.succeeded sample now."""
-        _run(ctx, lambda c: c.webhooks.test(webhook_id))
+        _run(ctx, lambda c: c.webhooks.test(webhook_id), owner=True)
 
     @webhooks.command("delete")
     @click.argument("webhook_id")
     @click.pass_context
     def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
-        _run(ctx, lambda c: c.webhooks.delete(webhook_id))
+        _run(ctx, lambda c: c.webhooks.delete(webhook_id), owner=True)
 
 
 def main() -> None:

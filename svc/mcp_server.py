@@ -263,7 +263,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         description: str | None = None,
         upstream_url: str | None = None,
     ) -> Any:
-        """What to share to get paid: ``gate_url`` and ``pay_page_url``.  With
+        """What to share to get paid: ``gate_url`` and ``pay_url`` (the pay page).  With
         ``resource_id``, for that resource; otherwise a new HTTP resource is created at
         ``amount`` (and ``path``, default "/")."""
 
@@ -281,6 +281,8 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
             return {
                 "resource_id": resource.id,
                 "gate_url": resource.gate_url,
+                "pay_url": resource.pay_url,
+                # The spec's tool table calls the same URL pay_page_url: both, always equal.
                 "pay_page_url": resource.pay_url,
             }
 
@@ -332,10 +334,20 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
 
     @server.tool()
     async def svc_pay_url(
-        ctx: Context, url: str, method: Literal["GET", "POST"] = "GET", json: Any = None
+        ctx: Context,
+        url: str,
+        method: Literal["GET", "POST"] = "GET",
+        json: Any = None,
+        dry_run: bool = False,
     ) -> Any:
         """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
-        and return the unlocked response (body cut at 8 KB, ``body_truncated``)."""
+        and return the unlocked response (body cut at 8 KB, ``body_truncated``).
+        ``dry_run``: only probe, and return the rail and price it would pay and whether
+        the policy allows it (``allowed``, ``blocked_by``); nothing is paid."""
+        if dry_run:
+            return await _call(
+                factory, ctx, lambda c: c.spend.pay_url_quote(url, method=method, json=json)
+            )
         return await _call(factory, ctx, lambda c: c.spend.pay_url(url, method=method, json=json))
 
 

@@ -51,7 +51,34 @@ def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_s
     assert [s["id"] for s in listed["data"]] == [r.json()["id"]]
 
 
-def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
+def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_path: Any) -> None:
+    """A relative SQLite URL is the current folder's: stderr names the file by its
+    absolute path, so an owner created in the wrong folder is seen to be."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "SVC_DATABASE_URL": "sqlite:///svc.db"}
+    done = subprocess.run(
+        [sys.executable, "-m", "reference_server", "owners", "create", "--email", "o@x.io"],
+        env=env,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"database: sqlite:///{elsewhere / 'svc.db'}" in done.stderr.splitlines()
+    assert done.stdout.count(".") == 2  # stdout is still the JWT alone
+    for args in (("migrate",), ("ledger", "audit")):
+        done = svc_server(*args, database_url=database_url)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("database: "), done.stderr
+    hidden = svc_server("migrate", database_url="postgresql://u:hunter2@127.0.0.1:9/x", timeout=30)
+    assert "database: postgresql://u:***@127.0.0.1:9/x" in hidden.stderr
+    assert "hunter2" not in hidden.stderr
+
+
+def test_run_with_demo_walks_the_go_live_flow(database_url: str, make_server: Any) -> None:
     port = free_port()
     done = svc_server(
         "run", "--port", str(port), "--exit-after-demo", database_url=database_url, timeout=120
@@ -83,6 +110,33 @@ def test_run_with_demo_walks_the_go_live_flow(database_url: str) -> None:
     ):
         assert step in out, out
     assert out.index("11. webhook") < out.index("12. payouts") < out.index("16. withdrawal wd_")
+    assert "webhook we_" in out and "deleted (its receiver stops with the demo)" in out
+    # The credentials it made, whole, as a reader copies them, said to be test ones.
+    assert "TEST credentials (test environment only" in out
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in out.splitlines()
+        if line.startswith("export SVC_")
+    )
+    assert exported["SVC_ENVIRONMENT"] == "test"
+    assert exported["SVC_BASE_URL"] == f"http://127.0.0.1:{port}"
+    assert exported["SVC_SELLER_KEY"].startswith("svc_sk_test_")
+    assert exported["SVC_WALLET_KEY"].startswith("svc_vw_test_")
+    assert f"key {exported['SVC_SELLER_KEY']} (shown once)" in out
+    assert f"6. test wallet key {exported['SVC_WALLET_KEY']} minted" in out
+    # ... and a reader carries on from them: each one works, and no webhook endpoint the
+    # demo made is left active (its receiver is gone).
+    live: LiveServer = make_server()
+    test = {"X-Svc-Environment": "test"}
+    owner = {**test, "Authorization": f"Bearer {exported['SVC_OWNER_JWT']}"}
+    hooks = httpx.get(live.url + "/webhooks", headers=owner)
+    assert hooks.status_code == 200, hooks.text
+    assert [h for h in hooks.json()["data"] if h["status"] != "deleted"] == []
+    seller = {"Authorization": f"Bearer {exported['SVC_SELLER_KEY']}"}
+    assert httpx.get(live.url + "/sellers/me/balance", headers=seller).status_code == 200
+    agent = {"Authorization": f"Bearer {exported['SVC_WALLET_KEY']}"}
+    spent = httpx.get(live.url + "/spend/balance", headers=agent)
+    assert spent.status_code == 200 and spent.json()["balance"] == "0.90", spent.text
 
 
 def test_migrate_is_idempotent(database_url: str) -> None:
@@ -112,3 +166,80 @@ def test_ledger_audit_reports_a_sound_and_a_broken_ledger(
         conn.execute(
             update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros - 1)
         )
+
+
+#: The server extra's packages, as a core-only install lacks them (``None`` in
+#: ``sys.modules`` makes their import raise ModuleNotFoundError, as if not installed).
+_SERVER_ONLY = (
+    "click",
+    "pydantic_settings",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "alembic",
+    "psycopg",
+    "limits",
+    "redis",
+    "jwt",
+    "jinja2",
+    "eth_utils",
+    "eth_account",
+    "x402",
+    "mpp",
+)
+
+
+def test_svc_server_without_the_server_extra_says_how_to_install_it() -> None:
+    """On a core-only install ``svc-server --help`` (the console script's import and call)
+    prints the install hint and exits 1, without a traceback."""
+    script = (
+        "import sys\n"
+        f"for name in {_SERVER_ONLY!r}: sys.modules[name] = None\n"
+        "from reference_server.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "svc-server needs the server extra" in done.stderr
+    assert "pip install 'svc[server]'" in done.stderr
+
+
+def test_importing_the_server_package_imports_no_server_dependency() -> None:
+    """What lets the entry point above import at all (its names load on first use)."""
+    script = (
+        f"import sys, reference_server\nprint([n for n in {_SERVER_ONLY!r} if n in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_an_amount_the_sdk_refuses_is_a_usage_error_not_a_traceback() -> None:
+    """Refused before anything is sent: click's usage error names the option, exit 2."""
+    env = {
+        **os.environ,
+        "SVC_SELLER_KEY": "svc_sk_test_" + "x" * 32,
+        "SVC_BASE_URL": "http://127.0.0.1:9",
+    }
+    for args in (
+        ["resources", "create", "--path", "/x", "--amount", "cheap"],
+        ["directory", "--max-amount", "cheap"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", "from svc.cli import main; main()", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and "decimal string" in done.stderr

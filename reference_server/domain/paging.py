@@ -30,10 +30,16 @@ Order = Literal["asc", "desc"]
 
 @attrs.frozen
 class PageRequest:
-    """The parsed ``limit`` and ``starting_after`` of one request."""
+    """The parsed ``limit`` and ``starting_after`` of one request, and the values of the
+    list's own filters that were given (``web.paging.Filter``)."""
 
     limit: int = DEFAULT_LIMIT
     starting_after: str | None = None
+    filters: tuple[tuple[str, str], ...] = ()
+
+    def filter(self, name: str) -> str | None:
+        """The value given for the filter ``name``, or ``None``."""
+        return dict(self.filters).get(name)
 
 
 def invalid(errors: list[dict[str, str]]) -> DomainError:

@@ -10,7 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from svc import Resource, ResourceMetadata
@@ -25,7 +25,9 @@ from .events import record_event
 from .paging import Page, PageRequest
 
 __all__ = [
+    "DIRECTORY_SELLER_COLUMNS",
     "create_resource",
+    "directory_page",
     "find_any_resource",
     "find_resource",
     "list_resources",
@@ -50,6 +52,8 @@ def create_resource(
     upstream_url: str | None,
     listed: bool,
     now: datetime,
+    method: str | None = None,
+    body_hint: dict[str, Any] | None = None,
 ) -> Row[Any]:
     resource_id = new_id("res")
     for _ in range(5):
@@ -70,6 +74,8 @@ def create_resource(
                         metadata=metadata,
                         upstream_url=upstream_url,
                         listed=listed,
+                        method=method,
+                        body_hint=body_hint,
                         active=True,
                         created_at=now,
                         updated_at=now,
@@ -102,6 +108,41 @@ def list_resources(conn: Connection, request: PageRequest, *, seller_id: str) ->
     """The seller's resources, oldest first, inactive ones included."""
     scope = [_r.c.seller_id == seller_id]
     return paging.page(conn, request, select(_r), table=_r, scope=scope, order="asc")
+
+
+#: The seller's columns a directory row carries beside the resource's (``seller_*``).
+DIRECTORY_SELLER_COLUMNS = ("name", "x402_enabled", "mpp_enabled", "payout_wallet_address")
+
+
+def directory_page(
+    conn: Connection,
+    request: PageRequest,
+    *,
+    environment: str,
+    kind: str | None = None,
+    text: str | None = None,
+    max_amount: Decimal | None = None,
+) -> Page:
+    """The environment's listed, active resources, oldest first, each row with its
+    seller's ``seller_name``, ``seller_x402_enabled`` ... (``DIRECTORY_SELLER_COLUMNS``).
+
+    A cursor may name any listed resource of the environment, deactivated since included
+    (it was in the directory, so nothing is told that was not).  ``text`` matches the
+    description, case-insensitively; ``max_amount`` keeps the prices at most it.
+    """
+    s = t.sellers
+    query = select(
+        _r, *(s.c[name].label(f"seller_{name}") for name in DIRECTORY_SELLER_COLUMNS)
+    ).join(s, s.c.id == _r.c.seller_id)
+    scope = [_r.c.environment == environment, _r.c.listed.is_(True)]
+    where: list[ColumnElement[bool]] = [_r.c.active.is_(True)]
+    if kind is not None:
+        where.append(_r.c.kind == kind)
+    if text is not None:
+        where.append(_r.c.description.icontains(text, autoescape=True))
+    if max_amount is not None:
+        where.append(_r.c.amount_micros <= to_micros(max_amount))
+    return paging.page(conn, request, query, table=_r, scope=scope, order="asc", where=where)
 
 
 def update_resource(
@@ -153,6 +194,8 @@ def resource_model(row: Row[Any], public_url: str) -> Resource:
         active=row.active,
         upstream_url=row.upstream_url,
         listed=row.listed,
+        method=row.method,
+        body_hint=row.body_hint,
         gate_url=f"{base}/g/{row.short_id}",
         pay_url=f"{base}/pay/{row.short_id}",
         seller_id=row.seller_id,

@@ -45,6 +45,7 @@ __all__ = [
     "spend_balance_model",
     "wallet_account",
     "wallet_key_model",
+    "would_refuse",
 ]
 
 PERIODS = ("day", "week", "month", "none")
@@ -236,9 +237,20 @@ def check_host(row: Row[Any], host: str) -> None:
         )
 
 
-def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now: datetime) -> None:
-    """Raise the 402 that names the limit and its remedy; the row must be current."""
+def check_policy(
+    row: Row[Any],
+    amount: int,
+    *,
+    rail: str,
+    host: str | None,
+    now: datetime,
+    spent_period: int | None = None,
+) -> None:
+    """Raise the 402 that names the limit and its remedy; the row must be current (or
+    ``spent_period`` given: the period's spend as of ``now``)."""
     policy = PolicyValues.of(row)
+    if spent_period is None:
+        spent_period = row.spent_period_micros
     shown = format_micros(amount)
     if policy.allowed_rails is not None and rail not in policy.allowed_rails:
         raise PaymentRefused(
@@ -256,8 +268,8 @@ def check_policy(row: Row[Any], amount: int, *, rail: str, host: str | None, now
             "(or raise it with PATCH /wallet-keys/:id).",
             details={"amount": shown, "max_per_tx": format_micros(policy.max_per_tx)},
         )
-    if policy.allowance is not None and row.spent_period_micros + amount > policy.allowance:
-        remaining = max(policy.allowance - row.spent_period_micros, 0)
+    if policy.allowance is not None and spent_period + amount > policy.allowance:
+        remaining = max(policy.allowance - spent_period, 0)
         _, reset = period_bounds(policy.period, as_utc(row.created_at), now)
         when = (
             f"wait for the reset at {reset.isoformat()}" if reset is not None else "it never resets"
@@ -315,6 +327,23 @@ def charge(
         )
     )
     return row
+
+
+def would_refuse(
+    conn: Connection, row: Row[Any], amount: int, *, rail: str, host: str | None, now: datetime
+) -> PaymentRefused | None:
+    """What :func:`charge` and the reservation after it would refuse, without writing
+    anything (``pay-url``'s dry run): the policy, with a due period reset counted as
+    :func:`spend_balance_model` shows it, then the balance."""
+    current, _ = period_bounds(row.period, as_utc(row.created_at), now)
+    spent_period = 0 if current > as_utc(row.period_started_at) else row.spent_period_micros
+    try:
+        check_policy(row, amount, rail=rail, host=host, now=now, spent_period=spent_period)
+    except PaymentRefused as refused:
+        return refused
+    if ledger.available_micros(conn, wallet_account(conn, row)) < amount:
+        return insufficient_funds(conn, row, amount)
+    return None
 
 
 def refund_charge(conn: Connection, key_id: str, amount: int, *, charged_at: datetime) -> None:

@@ -74,6 +74,14 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
             f"MCP: the svc tools over streamable HTTP at {_base(request)}{MCP_PATH}; send "
             "`Authorization: Bearer <credential>` (owner JWT, seller key or wallet key).",
             "",
+            "## Find something to pay",
+            f"GET {_base(request)}/directory (no auth; `X-Svc-Environment` picks test or "
+            "live, absent = live) lists the resources sellers chose to list: description, "
+            "amount, rails, gate_url, pay_url, method and body_hint; filters `kind`, `q`, "
+            "`max_amount`, paged by `limit`/`starting_after`.  Pay an entry with "
+            "POST /spend/pay-url {url: gate_url}; when its method is POST, send "
+            "{url: gate_url, method: POST, json: <body_hint with your own values>}.",
+            "",
             "## Endpoints",
         ]
         for ep in listed:

@@ -16,12 +16,13 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 from starlette.responses import Response
 
-from svc import PayUrlResult, SpendAttemptList
+from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
 from svc.bodies import PayUrl
 
 from .. import outbound
 from ..context import ServerContext
 from ..domain import wallets
+from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order
 from ..domain.pay_url.hot_wallet import hot_wallet
@@ -42,9 +43,13 @@ async def pay_url(call: Call) -> Response:
 
     The service probes the URL, pays its challenge from the environment's hot wallet,
     debits the prepaid balance, and returns the body (cut at 8 KB) and headers with the
-    receipt and the transaction."""
+    receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
+    answers the rail and price it would pay and whether the wallet key's policy allows
+    it (a PayUrlQuote): nothing is paid, reserved or recorded."""
     order, fingerprint = _order(call)
     job = await anyio.to_thread.run_sync(_job, call, order)
+    if call.input(PayUrl).dry_run:
+        return _respond_quote(await flow.quote(job), call.request_id)
     answer = await flow.pay(job, idempotency_key=call.idempotency_key, fingerprint=fingerprint)
     return _respond(answer, call.request_id)
 
@@ -59,7 +64,9 @@ def _order(call: Call) -> tuple[Order, str]:
     f.done()
     content = None if b.json is None else flow.encode_json(b.json)
     order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))
-    return order, idempotency.request_fingerprint("POST", PATH, call.body)
+    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
+    paid = {name: value for name, value in call.body.items() if name != "dry_run"}
+    return order, idempotency.request_fingerprint("POST", PATH, paid)
 
 
 def _host(ctx: ServerContext, url: str) -> str:
@@ -100,6 +107,15 @@ def _respond(answer: flow.Answer, request_id: str) -> Response:
     return response
 
 
+def _respond_quote(result: PayUrlQuote | DomainError, request_id: str) -> Response:
+    headers = {"Cache-Control": "no-store"}
+    if isinstance(result, PayUrlQuote):
+        return json_response(to_json_body(result, request_id), 200, headers)
+    response = error_response(result, request_id)
+    response.headers.update(headers)
+    return response
+
+
 # --- GET /spend/attempts --------------------------------------------------------------------
 
 
@@ -132,7 +148,7 @@ PAY_URL = Endpoint(
     auth=Role.WALLET,
     idempotency="optional",
     body=PayUrl,
-    response=PayUrlResult,
+    response=(PayUrlResult, PayUrlQuote),
     errors=(
         # the wallet key's policy and balance
         "insufficient_funds",
@@ -146,6 +162,7 @@ PAY_URL = Endpoint(
         "not_payable",
         "unsupported_challenge",
         "upstream_refused",
+        "upstream_failed",
         "upstream_unavailable",
         "payment_unconfirmed",
         "conflict",

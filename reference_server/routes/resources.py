@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from svc import Resource, ResourceList
-from svc.bodies import CreateResource, UpdateResource
+from svc.bodies import BODY_METHODS, CreateResource, UpdateResource
 
 from ..domain import resources
 from ..domain.sellers import get_seller
@@ -105,6 +105,28 @@ def _check_upstream(f: Fields, upstream: str | None, settings: Settings) -> str 
     return upstream
 
 
+def _check_body_hint(
+    f: Fields, method: str | None, hint: dict[str, Any] | None, *, field: str
+) -> dict[str, Any] | None:
+    """A ``body_hint`` goes only with a method that carries a body (POST, PUT, PATCH): a
+    caller copies it as the body it sends.  ``field`` is what the error names (the hint
+    when it was sent, else the method that no longer takes it)."""
+    if hint is None or method in BODY_METHODS:
+        return None if hint is None else _plain_json(hint)
+    named = "any method" if method is None else method
+    if field == "body_hint":
+        f.error(
+            "body_hint", f"goes only with method POST, PUT or PATCH (a body to send), not {named}"
+        )
+    else:
+        f.error(
+            "method",
+            f"{named} takes no body but the resource has a body_hint: "
+            "clear it (body_hint: null) in the same request",
+        )
+    return None
+
+
 def create(call: Call) -> Reply:
     """Create a priced HTTP path or MCP tool; the answer carries gate_url and pay_url."""
     p = _seller(call)
@@ -113,6 +135,7 @@ def create(call: Call) -> Reply:
     target = _target(f, b.kind, b.path, b.tool, required=True)
     metadata = _read_metadata(f, b.metadata, default=True)
     upstream = _check_upstream(f, b.upstream_url, call.ctx.settings)
+    body_hint = _check_body_hint(f, b.method, b.body_hint, field="body_hint")
     f.done()
     if metadata is None:
         raise InvariantError("metadata passed validation")
@@ -128,6 +151,8 @@ def create(call: Call) -> Reply:
         metadata=metadata,
         upstream_url=upstream,
         listed=bool(b.listed),
+        method=b.method,
+        body_hint=body_hint,
         now=call.now,
     )
     return Reply(resources.resource_model(row, call.public_url), 201)
@@ -148,7 +173,8 @@ def get_one(call: Call) -> Reply:
 
 
 def patch(call: Call) -> Reply:
-    """Change path/tool, amount, description, metadata, upstream, listing or ``active``."""
+    """Change path/tool, amount, description, metadata, upstream, listing, method, body
+    hint or ``active``; ``null`` clears ``method`` (any method) and ``body_hint``."""
     p = _seller(call)
     row = _own(call, p, for_update=True)
     b = call.input(UpdateResource)
@@ -165,6 +191,14 @@ def patch(call: Call) -> Reply:
         "active": b.active,
     }
     changes.update({name: value for name, value in given.items() if value is not None})
+    method = b.method if "method" in call.body else row.method
+    hint = b.body_hint if "body_hint" in call.body else row.body_hint
+    field = "body_hint" if "body_hint" in call.body else "method"
+    hint = _check_body_hint(f, method, hint, field=field)
+    if "method" in call.body:
+        changes["method"] = method
+    if "body_hint" in call.body:
+        changes["body_hint"] = hint
     f.done()
     return Reply(_apply(call, p, row, changes))
 

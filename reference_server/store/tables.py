@@ -98,9 +98,15 @@ resources = Table(
     Column("upstream_url", String(2048)),
     Column("listed", Boolean, nullable=False, default=False),
     Column("active", Boolean, nullable=False, default=True),
+    #: The one HTTP method the hosted gate sells (``NULL``: any method).
+    Column("method", String(8)),
+    #: A JSON body shape callers copy with their own values (methods with a body only).
+    Column("body_hint", JSON),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     Index(None, "seller_id", "created_at"),
+    #: ``GET /directory``: an environment's listed resources in order.
+    Index(None, "environment", "listed", "created_at"),
 )
 
 #: Ledger accounts.  ``balance_micros`` is maintained by the ledger in the same

@@ -47,7 +47,7 @@ from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError, http_error
 from .json_body import read_json_body
-from .paging import PAGED
+from .paging import FILTERS, PAGED, Filter
 from .responses import Reply, error_response, json_response, to_json_body
 from .validate import read_body
 
@@ -149,7 +149,8 @@ class Endpoint:
     #: The body is another protocol's JSON object (the x402 facilitator's), handed to the
     #: handler as sent; without it, a route that declares no ``body`` takes none.
     foreign_body: bool = False
-    response: type | None = None
+    #: Several classes when the route answers one of several shapes (``oneOf``).
+    response: type | tuple[type, ...] | None = None
     status: int = 200
     #: Error codes the handler itself may answer, beyond those the pipeline answers for
     #: every route of its kind (:mod:`.contract` adds those).
@@ -168,6 +169,11 @@ class Endpoint:
         """A list route: its handler is wrapped by ``paging.paged`` (``limit``,
         ``starting_after`` in; ``has_more`` out)."""
         return bool(getattr(self.handler, PAGED, False))
+
+    @property
+    def filters(self) -> tuple[Filter, ...]:
+        """A list route's own query parameters beside the paging ones."""
+        return tuple(getattr(self.handler, FILTERS, ()))
 
 
 def routes_for(endpoints: list[Endpoint]) -> list[Route]:

@@ -101,6 +101,11 @@ CODES: dict[str, tuple[int, str]] = {
         "The upstream refused: a gate's upstream URL is not allowed (SSRF rules), or a "
         "pay-url target was sent the payment and did not settle it (cancelled, not charged).",
     ),
+    "upstream_failed": (
+        502,
+        "pay-url: the paid URL answered an error and did not settle (cancelled, not "
+        "charged); details carry its status and the start of its body.",
+    ),
     "upstream_unavailable": (502, "The resource's upstream did not answer."),
     "upstream_too_large": (502, "The resource's upstream answered with too large a body."),
     "payment_unconfirmed": (

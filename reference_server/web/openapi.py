@@ -133,6 +133,23 @@ _CHALLENGE_HEADERS = {
 }
 
 
+def _filter_parameter(spec: paging.Filter) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if spec.choices:
+        schema["enum"] = list(spec.choices)
+    else:
+        schema.update(minLength=1, maxLength=spec.max_length)
+        if spec.pattern is not None:
+            schema["pattern"] = spec.pattern
+    return {
+        "name": spec.name,
+        "in": "query",
+        "required": False,
+        "description": spec.description,
+        "schema": schema,
+    }
+
+
 def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
         {
@@ -165,6 +182,7 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
                 "schema": {"type": "string", "minLength": 1, "maxLength": 40},
             },
         ]
+        params += [_filter_parameter(spec) for spec in ep.filters]
     if ep.idempotency != "none":
         params.append(
             {
@@ -197,7 +215,10 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
 
 def _responses(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     success: dict[str, Any] = {"description": summary(ep)}
-    if ep.response is not None:
+    if isinstance(ep.response, tuple):
+        shapes = [json_schema(shape, components) for shape in ep.response]
+        success["content"] = {"application/json": {"schema": {"oneOf": shapes}}}
+    elif ep.response is not None:
         schema = json_schema(ep.response, components)
         success["content"] = {"application/json": {"schema": schema}}
     responses: dict[str, Any] = {str(ep.status): success}

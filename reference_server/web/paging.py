@@ -10,19 +10,24 @@ id first, so NUL bytes or garbage never reach a query.
 
 A list route is a handler decorated with :func:`paged` (which parses the parameters and
 marks the route, so ``Endpoint.paged`` is true and the route-table tests find it) that
-answers with :func:`page`: a keyset query on ``(created_at, id)`` in the route's order.
-Keyset, not offset: an item created or deleted while a client pages never makes another
-one skipped or seen twice, and equal ``created_at`` values are ordered by ``id``.  The
-query is the domain's (``reference_server.domain.paging``, re-exported here); this module
-is its HTTP side.
+answers with :func:`page`.  A list may also take filters of its own, declared with
+``@paged(filters=[Filter(...)])``: each is a query parameter given at most once, checked
+(choices or pattern, length) with the paging parameters in the same 422, stated in the
+OpenAPI document, and handed over in ``PageRequest.filters``.  The page itself is a
+keyset query on ``(created_at, id)`` in the route's order.  Keyset, not offset: an item
+created or deleted while a client pages never makes another one skipped or seen twice, and
+equal ``created_at`` values are ordered by ``id``.  The query is the domain's
+(``reference_server.domain.paging``, re-exported here); this module is its HTTP side.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, overload
+
+import attrs
 
 from ..domain.paging import (
     CURSOR_HINT,
@@ -36,9 +41,11 @@ from ..domain.paging import (
 
 __all__ = [
     "DEFAULT_LIMIT",
+    "FILTERS",
     "MAX_LIMIT",
     "PAGED",
     "PARAMETERS",
+    "Filter",
     "Order",
     "Page",
     "PageRequest",
@@ -53,6 +60,8 @@ MAX_LIMIT = 100
 PARAMETERS = ("limit", "starting_after")
 #: Attribute :func:`paged` sets on a handler; ``Endpoint.paged`` reads it.
 PAGED = "__svc_paged__"
+#: Attribute :func:`paged` sets to the route's filters; ``Endpoint.filters`` reads it.
+FILTERS = "__svc_filters__"
 
 #: What an object id can look like (``ids.new_id``: ``<prefix>_<26 chars>``; columns hold
 #: at most 40).  Checked before any query, so a cursor never carries control characters.
@@ -62,8 +71,36 @@ _LIMIT = re.compile(r"[0-9]{1,3}")
 T = TypeVar("T")
 
 
-def parse(query: Mapping[str, str]) -> PageRequest:
-    """Read ``limit`` and ``starting_after``; every problem in one 422, per parameter."""
+@attrs.frozen
+class Filter:
+    """A query parameter a list takes beside ``limit`` and ``starting_after``: one of
+    ``choices``, or a string matching ``pattern`` (``hint`` says what it wants), at most
+    ``max_length`` characters, not empty and never a control character."""
+
+    name: str
+    description: str
+    hint: str
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None
+    max_length: int = 200
+
+    def check(self, value: str) -> str | None:
+        """What is wrong with ``value``, or ``None``."""
+        if self.choices:
+            return None if value in self.choices else f"must be one of {', '.join(self.choices)}"
+        if (
+            not value
+            or len(value) > self.max_length
+            or not value.isprintable()
+            or (self.pattern is not None and not re.fullmatch(self.pattern, value))
+        ):
+            return f"must be {self.hint}"
+        return None
+
+
+def parse(query: Mapping[str, str], filters: Sequence[Filter] = ()) -> PageRequest:
+    """Read ``limit``, ``starting_after`` and the list's ``filters``; every problem in one
+    422, per parameter."""
     errors: list[dict[str, str]] = []
 
     def one(name: str) -> str | None:
@@ -89,24 +126,60 @@ def parse(query: Mapping[str, str]) -> PageRequest:
     if cursor is not None and not _ID.fullmatch(cursor):
         errors.append({"field": "starting_after", "message": CURSOR_HINT})
         cursor = None
+    given = _filters(filters, one, errors)
+    known = (*PARAMETERS, *(spec.name for spec in filters))
     for name in query:
-        if name not in PARAMETERS:
+        if name not in known:
             errors.append(
-                {"field": name, "message": "is not a known parameter (limit, starting_after)"}
+                {"field": name, "message": f"is not a known parameter ({', '.join(known)})"}
             )
     if errors:
         raise invalid(errors)
-    return PageRequest(limit=limit, starting_after=cursor)
+    return PageRequest(limit=limit, starting_after=cursor, filters=given)
 
 
-def paged(handler: Callable[[Any, PageRequest], T]) -> Callable[[Any], T]:
+def _filters(
+    filters: Sequence[Filter],
+    one: Callable[[str], str | None],
+    errors: list[dict[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    """The filters given, checked (problems added to ``errors``)."""
+    given: list[tuple[str, str]] = []
+    for spec in filters:
+        value = one(spec.name)
+        if value is None:
+            continue
+        problem = spec.check(value)
+        if problem is not None:
+            errors.append({"field": spec.name, "message": problem})
+        else:
+            given.append((spec.name, value))
+    return tuple(given)
+
+
+Handler = Callable[[Any, PageRequest], T]
+
+
+@overload
+def paged(handler: Handler[T], /) -> Callable[[Any], T]: ...
+@overload
+def paged(*, filters: Sequence[Filter]) -> Callable[[Handler[T]], Callable[[Any], T]]: ...
+def paged(
+    handler: Handler[T] | None = None, /, *, filters: Sequence[Filter] = ()
+) -> Callable[[Any], T] | Callable[[Handler[T]], Callable[[Any], T]]:
     """Make ``handler(call, page_request)`` a list route's handler ``(call)``: the query is
-    parsed (422 on a bad ``limit``, cursor or unknown parameter) and the route is marked as
-    a list for ``Endpoint.paged``."""
+    parsed (422 on a bad ``limit``, cursor, filter or unknown parameter) and the route is
+    marked as a list for ``Endpoint.paged``.  ``@paged`` bare, or ``@paged(filters=...)``
+    for a list with filters of its own."""
+    specs = tuple(filters)
 
-    @functools.wraps(handler)
-    def run(call: Any) -> T:
-        return handler(call, parse(call.query))
+    def wrap(handler: Handler[T]) -> Callable[[Any], T]:
+        @functools.wraps(handler)
+        def run(call: Any) -> T:
+            return handler(call, parse(call.query, specs))
 
-    setattr(run, PAGED, True)
-    return run
+        setattr(run, PAGED, True)
+        setattr(run, FILTERS, specs)
+        return run
+
+    return wrap if handler is None else wrap(handler)

@@ -15,9 +15,11 @@ from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
 from ..support import LiveServer, new_account
 
 
-def run(*args: str) -> Any:
-    result = CliRunner().invoke(_build(), list(args), catch_exceptions=False)
-    return result.exit_code, result.output
+def run(*args: str, env: dict[str, str] | None = None) -> Any:
+    """Exit code, and stdout (the JSON result) on success or all the output on failure:
+    owner commands name their environment on stderr."""
+    result = CliRunner().invoke(_build(), list(args), catch_exceptions=False, env=env)
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 def run_split(*args: str) -> tuple[int, str, str]:
@@ -44,7 +46,10 @@ def test_seller_flow_from_the_shell(server: LiveServer) -> None:
     assert code == 0, out
     link = json.loads(out)
     assert link["gate_url"].startswith(server.url + "/g/")
-    assert link["pay_page_url"].startswith(server.url + "/pay/")
+    assert link["pay_url"].startswith(server.url + "/pay/")
+    # pay_url everywhere; pay_page_url beside it because the spec's tool table names it so
+    assert set(link) == {"resource_id", "gate_url", "pay_url", "pay_page_url"}
+    assert link["pay_page_url"] == link["pay_url"]
     code, out = run(*seller, "update-resource", link["resource_id"], "--amount", "0.07")
     assert code == 0 and json.loads(out)["amount"] == "0.07"
     code, out = run(*seller, "enable-payments")
@@ -201,3 +206,51 @@ def test_payouts_from_the_shell(make_server: Callable[..., LiveServer]) -> None:
     assert json.loads(out)["status"] == "failed"
     assert "failed" in err and "back in the balance" in err
     assert failing.balance() == Decimal("9.90")
+
+
+def test_owner_commands_say_their_environment_and_a_404_names_it(server: LiveServer) -> None:
+    """Owner commands default to live, as the service does for an owner JWT: each one says
+    on stderr which environment it used and why, and a 404 names it with the way out."""
+    acct = new_account(server.url)  # its wallet key is a test one
+    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt]
+    code, out, err = run_split(*owner, "wallet-keys", "fund", acct.wallet_key_id, "1.00")
+    assert code == 1 and out == ""
+    assert "environment: live (the default; pass --environment test" in err
+    assert (
+        "no such wallet key in live; pass --environment test or set SVC_ENVIRONMENT=test" in err
+    ), err
+    code, out, err = run_split(*owner, "webhooks", "create", "http://localhost:9/h")
+    assert code == 0 and json.loads(out)["environment"] == "live", out
+    assert err.startswith("environment: live (the default"), err
+
+    code, out, err = run_split(
+        *owner, "--environment", "test", "wallet-keys", "fund", acct.wallet_key_id, "1.00"
+    )
+    assert code == 0 and json.loads(out)["balance"] == "1.00", out + err
+    assert err == "environment: test (--environment)\n"
+    result = CliRunner().invoke(
+        _build(), [*owner, "wallet-keys", "list"], env={"SVC_ENVIRONMENT": "test"}
+    )
+    assert result.exit_code == 0 and result.stderr == "environment: test (SVC_ENVIRONMENT)\n"
+    assert [k["id"] for k in json.loads(result.stdout)["data"]] == [acct.wallet_key_id]
+    # seller-key and wallet-key commands carry their environment in the key: no line
+    code, out, err = run_split("--base-url", server.url, "--seller-key", acct.seller_key, "balance")
+    assert code == 0 and err == ""
+
+
+def test_owners_sign_up_over_http(server: LiveServer) -> None:
+    """``svc owners create`` signs up through ``POST /owners`` (no database at hand): the
+    JWT it prints works at once; ``--jwt-only`` prints it alone for ``$(...)``."""
+    code, out, err = run_split("--base-url", server.url, "owners", "create", "--email", "a@x.io")
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["owner_id"].startswith("own_")
+    owner = ["--base-url", server.url, "--owner-jwt", created["owner_jwt"], "--environment", "test"]
+    code, out, _ = run_split(*owner, "sellers", "create", "--name", "mine")
+    assert code == 0 and json.loads(out)["seller_key"].startswith("svc_sk_test_")
+    code, out, err = run_split(
+        "--base-url", server.url, "owners", "create", "--email", "b@x.io", "--jwt-only"
+    )
+    assert code == 0 and out.count(".") == 2 and not out.startswith("{"), out
+    code, out, err = run_split("--base-url", server.url, "owners", "create", "--email", "a@x.io")
+    assert code == 1 and "409 email_taken" in err, err

@@ -34,6 +34,10 @@ def test_pay_url_pays_a_hosted_gate(server: LiveServer, rail: str) -> None:
     assert unlocked["paid"] is True and unlocked["resource"]["id"] == shop.resource.id
     seller_receipt = unlocked["receipt"]["receipt_id"]
     assert shop.seller.access.verify(seller_receipt, shop.resource.id).valid
+    # Both receipts named on the result: the seller's is the one the seller verifies.
+    assert paid.seller_receipt_id == seller_receipt
+    assert paid.payer_receipt_id == paid.receipt_id != seller_receipt
+    assert not shop.seller.access.verify(paid.payer_receipt_id, shop.resource.id).valid
 
     spend = agent.spend()
     assert spend.balance == Decimal("0.75") and spend.remaining_allowance == Decimal("0.75")
@@ -63,13 +67,16 @@ def test_pay_url_pays_a_svc_asgi_gated_app_settling_to_the_sellers_wallet(
 
     body = paid.json()
     assert body["report"] == "the goods" and body["rail"] == paid.rail
+    assert paid.seller_receipt_id is not None and paid.seller_receipt_id != paid.receipt_id
+    assert shop.seller.access.verify(paid.seller_receipt_id).valid
     assert shop.balance().balance == Decimal("0")  # direct_wallet credits nothing
     [event] = events_of(server, shop.owner_id, "payment.succeeded")
     data = structure(event, PaymentSucceededData)
-    assert (data.settlement, data.tx_hash, data.platform_fee) == (
+    assert (data.settlement, data.tx_hash, data.platform_fee, data.receipt_id) == (
         "direct_wallet",
         paid.tx_hash,
         Decimal("0"),
+        paid.seller_receipt_id,
     )
     assert agent.spend().balance == Decimal("0.90")
     assert_chain_sound(server.ctx.db)

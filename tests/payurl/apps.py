@@ -32,6 +32,7 @@ __all__ = [
     "free_app",
     "gated_app",
     "mpp_gated_app",
+    "settles_then_fails_app",
     "x402_gated_app",
     "x402_v1_app",
 ]
@@ -163,6 +164,42 @@ def x402_v1_app(facilitator_url: str, pay_to: str, price_atomic: int) -> Starlet
         return JSONResponse(
             {"report": "the v1 goods"},
             headers={"X-PAYMENT-RESPONSE": encode_payment_response_header(settled)},
+        )
+
+    return Starlette(routes=[Route("/report", report)])
+
+
+def settles_then_fails_app(facilitator_url: str, pay_to: str, price_atomic: int) -> Starlette:
+    """A third-party x402 v2 seller that charges on failure: it verifies and settles the
+    payment with the official facilitator client, then answers 500 (with its
+    ``PAYMENT-RESPONSE``), as a gate that settles before serving does when its upstream fails."""
+    from x402.http import decode_payment_signature_header, encode_payment_response_header
+
+    facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url))
+    requirements = PaymentRequirements(
+        scheme="exact",
+        network="eip155:84532",
+        asset=BASE_SEPOLIA_USDC.address,
+        amount=str(price_atomic),
+        pay_to=pay_to,
+        max_timeout_seconds=300,
+        extra={"name": "USDC", "version": "2"},
+    )
+    unpaid = encode_payment_required_header(PaymentRequired(accepts=[requirements]))
+
+    async def report(request: Request) -> Response:
+        header = request.headers.get("payment-signature")
+        if header is None:
+            return JSONResponse({}, status_code=402, headers={"PAYMENT-REQUIRED": unpaid})
+        payload = decode_payment_signature_header(header)
+        verified = await facilitator.verify(payload, requirements)
+        settled = await facilitator.settle(payload, requirements) if verified.is_valid else None
+        if settled is None or not settled.success:
+            return JSONResponse({}, status_code=402, headers={"PAYMENT-REQUIRED": unpaid})
+        return JSONResponse(
+            {"error": "the upstream broke after you paid"},
+            status_code=500,
+            headers={"PAYMENT-RESPONSE": encode_payment_response_header(settled)},
         )
 
     return Starlette(routes=[Route("/report", report)])

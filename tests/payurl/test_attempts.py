@@ -147,3 +147,22 @@ async def test_a_retry_concludes_a_stale_attempt_that_paid(
     assert transaction(server.url, paid["tx_hash"])["to"] == pay_to
     assert agent.spend().spent_total == Decimal("0.25")
     assert chain_balance(server, pay_to) == PRICE
+
+
+def test_the_sellers_receipt_a_url_returned_is_named(server: LiveServer) -> None:
+    """A URL that is not a gate of ours but returns ``X-Svc-Receipt`` (an ``svc_asgi`` gate
+    of another deployment): that receipt is the seller's; a header that is not a receipt
+    id, or an attempt that did not succeed, names none."""
+    from types import SimpleNamespace
+
+    def row(status: str = "succeeded", **headers: str) -> Any:
+        return SimpleNamespace(
+            status=status, tx_hash="0x" + "ab" * 32, environment="test", response_headers=headers
+        )
+
+    with server.ctx.db.read() as conn:
+        assert attempts.seller_receipt_id(conn, row(**{"x-svc-receipt": "rcpt_x1"})) == "rcpt_x1"
+        assert attempts.seller_receipt_id(conn, row(**{"x-svc-receipt": "a b; c"})) is None
+        assert attempts.seller_receipt_id(conn, row()) is None
+        failed = row("failed", **{"x-svc-receipt": "rcpt_x1"})
+        assert attempts.seller_receipt_id(conn, failed) is None

@@ -92,7 +92,7 @@ def test_a_challenge_whose_nonce_another_attempt_holds_is_never_signed_again(
     with serve(app) as url:
         first = agent.pay_url(url + "/report")
         second = agent.pay_url(url + "/report")
-    assert (first.status_code, first.json()["error"]["code"]) == (502, "upstream_refused")
+    assert (first.status_code, first.json()["error"]["code"]) == (502, "upstream_failed")
     assert (second.status_code, second.json()["error"]["code"]) == (409, "conflict")
     assert len(app.requests) == 2 + 3  # probe and paid request; then three probes
     assert chain_balance(server, pay_to) == 0

@@ -137,11 +137,11 @@ def test_an_upstream_that_takes_the_payment_but_does_not_settle_is_voided(
     app = Counting(gated_app(facilitator, pay_to, broken))
     with serve(app) as url:
         r = agent.pay_url(url + "/paid")
-    details = refused(r, 502, "upstream_refused")
+    details = refused(r, 502, "upstream_failed")
     assert details["upstream_status"] == 500
     assert len(app.requests) == 2  # the probe and the paid request
     row = attempt_row(server, details["attempt_id"])
-    assert (row.status, row.error_code, row.response_status) == ("failed", "upstream_refused", 500)
+    assert (row.status, row.error_code, row.response_status) == ("failed", "upstream_failed", 500)
     # The reservation was voided and the charge refunded: the key is as it was.
     nothing_spent(agent)
     assert agent.spend().remaining_allowance is None
@@ -159,7 +159,7 @@ def test_an_upstream_that_takes_the_payment_but_does_not_settle_is_voided(
     assert row.payer == hot_address(server).lower() or row.payer == hot_address(server)
     [failed] = events(server, agent.owner_id, "payment.failed")
     assert (failed["reason"], failed["attempt_id"], failed["amount"], failed["settlement"]) == (
-        "upstream_refused",
+        "upstream_failed",
         row.id,
         "0.25",
         "external",

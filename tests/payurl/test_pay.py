@@ -28,6 +28,8 @@ def test_pays_an_x402_middleware_app(
     assert paid["headers"]["content-type"] == "application/json"
     assert paid["unlocked"] is True and paid["upstream_status"] == 200
     assert paid["amount"] == "0.25" and paid["receipt_id"].startswith("rcpt_")
+    # a third party's URL: the payer's receipt only (the seller's is not ours to know)
+    assert paid["payer_receipt_id"] == paid["receipt_id"] and paid["seller_receipt_id"] is None
     tx = transaction(server.url, paid["tx_hash"])
     assert (tx["kind"], tx["from"], tx["to"], tx["value"]) == (
         "transferWithAuthorization",

@@ -48,8 +48,8 @@ def _all_name(method: str) -> str:
 
 def test_the_lists_are_found() -> None:
     assert {m for _, m in LIST_METHODS} >= {"list", "deliveries", "attempts"}
-    # sellers, resources, wallet keys, webhooks, deliveries, attempts, withdrawals
-    assert len(LIST_METHODS) == 7
+    # sellers, resources, directory, wallet keys, webhooks, deliveries, attempts, withdrawals
+    assert len(LIST_METHODS) == 8
 
 
 @pytest.mark.parametrize(("cls_name", "method"), LIST_METHODS, ids=IDS)
@@ -95,6 +95,7 @@ def _page(ids: list[str], has_more: bool) -> Any:
             "path_or_tool": "/x",
             "policy": {},
             "balance": "0.00",
+            "rails": ["rill"],
         }
         for i in ids
     ]

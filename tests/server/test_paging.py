@@ -86,6 +86,20 @@ def _resources(w: World) -> None:
     w.post(Role.SELLER, "/resources", {"kind": "http", "path": path, "amount": "0.01"})
 
 
+def _listed(w: World) -> None:
+    """A resource in the directory (which is everyone's: the world's own items are
+    the only ones there, the server being the test's own)."""
+    path = f"/d/{secrets.token_hex(4)}"
+    body = {"kind": "http", "path": path, "amount": "0.01", "listed": True}
+    w.post(Role.SELLER, "/resources", body)
+
+
+def _unlisted(w: World) -> str:
+    """Not in the directory: an unlisted resource's id is no cursor of it."""
+    body = {"kind": "http", "path": "/hidden", "amount": "0.01"}
+    return str(w.post(Role.SELLER, "/resources", body)["id"])
+
+
 def _wallet_keys(w: World) -> None:
     w.post(Role.OWNER, "/wallet-keys", {"name": "k"})
 
@@ -131,11 +145,15 @@ class Factory:
 
     add: Callable[[World], None]
     order: str  # "asc": oldest first; "desc": newest first
+    #: A public list (the directory) shows other accounts' items too: an id the list
+    #: never shows, made in another world, stands for "someone else's item".
+    hidden: Callable[[World], str] | None = None
 
 
 FACTORIES: dict[str, Factory] = {
     "/sellers": Factory(_sellers, "asc"),
     "/resources": Factory(_resources, "asc"),
+    "/directory": Factory(_listed, "asc", hidden=_unlisted),
     "/wallet-keys": Factory(_wallet_keys, "asc"),
     "/webhooks": Factory(_webhooks, "asc"),
     "/webhooks/{webhook_id}/deliveries": Factory(_deliveries, "desc"),
@@ -221,7 +239,10 @@ def test_bad_cursors_and_limits_are_422(server: LiveServer, ep: Endpoint) -> Non
     factory = FACTORIES[ep.path]
     with world(server) as other:
         factory.add(other)
-        foreign = _get(other, ep).json()["data"][0]["id"]
+        if factory.hidden is not None:
+            foreign = factory.hidden(other)
+        else:
+            foreign = _get(other, ep).json()["data"][0]["id"]
     with world(server) as w:
         factory.add(w)
         for cursor in ("nope", "res_00000000000000000000000000", foreign, "x" * 41, "a b"):

@@ -12,6 +12,7 @@ by :func:`outcome`, for the first request and for every replay alike.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "get",
     "list_attempts",
     "outcome",
+    "seller_receipt_id",
     "update_attempt",
 ]
 
@@ -178,8 +180,37 @@ def fail(
 # --- the answer -----------------------------------------------------------------------------
 
 
-def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | DomainError:
-    """The attempt's answer: the same for the first request and every replay."""
+#: A receipt id as a URL may return it in ``X-Svc-Receipt`` (anything else is not one).
+_RECEIPT_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+
+
+def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
+    """The seller's receipt for a succeeded attempt, when it is known: the receipt a gate
+    of this service booked for the same transaction (kind ``resource``; the payer's is
+    kind ``url``), or else the one the paid URL returned in ``X-Svc-Receipt`` (an
+    ``svc_asgi`` gate of a seller's own app does)."""
+    if row.status != "succeeded":
+        return None
+    if row.tx_hash:
+        r = t.receipts
+        booked = conn.execute(
+            select(r.c.id).where(
+                r.c.environment == row.environment,
+                r.c.kind == "resource",
+                r.c.tx_hash == row.tx_hash.lower(),
+            )
+        ).scalar()
+        if booked is not None:
+            return str(booked)
+    returned = (row.response_headers or {}).get("x-svc-receipt", "").strip()
+    return returned if _RECEIPT_ID.fullmatch(returned) else None
+
+
+def outcome(
+    row: Row[Any], box: SecretBox, *, seller_receipt: str | None = None
+) -> PayUrlResult | DomainError:
+    """The attempt's answer: the same for the first request and every replay
+    (``seller_receipt``: :func:`seller_receipt_id`)."""
     if row.status == "succeeded":
         return PayUrlResult(
             attempt_id=row.id,
@@ -187,6 +218,8 @@ def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | DomainError:
             status=row.status,
             amount=from_micros(row.amount_micros),
             receipt_id=row.receipt_id,
+            payer_receipt_id=row.receipt_id,
+            seller_receipt_id=seller_receipt,
             tx_hash=row.tx_hash,
             network=row.network,
             pay_to=row.pay_to,
@@ -196,6 +229,7 @@ def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | DomainError:
             body_encoding=row.body_encoding or "utf-8",
             body_truncated=row.body_truncated,
             headers=row.response_headers or {},
+            note=_note(row),
         )
     if row.status in IN_FLIGHT:
         return DomainError(
@@ -206,6 +240,18 @@ def outcome(row: Row[Any], box: SecretBox) -> PayUrlResult | DomainError:
         )
     details = {**(row.error_details or {}), "attempt_id": row.id, "status": row.status}
     return DomainError(row.error_code, row.error_message, details=details)
+
+
+def _note(row: Row[Any]) -> str | None:
+    """What a succeeded attempt whose URL answered an error says: it was paid anyway."""
+    status = row.response_status
+    if row.status != "succeeded" or status is None or status < 400:
+        return None
+    return (
+        f"{row.host} answered {status}, but the payment settled (transaction {row.tx_hash}): "
+        f"{from_micros(row.amount_micros)} was charged. The answer is returned as it came; "
+        "a refund is the seller's to give."
+    )
 
 
 # --- the list -------------------------------------------------------------------------------
@@ -240,6 +286,7 @@ def _summary(row: Row[Any]) -> SpendAttempt:
         tx_hash=row.tx_hash,
         upstream_status=row.response_status,
         error=error,
+        note=_note(row),
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
     )

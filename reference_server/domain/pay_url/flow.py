@@ -28,7 +28,8 @@ import attrs
 from sqlalchemy import Connection, Row
 from sqlalchemy.exc import DBAPIError
 
-from svc import PayUrlResult
+from svc import ErrorDetail, PayUrlQuote, PayUrlResult
+from svc.money import from_micros
 
 from ... import outbound
 from ...context import ServerContext
@@ -45,7 +46,7 @@ from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "encode_json", "pay"]
+__all__ = ["Answer", "Job", "encode_json", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -97,16 +98,17 @@ async def pay(job: Job, *, idempotency_key: str | None, fingerprint: str) -> Ans
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
-        row = await _read(job.ctx, begun.attempt_id)
-        return Answer(result=attempts.outcome(row, job.ctx.box), replay_of=row.request_id)
+        row, seller_receipt = await _read_answer(job.ctx, begun.attempt_id)
+        result = attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt)
+        return Answer(result=result, replay_of=row.request_id)
     try:
         await _run(job, begun.attempt_id)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
-    row = await _read(job.ctx, begun.attempt_id)
-    return Answer(result=attempts.outcome(row, job.ctx.box))
+    row, seller_receipt = await _read_answer(job.ctx, begun.attempt_id)
+    return Answer(result=attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt))
 
 
 async def _run(job: Job, attempt_id: str) -> None:
@@ -164,7 +166,7 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
         got, failure = None, _transport_error(job, answer, cancelled)
     else:
         got = unlocked(answer.status, answer.headers, answer.body, answer.truncated)
-        failure = _refused_after_paying(job, answer.status)
+        failure = _not_settled_after_paying(job, got)
     verdict, tx_hash, failure = await _verdict(job, signed, answer, failure)
     await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
 
@@ -249,6 +251,59 @@ async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
     await _conclude(job, attempt_id, verdict, tx_hash, None, failure)
 
 
+# --- the dry run ----------------------------------------------------------------------------
+
+
+async def quote(job: Job) -> PayUrlQuote | DomainError:
+    """``dry_run``: the offer ``pay`` would pay and whether the policy allows it.
+
+    The same steps as :func:`pay` up to the reservation -- host, probe, choose and sign --
+    and no further: the credential is signed in memory and dropped (never sent, nothing
+    reserved), the policy and balance are read, not charged, and no attempt is written.
+    """
+    order = job.order
+    try:
+        wallets.check_host(job.key, order.host)
+    except PaymentRefused as host_refused:  # the host is not asked, as when paying
+        return _quote(job, host_refused)
+    probe = await _send(job, policy=_policy(job, PROBE_SECONDS, PROBE_MAX_BYTES))
+    if isinstance(probe, outbound.OutboundError):
+        return _transport_error(job, probe, "nothing was paid")
+    if probe.status != 402:
+        return _not_payable(job, probe.status)
+    signed = await _sign(job, probe)
+    if signed is None:
+        return _unsupported(job)
+
+    def check() -> PaymentRefused | None:
+        with job.ctx.db.read() as conn:
+            key = wallets.get_wallet_key(conn, job.key.id)
+            return wallets.would_refuse(
+                conn, key, signed.amount, rail=signed.rail, host=order.host, now=job.ctx.now()
+            )
+
+    refused = await anyio.to_thread.run_sync(check)
+    return _quote(job, refused, signed)
+
+
+def _quote(
+    job: Job, refused: PaymentRefused | None, signed: SignedPayment | None = None
+) -> PayUrlQuote:
+    blocked = None
+    if refused is not None:
+        blocked = ErrorDetail(code=refused.code, message=refused.message, details=refused.details)
+    return PayUrlQuote(
+        url=job.order.url,
+        host=job.order.host,
+        allowed=refused is None,
+        rail=None if signed is None else signed.rail,
+        amount=None if signed is None else from_micros(signed.amount),
+        network=None if signed is None else signed.network,
+        pay_to=None if signed is None else signed.pay_to,
+        blocked_by=blocked,
+    )
+
+
 # --- the network ----------------------------------------------------------------------------
 
 
@@ -329,13 +384,36 @@ def _unsupported(job: Job) -> DomainError:
     )
 
 
-def _refused_after_paying(job: Job, status: int) -> DomainError:
-    return DomainError(
-        "upstream_refused",
-        f"{job.order.host} was sent the payment but did not settle it (it answered "
-        f"{status}); the payment was cancelled and nothing was charged.",
-        details={"upstream_status": status},
-    )
+def _not_settled_after_paying(job: Job, got: Unlocked) -> DomainError:
+    """The paid request was answered but the payment did not settle: ``upstream_failed``
+    when the URL answered an error (not a 402), ``upstream_refused`` when it answered a 402
+    again (it refused the credential) or a success without settling.  Either way the error
+    carries the URL's status and the start of its body."""
+    status, host = got.status, job.order.host
+    cancelled = "the payment was cancelled and nothing was charged"
+    if status >= 400 and status != 402:
+        code = "upstream_failed"
+        message = f"{host} answered {status} to the paid request and did not settle; {cancelled}."
+    else:
+        code = "upstream_refused"
+        message = (
+            f"{host} was sent the payment but did not settle it (it answered {status}); "
+            f"{cancelled}."
+        )
+    return DomainError(code, message, details={"upstream_status": status, **_error_body(got)})
+
+
+#: How much of a failing answer's body an error carries (the attempt keeps no more).
+ERROR_BODY_CHARS = 1024
+
+
+def _error_body(got: Unlocked) -> dict[str, Any]:
+    cut = len(got.body) > ERROR_BODY_CHARS
+    return {
+        "upstream_body": got.body[:ERROR_BODY_CHARS],
+        "upstream_body_encoding": got.encoding,
+        "upstream_body_truncated": cut or got.truncated,
+    }
 
 
 def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> DomainError:
@@ -402,6 +480,17 @@ async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
     def run() -> Row[Any]:
         with ctx.db.read() as conn:
             return attempts.get(conn, attempt_id)
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def _read_answer(ctx: ServerContext, attempt_id: str) -> tuple[Row[Any], str | None]:
+    """The attempt as answered, with the seller's receipt when it is known."""
+
+    def run() -> tuple[Row[Any], str | None]:
+        with ctx.db.read() as conn:
+            row = attempts.get(conn, attempt_id)
+            return row, attempts.seller_receipt_id(conn, row)
 
     return await anyio.to_thread.run_sync(run)
 

@@ -15,7 +15,9 @@ database (:class:`~reference_server.routes.gates.backend.DatabaseGateBackend`):
   end-to-end headers) is forwarded there through :mod:`reference_server.outbound` -- the
   SSRF-safe client webhooks use, so an ``upstream_url`` can never reach the service's own
   network in production -- and the upstream's answer is returned (bounded);
-* paid, without an upstream: 200 with the receipt and the resource.
+* paid, without an upstream: 200 with the receipt and the resource;
+* a resource sold for one ``method``: any other method is 405 with ``Allow``, before
+  the 402 (no challenge to pay for a request the gate would not serve).
 
 A gate takes any method and any body (it forwards bytes, not JSON) and awaits the
 network, so its :class:`~reference_server.web.endpoint.Endpoint` is async (no transaction
@@ -124,6 +126,8 @@ _PUBLIC_RESOURCE_FIELDS = (
     "amount",
     "description",
     "metadata",
+    "method",
+    "body_hint",
     "gate_url",
     "pay_url",
     "environment",
@@ -186,6 +190,7 @@ async def hosted_gate(call: Call) -> Response:
     if gate is None:
         raise ApiError("not_found", "No such gate.")
     resource = resource_model(gate.resource, base)
+    _check_method(resource, request.method)
     rails: list[PaymentRail] = []
     if open_rails.offered(ctx, gate.seller) is not None:
         rails.append(DatabaseRails(ctx, gate, request_id))
@@ -213,6 +218,19 @@ async def hosted_gate(call: Call) -> Response:
             "request_id": request_id,
         },
         headers={**paid_headers(outcome), "Cache-Control": "no-store"},
+    )
+
+
+def _check_method(resource: Resource, method: str) -> None:
+    """A resource sold for one method (``method`` set) answers any other with 405 and
+    ``Allow``, before anything is asked or paid: a wrong method never costs the caller."""
+    sold = resource.method
+    if sold is None or method == sold or (method == "HEAD" and sold == "GET"):
+        return
+    raise ApiError(
+        "method_not_allowed",
+        f"This gate sells {sold} requests only; send {sold}.",
+        headers={"Allow": "GET, HEAD" if sold == "GET" else sold},
     )
 
 
@@ -325,6 +343,7 @@ ENDPOINTS = [
         # Paid: the upstream's answer as it is, or the receipt (no svc model).
         errors=(
             *GATE_REFUSALS,
+            "method_not_allowed",
             "payload_too_large",
             "bad_request",
             "upstream_refused",

@@ -1,0 +1,114 @@
+"""``GET /directory``: the resources their sellers listed, for agents to find and pay.
+
+No credential: anyone may read it.  The environment is the ``X-Svc-Environment`` header's
+(absent = ``live``), as on every anonymous route.  An entry is a resource created or
+updated with ``"listed": true`` that is still active; it tells what the resource is
+(``description``, ``kind``), its price (``amount``), the rails its gate takes, where to pay
+it (``gate_url``; ``pay_url`` for a person), how to call it (``method``, and for a method
+with a body the seller's ``body_hint`` to copy with your own values) and the seller's name.
+Nothing else of the resource or the seller is shown (not its path, metadata, upstream or
+seller id).
+
+A list by the common contract (``limit``, ``starting_after``, ``has_more``; oldest first)
+with three filters: ``kind`` (``http`` or ``mcp``), ``q`` (text the description contains,
+case ignored) and ``max_amount`` (prices at most this amount).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from svc import DirectoryEntry, DirectoryList
+from svc.money import AMOUNT_PATTERN, GRAMMAR_HINT, parse_amount
+
+from ..domain import open_rails, resources
+from ..web.endpoint import Call, Endpoint
+from ..web.paging import Filter, PageRequest, paged
+from ..web.responses import Reply
+
+__all__ = ["ENDPOINTS", "FILTERS"]
+
+#: The directory's filters, beside ``limit`` and ``starting_after``.
+FILTERS = (
+    Filter(
+        name="kind",
+        description="Only HTTP resources (http) or MCP tools (mcp).",
+        hint="http or mcp",
+        choices=("http", "mcp"),
+    ),
+    Filter(
+        name="q",
+        description="Only resources whose description contains this text (case ignored).",
+        hint="text of 1 to 200 characters",
+    ),
+    Filter(
+        name="max_amount",
+        description="Only resources priced at most this amount (a decimal string).",
+        hint=GRAMMAR_HINT,
+        pattern=f"^{AMOUNT_PATTERN}$",
+        max_length=32,
+    ),
+)
+
+
+@paged(filters=FILTERS)
+def list_directory(call: Call, request: PageRequest) -> Reply:
+    """Resources their sellers listed, in the request's environment (no credential)."""
+    max_amount = request.filter("max_amount")
+    page = resources.directory_page(
+        call.conn,
+        request,
+        environment=call.environment,
+        kind=request.filter("kind"),
+        text=request.filter("q"),
+        max_amount=None if max_amount is None else parse_amount(max_amount, name="max_amount"),
+    )
+    rails: dict[str, list[str]] = {}
+    data = [_entry(call, row, rails) for row in page.rows]
+    return Reply(DirectoryList(data=data, has_more=page.has_more))
+
+
+def _entry(call: Call, row: Any, rails: dict[str, list[str]]) -> DirectoryEntry:
+    resource = resources.resource_model(row, call.public_url)
+    if row.seller_id not in rails:
+        rails[row.seller_id] = _rails(call, row)
+    return DirectoryEntry(
+        id=resource.id,
+        kind=resource.kind,
+        amount=resource.amount,
+        gate_url=resource.gate_url,
+        pay_url=resource.pay_url,
+        rails=rails[row.seller_id],
+        description=resource.description,
+        method=resource.method,
+        body_hint=resource.body_hint,
+        seller_name=row.seller_name,
+        environment=resource.environment,
+        created_at=resource.created_at,
+    )
+
+
+def _rails(call: Call, row: Any) -> list[str]:
+    """What the resource's gate takes: the open rails its seller offers (the terms the
+    gate's 402 would carry), then the service's ledger rail, which every gate takes."""
+    seller = SimpleNamespace(
+        environment=row.environment,
+        x402_enabled=row.seller_x402_enabled,
+        mpp_enabled=row.seller_mpp_enabled,
+        payout_wallet_address=row.seller_payout_wallet_address,
+    )
+    terms = open_rails.offered(call.ctx, seller)
+    offered = set() if terms is None else set(terms.protocols)
+    return [rail for rail in ("x402", "mpp") if rail in offered] + ["rill"]
+
+
+ENDPOINTS = [
+    Endpoint(
+        method="GET",
+        path="/directory",
+        handler=list_directory,
+        response=DirectoryList,
+        errors=("invalid_environment",),
+    ),
+]
