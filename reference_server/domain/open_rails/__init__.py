@@ -9,7 +9,11 @@ come here: hosted gates directly (``reference_server.routes.gates.backend.Databa
 
 * :func:`challenge` — the challenge headers for one request (never cached: each carries a
   fresh nonce, and both protocols bind the request's method and URL);
-* :func:`redeem` — verify and settle a credential, book it (receipt, ledger credit for
+* :func:`claim` — verify a credential and claim its nonce, moving nothing: a *hold*
+  (:mod:`._holds`), then :func:`settle` once the answer succeeded (status below 400) or
+  :func:`release` when it failed ("verify, serve, then settle": a payer is never charged
+  for a failed answer); a hold never settled nor released expires (:func:`expire_holds`);
+* :func:`redeem` — verify and settle a credential at once, book it (receipt, ledger credit for
   ``processor_deposit``, ``payment.succeeded``) or refuse it (``payment.failed`` for the
   seller's owner).  A credential pays once, also when sent many times at once.
 
@@ -40,6 +44,7 @@ from ...context import ServerContext
 from ...recursion import keeping_recursion_limit
 from ...store import tables as t
 from ._claims import purge_claims
+from ._holds import HOLD_TTL, Hold, expire_holds, load_hold, release_hold
 from ._model import Gate, Redemption, SettlementUnavailable
 from ._terms import (
     DIRECT_WALLET,
@@ -51,17 +56,23 @@ from ._terms import (
 
 __all__ = [
     "DIRECT_WALLET",
+    "HOLD_TTL",
     "PROCESSOR_DEPOSIT",
     "TEST_DEPOSIT_ADDRESS",
     "Gate",
+    "HoldNotFound",
     "RailTerms",
     "Redemption",
     "SettlementUnavailable",
     "challenge",
+    "claim",
+    "expire_holds",
     "load_gate",
     "offered",
     "purge_claims",
     "redeem",
+    "release",
+    "settle",
 ]
 
 log = logging.getLogger("reference_server.open_rails")
@@ -140,6 +151,25 @@ async def redeem(
     :class:`SettlementUnavailable` when the outcome cannot be known now, and
     ``ValueError`` when ``headers`` hold no credential at all.
     """
+    accepted = _accepted(ctx, gate, headers)
+    if isinstance(accepted, Redemption):
+        return accepted
+    terms, credentials = accepted
+    engine, secret = await _prepared(ctx, terms)
+    redemption: Redemption = await engine.redeem(
+        ctx, gate, terms, secret, request, credentials, request_id
+    )
+    return redemption
+
+
+class HoldNotFound(LookupError):
+    """No such hold: unknown, another seller's, or already settled, released or expired."""
+
+
+def _accepted(
+    ctx: ServerContext, gate: Gate, headers: Mapping[str, str]
+) -> tuple[RailTerms, dict[str, str]] | Redemption:
+    """The gate's terms and the credentials it takes among ``headers``, or a refusal."""
     credentials = rail_credentials(headers)
     if not credentials:
         raise ValueError("no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
@@ -164,11 +194,110 @@ async def redeem(
             reason="receipt_refused",
             message=f"this gate does not take {rail} payments",
         )
+    return terms, credentials
+
+
+async def claim(
+    ctx: ServerContext,
+    gate: Gate,
+    request: RailRequest,
+    headers: Mapping[str, str],
+    *,
+    request_id: str,
+) -> Redemption:
+    """Verify the open-rail credential among ``headers`` and claim its nonce (a
+    concurrent replay of it is refused), moving nothing.
+
+    Verified: a :class:`Redemption` with ``claim`` (the hold's id) and the provisional
+    ``verification`` (the receipt id the payment will settle into); the caller serves the
+    request, then :func:`settle` or :func:`release`.  Refused, and raises, as
+    :func:`redeem` does.
+    """
+    accepted = _accepted(ctx, gate, headers)
+    if isinstance(accepted, Redemption):
+        return accepted
+    terms, credentials = accepted
     engine, secret = await _prepared(ctx, terms)
-    redemption: Redemption = await engine.redeem(
+    redemption: Redemption = await engine.claim(
         ctx, gate, terms, secret, request, credentials, request_id
     )
     return redemption
+
+
+async def _hold_of(ctx: ServerContext, claim_id: str, seller_id: str | None) -> Hold:
+    hold = await anyio.to_thread.run_sync(load_hold, ctx.db, claim_id)
+    if hold is None or (seller_id is not None and hold.seller_id != seller_id):
+        raise HoldNotFound(claim_id)
+    return hold
+
+
+async def settle(
+    ctx: ServerContext, claim_id: str, *, seller_id: str | None = None, request_id: str
+) -> Redemption:
+    """Settle the hold ``claim_id`` (the answer succeeded): paid, with the receipt and the
+    paid answer's headers; or refused (the chain or the facilitator would not move the
+    tokens; the claim is released and ``payment.failed`` recorded), when the answer must
+    be withheld and a 402 returned.  Raises :class:`HoldNotFound` and
+    :class:`SettlementUnavailable`."""
+    hold = await _hold_of(ctx, claim_id, seller_id)
+
+    def load() -> Gate | None:
+        with ctx.db.read() as conn:
+            return load_gate(conn, hold.resource_id, realm="")
+
+    gate = await anyio.to_thread.run_sync(load)
+    terms = None if gate is None else terms_for(ctx.settings, gate.seller)
+    if gate is None or terms is None or not _installed():
+        await release(
+            ctx,
+            claim_id,
+            seller_id=seller_id,
+            reason="settlement_refused",
+            message="the seller no longer takes open-rail payments",
+            status=None,
+            request_id=request_id,
+        )
+        return Redemption(
+            paid=False,
+            rail=hold.rail,
+            reason="receipt_refused",
+            message="this gate no longer takes open-rail payments",
+        )
+    engine, _ = await _prepared(ctx, terms)
+    redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
+    return redemption
+
+
+async def release(
+    ctx: ServerContext,
+    claim_id: str,
+    *,
+    seller_id: str | None = None,
+    reason: str,
+    message: str,
+    status: int | None,
+    request_id: str,
+) -> None:
+    """Release the hold ``claim_id`` (the answer failed): nothing moves, the payer's
+    authorization may be presented again, ``payment.failed`` says why.  Raises
+    :class:`HoldNotFound`."""
+    hold = await _hold_of(ctx, claim_id, seller_id)
+
+    def run() -> bool:
+        return release_hold(
+            ctx.db,
+            hold,
+            settings=ctx.settings,
+            reason=reason,
+            message=message,
+            status=status,
+            request_id=request_id,
+            now=ctx.now(),
+            notify=ctx.notify_new_events,
+        )
+
+    if not await anyio.to_thread.run_sync(run):
+        raise HoldNotFound(claim_id)
 
 
 async def _prepared(ctx: ServerContext, terms: RailTerms) -> tuple[Any, str]:

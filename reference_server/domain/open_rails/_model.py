@@ -43,6 +43,8 @@ class Redemption:
     reason: str | None = None
     message: str | None = None
     payer: str | None = None
+    #: Claimed, not settled (:func:`..claim`): the hold to settle or release.
+    claim: str | None = None
 
     def model(self) -> GateRedemption:
         """The ``POST /gates/redeem`` answer."""
@@ -53,4 +55,5 @@ class Redemption:
             headers=list(self.headers),
             reason=self.reason,
             message=self.message,
+            claim=self.claim,
         )
