@@ -3,9 +3,10 @@
 Once a seller has enabled payments (``PATCH /sellers/me/payments``), every gate of the
 seller — its hosted ``gate_url`` and any ``svc_asgi`` gate in front of its own app —
 answers an unpaid request with both an x402 ``PAYMENT-REQUIRED`` and an MPP
-``WWW-Authenticate: Payment`` challenge, and settles a paid retry.  Both kinds of gate
-come here: hosted gates directly (``reference_server.routes.gates.backend.DatabaseRails``),
-``svc_asgi`` gates through ``POST /gates/challenge`` and ``POST /gates/redeem``.
+``WWW-Authenticate: Payment`` challenge, and settles a paid retry once it was served
+successfully.  Both kinds of gate come here: hosted gates directly
+(``reference_server.routes.gates.backend.DatabaseRails``), ``svc_asgi`` gates through
+``POST /gates/challenge``, ``/gates/redeem``, ``/gates/settle`` and ``/gates/release``.
 
 * :func:`challenge` — the challenge headers for one request (never cached: each carries a
   fresh nonce, and both protocols bind the request's method and URL);
@@ -13,14 +14,16 @@ come here: hosted gates directly (``reference_server.routes.gates.backend.Databa
   (:mod:`._holds`), then :func:`settle` once the answer succeeded (status below 400) or
   :func:`release` when it failed ("verify, serve, then settle": a payer is never charged
   for a failed answer); a hold never settled nor released expires (:func:`expire_holds`);
-* :func:`redeem` — verify and settle a credential at once, book it (receipt, ledger credit for
-  ``processor_deposit``, ``payment.succeeded``) or refuse it (``payment.failed`` for the
-  seller's owner).  A credential pays once, also when sent many times at once.
+* settled, a payment is booked (receipt, ledger credit for ``processor_deposit``,
+  ``payment.succeeded``); a refused credential or a released hold records
+  ``payment.failed`` for the seller's owner.  A credential pays once, also when sent many
+  times at once.
 
 The protocol work is pympp's (``mpp.methods.evm``), imported on first use, in a worker
 thread, through :func:`_engine` (see there why), so a server without the ``rails`` extra
 still runs: its gates just offer no open rail.  Modules: :mod:`._terms` (what a gate offers),
 :mod:`._pympp` (the pympp server), :mod:`._claims` (its replay store in the database),
+:mod:`._holds` (claimed credentials waiting for their answer),
 :mod:`._credit` (the books), :mod:`._model` (the values passed around).
 """
 
@@ -70,7 +73,6 @@ __all__ = [
     "load_gate",
     "offered",
     "purge_claims",
-    "redeem",
     "release",
     "settle",
 ]
@@ -133,33 +135,6 @@ async def challenge(ctx: ServerContext, gate: Gate, request: RailRequest) -> lis
     engine, secret = await _prepared(ctx, terms)
     headers: list[tuple[str, str]] = await engine.challenge(ctx, gate, terms, secret, request)
     return headers
-
-
-async def redeem(
-    ctx: ServerContext,
-    gate: Gate,
-    request: RailRequest,
-    headers: Mapping[str, str],
-    *,
-    request_id: str,
-) -> Redemption:
-    """Verify, settle and book the open-rail credential among ``headers``.
-
-    Paid: the receipt, its verification and the paid response's headers.  Refused
-    (replayed, unfunded, badly signed, for another price or URL): a :class:`Redemption`
-    with ``paid=False`` saying why, after ``payment.failed`` was recorded.  Raises
-    :class:`SettlementUnavailable` when the outcome cannot be known now, and
-    ``ValueError`` when ``headers`` hold no credential at all.
-    """
-    accepted = _accepted(ctx, gate, headers)
-    if isinstance(accepted, Redemption):
-        return accepted
-    terms, credentials = accepted
-    engine, secret = await _prepared(ctx, terms)
-    redemption: Redemption = await engine.redeem(
-        ctx, gate, terms, secret, request, credentials, request_id
-    )
-    return redemption
 
 
 class HoldNotFound(LookupError):

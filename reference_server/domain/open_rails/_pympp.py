@@ -9,15 +9,18 @@ about the request, exactly as a pympp seller's own route would ask it::
     result = await mpp.charge(amount="0.25")(Request(method, url, headers))
 
 ``PaymentRequired`` is a challenge (402) or a refusal (402 with a retry challenge, or
-403 for a credential that was already used); ``PaymentVerified`` is a settled payment.
-``route_binding="resource"`` lets stock x402 clients pay (they bind by the resource URL,
-not by mppx's route extension); the claim store is the database, so a credential pays
-once across processes.
+403 for a credential that was already used).  ``route_binding="resource"`` lets stock
+x402 clients pay (they bind by the resource URL, not by mppx's route extension); the claim
+store is the database, so a credential is claimed once across processes.
 
-Settlement: ``test`` uses the charge's ``settle`` hook, which runs the authorization on
-the sandbox chain and books it in one transaction (:mod:`._credit`); ``live`` lets pympp
-settle through the configured x402 facilitator and books the transaction afterwards,
-keyed on its hash.
+Verify, serve, then settle: pympp verifies the credential and claims its nonce, then
+calls the charge's ``settle`` hook, which here checks that the authorization would settle
+now (the sandbox chain's checks; live, the facilitator's ``/verify``) and *stops*
+(:class:`_Held`): :func:`claim` records a hold (:mod:`._holds`).  :func:`settle` later
+runs it: ``test`` on the sandbox chain, booked in the same transaction (:mod:`._credit`);
+``live`` through the facilitator's ``/settle``, booked afterwards, keyed on its hash.
+The paid answer's ``Payment-Receipt`` / ``PAYMENT-RESPONSE`` are built as pympp's
+``PaymentVerified.with_receipt`` builds them.
 
 This module imports pympp (and through it eth-account): the package imports it only
 through :func:`reference_server.domain.open_rails._engine`, which keeps the process's
@@ -43,7 +46,7 @@ from mpp.errors import (
 from mpp.methods.evm import EvmAsset
 from mpp.methods.evm import server as evm
 from mpp.methods.evm.intents import Authorization as VerifiedAuthorization
-from mpp.server import Mpp, PaymentVerified, Request, Response
+from mpp.server import Mpp, PaymentVerified, Request
 from mpp.x402 import encode_payment_response, is_x402_credential
 from mpp.x402.facilitator import Facilitator, FacilitatorError
 from sqlalchemy import update
@@ -68,7 +71,7 @@ from ._holds import Hold, release_hold, save_hold, take_hold
 from ._model import Gate, Redemption, SettlementUnavailable
 from ._terms import RailTerms
 
-__all__ = ["challenge", "claim", "redeem", "settle"]
+__all__ = ["challenge", "claim", "settle"]
 
 log = logging.getLogger("reference_server.open_rails")
 
@@ -78,7 +81,6 @@ _CHALLENGE_HEADERS = {
     "www-authenticate": ("WWW-Authenticate", "mpp"),
     "payment-required": ("PAYMENT-REQUIRED", "x402"),
 }
-_RECEIPT_HEADERS = {"payment-receipt": "Payment-Receipt", "payment-response": "PAYMENT-RESPONSE"}
 
 
 class _Held(Exception):
@@ -91,8 +93,7 @@ class _Held(Exception):
 
 
 class _Attempt:
-    """One request's pympp server, and what happened to its credential.  ``hold``: verify
-    and claim only (the settle hook stops there), for :func:`claim`."""
+    """One request's pympp server, and what happened to its credential."""
 
     def __init__(
         self,
@@ -101,15 +102,12 @@ class _Attempt:
         terms: RailTerms,
         secret: str,
         request_id: str,
-        *,
-        hold: bool = False,
     ) -> None:
         self.ctx = ctx
         self.gate = gate
         self.terms = terms
         self.request_id = request_id
         self.store = ClaimStore(ctx.db, ctx.now)
-        self.receipt_id: str | None = None
         self.error: BaseException | None = None
         self.payer: str | None = None
         asset = terms.asset
@@ -122,7 +120,8 @@ class _Attempt:
                 version=asset.version,
             ),
             recipient=terms.recipient,
-            settle=self._hold if hold else (self._settle if terms.sandbox else None),
+            # Always the hook that stops after the claim: settling is :func:`settle`'s.
+            settle=self._hold,
             facilitator=terms.facilitator_url,
             route_binding="resource",
             store=self.store,
@@ -173,49 +172,6 @@ class _Attempt:
         auth = ChainAuthorization.from_json(payload)
         with self.ctx.db.read() as conn:
             chain.check_transfer(conn, auth, payload.get("signature"), now=self.ctx.now())
-
-    # --- test: settle on the sandbox chain and book it, in one transaction ---------------
-
-    async def _settle(self, authorization: VerifiedAuthorization) -> str:
-        rail = "x402" if is_x402_credential(authorization.credential) else "mpp"
-        self.payer = str(authorization.payload.get("from") or "") or None
-        try:
-            receipt_id, tx_hash = await anyio.to_thread.run_sync(
-                self._settle_in_db, rail, authorization.payload
-            )
-        except chain.ChainError as refused:
-            # Nothing moved: pympp releases the claim, so the payer may fund and retry.
-            raise VerificationFailedError(refused.message) from None
-        except MalformedAuthorization as exc:
-            raise InvalidPayloadError(str(exc)) from None
-        except Exception as exc:
-            # The transaction rolled back, so nothing moved either; pympp keeps claims
-            # on unexpected errors (a payment may have landed elsewhere): release ours.
-            log.exception("settling %s for %s failed", rail, self.gate.resource.id)
-            if self.store.claimed is not None:
-                await self.store.delete(self.store.claimed)
-            raise InternalPaymentError() from exc
-        self.receipt_id = receipt_id
-        return tx_hash
-
-    def _settle_in_db(self, rail: str, payload: Mapping[str, Any]) -> tuple[str, str]:
-        ctx, gate = self.ctx, self.gate
-        with ctx.db.write() as conn:
-            result = settle_on_sandbox(
-                conn,
-                resource=gate.resource,
-                seller=gate.seller,
-                terms=self.terms,
-                rail=rail,
-                payload=payload,
-                fee_bps=ctx.settings.platform_fee_bps,
-                request_id=self.request_id,
-                now=ctx.now(),
-            )
-            queued = conn.info.pop(NEW_DELIVERIES, False)
-        if queued:
-            ctx.notify_new_events()
-        return result
 
     # --- live: the facilitator settled; book the transaction once -------------------------
 
@@ -277,62 +233,6 @@ async def challenge(
     return _challenge_headers(result.challenge, terms.protocols)
 
 
-async def redeem(
-    ctx: ServerContext,
-    gate: Gate,
-    terms: RailTerms,
-    secret: str,
-    request: RailRequest,
-    credentials: Mapping[str, str],
-    request_id: str,
-) -> Redemption:
-    """Verify and settle the credential in ``credentials``; see :func:`..redeem`."""
-    rail = "mpp" if "authorization" in credentials else "x402"
-    attempt = _Attempt(ctx, gate, terms, secret, request_id)
-    try:
-        result = await attempt.run(request, credentials)
-    except PaymentError as exc:  # pympp's 500: the outcome may be unknown, do not re-offer
-        raise SettlementUnavailable(str(exc)) from exc
-    if isinstance(result, PaymentVerified):
-        return await _paid(attempt, result)
-    return await _refused(attempt, result, rail)
-
-
-async def _paid(attempt: _Attempt, result: PaymentVerified) -> Redemption:
-    rail = "x402" if is_x402_credential(result.credential) else "mpp"
-    receipt_id = attempt.receipt_id
-    if receipt_id is None:  # live: the facilitator settled, the books are ours to write
-        payer = result.receipt.payer or _payer_of(result.credential)
-        try:
-            receipt_id = await anyio.to_thread.run_sync(
-                attempt.book, rail, result.receipt.reference, payer
-            )
-        except Exception as exc:
-            log.critical(
-                "%s payment %s settled on chain but could not be booked for %s: %r",
-                rail,
-                result.receipt.reference,
-                attempt.gate.resource.id,
-                exc,
-            )
-            raise SettlementUnavailable("the payment settled but could not be booked") from exc
-    paid = result.with_receipt(Response())
-    headers = [
-        (_RECEIPT_HEADERS[name], value)
-        for name, value in paid.headers.multi_items()
-        if name in _RECEIPT_HEADERS
-    ]
-    verification = await anyio.to_thread.run_sync(_verification, attempt, receipt_id)
-    return Redemption(
-        paid=True,
-        rail=rail,
-        receipt_id=receipt_id,
-        verification=verification,
-        headers=headers,
-        payer=result.receipt.payer,
-    )
-
-
 def _verification(attempt: _Attempt, receipt_id: str) -> Any:
     with attempt.ctx.db.read() as conn:
         return verify_receipt(
@@ -389,7 +289,7 @@ async def claim(
     """Verify the credential in ``credentials`` and claim its nonce, moving nothing; see
     :func:`..claim`."""
     rail = "mpp" if "authorization" in credentials else "x402"
-    attempt = _Attempt(ctx, gate, terms, secret, request_id, hold=True)
+    attempt = _Attempt(ctx, gate, terms, secret, request_id)
     try:
         result = await attempt.run(request, credentials)
     except _Held as held:
