@@ -19,10 +19,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import svc
+from reference_server.sandbox import chain
+from reference_server.sandbox.eip3009 import Authorization
 from svc_asgi import PaymentGate, payment_of
 
-from ..sandbox.helpers import assert_chain_sound
-from ..support import LiveApp, LiveServer
+from ..sandbox.helpers import assert_chain_sound, authorization, new_account, sign
+from ..support import LiveApp, LiveServer, free_port
 from .helpers import (
     PRICE,
     RailShop,
@@ -44,12 +46,15 @@ PAYMENT_HEADERS = ("x-svc-receipt", "payment-receipt", "payment-response")
 class Answers:
     """What the upstream (or the seller's handler) answers: ``status``, switchable."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, before: Callable[[], None] | None = None) -> None:
         self.status = status
         self.calls = 0
+        self.before = before
 
     async def endpoint(self, request: Request) -> Response:
         self.calls += 1
+        if self.before is not None:
+            self.before()
         if self.status >= 400:
             return JSONResponse({"error": "boom", "status": self.status}, status_code=self.status)
         payment = payment_of(request)  # None upstream of a hosted gate
@@ -220,3 +225,45 @@ async def test_a_claim_never_settled_expires_and_is_released(server: LiveServer)
     async with httpx.AsyncClient(timeout=30) as http:
         assert (await http.get(url, headers=credential)).status_code == 200
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
+
+
+@pytest.mark.parametrize("kind", ["hosted", "asgi"])
+async def test_a_settlement_refused_after_success_withholds_the_answer(
+    server: LiveServer, serve_app: Callable[..., LiveApp], kind: str
+) -> None:
+    payer = funded_payer(server)
+
+    def drain() -> None:
+        """While the request is served, the payer spends everything elsewhere."""
+        signed = sign(payer, authorization(payer, new_account().address, 1_000_000))
+        auth = Authorization.from_json(signed.authorization)
+        with server.ctx.db.write() as conn:
+            chain.transfer_with_authorization(conn, auth, signed.signature, now=server.ctx.now())
+
+    answers = Answers(200, before=drain)
+    shop, url = _surface(kind, server, serve_app, answers)
+    refused = await x402_pay(url, payer)
+    assert refused.status_code == 402 and answers.calls == 1
+    error = refused.json()["error"]
+    assert error["details"]["reason"] == "receipt_refused"
+    assert "could not be settled" in error["message"] and "the goods" not in refused.text
+    assert not [name for name in PAYMENT_HEADERS if name in refused.headers]
+    assert balance(server.url, payer.address) == 0  # drained elsewhere, not by the gate
+    assert receipts_of(server, shop.resource.id) == []
+    assert shop.balance().balance == Decimal("0")
+    reasons = [f["reason"] for f in events_of(server, shop.owner_id, "payment.failed")]
+    assert reasons == ["settlement_refused"]
+    assert_chain_sound(server.ctx.db)
+
+
+async def test_an_unreachable_upstream_is_not_charged(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    shop = open_rail_shop(server, upstream_url=f"http://127.0.0.1:{free_port()}/gone")
+    payer = funded_payer(server)
+    answer = await mpp_pay(shop.resource.gate_url, payer)
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == "upstream_unavailable"
+    _not_charged(server, shop, payer)
+    [failed] = events_of(server, shop.owner_id, "payment.failed")
+    assert (failed["reason"], failed["status"]) == ("answer_failed", 502)
