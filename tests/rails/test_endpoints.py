@@ -66,8 +66,12 @@ async def test_redeem_through_the_sdk(server: LiveServer) -> None:
     assert paid.verification.receipt_id == held.verification.receipt_id
     assert {name for name, _ in paid.headers} == {"Payment-Receipt", "PAYMENT-RESPONSE"}
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
-    with pytest.raises(svc.NotFoundError):  # settled once; the claim is gone
-        shop.seller.gates.settle(held.claim)
+    # Settling again (a retry after a lost answer) answers the same payment, moving nothing.
+    retried = shop.seller.gates.settle(held.claim)
+    assert retried.paid and retried.verification is not None
+    assert retried.verification.receipt_id == paid.verification.receipt_id
+    assert retried.headers == paid.headers
+    assert balance(server.url, payer.address) == 1_000_000 - PRICE
 
     again = shop.seller.gates.redeem(
         shop.resource.id, method="GET", url=APP_URL, headers=credential
@@ -125,7 +129,9 @@ async def test_concurrent_redeems_through_the_api_pay_once(server: LiveServer) -
         settled = await asyncio.gather(
             *(seller.gates.settle(claims[0]) for _ in range(5)), return_exceptions=True
         )
-    assert sum(1 for a in settled if isinstance(a, svc.GateRedemption) and a.paid) == 1
+    # Settled once; every concurrent settle answers that same payment.
+    assert all(isinstance(a, svc.GateRedemption) and a.paid for a in settled), settled
+    assert len({a.verification.receipt_id for a in settled}) == 1  # type: ignore[union-attr]
     assert len(receipts_of(server, shop.resource.id)) == 1
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
 

@@ -46,9 +46,10 @@ from svc_asgi import RailRequest
 from ...context import ServerContext
 from ...recursion import keeping_recursion_limit
 from ...store import tables as t
+from ..payments import verify_receipt
 from ._claims import purge_claims
-from ._holds import HOLD_TTL, Hold, expire_holds, load_hold, release_hold
-from ._model import Gate, Redemption, SettlementUnavailable
+from ._holds import HOLD_TTL, Hold, expire_holds, load_hold, load_settled, release_hold
+from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import (
     DIRECT_WALLET,
     PROCESSOR_DEPOSIT,
@@ -137,10 +138,6 @@ async def challenge(ctx: ServerContext, gate: Gate, request: RailRequest) -> lis
     return headers
 
 
-class HoldNotFound(LookupError):
-    """No such hold: unknown, another seller's, or already settled, released or expired."""
-
-
 def _accepted(
     ctx: ServerContext, gate: Gate, headers: Mapping[str, str]
 ) -> tuple[RailTerms, dict[str, str]] | Redemption:
@@ -214,7 +211,13 @@ async def settle(
     tokens; the claim is released and ``payment.failed`` recorded), when the answer must
     be withheld and a 402 returned.  Raises :class:`HoldNotFound` and
     :class:`SettlementUnavailable`."""
-    hold = await _hold_of(ctx, claim_id, seller_id)
+    try:
+        hold = await _hold_of(ctx, claim_id, seller_id)
+    except HoldNotFound:
+        again = await _settled_already(ctx, claim_id, seller_id)
+        if again is None:
+            raise
+        return again
 
     def load() -> Gate | None:
         with ctx.db.read() as conn:
@@ -239,8 +242,38 @@ async def settle(
             message="this gate no longer takes open-rail payments",
         )
     engine, _ = await _prepared(ctx, terms)
-    redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
+    try:
+        redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
+    except HoldNotFound:  # settled (or released) concurrently
+        again = await _settled_already(ctx, claim_id, seller_id)
+        if again is None:
+            raise
+        return again
     return redemption
+
+
+async def _settled_already(
+    ctx: ServerContext, claim_id: str, seller_id: str | None
+) -> Redemption | None:
+    """Settling a claim settled before (a retry after a lost answer): the same payment."""
+
+    def load() -> Redemption | None:
+        done = load_settled(ctx.db, claim_id)
+        if done is None or (seller_id is not None and done["seller_id"] != seller_id):
+            return None
+        with ctx.db.read() as conn:
+            verification = verify_receipt(
+                conn, done["receipt_id"], resource_id=done["resource_id"], seller_id=None
+            )
+        return Redemption(
+            paid=True,
+            rail=done["rail"],
+            receipt_id=done["receipt_id"],
+            verification=verification,
+            headers=[(name, value) for name, value in done["headers"]],
+        )
+
+    return await anyio.to_thread.run_sync(load)
 
 
 async def release(

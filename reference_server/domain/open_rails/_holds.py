@@ -10,10 +10,12 @@ for it) and what releasing needs (the pympp claim key, the resource).  Keeping i
 needs no table of its own and lets any server process settle what another one claimed.
 
 A hold is *taken* by deleting its row: whoever deletes it (settle, release, expiry) owns
-it, exactly once, on SQLite and PostgreSQL alike.  A hold never settled nor released (the
-app crashed, the gate lost its connection) expires after :data:`HOLD_TTL` and is released
-by the server's housekeeping (:func:`expire_holds`): nothing moves, ``payment.failed``
-says ``claim_expired``.
+it, exactly once, on SQLite and PostgreSQL alike.  A settled hold leaves a
+``settled:{claim id}`` row (the receipt id and the paid answer's headers), so that
+settling again (a retry after a lost answer) answers the same payment instead of an
+error.  A hold never settled nor released (the app crashed, the gate lost its
+connection) expires after :data:`HOLD_TTL` and is released by the server's housekeeping
+(:func:`expire_holds`): nothing moves, ``payment.failed`` says ``claim_expired``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ __all__ = [
     "Hold",
     "expire_holds",
     "load_hold",
+    "load_settled",
+    "record_settled",
     "release_hold",
     "save_hold",
     "take_hold",
@@ -44,6 +48,7 @@ __all__ = [
 
 _c = t.rail_claims
 _PREFIX = "hold:"
+_SETTLED = "settled:"
 #: How long a claimed credential waits for its answer before it is released.  Longer than
 #: any answer a gate waits for (the hosted gates' upstream timeout is far shorter).
 HOLD_TTL = timedelta(minutes=10)
@@ -87,6 +92,33 @@ def load_hold(db: Database, claim: str) -> Hold | None:
     with db.read() as conn:
         row = conn.execute(select(_c).where(_c.c.key == _PREFIX + claim)).first()
     return None if row is None else Hold.load(row.value, row.created_at)
+
+
+def record_settled(
+    conn: Connection, hold: Hold, headers: list[tuple[str, str]], now: datetime
+) -> None:
+    """Remember, in the settling transaction, what settling ``hold`` answered."""
+    value = {
+        "receipt_id": hold.receipt_id,
+        "rail": hold.rail,
+        "seller_id": hold.seller_id,
+        "resource_id": hold.resource_id,
+        "headers": [list(pair) for pair in headers],
+    }
+    conn.execute(
+        insert(_c).values(
+            key=_SETTLED + hold.claim,
+            value=json.dumps(value, separators=(",", ":")),
+            created_at=now,
+        )
+    )
+
+
+def load_settled(db: Database, claim: str) -> dict[str, Any] | None:
+    """What settling ``claim`` answered, if it was settled (kept a day)."""
+    with db.read() as conn:
+        value = conn.execute(select(_c.c.value).where(_c.c.key == _SETTLED + claim)).scalar()
+    return None if value is None else dict(json.loads(value))
 
 
 def take_hold(conn: Connection, claim: str) -> bool:

@@ -8,13 +8,17 @@ import attrs
 
 from svc import GateRedemption, ReceiptVerification
 
-__all__ = ["Gate", "Redemption", "SettlementUnavailable"]
+__all__ = ["Gate", "HoldNotFound", "Redemption", "SettlementUnavailable"]
 
 
 class SettlementUnavailable(Exception):
     """The credential could not be settled now, and its outcome may be unknown (a
     facilitator failed after broadcasting, the database failed after the chain moved):
     answer 503, never a fresh challenge, which would invite the payer to pay again."""
+
+
+class HoldNotFound(LookupError):
+    """No such hold: unknown, another seller's, or already settled, released or expired."""
 
 
 @attrs.frozen(kw_only=True)

@@ -67,8 +67,8 @@ from ..events import NEW_DELIVERIES
 from ..payments import verify_receipt
 from ._claims import ClaimStore
 from ._credit import credit, receipt_for_transaction, record_refusal, settle_on_sandbox
-from ._holds import Hold, release_hold, save_hold, take_hold
-from ._model import Gate, Redemption, SettlementUnavailable
+from ._holds import Hold, record_settled, release_hold, save_hold, take_hold
+from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import RailTerms
 
 __all__ = ["challenge", "claim", "settle"]
@@ -365,9 +365,11 @@ async def settle(
     attempt = _Attempt(ctx, gate, terms, "", request_id or hold.request_id)
     if terms.sandbox:
         try:
-            tx_hash = await anyio.to_thread.run_sync(_settle_held_on_sandbox, attempt, hold)
+            tx_hash, headers = await anyio.to_thread.run_sync(
+                _settle_held_on_sandbox, attempt, hold
+            )
         except _Gone:
-            return _gone(hold)
+            raise HoldNotFound(hold.claim) from None
         except chain.ChainError as refused:
             return await _settlement_refused(attempt, hold, refused.message)
         except Exception as exc:  # rolled back: nothing moved, the hold is still there
@@ -376,7 +378,7 @@ async def settle(
         payer = hold.payer
     else:
         if not await anyio.to_thread.run_sync(_take, attempt, hold):
-            return _gone(hold)
+            raise HoldNotFound(hold.claim)
         facilitator = _facilitator(attempt.intent)
         payment, requirements = attempt.intent._facilitator_payment(hold.payload, hold.request)
         try:
@@ -392,7 +394,7 @@ async def settle(
         payer = settled.get("payer") or hold.payer
         try:
             await anyio.to_thread.run_sync(attempt.book, hold.rail, tx_hash, payer, hold.receipt_id)
-            await anyio.to_thread.run_sync(_mark_settled, attempt, hold, tx_hash)
+            headers = await anyio.to_thread.run_sync(_mark_settled, attempt, hold, tx_hash, payer)
         except Exception as exc:
             log.critical(
                 "%s payment %s settled on chain but could not be booked for %s: %r",
@@ -408,7 +410,7 @@ async def settle(
         rail=hold.rail,
         receipt_id=hold.receipt_id,
         verification=verification,
-        headers=_receipt_headers(hold, terms, tx_hash, payer),
+        headers=headers,
         payer=payer,
     )
 
@@ -417,29 +419,24 @@ class _Gone(Exception):
     """The hold was taken already (settled, released, expired)."""
 
 
-def _gone(hold: Hold) -> Redemption:
-    return Redemption(
-        paid=False,
-        rail=hold.rail,
-        reason="receipt_refused",
-        message="this claim was already settled, released or expired",
-    )
-
-
 def _take(attempt: _Attempt, hold: Hold) -> bool:
     with attempt.ctx.db.write() as conn:
         return take_hold(conn, hold.claim)
 
 
-def _mark_settled(attempt: _Attempt, hold: Hold, tx_hash: str) -> None:
-    if hold.claim_key is None:
-        return
+def _mark_settled(
+    attempt: _Attempt, hold: Hold, tx_hash: str, payer: str | None
+) -> list[tuple[str, str]]:
     c = t.rail_claims
+    headers = _receipt_headers(hold, attempt.terms, tx_hash, payer)
     with attempt.ctx.db.write() as conn:
-        conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
+        if hold.claim_key is not None:
+            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
+        record_settled(conn, hold, headers, attempt.ctx.now())
+    return headers
 
 
-def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> str:
+def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tuple[str, str]]]:
     """Take the hold, move the tokens and book them: one transaction, all or nothing."""
     ctx, gate = attempt.ctx, attempt.gate
     with ctx.db.write() as conn:
@@ -460,10 +457,12 @@ def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> str:
         if hold.claim_key is not None:
             c = t.rail_claims
             conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
+        headers = _receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
+        record_settled(conn, hold, headers, ctx.now())
         queued = conn.info.pop(NEW_DELIVERIES, False)
     if queued:
         ctx.notify_new_events()
-    return tx_hash
+    return tx_hash, headers
 
 
 async def _settlement_refused(
