@@ -74,6 +74,10 @@ class ServiceRails:
             answer = await self.client.gates.settle(claim)
         except _TRANSIENT as exc:
             raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+        except svc.NotFoundError:  # expired (so released) before the answer came
+            gone = "the claim expired before the answer came; nothing was charged"
+            refused = svc.ReceiptVerification(valid=False, receipt_id="", reason=gone)
+            return RailRedemption(verification=refused, source="service")
         return RailRedemption.from_answer(answer)
 
     async def release(self, claim: str, *, reason: str, status: int | None) -> None:
