@@ -31,6 +31,8 @@ import os
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
+import anyio
+
 import svc
 from svc import Environment
 
@@ -267,7 +269,8 @@ class PaymentGate:
         try:
             await self.app(scope, receive, answer.send)
         except BaseException:
-            await answer.finish(500)
+            with anyio.CancelScope(shield=True):  # also when the client went away
+                await answer.finish(500)
             raise
         await answer.finish(None)
 

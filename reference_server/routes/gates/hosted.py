@@ -34,6 +34,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
@@ -211,7 +212,8 @@ async def hosted_gate(call: Call) -> Response:
     try:
         response = await _answer(request, ctx, resource, outcome, request_id)
     except BaseException:
-        await core.release(outcome, status=500, reason="answer_failed")
+        with anyio.CancelScope(shield=True):  # also when the client went away
+            await core.release(outcome, status=500, reason="answer_failed")
         raise
     return await _settled(core, outcome, response, request_id)
 
