@@ -129,3 +129,55 @@ async def test_a_failed_settlement_withholds_the_answer() -> None:
     assert "could not be settled" in error["message"] and "part one" not in answer.text
     assert "x-svc-receipt" not in answer.headers
     assert answer.headers["payment-required"] == "fresh"
+
+
+async def _handshake(rail: HoldingFake, app: Any) -> list[dict[str, Any]]:
+    """A WebSocket handshake with a rail credential, straight through the ASGI callable."""
+    gate = PaymentGate(app, prices={"GET /ws": "res_report"}, backend=FakeBackend(), rails=[rail])
+    scope = {
+        "type": "websocket",
+        "path": "/ws",
+        "raw_path": b"/ws",
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "ws",
+        "server": ("shop", 80),
+        "headers": [(b"host", b"shop"), (b"payment-signature", b"signed")],
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await gate(scope, receive, send)
+    return sent
+
+
+async def test_a_websocket_is_settled_on_accept_and_released_on_refusal() -> None:
+    async def accepts(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": 1000})
+
+    rail = HoldingFake()
+    sent = await _handshake(rail, accepts)
+    assert rail.calls == [("claim",), ("settle", "clm_1")]
+    assert sent[0]["type"] == "websocket.accept"
+    assert (b"payment-response", b"settled") in sent[0]["headers"]
+
+    async def refuses(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.close", "code": 1008})
+
+    rail = HoldingFake()
+    sent = await _handshake(rail, refuses)
+    assert rail.calls == [("claim",), ("release", "clm_1", "answer_failed", "403")]
+    assert [m["type"] for m in sent] == ["websocket.close"]
+
+    rail = HoldingFake(refuse=True)  # accepted, but the payment does not settle
+    sent = await _handshake(rail, accepts)
+    assert sent[0]["type"] == "websocket.close" and sent[0]["code"] == 1008
+    assert len(sent) == 1  # the app's later close is dropped with the rest
