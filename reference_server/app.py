@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .context import ServerContext
-from .domain.open_rails import purge_claims
+from .domain.open_rails import expire_holds, purge_claims
 from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
@@ -109,7 +109,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 
 async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
     """Purge expired idempotency records and open-rail claims (kept a day, far past the
-    authorizations they claim) now and then; failures wait for the next round."""
+    authorizations they claim), and release open-rail holds never settled nor released
+    (a gate that crashed mid-request), now and then; failures wait for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
     while True:
         await anyio.sleep(every_seconds)
@@ -119,6 +120,11 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
             )
             await anyio.to_thread.run_sync(
                 lambda: purge_claims(ctx.db, before=ctx.now() - timedelta(days=1))
+            )
+            await anyio.to_thread.run_sync(
+                lambda: expire_holds(
+                    ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
+                )
             )
         except Exception:
             log.exception("housekeeping failed")

@@ -27,6 +27,7 @@ from ._models import (
     EventCatalog,
     GateChallenge,
     GateRedemption,
+    GateRelease,
     Handle,
     HandleResolution,
     Health,
@@ -67,7 +68,9 @@ from .bodies import (
     PayUrl,
     RecycleBalance,
     RedeemCredential,
+    ReleaseClaim,
     RequestChallenge,
+    SettleClaim,
     UpdateConnect,
     UpdateWalletKey,
     UpdateWebhook,
@@ -110,6 +113,8 @@ __all__ = [
     "discovery",
     "gates_challenge",
     "gates_redeem",
+    "gates_release",
+    "gates_settle",
     "handles_create",
     "handles_resolve",
     "health",
@@ -951,7 +956,9 @@ def gates_challenge(resource_id: str, *, method: str, url: str) -> RequestSpec[G
 def gates_redeem(
     resource_id: str, *, method: str, url: str, headers: Mapping[str, str]
 ) -> RequestSpec[GateRedemption]:
-    """``POST /gates/redeem``: settle the open-rail credential in ``headers``.
+    """``POST /gates/redeem``: verify the open-rail credential in ``headers`` and claim it
+    (nothing moves yet): the answer's ``claim`` is then settled (:func:`gates_settle`) once
+    the request's answer succeeded, or released (:func:`gates_release`).
 
     Only ``PAYMENT-SIGNATURE`` (x402) and ``Authorization`` (MPP's ``Payment`` scheme) are
     sent: any other header, and an ``Authorization`` of another scheme (the app's own
@@ -973,6 +980,39 @@ def gates_redeem(
             )
         ),
         parse=as_model(GateRedemption),
+    )
+
+
+def gates_settle(claim: str) -> RequestSpec[GateRedemption]:
+    """``POST /gates/settle``: settle a claimed credential whose answer succeeded."""
+    return RequestSpec(
+        method="POST",
+        path="/gates/settle",
+        role=Role.SELLER,
+        json=to_json(SettleClaim(claim=_text("claim", claim))),
+        parse=as_model(GateRedemption),
+    )
+
+
+def gates_release(
+    claim: str, *, status: int | None = None, reason: str = "answer_failed"
+) -> RequestSpec[GateRelease]:
+    """``POST /gates/release``: release a claimed credential whose answer failed
+    (``status``) or never came (``reason="answer_missing"``); nothing is charged."""
+    if reason not in ("answer_failed", "answer_missing"):
+        raise ValueError('reason must be "answer_failed" or "answer_missing"')
+    return RequestSpec(
+        method="POST",
+        path="/gates/release",
+        role=Role.SELLER,
+        json=to_json(
+            ReleaseClaim(
+                claim=_text("claim", claim),
+                reason=reason,  # type: ignore[arg-type]
+                status=status,
+            )
+        ),
+        parse=as_model(GateRelease),
     )
 
 

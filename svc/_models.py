@@ -42,6 +42,7 @@ __all__ = [
     "FundingRefundedData",
     "GateChallenge",
     "GateRedemption",
+    "GateRelease",
     "Handle",
     "HandleResolution",
     "Health",
@@ -539,6 +540,20 @@ class GateRedemption:
     headers: list[tuple[str, str]] = attrs.field(factory=list)
     reason: str | None = None
     message: str | None = None
+    #: Claimed (``POST /gates/redeem``): the credential is verified and its nonce held,
+    #: nothing has moved yet; settle it (``POST /gates/settle``) once the answer succeeded,
+    #: or release it (``POST /gates/release``).  ``paid`` is false until settled.
+    claim: str | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GateRelease:
+    """``POST /gates/release``: the claim was released; nothing moved, and the payer's
+    authorization may be presented again."""
+
+    released: bool = True
+    claim: str | None = None
     request_id: str | None = None
 
 
@@ -751,7 +766,10 @@ class PaymentFailedData:
     Also sent to a *seller's* owner when an open-rail credential (``rail`` ``x402`` or
     ``mpp``) presented at one of its gates is refused (replayed, unfunded, badly signed):
     ``reason`` is then the gate's ``receipt_refused`` or ``receipt_malformed`` and
-    ``payer`` the address that signed it.
+    ``payer`` the address that signed it.  A credential verified and claimed whose
+    answer failed is released, not charged: ``reason`` ``answer_failed`` with the answer's
+    ``status``; ``claim_expired`` for a claim never settled nor released;
+    ``settlement_refused`` when settling after a successful answer failed.
     """
 
     ok: bool = False
@@ -770,6 +788,8 @@ class PaymentFailedData:
     settlement: str | None = None
     #: Open rails: the address that signed the refused credential, when it could be read.
     payer: str | None = None
+    #: Open rails, ``answer_failed``: the status of the answer that was not charged.
+    status: int | None = None
 
 
 @attrs.frozen(kw_only=True)

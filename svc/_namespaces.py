@@ -36,6 +36,7 @@ from ._models import (
     EventCatalog,
     GateChallenge,
     GateRedemption,
+    GateRelease,
     Handle,
     HandleResolution,
     OwnerCreated,
@@ -718,8 +719,10 @@ class Gates(_Namespace):
     """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks the service.
 
     A gate in front of the seller's app gets the x402 / MPP challenge for an unpaid
-    request with :meth:`challenge` and settles a presented credential with :meth:`redeem`;
-    the service holds every key and settles, the app holds none.
+    request with :meth:`challenge`, verifies and claims a presented credential with
+    :meth:`redeem`, serves the request, then :meth:`settle` s the claim when the answer
+    succeeded or :meth:`release` s it when it failed; the service holds every key and
+    settles, the app holds none.
     """
 
     def challenge(
@@ -744,9 +747,29 @@ class Gates(_Namespace):
         headers: Mapping[str, str],
         options: RequestOptions | None = None,
     ) -> GateRedemption:
-        """Verify and settle the credential in ``headers`` (only ``PAYMENT-SIGNATURE`` and
-        ``Authorization: Payment …`` are sent) for the request ``method`` ``url``."""
+        """Verify the credential in ``headers`` (only ``PAYMENT-SIGNATURE`` and
+        ``Authorization: Payment …`` are sent) for the request ``method`` ``url`` and claim
+        it: a verified one comes back with ``claim`` set, nothing moved yet."""
         spec = ep.gates_redeem(resource_id, method=method, url=url, headers=headers)
+        return self._client._request(spec, options)
+
+    def settle(self, claim: str, *, options: RequestOptions | None = None) -> GateRedemption:
+        """Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
+        answer's headers, or refused (nothing moved: withhold the answer, answer 402)."""
+        spec = ep.gates_settle(claim)
+        return self._client._request(spec, options)
+
+    def release(
+        self,
+        claim: str,
+        *,
+        status: int | None = None,
+        reason: str = "answer_failed",
+        options: RequestOptions | None = None,
+    ) -> GateRelease:
+        """Release a claim whose answer failed (``status``) or never came
+        (``reason="answer_missing"``): nothing is charged."""
+        spec = ep.gates_release(claim, status=status, reason=reason)
         return self._client._request(spec, options)
 
 

@@ -489,3 +489,32 @@ class RedeemCredential:
         "url": "https://shop.example/v1/report?page=2",
         "headers": {"PAYMENT-SIGNATURE": "eyJ4..."},
     }
+
+
+_CLAIM = Text(max_length=40, pattern=r"^clm_[A-Za-z0-9]{1,36}$", hint="a claim id (clm_…)")
+
+
+@attrs.frozen(kw_only=True)
+class SettleClaim:
+    """A claimed credential (``POST /gates/redeem`` answered its ``claim``) whose answer
+    succeeded: settle it."""
+
+    claim: Annotated[str, _CLAIM]
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"claim": "clm_01JD3X7R9K2M4P6Q8S"}
+
+
+@attrs.frozen(kw_only=True)
+class ReleaseClaim:
+    """A claimed credential whose answer failed (``status``, at least 400) or never came:
+    release it, charging nothing.  ``reason`` is recorded in ``payment.failed``."""
+
+    claim: Annotated[str, _CLAIM]
+    reason: Literal["answer_failed", "answer_missing"] = "answer_failed"
+    status: int | None = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {
+        "claim": "clm_01JD3X7R9K2M4P6Q8S",
+        "reason": "answer_failed",
+        "status": 500,
+    }

@@ -23,6 +23,7 @@ from ._core import (
     RECEIPT_META_KEY,
     FailedOpen,
     GateCore,
+    Held,
     Offer,
     OnServiceError,
     Outcome,
@@ -33,7 +34,7 @@ from ._mcp import PAYMENT_REQUIRED_META_KEY
 from ._middleware import PaymentGate
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY, Payment, payment_of
 from ._prices import PriceTable
-from ._rails import PaymentRail, RailRedemption, RailRequest, RailRequestSource
+from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource
 from ._service_rails import ServiceRails
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "FailedOpen",
     "GateBackend",
     "GateCore",
+    "Held",
+    "HoldingRail",
     "Offer",
     "OnServiceError",
     "Outcome",

@@ -35,12 +35,13 @@ from svc.receipts import MalformedReceipt, receipt_id_from_headers
 from ._backend import BackendUnavailable, GateBackend
 from ._cache import FlightCache, LruCache
 from ._payment import Payment
-from ._rails import PaymentRail, RailRedemption, RailRequest, RailRequestSource
+from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource
 
 __all__ = [
     "RECEIPT_META_KEY",
     "FailedOpen",
     "GateCore",
+    "Held",
     "Offer",
     "OnServiceError",
     "Outcome",
@@ -130,12 +131,30 @@ class Offer:
 
 
 @attrs.frozen(kw_only=True)
+class Held:
+    """An open-rail payment verified and claimed, not settled: the gate serves the
+    request, then settles it (:meth:`GateCore.settle`) when the answer's status is below
+    400, or releases it (:meth:`GateCore.release`)."""
+
+    rail: HoldingRail
+    claim: str
+    offer: Offer
+    request: RailRequest
+    source: str
+
+
+@attrs.frozen(kw_only=True)
 class Paid:
-    """Let the request through; hand ``payment`` to the app, add ``headers`` to its answer."""
+    """Let the request through; hand ``payment`` to the app, add ``headers`` to its answer.
+
+    ``held``: the payment is not settled yet; hold the answer back until its status is
+    known, then settle or release (see :class:`Held`), and add the settled headers
+    instead of ``headers``."""
 
     payment: Payment
     #: ``X-Svc-Receipt`` (the service receipt id) and any rail's receipt headers.
     headers: tuple[tuple[str, str], ...] = ()
+    held: Held | None = None
     #: ``headers`` as ASGI wants them (lowercase latin-1 bytes), encoded once.
     raw_headers: tuple[tuple[bytes, bytes], ...] = attrs.field(init=False)
     #: Their names, for replacing an app's copy.
@@ -454,6 +473,18 @@ class GateCore:
         source = redemption.source or rail.name
         verification = redemption.verification
         why = _refused_because(verification, offer, wanted)
+        if why is None and redemption.claim is not None:
+            if not isinstance(rail, HoldingRail):
+                return self._misconfigured(
+                    offer.resource_id, TypeError(f"{rail.name} claimed but cannot settle")
+                )
+            payment = Payment.from_verification(
+                verification, resource_id=offer.resource_id, source=source
+            )
+            held = Held(
+                rail=rail, claim=redemption.claim, offer=offer, request=request, source=source
+            )
+            return Paid(payment=payment, held=held)
         if why is None:
             headers = tuple(redemption.response_headers)
             return self._paid_outcome(verification, offer, source, headers)
@@ -469,6 +500,64 @@ class GateCore:
         given = redemption.challenge_headers
         replaced = None if given is None else {id(rail): tuple(given)}
         return await self._challenged(refusal, request, replaced)
+
+    # --- verify, serve, then settle ----------------------------------------------------------
+
+    async def settle(self, paid: Paid) -> Paid | Refusal:
+        """Settle a held payment whose answer succeeded: the paid outcome with its headers,
+        or the 402 (or 503) to answer instead of the withheld answer."""
+        held = paid.held
+        if held is None:
+            return paid
+        try:
+            redemption = await held.rail.settle(held.claim)
+        except BackendUnavailable as exc:
+            log.warning("settling %s for %s failed: %s", held.source, held.offer.resource_id, exc)
+            return self._unsettled(held.offer.resource_id)
+        except Exception as exc:
+            log.error("settling %s for %s failed: %r", held.source, held.offer.resource_id, exc)
+            return self._unsettled(held.offer.resource_id)
+        verification = redemption.verification
+        why = _refused_because(verification, held.offer, None)
+        if why is None:
+            headers = tuple(redemption.response_headers)
+            return self._paid_outcome(verification, held.offer, held.source, headers)
+        refusal = self._payment_required(
+            held.offer,
+            "receipt_refused",
+            f"The {held.source} payment could not be settled, so the answer is withheld and "
+            f"nothing was charged: {why}.",
+            extra={"rail": held.source, "refused_because": why},
+        )
+        return await self._challenged(refusal, held.request)
+
+    async def release(self, paid: Paid, *, status: int | None, reason: str) -> None:
+        """Release a held payment whose answer failed (``status``), or never came:
+        nothing moves.  Failures are logged (the hold expires on the service's side)."""
+        held = paid.held
+        if held is None:
+            return
+        try:
+            await held.rail.release(held.claim, reason=reason, status=status)
+        except Exception as exc:
+            log.warning(
+                "releasing %s claim for %s failed (it expires on its own): %r",
+                held.source,
+                held.offer.resource_id,
+                exc,
+            )
+
+    def _unsettled(self, resource_id: str) -> Refusal:
+        # Never fail open here: the answer is withheld until the payment is known.
+        return Refusal(
+            status=503,
+            code="payment_service_unavailable",
+            message="The payment could not be settled now, so the answer is withheld; do not "
+            "pay again, retry shortly.",
+            reason="service_unavailable",
+            extra={"resource_id": resource_id},
+            headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
+        )
 
     @staticmethod
     def _paid_outcome(

@@ -15,6 +15,12 @@ request it does the least it can:
   core's memo of paid decisions (one dictionary lookup once its receipt is known), with
   rails or without; only a rail credential, or a 402, builds the request's URL for the
   rails;
+* a request paid with an open-rail credential is only *claimed* before the app runs
+  ("verify, serve, then settle"): its answer's start is held back until its status is
+  known; below 400 the payment is settled and the start goes out with the payment
+  headers, then the body streams through unheld; otherwise the claim is released and
+  the app's failing answer goes out as it is, with no payment header.  A settlement that
+  fails withholds the answer (402, or 503 when its outcome is unknown);
 * a ``POST`` to the MCP path, when tools are priced, has its JSON-RPC body read (bounded)
   to find a priced ``tools/call``; the body is handed to the app unchanged afterwards.
 """
@@ -24,6 +30,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
+
+import anyio
 
 import svc
 from svc import Environment
@@ -50,6 +58,7 @@ from ._asgi import (
 )
 from ._backend import GateBackend, ServiceBackend
 from ._core import FailedOpen, GateCore, OnServiceError, Outcome, Paid, Refusal
+from ._held import HeldAnswer
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
 from ._prices import PriceTable
 from ._rails import PaymentRail, RailRequest
@@ -237,6 +246,10 @@ class PaymentGate:
 
     async def _pass(self, scope: Scope, receive: Receive, send: Send, outcome: Outcome) -> None:
         state: MutableMapping[str, Any] = scope.setdefault("state", {})
+        if type(outcome) is Paid and outcome.held is not None:
+            state[STATE_KEY] = outcome.payment
+            await self._serve_held(scope, receive, send, outcome)
+            return
         if type(outcome) is Paid:
             state[STATE_KEY] = outcome.payment
             if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
@@ -248,6 +261,18 @@ class PaymentGate:
         else:  # a Refusal never reaches the app
             raise TypeError(f"a {type(outcome).__name__} cannot pass the gate")
         await self.app(scope, receive, send)
+
+    async def _serve_held(self, scope: Scope, receive: Receive, send: Send, paid: Paid) -> None:
+        """Run the app for a claimed payment, its answer held back until the payment is
+        settled or released (:class:`~svc_asgi._held.HeldAnswer`)."""
+        answer = HeldAnswer(self.core, paid, send, request_id_of(scope))
+        try:
+            await self.app(scope, receive, answer.send)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # also when the client went away
+                await answer.finish(500)
+            raise
+        await answer.finish(None)
 
     # --- WebSocket -----------------------------------------------------------------------------
 

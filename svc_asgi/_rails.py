@@ -15,8 +15,14 @@ A rail is one object plugged into the gate core (``GateCore(rails=[...])`` /
 1. :meth:`PaymentRail.challenge` gives its headers for a 402, next to the JSON body that
    points at ``gate_url`` / ``pay_url`` for the service's own rail;
 2. :meth:`PaymentRail.redeem` is asked, before any receipt header is looked at, whether
-   the request carries a credential of its protocol; if so it verifies and settles it
-   and returns a :class:`RailRedemption`.
+   the request carries a credential of its protocol; if so it verifies it and returns a
+   :class:`RailRedemption`;
+3. "verify, serve, then settle": a rail that can (:class:`HoldingRail`, as
+   :class:`ServiceRails` does) only *claims* the credential in ``redeem`` (verified, its
+   nonce held so that a concurrent replay fails, nothing moved) and returns the
+   redemption with a ``claim``; the gate serves the request with the answer held back,
+   then calls :meth:`HoldingRail.settle` when the answer's status is below 400, and
+   :meth:`HoldingRail.release` otherwise (nothing is charged for a failed answer).
 
 Both hooks see the :class:`RailRequest` (method and absolute URL), because both
 protocols bind a challenge to it: MPP's challenge id is an HMAC over a request that
@@ -40,7 +46,7 @@ from svc import GateRedemption, ReceiptVerification
 if TYPE_CHECKING:
     from ._core import Offer
 
-__all__ = ["PaymentRail", "RailRedemption", "RailRequest", "RailRequestSource"]
+__all__ = ["HoldingRail", "PaymentRail", "RailRedemption", "RailRequest", "RailRequestSource"]
 
 
 @attrs.frozen
@@ -80,10 +86,17 @@ class RailRedemption:
     challenge_headers: Sequence[tuple[str, str]] | None = None
     #: A refused credential that could not even be read: 402 ``receipt_malformed``.
     malformed: bool = False
+    #: Verified and claimed, not settled: the hold :meth:`HoldingRail.settle` or
+    #: :meth:`HoldingRail.release` takes; ``verification`` is then provisional (the
+    #: receipt the payment settles into).
+    claim: str | None = None
 
     @classmethod
     def from_answer(cls, answer: GateRedemption) -> RailRedemption:
-        """The service's answer to a credential (``POST /gates/redeem``) as a redemption."""
+        """The service's answer to a credential (``POST /gates/redeem``, ``POST
+        /gates/settle``) as a redemption."""
+        if answer.claim is not None and answer.verification is not None:
+            return cls(verification=answer.verification, source=answer.rail, claim=answer.claim)
         if answer.paid and answer.verification is not None:
             return cls(
                 verification=answer.verification,
@@ -126,4 +139,22 @@ class PaymentRail(Protocol):
         cannot be read (a 402 naming the reason), and :class:`~svc_asgi.BackendUnavailable`
         when settlement cannot be done now (the gate's ``on_service_error`` applies).
         """
+        ...
+
+
+@runtime_checkable
+class HoldingRail(PaymentRail, Protocol):
+    """A rail that settles after the answer: its :meth:`redeem` may return a redemption
+    with a ``claim``, which the gate settles or releases once the answer's status is
+    known."""
+
+    async def settle(self, claim: str) -> RailRedemption:
+        """Settle the claimed payment (the answer succeeded): a valid verification and the
+        paid answer's headers, or a refused one (nothing moved; the gate withholds the
+        answer and answers 402).  Raise :class:`~svc_asgi.BackendUnavailable` when the
+        outcome cannot be known now."""
+        ...
+
+    async def release(self, claim: str, *, reason: str, status: int | None) -> None:
+        """Release the claimed payment (the answer failed, ``status``): nothing moves."""
         ...

@@ -1,8 +1,10 @@
 """``ServiceRails``: x402 and MPP at a seller's own gate, challenged and settled by the service.
 
 The seller's app holds no keys and imports neither x402 nor MPP: the service issues the
-challenges (``POST /gates/challenge``) and verifies and settles the credentials
-(``POST /gates/redeem``) with the seller's key, under the seller's payment settings
+challenges (``POST /gates/challenge``), verifies and claims the credentials (``POST
+/gates/redeem``), and settles them once the app's answer succeeded (``POST
+/gates/settle``) or releases them when it failed (``POST /gates/release``), with the
+seller's key, under the seller's payment settings
 (``PATCH /sellers/me/payments``).  So enabling payments is all a seller does for every
 ``svc_asgi`` gate to answer both protocols; until then the challenge is empty and the
 402 is the service's own.
@@ -66,3 +68,17 @@ class ServiceRails:
         except svc.BadRequestError as exc:  # e.g. a credential header too long to be one
             raise MalformedReceipt(exc.message) from exc
         return RailRedemption.from_answer(answer)
+
+    async def settle(self, claim: str) -> RailRedemption:
+        try:
+            answer = await self.client.gates.settle(claim)
+        except _TRANSIENT as exc:
+            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+        except svc.NotFoundError:  # expired (so released) before the answer came
+            gone = "the claim expired before the answer came; nothing was charged"
+            refused = svc.ReceiptVerification(valid=False, receipt_id="", reason=gone)
+            return RailRedemption(verification=refused, source="service")
+        return RailRedemption.from_answer(answer)
+
+    async def release(self, claim: str, *, reason: str, status: int | None) -> None:
+        await self.client.gates.release(claim, status=status, reason=reason)

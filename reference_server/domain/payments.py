@@ -77,6 +77,7 @@ def book_sale(
     wallet_key_id: str | None = None,
     on_chain: OnChain | None = None,
     event_extra: dict[str, Any] | None = None,
+    receipt_id: str | None = None,
 ) -> str:
     """One sale of ``resource`` in the books, whatever rail paid it; returns the receipt id.
 
@@ -89,7 +90,7 @@ def book_sale(
     when ``debit`` cannot pay, having written nothing.
     """
     env = resource.environment
-    receipt_id = new_id("rcpt")
+    receipt_id = receipt_id or new_id("rcpt")  # an open-rail hold reserved its id
     transfer_id: str | None = None
     fee = 0
     if debit is not None:

@@ -49,10 +49,28 @@ async def test_redeem_through_the_sdk(server: LiveServer) -> None:
     )
     credential = await _credential_from(app, payer)
 
-    paid = shop.seller.gates.redeem(shop.resource.id, method="GET", url=APP_URL, headers=credential)
+    # Verified and claimed: nothing moves until the claim is settled.
+    held = shop.seller.gates.redeem(shop.resource.id, method="GET", url=APP_URL, headers=credential)
+    assert not held.paid and held.claim and held.rail == "x402" and held.headers == []
+    assert held.verification is not None and held.verification.valid
+    assert balance(server.url, payer.address) == 1_000_000
+    # A replay while it is claimed: refused, no challenge (never invite a second payment).
+    during = shop.seller.gates.redeem(
+        shop.resource.id, method="GET", url=APP_URL, headers=credential
+    )
+    assert not during.paid and during.claim is None and during.headers == []
+
+    paid = shop.seller.gates.settle(held.claim)
     assert paid.paid and paid.rail == "x402" and paid.verification is not None
     assert paid.verification.valid and paid.verification.amount == Decimal("0.25")
+    assert paid.verification.receipt_id == held.verification.receipt_id
     assert {name for name, _ in paid.headers} == {"Payment-Receipt", "PAYMENT-RESPONSE"}
+    assert balance(server.url, payer.address) == 1_000_000 - PRICE
+    # Settling again (a retry after a lost answer) answers the same payment, moving nothing.
+    retried = shop.seller.gates.settle(held.claim)
+    assert retried.paid and retried.verification is not None
+    assert retried.verification.receipt_id == paid.verification.receipt_id
+    assert retried.headers == paid.headers
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
 
     again = shop.seller.gates.redeem(
@@ -106,8 +124,37 @@ async def test_concurrent_redeems_through_the_api_pay_once(server: LiveServer) -
                 for _ in range(10)
             )
         )
-    assert sorted(a.paid for a in answers) == [False] * 9 + [True]
+        claims = [a.claim for a in answers if a.claim is not None]
+        assert len(claims) == 1  # one claim; the nine others are refused
+        settled = await asyncio.gather(
+            *(seller.gates.settle(claims[0]) for _ in range(5)), return_exceptions=True
+        )
+    # Settled once; every concurrent settle answers that same payment.
+    assert all(isinstance(a, svc.GateRedemption) and a.paid for a in settled), settled
+    assert len({a.verification.receipt_id for a in settled}) == 1  # type: ignore[union-attr]
     assert len(receipts_of(server, shop.resource.id)) == 1
+    assert balance(server.url, payer.address) == 1_000_000 - PRICE
+
+
+async def test_released_claim_moves_nothing_and_may_be_presented_again(
+    server: LiveServer,
+) -> None:
+    shop = open_rail_shop(server)
+    payer = funded_payer(server)
+    credential = await fresh_credential(shop.resource.gate_url, payer, "x402")
+    seller = shop.seller
+    url = shop.resource.gate_url
+    held = seller.gates.redeem(shop.resource.id, method="GET", url=url, headers=credential)
+    assert held.claim
+    released = seller.gates.release(held.claim, status=500)
+    assert released.released and released.claim == held.claim
+    with pytest.raises(svc.NotFoundError):  # released once: nothing left to settle
+        seller.gates.settle(held.claim)
+    assert balance(server.url, payer.address) == 1_000_000
+    assert receipts_of(server, shop.resource.id) == []
+    # The authorization is unspent: presented again, it pays once.
+    again = seller.gates.redeem(shop.resource.id, method="GET", url=url, headers=credential)
+    assert again.claim and seller.gates.settle(again.claim).paid
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
 
 

@@ -7,19 +7,23 @@ gates offer no open rail at all."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 import svc
 from reference_server import Settings
 
 from ..conftest import fresh_database
 from ..sandbox.helpers import USDC, assert_chain_sound, transaction
-from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server
+from ..support import TEST_SETTINGS, LiveApp, LiveServer, assert_ledger_sound, start_server
 from .helpers import (
     PRICE,
     balance,
@@ -124,3 +128,30 @@ def test_without_a_facilitator_live_gates_offer_no_open_rail(server: LiveServer)
     assert "payment-required" not in r.headers and "www-authenticate" not in r.headers
     test_shop = open_rail_shop(server)  # the same server still offers them in test
     assert "payment-required" in httpx.get(test_shop.resource.gate_url).headers
+
+
+@pytest.mark.parametrize("protocol", ["x402", "mpp"])
+async def test_a_live_gate_whose_upstream_fails_charges_nothing(
+    chain: LiveServer,
+    live_server: LiveServer,
+    serve_app: Callable[..., LiveApp],
+    protocol: str,
+) -> None:
+    """Verified through the facilitator, never settled: the upstream answered 500."""
+
+    async def broken(request: Request) -> JSONResponse:
+        return JSONResponse({"error": "boom"}, status_code=500)
+
+    upstream = serve_app(Starlette(routes=[Route("/work", broken)]))
+    shop = open_rail_shop(live_server, environment="live", upstream_url=f"{upstream.url}/work")
+    payer = funded_payer(chain)
+    before = balance(chain.url, DEPOSIT)
+    pay = x402_pay if protocol == "x402" else mpp_pay
+    failed = await pay(shop.resource.gate_url, payer)
+    assert failed.status_code == 500 and failed.json() == {"error": "boom"}
+    assert "payment-response" not in failed.headers and "x-svc-receipt" not in failed.headers
+    assert balance(chain.url, payer.address) == 1_000_000
+    assert balance(chain.url, DEPOSIT) == before
+    assert receipts_of(live_server, shop.resource.id) == []
+    [event] = events_of(live_server, shop.owner_id, "payment.failed")
+    assert (event["reason"], event["status"]) == ("answer_failed", 500)

@@ -90,6 +90,26 @@ async def test_an_mpp_credential_is_forwarded_and_a_refusal_read(twin: Twin) -> 
     assert json.loads(twin.last.content)["headers"] == {"authorization": "Payment eyJjcmVk"}
 
 
+async def test_settle_and_release_send_the_claim(twin: Twin) -> None:
+    client = twin.client(seller_key=SELLER_KEY)
+    twin.reply(ok(PAID))
+    paid = await twin.call(client, lambda c: c.gates.settle("clm_1"))
+    assert isinstance(paid, svc.GateRedemption) and paid.paid
+    assert (twin.last.url.path, json.loads(twin.last.content)) == (
+        "/gates/settle",
+        {"claim": "clm_1"},
+    )
+    twin.reply(ok({"released": True, "claim": "clm_1"}))
+    released = await twin.call(client, lambda c: c.gates.release("clm_1", status=500))
+    assert isinstance(released, svc.GateRelease) and released.released
+    assert (twin.last.url.path, json.loads(twin.last.content)) == (
+        "/gates/release",
+        {"claim": "clm_1", "reason": "answer_failed", "status": 500},
+    )
+    with pytest.raises(ValueError):
+        await twin.call(client, lambda c: c.gates.release("clm_1", reason="whatever"))
+
+
 @pytest.mark.parametrize(
     "call",
     [

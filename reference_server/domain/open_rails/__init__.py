@@ -3,20 +3,27 @@
 Once a seller has enabled payments (``PATCH /sellers/me/payments``), every gate of the
 seller — its hosted ``gate_url`` and any ``svc_asgi`` gate in front of its own app —
 answers an unpaid request with both an x402 ``PAYMENT-REQUIRED`` and an MPP
-``WWW-Authenticate: Payment`` challenge, and settles a paid retry.  Both kinds of gate
-come here: hosted gates directly (``reference_server.routes.gates.backend.DatabaseRails``),
-``svc_asgi`` gates through ``POST /gates/challenge`` and ``POST /gates/redeem``.
+``WWW-Authenticate: Payment`` challenge, and settles a paid retry once it was served
+successfully.  Both kinds of gate come here: hosted gates directly
+(``reference_server.routes.gates.backend.DatabaseRails``), ``svc_asgi`` gates through
+``POST /gates/challenge``, ``/gates/redeem``, ``/gates/settle`` and ``/gates/release``.
 
 * :func:`challenge` — the challenge headers for one request (never cached: each carries a
   fresh nonce, and both protocols bind the request's method and URL);
-* :func:`redeem` — verify and settle a credential, book it (receipt, ledger credit for
-  ``processor_deposit``, ``payment.succeeded``) or refuse it (``payment.failed`` for the
-  seller's owner).  A credential pays once, also when sent many times at once.
+* :func:`claim` — verify a credential and claim its nonce, moving nothing: a *hold*
+  (:mod:`._holds`), then :func:`settle` once the answer succeeded (status below 400) or
+  :func:`release` when it failed ("verify, serve, then settle": a payer is never charged
+  for a failed answer); a hold never settled nor released expires (:func:`expire_holds`);
+* settled, a payment is booked (receipt, ledger credit for ``processor_deposit``,
+  ``payment.succeeded``); a refused credential or a released hold records
+  ``payment.failed`` for the seller's owner.  A credential pays once, also when sent many
+  times at once.
 
 The protocol work is pympp's (``mpp.methods.evm``), imported on first use, in a worker
 thread, through :func:`_engine` (see there why), so a server without the ``rails`` extra
 still runs: its gates just offer no open rail.  Modules: :mod:`._terms` (what a gate offers),
 :mod:`._pympp` (the pympp server), :mod:`._claims` (its replay store in the database),
+:mod:`._holds` (claimed credentials waiting for their answer),
 :mod:`._credit` (the books), :mod:`._model` (the values passed around).
 """
 
@@ -39,8 +46,10 @@ from svc_asgi import RailRequest
 from ...context import ServerContext
 from ...recursion import keeping_recursion_limit
 from ...store import tables as t
+from ..payments import verify_receipt
 from ._claims import purge_claims
-from ._model import Gate, Redemption, SettlementUnavailable
+from ._holds import HOLD_TTL, Hold, expire_holds, load_hold, load_settled, release_hold
+from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import (
     DIRECT_WALLET,
     PROCESSOR_DEPOSIT,
@@ -51,17 +60,22 @@ from ._terms import (
 
 __all__ = [
     "DIRECT_WALLET",
+    "HOLD_TTL",
     "PROCESSOR_DEPOSIT",
     "TEST_DEPOSIT_ADDRESS",
     "Gate",
+    "HoldNotFound",
     "RailTerms",
     "Redemption",
     "SettlementUnavailable",
     "challenge",
+    "claim",
+    "expire_holds",
     "load_gate",
     "offered",
     "purge_claims",
-    "redeem",
+    "release",
+    "settle",
 ]
 
 log = logging.getLogger("reference_server.open_rails")
@@ -124,22 +138,10 @@ async def challenge(ctx: ServerContext, gate: Gate, request: RailRequest) -> lis
     return headers
 
 
-async def redeem(
-    ctx: ServerContext,
-    gate: Gate,
-    request: RailRequest,
-    headers: Mapping[str, str],
-    *,
-    request_id: str,
-) -> Redemption:
-    """Verify, settle and book the open-rail credential among ``headers``.
-
-    Paid: the receipt, its verification and the paid response's headers.  Refused
-    (replayed, unfunded, badly signed, for another price or URL): a :class:`Redemption`
-    with ``paid=False`` saying why, after ``payment.failed`` was recorded.  Raises
-    :class:`SettlementUnavailable` when the outcome cannot be known now, and
-    ``ValueError`` when ``headers`` hold no credential at all.
-    """
+def _accepted(
+    ctx: ServerContext, gate: Gate, headers: Mapping[str, str]
+) -> tuple[RailTerms, dict[str, str]] | Redemption:
+    """The gate's terms and the credentials it takes among ``headers``, or a refusal."""
     credentials = rail_credentials(headers)
     if not credentials:
         raise ValueError("no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
@@ -164,11 +166,146 @@ async def redeem(
             reason="receipt_refused",
             message=f"this gate does not take {rail} payments",
         )
+    return terms, credentials
+
+
+async def claim(
+    ctx: ServerContext,
+    gate: Gate,
+    request: RailRequest,
+    headers: Mapping[str, str],
+    *,
+    request_id: str,
+) -> Redemption:
+    """Verify the open-rail credential among ``headers`` and claim its nonce (a
+    concurrent replay of it is refused), moving nothing.
+
+    Verified: a :class:`Redemption` with ``claim`` (the hold's id) and the provisional
+    ``verification`` (the receipt id the payment will settle into); the caller serves the
+    request, then :func:`settle` or :func:`release`.  Refused, and raises, as
+    :func:`redeem` does.
+    """
+    accepted = _accepted(ctx, gate, headers)
+    if isinstance(accepted, Redemption):
+        return accepted
+    terms, credentials = accepted
     engine, secret = await _prepared(ctx, terms)
-    redemption: Redemption = await engine.redeem(
+    redemption: Redemption = await engine.claim(
         ctx, gate, terms, secret, request, credentials, request_id
     )
     return redemption
+
+
+async def _hold_of(ctx: ServerContext, claim_id: str, seller_id: str | None) -> Hold:
+    hold = await anyio.to_thread.run_sync(load_hold, ctx.db, claim_id)
+    if hold is None or (seller_id is not None and hold.seller_id != seller_id):
+        raise HoldNotFound(claim_id)
+    return hold
+
+
+async def settle(
+    ctx: ServerContext, claim_id: str, *, seller_id: str | None = None, request_id: str
+) -> Redemption:
+    """Settle the hold ``claim_id`` (the answer succeeded): paid, with the receipt and the
+    paid answer's headers; or refused (the chain or the facilitator would not move the
+    tokens; the claim is released and ``payment.failed`` recorded), when the answer must
+    be withheld and a 402 returned.  Raises :class:`HoldNotFound` and
+    :class:`SettlementUnavailable`."""
+    try:
+        hold = await _hold_of(ctx, claim_id, seller_id)
+    except HoldNotFound:
+        again = await _settled_already(ctx, claim_id, seller_id)
+        if again is None:
+            raise
+        return again
+
+    def load() -> Gate | None:
+        with ctx.db.read() as conn:
+            return load_gate(conn, hold.resource_id, realm="")
+
+    gate = await anyio.to_thread.run_sync(load)
+    terms = None if gate is None else terms_for(ctx.settings, gate.seller)
+    if gate is None or terms is None or not _installed():
+        await release(
+            ctx,
+            claim_id,
+            seller_id=seller_id,
+            reason="settlement_refused",
+            message="the seller no longer takes open-rail payments",
+            status=None,
+            request_id=request_id,
+        )
+        return Redemption(
+            paid=False,
+            rail=hold.rail,
+            reason="receipt_refused",
+            message="this gate no longer takes open-rail payments",
+        )
+    engine, _ = await _prepared(ctx, terms)
+    try:
+        redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
+    except HoldNotFound:  # settled (or released) concurrently
+        again = await _settled_already(ctx, claim_id, seller_id)
+        if again is None:
+            raise
+        return again
+    return redemption
+
+
+async def _settled_already(
+    ctx: ServerContext, claim_id: str, seller_id: str | None
+) -> Redemption | None:
+    """Settling a claim settled before (a retry after a lost answer): the same payment."""
+
+    def load() -> Redemption | None:
+        done = load_settled(ctx.db, claim_id)
+        if done is None or (seller_id is not None and done["seller_id"] != seller_id):
+            return None
+        with ctx.db.read() as conn:
+            verification = verify_receipt(
+                conn, done["receipt_id"], resource_id=done["resource_id"], seller_id=None
+            )
+        return Redemption(
+            paid=True,
+            rail=done["rail"],
+            receipt_id=done["receipt_id"],
+            verification=verification,
+            headers=[(name, value) for name, value in done["headers"]],
+        )
+
+    return await anyio.to_thread.run_sync(load)
+
+
+async def release(
+    ctx: ServerContext,
+    claim_id: str,
+    *,
+    seller_id: str | None = None,
+    reason: str,
+    message: str,
+    status: int | None,
+    request_id: str,
+) -> None:
+    """Release the hold ``claim_id`` (the answer failed): nothing moves, the payer's
+    authorization may be presented again, ``payment.failed`` says why.  Raises
+    :class:`HoldNotFound`."""
+    hold = await _hold_of(ctx, claim_id, seller_id)
+
+    def run() -> bool:
+        return release_hold(
+            ctx.db,
+            hold,
+            settings=ctx.settings,
+            reason=reason,
+            message=message,
+            status=status,
+            request_id=request_id,
+            now=ctx.now(),
+            notify=ctx.notify_new_events,
+        )
+
+    if not await anyio.to_thread.run_sync(run):
+        raise HoldNotFound(claim_id)
 
 
 async def _prepared(ctx: ServerContext, terms: RailTerms) -> tuple[Any, str]:

@@ -62,6 +62,7 @@ def settle_on_sandbox(
     fee_bps: int,
     request_id: str,
     now: datetime,
+    receipt_id: str | None = None,
 ) -> tuple[str, str]:
     """Run the authorization on the sandbox chain and book it: ``(receipt id, tx hash)``.
 
@@ -84,6 +85,7 @@ def settle_on_sandbox(
         fee_bps=fee_bps,
         request_id=request_id,
         now=now,
+        receipt_id=receipt_id,
     )
     return receipt_id, tx.hash
 
@@ -101,6 +103,7 @@ def credit(
     fee_bps: int,
     request_id: str,
     now: datetime,
+    receipt_id: str | None = None,
 ) -> str:
     """Book a settled transaction for ``resource``; returns the receipt id.  A transaction
     already booked is not booked again: its receipt id is returned."""
@@ -128,6 +131,7 @@ def credit(
         now=now,
         on_chain=OnChain(tx_hash=tx_hash, payer=payer, network=network),
         event_extra={"tx_hash": tx_hash, "payer": payer, "network": network},
+        receipt_id=receipt_id,
     )
 
 
@@ -143,6 +147,7 @@ def record_refusal(
     payer: str | None,
     request_id: str,
     now: datetime,
+    status: int | None = None,
 ) -> None:
     """``payment.failed`` for the seller's owner: a credential was presented at one of
     its gates and refused (replayed, unfunded, badly signed...)."""
@@ -161,6 +166,7 @@ def record_refusal(
             "wallet_key_id": None,
             "amount": format_micros(int(resource.amount_micros)),
             "payer": payer,
+            **({} if status is None else {"status": status}),
         },
         now=now,
     )

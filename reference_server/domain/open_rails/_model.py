@@ -8,13 +8,17 @@ import attrs
 
 from svc import GateRedemption, ReceiptVerification
 
-__all__ = ["Gate", "Redemption", "SettlementUnavailable"]
+__all__ = ["Gate", "HoldNotFound", "Redemption", "SettlementUnavailable"]
 
 
 class SettlementUnavailable(Exception):
     """The credential could not be settled now, and its outcome may be unknown (a
     facilitator failed after broadcasting, the database failed after the chain moved):
     answer 503, never a fresh challenge, which would invite the payer to pay again."""
+
+
+class HoldNotFound(LookupError):
+    """No such hold: unknown, another seller's, or already settled, released or expired."""
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +47,8 @@ class Redemption:
     reason: str | None = None
     message: str | None = None
     payer: str | None = None
+    #: Claimed, not settled (:func:`..claim`): the hold to settle or release.
+    claim: str | None = None
 
     def model(self) -> GateRedemption:
         """The ``POST /gates/redeem`` answer."""
@@ -53,4 +59,5 @@ class Redemption:
             headers=list(self.headers),
             reason=self.reason,
             message=self.message,
+            claim=self.claim,
         )

@@ -9,15 +9,18 @@ about the request, exactly as a pympp seller's own route would ask it::
     result = await mpp.charge(amount="0.25")(Request(method, url, headers))
 
 ``PaymentRequired`` is a challenge (402) or a refusal (402 with a retry challenge, or
-403 for a credential that was already used); ``PaymentVerified`` is a settled payment.
-``route_binding="resource"`` lets stock x402 clients pay (they bind by the resource URL,
-not by mppx's route extension); the claim store is the database, so a credential pays
-once across processes.
+403 for a credential that was already used).  ``route_binding="resource"`` lets stock
+x402 clients pay (they bind by the resource URL, not by mppx's route extension); the claim
+store is the database, so a credential is claimed once across processes.
 
-Settlement: ``test`` uses the charge's ``settle`` hook, which runs the authorization on
-the sandbox chain and books it in one transaction (:mod:`._credit`); ``live`` lets pympp
-settle through the configured x402 facilitator and books the transaction afterwards,
-keyed on its hash.
+Verify, serve, then settle: pympp verifies the credential and claims its nonce, then
+calls the charge's ``settle`` hook, which here checks that the authorization would settle
+now (the sandbox chain's checks; live, the facilitator's ``/verify``) and *stops*
+(:class:`_Held`): :func:`claim` records a hold (:mod:`._holds`).  :func:`settle` later
+runs it: ``test`` on the sandbox chain, booked in the same transaction (:mod:`._credit`);
+``live`` through the facilitator's ``/settle``, booked afterwards, keyed on its hash.
+The paid answer's ``Payment-Receipt`` / ``PAYMENT-RESPONSE`` are built as pympp's
+``PaymentVerified.with_receipt`` builds them.
 
 This module imports pympp (and through it eth-account): the package imports it only
 through :func:`reference_server.domain.open_rails._engine`, which keeps the process's
@@ -28,9 +31,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
+from mpp import Receipt
 from mpp.errors import (
     InternalPaymentError,
     InvalidPayloadError,
@@ -41,24 +46,32 @@ from mpp.errors import (
 from mpp.methods.evm import EvmAsset
 from mpp.methods.evm import server as evm
 from mpp.methods.evm.intents import Authorization as VerifiedAuthorization
-from mpp.server import Mpp, PaymentVerified, Request, Response
-from mpp.x402 import is_x402_credential
+from mpp.server import Mpp, PaymentVerified, Request
+from mpp.x402 import encode_payment_response, is_x402_credential
+from mpp.x402.facilitator import Facilitator, FacilitatorError
+from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
-from svc.money import format_micros
+from svc import ReceiptVerification, ResourceMetadata
+from svc.money import format_micros, from_micros
+from svc.wire import structure
 from svc_asgi import RailRequest
 
 from ...context import ServerContext
+from ...ids import new_id
 from ...sandbox import chain
+from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...sandbox.eip3009 import MalformedAuthorization
+from ...store import tables as t
 from ..events import NEW_DELIVERIES
 from ..payments import verify_receipt
 from ._claims import ClaimStore
 from ._credit import credit, receipt_for_transaction, record_refusal, settle_on_sandbox
-from ._model import Gate, Redemption, SettlementUnavailable
+from ._holds import Hold, record_settled, release_hold, save_hold, take_hold
+from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import RailTerms
 
-__all__ = ["challenge", "redeem"]
+__all__ = ["challenge", "claim", "settle"]
 
 log = logging.getLogger("reference_server.open_rails")
 
@@ -68,21 +81,33 @@ _CHALLENGE_HEADERS = {
     "www-authenticate": ("WWW-Authenticate", "mpp"),
     "payment-required": ("PAYMENT-REQUIRED", "x402"),
 }
-_RECEIPT_HEADERS = {"payment-receipt": "Payment-Receipt", "payment-response": "PAYMENT-RESPONSE"}
+
+
+class _Held(Exception):
+    """Raised by the settle hook of a claiming attempt: the credential is verified and
+    claimed; pympp keeps the claim (an error it does not know) and lets this out."""
+
+    def __init__(self, authorization: VerifiedAuthorization) -> None:
+        super().__init__("held")
+        self.authorization = authorization
 
 
 class _Attempt:
     """One request's pympp server, and what happened to its credential."""
 
     def __init__(
-        self, ctx: ServerContext, gate: Gate, terms: RailTerms, secret: str, request_id: str
+        self,
+        ctx: ServerContext,
+        gate: Gate,
+        terms: RailTerms,
+        secret: str,
+        request_id: str,
     ) -> None:
         self.ctx = ctx
         self.gate = gate
         self.terms = terms
         self.request_id = request_id
         self.store = ClaimStore(ctx.db, ctx.now)
-        self.receipt_id: str | None = None
         self.error: BaseException | None = None
         self.payer: str | None = None
         asset = terms.asset
@@ -95,11 +120,13 @@ class _Attempt:
                 version=asset.version,
             ),
             recipient=terms.recipient,
-            settle=self._settle if terms.sandbox else None,
+            # Always the hook that stops after the claim: settling is :func:`settle`'s.
+            settle=self._hold,
             facilitator=terms.facilitator_url,
             route_binding="resource",
             store=self.store,
         )
+        self.intent: Any = method.x402  # the ChargeIntent (its facilitator helpers)
         self.mpp = Mpp(methods=method, realm=gate.realm, secret_key=secret)
         self.mpp.on_payment_failed(self._failed)
         self.handler = self.mpp.charge(amount=format_micros(int(gate.resource.amount_micros)))
@@ -111,52 +138,46 @@ class _Attempt:
         self.error = payload.get("error")
         self.payer = _payer_of(payload.get("credential")) or self.payer
 
-    # --- test: settle on the sandbox chain and book it, in one transaction ---------------
+    # --- verify and claim only ----------------------------------------------------------
 
-    async def _settle(self, authorization: VerifiedAuthorization) -> str:
-        rail = "x402" if is_x402_credential(authorization.credential) else "mpp"
+    async def _hold(self, authorization: VerifiedAuthorization) -> str:
+        """pympp verified the credential and claimed its nonce: check it would settle now
+        (the sandbox chain's own checks; live, the facilitator's verify), then stop."""
         self.payer = str(authorization.payload.get("from") or "") or None
-        try:
-            receipt_id, tx_hash = await anyio.to_thread.run_sync(
-                self._settle_in_db, rail, authorization.payload
+        if self.terms.sandbox:
+            try:
+                await anyio.to_thread.run_sync(self._check_on_sandbox, authorization.payload)
+            except chain.ChainError as refused:
+                raise VerificationFailedError(refused.message) from None  # claim released
+            except MalformedAuthorization as exc:
+                raise InvalidPayloadError(str(exc)) from None
+        else:
+            facilitator = _facilitator(self.intent)
+            payment, requirements = self.intent._facilitator_payment(
+                authorization.payload, authorization.request
             )
-        except chain.ChainError as refused:
-            # Nothing moved: pympp releases the claim, so the payer may fund and retry.
-            raise VerificationFailedError(refused.message) from None
-        except MalformedAuthorization as exc:
-            raise InvalidPayloadError(str(exc)) from None
-        except Exception as exc:
-            # The transaction rolled back, so nothing moved either; pympp keeps claims
-            # on unexpected errors (a payment may have landed elsewhere): release ours.
-            log.exception("settling %s for %s failed", rail, self.gate.resource.id)
-            if self.store.claimed is not None:
-                await self.store.delete(self.store.claimed)
-            raise InternalPaymentError() from exc
-        self.receipt_id = receipt_id
-        return tx_hash
+            try:
+                verified = await facilitator.verify(payment, requirements)
+            except FacilitatorError as error:
+                raise InternalPaymentError() from error
+            if not verified["isValid"]:
+                raise VerificationFailedError(
+                    verified.get("invalidMessage")
+                    or verified.get("invalidReason")
+                    or "EVM facilitator verify failed"
+                )
+        raise _Held(authorization)
 
-    def _settle_in_db(self, rail: str, payload: Mapping[str, Any]) -> tuple[str, str]:
-        ctx, gate = self.ctx, self.gate
-        with ctx.db.write() as conn:
-            result = settle_on_sandbox(
-                conn,
-                resource=gate.resource,
-                seller=gate.seller,
-                terms=self.terms,
-                rail=rail,
-                payload=payload,
-                fee_bps=ctx.settings.platform_fee_bps,
-                request_id=self.request_id,
-                now=ctx.now(),
-            )
-            queued = conn.info.pop(NEW_DELIVERIES, False)
-        if queued:
-            ctx.notify_new_events()
-        return result
+    def _check_on_sandbox(self, payload: Mapping[str, Any]) -> None:
+        auth = ChainAuthorization.from_json(payload)
+        with self.ctx.db.read() as conn:
+            chain.check_transfer(conn, auth, payload.get("signature"), now=self.ctx.now())
 
     # --- live: the facilitator settled; book the transaction once -------------------------
 
-    def book(self, rail: str, tx_hash: str, payer: str | None) -> str:
+    def book(
+        self, rail: str, tx_hash: str, payer: str | None, receipt_id: str | None = None
+    ) -> str:
         ctx, gate = self.ctx, self.gate
         try:
             with ctx.db.write() as conn:
@@ -172,6 +193,7 @@ class _Attempt:
                     fee_bps=ctx.settings.platform_fee_bps,
                     request_id=self.request_id,
                     now=ctx.now(),
+                    receipt_id=receipt_id,
                 )
                 queued = conn.info.pop(NEW_DELIVERIES, False)
         except IntegrityError:  # booked concurrently: the receipt exists now
@@ -211,76 +233,6 @@ async def challenge(
     return _challenge_headers(result.challenge, terms.protocols)
 
 
-async def redeem(
-    ctx: ServerContext,
-    gate: Gate,
-    terms: RailTerms,
-    secret: str,
-    request: RailRequest,
-    credentials: Mapping[str, str],
-    request_id: str,
-) -> Redemption:
-    """Verify and settle the credential in ``credentials``; see :func:`..redeem`."""
-    rail = "mpp" if "authorization" in credentials else "x402"
-    attempt = _Attempt(ctx, gate, terms, secret, request_id)
-    try:
-        result = await attempt.run(request, credentials)
-    except PaymentError as exc:  # pympp's 500: the outcome may be unknown, do not re-offer
-        raise SettlementUnavailable(str(exc)) from exc
-    if isinstance(result, PaymentVerified):
-        return await _paid(attempt, result)
-    response = result.challenge
-    error = attempt.error
-    malformed = isinstance(error, MalformedCredentialError | InvalidPayloadError)
-    refusal = Redemption(
-        paid=False,
-        rail=rail,
-        reason="receipt_malformed" if malformed else "receipt_refused",
-        message=_message(error),
-        # A 403 is a credential already used: no new challenge, which would invite an
-        # auto-paying client to pay a second time.
-        headers=(_challenge_headers(response, terms.protocols) if response.status == 402 else []),
-        payer=attempt.payer,
-    )
-    await anyio.to_thread.run_sync(_record_refusal, attempt, refusal)
-    return refusal
-
-
-async def _paid(attempt: _Attempt, result: PaymentVerified) -> Redemption:
-    rail = "x402" if is_x402_credential(result.credential) else "mpp"
-    receipt_id = attempt.receipt_id
-    if receipt_id is None:  # live: the facilitator settled, the books are ours to write
-        payer = result.receipt.payer or _payer_of(result.credential)
-        try:
-            receipt_id = await anyio.to_thread.run_sync(
-                attempt.book, rail, result.receipt.reference, payer
-            )
-        except Exception as exc:
-            log.critical(
-                "%s payment %s settled on chain but could not be booked for %s: %r",
-                rail,
-                result.receipt.reference,
-                attempt.gate.resource.id,
-                exc,
-            )
-            raise SettlementUnavailable("the payment settled but could not be booked") from exc
-    paid = result.with_receipt(Response())
-    headers = [
-        (_RECEIPT_HEADERS[name], value)
-        for name, value in paid.headers.multi_items()
-        if name in _RECEIPT_HEADERS
-    ]
-    verification = await anyio.to_thread.run_sync(_verification, attempt, receipt_id)
-    return Redemption(
-        paid=True,
-        rail=rail,
-        receipt_id=receipt_id,
-        verification=verification,
-        headers=headers,
-        payer=result.receipt.payer,
-    )
-
-
 def _verification(attempt: _Attempt, receipt_id: str) -> Any:
     with attempt.ctx.db.read() as conn:
         return verify_receipt(
@@ -313,3 +265,253 @@ def _message(error: BaseException | None) -> str:
         return "the credential was not accepted"
     text = str(error).strip().rstrip(".")
     return text or type(error).__name__
+
+
+# --- verify, serve, then settle ---------------------------------------------------------------
+
+
+def _facilitator(intent: Any) -> Facilitator:
+    facilitator = intent.facilitator
+    if facilitator is None:
+        raise InternalPaymentError()
+    return facilitator  # type: ignore[no-any-return]
+
+
+async def claim(
+    ctx: ServerContext,
+    gate: Gate,
+    terms: RailTerms,
+    secret: str,
+    request: RailRequest,
+    credentials: Mapping[str, str],
+    request_id: str,
+) -> Redemption:
+    """Verify the credential in ``credentials`` and claim its nonce, moving nothing; see
+    :func:`..claim`."""
+    rail = "mpp" if "authorization" in credentials else "x402"
+    attempt = _Attempt(ctx, gate, terms, secret, request_id)
+    try:
+        result = await attempt.run(request, credentials)
+    except _Held as held:
+        return await anyio.to_thread.run_sync(_held, attempt, held.authorization)
+    except PaymentError as exc:  # pympp's 500 (a facilitator that failed to verify)
+        raise SettlementUnavailable(str(exc)) from exc
+    if isinstance(result, PaymentVerified):  # the hook always stops before settling
+        raise SettlementUnavailable("the credential settled while it was only to be claimed")
+    return await _refused(attempt, result, rail)
+
+
+async def _refused(attempt: _Attempt, result: Any, rail: str) -> Redemption:
+    response = result.challenge
+    error = attempt.error
+    malformed = isinstance(error, MalformedCredentialError | InvalidPayloadError)
+    refusal = Redemption(
+        paid=False,
+        rail=rail,
+        reason="receipt_malformed" if malformed else "receipt_refused",
+        message=_message(error),
+        # A 403 is a credential already used: no new challenge, which would invite an
+        # auto-paying client to pay a second time.
+        headers=(
+            _challenge_headers(response, attempt.terms.protocols) if response.status == 402 else []
+        ),
+        payer=attempt.payer,
+    )
+    await anyio.to_thread.run_sync(_record_refusal, attempt, refusal)
+    return refusal
+
+
+def _held(attempt: _Attempt, authorization: VerifiedAuthorization) -> Redemption:
+    ctx, gate = attempt.ctx, attempt.gate
+    resource = gate.resource
+    rail = "x402" if is_x402_credential(authorization.credential) else "mpp"
+    hold = Hold(
+        claim=new_id("clm"),
+        claim_key=attempt.store.claimed,
+        receipt_id=new_id("rcpt"),
+        resource_id=resource.id,
+        seller_id=gate.seller.id,
+        environment=resource.environment,
+        rail=rail,
+        payer=attempt.payer,
+        payload=dict(authorization.payload),
+        request=dict(authorization.request),
+        request_id=attempt.request_id,
+    )
+    save_hold(ctx.db, hold, ctx.now())
+    # What the receipt will say once settled: the app is served with it meanwhile.
+    provisional = ReceiptVerification(
+        valid=True,
+        receipt_id=hold.receipt_id,
+        resource_id=resource.id,
+        amount=from_micros(int(resource.amount_micros)),
+        rail=rail,
+        metadata=structure(resource.metadata or {}, ResourceMetadata),
+        environment=resource.environment,
+    )
+    return Redemption(
+        paid=False,
+        rail=rail,
+        claim=hold.claim,
+        verification=provisional,
+        payer=hold.payer,
+    )
+
+
+async def settle(
+    ctx: ServerContext, gate: Gate, terms: RailTerms, hold: Hold, request_id: str
+) -> Redemption:
+    """Settle a held credential whose answer succeeded; see :func:`..settle`."""
+    attempt = _Attempt(ctx, gate, terms, "", request_id or hold.request_id)
+    if terms.sandbox:
+        try:
+            tx_hash, headers = await anyio.to_thread.run_sync(
+                _settle_held_on_sandbox, attempt, hold
+            )
+        except _Gone:
+            raise HoldNotFound(hold.claim) from None
+        except chain.ChainError as refused:
+            return await _settlement_refused(attempt, hold, refused.message)
+        except Exception as exc:  # rolled back: nothing moved, the hold is still there
+            log.exception("settling held %s for %s failed", hold.rail, hold.resource_id)
+            return await _settlement_refused(attempt, hold, f"settlement failed ({exc})")
+        payer = hold.payer
+    else:
+        if not await anyio.to_thread.run_sync(_take, attempt, hold):
+            raise HoldNotFound(hold.claim)
+        facilitator = _facilitator(attempt.intent)
+        payment, requirements = attempt.intent._facilitator_payment(hold.payload, hold.request)
+        try:
+            settled = await facilitator.settle(payment, requirements)
+        except FacilitatorError as exc:  # it may have broadcast: keep the claim
+            raise SettlementUnavailable(str(exc)) from exc
+        if not settled["success"]:
+            if settled.get("errorReason") == "settlement_pending":
+                raise SettlementUnavailable("the facilitator's settlement is pending")
+            why = settled.get("errorMessage") or settled.get("errorReason") or "settlement failed"
+            return await _settlement_refused(attempt, hold, str(why), taken=True)
+        tx_hash = settled["transaction"]
+        payer = settled.get("payer") or hold.payer
+        try:
+            await anyio.to_thread.run_sync(attempt.book, hold.rail, tx_hash, payer, hold.receipt_id)
+            headers = await anyio.to_thread.run_sync(_mark_settled, attempt, hold, tx_hash, payer)
+        except Exception as exc:
+            log.critical(
+                "%s payment %s settled on chain but could not be booked for %s: %r",
+                hold.rail,
+                tx_hash,
+                hold.resource_id,
+                exc,
+            )
+            raise SettlementUnavailable("the payment settled but could not be booked") from exc
+    verification = await anyio.to_thread.run_sync(_verification, attempt, hold.receipt_id)
+    return Redemption(
+        paid=True,
+        rail=hold.rail,
+        receipt_id=hold.receipt_id,
+        verification=verification,
+        headers=headers,
+        payer=payer,
+    )
+
+
+class _Gone(Exception):
+    """The hold was taken already (settled, released, expired)."""
+
+
+def _take(attempt: _Attempt, hold: Hold) -> bool:
+    with attempt.ctx.db.write() as conn:
+        return take_hold(conn, hold.claim)
+
+
+def _mark_settled(
+    attempt: _Attempt, hold: Hold, tx_hash: str, payer: str | None
+) -> list[tuple[str, str]]:
+    c = t.rail_claims
+    headers = _receipt_headers(hold, attempt.terms, tx_hash, payer)
+    with attempt.ctx.db.write() as conn:
+        if hold.claim_key is not None:
+            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
+        record_settled(conn, hold, headers, attempt.ctx.now())
+    return headers
+
+
+def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tuple[str, str]]]:
+    """Take the hold, move the tokens and book them: one transaction, all or nothing."""
+    ctx, gate = attempt.ctx, attempt.gate
+    with ctx.db.write() as conn:
+        if not take_hold(conn, hold.claim):
+            raise _Gone()
+        _, tx_hash = settle_on_sandbox(
+            conn,
+            resource=gate.resource,
+            seller=gate.seller,
+            terms=attempt.terms,
+            rail=hold.rail,
+            payload=hold.payload,
+            fee_bps=ctx.settings.platform_fee_bps,
+            request_id=attempt.request_id,
+            now=ctx.now(),
+            receipt_id=hold.receipt_id,
+        )
+        if hold.claim_key is not None:
+            c = t.rail_claims
+            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
+        headers = _receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
+        record_settled(conn, hold, headers, ctx.now())
+        queued = conn.info.pop(NEW_DELIVERIES, False)
+    if queued:
+        ctx.notify_new_events()
+    return tx_hash, headers
+
+
+async def _settlement_refused(
+    attempt: _Attempt, hold: Hold, why: str, *, taken: bool = False
+) -> Redemption:
+    """Settling after a successful answer failed and nothing moved: release the claim."""
+    ctx = attempt.ctx
+    message = f"the payment could not be settled: {why}"
+
+    def release() -> bool:
+        return release_hold(
+            ctx.db,
+            hold,
+            settings=ctx.settings,
+            reason="settlement_refused",
+            message=message,
+            status=None,
+            request_id=attempt.request_id,
+            now=ctx.now(),
+            notify=ctx.notify_new_events,
+            taken=taken,
+        )
+
+    await anyio.to_thread.run_sync(release)
+    return Redemption(
+        paid=False, rail=hold.rail, reason="receipt_refused", message=message, payer=hold.payer
+    )
+
+
+def _receipt_headers(
+    hold: Hold, terms: RailTerms, tx_hash: str, payer: str | None
+) -> list[tuple[str, str]]:
+    """What pympp's ``PaymentVerified.with_receipt`` adds: ``Payment-Receipt``, and
+    ``PAYMENT-RESPONSE`` for an x402 credential."""
+    receipt = Receipt(
+        status="success",
+        timestamp=datetime.now(UTC),
+        reference=tx_hash,
+        method="evm",
+        payer=payer,
+    )
+    headers = [("Payment-Receipt", receipt.to_payment_receipt())]
+    if hold.rail == "x402":
+        response: dict[str, Any] = {
+            "success": True,
+            "transaction": tx_hash,
+            "network": f"eip155:{terms.asset.chain_id}",
+        }
+        if payer:
+            response["payer"] = payer
+        headers.append(("PAYMENT-RESPONSE", encode_payment_response(response)))  # type: ignore[arg-type]
+    return headers

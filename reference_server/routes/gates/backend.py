@@ -7,8 +7,9 @@ domain functions ``POST /access/verify`` uses, so a hosted gate never makes an H
 request to itself and both paths give the same verdicts by construction.
 
 Their open rails likewise: :class:`DatabaseRails` calls the same domain code
-(:mod:`reference_server.domain.open_rails`) that ``POST /gates/challenge`` and ``POST
-/gates/redeem`` serve a seller's ``svc_asgi`` gate with.
+(:mod:`reference_server.domain.open_rails`) that ``POST /gates/challenge``, ``/gates/redeem``,
+``/gates/settle`` and ``/gates/release`` serve a seller's ``svc_asgi`` gate with: a
+credential is verified and claimed first, settled once the answer succeeded.
 
 Database work is blocking SQLAlchemy, so it runs in a worker thread.  A database that
 cannot be reached is :class:`svc_asgi.BackendUnavailable` (the gate answers 503); any
@@ -123,11 +124,42 @@ class DatabaseRails:
         if not rail_credentials(headers):
             return None
         try:
-            redemption = await open_rails.redeem(
+            redemption = await open_rails.claim(
                 self.ctx, self.gate, request, headers, request_id=self.request_id
+            )
+        except open_rails.SettlementUnavailable as exc:
+            raise BackendUnavailable(f"the payment could not be verified now: {exc}") from exc
+        except OperationalError as exc:
+            raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
+        return RailRedemption.from_answer(redemption.model())
+
+    async def settle(self, claim: str) -> RailRedemption:
+        try:
+            redemption = await open_rails.settle(self.ctx, claim, request_id=self.request_id)
+        except open_rails.HoldNotFound:  # expired, hence released: nothing moved
+            gone = "the claim expired before the answer came; nothing was charged"
+            return RailRedemption(
+                verification=ReceiptVerification(valid=False, receipt_id="", reason=gone)
             )
         except open_rails.SettlementUnavailable as exc:
             raise BackendUnavailable(f"the payment could not be settled now: {exc}") from exc
         except OperationalError as exc:
             raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
         return RailRedemption.from_answer(redemption.model())
+
+    async def release(self, claim: str, *, reason: str, status: int | None) -> None:
+        await open_rails.release(
+            self.ctx,
+            claim,
+            reason=reason,
+            message=_released_because(reason, status),
+            status=status,
+            request_id=self.request_id,
+        )
+
+
+def _released_because(reason: str, status: int | None) -> str:
+    """``payment.failed``'s message for a released claim."""
+    if reason == "answer_failed" and status is not None:
+        return f"the answer failed with status {status}; the payment was released, nothing charged"
+    return "no answer came back; the payment was released, nothing charged"

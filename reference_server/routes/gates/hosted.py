@@ -9,8 +9,12 @@ database (:class:`~reference_server.routes.gates.backend.DatabaseGateBackend`):
   once the seller has enabled payments — the x402 and MPP challenges
   (:class:`~reference_server.routes.gates.backend.DatabaseRails`), bound to the ``gate_url`` as
   the client addressed it;
-* an x402 ``PAYMENT-SIGNATURE`` or MPP ``Authorization: Payment`` credential: settled
-  and booked (:mod:`reference_server.domain.open_rails`), then served like a receipt;
+* an x402 ``PAYMENT-SIGNATURE`` or MPP ``Authorization: Payment`` credential: verified
+  and claimed (:mod:`reference_server.domain.open_rails`), then served like a receipt,
+  then settled and booked only when the answer's status is below 400 ("verify, serve,
+  then settle"); a failing answer (the upstream's 4xx/5xx, a 502 of the gate's own)
+  releases the claim and goes back as it is, without payment headers; a settlement that
+  fails withholds the answer (402);
 * paid, and the resource has an ``upstream_url``: the request (method, query, body,
   end-to-end headers) is forwarded there through :mod:`reference_server.outbound` -- the
   SSRF-safe client webhooks use, so an ``upstream_url`` can never reach the service's own
@@ -32,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
@@ -207,6 +212,20 @@ async def hosted_gate(call: Call) -> Response:
         return refusal_response(outcome, request_id)
     if not isinstance(outcome, Paid):
         raise InvariantError("hosted gates fail closed")
+    if outcome.held is None:
+        return await _answer(request, ctx, resource, outcome, request_id)
+    try:
+        response = await _answer(request, ctx, resource, outcome, request_id)
+    except BaseException:
+        with anyio.CancelScope(shield=True):  # also when the client went away
+            await core.release(outcome, status=500, reason="answer_failed")
+        raise
+    return await _settled(core, outcome, response, request_id)
+
+
+async def _answer(
+    request: Request, ctx: ServerContext, resource: Resource, outcome: Paid, request_id: str
+) -> Response:
     if resource.upstream_url:
         return await _forward(request, ctx, resource, outcome, request_id)
     return json_response(
@@ -232,6 +251,20 @@ def _check_method(resource: Resource, method: str) -> None:
         f"This gate sells {sold} requests only; send {sold}.",
         headers={"Allow": "GET, HEAD" if sold == "GET" else sold},
     )
+
+
+async def _settled(core: GateCore, held: Paid, response: Response, request_id: str) -> Response:
+    """A claimed payment's answer: settled below 400 (with the payment headers), else the
+    claim released and the answer returned as it is; withheld when settling fails."""
+    if response.status_code >= 400:
+        await core.release(held, status=response.status_code, reason="answer_failed")
+        return response
+    settled = await core.settle(held)
+    if isinstance(settled, Refusal):
+        return refusal_response(settled, request_id)
+    for name, value in paid_headers(settled).items():
+        response.headers[name] = value
+    return response
 
 
 def _public(resource: Resource) -> dict[str, Any]:

@@ -1,17 +1,25 @@
-"""Open rails for a seller's own gate: ``POST /gates/challenge`` and ``POST /gates/redeem``.
+"""Open rails for a seller's own gate: ``POST /gates/challenge``, ``/gates/redeem``,
+``/gates/settle`` and ``/gates/release``.
 
 A seller's app runs ``svc_asgi.PaymentGate``, which holds no keys and imports neither x402
-nor MPP: for an unpaid request it asks here for the challenge headers, and for a request
-carrying a credential it asks here to verify and settle it, with the seller key.  Both
-are answered by the same domain code as the hosted gates
-(:mod:`reference_server.domain.open_rails`)::
+nor MPP: for an unpaid request it asks here for the challenge headers; for a request
+carrying a credential it asks here to verify it and claim its nonce, serves the request,
+then asks here to settle the claim (the answer's status was below 400) or to release it
+(nothing is charged for a failed answer).  All are answered by the same domain code as
+the hosted gates (:mod:`reference_server.domain.open_rails`)::
 
     POST /gates/challenge {"resource_id", "method", "url"}
         -> {"headers": [[name, value], ...]}   (empty until the seller enables payments)
     POST /gates/redeem {"resource_id", "method", "url", "headers": {"PAYMENT-SIGNATURE"
                         | "Authorization": ...}}
+        -> {"paid": false, "claim": "clm_…", "rail", "verification": {...}}  (claimed)
+         | {"paid": false, "rail", "reason", "message", "headers": [...]}   (refused)
+    POST /gates/settle {"claim"}
         -> {"paid": true, "rail", "verification": {...}, "headers": [...]}
-         | {"paid": false, "rail", "reason", "message", "headers": [...]}
+         | {"paid": false, "rail", "reason", "message"}   (nothing moved: answer 402)
+    POST /gates/release {"claim", "reason", "status"} -> {"released": true, "claim"}
+
+A claim neither settled nor released expires and is released (the server's housekeeping).
 
 ``url`` is the absolute URL the client addressed, query included, and ``method`` its
 method: both protocols bind the challenge to them, so the challenge and the redemption of
@@ -31,8 +39,8 @@ from urllib.parse import urlsplit
 
 import anyio.to_thread
 
-from svc import GateChallenge, GateRedemption
-from svc.bodies import RedeemCredential, RequestChallenge
+from svc import GateChallenge, GateRedemption, GateRelease
+from svc.bodies import RedeemCredential, ReleaseClaim, RequestChallenge, SettleClaim
 from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
@@ -64,7 +72,7 @@ async def challenge(call: Call) -> Reply:
 
 
 async def redeem(call: Call) -> Reply:
-    """Verify and settle an open-rail credential presented at the seller's own gate."""
+    """Verify and claim an open-rail credential presented at the seller's own gate."""
     b = call.input(RedeemCredential)
     resource_id = b.resource_id
     rail_request, credentials = _checked(call, b.method, b.url, b.headers)
@@ -75,16 +83,69 @@ async def redeem(call: Call) -> Reply:
             f"Resource {resource_id} is deactivated; it cannot be bought or used.",
         )
     try:
-        redemption = await open_rails.redeem(
+        redemption = await open_rails.claim(
             call.ctx, gate, rail_request, credentials, request_id=call.request_id
         )
     except open_rails.SettlementUnavailable as exc:
-        raise ApiError(
-            "settlement_unavailable",
-            f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
-            headers={"Retry-After": "5"},
-        ) from None
+        raise _unavailable(exc) from None
     return Reply(redemption.model())
+
+
+async def settle(call: Call) -> Reply:
+    """Settle a claimed credential whose answer succeeded."""
+    b = call.input(SettleClaim)
+    principal: Principal = checked(call.principal)
+    try:
+        redemption = await open_rails.settle(
+            call.ctx, b.claim, seller_id=principal.seller_id, request_id=call.request_id
+        )
+    except open_rails.HoldNotFound:
+        raise _no_claim(b.claim) from None
+    except open_rails.SettlementUnavailable as exc:
+        raise _unavailable(exc) from None
+    return Reply(redemption.model())
+
+
+async def release(call: Call) -> Reply:
+    """Release a claimed credential whose answer failed: nothing is charged."""
+    b = call.input(ReleaseClaim)
+    principal: Principal = checked(call.principal)
+    if b.status is not None and not 100 <= b.status <= 599:
+        f = Fields.rules(call.body)
+        f.error("status", "must be the answer's HTTP status (100-599)")
+        f.done()
+    if b.reason == "answer_failed" and b.status is not None:
+        message = f"the answer failed with status {b.status}; released, nothing charged"
+    else:
+        message = "no answer came back; released, nothing charged"
+    try:
+        await open_rails.release(
+            call.ctx,
+            b.claim,
+            seller_id=principal.seller_id,
+            reason=b.reason,
+            message=message,
+            status=b.status,
+            request_id=call.request_id,
+        )
+    except open_rails.HoldNotFound:
+        raise _no_claim(b.claim) from None
+    return Reply(GateRelease(released=True, claim=b.claim))
+
+
+def _unavailable(exc: Exception) -> ApiError:
+    return ApiError(
+        "settlement_unavailable",
+        f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
+        headers={"Retry-After": "5"},
+    )
+
+
+def _no_claim(claim: str) -> ApiError:
+    return ApiError(
+        "not_found",
+        f"No such claim {claim}: unknown, or already settled, released or expired.",
+    )
 
 
 # --- reading the body -----------------------------------------------------------------------
@@ -186,7 +247,31 @@ ENDPOINTS = [
         invalid_body="invalid_rail_request",
         response=GateRedemption,
         errors=("not_found", "resource_inactive", "settlement_unavailable"),
-        summary="Verify and settle an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment "
-        "credential {resource_id, method, url, headers} presented at the seller's own gate.",
+        summary="Verify an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment credential "
+        "{resource_id, method, url, headers} presented at the seller's own gate and claim "
+        "it (nothing moves): settle the claim once the answer succeeded, or release it.",
+    ),
+    Endpoint(
+        method="POST",
+        path="/gates/settle",
+        handler=settle,
+        auth=Role.SELLER,
+        body=SettleClaim,
+        response=GateRedemption,
+        errors=("not_found", "settlement_unavailable"),
+        summary="Settle a claimed open-rail credential {claim} whose answer succeeded "
+        "(status below 400): paid with the receipt headers, or refused (nothing moved; "
+        "withhold the answer and answer 402).",
+    ),
+    Endpoint(
+        method="POST",
+        path="/gates/release",
+        handler=release,
+        auth=Role.SELLER,
+        body=ReleaseClaim,
+        response=GateRelease,
+        errors=("not_found",),
+        summary="Release a claimed open-rail credential {claim, reason, status} whose "
+        "answer failed or never came: nothing is charged, payment.failed records why.",
     ),
 ]
