@@ -88,3 +88,31 @@ def test_a_paid_url_that_succeeds_has_no_note(
     paid = agent.client.spend.pay_url(x402_url)
     assert paid.unlocked is True and paid.note is None
     assert_ledger_sound(server)
+
+
+@pytest.mark.parametrize("status", [500, 404])
+def test_pay_url_to_our_own_gate_whose_upstream_fails_charges_nothing(
+    server: LiveServer, agent: Agent, status: int
+) -> None:
+    """The whole chain of issue 14: a hosted gate verifies and claims, forwards, sees the
+    upstream fail and releases; pay-url sees no settlement, voids the reservation, and
+    the wallet, the seller and the chain are where they were."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from ..rails.helpers import open_rail_shop, receipts_of
+
+    upstream = Starlette(routes=[Route("/work", _failing(status, "upstream down"))])  # type: ignore[arg-type]
+    with serve(upstream) as upstream_url:
+        shop = open_rail_shop(server, upstream_url=f"{upstream_url}/work")
+        r = agent.pay_url(shop.resource.gate_url)
+    assert r.status_code == 502, r.text
+    error = r.json()["error"]
+    assert error["code"] == "upstream_failed" and f"answered {status}" in error["message"]
+    assert error["details"]["upstream_body"] == "upstream down"
+    assert attempt_row(server, error["details"]["attempt_id"]).status == "failed"
+    state = agent.spend()
+    assert state.balance == Decimal("10.00") and state.spent_total == Decimal("0")
+    assert receipts_of(server, shop.resource.id) == []
+    assert shop.balance().balance == Decimal("0")
+    assert_ledger_sound(server)
