@@ -19,9 +19,11 @@ that contain a priced call (JSON-RPC batching was dropped from MCP in 2025-06-18
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Mapping
-from typing import Any
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import attrs
 
@@ -44,6 +46,9 @@ __all__ = [
     "tool_error_message",
     "wants_sse",
 ]
+
+#: How an unpaid call to a priced tool is answered (see ``PaymentGate``).
+McpChallenge = Literal["tool_result", "jsonrpc_error"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -85,6 +90,8 @@ class ToolCall:
     id: object
     #: ``params._meta["svc/receipt"]`` when present, else ``None``.
     meta_receipt: object
+    #: ``params._meta`` when it is an object, else empty.
+    meta: Mapping[str, Any] = attrs.field(factory=dict)
 
     @property
     def is_notification(self) -> bool:
@@ -98,12 +105,16 @@ def find_tool_call(message: object) -> ToolCall | None:
     params = message.get("params")
     name: object = None
     meta_receipt: object = None
+    found: dict[str, Any] = {}
     if isinstance(params, dict):
         name = params.get("name")
         meta = params.get("_meta")
         if isinstance(meta, dict):
             meta_receipt = meta.get(RECEIPT_META_KEY)
-    return ToolCall(name=name, id=message.get("id", _MISSING), meta_receipt=meta_receipt)
+            found = meta
+    return ToolCall(
+        name=name, id=message.get("id", _MISSING), meta_receipt=meta_receipt, meta=found
+    )
 
 
 def priced_calls_in_batch(batch: list[Any], prices: PriceTable) -> list[ToolCall]:
@@ -191,3 +202,312 @@ def render(payload: object, headers: Mapping[str, str]) -> tuple[bytes, bytes]:
     if wants_sse(headers):
         return b"text/event-stream", b"event: message\r\ndata: " + data + b"\r\n\r\n"
     return b"application/json", data
+
+
+# --- the official MCP payment clients: x402's and pympp's ---------------------------------------
+#
+# Both carry the open-rail credential in ``params._meta`` instead of an HTTP header, and read
+# the challenge and the receipt from the JSON-RPC answer.  The gate translates: the
+# credential becomes the header the service redeems (``PAYMENT-SIGNATURE`` or
+# ``Authorization: Payment``), the challenge headers the service issues become each
+# client's JSON shape, and the settled receipt headers go into the result's ``_meta``.
+# The shapes are built here from plain JSON; svc_asgi imports neither x402 nor mpp.
+
+#: x402's MCP transport: the payment payload in the call, the settlement in the result.
+X402_PAYMENT_META_KEY = "x402/payment"
+X402_RESPONSE_META_KEY = "x402/payment-response"
+#: MPP's MCP transport (draft-payment-transport-mcp): credential in, receipt out.
+MPP_CREDENTIAL_META_KEY = "org.paymentauth/credential"
+MPP_RECEIPT_META_KEY = "org.paymentauth/receipt"
+#: MPP's JSON-RPC errors: no credential (challenges attached), a refused credential.
+MPP_PAYMENT_REQUIRED = -32042
+MPP_VERIFICATION_FAILED = -32043
+
+_AUTH_PARAM = re.compile(r'([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+
+
+def _b64_json(value: str) -> Any:
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        return json.loads(base64.urlsafe_b64decode(padded.replace("+", "-").replace("/", "_")))
+    except ValueError as exc:
+        raise ValueError(f"not base64 JSON: {exc}") from None
+
+
+def _canonical(value: Any) -> str:
+    """JSON in canonical form (JCS for the strings, integers and objects MPP uses)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _b64url(value: Any) -> str:
+    return base64.urlsafe_b64encode(_canonical(value).encode()).decode("ascii").rstrip("=")
+
+
+def rail_credential_headers(call: ToolCall) -> dict[str, str]:
+    """The open-rail credential a tool call carries in ``_meta``, as the HTTP header the
+    service redeems; empty when there is none.  Raises ``ValueError`` for one that is not
+    even shaped like a credential."""
+    found: dict[str, str] = {}
+    x402 = call.meta.get(X402_PAYMENT_META_KEY)
+    if x402 is not None:
+        if not isinstance(x402, dict):
+            raise ValueError(f'_meta["{X402_PAYMENT_META_KEY}"] must be an x402 payment payload')
+        data = json.dumps(x402, separators=(",", ":")).encode()
+        found["payment-signature"] = base64.b64encode(data).decode("ascii")
+    mpp = call.meta.get(MPP_CREDENTIAL_META_KEY)
+    if mpp is not None:
+        found["authorization"] = _mpp_authorization(mpp)
+    return found
+
+
+def _mpp_authorization(credential: object) -> str:
+    """An MCP credential (the whole challenge echoed) as ``Authorization: Payment``."""
+    where = f'_meta["{MPP_CREDENTIAL_META_KEY}"]'
+    if not isinstance(credential, dict) or not isinstance(credential.get("challenge"), dict):
+        raise ValueError(f"{where} must be an MPP credential with its challenge")
+    challenge = credential["challenge"]
+    echo: dict[str, Any] = {}
+    for field in ("id", "realm", "method", "intent"):
+        if not isinstance(challenge.get(field), str):
+            raise ValueError(f"{where}.challenge.{field} must be a string")
+        echo[field] = challenge[field]
+    if not isinstance(challenge.get("request"), dict):
+        raise ValueError(f"{where}.challenge.request must be an object")
+    echo["request"] = _b64url(challenge["request"])
+    for field in ("expires", "digest", "description"):
+        if challenge.get(field) is not None:
+            echo[field] = challenge[field]
+    if challenge.get("opaque") is not None:
+        echo["opaque"] = _b64url(challenge["opaque"])
+    wire: dict[str, Any] = {"challenge": echo, "payload": credential.get("payload")}
+    if credential.get("source"):
+        wire["source"] = credential["source"]
+    return "Payment " + _b64url(wire)
+
+
+def x402_payment_required(headers: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
+    """x402's ``PaymentRequired`` (the ``PAYMENT-REQUIRED`` challenge header, decoded)."""
+    for name, value in headers:
+        if name.lower() == "payment-required":
+            try:
+                decoded = _b64_json(value)
+            except ValueError:
+                return None
+            return decoded if isinstance(decoded, dict) else None
+    return None
+
+
+def mpp_challenges(headers: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """MPP's challenges (``WWW-Authenticate: Payment …``) as its MCP transport has them:
+    the auth-params as an object, ``request`` (and ``opaque``) decoded."""
+    found = []
+    for name, value in headers:
+        if name.lower() != "www-authenticate" or value[:8].lower() != "payment ":
+            continue
+        params = {
+            m.group(1).lower(): (
+                re.sub(r"\\(.)", r"\1", m.group(2)) if m.group(2) is not None else m.group(3)
+            )
+            for m in _AUTH_PARAM.finditer(value[8:])
+        }
+        try:
+            challenge: dict[str, Any] = {
+                "id": params["id"],
+                "realm": params["realm"],
+                "method": params["method"],
+                "intent": params["intent"],
+                "request": _b64_json(params["request"]),
+            }
+            for field in ("expires", "description", "digest"):
+                if field in params:
+                    challenge[field] = params[field]
+            if "opaque" in params:
+                challenge["opaque"] = _b64_json(params["opaque"])
+        except (KeyError, ValueError):
+            continue
+        found.append(challenge)
+    return found
+
+
+def receipt_meta(raw_headers: Sequence[tuple[bytes, bytes]], call: ToolCall) -> dict[str, Any]:
+    """A settled payment's receipt headers as the result's ``_meta``: ``svc/receipt``
+    (the service receipt id) always, ``x402/payment-response`` for x402 and
+    ``org.paymentauth/receipt`` for MPP, each where its client reads it."""
+    meta: dict[str, Any] = {}
+    for raw_name, raw_value in raw_headers:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        if name == "x-svc-receipt":
+            meta[RECEIPT_META_KEY] = value
+        elif name == "payment-response":
+            try:
+                meta[X402_RESPONSE_META_KEY] = _b64_json(value)
+            except ValueError:
+                continue
+        elif name == "payment-receipt" and MPP_CREDENTIAL_META_KEY in call.meta:
+            try:
+                receipt = _b64_json(value)
+            except ValueError:
+                continue
+            if isinstance(receipt, dict):
+                meta[MPP_RECEIPT_META_KEY] = _mcp_receipt(receipt, call)
+    return meta
+
+
+def _mcp_receipt(receipt: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    """MPP's MCP receipt: the HTTP receipt plus the challenge id and what was settled."""
+    credential = call.meta.get(MPP_CREDENTIAL_META_KEY)
+    challenge = credential.get("challenge") if isinstance(credential, dict) else None
+    challenge = challenge if isinstance(challenge, dict) else {}
+    out = dict(receipt)
+    out.setdefault("challengeId", challenge.get("id", ""))
+    out.setdefault("method", challenge.get("method", ""))
+    request = challenge.get("request")
+    if isinstance(request, dict) and "settlement" not in out:
+        settled = {k: request[k] for k in ("amount", "currency") if k in request}
+        if settled:
+            out["settlement"] = settled
+    return out
+
+
+def rail_tool_error(
+    call: ToolCall,
+    refusal: Refusal,
+    request_id: str,
+    *,
+    modern: bool,
+    jsonrpc_error: bool,
+) -> dict[str, Any]:
+    """The refused tool call answered in the form the official payment clients read.
+
+    As a tool result (``jsonrpc_error`` false, x402's form, the default): the svc tool
+    error (:func:`tool_error_message`) with x402's ``PaymentRequired`` as its
+    ``structuredContent``.  As a JSON-RPC error (MPP's form): ``-32042`` with
+    ``data.challenges`` (``-32043`` when an MPP credential was presented and refused),
+    the svc details under ``data["svc/payment_required"]``.
+    """
+    x402 = x402_payment_required(refusal.headers)
+    challenges = mpp_challenges(refusal.headers)
+    if not jsonrpc_error and MPP_CREDENTIAL_META_KEY not in call.meta:
+        answer = tool_error_message(call, refusal, request_id, modern=modern)
+        if x402 is not None:
+            answer["result"]["structuredContent"] = x402
+        return answer
+    code = MPP_PAYMENT_REQUIRED
+    if MPP_CREDENTIAL_META_KEY in call.meta or refusal.reason != "receipt_missing":
+        code = MPP_VERIFICATION_FAILED
+    if not challenges:  # nothing MPP can pay: the svc tool error says what can be
+        return tool_error_message(call, refusal, request_id, modern=modern)
+    data: dict[str, Any] = {
+        "httpStatus": refusal.status,
+        "challenges": challenges,
+        PAYMENT_REQUIRED_META_KEY: refusal.body(request_id),
+    }
+    if code == MPP_VERIFICATION_FAILED:
+        data["failure"] = {"reason": refusal.reason, "detail": refusal.message}
+    return error_message(call.id, code, refusal.message, data)
+
+
+# --- the answer of a claimed (held) tool call ---------------------------------------------------
+
+
+def find_response(payload: object, request_id: object) -> dict[str, Any] | None:
+    """The JSON-RPC response to ``request_id`` in a parsed JSON body (or batch)."""
+    items = payload if isinstance(payload, list) else [payload]
+    for item in items:
+        if (
+            isinstance(item, dict)
+            and item.get("id", _MISSING) == request_id
+            and ("result" in item or "error" in item)
+        ):
+            return item
+    return None
+
+
+def tool_succeeded(response: Mapping[str, Any] | None) -> bool:
+    """A ``tools/call`` answered with a result whose ``isError`` is not true."""
+    if response is None:
+        return False
+    result = response.get("result")
+    return isinstance(result, dict) and result.get("isError") is not True
+
+
+@attrs.define
+class ToolAnswer:
+    """A tool call's HTTP answer, buffered whole: its status, headers and the JSON-RPC
+    response to the call (read from a JSON body or from the SSE events)."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    @property
+    def is_sse(self) -> bool:
+        for name, value in self.headers:
+            if name.lower() == b"content-type":
+                return value.split(b";")[0].strip().lower() == b"text/event-stream"
+        return False
+
+    def response(self, request_id: object) -> dict[str, Any] | None:
+        if self.status >= 400:
+            return None
+        if not self.is_sse:
+            try:
+                return find_response(json.loads(self.body), request_id)
+            except ValueError:
+                return None
+        for _, data in _sse_events(self.body):
+            try:
+                found = find_response(json.loads(data), request_id)
+            except ValueError:
+                continue
+            if found is not None:
+                return found
+        return None
+
+    def with_meta(self, request_id: object, meta: Mapping[str, Any]) -> bytes:
+        """The body with ``meta`` merged into the response's ``result._meta``."""
+
+        def patched(payload: Any) -> Any:
+            response = find_response(payload, request_id)
+            if response is not None and isinstance(response.get("result"), dict):
+                result = response["result"]
+                existing = result.get("_meta")
+                result["_meta"] = {**(existing if isinstance(existing, dict) else {}), **meta}
+            return payload
+
+        if not self.is_sse:
+            data = json.dumps(patched(json.loads(self.body)), separators=(",", ":"))
+            return data.encode()
+        out: list[str] = []
+        for lines, data in _sse_events(self.body):
+            try:
+                payload = json.loads(data)
+            except ValueError:
+                out.append("".join(lines))
+                continue
+            if find_response(payload, request_id) is None:
+                out.append("".join(lines))
+                continue
+            kept = [line for line in lines if not line.startswith("data:") and line.strip()]
+            new = json.dumps(patched(payload), separators=(",", ":"))
+            out.append("".join(kept) + f"data: {new}\r\n\r\n")
+        return "".join(out).encode()
+
+
+def _sse_events(body: bytes) -> list[tuple[list[str], str]]:
+    """The SSE events of a body: each event's lines (with their endings, the blank line
+    ending it included) and its data."""
+    events: list[tuple[list[str], str]] = []
+    lines: list[str] = []
+    data: list[str] = []
+    for line in body.decode("utf-8", "replace").splitlines(keepends=True):
+        lines.append(line)
+        stripped = line.rstrip("\r\n")
+        if not stripped:
+            events.append((lines, "\n".join(data)))
+            lines, data = [], []
+        elif stripped.startswith("data:"):
+            data.append(stripped[5:].removeprefix(" "))
+    if lines:
+        events.append((lines, "\n".join(data)))
+    return events

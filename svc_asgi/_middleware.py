@@ -59,6 +59,7 @@ from ._asgi import (
 from ._backend import GateBackend, ServiceBackend
 from ._core import FailedOpen, GateCore, OnServiceError, Outcome, Paid, Refusal
 from ._held import HeldAnswer
+from ._mcp import McpChallenge
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
 from ._prices import PriceTable
 from ._rails import PaymentRail, RailRequest
@@ -113,8 +114,15 @@ class PaymentGate:
     ``tools/call`` is gated by tool name.  ``on_service_error`` is ``"fail_closed"``
     (503 when the service cannot be reached; the default) or ``"fail_open"``.
     ``cache_ttl`` is how long a confirmed receipt and a resource's price are reused;
-    ``max_body_bytes`` bounds the MCP bodies the gate buffers (MCP tool calls are not
-    offered open-rail challenges).
+    ``max_body_bytes`` bounds the MCP bodies the gate buffers.
+
+    A priced tool is paid like a route, in MCP's terms: by ``_meta["svc/receipt"]``, or
+    by the official MCP payment clients of x402 (``_meta["x402/payment"]``) and MPP
+    (``_meta["org.paymentauth/credential"]``), whose credential is claimed, the tool run,
+    and the claim settled only when the result's ``isError`` is false.  An unpaid call is
+    answered as ``mcp_challenge`` says: ``"tool_result"`` (the default; a tool error that
+    x402's client pays, its ``structuredContent`` the x402 challenge) or
+    ``"jsonrpc_error"`` (the ``-32042`` error that pympp's client pays); see docs/mcp.md.
     """
 
     def __init__(
@@ -134,8 +142,12 @@ class PaymentGate:
         backend: GateBackend | None = None,
         rails: Sequence[PaymentRail] | None = None,
         public_url: str | None = None,
+        mcp_challenge: McpChallenge = "tool_result",
     ) -> None:
         self.app = app
+        if mcp_challenge not in ("tool_result", "jsonrpc_error"):
+            raise ValueError('mcp_challenge must be "tool_result" or "jsonrpc_error"')
+        self.mcp_challenge: McpChallenge = mcp_challenge
         self.prices = PriceTable(prices)
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be a positive number of bytes")
@@ -350,12 +362,101 @@ class PaymentGate:
         if resource_id is None:
             await self.app(scope, receive, send)
             return
+        await self._gate_tool_call(scope, receive, send, headers, call, resource_id)
 
-        outcome = await self.core.check(resource_id, headers, meta_receipt=call.meta_receipt)
-        if isinstance(outcome, Paid | FailedOpen):
-            await self._pass(scope, receive, send, outcome)
+    async def _gate_tool_call(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: Mapping[str, str],
+        call: mcp.ToolCall,
+        resource_id: str,
+    ) -> None:
+        """A priced ``tools/call``: paid by receipt or open-rail credential, or refused."""
+        try:
+            credentials = mcp.rail_credential_headers(call)
+        except ValueError as exc:
+            error = mcp.error_message(
+                call.id, mcp.INVALID_PARAMS, f"Malformed payment credential: {exc}."
+            )
+            await self._send_jsonrpc(send, scope, headers, 400, error)
             return
-        await self._refuse_tool_call(send, scope, headers, call, outcome)
+
+        def request() -> RailRequest:
+            return RailRequest("POST", request_url(scope, self.public_url))
+
+        outcome = await self.core.check(
+            resource_id,
+            {**headers, **credentials} if credentials else headers,
+            meta_receipt=call.meta_receipt,
+            request=request,
+        )
+        if type(outcome) is Paid and outcome.held is not None:
+            await self._serve_held_tool(scope, receive, send, outcome, call, headers)
+        elif isinstance(outcome, Paid | FailedOpen):
+            await self._pass(scope, receive, send, outcome)
+        else:
+            await self._refuse_tool_call(send, scope, headers, call, outcome)
+
+    async def _serve_held_tool(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        paid: Paid,
+        call: mcp.ToolCall,
+        headers: Mapping[str, str],
+    ) -> None:
+        """Run a tool whose open-rail payment is claimed: its answer is buffered whole,
+        the claim settled only when the result's ``isError`` is false (the receipt then
+        added to the result's ``_meta``) and released otherwise, the answer unchanged."""
+        state: MutableMapping[str, Any] = scope.setdefault("state", {})
+        state[STATE_KEY] = paid.payment
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        try:
+            await self.app(scope, receive, capture)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.core.release(paid, status=500, reason="answer_failed")
+            raise
+        if start is None:
+            await self.core.release(paid, status=None, reason="answer_missing")
+            return
+        answer = mcp.ToolAnswer(
+            status=int(start.get("status", 200)),
+            headers=list(start.get("headers", ())),
+            body=b"".join(chunks),
+        )
+        if not mcp.tool_succeeded(answer.response(call.id)):
+            status = answer.status if answer.status >= 400 else None
+            await self.core.release(paid, status=status, reason="answer_failed")
+            await send(start)
+            await send({"type": "http.response.body", "body": answer.body})
+            return
+        settled = await self.core.settle(paid)
+        if type(settled) is not Paid:
+            if not isinstance(settled, Refusal):  # pragma: no cover - Paid or Refusal only
+                raise TypeError(f"settle answered a {type(settled).__name__}")
+            await self._refuse_tool_call(send, scope, headers, call, settled)
+            return
+        body = answer.with_meta(call.id, mcp.receipt_meta(settled.raw_headers, call))
+        dropped = settled.raw_names | {b"content-length"}
+        kept = [(k, v) for k, v in answer.headers if k.lower() not in dropped]
+        if not any(k.lower() == b"cache-control" for k, _ in kept):
+            kept += _PRIVATE
+        kept += [*settled.raw_headers, (b"content-length", str(len(body)).encode())]
+        await send({**start, "headers": kept})
+        await send({"type": "http.response.body", "body": body})
 
     async def _refuse_tool_call(
         self,
@@ -372,8 +473,12 @@ class PaymentGate:
             status, extra, body = outcome.render(request_id)
             await send_response(send, status, body, headers=extra)
         elif outcome.status in (402, 409):
-            answer = mcp.tool_error_message(
-                call, outcome, request_id, modern=mcp.is_modern(headers)
+            answer = mcp.rail_tool_error(
+                call,
+                outcome,
+                request_id,
+                modern=mcp.is_modern(headers),
+                jsonrpc_error=self.mcp_challenge == "jsonrpc_error",
             )
             await self._send_jsonrpc(send, scope, headers, 200, answer, request_id)
         else:

@@ -162,4 +162,6 @@ def _released_because(reason: str, status: int | None) -> str:
     """``payment.failed``'s message for a released claim."""
     if reason == "answer_failed" and status is not None:
         return f"the answer failed with status {status}; the payment was released, nothing charged"
+    if reason == "answer_failed":  # e.g. an MCP tool call answered with isError
+        return "the answer was an error result; the payment was released, nothing charged"
     return "no answer came back; the payment was released, nothing charged"

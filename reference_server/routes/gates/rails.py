@@ -116,6 +116,8 @@ async def release(call: Call) -> Reply:
         f.done()
     if b.reason == "answer_failed" and b.status is not None:
         message = f"the answer failed with status {b.status}; released, nothing charged"
+    elif b.reason == "answer_failed":  # e.g. an MCP tool call answered with isError
+        message = "the answer was an error result; released, nothing charged"
     else:
         message = "no answer came back; released, nothing charged"
     try:
