@@ -30,7 +30,7 @@ from ._core import (
     Paid,
     Refusal,
 )
-from ._mcp import PAYMENT_REQUIRED_META_KEY
+from ._mcp import PAYMENT_REQUIRED_META_KEY, McpChallenge
 from ._middleware import PaymentGate
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY, Payment, payment_of
 from ._prices import PriceTable
@@ -48,6 +48,7 @@ __all__ = [
     "GateCore",
     "Held",
     "HoldingRail",
+    "McpChallenge",
     "Offer",
     "OnServiceError",
     "Outcome",

@@ -8,6 +8,15 @@ client would never learn what to pay.  It is answered as the tool's own result, 
 ``CallToolResult`` with ``isError: true`` and a text naming the resource, the price,
 ``gate_url`` and ``pay_url``, which MCP hands to the model as it would any tool error.
 
+Open rails: the official MCP payment clients of x402 and MPP carry their credential in
+``params._meta`` (``x402/payment``, ``org.paymentauth/credential``).  The gate turns it into
+the HTTP credential the service redeems (:func:`rail_credential_headers`), shapes the
+service's challenge headers as each client reads them (:func:`rail_tool_error`: x402's
+``PaymentRequired`` as the unpaid result's ``structuredContent``, or MPP's ``-32042``
+error), buffers the claimed call's answer (:class:`ToolAnswer`) to settle only when the
+result's ``isError`` is false, and puts the receipt in the result's ``_meta``
+(:func:`receipt_meta`).  All from plain JSON: no x402 or mpp import.
+
 The answer is JSON (``application/json``) unless the client accepts only
 ``text/event-stream``, in which case it is one SSE ``message`` event; the ``mcp``
 package's client sends ``Accept: application/json, text/event-stream`` and reads both.

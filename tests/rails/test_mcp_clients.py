@@ -27,7 +27,15 @@ from svc_asgi import RECEIPT_META_KEY, PaymentGate, payment_of
 from ..sandbox.helpers import assert_chain_sound
 from ..support import LiveApp, LiveServer
 from ..support import new_account as new_service_account
-from .helpers import PRICE, balance, event_data, events_of, funded_payer, receipts_of
+from .helpers import (
+    PRICE,
+    balance,
+    event_data,
+    events_of,
+    funded_payer,
+    receipts_of,
+    x402_client,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -123,17 +131,15 @@ class McpSdkForX402:
         )
 
 
-async def x402_call(url: str, payer: Any, tool: str) -> Any:
-    from .helpers import x402_client
-
-    async with Client(url) as client:
+async def x402_call(url: str, payer: Any, tool: str, mode: str = "auto") -> Any:
+    async with Client(url, mode=mode) as client:
         paying = x402MCPClient(McpSdkForX402(client), x402_client(payer))
         return await paying.call_tool(tool, {"query": "owls"})
 
 
-async def mpp_call(url: str, payer: Any, tool: str) -> Any:
+async def mpp_call(url: str, payer: Any, tool: str, mode: str = "auto") -> Any:
     charge = mpp_evm_client.charge(currency=BASE_SEPOLIA_USDC, account=payer)
-    async with Client(url) as client:
+    async with Client(url, mode=mode) as client:
         return await McpClient(client, methods=[charge]).call_tool(tool, {"query": "owls"})
 
 
@@ -147,13 +153,14 @@ def _charged_once(shop: ToolShop, payer: Any, tool: str) -> str:
     return str(receipt.id)
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_x402s_mcp_client_pays_a_tool(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    server: LiveServer, serve_app: Callable[..., LiveApp], mode: str
 ) -> None:
     shop = tool_shop(server, serve_app)
     payer = funded_payer(server)
 
-    result = await x402_call(shop.url, payer, "search")
+    result = await x402_call(shop.url, payer, "search", mode)
     assert result.payment_made and not result.is_error, result.content
     receipt_id = _charged_once(shop, payer, "search")
     assert result.content[0].text == f"results for owls (paid with {receipt_id})"
@@ -161,13 +168,14 @@ async def test_x402s_mcp_client_pays_a_tool(
     assert shop.calls == ["search"]
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_pympps_mcp_client_pays_a_tool(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    server: LiveServer, serve_app: Callable[..., LiveApp], mode: str
 ) -> None:
     shop = tool_shop(server, serve_app, mcp_challenge="jsonrpc_error")
     payer = funded_payer(server)
 
-    result = await mpp_call(shop.url, payer, "search")
+    result = await mpp_call(shop.url, payer, "search", mode)
     assert not result.is_error, result.content
     receipt_id = _charged_once(shop, payer, "search")
     assert result.content[0].text == f"results for owls (paid with {receipt_id})"
@@ -222,3 +230,38 @@ async def test_the_svc_receipt_still_unlocks_a_tool_with_open_rails_on(
             "search", {"query": "owls"}, meta={RECEIPT_META_KEY: paid.receipt_id}
         )
     assert not result.is_error and paid.receipt_id in result.content[0].text
+
+
+def test_the_mpp_credential_in_meta_is_the_authorization_pympp_would_send() -> None:
+    """The gate turns pympp's MCP credential into the HTTP credential pympp itself would
+    send (``Authorization: Payment``), and reads the challenges pympp's server issues."""
+    from mpp import Challenge
+    from mpp.extensions.mcp import MCPChallenge, MCPCredential
+
+    from svc_asgi._mcp import find_tool_call, mpp_challenges, rail_credential_headers
+
+    core = Challenge(
+        id="ch_1",
+        method="evm",
+        intent="charge",
+        request={"amount": "250000", "currency": "0xabc", "recipient": "0xdef"},
+        realm="shop.example",
+        expires="2030-01-01T00:00:00Z",
+        description='a "quoted" fee',
+    )
+    header = core.to_www_authenticate("shop.example")
+    [challenge] = mpp_challenges([("WWW-Authenticate", header)])
+    parsed = MCPChallenge.from_dict(challenge)
+    assert parsed.to_dict() == challenge and parsed.description == 'a "quoted" fee'
+    credential = MCPCredential(challenge=parsed, payload={"signature": "0x01"}, source="0x9")
+    call = find_tool_call(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "search", "_meta": credential.to_meta()},
+        }
+    )
+    assert call is not None
+    expected = credential.to_core().to_authorization()
+    assert rail_credential_headers(call) == {"authorization": expected}
