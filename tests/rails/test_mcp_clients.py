@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import attrs
+import httpx
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
@@ -265,3 +266,43 @@ def test_the_mpp_credential_in_meta_is_the_authorization_pympp_would_send() -> N
     assert call is not None
     expected = credential.to_core().to_authorization()
     assert rail_credential_headers(call) == {"authorization": expected}
+
+
+async def test_a_malformed_or_forged_credential_is_refused_in_mcp_terms(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    shop = tool_shop(server, serve_app, mcp_challenge="jsonrpc_error")
+    payer = funded_payer(server)
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Protocol-Version": "2026-07-28",
+    }
+
+    def tools_call(meta: dict[str, Any]) -> dict[str, Any]:
+        params = {"name": "search", "arguments": {"query": "owls"}, "_meta": meta}
+        return {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+
+    async with httpx.AsyncClient(headers=headers) as http:
+        bad = await http.post(shop.url, json=tools_call({"org.paymentauth/credential": "x"}))
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == -32602
+        assert "Malformed payment credential" in bad.json()["error"]["message"]
+
+        unpaid = await http.post(shop.url, json=tools_call({}))
+        error = unpaid.json()["error"]
+        assert error["code"] == -32042 and error["data"]["httpStatus"] == 402
+        [challenge] = error["data"]["challenges"]
+
+    result = await mpp_call(shop.url, payer, "search")
+    assert not result.is_error
+    # An unsigned credential on an issued challenge: refused with -32043 and a fresh
+    # challenge, the tool never run, nothing more charged.
+    from mpp.extensions.mcp import MCPChallenge, MCPCredential
+
+    replay = MCPCredential(challenge=MCPChallenge.from_dict(challenge), payload={"x": 1})
+    async with httpx.AsyncClient(headers=headers) as http:
+        refused = await http.post(shop.url, json=tools_call(replay.to_meta()))
+    error = refused.json()["error"]
+    assert error["code"] == -32043 and error["data"]["challenges"], error
+    assert error["data"]["failure"]["reason"] in ("receipt_refused", "receipt_malformed")
+    assert balance(server.url, payer.address) == 1_000_000 - PRICE
+    assert shop.calls == ["search"]
