@@ -123,21 +123,15 @@ def recycle(
     Records ``seller.withdrawn`` (destination ``account_wallet``) in the same transaction.
     """
     env = row.environment
-    seller_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=row.id, now=now
+    seller_acct, owner_acct, moved = take_from_balance(
+        conn,
+        row,
+        to_kind=ledger.OWNER_WALLET,
+        to_ref=row.owner_id,
+        amount=amount,
+        purpose="recycle",
+        now=now,
     )
-    owner_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=row.owner_id, now=now
-    )
-    ledger.lock_accounts(conn, [seller_acct, owner_acct])
-    available = ledger.available_micros(conn, seller_acct)
-    moved = available if amount is None else amount
-    if moved <= 0 or moved > available:
-        raise PaymentRefused(
-            "insufficient_funds",
-            f"The seller balance has {format_micros(available)} available to recycle.",
-            details={"available": format_micros(available)},
-        )
     ledger.transfer(
         conn,
         environment=env,
@@ -148,21 +142,14 @@ def recycle(
         now=now,
         reference=row.id,
     )
-    seller_balance = ledger.available_micros(conn, seller_acct)
-    record_event(
+    seller_balance = record_withdrawn(
         conn,
-        owner_id=row.owner_id,
-        environment=env,
-        type="seller.withdrawn",
-        data={
-            "seller_id": row.id,
-            "amount": format_micros(moved),
-            "destination": "account_wallet",
-            "withdrawal_id": None,
-            "balance": format_micros(seller_balance),
-            "request_id": request_id,
-            "environment": env,
-        },
+        row,
+        amount=moved,
+        destination="account_wallet",
+        withdrawal_id=None,
+        balance_account=seller_acct,
+        request_id=request_id,
         now=now,
     )
     return Recycled(
@@ -172,3 +159,72 @@ def recycle(
         seller_balance=from_micros(seller_balance),
         account_wallet_balance=from_micros(ledger.available_micros(conn, owner_acct)),
     )
+
+
+def take_from_balance(
+    conn: Connection,
+    seller: Row[Any],
+    *,
+    to_kind: str,
+    to_ref: str,
+    amount: int | None,
+    purpose: str,
+    now: datetime,
+) -> tuple[str, str, int]:
+    """Money leaving a seller balance (a recycle, a withdrawal): the seller's account and
+    the one it goes to, both locked, and the micros to move (``None``: all available).
+    Refused with 402 ``insufficient_funds`` (naming what is available to ``purpose``)
+    when there is nothing, or not enough, available."""
+    env = seller.environment
+    seller_acct = ledger.ensure_account(
+        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
+    )
+    to_acct = ledger.ensure_account(conn, environment=env, kind=to_kind, ref_id=to_ref, now=now)
+    ledger.lock_accounts(conn, [seller_acct, to_acct])
+    available = ledger.available_micros(conn, seller_acct)
+    moved = available if amount is None else amount
+    if moved <= 0 or moved > available:
+        raise insufficient_balance(available, purpose)
+    return seller_acct, to_acct, moved
+
+
+def insufficient_balance(available: int, purpose: str) -> PaymentRefused:
+    """402 ``insufficient_funds`` for money a seller balance cannot give."""
+    return PaymentRefused(
+        "insufficient_funds",
+        f"The seller balance has {format_micros(available)} available to {purpose}.",
+        details={"available": format_micros(available)},
+    )
+
+
+def record_withdrawn(
+    conn: Connection,
+    seller: Row[Any],
+    *,
+    amount: int,
+    destination: str,
+    withdrawal_id: str | None,
+    balance_account: str,
+    request_id: str | None,
+    now: datetime,
+) -> int:
+    """``seller.withdrawn`` for money that left the balance (to the owner's account wallet,
+    or held for a payout); the balance it leaves, in micros."""
+    balance = ledger.available_micros(conn, balance_account)
+    record_event(
+        conn,
+        owner_id=seller.owner_id,
+        environment=seller.environment,
+        type="seller.withdrawn",
+        data={
+            "seller_id": seller.id,
+            "amount": format_micros(amount),
+            "destination": destination,
+            "withdrawal_id": withdrawal_id,
+            "balance": format_micros(balance),
+            "request_id": request_id,
+            "environment": seller.environment,
+        },
+        now=now,
+    )
+    return balance

@@ -15,15 +15,15 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select
 
 from svc import Withdrawal
-from svc.money import format_micros, from_micros
+from svc.money import from_micros
 
 from ...ids import new_id
 from ...store import tables as t
 from ...timeutil import as_utc
 from .. import ledger, paging
-from ..errors import DomainError, PaymentRefused
-from ..events import record_event
+from ..errors import DomainError
 from ..paging import Page, PageRequest
+from ..sellers import insufficient_balance, record_withdrawn, take_from_balance
 from .connect import account_of
 
 __all__ = [
@@ -65,21 +65,15 @@ def withdraw(
     if account is None or not account.payouts_enabled or not seller.payouts_enabled:
         raise _not_enabled()
     env = seller.environment
-    balance_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
+    balance_acct, payouts_acct, moved = take_from_balance(
+        conn,
+        seller,
+        to_kind=ledger.PROCESSOR_PAYOUTS,
+        to_ref=ledger.PLATFORM,
+        amount=amount,
+        purpose="withdraw",
+        now=now,
     )
-    payouts_acct = ledger.ensure_account(
-        conn, environment=env, kind=ledger.PROCESSOR_PAYOUTS, ref_id=ledger.PLATFORM, now=now
-    )
-    ledger.lock_accounts(conn, [balance_acct, payouts_acct])
-    available = ledger.available_micros(conn, balance_acct)
-    moved = available if amount is None else amount
-    if moved <= 0 or moved > available:
-        raise PaymentRefused(
-            "insufficient_funds",
-            f"The seller balance has {format_micros(available)} available to withdraw.",
-            details={"available": format_micros(available)},
-        )
     withdrawal_id = new_id("wd")
     try:
         transfer_id = ledger.reserve(
@@ -93,11 +87,7 @@ def withdraw(
             reference=withdrawal_id,
         )
     except ledger.InsufficientFunds as exc:  # taken by a concurrent withdrawal meanwhile
-        raise PaymentRefused(
-            "insufficient_funds",
-            f"The seller balance has {format_micros(exc.available)} available to withdraw.",
-            details={"available": format_micros(exc.available)},
-        ) from None
+        raise insufficient_balance(exc.available, "withdraw") from None
     conn.execute(
         insert(_w).values(
             id=withdrawal_id,
@@ -114,20 +104,14 @@ def withdraw(
             updated_at=now,
         )
     )
-    record_event(
+    record_withdrawn(
         conn,
-        owner_id=seller.owner_id,
-        environment=env,
-        type="seller.withdrawn",
-        data={
-            "seller_id": seller.id,
-            "amount": format_micros(moved),
-            "destination": "payout_account",
-            "withdrawal_id": withdrawal_id,
-            "balance": format_micros(ledger.available_micros(conn, balance_acct)),
-            "request_id": request_id,
-            "environment": env,
-        },
+        seller,
+        amount=moved,
+        destination="payout_account",
+        withdrawal_id=withdrawal_id,
+        balance_account=balance_acct,
+        request_id=request_id,
         now=now,
     )
     return find_withdrawal(conn, seller.id, withdrawal_id)
