@@ -338,6 +338,6 @@ def _receipt(sale: _Sale, answer: dict[str, Any]) -> Response:
 
 
 ENDPOINTS = [
-    Endpoint(method="GET", path=_PATH, handler=pay_page, listed=False),
-    Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False),
+    Endpoint(method="GET", path=_PATH, handler=pay_page, listed=False, page=True),
+    Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False, page=True),
 ]

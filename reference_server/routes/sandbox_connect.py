@@ -174,7 +174,15 @@ async def login_page(call: Call) -> Response:
 _ONBOARD = "/sandbox/connect/onboard/{token}"
 
 ENDPOINTS = [
-    Endpoint(method="GET", path=_ONBOARD, handler=onboarding_page, listed=False),
-    Endpoint(method="POST", path=_ONBOARD, handler=submit_onboarding, raw=True, listed=False),
-    Endpoint(method="GET", path="/sandbox/connect/login/{token}", handler=login_page, listed=False),
+    Endpoint(method="GET", path=_ONBOARD, handler=onboarding_page, listed=False, page=True),
+    Endpoint(
+        method="POST", path=_ONBOARD, handler=submit_onboarding, raw=True, listed=False, page=True
+    ),
+    Endpoint(
+        method="GET",
+        path="/sandbox/connect/login/{token}",
+        handler=login_page,
+        listed=False,
+        page=True,
+    ),
 ]

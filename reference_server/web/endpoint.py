@@ -142,6 +142,8 @@ class Endpoint:
     #: documented 400 ``invalid_rail_request``, which svc_asgi reads as a bad credential).
     invalid_body: str = "validation_error"
     #: The answer's shape (a model exported by :mod:`svc`) and its status.
+    #: A page for people: it answers HTML (its refusals too), not the JSON envelope.
+    page: bool = False
     #: A gate: it takes a payment in its headers (``X-Svc-Receipt``, x402's
     #: ``PAYMENT-SIGNATURE``, MPP's ``Authorization: Payment``) and answers 402 with the
     #: challenges until paid; the document declares those headers.

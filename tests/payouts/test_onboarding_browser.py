@@ -256,13 +256,12 @@ def test_the_form_works_with_javascript_off(server: LiveServer, browser: Browser
 
 
 def sandbox_pages() -> list[str]:
-    """The paths of the pages the sandbox serves people: the GET routes under /sandbox/
-    that are not part of the JSON API, from the app's route table."""
-    api = {(ep.method, ep.path) for ep in app.endpoints()}
+    """The paths of the pages the sandbox serves people (``Endpoint.page``, under
+    /sandbox/), from the app's route table."""
     return sorted(
         ep.path
         for ep in app.served()
-        if ep.method == "GET" and ep.path.startswith("/sandbox/") and ("GET", ep.path) not in api
+        if ep.page and ep.method == "GET" and ep.path.startswith("/sandbox/")
     )
 
 

@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 import svc
 from reference_server import Settings, create_app
+from reference_server.app import served
 from reference_server.web import validate
 from reference_server.web.errors import CODES
 
@@ -49,6 +50,8 @@ def _route_table() -> list[tuple[str, str]]:
 
 
 ROUTES = _route_table()
+#: The routes that answer people in HTML, refusals included (``Endpoint.page``).
+PAGES = {(ep.method, ep.path) for ep in served() if ep.page}
 
 # --- hostile values ------------------------------------------------------------------------
 
@@ -272,10 +275,10 @@ class Attack:
             return
         if r.status_code < 400 or (self.path.startswith("/g/") and r.status_code == 402):
             return
-        if self.path.startswith(("/sandbox/connect/", "/pay/{")) and r.headers.get(
-            "content-type", ""
-        ).startswith("text/html"):
-            return  # pages for people answer in HTML (pay pages, the sandbox payout processor's)
+        if (self.method, self.path) in PAGES and r.headers.get("content-type", "").startswith(
+            "text/html"
+        ):
+            return  # pages for people answer in HTML (Endpoint.page)
         if self.path == "/mcp" and _is_json_rpc_error(r):
             return  # MCP refuses a message in its own protocol (the pipeline's stay ours)
         try:
