@@ -21,7 +21,9 @@ Needs the ``mcp`` extra (``pip install 'svc[mcp]'``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from ._async_client import AsyncClient
@@ -151,7 +153,34 @@ def create_server(
         raise ImportError("the svc MCP server needs the mcp package: pip install 'svc[mcp]'")
     options = dict(client_options or {})
     factory: ClientFactory = client_factory or (lambda _request: AsyncClient(**options))
-    server = MCPServer(
+    with _host_logging_kept():
+        server = _new_server()
+    # One builder per family of tools: each stays short enough to read and change alone.
+    _add_seller_tools(server, factory)
+    _add_resource_tools(server, factory)
+    _add_payment_tools(server, factory)
+    _add_payout_tools(server, factory)
+    _add_webhook_tools(server, factory)
+    return server
+
+
+@contextmanager
+def _host_logging_kept() -> Iterator[None]:
+    """``MCPServer()`` calls ``logging.basicConfig(level=INFO)`` on the root logger: inside
+    the reference server (or any app that builds the tools) every library's INFO lines
+    (httpx's, one per request) would start printing.  Building the tools must leave the
+    host process's logging as it was."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def _new_server() -> Any:
+    return MCPServer(
         "svc",
         instructions=(
             "Payments for agents and the people who sell to them. Sellers: svc_sellers, "
@@ -161,13 +190,6 @@ def create_server(
             "x402 or MPP URL (including hosted gates)."
         ),
     )
-    # One builder per family of tools: each stays short enough to read and change alone.
-    _add_seller_tools(server, factory)
-    _add_resource_tools(server, factory)
-    _add_payment_tools(server, factory)
-    _add_payout_tools(server, factory)
-    _add_webhook_tools(server, factory)
-    return server
 
 
 def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:

@@ -215,3 +215,18 @@ async def test_the_tool_descriptions_say_a_human_onboards() -> None:
         tools = {t.name: t for t in (await c.list_tools()).tools}
     assert "HUMAN" in (tools["svc_connect"].description or "")
     assert "in_transit" in (tools["svc_withdraw"].description or "")
+
+
+def test_building_the_tools_leaves_the_host_processs_logging_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mcp package's server configures the root logger (``basicConfig``: INFO, a rich
+    handler) when built; inside the reference server that printed a line per httpx
+    request.  A process that has configured no logging yet must stay that way."""
+    import logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # as a fresh process has (pytest adds its own)
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    create_server()
+    assert root.handlers == [] and root.level == logging.WARNING
