@@ -30,7 +30,6 @@ import pytest
 from sqlalchemy import func, select
 
 import svc
-from reference_server.domain import ledger
 from reference_server.store import Database
 from reference_server.store import tables as t
 
@@ -146,14 +145,24 @@ def _exercise(urls: list[str], db: Database, receiver: Receiver) -> None:
     # Withdrawals: never more than the balance; every one made is paid by a worker.
     assert outcome["withdraw"] == Counter({"created": 9, "insufficient_funds": 7})
     _wait(lambda: _withdrawals_left(db) == 0, "withdrawals still moving")
+    w = t.withdrawals
     with db.read() as conn:
-        paid_out = ledger.balance_micros(
-            conn, environment="test", kind=ledger.PROCESSOR_PAYOUTS, ref_id=ledger.PLATFORM
-        )
-        statuses = Counter(conn.execute(select(t.withdrawals.c.status)).scalars())
+        statuses = Counter(conn.execute(select(w.c.status)).scalars())
+        paid_out = conn.execute(select(func.sum(w.c.amount_micros))).scalar_one()
     assert statuses == Counter({"paid": 9}) and paid_out == 9_000_000
     with svc.Client(base_url=urls[0], seller_key=setup["payout_seller"], max_retries=0) as s:
         assert s.sellers.balance().balance == D("0.90")
+
+    # No account that must stay at or above zero went below it, reservations included.
+    a = t.ledger_accounts
+    with db.read() as conn:
+        negative = conn.execute(
+            select(a.c.kind, a.c.ref_id).where(
+                a.c.allow_negative.is_(False),
+                (a.c.balance_micros < 0) | (a.c.balance_micros - a.c.pending_debit_micros < 0),
+            )
+        ).all()
+    assert negative == []
 
     # Rate limits: one credential's requests through both servers counted together.
     limited = outcome["rate_limit"]
