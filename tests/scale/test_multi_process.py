@@ -62,6 +62,10 @@ OVER = 20
 WALLETS, PAYS_PER_WALLET, WALLET_FUNDS = 4, 15, "10.00"  # 10 of 15 at 1.00 can be paid
 AGENTS, PAY_URLS_PER_AGENT = 2, 6  # 4 of 6 at 0.25 from 1.00
 WITHDRAWALS = 16  # of 1.00 each, from a balance of 9.90: 9 can be made
+#: Requests in flight at once over both servers: enough to race every balance, and within
+#: what four processes may hold of PostgreSQL's default 100 connections (each process's
+#: pool grows with its concurrent requests; deploy.md, "Connections to PostgreSQL").
+IN_FLIGHT = 16
 
 
 def D(text: str) -> Decimal:
@@ -251,14 +255,19 @@ def _set_up(urls: list[str], receiver: Receiver) -> dict[str, Any]:
 
 async def _traffic(urls: list[str], setup: dict[str, Any]) -> dict[str, Any]:
     """Everything at once, each kind of request alternating between the two servers."""
+    in_flight = asyncio.Semaphore(IN_FLIGHT)
     async with httpx.AsyncClient(timeout=120) as http:
 
         async def post(i: int, path: str, key: str, body: dict[str, Any]) -> httpx.Response:
-            return await http.post(
-                urls[i % 2] + path,
-                json=body,
-                headers={"Authorization": f"Bearer {key}", "Idempotency-Key": str(uuid.uuid4())},
-            )
+            async with in_flight:
+                return await http.post(
+                    urls[i % 2] + path,
+                    json=body,
+                    headers={
+                        "Authorization": f"Bearer {key}",
+                        "Idempotency-Key": str(uuid.uuid4()),
+                    },
+                )
 
         def code(r: httpx.Response, ok: int, name: str) -> str:
             if r.status_code == ok:
@@ -292,10 +301,9 @@ async def _traffic(urls: list[str], setup: dict[str, Any]) -> dict[str, Any]:
                 "Authorization": f"Bearer {setup['limited_jwt']}",
                 "X-Svc-Environment": "test",
             }
-            gate = asyncio.Semaphore(8)
 
             async def one(i: int) -> int:
-                async with gate:
+                async with in_flight:
                     r = await http.get(urls[i % 2] + "/sellers", headers=headers)
                 assert r.status_code in (200, 429), r.text
                 return r.status_code
