@@ -45,7 +45,7 @@ from ._asgi import (
     Receive,
     Scope,
     Send,
-    add_response_headers,
+    add_paid_headers,
     credential_headers,
     header_map,
     read_body,
@@ -199,7 +199,17 @@ class PaymentGate:
         path = route_path(scope)
         resource_id = self.prices.match_route(scope["method"], path)
         if resource_id is not None:
-            await self._gate_route(scope, receive, send, resource_id)
+            paid = self._known(scope, resource_id)
+            if paid is None:
+                await self._gate_route(scope, receive, send, resource_id)
+                return
+            # The hot path, inline: a receipt this gate has confirmed, no coroutine of its
+            # own, nothing built but the ``send`` that adds the receipt headers.
+            state = scope.get("state")
+            if state is None:
+                state = scope["state"] = {}
+            state[STATE_KEY] = paid.payment
+            await self.app(scope, receive, add_paid_headers(send, paid.raw_headers, paid.raw_names))
         elif (
             self.prices.tools
             and scope["method"] == "POST"
@@ -228,6 +238,16 @@ class PaymentGate:
             return
         status, extra, body = outcome.render(request_id_of(scope))
         await send_response(send, status, body, headers=extra)
+
+    def _known(self, scope: Scope, resource_id: str) -> Paid | None:
+        """The remembered paid decision for the receipt header this request presents
+        (:meth:`GateCore.remembered`), when it presents no open-rail credential the gate
+        would have to redeem instead; ``None`` sends the request the long way."""
+        found, rail_credential = credential_headers(scope)
+        if found is None or (rail_credential and self.core.rails):
+            return None
+        paid = self.core.remembered(resource_id, found[0], found[1])
+        return paid if paid is not None and paid.held is None else None
 
     async def _decide(self, scope: Scope, resource_id: str, method: str) -> Outcome:
         """Paid, refused or failed open, from the request's headers alone: the one decision
@@ -267,7 +287,7 @@ class PaymentGate:
             if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
                 send = add_accept_headers(send, outcome.raw_headers, outcome.raw_names)
             else:
-                send = add_response_headers(send, outcome.raw_headers, _PRIVATE, outcome.raw_names)
+                send = add_paid_headers(send, outcome.raw_headers, outcome.raw_names)
         elif type(outcome) is FailedOpen:
             state[GATE_ERROR_STATE_KEY] = outcome.reason
         else:  # a Refusal never reaches the app
