@@ -199,12 +199,17 @@ class PaymentGate:
         path = route_path(scope)
         resource_id = self.prices.match_route(scope["method"], path)
         if resource_id is not None:
-            paid = self._known(scope, resource_id)
-            if paid is None:
+            # The hot path, inline: a receipt this gate has confirmed (and no open-rail
+            # credential to redeem instead) is one lookup in the core's memo of paid
+            # decisions; no coroutine of its own, nothing built but the ``send`` that adds
+            # the receipt headers.  Anything else is decided the long way.
+            found, rail_credential = credential_headers(scope)
+            paid = None
+            if found is not None and not (rail_credential and self.core.rails):
+                paid = self.core.remembered(resource_id, found[0], found[1])
+            if paid is None or paid.held is not None:
                 await self._gate_route(scope, receive, send, resource_id)
                 return
-            # The hot path, inline: a receipt this gate has confirmed, no coroutine of its
-            # own, nothing built but the ``send`` that adds the receipt headers.
             state = scope.get("state")
             if state is None:
                 state = scope["state"] = {}
@@ -238,16 +243,6 @@ class PaymentGate:
             return
         status, extra, body = outcome.render(request_id_of(scope))
         await send_response(send, status, body, headers=extra)
-
-    def _known(self, scope: Scope, resource_id: str) -> Paid | None:
-        """The remembered paid decision for the receipt header this request presents
-        (:meth:`GateCore.remembered`), when it presents no open-rail credential the gate
-        would have to redeem instead; ``None`` sends the request the long way."""
-        found, rail_credential = credential_headers(scope)
-        if found is None or (rail_credential and self.core.rails):
-            return None
-        paid = self.core.remembered(resource_id, found[0], found[1])
-        return paid if paid is not None and paid.held is None else None
 
     async def _decide(self, scope: Scope, resource_id: str, method: str) -> Outcome:
         """Paid, refused or failed open, from the request's headers alone: the one decision

@@ -65,6 +65,21 @@ def test_price_matching_rules() -> None:
     }
 
 
+def test_exact_prices_answer_the_same_for_every_method_and_spelling() -> None:
+    # Exact prices are looked up in one table built up front; it must answer exactly as
+    # the matching rules do, for methods and spellings it holds and those it does not.
+    table = PriceTable({"/": "res_root", "GET /a": "res_get_a", "/a": "res_any_a", "PUT /b": "b"})
+    assert table.match_route("GET", "/") == "res_root"
+    assert table.match_route("PROPFIND", "/") == "res_root"  # any method, even unusual ones
+    assert table.match_route("GET", "//") == "res_root"
+    assert table.match_route("GET", "/a/") == "res_get_a"
+    assert table.match_route("HEAD", "/a") == "res_get_a"
+    assert table.match_route("POST", "/a/") == "res_any_a"
+    assert table.match_route("PUT", "/b/") == "b"
+    assert table.match_route("GET", "/b") is None
+    assert table.match_route("get", "/a") == "res_any_a"  # methods are matched as given
+
+
 @pytest.mark.parametrize(
     "prices",
     [{}, {"v1/report": "res_x"}, {"FETCH /x": "res_x"}, {"/x": ""}, {"mcp:": "res_x"}],
