@@ -629,6 +629,18 @@ def run_baseline(
     return result
 
 
+def combined(*runs: Baseline | None) -> Baseline | None:
+    """One baseline from several runs: the mean rate, every latency, every problem."""
+    done = [run for run in runs if run is not None]
+    if not done:
+        return None
+    result = Baseline(done[0].label, posts=sum(run.posts for run in done))
+    result.per_second = sum(run.per_second for run in done) / len(done)
+    result.latencies = [x for run in done for x in run.latencies]
+    result.problems = [problem for run in done for problem in run.problems]
+    return result
+
+
 # --- per database ------------------------------------------------------------------------
 
 
@@ -667,20 +679,16 @@ def run_database(
                 section.rows += rows
                 template = template or body
 
-        if template is not None:
-            progress(f"{name}: baseline, raw httpx posts...")
-            section.baseline = run_baseline(
-                "keep-alive", receiver, template, args.drain_events, args.timeout
+        if template is not None and not args.quick:
+            progress(f"{name}: baseline, a new connection per post...")
+            section.fresh_baseline = run_baseline(
+                "a new client (connection) per post",
+                receiver,
+                template,
+                args.drain_events,
+                args.timeout,
+                fresh_connections=True,
             )
-            if not args.quick:
-                section.fresh_baseline = run_baseline(
-                    "a new client (connection) per post",
-                    receiver,
-                    template,
-                    args.drain_events,
-                    args.timeout,
-                    fresh_connections=True,
-                )
 
         configuration = "standalone worker, poll 0.5 s"
         progress(f"{name}: {configuration}...")
@@ -695,8 +703,21 @@ def run_database(
             queued = asyncio.run(fund(setup, args.drain_events, clients=args.clients))
             drain = Row(configuration, f"drain of {args.drain_events} queued", drain=True)
             drain.problems += queued.errors[:MAX_ERRORS_SHOWN]
+            # the baseline runs just before and just after the drain, on a machine in the
+            # same state (the shared cores' load drifts over a run)
+            before = after = None
+            if template is not None:
+                progress(f"{name}: baseline, raw httpx posts, then the drain...")
+                before = run_baseline(
+                    "keep-alive", receiver, template, args.drain_events, args.timeout
+                )
             with standalone_worker(database_url, Path(logs) / "worker.log", poll=0.5) as pid:
                 collect(drain, receiver, setup, seen, None, args.timeout)
+                if template is not None:
+                    after = run_baseline(
+                        "keep-alive", receiver, template, args.drain_events, args.timeout
+                    )
+                section.baseline = combined(before, after)
                 rows, _body = measure_loads(configuration, setup, receiver, seen, pid, args)
             section.rows += [drain, *rows]
     return section
@@ -923,7 +944,7 @@ def main() -> None:
         f"Python {platform.python_version()}, "
         + ", ".join(versions[d] for d in databases)
         + "; a fresh database and server process per configuration,",
-        "worker batch 20 and concurrency 8 (defaults).  Funding clients, server, worker,",
+        "worker batch 100 and concurrency 8 (defaults).  Funding clients, server, worker,",
         f"receiver and database share this machine's {cores} cores: read the ratios; the",
         "absolute numbers are not capacity.",
     ]

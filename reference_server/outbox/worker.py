@@ -142,9 +142,11 @@ async def _payouts(ctx: ServerContext) -> bool:
 #: Kept-alive clients per sender (each one name and address); the least recently used
 #: beyond this are closed.
 _CLIENTS_PER_SENDER = 8
-#: The recorder waits at most this long (seconds) for more outcomes to write together:
-#: fewer, larger transactions; delivery itself is not delayed.
-_RECORD_GATHER_SECONDS = 0.01
+#: The recorder waits at most this long (seconds) for more outcomes to write together
+#: (up to ``worker_batch_size``): fewer, larger transactions, each one a hand-off to a
+#: thread that must win the GIL back from the senders.  Delivery itself is not delayed;
+#: only the delivery log is, by as much.
+_RECORD_GATHER_SECONDS = 0.05
 
 
 class _Recorder:
