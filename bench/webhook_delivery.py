@@ -18,9 +18,10 @@ delivery.  The configurations:
 - the delivery worker inside the server, ``SVC_WORKER_POLL_SECONDS=0.5`` (the default);
 - the same with ``0.05``, to show what polling costs;
 - the server's worker disabled (``SVC_WORKER_ENABLED=0``) and one standalone
-  ``python -m reference_server worker`` process (poll 0.5 s).  Here the bench first
-  measures the **drain**: ``--events`` events are created while no worker runs, then the
-  worker is started and timed from the first arrival to the last: the worker's capacity.
+  ``python -m reference_server worker`` process (poll 0.5 s; on PostgreSQL it is woken
+  by ``NOTIFY`` at each commit).  Here the bench first measures the **drain**:
+  ``--drain-events`` events are created while no worker runs, then the worker is started
+  and timed from the first arrival to the last: the worker's capacity.
 
 Each configuration (after a short warm-up) runs two loads, and every event is accounted
 for by its id:
@@ -48,12 +49,16 @@ Measured:
 - **baseline**: the same receiver posted to by a plain ``httpx.AsyncClient`` (keep-alive,
   8 posts at once like the worker's default ``worker_concurrency``), with a body of the
   size of a real delivery signed with ``svc.webhooks.headers`` as the server does:
-  posts/s over (last arrival - first send) and send-to-arrival p50/p99.  A second baseline
+  posts/s over (last arrival - first send) and send-to-arrival p50/p99.  It runs just
+  before and just after the drain (the rates averaged), so that both see the shared
+  machine in the same state.  A second baseline
   with a new client (a new connection) per post, as the worker sends, is printed below the
   table.
 
 Every delivery is checked with ``svc.webhooks.verify``; the bench exits 1 if any event is
-not delivered (or does not verify) within ``--timeout`` seconds.
+not delivered (or does not verify) within ``--timeout`` seconds.  ``--json PATH`` writes
+the issue's figures as the bench JSON protocol's rows (``json_rows``); ``--quick`` runs
+only the default poll, the drain and the paced load.
 """
 
 from __future__ import annotations
