@@ -901,7 +901,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=200, help="closed-loop events per run")
     parser.add_argument(
-        "--drain-events", type=int, default=600, help="events queued for the drain (and posted raw)"
+        "--drain-events", type=int, default=1000, help="events queued for the drain (posted raw)"
     )
     parser.add_argument("--clients", type=int, default=4, help="closed-loop funding clients")
     parser.add_argument("--paced-events", type=int, default=50, help="paced events per run")
@@ -917,8 +917,8 @@ def parse_args() -> argparse.Namespace:
     )
     args = parser.parse_args()
     if args.quick:
-        args.events, args.paced_events = min(args.events, 200), min(args.paced_events, 20)
-        args.drain_events = min(args.drain_events, 400)
+        args.events, args.paced_events = min(args.events, 200), min(args.paced_events, 40)
+        args.drain_events = min(args.drain_events, 600)
     databases = [d.strip() for d in args.databases.split(",") if d.strip()]
     unknown = set(databases) - {"sqlite", "postgresql"}
     if unknown or not databases:
