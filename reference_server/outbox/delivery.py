@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, insert, or_, select, update
 
 from svc import webhooks
 
@@ -236,9 +236,9 @@ def record_outcomes(
 ) -> None:
     """:func:`record_outcome` for many attempts in one transaction: the worker records
     what finished while the last batch was being written.  Successes (nearly all of them)
-    take one statement each for the log, the deliveries (an executemany: only rows whose
-    lease is still ours change) and their endpoints' health; failures go one by one, as
-    their schedules differ."""
+    take one statement each for the log, the deliveries of each claim (only rows whose
+    lease token is still that claim's change) and their endpoints' health; failures go
+    one by one, as their schedules differ."""
     if not done:
         return
     with db.write() as conn:
@@ -246,16 +246,17 @@ def record_outcomes(
             insert(t.webhook_attempts),
             [_attempt_row(job, outcome, trigger) for job, outcome in done],
         )
-        succeeded: dict[int | None, list[Job]] = {}
+        # grouped by lease token (a claim's rows share one) and status: one statement each
+        succeeded: dict[tuple[str, int | None], list[Job]] = {}
         for job, outcome in done:
             if outcome.succeeded:
-                succeeded.setdefault(outcome.status_code, []).append(job)
+                succeeded.setdefault((job.lease_token, outcome.status_code), []).append(job)
             else:
                 _record_failure(conn, job, outcome, settings, now)
-        for status_code, jobs in succeeded.items():
+        for (token, status_code), jobs in succeeded.items():
             conn.execute(
                 update(_d)
-                .where(_d.c.id == bindparam("b_id"), _d.c.lease_token == bindparam("b_token"))
+                .where(_d.c.id.in_([job.delivery_id for job in jobs]), _d.c.lease_token == token)
                 .values(
                     lease_token=None,
                     lease_until=None,
@@ -264,8 +265,7 @@ def record_outcomes(
                     status="succeeded",
                     delivered_at=now,
                     next_attempt_at=None,
-                ),
-                [{"b_id": job.delivery_id, "b_token": job.lease_token} for job in jobs],
+                )
             )
         # The receivers answered 2xx: their endpoints are healthy, whoever holds the lease
         # now.  Only rows that were failing are written (and locked).
