@@ -31,14 +31,15 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any, NoReturn, Protocol
 
 from cattrs import transform_error
 from cattrs.errors import BaseValidationError
 
 from ._errors import WebhookVerificationError
-from ._models import Event
-from .wire import structure
+from ._models import EVENT_DATA_TYPES, Event
+from .wire import _structure_datetime, structure
 
 
 class HeadersLike(Protocol):
@@ -75,6 +76,7 @@ _SIGNATURE_PREFIX = _VERSION + ","
 _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
 _MAX_TIMESTAMP = 10**12
 _HEX_SIGNATURE_RE = re.compile(r"[0-9a-f]{64}")
+_ONE_ENTRY_LENGTH = len(_SIGNATURE_PREFIX) + 64
 _VERSION_RE = re.compile(r"v[0-9]{1,4}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -186,22 +188,29 @@ def verify(
     Raises :class:`WebhookVerificationError`, and only that, for anything refused:
     missing, empty, duplicated or malformed headers, a bad or stale timestamp, no matching
     signature, a body that is not UTF-8 JSON for one event, an event id that differs from
-    ``X-Svc-Webhook-Id``, or an event the SDK cannot read.
+    ``X-Svc-Webhook-Id``, or a ``created_at`` that is not a timestamp.
+
+    The event's ``data`` is typed when first read, not here: a receiver that only looks at
+    ``id`` and ``type`` (to dedupe, or to ignore a type) pays nothing for it.  Reading
+    ``event.data`` of a correctly signed event whose data the SDK cannot read raises the
+    same :class:`WebhookVerificationError` ("could not be read"), on every read.
     """
-    keys = _verification_keys(secret)
+    macs = _keyed_macs(secret)
     raw = _raw_body(body)
     webhook_id, timestamp_text, signature_text = _signature_headers(headers)
     signatures = _parse_signatures(signature_text)
-    timestamp = _parse_timestamp(timestamp_text)
-    _check_timestamp(timestamp, tolerance, now)
+    _check_timestamp(_parse_timestamp(timestamp_text), tolerance, now)
 
     try:
         prefix = f"{webhook_id}.{timestamp_text}.".encode()
     except UnicodeEncodeError:
         _fail(f"{WEBHOOK_ID_HEADER} is not valid text")
     matched = False
-    for key in keys:
-        expected = _digest(key, prefix, raw)
+    for keyed in macs:
+        mac = keyed.copy()
+        mac.update(prefix)
+        mac.update(raw)
+        expected = mac.hexdigest()
         for candidate in signatures:
             # Both sides are 64 ASCII hex characters here; compare_digest is constant time.
             matched |= hmac.compare_digest(expected, candidate)
@@ -215,8 +224,18 @@ def _fail(message: str) -> NoReturn:
     raise WebhookVerificationError(message)
 
 
-def _verification_keys(secret: str | Sequence[str]) -> list[bytes]:
+# A receiver verifies every delivery with the same one or two secrets: the HMAC keyed with
+# each is kept and copied per delivery (an OpenSSL state copy) instead of being keyed again.
+# Bounded, so a receiver handed ever-new secrets does not grow it without end.
+_KEYED: dict[str, hmac.HMAC] = {}
+_KEYED_MAX = 64
+
+
+def _keyed_macs(secret: str | Sequence[str]) -> list[hmac.HMAC]:
     if isinstance(secret, str):
+        keyed = _KEYED.get(secret)
+        if keyed is not None:
+            return [keyed]
         secrets: list[object] = [secret]
     elif isinstance(secret, bytes | bytearray | memoryview) or not isinstance(secret, Sequence):
         _fail(
@@ -227,15 +246,22 @@ def _verification_keys(secret: str | Sequence[str]) -> list[bytes]:
         secrets = list(secret)
     if not secrets:
         _fail("no signing secret given")
-    keys: list[bytes] = []
+    macs: list[hmac.HMAC] = []
     for item in secrets:
         if not isinstance(item, str) or not item:
             _fail("every signing secret must be a non-empty string")
-        try:
-            keys.append(item.encode("utf-8"))
-        except UnicodeEncodeError:
-            _fail("a signing secret is not valid text")
-    return keys
+        keyed = _KEYED.get(item)
+        if keyed is None:
+            try:
+                key = item.encode("utf-8")
+            except UnicodeEncodeError:
+                _fail("a signing secret is not valid text")
+            keyed = hmac.new(key, digestmod=hashlib.sha256)
+            if len(_KEYED) >= _KEYED_MAX:
+                _KEYED.clear()
+            _KEYED[item] = keyed
+        macs.append(keyed)
+    return macs
 
 
 def _raw_body(body: bytes) -> bytes:
@@ -252,21 +278,20 @@ def _raw_body(body: bytes) -> bytes:
     _fail(f"body must be the raw request body bytes, not {type(body).__name__}")
 
 
+_WANTED = {name.lower(): name for name in (WEBHOOK_ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)}
+
+
 def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
-    if not callable(getattr(headers, "items", None)):
+    items = getattr(headers, "items", None)
+    if not callable(items):
         _fail(f"headers must be a mapping of request headers, not {type(headers).__name__}")
-    wanted = {
-        WEBHOOK_ID_HEADER.lower(): WEBHOOK_ID_HEADER,
-        TIMESTAMP_HEADER.lower(): TIMESTAMP_HEADER,
-        SIGNATURE_HEADER.lower(): SIGNATURE_HEADER,
-    }
     found: dict[str, str] = {}
     # One pass over items() rather than .get(): a plain dict is case-sensitive, and items()
     # also shows a header sent twice (Starlette keeps repeats as separate items).
-    for name, value in headers.items():
+    for name, value in items():
         if not isinstance(name, str):
             continue
-        canonical = wanted.get(name.lower())
+        canonical = _WANTED.get(name.lower())
         if canonical is None:
             continue
         if canonical in found:
@@ -274,18 +299,26 @@ def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
         if not isinstance(value, str):
             _fail(f"header {canonical} must be a string, not {type(value).__name__}")
         found[canonical] = value
-    values: list[str] = []
-    for canonical in wanted.values():
-        if canonical not in found:
-            _fail(f"missing header {canonical}")
-        if not found[canonical]:
-            _fail(f"header {canonical} is empty")
-        values.append(found[canonical])
-    return values[0], values[1], values[2]
+    webhook_id = _header_value(found, WEBHOOK_ID_HEADER)
+    timestamp = _header_value(found, TIMESTAMP_HEADER)
+    return webhook_id, timestamp, _header_value(found, SIGNATURE_HEADER)
+
+
+def _header_value(found: dict[str, str], canonical: str) -> str:
+    value = found.get(canonical)
+    if value is None:
+        _fail(f"missing header {canonical}")
+    if not value:
+        _fail(f"header {canonical} is empty")
+    return value
 
 
 def _parse_signatures(value: str) -> list[str]:
     """The hex of every ``v1`` entry; entries of a later well-formed version are skipped."""
+    if len(value) == _ONE_ENTRY_LENGTH and value.startswith(_SIGNATURE_PREFIX):
+        signature = value[len(_SIGNATURE_PREFIX) :]
+        if _HEX_SIGNATURE_RE.fullmatch(signature):
+            return [signature]  # the usual header: one v1 entry, nothing else to look at
     signatures: list[str] = []
     other_versions: list[str] = []
     entries = [entry for entry in value.split(" ") if entry]
@@ -342,6 +375,10 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
+# One decoder for every call: ``json.loads`` with any keyword builds a new one each time.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
     """The body as a JSON object with an event's envelope (``id`` matching the header,
     ``type``, ``created_at``, ``data``), before its ``data`` is read into a model."""
@@ -350,7 +387,7 @@ def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         _fail("body is not UTF-8")
     try:
-        document: Any = json.loads(text, parse_constant=_reject_constant)
+        document: Any = _DECODER.decode(text)
     except RecursionError:
         _fail("body JSON is nested too deeply")
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, over-long integers
@@ -359,7 +396,8 @@ def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         _fail("body is not a JSON object")
     for field in ("id", "type", "created_at"):
-        if not isinstance(document.get(field), str) or not document[field]:
+        value = document.get(field)
+        if not isinstance(value, str) or not value:
             _fail(f"body is not an event: {field!r} must be a non-empty string")
     if "data" not in document:
         _fail("body is not an event: 'data' is missing")
@@ -370,17 +408,86 @@ def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
 
 def _read_event(raw: bytes, webhook_id: str) -> Event:
     document = _event_document(raw, webhook_id)
+    event_type: str = document["type"]
     try:
-        return structure(document, Event)
+        created_at = _structure_datetime(document["created_at"], datetime)
+    except ValueError as exc:
+        _fail(f"event {event_type!r} could not be read: {exc}")
+    event = _VerifiedEvent.__new__(_VerifiedEvent)
+    _set = object.__setattr__
+    _set(event, "id", webhook_id)
+    _set(event, "type", event_type)
+    _set(event, "created_at", created_at)
+    data_cls = EVENT_DATA_TYPES.get(event_type)
+    if data_cls is None:
+        _set(event, "data", document["data"])  # a type this SDK does not know: the JSON
+    else:
+        _set(event, "_wire_data", document["data"])
+        _set(event, "_data_cls", data_cls)
+    return event
+
+
+class _VerifiedEvent(Event):
+    """An :class:`svc.Event` whose ``data`` is typed on first read.
+
+    Typing the data (cattrs, decimals, metadata) costs more than the signature check and
+    the JSON parse together, and a receiver that dedupes on ``id`` or ignores a ``type``
+    never needs it.  The ``data`` slot stays empty until then, so ``__getattr__`` runs only
+    for that first read; later reads are a plain slot.  Compares, hashes and prints as the
+    :class:`svc.Event` it stands for.
+    """
+
+    __slots__ = ("_data_cls", "_wire_data")
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "data":
+            raise AttributeError(name)
+        data = _read_data(self.type, self._wire_data, self._data_cls)
+        object.__setattr__(self, "data", data)
+        return data
+
+    def _as_event(self) -> Event:
+        return Event(id=self.id, type=self.type, created_at=self.created_at, data=self.data)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.id, self.type, self.created_at, self.data) == (
+            other.id,
+            other.type,
+            other.created_at,
+            other.data,
+        )
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = Event.__hash__
+
+    def __repr__(self) -> str:
+        return repr(self._as_event())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_event, (self.id, self.type, self.created_at, self.data))
+
+
+def _rebuild_event(id: str, type: str, created_at: datetime, data: Any) -> Event:
+    return Event(id=id, type=type, created_at=created_at, data=data)
+
+
+def _read_data(event_type: str, wire: Any, data_cls: type[Any]) -> Any:
+    try:
+        return structure(wire, data_cls)
     except RecursionError:
         _fail("event data is nested too deeply")
     except BaseValidationError as exc:
         detail = "; ".join(transform_error(exc, path="$.data"))
-        _fail(f"event {document['type']!r} could not be read: {detail}")
+        _fail(f"event {event_type!r} could not be read: {detail}")
     # Broad on purpose, and only here: the converter runs cattrs-generated code and our
     # hooks (money, datetime, metadata), which report a bad field as ValueError, TypeError,
     # KeyError, OverflowError... depending on where it fails.  The signature is already
     # verified, so this is the sender's bug, but it must still surface as this module's one
     # error type rather than as a 500 in the receiver.
     except Exception as exc:
-        _fail(f"event {document['type']!r} could not be read: {exc}")
+        _fail(f"event {event_type!r} could not be read: {exc}")
