@@ -39,7 +39,7 @@ from cattrs.errors import BaseValidationError
 
 from ._errors import WebhookVerificationError
 from ._models import EVENT_DATA_TYPES, Event
-from .wire import _structure_datetime, structure
+from .wire import structure
 
 
 class HeadersLike(Protocol):
@@ -196,10 +196,17 @@ def verify(
     same :class:`WebhookVerificationError` ("could not be read"), on every read.
     """
     macs = _keyed_macs(secret)
-    raw = _raw_body(body)
+    raw = body if type(body) is bytes else _raw_body(body)
     webhook_id, timestamp_text, signature_text = _signature_headers(headers)
-    signatures = _parse_signatures(signature_text)
-    _check_timestamp(_parse_timestamp(timestamp_text), tolerance, now)
+    if (
+        len(signature_text) == _ONE_ENTRY_LENGTH
+        and signature_text.startswith(_SIGNATURE_PREFIX)
+        and _HEX_SIGNATURE_RE.fullmatch(signature_text, len(_SIGNATURE_PREFIX))
+    ):
+        signatures = [signature_text[len(_SIGNATURE_PREFIX) :]]  # the usual: one v1 entry
+    else:
+        signatures = _parse_signatures(signature_text)
+    _check_timestamp(timestamp_text, tolerance, now)
 
     try:
         prefix = f"{webhook_id}.{timestamp_text}.".encode()
@@ -299,26 +306,22 @@ def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
         if not isinstance(value, str):
             _fail(f"header {canonical} must be a string, not {type(value).__name__}")
         found[canonical] = value
-    webhook_id = _header_value(found, WEBHOOK_ID_HEADER)
-    timestamp = _header_value(found, TIMESTAMP_HEADER)
-    return webhook_id, timestamp, _header_value(found, SIGNATURE_HEADER)
+    if len(found) == 3 and all(found.values()):
+        return found[WEBHOOK_ID_HEADER], found[TIMESTAMP_HEADER], found[SIGNATURE_HEADER]
+    _fail_missing(found)
 
 
-def _header_value(found: dict[str, str], canonical: str) -> str:
-    value = found.get(canonical)
-    if value is None:
-        _fail(f"missing header {canonical}")
-    if not value:
-        _fail(f"header {canonical} is empty")
-    return value
+def _fail_missing(found: dict[str, str]) -> NoReturn:
+    for canonical in _WANTED.values():  # the first missing or empty one, in this order
+        if canonical not in found:
+            _fail(f"missing header {canonical}")
+        if not found[canonical]:
+            _fail(f"header {canonical} is empty")
+    raise AssertionError("unreachable: called with three non-empty headers")
 
 
 def _parse_signatures(value: str) -> list[str]:
     """The hex of every ``v1`` entry; entries of a later well-formed version are skipped."""
-    if len(value) == _ONE_ENTRY_LENGTH and value.startswith(_SIGNATURE_PREFIX):
-        signature = value[len(_SIGNATURE_PREFIX) :]
-        if _HEX_SIGNATURE_RE.fullmatch(signature):
-            return [signature]  # the usual header: one v1 entry, nothing else to look at
     signatures: list[str] = []
     other_versions: list[str] = []
     entries = [entry for entry in value.split(" ") if entry]
@@ -349,17 +352,24 @@ def _parse_signatures(value: str) -> list[str]:
     return signatures
 
 
-def _parse_timestamp(value: str) -> int:
-    if not _TIMESTAMP_RE.fullmatch(value):
+def _check_timestamp(text: str, tolerance: int, now: Callable[[], float] | None) -> None:
+    """``X-Svc-Timestamp`` as integer Unix seconds, within ``tolerance`` of ``now()``.
+
+    The ``type(...) is`` tests pass the usual int and float at once; anything else takes
+    the full checks (``bool`` is refused although it is an ``int``).
+    """
+    if not _TIMESTAMP_RE.fullmatch(text):
         _fail(f"header {TIMESTAMP_HEADER} must be integer Unix seconds (ASCII digits)")
-    return int(value)
-
-
-def _check_timestamp(timestamp: int, tolerance: int, now: Callable[[], float] | None) -> None:
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance < 0:
+    timestamp = int(text)
+    if (
+        type(tolerance) is not int
+        and (isinstance(tolerance, bool) or not isinstance(tolerance, int))
+    ) or tolerance < 0:
         _fail("tolerance must be a non-negative number of seconds")
-    current = (now or time.time)()
-    if isinstance(current, bool) or not isinstance(current, int | float):
+    current = time.time() if now is None else now()
+    if type(current) is not float and (
+        isinstance(current, bool) or not isinstance(current, int | float)
+    ):
         _fail("now() must return Unix seconds as a number")
     if not math.isfinite(current):
         _fail("now() returned a non-finite time")
@@ -410,10 +420,12 @@ def _read_event(raw: bytes, webhook_id: str) -> Event:
     document = _event_document(raw, webhook_id)
     event_type: str = document["type"]
     try:
-        created_at = _structure_datetime(document["created_at"], datetime)
+        # svc.wire's rule for a timestamp string, called directly: the envelope check
+        # above made it a str.
+        created_at = datetime.fromisoformat(document["created_at"])
     except ValueError as exc:
         _fail(f"event {event_type!r} could not be read: {exc}")
-    event = _VerifiedEvent.__new__(_VerifiedEvent)
+    event = object.__new__(_VerifiedEvent)
     _set = object.__setattr__
     _set(event, "id", webhook_id)
     _set(event, "type", event_type)
@@ -422,8 +434,7 @@ def _read_event(raw: bytes, webhook_id: str) -> Event:
     if data_cls is None:
         _set(event, "data", document["data"])  # a type this SDK does not know: the JSON
     else:
-        _set(event, "_wire_data", document["data"])
-        _set(event, "_data_cls", data_cls)
+        _set(event, "_pending", (document["data"], data_cls))
     return event
 
 
@@ -437,12 +448,12 @@ class _VerifiedEvent(Event):
     :class:`svc.Event` it stands for.
     """
 
-    __slots__ = ("_data_cls", "_wire_data")
+    __slots__ = ("_pending",)
 
     def __getattr__(self, name: str) -> Any:
         if name != "data":
             raise AttributeError(name)
-        data = _read_data(self.type, self._wire_data, self._data_cls)
+        data = _read_data(self.type, *self._pending)
         object.__setattr__(self, "data", data)
         return data
 
