@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import json.scanner
 import math
 import re
 import time
@@ -195,7 +196,8 @@ def verify(
     ``event.data`` of a correctly signed event whose data the SDK cannot read raises the
     same :class:`WebhookVerificationError` ("could not be read"), on every read.
     """
-    macs = _keyed_macs(secret)
+    keyed = _KEYED.get(secret) if type(secret) is str else None
+    macs = [keyed] if keyed is not None else _keyed_macs(secret)
     raw = body if type(body) is bytes else _raw_body(body)
     webhook_id, timestamp_text, signature_text = _signature_headers(headers)
     if (
@@ -296,9 +298,10 @@ def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
     # One pass over items() rather than .get(): a plain dict is case-sensitive, and items()
     # also shows a header sent twice (Starlette keeps repeats as separate items).
     for name, value in items():
-        if not isinstance(name, str):
+        try:
+            canonical = _WANTED.get(str.lower(name))
+        except TypeError:  # a name that is not text is no header of ours
             continue
-        canonical = _WANTED.get(name.lower())
         if canonical is None:
             continue
         if canonical in found:
@@ -387,41 +390,50 @@ def _reject_constant(name: str) -> NoReturn:
 
 # One decoder for every call: ``json.loads`` with any keyword builds a new one each time.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# What the decoder itself scans with (typeshed's stub wants a scanner as the context; CPython
+# takes the decoder, as JSONDecoder.__init__ does).
+_SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+_ENVELOPE_TEXT = ("id", "type", "created_at")
 
 
-def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
-    """The body as a JSON object with an event's envelope (``id`` matching the header,
-    ``type``, ``created_at``, ``data``), before its ``data`` is read into a model."""
+def _decode(raw: bytes) -> Any:
+    """The body as JSON: UTF-8 text, strict JSON (no NaN or Infinity)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         _fail("body is not UTF-8")
     try:
-        document: Any = _DECODER.decode(text)
+        if text.startswith("{"):
+            # The usual body, one compact object: the decoder's scanner directly, without
+            # the two Python layers around it; anything after the object (whitespace or
+            # not) takes the full decode, which also words the errors.
+            document, end = _SCAN_ONCE(text, 0)
+            if end == len(text):
+                return document
+        return _DECODER.decode(text)
     except RecursionError:
         _fail("body JSON is nested too deeply")
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, over-long integers
         _fail(f"body is not JSON: {exc}")
 
-    if not isinstance(document, dict):
+
+def _read_event(raw: bytes, webhook_id: str) -> Event:
+    """The event of a verified body: its envelope checked (``id`` matching the header,
+    ``type``, ``created_at``, ``data``), its ``data`` left to be typed on first read."""
+    document = _decode(raw)
+    if type(document) is not dict:
         _fail("body is not a JSON object")
-    for field in ("id", "type", "created_at"):
+    for field in _ENVELOPE_TEXT:
         value = document.get(field)
-        if not isinstance(value, str) or not value:
+        if type(value) is not str or not value:  # JSON gives exact str
             _fail(f"body is not an event: {field!r} must be a non-empty string")
     if "data" not in document:
         _fail("body is not an event: 'data' is missing")
     if document["id"] != webhook_id:
         _fail(f"{WEBHOOK_ID_HEADER} does not match the event id in the body")
-    return document
-
-
-def _read_event(raw: bytes, webhook_id: str) -> Event:
-    document = _event_document(raw, webhook_id)
     event_type: str = document["type"]
     try:
-        # svc.wire's rule for a timestamp string, called directly: the envelope check
-        # above made it a str.
+        # svc.wire's rule for a timestamp string, called directly: it is a str here.
         created_at = datetime.fromisoformat(document["created_at"])
     except ValueError as exc:
         _fail(f"event {event_type!r} could not be read: {exc}")
