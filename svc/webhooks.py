@@ -407,7 +407,10 @@ def _decode(raw: bytes) -> Any:
             # The usual body, one compact object: the decoder's scanner directly, without
             # the two Python layers around it; anything after the object (whitespace or
             # not) takes the full decode, which also words the errors.
-            document, end = _SCAN_ONCE(text, 0)
+            try:
+                document, end = _SCAN_ONCE(text, 0)
+            except StopIteration:  # a value missing inside: the full decode words it
+                document, end = None, -1
             if end == len(text):
                 return document
         return _DECODER.decode(text)
