@@ -27,17 +27,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import json.scanner
 import math
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any, NoReturn, Protocol
 
 from cattrs import transform_error
 from cattrs.errors import BaseValidationError
 
 from ._errors import WebhookVerificationError
-from ._models import Event
+from ._models import EVENT_DATA_TYPES, Event
 from .wire import structure
 
 
@@ -75,6 +77,7 @@ _SIGNATURE_PREFIX = _VERSION + ","
 _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
 _MAX_TIMESTAMP = 10**12
 _HEX_SIGNATURE_RE = re.compile(r"[0-9a-f]{64}")
+_ONE_ENTRY_LENGTH = len(_SIGNATURE_PREFIX) + 64
 _VERSION_RE = re.compile(r"v[0-9]{1,4}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -186,22 +189,37 @@ def verify(
     Raises :class:`WebhookVerificationError`, and only that, for anything refused:
     missing, empty, duplicated or malformed headers, a bad or stale timestamp, no matching
     signature, a body that is not UTF-8 JSON for one event, an event id that differs from
-    ``X-Svc-Webhook-Id``, or an event the SDK cannot read.
+    ``X-Svc-Webhook-Id``, or a ``created_at`` that is not a timestamp.
+
+    The event's ``data`` is typed when first read, not here: a receiver that only looks at
+    ``id`` and ``type`` (to dedupe, or to ignore a type) pays nothing for it.  Reading
+    ``event.data`` of a correctly signed event whose data the SDK cannot read raises the
+    same :class:`WebhookVerificationError` ("could not be read"), on every read.
     """
-    keys = _verification_keys(secret)
-    raw = _raw_body(body)
+    keyed = _KEYED.get(secret) if type(secret) is str else None
+    macs = [keyed] if keyed is not None else _keyed_macs(secret)
+    raw = body if type(body) is bytes else _raw_body(body)
     webhook_id, timestamp_text, signature_text = _signature_headers(headers)
-    signatures = _parse_signatures(signature_text)
-    timestamp = _parse_timestamp(timestamp_text)
-    _check_timestamp(timestamp, tolerance, now)
+    if (
+        len(signature_text) == _ONE_ENTRY_LENGTH
+        and signature_text.startswith(_SIGNATURE_PREFIX)
+        and _HEX_SIGNATURE_RE.fullmatch(signature_text, len(_SIGNATURE_PREFIX))
+    ):
+        signatures = [signature_text[len(_SIGNATURE_PREFIX) :]]  # the usual: one v1 entry
+    else:
+        signatures = _parse_signatures(signature_text)
+    _check_timestamp(timestamp_text, tolerance, now)
 
     try:
         prefix = f"{webhook_id}.{timestamp_text}.".encode()
     except UnicodeEncodeError:
         _fail(f"{WEBHOOK_ID_HEADER} is not valid text")
     matched = False
-    for key in keys:
-        expected = _digest(key, prefix, raw)
+    for keyed in macs:
+        mac = keyed.copy()
+        mac.update(prefix)
+        mac.update(raw)
+        expected = mac.hexdigest()
         for candidate in signatures:
             # Both sides are 64 ASCII hex characters here; compare_digest is constant time.
             matched |= hmac.compare_digest(expected, candidate)
@@ -215,8 +233,18 @@ def _fail(message: str) -> NoReturn:
     raise WebhookVerificationError(message)
 
 
-def _verification_keys(secret: str | Sequence[str]) -> list[bytes]:
+# A receiver verifies every delivery with the same one or two secrets: the HMAC keyed with
+# each is kept and copied per delivery (an OpenSSL state copy) instead of being keyed again.
+# Bounded, so a receiver handed ever-new secrets does not grow it without end.
+_KEYED: dict[str, hmac.HMAC] = {}
+_KEYED_MAX = 64
+
+
+def _keyed_macs(secret: str | Sequence[str]) -> list[hmac.HMAC]:
     if isinstance(secret, str):
+        keyed = _KEYED.get(secret)
+        if keyed is not None:
+            return [keyed]
         secrets: list[object] = [secret]
     elif isinstance(secret, bytes | bytearray | memoryview) or not isinstance(secret, Sequence):
         _fail(
@@ -227,15 +255,22 @@ def _verification_keys(secret: str | Sequence[str]) -> list[bytes]:
         secrets = list(secret)
     if not secrets:
         _fail("no signing secret given")
-    keys: list[bytes] = []
+    macs: list[hmac.HMAC] = []
     for item in secrets:
         if not isinstance(item, str) or not item:
             _fail("every signing secret must be a non-empty string")
-        try:
-            keys.append(item.encode("utf-8"))
-        except UnicodeEncodeError:
-            _fail("a signing secret is not valid text")
-    return keys
+        keyed = _KEYED.get(item)
+        if keyed is None:
+            try:
+                key = item.encode("utf-8")
+            except UnicodeEncodeError:
+                _fail("a signing secret is not valid text")
+            keyed = hmac.new(key, digestmod=hashlib.sha256)
+            if len(_KEYED) >= _KEYED_MAX:
+                _KEYED.clear()
+            _KEYED[item] = keyed
+        macs.append(keyed)
+    return macs
 
 
 def _raw_body(body: bytes) -> bytes:
@@ -252,21 +287,21 @@ def _raw_body(body: bytes) -> bytes:
     _fail(f"body must be the raw request body bytes, not {type(body).__name__}")
 
 
+_WANTED = {name.lower(): name for name in (WEBHOOK_ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)}
+
+
 def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
-    if not callable(getattr(headers, "items", None)):
+    items = getattr(headers, "items", None)
+    if not callable(items):
         _fail(f"headers must be a mapping of request headers, not {type(headers).__name__}")
-    wanted = {
-        WEBHOOK_ID_HEADER.lower(): WEBHOOK_ID_HEADER,
-        TIMESTAMP_HEADER.lower(): TIMESTAMP_HEADER,
-        SIGNATURE_HEADER.lower(): SIGNATURE_HEADER,
-    }
     found: dict[str, str] = {}
     # One pass over items() rather than .get(): a plain dict is case-sensitive, and items()
     # also shows a header sent twice (Starlette keeps repeats as separate items).
-    for name, value in headers.items():
-        if not isinstance(name, str):
+    for name, value in items():
+        try:
+            canonical = _WANTED.get(str.lower(name))
+        except TypeError:  # a name that is not text is no header of ours
             continue
-        canonical = wanted.get(name.lower())
         if canonical is None:
             continue
         if canonical in found:
@@ -274,14 +309,18 @@ def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
         if not isinstance(value, str):
             _fail(f"header {canonical} must be a string, not {type(value).__name__}")
         found[canonical] = value
-    values: list[str] = []
-    for canonical in wanted.values():
+    if len(found) == 3 and all(found.values()):
+        return found[WEBHOOK_ID_HEADER], found[TIMESTAMP_HEADER], found[SIGNATURE_HEADER]
+    _fail_missing(found)
+
+
+def _fail_missing(found: dict[str, str]) -> NoReturn:
+    for canonical in _WANTED.values():  # the first missing or empty one, in this order
         if canonical not in found:
             _fail(f"missing header {canonical}")
         if not found[canonical]:
             _fail(f"header {canonical} is empty")
-        values.append(found[canonical])
-    return values[0], values[1], values[2]
+    raise AssertionError("unreachable: called with three non-empty headers")
 
 
 def _parse_signatures(value: str) -> list[str]:
@@ -316,17 +355,24 @@ def _parse_signatures(value: str) -> list[str]:
     return signatures
 
 
-def _parse_timestamp(value: str) -> int:
-    if not _TIMESTAMP_RE.fullmatch(value):
+def _check_timestamp(text: str, tolerance: int, now: Callable[[], float] | None) -> None:
+    """``X-Svc-Timestamp`` as integer Unix seconds, within ``tolerance`` of ``now()``.
+
+    The ``type(...) is`` tests pass the usual int and float at once; anything else takes
+    the full checks (``bool`` is refused although it is an ``int``).
+    """
+    if not _TIMESTAMP_RE.fullmatch(text):
         _fail(f"header {TIMESTAMP_HEADER} must be integer Unix seconds (ASCII digits)")
-    return int(value)
-
-
-def _check_timestamp(timestamp: int, tolerance: int, now: Callable[[], float] | None) -> None:
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int) or tolerance < 0:
+    timestamp = int(text)
+    if (
+        type(tolerance) is not int
+        and (isinstance(tolerance, bool) or not isinstance(tolerance, int))
+    ) or tolerance < 0:
         _fail("tolerance must be a non-negative number of seconds")
-    current = (now or time.time)()
-    if isinstance(current, bool) or not isinstance(current, int | float):
+    current = time.time() if now is None else now()
+    if type(current) is not float and (
+        isinstance(current, bool) or not isinstance(current, int | float)
+    ):
         _fail("now() must return Unix seconds as a number")
     if not math.isfinite(current):
         _fail("now() returned a non-finite time")
@@ -342,45 +388,139 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _event_document(raw: bytes, webhook_id: str) -> dict[str, Any]:
-    """The body as a JSON object with an event's envelope (``id`` matching the header,
-    ``type``, ``created_at``, ``data``), before its ``data`` is read into a model."""
+# One decoder for every call: ``json.loads`` with any keyword builds a new one each time.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# What the decoder itself scans with (typeshed's stub wants a scanner as the context; CPython
+# takes the decoder, as JSONDecoder.__init__ does).
+_SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+_ENVELOPE_TEXT = ("id", "type", "created_at")
+
+
+def _decode(raw: bytes) -> Any:
+    """The body as JSON: UTF-8 text, strict JSON (no NaN or Infinity)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         _fail("body is not UTF-8")
     try:
-        document: Any = json.loads(text, parse_constant=_reject_constant)
+        if text.startswith("{"):
+            # The usual body, one compact object: the decoder's scanner directly, without
+            # the two Python layers around it; anything after the object (whitespace or
+            # not) takes the full decode, which also words the errors.
+            try:
+                document, end = _SCAN_ONCE(text, 0)
+            except StopIteration:  # a value missing inside: the full decode words it
+                document, end = None, -1
+            if end == len(text):
+                return document
+        return _DECODER.decode(text)
     except RecursionError:
         _fail("body JSON is nested too deeply")
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, over-long integers
         _fail(f"body is not JSON: {exc}")
 
-    if not isinstance(document, dict):
+
+def _read_event(raw: bytes, webhook_id: str) -> Event:
+    """The event of a verified body: its envelope checked (``id`` matching the header,
+    ``type``, ``created_at``, ``data``), its ``data`` left to be typed on first read."""
+    document = _decode(raw)
+    if type(document) is not dict:
         _fail("body is not a JSON object")
-    for field in ("id", "type", "created_at"):
-        if not isinstance(document.get(field), str) or not document[field]:
+    for field in _ENVELOPE_TEXT:
+        value = document.get(field)
+        if type(value) is not str or not value:  # JSON gives exact str
             _fail(f"body is not an event: {field!r} must be a non-empty string")
     if "data" not in document:
         _fail("body is not an event: 'data' is missing")
     if document["id"] != webhook_id:
         _fail(f"{WEBHOOK_ID_HEADER} does not match the event id in the body")
-    return document
-
-
-def _read_event(raw: bytes, webhook_id: str) -> Event:
-    document = _event_document(raw, webhook_id)
+    event_type: str = document["type"]
     try:
-        return structure(document, Event)
+        # svc.wire's rule for a timestamp string, called directly: it is a str here.
+        created_at = datetime.fromisoformat(document["created_at"])
+    except ValueError as exc:
+        _fail(f"event {event_type!r} could not be read: {exc}")
+    event = object.__new__(_VerifiedEvent)
+    _SET_ID(event, webhook_id)
+    _SET_TYPE(event, event_type)
+    _SET_CREATED_AT(event, created_at)
+    data_cls = EVENT_DATA_TYPES.get(event_type)
+    if data_cls is None:
+        _SET_DATA(event, document["data"])  # a type this SDK does not know: the JSON
+    else:
+        _SET_PENDING(event, (document["data"], data_cls))
+    return event
+
+
+class _VerifiedEvent(Event):
+    """An :class:`svc.Event` whose ``data`` is typed on first read.
+
+    Typing the data (cattrs, decimals, metadata) costs more than the signature check and
+    the JSON parse together, and a receiver that dedupes on ``id`` or ignores a ``type``
+    never needs it.  The ``data`` slot stays empty until then, so ``__getattr__`` runs only
+    for that first read; later reads are a plain slot.  Compares, hashes and prints as the
+    :class:`svc.Event` it stands for.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "data":
+            raise AttributeError(name)
+        data = _read_data(self.type, *self._pending)
+        object.__setattr__(self, "data", data)
+        return data
+
+    def _as_event(self) -> Event:
+        return Event(id=self.id, type=self.type, created_at=self.created_at, data=self.data)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.id, self.type, self.created_at, self.data) == (
+            other.id,
+            other.type,
+            other.created_at,
+            other.data,
+        )
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = Event.__hash__
+
+    def __repr__(self) -> str:
+        return repr(self._as_event())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_event, (self.id, self.type, self.created_at, self.data))
+
+
+# The frozen event's slots are filled through their descriptors, as attrs' own __init__
+# does through object.__setattr__ (about half the time of that).
+_SET_ID, _SET_TYPE, _SET_CREATED_AT, _SET_DATA = (
+    vars(Event)[name].__set__ for name in ("id", "type", "created_at", "data")
+)
+_SET_PENDING = vars(_VerifiedEvent)["_pending"].__set__
+
+
+def _rebuild_event(id: str, type: str, created_at: datetime, data: Any) -> Event:
+    return Event(id=id, type=type, created_at=created_at, data=data)
+
+
+def _read_data(event_type: str, wire: Any, data_cls: type[Any]) -> Any:
+    try:
+        return structure(wire, data_cls)
     except RecursionError:
         _fail("event data is nested too deeply")
     except BaseValidationError as exc:
         detail = "; ".join(transform_error(exc, path="$.data"))
-        _fail(f"event {document['type']!r} could not be read: {detail}")
+        _fail(f"event {event_type!r} could not be read: {detail}")
     # Broad on purpose, and only here: the converter runs cattrs-generated code and our
     # hooks (money, datetime, metadata), which report a bad field as ValueError, TypeError,
     # KeyError, OverflowError... depending on where it fails.  The signature is already
     # verified, so this is the sender's bug, but it must still surface as this module's one
     # error type rather than as a 500 in the receiver.
     except Exception as exc:
-        _fail(f"event {document['type']!r} could not be read: {exc}")
+        _fail(f"event {event_type!r} could not be read: {exc}")

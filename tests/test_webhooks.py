@@ -6,9 +6,11 @@ exception type through as a failure, so the negative tests also prove that.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import json
+import pickle
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 from hypothesis import given, settings
@@ -28,6 +31,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 import svc
+import svc.wire
 from svc import webhooks
 from svc.webhooks import WebhookVerificationError, sign, verify
 
@@ -253,6 +257,28 @@ def test_verify_returns_every_payment_field_typed() -> None:
     assert data.metadata.credits == 100
     assert data.metadata.credit_unit == "calls"
     assert (data.rail, data.environment, data.settlement) == ("x402", "test", "processor_deposit")
+
+
+def test_the_verified_event_is_an_event_like_any_other() -> None:
+    # Its data is typed on first read; until and after, it compares, hashes, prints, copies,
+    # pickles and serializes as the Event the converter builds from the same body.
+    body, headers = delivery()
+    expected = svc.wire.structure(json.loads(body), svc.Event)
+    event = verify_at_now(body, headers)
+    assert isinstance(event, svc.Event)
+    assert event == expected and expected == event
+    assert event != attrs.evolve(expected, id="evt_other")
+    assert repr(event) == repr(expected)
+    assert attrs.evolve(event, type="x") == attrs.evolve(expected, type="x")
+    assert pickle.loads(pickle.dumps(verify_at_now(body, headers))) == expected  # noqa: S301 (our own bytes)
+    assert copy.deepcopy(verify_at_now(body, headers)) == expected
+    assert svc.wire.unstructure(verify_at_now(body, headers)) == svc.wire.unstructure(expected)
+    assert attrs.asdict(verify_at_now(body, headers)) == attrs.asdict(expected)
+    assert hash(attrs.evolve(event, data=None)) == hash(attrs.evolve(expected, data=None))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        event.id = "evt_other"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        _ = event.not_a_field  # type: ignore[attr-defined]
 
 
 def test_event_types_without_a_model_keep_their_data_as_json() -> None:
@@ -491,6 +517,10 @@ BAD_BODIES: dict[str, tuple[bytes, str]] = {
     "not UTF-8": (b'{"id":"evt_test_1","x":"\xff\xfe"}', "not UTF-8"),
     "not JSON": (b"id=evt_test_1&type=payment.succeeded", "not JSON"),
     "truncated JSON": (encode(_EVENT)[:-1], "not JSON"),
+    "a value missing inside": (b'{"id":"evt_test_1","data":}', "not JSON: Expecting value"),
+    "a bad value inside": (b'{"id":"evt_test_1","data":[1,]}', "not JSON: Expecting value"),
+    "cut after a key": (b'{"id":', "not JSON: Expecting value"),
+    "data after the object": (encode(_EVENT) + b" x", "not JSON: Extra data"),
     "empty": (b"", "not JSON"),
     "NaN": (encode(_EVENT)[:-1] + b',"x":NaN}', "not JSON"),
     "integer too long to parse": (encode(_EVENT)[:-1] + b',"x":' + b"9" * 5000 + b"}", "JSON"),
@@ -507,6 +537,12 @@ BAD_BODIES: dict[str, tuple[bytes, str]] = {
     "no data": (encode({k: v for k, v in _EVENT.items() if k != "data"}), "'data'"),
     "id differs from header": (encode({**_EVENT, "id": "evt_other"}), "does not match"),
     "created_at not a date": (encode({**_EVENT, "created_at": "yesterday"}), "could not be read"),
+}
+
+# Signed events whose envelope is fine but whose data the SDK cannot read: verify returns the
+# event (its id and type are usable, to dedupe or to skip a type), and reading ``data``
+# raises the verification error, every time it is read.
+BAD_DATA: dict[str, tuple[bytes, str]] = {
     "data null": (encode({**_EVENT, "data": None}), "could not be read"),
     "data a list": (encode({**_EVENT, "data": [1]}), "could not be read"),
     "amount not a number": (encode(payment_event(amount="abc")), "could not be read"),
@@ -529,6 +565,17 @@ def test_bodies_that_are_not_one_readable_event_are_refused(name: str) -> None:
     _, headers = delivery(body=body, webhook_id="evt_test_1")
     with pytest.raises(WebhookVerificationError, match=message):
         verify_at_now(body, headers)
+
+
+@pytest.mark.parametrize("name", BAD_DATA)
+def test_event_data_that_cannot_be_read_is_refused_when_read(name: str) -> None:
+    body, message = BAD_DATA[name]
+    _, headers = delivery(body=body, webhook_id="evt_test_1")
+    event = verify_at_now(body, headers)
+    assert (event.id, event.type) == ("evt_test_1", "payment.succeeded")
+    for _ in range(2):
+        with pytest.raises(WebhookVerificationError, match=message):
+            _ = event.data
 
 
 @pytest.mark.parametrize(
@@ -760,6 +807,7 @@ def test_signed_garbage_bodies_give_an_event_or_the_verification_error(
     _, headers = delivery(body=body, webhook_id="evt_g", timestamp=timestamp)
     try:
         event = verify(SECRET, body, headers, now=clock(timestamp))
+        _ = event.data  # typed on first read: refused then, or readable
     except WebhookVerificationError:
         return
     assert isinstance(event, svc.Event) and event.id == "evt_g"
