@@ -122,6 +122,8 @@ class Plan:
         headers: Headers | None,
         content: bytes | None,
         policy: OutboundPolicy,
+        *,
+        keep_alive: bool = False,
     ) -> Plan:
         """Check everything that can be checked before any I/O; raise OutboundRefused."""
         target = check_url(url, policy)
@@ -144,9 +146,12 @@ class Plan:
             kept.append(("User-Agent", policy.user_agent))
         if "accept-encoding" not in names:
             kept.append(("Accept-Encoding", "identity"))  # the cap counts the bytes as sent
-        # One request per connection: a pooled connection to the same IP but verified for
-        # another name (or pinned for another URL) must never be reused.
-        kept += [("Host", target.host_header), ("Connection", "close")]
+        kept.append(("Host", target.host_header))
+        if not keep_alive:
+            # One request per connection: a pooled connection to the same IP but verified
+            # for another name (or pinned for another URL) must never be reused.  Kept-alive
+            # sends go through a client of their own name only (``pooled``).
+            kept.append(("Connection", "close"))
         return cls(
             method=method.upper(),
             target=target,

@@ -15,7 +15,7 @@ import httpx
 from ..invariant import InvariantError
 from ._plan import Headers, OutboundResponse, Plan, default_tls_context, take
 from ._policy import OutboundPolicy
-from ._sync_io import Deadline, close, resolve
+from ._sync_io import Deadline, close, pooled, resolve
 
 __all__ = ["send"]
 
@@ -73,6 +73,7 @@ def send(
     content: bytes | None = None,
     policy: OutboundPolicy,
     client: httpx.Client | None = None,
+    keep_alive: bool = False,
 ) -> OutboundResponse:
     """Send one request to a user-supplied URL, safely; see the package docstring.
 
@@ -80,17 +81,21 @@ def send(
     given ``client`` supplies TLS settings (``verify=``) and transports; its redirect,
     auth, cookie, header and timeout defaults are not used.  It must speak HTTP/1.1 and
     have no proxy (both would undo the pinning).  Without one, a fresh client is used for
-    this request alone.  The total deadline (``policy.total_timeout``, resolution
-    included) is enforced by :class:`Deadline`; passing it fails the send as too slow.
+    this request alone -- or, with ``keep_alive`` (and no ``client``), one that keeps
+    connections to this origin alive for the next send (``pooled``: a connection is
+    reused only for the same checked name at the same checked address; the blocking
+    twin has none).  The total deadline (``policy.total_timeout``, resolution included)
+    is enforced by :class:`Deadline`; passing it fails the send as too slow.
     """
-    plan = Plan.make(method, url, headers, content, policy)
+    plan = Plan.make(method, url, headers, content, policy, keep_alive=keep_alive)
     with Deadline(plan) as deadline:
         addresses = plan.pin(resolve(plan))
         if plan.remaining() <= 0:
             raise plan.too_slow()
+        shared = client if client is not None or not keep_alive else pooled(plan)
         http = (
-            client
-            if client is not None
+            shared
+            if shared is not None
             else httpx.Client(trust_env=False, verify=default_tls_context())
         )
         try:
@@ -100,5 +105,5 @@ def send(
                 raise plan.too_slow() from exc
             raise plan.failed(exc) from exc
         finally:
-            if client is None:
+            if shared is None:
                 close(http.close)

@@ -1,9 +1,9 @@
 """The blocking send path's own I/O pieces (hand-written; ``_async_io`` is the async twin).
 
-``_sync`` is generated from ``_async`` and imports the same three names from here:
-:class:`Deadline`, :func:`resolve`, :func:`close`.  A blocked thread cannot be cancelled,
-so the deadline is a watchdog thread that shuts the socket down, and an async resolver
-is run to completion in its own event loop.
+``_sync`` is generated from ``_async`` and imports the same four names from here:
+:class:`Deadline`, :func:`resolve`, :func:`close`, :func:`pooled`.  A blocked thread
+cannot be cancelled, so the deadline is a watchdog thread that shuts the socket down,
+and an async resolver is run to completion in its own event loop.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import httpx
 
 from ._plan import Plan
 from ._policy import system_resolve
 
-__all__ = ["Deadline", "close", "resolve"]
+__all__ = ["Deadline", "close", "pooled", "resolve"]
 
 
 class Deadline:
@@ -106,3 +107,10 @@ def resolve(plan: Plan) -> Iterable[str]:
 def close(closer: Callable[[], object]) -> None:
     """Close (nothing can interrupt a blocking close, so nothing to shield it from)."""
     closer()
+
+
+def pooled(plan: Plan) -> httpx.Client | None:
+    """No kept-alive connections on the blocking path: its deadline watchdog learns each
+    request's socket when httpcore connects it, and a reused connection is never reported,
+    so every send here opens (and closes) its own."""
+    return None
