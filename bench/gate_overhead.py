@@ -1,8 +1,8 @@
-"""Requests/s through ``svc_asgi.PaymentGate`` with a cached receipt, as a ratio to the same
-app without the gate, measured in the same run.
+"""Requests/s through ``svc_asgi.PaymentGate`` with a known receipt, as a ratio to the same
+app without the gate, measured in the same run with ``wrk`` (a C load generator).
 
-Run: ``python bench/gate_overhead.py`` (about 40 s with the defaults; needs the
-``[server]`` extras).
+Run: ``python bench/gate_overhead.py`` (about 1.5 minutes with the defaults; ``--quick``
+about 30 s; needs the ``[server]`` extras and ``wrk``: ``apt-get install wrk``).
 
 The bench starts a reference server (``python -m reference_server run``, a fresh SQLite
 file) and, over the SDK, sets up a seller selling ``GET /v1/report`` at 0.01 and an agent
@@ -14,24 +14,31 @@ servers, each its own process on loopback (this script with ``--serve``):
 - ``bare`` and ``bare+gate``: the same with a bare ASGI callable instead of Starlette,
   the harshest comparison (the app itself costs next to nothing).
 
-Each pair is warmed up (the gated server's first request verifies the receipt with the
-service; later ones hit the gate's cache), then loaded with ``--connections`` keep-alive
-HTTP/1.1 connections in closed loops by a small raw-socket client in this process.  The
-pair is measured in ``--rounds`` rounds of ``--seconds`` per variant, alternating which
-goes first (A B, B A, ...); each round gives one gated/plain ratio and the table shows
-the median ratio, so that the drift and bursts of a shared machine, which move whole
-seconds up and down, cancel instead of landing on one variant.  Both variants receive
-byte-identical requests (the receipt header included).  After the run each gated server
-reports how often it asked the service (``POST /access/verify``), to show that the
-measured requests were served from the cache.
+Why wrk: a load client written in Python spends as much CPU per request as the server it
+loads, on the same cores, so its own noise swamps a difference of a few percent; wrk's
+per-request cost is a small fraction of uvicorn's.  Each server is warmed up (the gated
+server's first request verifies the receipt with the service; later ones are decided from
+the gate's memory), then loaded by ``wrk -t THREADS -c CONNECTIONS`` (keep-alive
+HTTP/1.1, closed loops).  Each pair is measured in ``--rounds`` rounds of ``--seconds``
+per variant, alternating which goes first (A B, B A, ...); each round gives one
+gated/plain ratio and the table shows the median ratio, so that the drift and bursts of a
+shared machine, which move whole seconds up and down, cancel instead of landing on one
+variant.  Both variants receive byte-identical requests (the receipt header included).
+After the run each gated server reports how often it asked the service
+(``POST /access/verify``): once, so the measured requests were all decided from memory.
 
-With ``--pin`` (Linux, two CPUs or more) the app servers are pinned to one CPU and the load
-client to another; on a machine shared with other work, leaving placement to the
-scheduler is usually steadier.
+With ``--pin`` (Linux, two CPUs or more) the app servers are pinned to CPU 1 and wrk to
+CPU 0; on a machine shared with other work, leaving placement to the scheduler is usually
+steadier.  The server's CPU time per request (from ``/proc``) is shown beside each rate:
+its ratio is what the throughput ratio would be on a core of the server's own.
 
 A second table measures what the gate adds per request without any network: the same
 apps called in process, directly through ASGI, many thousands of times, as microseconds
 per request; this isolates the gate's own CPU cost from the HTTP server's.
+
+``--json PATH`` writes the two rows of the issue's table (bare ASGI, Starlette) in the
+bench JSON protocol; the script exits non-zero if any request failed (a non-2xx answer or
+a socket error) or a gated server asked the service more than once.
 """
 
 from __future__ import annotations
@@ -42,17 +49,21 @@ import json
 import math
 import os
 import platform
+import re
 import secrets
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 from _harness import (
     free_port,
@@ -66,7 +77,9 @@ import svc
 PRICE = "0.01"
 VARIANTS = ("starlette", "starlette+gate", "bare", "bare+gate")
 PAIRS = (("starlette", "starlette+gate"), ("bare", "bare+gate"))
-TARGET = 0.85
+TARGET = 0.95
+#: The issue's names of the two app kinds.
+KINDS = {"bare": "bare ASGI", "starlette": "Starlette"}
 #: Long enough that the whole run is served from the cache (the default, 60 s, would
 #: add one verify call per minute: nothing measurable, but not what is measured here).
 CACHE_TTL = 3600.0
@@ -190,47 +203,93 @@ def set_up(url: str) -> tuple[str, str, str]:
     return seller.seller_key, resource.id, paid.receipt_id
 
 
-# --- the load -------------------------------------------------------------------------------
+# --- the load ---
 
 
-async def _connection(
-    port: int, request: bytes, stop_at: float, latencies: list[float], bad: Counter[int]
-) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    clock = time.perf_counter
-    try:
-        while clock() < stop_at:
-            started = clock()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            lowered = head.lower()
-            at = lowered.index(b"content-length:") + len(b"content-length:")
-            length = int(lowered[at : lowered.index(b"\r\n", at)])
-            await reader.readexactly(length)
-            latencies.append(clock() - started)
-            if status != 200:
-                bad[status] += 1
-    finally:
-        writer.close()
+@attrs.frozen
+class WrkRun:
+    """One ``wrk`` run against one server: what it counted, and the server's CPU time."""
+
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    #: Non-2xx/3xx answers plus socket errors (connect, read, write, timeout).
+    errors: int
+    cpu_seconds: float | None
 
 
-def load(port: int, request: bytes, connections: int, seconds: float) -> dict[str, Any]:
-    async def run() -> dict[str, Any]:
-        latencies: list[float] = []
-        bad: Counter[int] = Counter()
-        started = time.perf_counter()
-        stop_at = started + seconds
-        await asyncio.gather(
-            *(_connection(port, request, stop_at, latencies, bad) for _ in range(connections))
-        )
-        return {
-            "latencies": latencies,
-            "seconds": time.perf_counter() - started,
-            "bad": bad,
-        }
+_UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+_LATENCY_LINE = re.compile(r"^\s*(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m)\s*$", re.MULTILINE)
+_DONE = re.compile(r"(\d+) requests in ([\d.]+)(us|ms|s|m),")
+_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
+_NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
+_SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 
-    return asyncio.run(run())
+
+def parse_wrk(output: str) -> tuple[int, float, float, float, float, int]:
+    """``(requests, seconds, requests/s, p50 ms, p99 ms, errors)`` from wrk's report
+    (run with ``--latency``); stops the bench if the report is not wrk's."""
+    done = _DONE.search(output)
+    rps = _RPS.search(output)
+    if done is None or rps is None:
+        raise SystemExit(f"wrk's output was not understood:\n{output}")
+    latencies = {q: float(v) * _UNIT_MS[u] for q, v, u in _LATENCY_LINE.findall(output)}
+    errors = sum(int(n) for n in _NON_2XX.findall(output))
+    errors += sum(sum(int(n) for n in m) for m in _SOCKET_ERRORS.findall(output))
+    seconds = float(done.group(2)) * _UNIT_MS[done.group(3)] / 1000
+    return (
+        int(done.group(1)),
+        seconds,
+        float(rps.group(1)),
+        latencies.get("50", math.nan),
+        latencies.get("99", math.nan),
+        errors,
+    )
+
+
+def wrk(
+    port: int,
+    pid: int,
+    receipt_id: str,
+    *,
+    seconds: int,
+    connections: int,
+    threads: int,
+    cpu: int | None,
+) -> WrkRun:
+    """Load ``GET /v1/report`` on ``port`` with wrk's keep-alive connections, every
+    request bearing the receipt (gated and plain servers get the same bytes)."""
+    command = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--latency",
+        "-H",
+        "Accept: application/json",
+        "-H",
+        f"X-Svc-Receipt: {receipt_id}",
+        f"http://127.0.0.1:{port}/v1/report",
+    ]
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+    before = process_cpu_seconds(pid)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    after = process_cpu_seconds(pid)
+    if done.returncode != 0:
+        raise SystemExit(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    requests, elapsed, rps, p50, p99, errors = parse_wrk(done.stdout)
+    return WrkRun(
+        requests=requests,
+        seconds=elapsed,
+        rps=rps,
+        p50_ms=p50,
+        p99_ms=p99,
+        errors=errors,
+        cpu_seconds=None if before is None or after is None else after - before,
+    )
 
 
 def in_process(variant: str, receipt_id: str, calls: int) -> float:
@@ -286,21 +345,16 @@ def in_process(variant: str, receipt_id: str, calls: int) -> float:
     return asyncio.run(run())
 
 
-def cpu_us_per_request(runs: list[dict[str, Any]]) -> float | None:
-    if any(r.get("cpu") is None for r in runs):
+def cpu_us_per_request(runs: list[WrkRun]) -> float | None:
+    """The server's CPU time per answered request over ``runs`` (``None``: not on Linux)."""
+    if any(r.cpu_seconds is None for r in runs):
         return None
-    done = sum(len(r["latencies"]) for r in runs)
-    return sum(r["cpu"] for r in runs) / done * 1e6 if done else None
+    done = sum(r.requests for r in runs)
+    return sum(r.cpu_seconds or 0.0 for r in runs) / done * 1e6 if done else None
 
 
-def _rps(runs: list[dict[str, Any]]) -> float:
-    done = sum(len(r["latencies"]) for r in runs)
-    return done / sum(r["seconds"] for r in runs)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else math.nan
+def _rps(runs: list[WrkRun]) -> float:
+    return sum(r.requests for r in runs) / sum(r.seconds for r in runs)
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -308,17 +362,24 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=1.5, help="per variant and round")
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--pin", action="store_true", help="pin servers and client to CPUs")
+    parser.add_argument("--seconds", type=int, default=2, help="per variant and round (wrk -d)")
+    parser.add_argument("--connections", type=int, default=16, help="wrk -c")
+    parser.add_argument("--threads", type=int, default=1, help="wrk -t")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--pin", action="store_true", help="servers on CPU 1, wrk on CPU 0")
     parser.add_argument("--calls", type=int, default=50_000, help="in-process calls per app")
+    parser.add_argument("--quick", action="store_true", help="a short run (smoke test)")
+    parser.add_argument("--json", type=Path, help="also write the bench rows (JSON) here")
     parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.port, args.pin)
         return
+    if args.quick:
+        args.seconds, args.rounds, args.calls = 1, 4, min(args.calls, 5_000)
+    if shutil.which("wrk") is None:
+        raise SystemExit("this bench needs wrk (Debian/Ubuntu: apt-get install wrk)")
 
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -347,16 +408,28 @@ def main() -> None:
             "BENCH_RESOURCE_ID": resource_id,
         }
         ports, pids = _start_variants(stack, env, tmpdir, pinned=args.pin)
-        request = (
-            "GET /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\n"
-            f"Accept: application/json\r\nX-Svc-Receipt: {receipt_id}\r\n\r\n"
-        ).encode()
-        if args.pin:
-            pin(0)  # the load client; the app servers are on CPU 1
-        for variant in VARIANTS:  # warm up: the gate verifies once and caches
-            load(ports[variant], request, args.connections, 1.0)
 
-        results, ratios = _alternating_rounds(args, ports, pids, request)
+        def load(variant: str, seconds: int) -> WrkRun:
+            return wrk(
+                ports[variant],
+                pids[variant],
+                receipt_id,
+                seconds=seconds,
+                connections=args.connections,
+                threads=args.threads,
+                cpu=0 if args.pin else None,
+            )
+
+        for variant in VARIANTS:  # warm up: the gate verifies once and remembers
+            if args.quick:
+                httpx.get(
+                    f"http://127.0.0.1:{ports[variant]}/v1/report",
+                    headers={"X-Svc-Receipt": receipt_id},
+                ).raise_for_status()
+            else:
+                load(variant, 1)
+
+        results, ratios = _alternating_rounds(args.rounds, args.seconds, load)
 
         os.environ.update(
             {k: env[k] for k in ("SVC_BASE_URL", "SVC_SELLER_KEY", "BENCH_RESOURCE_ID")}
@@ -368,41 +441,70 @@ def main() -> None:
             if v.endswith("+gate")
         }
 
-    def summary(variant: str) -> tuple[float, float, float, int]:
-        runs = results[variant]
-        latencies = [x for r in runs for x in r["latencies"]]
-        bad = sum(sum(r["bad"].values()) for r in runs)
-        return _rps(runs), percentile(latencies, 0.5), percentile(latencies, 0.99), bad
+    rows = _report(args, results, ratios, micros, verify_calls)
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    errors = sum(r.errors for runs in results.values() for r in runs)
+    if errors or any(n != 1 for n in verify_calls.values()):
+        raise SystemExit(
+            f"{errors} failed request(s) or unexpected verify calls {verify_calls}: see the table"
+        )
 
+
+def _report(
+    args: argparse.Namespace,
+    results: dict[str, list[WrkRun]],
+    ratios: dict[str, list[float]],
+    micros: dict[str, float],
+    verify_calls: dict[str, int],
+) -> list[dict[str, Any]]:
+    """Print the tables; the JSON rows (one per app kind)."""
     print(
-        f"\nsvc_asgi.PaymentGate overhead, cached receipt: {args.connections} keep-alive "
-        f"connections, {args.rounds} alternating rounds of {args.seconds:g} s per variant; uvicorn "
+        f"\nsvc_asgi.PaymentGate overhead, known receipt: wrk {args.threads} thread(s), "
+        f"{args.connections} keep-alive connections, {args.rounds} alternating rounds of "
+        f"{args.seconds} s per variant{', pinned' if args.pin else ''}; uvicorn "
         f"{_version('uvicorn')} (one process each), Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs\n"
     )
     header = (
-        f"{'app':<16}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'non-200':>8}"
+        f"{'app':<16}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>8}"
         f"{'ratio':>7}{'min..max':>12}{'server CPU/req':>16}{'CPU ratio':>10}  verifies"
     )
     print(header)
     print("-" * len(header))
-    worst = math.inf
+    rows: list[dict[str, Any]] = []
     for plain, gated in PAIRS:
         base_cpu = cpu_us_per_request(results[plain])
         for variant in (plain, gated):
-            rps, p50, p99, bad = summary(variant)
-            cpu = cpu_us_per_request(results[variant])
+            runs = results[variant]
+            cpu = cpu_us_per_request(runs)
+            p50 = statistics.median(r.p50_ms for r in runs)
+            p99 = statistics.median(r.p99_ms for r in runs)
+            errors = sum(r.errors for r in runs)
             if variant == gated:
                 ratio = statistics.median(ratios[gated])
                 spread = f"{min(ratios[gated]):.2f}..{max(ratios[gated]):.2f}"
                 calls = str(verify_calls[variant])
                 cpu_ratio = f"{base_cpu / cpu:.3f}" if cpu and base_cpu else "n/a"
-                worst = min(worst, ratio)
+                rows.append(
+                    {
+                        "measure": f"gate with known receipt, {KINDS[plain]}",
+                        "database": "-",
+                        "setting": f"wrk -t{args.threads} -c{args.connections}, uvicorn",
+                        "value": round(_rps(runs), 1),
+                        "unit": "req/s",
+                        "baseline_name": f"same {KINDS[plain]} app ungated",
+                        "baseline": round(_rps(results[plain]), 1),
+                        "ratio": round(ratio, 3),
+                        "target": f">= {TARGET}",
+                        "met": ratio >= TARGET,
+                    }
+                )
             else:
                 ratio, spread, calls, cpu_ratio = 1.0, "", "-", "1.000"
             cpu_text = f"{cpu:.0f} us" if cpu is not None else "n/a"
             print(
-                f"{variant:<16}{rps:>8.0f}{p50 * 1000:>8.2f}{p99 * 1000:>8.2f}{bad:>8}"
+                f"{variant:<16}{_rps(runs):>8.0f}{p50:>8.2f}{p99:>8.2f}{errors:>8}"
                 f"{ratio:>7.3f}{spread:>12}{cpu_text:>16}{cpu_ratio:>10}  {calls}"
             )
     print(
@@ -417,10 +519,10 @@ def main() -> None:
     for plain, gated in PAIRS:
         print(f"{plain:<16}{micros[plain]:>12.2f}{'':>12}")
         print(f"{gated:<16}{micros[gated]:>12.2f}{micros[gated] - micros[plain]:>10.2f}us")
+    worst = min(row["ratio"] for row in rows)
     verdict = "meets" if worst >= TARGET else "MISSES"
-    print(f"worst median ratio {worst:.3f}: {verdict} the {TARGET} target")
-    if any(summary(v)[3] for v in VARIANTS) or any(n != 1 for n in verify_calls.values()):
-        raise SystemExit("unexpected non-200 answers or verify calls: see the table")
+    print(f"\nworst median ratio {worst:.3f}: {verdict} the >= {TARGET} target")
+    return rows
 
 
 def _start_variants(
@@ -451,24 +553,19 @@ def _start_variants(
 
 
 def _alternating_rounds(
-    args: argparse.Namespace, ports: dict[str, int], pids: dict[str, int], request: bytes
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[float]]]:
+    rounds: int, seconds: int, load: Callable[[str, int], WrkRun]
+) -> tuple[dict[str, list[WrkRun]], dict[str, list[float]]]:
     """Each variant's runs, and each gated variant's per-round ratio to its plain twin:
     the two take turns going first, so drift on a shared machine falls on both alike."""
-    results: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    results: dict[str, list[WrkRun]] = {v: [] for v in VARIANTS}
     ratios: dict[str, list[float]] = {gated: [] for _, gated in PAIRS}
     for plain, gated in PAIRS:
-        for round_ in range(args.rounds):
+        for round_ in range(rounds):
             order = (plain, gated) if round_ % 2 == 0 else (gated, plain)
-            done = {}
-            for v in order:
-                cpu = process_cpu_seconds(pids[v])
-                done[v] = load(ports[v], request, args.connections, args.seconds)
-                after = process_cpu_seconds(pids[v])
-                done[v]["cpu"] = None if cpu is None or after is None else after - cpu
+            done = {v: load(v, seconds) for v in order}
             for variant, run in done.items():
                 results[variant].append(run)
-            ratios[gated].append(_rps([done[gated]]) / _rps([done[plain]]))
+            ratios[gated].append(done[gated].rps / done[plain].rps)
     return results, ratios
 
 

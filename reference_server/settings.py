@@ -102,7 +102,10 @@ class Settings:
     #: Run the outbox delivery worker inside the server (``svc-server run``).
     worker_enabled: bool = _field(True)
     worker_poll_seconds: float = _field(0.5, Gt(0))
-    worker_batch_size: int = _field(20, Ge(1))
+    #: Deliveries claimed per transaction (and payouts advanced per round).  Large enough
+    #: that a busy worker claims rarely: each claim is a transaction run from a thread,
+    #: which waits for the GIL behind the senders.
+    worker_batch_size: int = _field(100, Ge(1))
     worker_concurrency: int = _field(8, Ge(1))
     #: A claimed delivery belongs to its worker this long; a crashed worker's claims are
     #: picked up by another worker after it.

@@ -25,6 +25,7 @@ __all__ = [
     "Receive",
     "Scope",
     "Send",
+    "add_paid_headers",
     "add_response_headers",
     "credential_headers",
     "header_map",
@@ -49,7 +50,18 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: bound, so a gate behind a lenient server still never scans unbounded input.
 MAX_HEADER_BYTES = 64 * 1024
 _HANDSHAKE_SCHEMES = {"ws": "http", "wss": "https"}
+#: A paid answer is for the payer: shared caches must not hand it to the next caller.
+_PRIVATE = ((b"cache-control", b"private"),)
 _RECEIPT_RANK = {name.encode("latin-1"): rank for rank, name in enumerate(RECEIPT_HEADERS)}
+#: Every request header a gate decides on, in one table so that a header it does not care
+#: about costs one dictionary miss: the receipt headers by preference (the lower the
+#: better), then the two open-rail credential headers.
+_SIGNATURE, _AUTHORIZATION = len(_RECEIPT_RANK), len(_RECEIPT_RANK) + 1
+_CREDENTIAL_RANK = {
+    **_RECEIPT_RANK,
+    b"payment-signature": _SIGNATURE,
+    b"authorization": _AUTHORIZATION,
+}
 
 
 class BodyTooLarge(Exception):
@@ -101,21 +113,24 @@ def receipt_header(scope: Scope) -> tuple[bytes, bytes] | None:
 def credential_headers(scope: Scope) -> tuple[tuple[bytes, bytes] | None, bool]:
     """:func:`receipt_header`, and whether the request also carries an open-rail
     credential (``PAYMENT-SIGNATURE``, or ``Authorization`` of the ``Payment`` scheme),
-    in one pass over the headers: the hot path of a gate with rails."""
+    in one pass over the headers: the hot path of every gate, so each header costs one
+    dictionary lookup beside the byte budget."""
     best: tuple[bytes, bytes] | None = None
-    best_rank = len(_RECEIPT_RANK)
+    best_rank = _SIGNATURE
     rail = False
     budget = MAX_HEADER_BYTES
+    rank_of = _CREDENTIAL_RANK.get
     for raw_name, raw_value in scope.get("headers", ()):
         budget -= len(raw_name) + len(raw_value)
         if budget < 0:
             break
-        rank = _RECEIPT_RANK.get(raw_name)
-        if rank is not None:
-            if rank < best_rank:
-                best, best_rank = (raw_name, raw_value), rank
-        elif raw_name == b"payment-signature" or (
-            raw_name == b"authorization" and raw_value[:8].lower() == b"payment "
+        rank = rank_of(raw_name)
+        if rank is None:
+            continue
+        if rank < best_rank:
+            best, best_rank = (raw_name, raw_value), rank
+        elif rank == _SIGNATURE or (
+            rank == _AUTHORIZATION and raw_value[:8].lower() == b"payment "
         ):
             rail = True
     return best, rail
@@ -251,6 +266,37 @@ def add_response_headers(
         await send(message)
 
     return send_with_headers
+
+
+def add_paid_headers(
+    send: Send, added: tuple[tuple[bytes, bytes], ...], replaced: frozenset[bytes]
+) -> Send:
+    """:func:`add_response_headers` with ``Cache-Control: private`` as the one default:
+    the ``send`` of every request a gate lets through paid, so it does the least it can.
+    Nothing is copied unless the app set one of the ``replaced`` names; the response
+    start is a new message (the app's may be a constant it sends again)."""
+
+    async def send_paid(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", ())
+            if type(headers) is not list:
+                headers = list(headers)  # any iterable, read twice below
+            private = True
+            for name, _ in headers:
+                lowered = name.lower()
+                if lowered in replaced:
+                    private = not any(k.lower() == b"cache-control" for k, _ in headers)
+                    headers = [(k, v) for k, v in headers if k.lower() not in replaced]
+                    break
+                if lowered == b"cache-control":
+                    private = False
+            message = {
+                **message,
+                "headers": [*headers, *added, *_PRIVATE] if private else [*headers, *added],
+            }
+        await send(message)
+
+    return send_paid
 
 
 async def send_response(

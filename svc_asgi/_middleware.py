@@ -45,7 +45,7 @@ from ._asgi import (
     Receive,
     Scope,
     Send,
-    add_response_headers,
+    add_paid_headers,
     credential_headers,
     header_map,
     read_body,
@@ -199,7 +199,22 @@ class PaymentGate:
         path = route_path(scope)
         resource_id = self.prices.match_route(scope["method"], path)
         if resource_id is not None:
-            await self._gate_route(scope, receive, send, resource_id)
+            # The hot path, inline: a receipt this gate has confirmed (and no open-rail
+            # credential to redeem instead) is one lookup in the core's memo of paid
+            # decisions; no coroutine of its own, nothing built but the ``send`` that adds
+            # the receipt headers.  Anything else is decided the long way.
+            found, rail_credential = credential_headers(scope)
+            paid = None
+            if found is not None and not (rail_credential and self.core.rails):
+                paid = self.core.remembered(resource_id, found[0], found[1])
+            if paid is None or paid.held is not None:
+                await self._gate_route(scope, receive, send, resource_id)
+                return
+            state = scope.get("state")
+            if state is None:
+                state = scope["state"] = {}
+            state[STATE_KEY] = paid.payment
+            await self.app(scope, receive, add_paid_headers(send, paid.raw_headers, paid.raw_names))
         elif (
             self.prices.tools
             and scope["method"] == "POST"
@@ -267,7 +282,7 @@ class PaymentGate:
             if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
                 send = add_accept_headers(send, outcome.raw_headers, outcome.raw_names)
             else:
-                send = add_response_headers(send, outcome.raw_headers, _PRIVATE, outcome.raw_names)
+                send = add_paid_headers(send, outcome.raw_headers, outcome.raw_names)
         elif type(outcome) is FailedOpen:
             state[GATE_ERROR_STATE_KEY] = outcome.reason
         else:  # a Refusal never reaches the app

@@ -16,10 +16,14 @@ from ..ids import new_id
 from ..store import tables as t
 from .webhook_endpoints import matching_endpoints
 
-__all__ = ["EVENT_TYPES", "NEW_DELIVERIES", "new_delivery", "record_event"]
+__all__ = ["EVENT_TYPES", "NEW_DELIVERIES", "OUTBOX_CHANNEL", "new_delivery", "record_event"]
 
 #: Flag left on a connection whose transaction queued deliveries (wakes the worker).
 NEW_DELIVERIES = "svc_new_deliveries"
+
+#: The PostgreSQL ``NOTIFY`` channel a commit that queued deliveries signals.
+OUTBOX_CHANNEL = "svc_outbox"
+_NOTIFIED = "svc_outbox_notified"
 
 #: Every event the service emits (the spec's list), with what causes it.
 EVENT_TYPES: dict[str, str] = {
@@ -67,8 +71,23 @@ def record_event(
             insert(t.webhook_deliveries),
             [new_delivery(event_id, endpoint_id, now) for endpoint_id in endpoints],
         )
+        _wake_workers(conn)
         conn.info[NEW_DELIVERIES] = True
     return event_id
+
+
+def _wake_workers(conn: Connection) -> None:
+    """On PostgreSQL, ``NOTIFY`` the workers of every process (once per transaction):
+    PostgreSQL delivers it when the transaction commits, and never if it rolls back, so
+    a worker that ``LISTEN``s (``outbox/wakeup.py``) claims the new deliveries at once
+    instead of at its next poll.  SQLite has no such thing: its other processes poll."""
+    if conn.dialect.name != "postgresql":
+        return
+    transaction = conn.get_nested_transaction() or conn.get_transaction()
+    if conn.info.get(_NOTIFIED) is transaction:
+        return
+    conn.exec_driver_sql(f"NOTIFY {OUTBOX_CHANNEL}")
+    conn.info[_NOTIFIED] = transaction
 
 
 def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, Any]:

@@ -32,6 +32,7 @@ and plain HTTP are allowed, so a developer's ``http://localhost:8000/hooks`` wor
 
 from ._addresses import address_refusal
 from ._async import send
+from ._async_io import AsyncPinnedClients
 from ._errors import OutboundError, OutboundFailed, OutboundRefused
 from ._plan import Headers, OutboundResponse
 from ._policy import OutboundPolicy, Resolver, system_resolve, system_resolve_async
@@ -39,6 +40,7 @@ from ._sync import send as send_sync
 from ._target import Target, check_url, pin_addresses
 
 __all__ = [
+    "AsyncPinnedClients",
     "Headers",
     "OutboundError",
     "OutboundFailed",

@@ -1,18 +1,18 @@
 """The async send path's own I/O pieces (hand-written; ``_sync_io`` is the blocking twin).
 
 ``_async`` imports these by name and ``_sync`` is generated from it, so the two modules
-offer the same four names: :class:`Deadline`, :func:`resolve`, :func:`close`,
-:func:`pooled`.  They are the part of sending that is not the same code with ``await``
-removed: a task can be cancelled when the total deadline passes, a blocking thread cannot.
+offer the same names: :class:`Deadline`, :func:`resolve`, :func:`close` and the
+kept-alive connection pool (``AsyncPinnedClients`` / ``PinnedClients``).  They are
+the part of sending that is not the same code with ``await`` removed: a task can be
+cancelled when the total deadline passes, a blocking thread cannot.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
 
@@ -22,15 +22,7 @@ import httpx
 from ._plan import Plan, default_tls_context
 from ._policy import system_resolve_async
 
-__all__ = ["Deadline", "close", "pooled", "resolve"]
-
-#: Kept-alive clients per event loop, one per checked origin, least recently used first.
-_POOLS: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, OrderedDict[tuple[str, str, int], httpx.AsyncClient]
-] = weakref.WeakKeyDictionary()
-#: Origins kept per event loop, and idle connections kept per origin (and for how long).
-POOLED_ORIGINS = 32
-_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=8, keepalive_expiry=5.0)
+__all__ = ["AsyncPinnedClients", "Deadline", "close", "resolve"]
 
 
 class Deadline:
@@ -81,29 +73,51 @@ async def close(closer: Callable[[], Awaitable[object]]) -> None:
         await closer()
 
 
-async def pooled(plan: Plan) -> httpx.AsyncClient | None:
-    """A client that keeps connections alive for the plan's origin, on this event loop.
+class AsyncPinnedClients:
+    """Kept-alive connections for a sender that posts again and again (the webhook
+    worker): one client per :meth:`Plan.pool_key` -- scheme, checked name, port and the
+    checked address the request is pinned to -- so a connection is only ever reused for
+    the very name and address it was opened and verified for.  At most ``size`` clients
+    are kept (least recently used closed first, never one in use), each with at most
+    ``connections`` connections, idle ones closed after ``keepalive_expiry`` seconds
+    (short, under common servers' own idle timeouts, so a reused connection is rarely
+    one the receiver is closing)."""
 
-    One client per (scheme, checked host name, port), never shared between names: its
-    requests all carry the same ``sni_hostname``, so a kept TLS connection was verified
-    for the very name it is reused for, and since each request's URL is the pinned IP,
-    httpcore reuses only a connection to the address this send has just checked (a host
-    that now resolves elsewhere gets a new connection there, after the check).  ``None``
-    outside asyncio (the caller then uses a fresh client).
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): no pool
-        return None
-    pool = _POOLS.setdefault(loop, OrderedDict())
-    key = (plan.target.scheme, plan.target.host, plan.target.port)
-    client = pool.get(key)
-    if client is not None:
-        pool.move_to_end(key)
-        return client
-    client = httpx.AsyncClient(trust_env=False, verify=default_tls_context(), limits=_LIMITS)
-    pool[key] = client
-    while len(pool) > POOLED_ORIGINS:
-        _, evicted = pool.popitem(last=False)
-        await close(evicted.aclose)
-    return client
+    def __init__(
+        self, *, size: int = 32, connections: int = 8, keepalive_expiry: float = 2.0
+    ) -> None:
+        self._size = size
+        self._limits = httpx.Limits(
+            max_connections=connections,
+            max_keepalive_connections=connections,
+            keepalive_expiry=keepalive_expiry,
+        )
+        self._clients: OrderedDict[tuple[str, str, int, str], httpx.AsyncClient] = OrderedDict()
+        self._busy: dict[tuple[str, str, int, str], int] = {}
+
+    @asynccontextmanager
+    async def client(self, key: tuple[str, str, int, str]) -> AsyncIterator[httpx.AsyncClient]:
+        found = self._clients.pop(key, None)
+        if found is None:
+            found = httpx.AsyncClient(
+                trust_env=False, verify=default_tls_context(), limits=self._limits
+            )
+        self._clients[key] = found  # the most recently used, last
+        self._busy[key] = self._busy.get(key, 0) + 1
+        try:
+            await self._evict()
+            yield found
+        finally:
+            self._busy[key] -= 1
+            if not self._busy[key]:
+                del self._busy[key]
+
+    async def _evict(self) -> None:
+        idle = [key for key in self._clients if key not in self._busy]
+        for key in idle[: max(0, len(self._clients) - self._size)]:
+            await close(self._clients.pop(key).aclose)
+
+    async def aclose(self) -> None:
+        """Close every kept connection."""
+        while self._clients:
+            await close(self._clients.popitem()[1].aclose)

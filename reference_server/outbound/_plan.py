@@ -122,8 +122,6 @@ class Plan:
         headers: Headers | None,
         content: bytes | None,
         policy: OutboundPolicy,
-        *,
-        keep_alive: bool = False,
     ) -> Plan:
         """Check everything that can be checked before any I/O; raise OutboundRefused."""
         target = check_url(url, policy)
@@ -147,11 +145,6 @@ class Plan:
         if "accept-encoding" not in names:
             kept.append(("Accept-Encoding", "identity"))  # the cap counts the bytes as sent
         kept.append(("Host", target.host_header))
-        if not keep_alive:
-            # One request per connection: a pooled connection to the same IP but verified
-            # for another name (or pinned for another URL) must never be reused.  Kept-alive
-            # sends go through a client of their own name only (``pooled``).
-            kept.append(("Connection", "close"))
         return cls(
             method=method.upper(),
             target=target,
@@ -176,8 +169,20 @@ class Plan:
 
     # -- the pinned request -------------------------------------------------------------
 
-    def request(self, ip: str, trace: Any = None) -> httpx.Request:
+    def pool_key(self, ip: str) -> tuple[str, str, int, str]:
+        """What a kept-alive connection must match to be reused for this request: the
+        scheme, the checked name (its TLS certificate was verified for it) and port, and
+        the checked address it was pinned to."""
+        return (self.target.scheme, self.target.host, self.target.port, ip)
+
+    def request(self, ip: str, trace: Any = None, *, keep_alive: bool = False) -> httpx.Request:
         """The request to send: to ``ip`` itself, with Host and TLS on the original name.
+
+        Without ``keep_alive`` the connection carries this one request (``Connection:
+        close``): a client's own pool is keyed by address alone, so a connection to the
+        same IP but verified for another name (or pinned for another URL) could otherwise
+        be reused.  With it, the caller guarantees the client only ever sends requests of
+        one :meth:`pool_key` (:class:`~._async_io.AsyncPinnedClients`).
 
         The URL's host is the checked IP, so the HTTP stack has nothing left to resolve:
         no second DNS lookup, hence no DNS rebinding between check and connect.  The
@@ -204,10 +209,13 @@ class Plan:
             extensions["sni_hostname"] = self.target.host
         if trace is not None:
             extensions["trace"] = trace
+        headers = list(self.headers)
+        if not keep_alive:
+            headers.append(("Connection", "close"))
         return httpx.Request(
             self.method,
             url,
-            headers=list(self.headers),
+            headers=headers,
             content=self.content,
             extensions=extensions,
         )

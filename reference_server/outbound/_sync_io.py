@@ -1,9 +1,9 @@
 """The blocking send path's own I/O pieces (hand-written; ``_async_io`` is the async twin).
 
-``_sync`` is generated from ``_async`` and imports the same four names from here:
-:class:`Deadline`, :func:`resolve`, :func:`close`, :func:`pooled`.  A blocked thread
-cannot be cancelled, so the deadline is a watchdog thread that shuts the socket down,
-and an async resolver is run to completion in its own event loop.
+``_sync`` is generated from ``_async`` and imports the same names from here:
+:class:`Deadline`, :func:`resolve`, :func:`close`, :class:`PinnedClients`.  A blocked
+thread cannot be cancelled, so the deadline is a watchdog thread that shuts the socket
+down, and an async resolver is run to completion in its own event loop.
 """
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx
 
-from ._plan import Plan
+from ._plan import Plan, default_tls_context
 from ._policy import system_resolve
 
-__all__ = ["Deadline", "close", "pooled", "resolve"]
+__all__ = ["Deadline", "PinnedClients", "close", "resolve"]
 
 
 class Deadline:
@@ -109,8 +111,49 @@ def close(closer: Callable[[], object]) -> None:
     closer()
 
 
-def pooled(plan: Plan) -> httpx.Client | None:
-    """No kept-alive connections on the blocking path: its deadline watchdog learns each
-    request's socket when httpcore connects it, and a reused connection is never reported,
-    so every send here opens (and closes) its own."""
-    return None
+class PinnedClients:
+    """Kept-alive connections for a sender that posts again and again (the webhook
+    worker): one client per :meth:`Plan.pool_key` -- scheme, checked name, port and the
+    checked address the request is pinned to -- so a connection is only ever reused for
+    the very name and address it was opened and verified for.  At most ``size`` clients
+    are kept (least recently used closed first, never one in use), each with at most
+    ``connections`` connections, idle ones closed after ``keepalive_expiry`` seconds
+    (short, under common servers' own idle timeouts, so a reused connection is rarely
+    one the receiver is closing)."""
+
+    def __init__(
+        self, *, size: int = 32, connections: int = 8, keepalive_expiry: float = 2.0
+    ) -> None:
+        self._size = size
+        self._limits = httpx.Limits(
+            max_connections=connections,
+            max_keepalive_connections=connections,
+            keepalive_expiry=keepalive_expiry,
+        )
+        self._clients: OrderedDict[tuple[str, str, int, str], httpx.Client] = OrderedDict()
+        self._busy: dict[tuple[str, str, int, str], int] = {}
+
+    @contextmanager
+    def client(self, key: tuple[str, str, int, str]) -> Iterator[httpx.Client]:
+        found = self._clients.pop(key, None)
+        if found is None:
+            found = httpx.Client(trust_env=False, verify=default_tls_context(), limits=self._limits)
+        self._clients[key] = found  # the most recently used, last
+        self._busy[key] = self._busy.get(key, 0) + 1
+        try:
+            self._evict()
+            yield found
+        finally:
+            self._busy[key] -= 1
+            if not self._busy[key]:
+                del self._busy[key]
+
+    def _evict(self) -> None:
+        idle = [key for key in self._clients if key not in self._busy]
+        for key in idle[: max(0, len(self._clients) - self._size)]:
+            close(self._clients.pop(key).close)
+
+    def close(self) -> None:
+        """Close every kept connection."""
+        while self._clients:
+            close(self._clients.popitem()[1].close)

@@ -39,6 +39,7 @@ __all__ = [
     "event_body",
     "next_delay",
     "record_outcome",
+    "record_outcomes",
 ]
 
 _d = t.webhook_deliveries
@@ -105,14 +106,15 @@ def next_delay(settings: Settings, failures: int, rng: random.Random | None = No
 
 
 def _lease(conn: Connection, ids: Sequence[str], now: datetime, lease: timedelta) -> dict[str, str]:
-    tokens = {delivery_id: secrets.token_hex(8) for delivery_id in ids}
-    for delivery_id, token in tokens.items():
-        conn.execute(
-            update(_d)
-            .where(_d.c.id == delivery_id)
-            .values(lease_token=token, lease_until=now + lease, attempts=_d.c.attempts + 1)
-        )
-    return tokens
+    """One statement for the whole claim: the rows share a lease token (each row's own
+    token would buy nothing: the token only tells a lease holder from the next one)."""
+    token = secrets.token_hex(8)
+    conn.execute(
+        update(_d)
+        .where(_d.c.id.in_(list(ids)))
+        .values(lease_token=token, lease_until=now + lease, attempts=_d.c.attempts + 1)
+    )
+    return dict.fromkeys(ids, token)
 
 
 def _jobs(conn: Connection, tokens: dict[str, str], box: SecretBox) -> list[Job]:
@@ -131,20 +133,27 @@ def _jobs(conn: Connection, tokens: dict[str, str], box: SecretBox) -> list[Job]
         .join(_e, _e.c.id == _d.c.endpoint_id)
         .join(_ev, _ev.c.id == _d.c.event_id)
         .where(_d.c.id.in_(list(tokens)))
+        .order_by(_d.c.next_attempt_at)
     ).all()
-    return [
-        Job(
-            delivery_id=row.id,
-            lease_token=tokens[row.id],
-            number=row.attempts,
-            endpoint_id=row.endpoint_id,
-            url=row.url,
-            secret=box.open(row.secret_sealed),
-            event_id=row.event_id,
-            body=event_body(row.event_id, row.type, row.created_at, row.data),
+    secrets_by_endpoint: dict[str, str] = {}  # unsealing costs; a claim is often one endpoint
+    jobs = []
+    for row in rows:
+        secret = secrets_by_endpoint.get(row.endpoint_id)
+        if secret is None:
+            secret = secrets_by_endpoint[row.endpoint_id] = box.open(row.secret_sealed)
+        jobs.append(
+            Job(
+                delivery_id=row.id,
+                lease_token=tokens[row.id],
+                number=row.attempts,
+                endpoint_id=row.endpoint_id,
+                url=row.url,
+                secret=secret,
+                event_id=row.event_id,
+                body=event_body(row.event_id, row.type, row.created_at, row.data),
+            )
         )
-        for row in rows
-    ]
+    return jobs
 
 
 def claim_due(
@@ -191,6 +200,19 @@ def claim_one(
     return _jobs(conn, _lease(conn, [delivery_id], now, lease), box)[0]
 
 
+def _attempt_row(job: Job, outcome: DeliveryOutcome, trigger: str) -> dict[str, Any]:
+    return {
+        "delivery_id": job.delivery_id,
+        "number": job.number,
+        "started_at": outcome.started_at,
+        "duration_ms": outcome.duration_ms,
+        "status_code": outcome.status_code,
+        "error": None if outcome.error is None else outcome.error[:500],
+        "response_body": outcome.response_body,
+        "trigger": trigger,
+    }
+
+
 def record_outcome(
     db: Database,
     job: Job,
@@ -201,40 +223,82 @@ def record_outcome(
     trigger: str,
 ) -> None:
     """Log the attempt; then, if the lease is still ours, schedule what comes next."""
+    record_outcomes(db, [(job, outcome)], settings=settings, now=now, trigger=trigger)
+
+
+def record_outcomes(
+    db: Database,
+    done: Sequence[tuple[Job, DeliveryOutcome]],
+    *,
+    settings: Settings,
+    now: datetime,
+    trigger: str,
+) -> None:
+    """:func:`record_outcome` for many attempts in one transaction: the worker records
+    what finished while the last batch was being written.  Successes (nearly all of them)
+    take one statement each for the log, the deliveries of each claim (only rows whose
+    lease token is still that claim's change) and their endpoints' health; failures go
+    one by one, as their schedules differ."""
+    if not done:
+        return
     with db.write() as conn:
         conn.execute(
-            insert(t.webhook_attempts).values(
-                delivery_id=job.delivery_id,
-                number=job.number,
-                started_at=outcome.started_at,
-                duration_ms=outcome.duration_ms,
-                status_code=outcome.status_code,
-                error=None if outcome.error is None else outcome.error[:500],
-                response_body=outcome.response_body,
-                trigger=trigger,
-            )
+            insert(t.webhook_attempts),
+            [_attempt_row(job, outcome, trigger) for job, outcome in done],
         )
-        values: dict[str, Any] = {
-            "lease_token": None,
-            "lease_until": None,
-            "last_status_code": outcome.status_code,
-            "last_error": None if outcome.error is None else outcome.error[:500],
-        }
-        if outcome.succeeded:
-            values.update(status="succeeded", delivered_at=now, next_attempt_at=None)
-        else:
-            delay = next_delay(settings, job.number)
-            if delay is None:
-                values.update(status="failed", next_attempt_at=None)
+        # grouped by lease token (a claim's rows share one) and status: one statement each
+        succeeded: dict[tuple[str, int | None], list[Job]] = {}
+        for job, outcome in done:
+            if outcome.succeeded:
+                succeeded.setdefault((job.lease_token, outcome.status_code), []).append(job)
             else:
-                values.update(status="pending", next_attempt_at=now + timedelta(seconds=delay))
-        still_ours = conn.execute(
-            update(_d)
-            .where(_d.c.id == job.delivery_id, _d.c.lease_token == job.lease_token)
-            .values(**values)
-        ).rowcount
-        if still_ours:
-            _track_endpoint_health(conn, job.endpoint_id, outcome.succeeded, settings, now)
+                _record_failure(conn, job, outcome, settings, now)
+        for (token, status_code), jobs in succeeded.items():
+            conn.execute(
+                update(_d)
+                .where(_d.c.id.in_([job.delivery_id for job in jobs]), _d.c.lease_token == token)
+                .values(
+                    lease_token=None,
+                    lease_until=None,
+                    last_status_code=status_code,
+                    last_error=None,
+                    status="succeeded",
+                    delivered_at=now,
+                    next_attempt_at=None,
+                )
+            )
+        # The receivers answered 2xx: their endpoints are healthy, whoever holds the lease
+        # now.  Only rows that were failing are written (and locked).
+        healthy = sorted({job.endpoint_id for jobs in succeeded.values() for job in jobs})
+        if healthy:
+            conn.execute(
+                update(_e)
+                .where(_e.c.id.in_(healthy), _e.c.failing_since.is_not(None))
+                .values(failing_since=None)
+            )
+
+
+def _record_failure(
+    conn: Connection, job: Job, outcome: DeliveryOutcome, settings: Settings, now: datetime
+) -> None:
+    values: dict[str, Any] = {
+        "lease_token": None,
+        "lease_until": None,
+        "last_status_code": outcome.status_code,
+        "last_error": None if outcome.error is None else outcome.error[:500],
+    }
+    delay = next_delay(settings, job.number)
+    if delay is None:
+        values.update(status="failed", next_attempt_at=None)
+    else:
+        values.update(status="pending", next_attempt_at=now + timedelta(seconds=delay))
+    still_ours = conn.execute(
+        update(_d)
+        .where(_d.c.id == job.delivery_id, _d.c.lease_token == job.lease_token)
+        .values(**values)
+    ).rowcount
+    if still_ours:
+        _track_endpoint_health(conn, job.endpoint_id, False, settings, now)
 
 
 def _track_endpoint_health(

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
@@ -63,6 +64,21 @@ def test_price_matching_rules() -> None:
         "res_files",
         "res_search",
     }
+
+
+def test_exact_prices_answer_the_same_for_every_method_and_spelling() -> None:
+    # Exact prices are looked up in one table built up front; it must answer exactly as
+    # the matching rules do, for methods and spellings it holds and those it does not.
+    table = PriceTable({"/": "res_root", "GET /a": "res_get_a", "/a": "res_any_a", "PUT /b": "b"})
+    assert table.match_route("GET", "/") == "res_root"
+    assert table.match_route("PROPFIND", "/") == "res_root"  # any method, even unusual ones
+    assert table.match_route("GET", "//") == "res_root"
+    assert table.match_route("GET", "/a/") == "res_get_a"
+    assert table.match_route("HEAD", "/a") == "res_get_a"
+    assert table.match_route("POST", "/a/") == "res_any_a"
+    assert table.match_route("PUT", "/b/") == "b"
+    assert table.match_route("GET", "/b") is None
+    assert table.match_route("get", "/a") == "res_any_a"  # methods are matched as given
 
 
 @pytest.mark.parametrize(
@@ -442,3 +458,52 @@ async def test_lifespan_shutdown_closes_the_gates_own_client(
     await gate({"type": "lifespan"}, receive, send)
     assert closed == [True]
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+#: An app answering with one start message it reuses: the gate must never change it.
+_CONSTANT_START = {
+    "type": "http.response.start",
+    "status": 200,
+    "headers": [(b"content-type", b"text/plain"), (b"X-Svc-Receipt", b"app's own")],
+}
+
+
+@pytest.mark.anyio
+async def test_a_known_receipt_is_served_alike_by_many_requests_at_once() -> None:
+    # The known-receipt path shares one remembered decision between concurrent requests:
+    # each still gets its own payment in its scope and its own answer headers, the app's
+    # copy of X-Svc-Receipt replaced, Cache-Control: private added once, and the app's
+    # reused start message left as it was.
+    backend = FakeBackend()
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        payment = payment_of(scope)
+        assert payment is not None
+        seen.append(payment.receipt_id)
+        await anyio.lowlevel.checkpoint()  # let the other requests interleave
+        await send(_CONSTANT_START)
+        await send({"type": "http.response.body", "body": payment.receipt_id.encode()})
+
+    gate = PaymentGate(app, prices={"GET /v1/report": "res_report"}, backend=backend)
+    answers: list[httpx.Response] = []
+    async with _client(gate) as http:
+        first = await http.get("/v1/report", headers={"X-Svc-Receipt": "rcpt_good_1"})
+
+        async def one(receipt: str) -> None:
+            answers.append(await http.get("/v1/report", headers={"X-Svc-Receipt": receipt}))
+
+        async with anyio.create_task_group() as tasks:
+            for n in range(40):
+                tasks.start_soon(one, "rcpt_good_1" if n % 2 else "rcpt_good_2")
+    assert len(backend.verified) == 2  # one per receipt: the rest were remembered
+    for answer in [first, *answers]:
+        receipt = answer.text
+        assert answer.status_code == 200 and receipt in ("rcpt_good_1", "rcpt_good_2")
+        assert answer.headers.get_list("x-svc-receipt") == [receipt]
+        assert answer.headers.get_list("cache-control") == ["private"]
+    assert sorted(seen) == sorted(a.text for a in [first, *answers])
+    assert _CONSTANT_START["headers"] == [
+        (b"content-type", b"text/plain"),
+        (b"X-Svc-Receipt", b"app's own"),
+    ]

@@ -30,6 +30,7 @@ from cryptography.x509.oid import NameOID
 
 from reference_server import Settings
 from reference_server.outbound import (
+    AsyncPinnedClients,
     OutboundError,
     OutboundFailed,
     OutboundPolicy,
@@ -76,6 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "method": self.command,
                 "path": self.path,
                 "host": self.headers.get("Host"),
+                "peer_port": self.client_address[1],  # tells one connection from another
                 "headers": dict(self.headers.items()),
                 "body": body.decode(),
             }
@@ -599,6 +601,34 @@ async def test_development_sends_to_localhost_with_host_header(web: _Server) -> 
     assert response.ip == "127.0.0.1" and 0 < response.elapsed < 5
     assert response.headers["content-type"] == "application/json"
     assert resolver.calls == [("hooks.test", web.port)]  # resolved once, then pinned
+
+
+@pytest.mark.anyio
+async def test_a_pool_reuses_a_connection_only_for_the_same_name_and_address(
+    web: _Server,
+) -> None:
+    resolver = _Resolver({"a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"]})
+    policy = development(resolver=resolver)
+    pool = AsyncPinnedClients(connections=1)
+
+    async def echo(host: str, pooled: bool = True) -> dict[str, Any]:
+        url = f"http://{host}:{web.port}/echo"
+        response = await send("GET", url, policy=policy, pool=pool if pooled else None)
+        return dict(json.loads(response.body))
+
+    try:
+        first, again, other = await echo("a.test"), await echo("a.test"), await echo("b.test")
+        alone = await echo("a.test", pooled=False)
+    finally:
+        await pool.aclose()
+    assert first["peer_port"] == again["peer_port"]  # kept alive, and reused
+    assert "Connection" not in first["headers"]
+    # the same address under another name is another connection (with TLS it would have
+    # been verified for another name)
+    assert other["peer_port"] != first["peer_port"] and other["host"] == f"b.test:{web.port}"
+    # without a pool, a connection carries one request
+    assert alone["headers"]["Connection"] == "close" and alone["peer_port"] != first["peer_port"]
+    assert len(resolver.calls) == 4  # every send resolves and checks again
 
 
 @pytest.mark.anyio

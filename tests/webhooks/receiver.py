@@ -59,7 +59,11 @@ def start_receiver() -> Receiver:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
-            request = Received(self.path, dict(self.headers.items()), self.rfile.read(length))
+            body = self.rfile.read(length)
+            if len(body) < length:  # the sender died mid-request: nothing was delivered
+                self.close_connection = True
+                return
+            request = Received(self.path, dict(self.headers.items()), body)
             if holder["r"].delay:
                 time.sleep(holder["r"].delay)
             status, headers = holder["r"].answer(request)

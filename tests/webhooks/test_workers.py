@@ -1,5 +1,6 @@
 """Outbox workers as separate processes: several at once deliver each attempt once; one
-killed with SIGKILL mid-delivery loses nothing once another takes over."""
+killed with SIGKILL mid-delivery loses nothing once another takes over; on PostgreSQL a
+commit wakes an idle one (NOTIFY) long before its next poll."""
 
 from __future__ import annotations
 
@@ -12,18 +13,22 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import svc
 
 from ..support import LiveServer, new_account
 from .receiver import Receiver
 
 
-def start_worker(database_url: str, lease: float = 2.0) -> subprocess.Popen[bytes]:
+def start_worker(
+    database_url: str, lease: float = 2.0, poll: float = 0.05
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "SVC_DATABASE_URL": database_url,
         "SVC_WORKER_LEASE_SECONDS": str(lease),
-        "SVC_WORKER_POLL_SECONDS": "0.05",
+        "SVC_WORKER_POLL_SECONDS": str(poll),
         "SVC_WEBHOOK_RETRY_SCHEDULE": "0.2,0.2,0.2",
     }
     return subprocess.Popen(
@@ -114,6 +119,25 @@ def test_several_workers_deliver_each_event_once(
         stop(*workers)
     counts = Counter(received_ids(receiver))
     assert set(counts) == ids and set(counts.values()) == {1}, counts.most_common(3)
+
+
+def test_on_postgresql_a_commit_wakes_a_standalone_worker(
+    make_server: Any, database_url: str, receiver: Receiver
+) -> None:
+    """The worker polls once an hour here: only the commit's NOTIFY can wake it in time."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has no notifications: workers in other processes poll")
+    live = make_server(worker_enabled=False)
+    worker = start_worker(database_url, poll=3600)
+    try:
+        first = emit_events(live, receiver, 1)
+        wait_for_all(receiver, first)  # the worker is up; it claimed, and sleeps now
+        _wait_all_succeeded(live, first)
+        time.sleep(0.2)
+        later = emit_events(live, receiver, 2)
+        wait_for_all(receiver, later, timeout=20)
+    finally:
+        stop(worker)
 
 
 def _wait_all_succeeded(live: LiveServer, ids: set[str], timeout: float = 30) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
@@ -386,6 +387,21 @@ def _policy(job: Job, seconds: float, max_bytes: int) -> outbound.OutboundPolicy
     )
 
 
+#: Kept-alive outbound connections per event loop (a pool's clients belong to the loop
+#: they were made on), each reused only for the same checked name and address.
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, outbound.AsyncPinnedClients] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _pool() -> outbound.AsyncPinnedClients:
+    loop = asyncio.get_running_loop()
+    pool = _POOLS.get(loop)
+    if pool is None:
+        pool = _POOLS[loop] = outbound.AsyncPinnedClients(size=32, connections=16)
+    return pool
+
+
 async def _send(
     job: Job, *, policy: outbound.OutboundPolicy, credential: SignedPayment | None = None
 ) -> outbound.OutboundResponse | outbound.OutboundError:
@@ -409,7 +425,7 @@ async def _send(
             policy=policy,
             # The probe and the paid request go to one origin: the second reuses the
             # first's connection (to the same checked address), as x402's client does.
-            keep_alive=True,
+            pool=_pool(),
         )
     except outbound.OutboundError as exc:
         return exc
