@@ -24,6 +24,11 @@ Both paths make the same two requests to the seller, whose verify and settle go 
 the same facilitator; the ratio is what the service's own work (authentication, the
 attempt record, the policy check and reservation, the chain verdict) adds to a direct
 payment.  Client, server, seller and database share the machine: read the ratios.
+
+``--json PATH`` also writes the issue's figures as rows of the bench JSON protocol
+(bench/README.md): the pay-url p50 over the x402 client's, per database and client count,
+against the targets (``<= 1.25`` at 1 client, ``<= 1.5`` at 8).  ``--quick`` is a short
+run (a smoke test, under half a minute per database).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import math
 import os
 import platform
@@ -59,6 +65,9 @@ from _harness import (
 )
 
 CONCURRENCY = (1, 8)
+#: The issue's target for the pay-url p50 over the x402 client's, per client count.
+TARGETS = {1: 1.25, 8: 1.5}
+QUICK_REQUESTS = 20
 PRICE = "$0.001"
 PATHS = ("pay-url", "x402")
 MAX_ERRORS_SHOWN = 5
@@ -283,11 +292,41 @@ def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) 
     print("ratio = pay-url latency / x402 client latency (above 1: pay-url is slower).")
 
 
+def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any]]:
+    """The issue's figures, one row each (bench JSON protocol): p50 ratio per cell."""
+    rows = []
+    for name, cells in results.items():
+        for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
+            ours = cell["pay-url"].percentile(0.5) * 1e3
+            theirs = cell["x402"].percentile(0.5) * 1e3
+            value = ours / theirs if theirs else math.nan
+            target = TARGETS[concurrency]
+            rows.append(
+                {
+                    "measure": "pay-url p50 vs x402 client",
+                    "database": name,
+                    "setting": f"{concurrency} client" + ("s" if concurrency > 1 else ""),
+                    "value": round(ours, 2),
+                    "unit": "ms",
+                    "baseline_name": "x402 httpx client, direct",
+                    "baseline": round(theirs, 2),
+                    "ratio": round(value, 3),
+                    "target": f"<= {target}",
+                    "met": bool(value <= target),
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=200, help="paid requests per path and cell")
     parser.add_argument("--databases", default="sqlite,postgresql")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per cell"
+    )
     parser.add_argument("--serve-seller", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--facilitator", help=argparse.SUPPRESS)
     parser.add_argument("--pay-to", help=argparse.SUPPRESS)
@@ -295,6 +334,8 @@ def main() -> None:
     if args.serve_seller is not None:
         serve_seller(args.serve_seller, args.facilitator, args.pay_to)
         return
+    if args.quick:
+        args.requests = QUICK_REQUESTS
     databases = [d.strip() for d in args.databases.split(",") if d.strip()]
     unknown = set(databases) - {"sqlite", "postgresql"}
     if unknown or not databases:
@@ -319,6 +360,8 @@ def main() -> None:
             results[name] = run_database(name, database_url, args.requests)
 
     print_table(results, header)
+    if args.json is not None:
+        args.json.write_text(json.dumps(json_rows(results), indent=2) + "\n")
     failures = [
         example
         for cells in results.values()

@@ -21,7 +21,6 @@ from svc.bodies import PayUrl
 
 from .. import outbound
 from ..context import ServerContext
-from ..domain import wallets
 from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order
@@ -47,10 +46,19 @@ async def pay_url(call: Call) -> Response:
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded."""
     order, fingerprint = _order(call)
-    job = await anyio.to_thread.run_sync(_job, call, order)
+    agent = _agent(call)
     if call.input(PayUrl).dry_run:
+        job = await anyio.to_thread.run_sync(_job, call, order)
         return _respond_quote(await flow.quote(job), call.request_id)
-    answer = await flow.pay(job, idempotency_key=call.idempotency_key, fingerprint=fingerprint)
+    # The wallet key is loaded in the transaction that begins the attempt.
+    answer = await flow.pay(
+        call.ctx,
+        agent=agent,
+        order=order,
+        request_id=call.request_id,
+        idempotency_key=call.idempotency_key,
+        fingerprint=fingerprint,
+    )
     return _respond(answer, call.request_id)
 
 
@@ -81,18 +89,11 @@ def _host(ctx: ServerContext, url: str) -> str:
 
 
 def _job(call: Call, order: Order) -> flow.Job:
-    """Load what paying needs for the authenticated wallet key (in a worker thread)."""
+    """Load what a dry run needs for the authenticated wallet key (in a worker thread)."""
     agent = _agent(call)
+    hot_wallet(call.ctx, agent.environment)  # may write its key: before the read opens
     with call.ctx.db.read() as conn:
-        key = wallets.get_wallet_key(conn, checked(agent.subject_id))
-    return flow.Job(
-        ctx=call.ctx,
-        agent=agent,
-        key=key,
-        wallet=hot_wallet(call.ctx, agent.environment),
-        order=order,
-        request_id=call.request_id,
-    )
+        return flow.load_job(call.ctx, conn, agent=agent, order=order, request_id=call.request_id)
 
 
 def _respond(answer: flow.Answer, request_id: str) -> Response:

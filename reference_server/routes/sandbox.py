@@ -18,8 +18,12 @@ no ``X-Svc-Environment`` either, a request without the header is a ``test`` requ
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
+import anyio.to_thread
 from eth_utils.address import is_checksum_address, to_checksum_address
+from sqlalchemy.exc import DBAPIError
 
 from svc.bodies import SandboxFaucet
 from svc.money import format_micros, to_micros
@@ -33,7 +37,9 @@ from ..sandbox.answers import (
     SandboxMint,
     SandboxTransaction,
 )
+from ..sandbox.eip3009 import InvalidSignature, recover_signer
 from ..sandbox.token import SANDBOX_TOKEN
+from ..store.database import is_transient
 from ..web.auth import requested_environment
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
@@ -141,16 +147,59 @@ def x402_supported(call: Call) -> Reply:
     return Reply(facilitator.supported())
 
 
-def x402_verify(call: Call) -> Reply:
+async def x402_verify(call: Call) -> Reply:
     """x402 facilitator: would this payment settle on the sandbox chain now?  Moves nothing."""
     _test_only(call)
-    return Reply(facilitator.verify(call.conn, call.body, now=call.now))
+    await _recover_first(call)
+    answer = await _transaction(call, write=False, work=facilitator.verify)
+    return Reply(answer)
 
 
-def x402_settle(call: Call) -> Reply:
+async def x402_settle(call: Call) -> Reply:
     """x402 facilitator: settle a payment (transferWithAuthorization) on the sandbox chain."""
     _test_only(call)
-    return Reply(facilitator.settle(call.conn, call.body, now=call.now))
+    await _recover_first(call)
+    answer = await _transaction(call, write=True, work=facilitator.settle)
+    return Reply(answer)
+
+
+# verify and settle are async handlers for one reason: the signature's ECDSA recovery
+# (milliseconds of pure-Python CPU) runs before their transaction opens, not inside it.
+# Inside, it held SQLite's one write lock (and, settling, the payer's balance row) for
+# that long on every payment.  The chain still checks the signature in the transaction;
+# the recovery it asks for is then remembered (``eip3009.recover_signer``).
+_TRANSIENT_RETRIES = 3
+
+
+async def _recover_first(call: Call) -> None:
+    def recover() -> None:
+        try:
+            request = facilitator.parse_request(call.body)
+            recover_signer(request.authorization, request.signature)
+        except (facilitator.Refused, InvalidSignature):
+            pass  # refused in the transaction, with the reason a facilitator gives
+
+    await anyio.to_thread.run_sync(recover)
+
+
+async def _transaction(
+    call: Call, *, write: bool, work: Callable[..., dict[str, Any]]
+) -> dict[str, Any]:
+    """``work`` in one short transaction in a worker thread, as the pipeline runs a sync
+    route's (a deadlock or serialization failure runs it again)."""
+
+    def run() -> dict[str, Any]:
+        db = call.ctx.db
+        for attempt in range(_TRANSIENT_RETRIES + 1):
+            try:
+                with db.write() if write else db.read() as conn:
+                    return work(conn, call.body, now=call.now)
+            except DBAPIError as exc:
+                if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    return await anyio.to_thread.run_sync(run)
 
 
 _TEST_ONLY = ("sandbox_test_only",)

@@ -18,6 +18,7 @@ signature checks need it), and importing it has a side effect the server must un
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -215,6 +216,15 @@ def recover_signer(
         raise InvalidSignature("signature v must be 27 or 28")
     if not 0 < s <= _SECP256K1_HALF_N:
         raise InvalidSignature("signature s is out of range (EIP-2 low-s)")
+    return _recover(auth, raw, token)
+
+
+@functools.lru_cache(maxsize=1024)
+def _recover(auth: Authorization, raw: bytes, token: TokenIdentity) -> str:
+    """The recovery itself, remembered: an ECDSA recovery is milliseconds of pure-Python
+    CPU, and an x402 payment asks for the same one twice (verify, then settle).  A pure
+    function of its arguments, so a remembered answer is the answer (refusals, raised,
+    are not remembered)."""
     account, _ = _eth_account()
     try:
         return str(account.recover_message(_signable(auth, token), signature=raw))

@@ -12,6 +12,7 @@ PostgreSQL when several processes serve the same data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -45,6 +46,10 @@ class Database:
         self.url = normalize_url(url)
         self.dialect = make_url(self.url).get_backend_name()
         self.engine: Engine = self._make_engine(echo)
+        #: SQLite has one writer at a time; this process's writers queue here, where the
+        #: next one wakes as soon as the last commits, rather than in SQLite's busy
+        #: handler, which sleeps in steps of up to 100 ms before it looks again.
+        self._writers = threading.RLock() if self.is_sqlite else None
 
     @property
     def is_sqlite(self) -> bool:
@@ -74,7 +79,13 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that may write; committed on success, rolled back on error."""
-        with self.engine.connect() as conn:
+        if self._writers is None:
+            with self.engine.connect() as conn:
+                conn.execution_options(svc_write=True)
+                with conn.begin():
+                    yield conn
+            return
+        with self._writers, self.engine.connect() as conn:
             conn.execution_options(svc_write=True)
             with conn.begin():
                 yield conn

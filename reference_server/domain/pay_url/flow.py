@@ -4,9 +4,12 @@
 
 The phases that touch the database are short transactions in worker threads
 (:func:`_write`); the ones that touch the network are awaited with no transaction open and
-no thread held.  That matters beyond throughput: the paid URL may call back into this very
-server before it answers (in ``test`` its facilitator *is* ``/sandbox/x402`` here), and a
-request holding a transaction or a worker thread across that wait could deadlock with it.
+no thread held.  Between two network waits there is one worker-thread hop and at most one
+transaction: loading the wallet key and beginning the attempt; signing and reserving;
+the chain's verdict, concluding and reading the answer.  That matters beyond throughput:
+the paid URL may call back into this very server before it answers (in ``test`` its
+facilitator *is* ``/sandbox/x402`` here), and a request holding a transaction or a worker
+thread across that wait could deadlock with it.
 For the same reason nothing here is retried as a whole: a transient database error retries
 one short transaction, never the payment.
 
@@ -16,7 +19,10 @@ retry of the same ``Idempotency-Key`` can finish (``attempts.STALE_AFTER``).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
@@ -33,20 +39,21 @@ from svc.money import from_micros
 
 from ... import outbound
 from ...context import ServerContext
+from ...invariant import InvariantError
 from ...store.database import is_transient
 from .. import wallets
 from ..errors import DomainError, PaymentRefused
 from ..events import NEW_DELIVERIES
 from ..principal import Principal
 from . import attempts, offers, settlement
-from .attempts import Order, Replay
+from .attempts import Order, Replay, Started
 from .confirmation import confirmed_transaction
-from .hot_wallet import HotWallet
+from .hot_wallet import HotWallet, hot_wallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "encode_json", "pay", "quote"]
+__all__ = ["Answer", "Job", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -82,19 +89,52 @@ class Answer:
     replay_of: str | None = None
 
 
-async def pay(job: Job, *, idempotency_key: str | None, fingerprint: str) -> Answer:
-    begun = await _write(
-        job.ctx,
-        partial(
-            attempts.begin,
-            agent=job.agent,
-            order=job.order,
+def load_job(
+    ctx: ServerContext, conn: Connection, *, agent: Principal, order: Order, request_id: str
+) -> Job:
+    """What paying needs for the authenticated wallet key, read with ``conn`` (the hot
+    wallet is cached per process: see :func:`~.hot_wallet.hot_wallet`)."""
+    if agent.subject_id is None:
+        raise InvariantError("expected agent.subject_id is not None")
+    return Job(
+        ctx=ctx,
+        agent=agent,
+        key=wallets.get_wallet_key(conn, agent.subject_id),
+        wallet=hot_wallet(ctx, agent.environment),
+        order=order,
+        request_id=request_id,
+    )
+
+
+async def pay(
+    ctx: ServerContext,
+    *,
+    agent: Principal,
+    order: Order,
+    request_id: str,
+    idempotency_key: str | None,
+    fingerprint: str,
+) -> Answer:
+    def begin(conn: Connection) -> tuple[Job, Started | Replay]:
+        job = load_job(ctx, conn, agent=agent, order=order, request_id=request_id)
+        begun = attempts.begin(
+            conn,
+            agent=agent,
+            order=order,
             idempotency_key=idempotency_key,
             fingerprint=fingerprint,
-            request_id=job.request_id,
-            now=job.ctx.now(),
-        ),
-    )
+            request_id=request_id,
+            now=ctx.now(),
+        )
+        return job, begun
+
+    def begin_after_wallet() -> tuple[Job, Started | Replay]:
+        # The first call of a process may create the sealed hot-wallet key, in a
+        # transaction of its own: before this one opens, never inside it.
+        hot_wallet(ctx, agent.environment)
+        return _write_blocking(ctx, begin)
+
+    job, begun = await anyio.to_thread.run_sync(begin_after_wallet)
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
@@ -102,52 +142,42 @@ async def pay(job: Job, *, idempotency_key: str | None, fingerprint: str) -> Ans
         result = attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt)
         return Answer(result=result, replay_of=row.request_id)
     try:
-        await _run(job, begun.attempt_id)
+        done = await _run(job, begun.attempt_id)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
-    row, seller_receipt = await _read_answer(job.ctx, begun.attempt_id)
+    row, seller_receipt = done or await _read_answer(job.ctx, begun.attempt_id)
     return Answer(result=attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt))
 
 
-async def _run(job: Job, attempt_id: str) -> None:
+#: An attempt row as answered, with the seller's receipt id when known.
+_Answered = tuple[Row[Any], str | None]
+
+
+async def _run(job: Job, attempt_id: str) -> _Answered | None:
+    """Run the attempt to a final state; the answer when the last transaction read it."""
     try:
         wallets.check_host(job.key, job.order.host)
     except PaymentRefused as refused:  # before anything is sent to a host the key may not pay
-        await _fail(job, attempt_id, refused, payment_failed=True)
-        return
+        return await _fail(job, attempt_id, refused, payment_failed=True)
     for _ in range(_NONCE_TRIES):
         probe = await _send(job, policy=_policy(job, PROBE_SECONDS, PROBE_MAX_BYTES))
         if isinstance(probe, outbound.OutboundError):
-            await _fail(job, attempt_id, _transport_error(job, probe, "nothing was paid"))
-            return
+            return await _fail(job, attempt_id, _transport_error(job, probe, "nothing was paid"))
         if probe.status != 402:
-            await _fail(
+            return await _fail(
                 job, attempt_id, _not_payable(job, probe.status), response_status=probe.status
             )
-            return
-        signed = await _sign(job, probe)
-        if signed is None:
-            await _fail(job, attempt_id, _unsupported(job), response_status=402)
-            return
-        reservation = await _write(
-            job.ctx,
-            partial(
-                settlement.reserve,
-                attempt_id=attempt_id,
-                wallet=job.wallet,
-                signed=signed,
-                request_id=job.request_id,
-                now=job.ctx.now(),
-            ),
-        )
+        reserved = await anyio.to_thread.run_sync(_sign_and_reserve, job, attempt_id, probe)
+        if reserved is None:
+            return await _fail(job, attempt_id, _unsupported(job), response_status=402)
+        signed, reservation = reserved
         if reservation is Reservation.REFUSED:
-            return
+            return None
         if reservation is Reservation.RESERVED:
-            await _pay_and_conclude(job, attempt_id, signed)
-            return
-    await _fail(
+            return await _pay_and_conclude(job, attempt_id, signed)
+    return await _fail(
         job,
         attempt_id,
         DomainError(
@@ -158,7 +188,31 @@ async def _run(job: Job, attempt_id: str) -> None:
     )
 
 
-async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> None:
+def _sign_and_reserve(
+    job: Job, attempt_id: str, probe: outbound.OutboundResponse
+) -> tuple[SignedPayment, Reservation] | None:
+    """Blocking, in one worker thread: sign the probe's challenge, then reserve what the
+    credential pays (``None``: no offer the environment can pay).  Nothing between the two
+    touches the network, so one thread hop serves both; the signature is made before the
+    transaction opens, so no lock waits on the ECDSA work."""
+    signed = _sign_blocking(job, probe)
+    if signed is None:
+        return None
+    reservation = _write_blocking(
+        job.ctx,
+        partial(
+            settlement.reserve,
+            attempt_id=attempt_id,
+            wallet=job.wallet,
+            signed=signed,
+            request_id=job.request_id,
+            now=job.ctx.now(),
+        ),
+    )
+    return signed, reservation
+
+
+async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> _Answered:
     limit = job.ctx.settings.unlock_body_max_bytes
     answer = await _send(job, policy=_policy(job, PAID_SECONDS, limit), credential=signed)
     if isinstance(answer, outbound.OutboundError):
@@ -167,30 +221,26 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
     else:
         got = unlocked(answer.status, answer.headers, answer.body, answer.truncated)
         failure = _not_settled_after_paying(job, got)
-    verdict, tx_hash, failure = await _verdict(job, signed, answer, failure)
-    await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
+    if job.wallet.sandbox:  # the chain's verdict, in the transaction that concludes
+        return await _conclude(
+            job, attempt_id, None, None, got, failure, signed.payer, signed.nonce
+        )
+    verdict, tx_hash, failure = _verdict(job, signed, answer, failure)
+    return await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
 
 
-async def _verdict(
+def _verdict(
     job: Job,
     signed: SignedPayment,
     answer: outbound.OutboundResponse | outbound.OutboundError,
     failure: DomainError,
 ) -> tuple[Verdict, str | None, DomainError]:
-    """Did the payment settle (and the error to end with if it did not)?
+    """``live``: did the payment settle (and the error to end with if it did not)?
 
-    ``test``: the sandbox chain says, and an authorization that did not settle is
-    cancelled there.  ``live``: only the URL's settlement receipt says; a request the SSRF
-    rules stopped was never sent, and anything else unconfirmed stays ``pending``.
+    Only the URL's settlement receipt says; a request the SSRF rules stopped was never
+    sent, and anything else unconfirmed stays ``pending``.  (``test`` asks the sandbox
+    chain instead, in :func:`_conclude`.)
     """
-    if job.wallet.sandbox:
-        verdict, tx_hash = await _write(
-            job.ctx,
-            partial(
-                settlement.chain_verdict, payer=signed.payer, nonce=signed.nonce, now=job.ctx.now()
-            ),
-        )
-        return verdict, tx_hash, failure
     if isinstance(answer, outbound.OutboundRefused):
         return Verdict.NOT_SETTLED, None, failure
     if isinstance(answer, outbound.OutboundError):
@@ -203,15 +253,33 @@ async def _verdict(
 async def _conclude(
     job: Job,
     attempt_id: str,
-    verdict: Verdict,
+    verdict: Verdict | None,
     tx_hash: str | None,
     answer: Unlocked | None,
     failure: DomainError,
-) -> None:
-    await _write(
-        job.ctx,
-        partial(
-            settlement.conclude,
+    payer: str | None = None,
+    nonce: str | None = None,
+) -> _Answered:
+    """Conclude the attempt and read its answer, in one transaction.
+
+    With no ``verdict`` (``test``) the sandbox chain gives it first, in the same
+    transaction: did the authorization of ``payer``'s ``nonce`` settle?  One that did not
+    is cancelled there, so that it never can.  The attempt and the wallet key are locked
+    before the chain is asked (the order every pay-url transaction takes: wallet key, then
+    the chain and the ledger).
+    """
+
+    def run(conn: Connection) -> _Answered:
+        nonlocal verdict, tx_hash
+        now = job.ctx.now()
+        if verdict is None:
+            row = attempts.get(conn, attempt_id, lock=True)
+            wallets.lock_wallet_key(conn, row.wallet_key_id)
+            if payer is None or nonce is None:
+                raise InvariantError("the chain's verdict needs the payer and the nonce")
+            verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)
+        settlement.conclude(
+            conn,
             attempt_id=attempt_id,
             verdict=verdict,
             tx_hash=tx_hash,
@@ -219,9 +287,11 @@ async def _conclude(
             failure=failure,
             box=job.ctx.box,
             request_id=job.request_id,
-            now=job.ctx.now(),
-        ),
-    )
+            now=now,
+        )
+        return _answered(conn, attempt_id)
+
+    return await _write(job.ctx, run)
 
 
 async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
@@ -242,13 +312,9 @@ async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
         details={"host": row.host},
     )
     if job.wallet.sandbox:
-        verdict, tx_hash = await _write(
-            job.ctx,
-            partial(settlement.chain_verdict, payer=row.payer, nonce=row.nonce, now=job.ctx.now()),
-        )
+        await _conclude(job, attempt_id, None, None, None, failure, row.payer, row.nonce)
     else:
-        verdict, tx_hash, failure = Verdict.UNKNOWN, None, _unconfirmed(job, None)
-    await _conclude(job, attempt_id, verdict, tx_hash, None, failure)
+        await _conclude(job, attempt_id, Verdict.UNKNOWN, None, None, _unconfirmed(job, None))
 
 
 # --- the dry run ----------------------------------------------------------------------------
@@ -271,7 +337,7 @@ async def quote(job: Job) -> PayUrlQuote | DomainError:
         return _transport_error(job, probe, "nothing was paid")
     if probe.status != 402:
         return _not_payable(job, probe.status)
-    signed = await _sign(job, probe)
+    signed = await anyio.to_thread.run_sync(_sign_blocking, job, probe)
     if signed is None:
         return _unsupported(job)
 
@@ -321,6 +387,21 @@ def _policy(job: Job, seconds: float, max_bytes: int) -> outbound.OutboundPolicy
     )
 
 
+#: Kept-alive outbound connections per event loop (a pool's clients belong to the loop
+#: they were made on), each reused only for the same checked name and address.
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, outbound.AsyncPinnedClients] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _pool() -> outbound.AsyncPinnedClients:
+    loop = asyncio.get_running_loop()
+    pool = _POOLS.get(loop)
+    if pool is None:
+        pool = _POOLS[loop] = outbound.AsyncPinnedClients(size=32, connections=16)
+    return pool
+
+
 async def _send(
     job: Job, *, policy: outbound.OutboundPolicy, credential: SignedPayment | None = None
 ) -> outbound.OutboundResponse | outbound.OutboundError:
@@ -337,20 +418,32 @@ async def _send(
         headers.append((credential.header, credential.value))
     try:
         return await outbound.send(
-            order.method, order.url, headers=headers, content=order.content, policy=policy
+            order.method,
+            order.url,
+            headers=headers,
+            content=order.content,
+            policy=policy,
+            # The probe and the paid request go to one origin: the second reuses the
+            # first's connection (to the same checked address), as x402's client does.
+            pool=_pool(),
         )
     except outbound.OutboundError as exc:
         return exc
 
 
-async def _sign(job: Job, probe: outbound.OutboundResponse) -> SignedPayment | None:
-    """Sign in a worker thread: an ECDSA signature is milliseconds of CPU that would
-    otherwise stall every request this process serves (the SDKs' signing is synchronous
-    code behind async signatures, so the thread runs its own event loop)."""
-    rails = _rail_order(job.key)
-    return await anyio.to_thread.run_sync(
-        lambda: anyio.run(offers.sign_payment, job.wallet, probe, rails)
-    )
+_thread_loops = threading.local()
+
+
+def _sign_blocking(job: Job, probe: outbound.OutboundResponse) -> SignedPayment | None:
+    """Sign, blocking (call it in a worker thread): an ECDSA signature is milliseconds of
+    pure-Python CPU (about 3 ms here) that would otherwise stall every request this process
+    serves.  The SDKs' signing is synchronous code behind async signatures, so the thread
+    runs it on an event loop of its own, kept for the thread's next signature (making one
+    per call costs about half a millisecond)."""
+    loop = getattr(_thread_loops, "loop", None)
+    if loop is None:
+        loop = _thread_loops.loop = asyncio.new_event_loop()
+    return loop.run_until_complete(offers.sign_payment(job.wallet, probe, _rail_order(job.key)))
 
 
 def _rail_order(key: Row[Any]) -> list[str]:
@@ -441,39 +534,48 @@ def _unconfirmed(job: Job, status: int | None) -> DomainError:
 
 async def _fail(
     job: Job, attempt_id: str, error: DomainError, *, payment_failed: bool = False, **values: Any
-) -> None:
-    def record(conn: Connection) -> None:
+) -> _Answered:
+    """Fail the attempt and read its answer, in one transaction."""
+
+    def record(conn: Connection) -> _Answered:
         now = job.ctx.now()
         attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
             row = attempts.get(conn, attempt_id)
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
+        return _answered(conn, attempt_id)
 
-    await _write(job.ctx, record)
+    return await _write(job.ctx, record)
 
 
 # --- the database ---------------------------------------------------------------------------
 
 
 async def _write(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
-    """``work`` in one short write transaction in a worker thread; a deadlock or
-    serialization failure (rolled back whole) runs it again."""
+    """``work`` in one short write transaction in a worker thread (see below)."""
+    return await anyio.to_thread.run_sync(_write_blocking, ctx, work)
 
-    def run() -> T:
-        for attempt in range(_TRANSIENT_RETRIES + 1):
-            try:
-                with ctx.db.write() as conn:
-                    result = work(conn)
-                    queued = conn.info.pop(NEW_DELIVERIES, False)
-                if queued:
-                    ctx.notify_new_events()
-                return result
-            except DBAPIError as exc:
-                if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
-                    raise
-        raise AssertionError("unreachable")
 
-    return await anyio.to_thread.run_sync(run)
+def _write_blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
+    """``work`` in one short write transaction; a deadlock or serialization failure
+    (rolled back whole) runs it again."""
+    for attempt in range(_TRANSIENT_RETRIES + 1):
+        try:
+            with ctx.db.write() as conn:
+                result = work(conn)
+                queued = conn.info.pop(NEW_DELIVERIES, False)
+            if queued:
+                ctx.notify_new_events()
+            return result
+        except DBAPIError as exc:
+            if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _answered(conn: Connection, attempt_id: str) -> _Answered:
+    row = attempts.get(conn, attempt_id)
+    return row, attempts.seller_receipt_id(conn, row)
 
 
 async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
@@ -487,10 +589,9 @@ async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
 async def _read_answer(ctx: ServerContext, attempt_id: str) -> tuple[Row[Any], str | None]:
     """The attempt as answered, with the seller's receipt when it is known."""
 
-    def run() -> tuple[Row[Any], str | None]:
+    def run() -> _Answered:
         with ctx.db.read() as conn:
-            row = attempts.get(conn, attempt_id)
-            return row, attempts.seller_receipt_id(conn, row)
+            return _answered(conn, attempt_id)
 
     return await anyio.to_thread.run_sync(run)
 

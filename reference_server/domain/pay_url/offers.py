@@ -20,6 +20,7 @@ one x402 actually selected and signed.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -106,9 +107,13 @@ def _x402_payable(wallet: HotWallet, version: int, requirement: Any) -> bool:
     )
 
 
-async def _sign_x402(wallet: HotWallet, answer: OutboundResponse) -> SignedPayment | None:
+@functools.lru_cache(maxsize=8)
+def _x402_clients(wallet: HotWallet) -> tuple[Any, Any]:
+    """x402's client for the wallet, and its HTTP helper: built once per hot wallet (a
+    handful per process), since registering the scheme and the policy is the same work for
+    every payment.  Neither keeps per-payment state, so concurrent signers share them."""
     with keeping_recursion_limit():
-        from x402 import NoMatchingRequirementsError, x402Client
+        from x402 import x402Client
         from x402.http import x402HTTPClient
         from x402.mechanisms.evm.exact import register_exact_evm_client
         from x402.mechanisms.evm.signers import EthAccountSigner
@@ -123,7 +128,14 @@ async def _sign_x402(wallet: HotWallet, answer: OutboundResponse) -> SignedPayme
     # The wallet key's policy and the reservation are the spend controls; x402's own
     # default (a $1 cap per payment) would refuse prices the policy allows.
     client.set_spend_controls(False)
-    http = x402HTTPClient(client)
+    return client, x402HTTPClient(client)
+
+
+async def _sign_x402(wallet: HotWallet, answer: OutboundResponse) -> SignedPayment | None:
+    with keeping_recursion_limit():
+        from x402 import NoMatchingRequirementsError
+
+    client, http = _x402_clients(wallet)
     try:
         required = http.get_payment_required_response(answer.headers.get, _json(answer.body))
     except Exception:  # no x402 challenge, or not one the SDK can read
