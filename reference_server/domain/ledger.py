@@ -15,10 +15,20 @@ movement and its cause commit or vanish together.  Consequences the tests check:
 
 Amounts are integer micro-units.  Callers that touch several accounts lock them first with
 :func:`lock_accounts` (sorted, so concurrent operations cannot deadlock on PostgreSQL).
+
+The platform accounts that every sale of an environment would otherwise touch
+(``platform_fees``, ``chain_deposits``, ``chain_payouts``: :data:`SHARDED`) are split into
+:data:`SHARDS` accounts each (``ref_id`` ``platform``, ``platform.1`` ...), one picked at
+random per movement (:func:`platform_account`), so concurrent sales lock different rows
+instead of queueing on one; their balance is the sum over the shards
+(:func:`balance_micros` with ``ref_id=PLATFORM``).  Shards are ordinary accounts, so the
+sum of balances, the audit and the transfers are untouched, and a database from before the
+split keeps its one row as the first shard.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -44,6 +54,8 @@ __all__ = [
     "PROCESSOR_PAYOUTS",
     "SANDBOX_FUNDING",
     "SELLER_BALANCE",
+    "SHARDED",
+    "SHARDS",
     "WALLET_KEY",
     "InsufficientFunds",
     "LedgerError",
@@ -54,6 +66,7 @@ __all__ = [
     "ensure_account",
     "lock_accounts",
     "open_account",
+    "platform_account",
     "post",
     "reserve",
     "sum_of_balances",
@@ -86,6 +99,13 @@ PROCESSOR_PAYOUTS = "processor_payouts"
 #: ``ref_id`` of the service's own accounts.
 PLATFORM = "platform"
 _SOURCES = frozenset({SANDBOX_FUNDING, PROCESSOR_CLEARING, CHAIN_DEPOSITS})
+#: The platform accounts a sale, an open-rail sale or a pay-url moves money through: one
+#: row each would serialise every such movement of an environment on its row lock.
+SHARDED = frozenset({PLATFORM_FEES, CHAIN_DEPOSITS, CHAIN_PAYOUTS})
+#: Accounts per sharded kind: enough that 32 concurrent sales rarely share one.
+SHARDS = 16
+#: ``ref_id`` of each shard; the first is the single account of databases from before.
+_SHARD_REFS = (PLATFORM, *(f"{PLATFORM}.{n}" for n in range(1, SHARDS)))
 
 _a = t.ledger_accounts
 _t = t.ledger_transfers
@@ -147,10 +167,24 @@ def ensure_account(
         return found
 
 
+def platform_account(conn: Connection, *, environment: str, kind: str, now: datetime) -> str:
+    """One shard of a :data:`SHARDED` platform account (opened on first use), at random:
+    concurrent movements through the platform rarely wait on the same row lock."""
+    if kind not in SHARDED:
+        raise InvariantError(f"{kind} is not a sharded platform account")
+    ref_id = random.choice(_SHARD_REFS)  # noqa: S311 - spreading load, not a secret
+    return ensure_account(conn, environment=environment, kind=kind, ref_id=ref_id, now=now)
+
+
 def balance_micros(conn: Connection, *, environment: str, kind: str, ref_id: str) -> int:
+    """An account's balance; a :data:`SHARDED` platform account's is its shards' sum."""
+    if kind in SHARDED and ref_id == PLATFORM:
+        where = _a.c.ref_id.in_(_SHARD_REFS)
+    else:
+        where = _a.c.ref_id == ref_id
     value = conn.execute(
-        select(_a.c.balance_micros).where(
-            _a.c.environment == environment, _a.c.kind == kind, _a.c.ref_id == ref_id
+        select(func.coalesce(func.sum(_a.c.balance_micros), 0)).where(
+            _a.c.environment == environment, _a.c.kind == kind, where
         )
     ).scalar()
     return int(value or 0)

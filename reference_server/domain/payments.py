@@ -97,8 +97,8 @@ def book_sale(
         seller_acct = ledger.ensure_account(
             conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
         )
-        fee_acct = ledger.ensure_account(
-            conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
+        fee_acct = ledger.platform_account(
+            conn, environment=env, kind=ledger.PLATFORM_FEES, now=now
         )
         ledger.lock_accounts(conn, [debit, seller_acct, fee_acct])
         transfer_id = ledger.transfer(
