@@ -178,13 +178,10 @@ def platform_account(conn: Connection, *, environment: str, kind: str, now: date
 
 def balance_micros(conn: Connection, *, environment: str, kind: str, ref_id: str) -> int:
     """An account's balance; a :data:`SHARDED` platform account's is its shards' sum."""
-    if kind in SHARDED and ref_id == PLATFORM:
-        where = _a.c.ref_id.in_(_SHARD_REFS)
-    else:
-        where = _a.c.ref_id == ref_id
+    refs = _SHARD_REFS if kind in SHARDED and ref_id == PLATFORM else (ref_id,)
     value = conn.execute(
         select(func.coalesce(func.sum(_a.c.balance_micros), 0)).where(
-            _a.c.environment == environment, _a.c.kind == kind, where
+            _a.c.environment == environment, _a.c.kind == kind, _a.c.ref_id.in_(refs)
         )
     ).scalar()
     return int(value or 0)
