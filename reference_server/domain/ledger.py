@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, insert, select, update
+from sqlalchemy import Connection, Row, and_, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from svc.money import MAX_AMOUNT
@@ -50,6 +50,7 @@ __all__ = [
     "OWNER_WALLET",
     "PLATFORM",
     "PLATFORM_FEES",
+    "PLATFORM_SHARD_REFS",
     "PROCESSOR_CLEARING",
     "PROCESSOR_PAYOUTS",
     "SANDBOX_FUNDING",
@@ -65,10 +66,12 @@ __all__ = [
     "balance_micros",
     "ensure_account",
     "lock_accounts",
+    "lock_for_sale",
     "open_account",
     "platform_account",
     "post",
     "reserve",
+    "sell",
     "sum_of_balances",
     "transfer",
     "void",
@@ -105,7 +108,7 @@ SHARDED = frozenset({PLATFORM_FEES, CHAIN_DEPOSITS, CHAIN_PAYOUTS})
 #: Accounts per sharded kind: enough that 32 concurrent sales rarely share one.
 SHARDS = 16
 #: ``ref_id`` of each shard; the first is the single account of databases from before.
-_SHARD_REFS = (PLATFORM, *(f"{PLATFORM}.{n}" for n in range(1, SHARDS)))
+PLATFORM_SHARD_REFS = (PLATFORM, *(f"{PLATFORM}.{n}" for n in range(1, SHARDS)))
 
 _a = t.ledger_accounts
 _t = t.ledger_transfers
@@ -172,13 +175,13 @@ def platform_account(conn: Connection, *, environment: str, kind: str, now: date
     concurrent movements through the platform rarely wait on the same row lock."""
     if kind not in SHARDED:
         raise InvariantError(f"{kind} is not a sharded platform account")
-    ref_id = random.choice(_SHARD_REFS)  # noqa: S311 - spreading load, not a secret
+    ref_id = random.choice(PLATFORM_SHARD_REFS)  # noqa: S311 - spreading load, not a secret
     return ensure_account(conn, environment=environment, kind=kind, ref_id=ref_id, now=now)
 
 
 def balance_micros(conn: Connection, *, environment: str, kind: str, ref_id: str) -> int:
     """An account's balance; a :data:`SHARDED` platform account's is its shards' sum."""
-    refs = _SHARD_REFS if kind in SHARDED and ref_id == PLATFORM else (ref_id,)
+    refs = PLATFORM_SHARD_REFS if kind in SHARDED and ref_id == PLATFORM else (ref_id,)
     value = conn.execute(
         select(func.coalesce(func.sum(_a.c.balance_micros), 0)).where(
             _a.c.environment == environment, _a.c.kind == kind, _a.c.ref_id.in_(refs)
@@ -200,6 +203,95 @@ def lock_accounts(conn: Connection, accounts: Iterable[str]) -> None:
         return
     ids = sorted(set(accounts))
     conn.execute(select(_a.c.id).where(_a.c.id.in_(ids)).order_by(_a.c.id).with_for_update())
+
+
+def lock_for_sale(
+    conn: Connection, *, environment: str, debit: str, named: list[tuple[str, str]], now: datetime
+) -> list[str]:
+    """The ids of the ``named`` accounts (kind, ref_id; opened on first use), with
+    ``debit`` and them row-locked in id order (PostgreSQL): a sale's look-ups and its
+    :func:`lock_accounts` in one statement."""
+    wanted = or_(_a.c.id == debit, *(and_(_a.c.kind == k, _a.c.ref_id == r) for k, r in named))
+    query = (
+        select(_a.c.id, _a.c.kind, _a.c.ref_id)
+        .where(_a.c.environment == environment, wanted)
+        .order_by(_a.c.id)
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    found = {(row.kind, row.ref_id): row.id for row in conn.execute(query)}
+    if any(name not in found for name in named):  # first use of an account
+        for kind, ref_id in named:
+            if (kind, ref_id) not in found:
+                found[kind, ref_id] = ensure_account(
+                    conn, environment=environment, kind=kind, ref_id=ref_id, now=now
+                )
+        lock_accounts(conn, [debit, *found.values()])
+    return [found[name] for name in named]
+
+
+def sell(
+    conn: Connection,
+    *,
+    environment: str,
+    debit: str,
+    seller: str,
+    fees: str,
+    amount: int,
+    fee: int,
+    now: datetime,
+    payment_refs: dict[str, Any],
+    fee_refs: dict[str, Any],
+) -> tuple[str, int]:
+    """A sale: ``amount`` from ``debit`` to ``seller`` (``payment``) and ``fee`` from
+    ``seller`` to ``fees`` (``platform_fee``, none when 0), as the two transfers they are,
+    with each balance written once (the seller's net of the fee); the accounts locked by
+    the caller.  Returns the payment's transfer id and the seller's balance after.  Raises
+    :class:`InsufficientFunds` when ``debit`` cannot pay, having written nothing."""
+    _check(amount, debit, seller)
+    if fee < 0 or fee > amount or (fee and seller == fees):
+        raise LedgerError(f"a fee of {fee} micros cannot be taken from a sale of {amount}")
+    _debit(conn, debit, amount)
+    balance = conn.execute(
+        update(_a)
+        .where(_a.c.id == seller)
+        .values(balance_micros=_a.c.balance_micros + (amount - fee))
+        .returning(_a.c.balance_micros)
+    ).scalar()
+    if balance is None:
+        raise LedgerError(f"no account {seller}")
+    rows = [_transfer_row(environment, debit, seller, amount, "payment", now, payment_refs)]
+    if fee:
+        _credit(conn, fees, fee)
+        rows.append(_transfer_row(environment, seller, fees, fee, "platform_fee", now, fee_refs))
+    conn.execute(insert(_t), rows)
+    return str(rows[0]["id"]), int(balance)
+
+
+def _transfer_row(
+    environment: str,
+    debit: str,
+    credit: str,
+    amount: int,
+    kind: str,
+    now: datetime,
+    refs: dict[str, Any],
+) -> dict[str, Any]:
+    """A posted transfer's row, every column named (one ``INSERT`` takes several)."""
+    return {
+        "id": new_id("tr"),
+        "environment": environment,
+        "debit_account_id": debit,
+        "credit_account_id": credit,
+        "amount_micros": amount,
+        "kind": kind,
+        "status": "posted",
+        "created_at": now,
+        "settled_at": now,
+        "receipt_id": refs.get("receipt_id"),
+        "wallet_key_id": refs.get("wallet_key_id"),
+        "reference": refs.get("reference"),
+    }
 
 
 def _debit(conn: Connection, account: str, amount: int) -> None:

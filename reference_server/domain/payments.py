@@ -11,6 +11,7 @@ written or nothing is.
 
 from __future__ import annotations
 
+import random
 import re
 from datetime import datetime
 from typing import Any
@@ -93,39 +94,32 @@ def book_sale(
     receipt_id = receipt_id or new_id("rcpt")  # an open-rail hold reserved its id
     transfer_id: str | None = None
     fee = 0
+    seller_balance: int | None = None
     if debit is not None:
-        seller_acct = ledger.ensure_account(
-            conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
-        )
-        fee_acct = ledger.platform_account(
-            conn, environment=env, kind=ledger.PLATFORM_FEES, now=now
-        )
-        ledger.lock_accounts(conn, [debit, seller_acct, fee_acct])
-        transfer_id = ledger.transfer(
+        # The seller's account and a platform-fee shard found and locked (with the debit)
+        # in one statement; the two transfers with each balance written once.
+        fee_ref = ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+        seller_acct, fee_acct = ledger.lock_for_sale(
             conn,
             environment=env,
             debit=debit,
-            credit=seller_acct,
-            amount=amount,
-            kind="payment",
+            named=[(ledger.SELLER_BALANCE, seller.id), (ledger.PLATFORM_FEES, fee_ref)],
             now=now,
-            receipt_id=receipt_id,
-            wallet_key_id=wallet_key_id,
-            reference=resource.id,
         )
         fee = fee_for(amount, fee_bps)
-        if fee:
-            ledger.transfer(
-                conn,
-                environment=env,
-                debit=seller_acct,
-                credit=fee_acct,
-                amount=fee,
-                kind="platform_fee",
-                now=now,
-                receipt_id=receipt_id,
-                reference=resource.id,
-            )
+        refs = {"receipt_id": receipt_id, "reference": resource.id}
+        transfer_id, seller_balance = ledger.sell(
+            conn,
+            environment=env,
+            debit=debit,
+            seller=seller_acct,
+            fees=fee_acct,
+            amount=amount,
+            fee=fee,
+            now=now,
+            payment_refs={**refs, "wallet_key_id": wallet_key_id},
+            fee_refs=refs,
+        )
     metadata = dict(resource.metadata)
     conn.execute(
         insert(_r).values(
@@ -148,9 +142,10 @@ def book_sale(
             created_at=now,
         )
     )
-    seller_balance = ledger.balance_micros(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
-    )
+    if seller_balance is None:  # direct_wallet: no transfer here
+        seller_balance = ledger.balance_micros(
+            conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
+        )
     record_event(
         conn,
         owner_id=seller.owner_id,

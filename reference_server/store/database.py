@@ -12,18 +12,25 @@ PostgreSQL when several processes serve the same data.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 
 __all__ = ["Database", "is_transient", "normalize_url"]
 
 #: PostgreSQL serialization_failure and deadlock_detected.
 _TRANSIENT_SQLSTATES = {"40001", "40P01"}
+#: A pooled PostgreSQL connection idle longer than this is pinged before use (a server
+#: restart, a proxy or a firewall may have dropped it); one in steady use is not.
+IDLE_PING_SECONDS = 30.0
+#: Connections are replaced after this long whatever happens (server-side limits).
+RECYCLE_SECONDS = 1800
 
 
 def is_transient(exc: DBAPIError) -> bool:
@@ -45,6 +52,11 @@ class Database:
         self.url = normalize_url(url)
         self.dialect = make_url(self.url).get_backend_name()
         self.engine: Engine = self._make_engine(echo)
+        #: SQLite has one writer at a time.  Writers of this process queue here, woken
+        #: the moment the last one commits, instead of in SQLite's busy handler, which
+        #: polls with sleeps of up to 100 ms (the tail latency under load); other
+        #: processes still meet the file lock and its busy timeout.
+        self._writer = threading.RLock() if self.is_sqlite else None
 
     @property
     def is_sqlite(self) -> bool:
@@ -62,19 +74,30 @@ class Database:
             event.listen(engine, "connect", _sqlite_on_connect)
             event.listen(engine, "begin", _sqlite_on_begin)
             return engine
-        return create_engine(
+        # No ``pool_pre_ping``: it costs a round trip on every checkout, i.e. on every
+        # request.  A connection idle for a while is pinged instead (``_ping_if_idle``), and
+        # one dropped while busy fails its transaction, which the pipeline runs again
+        # (``endpoint._in_transaction``: SQLAlchemy has then invalidated the pool).
+        engine = create_engine(
             self.url,
             echo=echo,
             pool_size=10,
             max_overflow=30,
-            pool_pre_ping=True,
+            pool_recycle=RECYCLE_SECONDS,
             connect_args={"connect_timeout": 5},
         )
+        event.listen(engine, "checkin", _mark_idle)
+        event.listen(engine, "checkout", _ping_if_idle)
+        return engine
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that may write; committed on success, rolled back on error."""
-        with self.engine.connect() as conn:
+        if self._writer is None:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        with self._writer, self.engine.connect() as conn:
             conn.execution_options(svc_write=True)
             with conn.begin():
                 yield conn
@@ -91,6 +114,28 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _mark_idle(_dbapi_connection: Any, record: Any) -> None:
+    if record is not None:
+        record.info["svc_idle_since"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """Ping a connection that sat in the pool longer than :data:`IDLE_PING_SECONDS`; a
+    dead one raises ``DisconnectionError`` and the pool hands out a fresh connection."""
+    since = record.info.get("svc_idle_since")
+    if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
+        return
+    try:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SELECT 1")
+        finally:
+            cursor.close()
+        dbapi_connection.rollback()
+    except Exception as exc:
+        raise DisconnectionError("the pooled connection is gone") from exc
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
