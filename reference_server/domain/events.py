@@ -45,7 +45,10 @@ def record_event(
     type: str,
     data: dict[str, Any],
     now: datetime,
+    endpoints: list[str] | None = None,
 ) -> str:
+    """The event and its deliveries; ``endpoints``: the subscribed endpoints' ids when the
+    caller read them already (a sale, before it took its locks)."""
     if type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type!r}")
     event_id = new_id("evt")
@@ -59,9 +62,10 @@ def record_event(
             created_at=now,
         )
     )
-    endpoints = matching_endpoints(
-        conn, owner_id=owner_id, environment=environment, event_type=type
-    )
+    if endpoints is None:
+        endpoints = matching_endpoints(
+            conn, owner_id=owner_id, environment=environment, event_type=type
+        )
     if endpoints:
         conn.execute(
             insert(t.webhook_deliveries),

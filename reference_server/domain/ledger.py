@@ -65,13 +65,14 @@ __all__ = [
     "available_micros",
     "balance_micros",
     "ensure_account",
+    "find_accounts",
     "lock_accounts",
-    "lock_for_sale",
+    "move_sale",
     "open_account",
     "platform_account",
     "post",
+    "record_sale",
     "reserve",
-    "sell",
     "sum_of_balances",
     "transfer",
     "void",
@@ -198,39 +199,36 @@ def available_micros(conn: Connection, account: str) -> int:
 
 
 def lock_accounts(conn: Connection, accounts: Iterable[str]) -> None:
-    """Row-lock accounts in id order (PostgreSQL); SQLite's write lock already serialises."""
+    """Row-lock accounts in id order (PostgreSQL); SQLite's write lock already serialises.
+
+    ``FOR NO KEY UPDATE``, the lock an ``UPDATE`` of a balance takes anyway: it does not
+    block the key-share lock that inserting a transfer (a foreign key to the account)
+    takes, so other transactions recording their transfers do not wait on it."""
     if conn.dialect.name != "postgresql":
         return
     ids = sorted(set(accounts))
-    conn.execute(select(_a.c.id).where(_a.c.id.in_(ids)).order_by(_a.c.id).with_for_update())
-
-
-def lock_for_sale(
-    conn: Connection, *, environment: str, debit: str, named: list[tuple[str, str]], now: datetime
-) -> list[str]:
-    """The ids of the ``named`` accounts (kind, ref_id; opened on first use), with
-    ``debit`` and them row-locked in id order (PostgreSQL): a sale's look-ups and its
-    :func:`lock_accounts` in one statement."""
-    wanted = or_(_a.c.id == debit, *(and_(_a.c.kind == k, _a.c.ref_id == r) for k, r in named))
-    query = (
-        select(_a.c.id, _a.c.kind, _a.c.ref_id)
-        .where(_a.c.environment == environment, wanted)
-        .order_by(_a.c.id)
+    conn.execute(
+        select(_a.c.id).where(_a.c.id.in_(ids)).order_by(_a.c.id).with_for_update(key_share=True)
     )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
+
+
+def find_accounts(
+    conn: Connection, *, environment: str, named: list[tuple[str, str]], now: datetime
+) -> list[str]:
+    """The ids of the ``named`` accounts (kind, ref_id), in one statement; an account not
+    there yet is opened (:func:`ensure_account`)."""
+    wanted = or_(*(and_(_a.c.kind == k, _a.c.ref_id == r) for k, r in named))
+    query = select(_a.c.id, _a.c.kind, _a.c.ref_id).where(_a.c.environment == environment, wanted)
     found = {(row.kind, row.ref_id): row.id for row in conn.execute(query)}
-    if any(name not in found for name in named):  # first use of an account
-        for kind, ref_id in named:
-            if (kind, ref_id) not in found:
-                found[kind, ref_id] = ensure_account(
-                    conn, environment=environment, kind=kind, ref_id=ref_id, now=now
-                )
-        lock_accounts(conn, [debit, *found.values()])
+    for kind, ref_id in named:
+        if (kind, ref_id) not in found:  # first use
+            found[kind, ref_id] = ensure_account(
+                conn, environment=environment, kind=kind, ref_id=ref_id, now=now
+            )
     return [found[name] for name in named]
 
 
-def sell(
+def record_sale(
     conn: Connection,
     *,
     environment: str,
@@ -242,15 +240,30 @@ def sell(
     now: datetime,
     payment_refs: dict[str, Any],
     fee_refs: dict[str, Any],
-) -> tuple[str, int]:
-    """A sale: ``amount`` from ``debit`` to ``seller`` (``payment``) and ``fee`` from
-    ``seller`` to ``fees`` (``platform_fee``, none when 0), as the two transfers they are,
-    with each balance written once (the seller's net of the fee); the accounts locked by
-    the caller.  Returns the payment's transfer id and the seller's balance after.  Raises
-    :class:`InsufficientFunds` when ``debit`` cannot pay, having written nothing."""
+) -> str:
+    """A sale's two posted transfers, in one ``INSERT``: ``amount`` from ``debit`` to
+    ``seller`` (``payment``) and ``fee`` from ``seller`` to ``fees`` (``platform_fee``,
+    none when 0); returns the payment's id.  The balances move by :func:`move_sale` in
+    the same transaction: written first, the rows need no lock, so the locks that
+    :func:`move_sale` takes are held for as short a time as possible."""
     _check(amount, debit, seller)
     if fee < 0 or fee > amount or (fee and seller == fees):
         raise LedgerError(f"a fee of {fee} micros cannot be taken from a sale of {amount}")
+    rows = [_transfer_row(environment, debit, seller, amount, "payment", now, payment_refs)]
+    if fee:
+        rows.append(_transfer_row(environment, seller, fees, fee, "platform_fee", now, fee_refs))
+    conn.execute(insert(_t), rows)
+    return str(rows[0]["id"])
+
+
+def move_sale(
+    conn: Connection, *, debit: str, seller: str, fees: str, amount: int, fee: int
+) -> int:
+    """The balances of a sale :func:`record_sale` wrote: its accounts locked in id order,
+    ``debit`` down by ``amount`` (or :class:`InsufficientFunds`), the seller up by
+    ``amount - fee`` (each balance written once), the fee shard up by ``fee``.  Returns
+    the seller's balance after."""
+    lock_accounts(conn, [debit, seller, fees] if fee else [debit, seller])
     _debit(conn, debit, amount)
     balance = conn.execute(
         update(_a)
@@ -260,12 +273,9 @@ def sell(
     ).scalar()
     if balance is None:
         raise LedgerError(f"no account {seller}")
-    rows = [_transfer_row(environment, debit, seller, amount, "payment", now, payment_refs)]
     if fee:
         _credit(conn, fees, fee)
-        rows.append(_transfer_row(environment, seller, fees, fee, "platform_fee", now, fee_refs))
-    conn.execute(insert(_t), rows)
-    return str(rows[0]["id"]), int(balance)
+    return int(balance)
 
 
 def _transfer_row(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -24,11 +25,13 @@ from svc.money import format_micros, from_micros
 from svc.wire import structure, unstructure
 
 from ..ids import new_id
+from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger, wallets
 from .errors import PaymentRefused
 from .events import record_event
+from .webhook_endpoints import matching_endpoints
 
 __all__ = [
     "OnChain",
@@ -79,6 +82,7 @@ def book_sale(
     on_chain: OnChain | None = None,
     event_extra: dict[str, Any] | None = None,
     receipt_id: str | None = None,
+    before_locks: Callable[[], object] | None = None,
 ) -> str:
     """One sale of ``resource`` in the books, whatever rail paid it; returns the receipt id.
 
@@ -88,32 +92,35 @@ def book_sale(
     ``debit=None`` is ``direct_wallet``: the tokens went to the seller's own wallet and
     nothing is credited here (no transfer, no fee).  Then the receipt and
     ``payment.succeeded`` for the seller's owner.  Raises :class:`ledger.InsufficientFunds`
-    when ``debit`` cannot pay, having written nothing.
+    when ``debit`` cannot pay (the caller's savepoint drops what was written).
+
+    The rows no one else touches (transfers, receipt) are written and the webhook
+    endpoints read first; ``before_locks`` (the payer's policy, which locks its wallet
+    key) runs next, and the balances, the rows every sale of this payer or seller locks,
+    move last, so each lock is held from there to the commit only.
     """
     env = resource.environment
     receipt_id = receipt_id or new_id("rcpt")  # an open-rail hold reserved its id
     transfer_id: str | None = None
     fee = 0
-    seller_balance: int | None = None
+    accounts: list[str] = []
     if debit is not None:
-        # The seller's account and a platform-fee shard found and locked (with the debit)
-        # in one statement; the two transfers with each balance written once.
+        # The seller's account and a platform-fee shard, in one statement.
         fee_ref = ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
-        seller_acct, fee_acct = ledger.lock_for_sale(
+        accounts = ledger.find_accounts(
             conn,
             environment=env,
-            debit=debit,
             named=[(ledger.SELLER_BALANCE, seller.id), (ledger.PLATFORM_FEES, fee_ref)],
             now=now,
         )
         fee = fee_for(amount, fee_bps)
         refs = {"receipt_id": receipt_id, "reference": resource.id}
-        transfer_id, seller_balance = ledger.sell(
+        transfer_id = ledger.record_sale(
             conn,
             environment=env,
             debit=debit,
-            seller=seller_acct,
-            fees=fee_acct,
+            seller=accounts[0],
+            fees=accounts[1],
             amount=amount,
             fee=fee,
             now=now,
@@ -142,7 +149,16 @@ def book_sale(
             created_at=now,
         )
     )
-    if seller_balance is None:  # direct_wallet: no transfer here
+    endpoints = matching_endpoints(
+        conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
+    )
+    if before_locks is not None:
+        before_locks()
+    if debit is not None:
+        seller_balance = ledger.move_sale(
+            conn, debit=debit, seller=accounts[0], fees=accounts[1], amount=amount, fee=fee
+        )
+    else:  # direct_wallet: no transfer here
         seller_balance = ledger.balance_micros(
             conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
         )
@@ -171,6 +187,7 @@ def book_sale(
             **(event_extra or {}),
         },
         now=now,
+        endpoints=endpoints,
     )
     return receipt_id
 
@@ -186,8 +203,22 @@ def pay_resource(
 ) -> PayResult:
     """``POST /pay {"resource_id"}``: the ledger rail, from the wallet key's balance."""
     amount = int(resource.amount_micros)
-    key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
+    # Read what needs no lock first: from the key's row lock (``charge``) to the commit,
+    # the payments of one wallet key run one at a time, so that stretch is kept short.
     seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
+    debit = ledger.account_id(
+        conn, environment=resource.environment, kind=ledger.WALLET_KEY, ref_id=wallet_key_id
+    )
+    if debit is None:
+        raise InvariantError("every wallet key has an account")
+    charged: list[Row[Any]] = []
+
+    def charge() -> None:
+        key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
+        if key.environment != resource.environment:
+            raise InvariantError("a wallet key pays in its own environment")
+        charged.append(key)
+
     try:
         receipt_id = book_sale(
             conn,
@@ -196,14 +227,15 @@ def pay_resource(
             rail="rill",
             settlement="ledger",
             amount=amount,
-            debit=wallets.wallet_account(conn, key),
+            debit=debit,
             fee_bps=fee_bps,
             request_id=request_id,
             now=now,
-            wallet_key_id=key.id,
+            wallet_key_id=wallet_key_id,
+            before_locks=charge,
         )
     except ledger.InsufficientFunds:
-        raise _insufficient(conn, key, amount) from None
+        raise _insufficient(conn, charged[0], amount) from None
     return PayResult(
         receipt_id=receipt_id,
         rail="rill",
