@@ -90,11 +90,6 @@ def build_server(
     """A uvicorn server for ``app`` (default ``create_app(settings)``; it is
     ``server.config.app``) with the slow-client bounds of ``settings``; ``options`` are
     passed to ``uvicorn.Config`` (``log_level``...)."""
-    import os
-    import sys
-
-    if os.environ.get("SVC_SWITCH"):
-        sys.setswitchinterval(float(os.environ["SVC_SWITCH"]))
     config = uvicorn.Config(
         create_app(settings) if app is None else app,
         host=host,
