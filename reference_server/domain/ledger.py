@@ -259,22 +259,33 @@ def record_sale(
 def move_sale(
     conn: Connection, *, debit: str, seller: str, fees: str, amount: int, fee: int
 ) -> int:
-    """The balances of a sale :func:`record_sale` wrote: its accounts locked in id order,
-    ``debit`` down by ``amount`` (or :class:`InsufficientFunds`), the seller up by
-    ``amount - fee`` (each balance written once), the fee shard up by ``fee``.  Returns
-    the seller's balance after."""
-    lock_accounts(conn, [debit, seller, fees] if fee else [debit, seller])
-    _debit(conn, debit, amount)
-    balance = conn.execute(
-        update(_a)
-        .where(_a.c.id == seller)
-        .values(balance_micros=_a.c.balance_micros + (amount - fee))
-        .returning(_a.c.balance_micros)
-    ).scalar()
-    if balance is None:
-        raise LedgerError(f"no account {seller}")
+    """The balances of a sale :func:`record_sale` wrote: ``debit`` down by ``amount`` (or
+    :class:`InsufficientFunds`), the seller up by ``amount - fee`` (each balance written
+    once), the fee shard up by ``fee``.  Returns the seller's balance after.
+
+    The updates run in account id order: each takes its row's lock, so they lock in
+    the order :func:`lock_accounts` does (no deadlock with it) without a statement of
+    their own, the locks taken at the last moment before the commit."""
+    balance: int | None = None
+    moves = {debit: -amount, seller: amount - fee}
     if fee:
-        _credit(conn, fees, fee)
+        moves[fees] = fee
+    for account in sorted(moves):
+        if account == debit:
+            _debit(conn, debit, amount)
+        elif account == seller:
+            balance = conn.execute(
+                update(_a)
+                .where(_a.c.id == seller)
+                .values(balance_micros=_a.c.balance_micros + moves[seller])
+                .returning(_a.c.balance_micros)
+            ).scalar()
+            if balance is None:
+                raise LedgerError(f"no account {seller}")
+        else:
+            _credit(conn, fees, fee)
+    if balance is None:
+        raise InvariantError("a sale credits its seller")
     return int(balance)
 
 

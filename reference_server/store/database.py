@@ -78,11 +78,16 @@ class Database:
         # request.  A connection idle for a while is pinged instead (``_ping_if_idle``), and
         # one dropped while busy fails its transaction, which the pipeline runs again
         # (``endpoint._in_transaction``: SQLAlchemy has then invalidated the pool).
+        # The pool keeps as many connections as the server's worker threads use at once
+        # under load (anyio's 40 threads, some of them busy without the database): a
+        # connection past ``pool_size`` is closed when returned, and opening a
+        # PostgreSQL connection costs more than the request that needed it (at 32
+        # concurrent clients, pool_size 10 had the server reconnecting all the time).
         engine = create_engine(
             self.url,
             echo=echo,
-            pool_size=10,
-            max_overflow=30,
+            pool_size=32,
+            max_overflow=8,
             pool_recycle=RECYCLE_SECONDS,
             connect_args={"connect_timeout": 5},
         )
