@@ -52,15 +52,17 @@ def record_event(
     if type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type!r}")
     event_id = new_id("evt")
+    # The row as parameters of a plain INSERT: one cached statement, not one built per event.
     conn.execute(
-        insert(t.events).values(
-            id=event_id,
-            environment=environment,
-            owner_id=owner_id,
-            type=type,
-            data=data,
-            created_at=now,
-        )
+        insert(t.events),
+        {
+            "id": event_id,
+            "environment": environment,
+            "owner_id": owner_id,
+            "type": type,
+            "data": data,
+            "created_at": now,
+        },
     )
     if endpoints is None:
         endpoints = matching_endpoints(

@@ -129,25 +129,26 @@ def book_sale(
         )
     metadata = dict(resource.metadata)
     conn.execute(
-        insert(_r).values(
-            id=receipt_id,
-            environment=env,
-            kind="resource",
-            rail=rail,
-            settlement=settlement,
-            amount_micros=amount,
-            fee_micros=fee,
-            resource_id=resource.id,
-            seller_id=seller.id,
-            wallet_key_id=wallet_key_id,
-            transfer_id=transfer_id,
-            tx_hash=None if on_chain is None else on_chain.tx_hash,
-            payer=None if on_chain is None else on_chain.payer,
-            network=None if on_chain is None else on_chain.network,
-            metadata=metadata,
-            request_id=request_id,
-            created_at=now,
-        )
+        insert(_r),  # the row as parameters: one cached statement, not one built per sale
+        {
+            "id": receipt_id,
+            "environment": env,
+            "kind": "resource",
+            "rail": rail,
+            "settlement": settlement,
+            "amount_micros": amount,
+            "fee_micros": fee,
+            "resource_id": resource.id,
+            "seller_id": seller.id,
+            "wallet_key_id": wallet_key_id,
+            "transfer_id": transfer_id,
+            "tx_hash": None if on_chain is None else on_chain.tx_hash,
+            "payer": None if on_chain is None else on_chain.payer,
+            "network": None if on_chain is None else on_chain.network,
+            "metadata": metadata,
+            "request_id": request_id,
+            "created_at": now,
+        },
     )
     endpoints = matching_endpoints(
         conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
