@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, Row, bindparam, insert, select
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
 from svc.money import format_micros, from_micros
@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 _r = t.receipts
+#: ``pay_resource``'s look-up of the seller, built once.
+_SELLER = select(t.sellers).where(t.sellers.c.id == bindparam("seller_id"))
 #: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
 _TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 
@@ -206,7 +208,7 @@ def pay_resource(
     amount = int(resource.amount_micros)
     # Read what needs no lock first: from the key's row lock (``charge``) to the commit,
     # the payments of one wallet key run one at a time, so that stretch is kept short.
-    seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
+    seller = conn.execute(_SELLER, {"seller_id": resource.seller_id}).one()
     debit = ledger.account_id(
         conn, environment=resource.environment, kind=ledger.WALLET_KEY, ref_id=wallet_key_id
     )
