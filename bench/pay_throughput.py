@@ -1,7 +1,10 @@
 """``POST /pay`` throughput and latency, as a ratio to a one-row commit in the same server.
 
 Run: ``python bench/pay_throughput.py`` (about a minute with the defaults; needs the
-``[server]`` extras and, for PostgreSQL, a server at ``--postgres-url``).
+``[server]`` extras and, for PostgreSQL, a server at ``--postgres-url``); ``--quick`` for a
+short run, ``--json PATH`` to write the figures as rows of the bench JSON protocol
+(``bench/README.md``): per database and concurrency the throughput ratio (target >= 0.6),
+and the p99 at 32 clients on PostgreSQL (target < 100 ms).
 
 For each database the bench starts ``bench/_baseline_server.py`` (the reference server
 plus the baseline route) in a subprocess (a fresh SQLite file in a temporary directory, or
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import math
 import os
 import platform
@@ -55,6 +59,11 @@ from _harness import (
 )
 
 CONCURRENCY = (1, 8, 32)
+#: The issue's targets: throughput >= 0.6 x the baseline's at every concurrency, and the
+#: p99 at the highest concurrency on PostgreSQL under 100 ms.
+RATIO_TARGET = 0.6
+P99_TARGET_MS = 100.0
+QUICK_SECONDS = 1.0
 PRICE = "0.01"
 FUNDING = "100000.00"  # ten million pays at PRICE
 ROUTES = ("pay", "commit")
@@ -297,12 +306,59 @@ def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) 
         print(f"  {name}: {shares} ms")
 
 
+def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any]]:
+    """The figures of the issue's table, one row each (the bench JSON protocol)."""
+    rows: list[dict[str, Any]] = []
+    for name, cells in results.items():
+        for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
+            pay, base = cell["pay"], cell["commit"]
+            value = round(pay.throughput, 1)
+            ratio = pay.throughput / base.throughput if base.throughput else None
+            rows.append(
+                {
+                    "measure": "POST /pay throughput",
+                    "database": name,
+                    "setting": f"{concurrency} client{'s' if concurrency > 1 else ''}",
+                    "value": value,
+                    "unit": "req/s",
+                    "baseline_name": "one-row commit, same pipeline",
+                    "baseline": round(base.throughput, 1),
+                    "ratio": None if ratio is None else round(ratio, 3),
+                    "target": f">= {RATIO_TARGET}",
+                    "met": ratio is not None and ratio >= RATIO_TARGET,
+                }
+            )
+        if name == "postgresql":
+            p99 = cells[-1]["pay"].percentile(0.99) * 1e3
+            rows.append(
+                {
+                    "measure": "POST /pay p99",
+                    "database": name,
+                    "setting": f"{CONCURRENCY[-1]} clients",
+                    "value": round(p99, 1),
+                    "unit": "ms",
+                    "baseline_name": None,
+                    "baseline": None,
+                    "ratio": None,
+                    "target": f"< {P99_TARGET_MS:g} ms",
+                    "met": p99 < P99_TARGET_MS,
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per route and cell")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"a short run ({QUICK_SECONDS:g} s per route and cell)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON rows")
     parser.add_argument("--databases", default="sqlite,postgresql")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
     args = parser.parse_args()
+    if args.quick:
+        args.seconds = QUICK_SECONDS
     databases = [d.strip() for d in args.databases.split(",") if d.strip()]
     unknown = set(databases) - {"sqlite", "postgresql"}
     if unknown or not databases:
@@ -330,6 +386,8 @@ def main() -> None:
             results[name] = run_database(name, database_url, args.seconds)
 
     print_table(results, header)
+    if args.json:
+        Path(args.json).write_text(json.dumps(json_rows(results), indent=2) + "\n")
     failures = [
         example
         for cells in results.values()

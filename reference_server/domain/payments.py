@@ -11,23 +11,27 @@ written or nothing is.
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, Row, bindparam, insert, select
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
 from svc.money import format_micros, from_micros
 from svc.wire import structure, unstructure
 
 from ..ids import new_id
+from ..invariant import InvariantError
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger, wallets
 from .errors import PaymentRefused
 from .events import record_event
+from .webhook_endpoints import matching_endpoints
 
 __all__ = [
     "OnChain",
@@ -40,6 +44,8 @@ __all__ = [
 ]
 
 _r = t.receipts
+#: ``pay_resource``'s look-up of the seller, built once.
+_SELLER = select(t.sellers).where(t.sellers.c.id == bindparam("seller_id"))
 #: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
 _TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 
@@ -78,6 +84,7 @@ def book_sale(
     on_chain: OnChain | None = None,
     event_extra: dict[str, Any] | None = None,
     receipt_id: str | None = None,
+    before_locks: Callable[[], object] | None = None,
 ) -> str:
     """One sale of ``resource`` in the books, whatever rail paid it; returns the receipt id.
 
@@ -87,70 +94,77 @@ def book_sale(
     ``debit=None`` is ``direct_wallet``: the tokens went to the seller's own wallet and
     nothing is credited here (no transfer, no fee).  Then the receipt and
     ``payment.succeeded`` for the seller's owner.  Raises :class:`ledger.InsufficientFunds`
-    when ``debit`` cannot pay, having written nothing.
+    when ``debit`` cannot pay (the caller's savepoint drops what was written).
+
+    The rows no one else touches (transfers, receipt) are written and the webhook
+    endpoints read first; ``before_locks`` (the payer's policy, which locks its wallet
+    key) runs next, and the balances, the rows every sale of this payer or seller locks,
+    move last, so each lock is held from there to the commit only.
     """
     env = resource.environment
     receipt_id = receipt_id or new_id("rcpt")  # an open-rail hold reserved its id
     transfer_id: str | None = None
     fee = 0
+    accounts: list[str] = []
     if debit is not None:
-        seller_acct = ledger.ensure_account(
-            conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id, now=now
+        # The seller's account and a platform-fee shard, in one statement.
+        fee_ref = ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+        accounts = ledger.find_accounts(
+            conn,
+            environment=env,
+            named=[(ledger.SELLER_BALANCE, seller.id), (ledger.PLATFORM_FEES, fee_ref)],
+            now=now,
         )
-        fee_acct = ledger.ensure_account(
-            conn, environment=env, kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM, now=now
-        )
-        ledger.lock_accounts(conn, [debit, seller_acct, fee_acct])
-        transfer_id = ledger.transfer(
+        fee = fee_for(amount, fee_bps)
+        refs = {"receipt_id": receipt_id, "reference": resource.id}
+        transfer_id = ledger.record_sale(
             conn,
             environment=env,
             debit=debit,
-            credit=seller_acct,
+            seller=accounts[0],
+            fees=accounts[1],
             amount=amount,
-            kind="payment",
+            fee=fee,
             now=now,
-            receipt_id=receipt_id,
-            wallet_key_id=wallet_key_id,
-            reference=resource.id,
+            payment_refs={**refs, "wallet_key_id": wallet_key_id},
+            fee_refs=refs,
         )
-        fee = fee_for(amount, fee_bps)
-        if fee:
-            ledger.transfer(
-                conn,
-                environment=env,
-                debit=seller_acct,
-                credit=fee_acct,
-                amount=fee,
-                kind="platform_fee",
-                now=now,
-                receipt_id=receipt_id,
-                reference=resource.id,
-            )
     metadata = dict(resource.metadata)
     conn.execute(
-        insert(_r).values(
-            id=receipt_id,
-            environment=env,
-            kind="resource",
-            rail=rail,
-            settlement=settlement,
-            amount_micros=amount,
-            fee_micros=fee,
-            resource_id=resource.id,
-            seller_id=seller.id,
-            wallet_key_id=wallet_key_id,
-            transfer_id=transfer_id,
-            tx_hash=None if on_chain is None else on_chain.tx_hash,
-            payer=None if on_chain is None else on_chain.payer,
-            network=None if on_chain is None else on_chain.network,
-            metadata=metadata,
-            request_id=request_id,
-            created_at=now,
+        insert(_r),  # the row as parameters: one cached statement, not one built per sale
+        {
+            "id": receipt_id,
+            "environment": env,
+            "kind": "resource",
+            "rail": rail,
+            "settlement": settlement,
+            "amount_micros": amount,
+            "fee_micros": fee,
+            "resource_id": resource.id,
+            "seller_id": seller.id,
+            "wallet_key_id": wallet_key_id,
+            "transfer_id": transfer_id,
+            "tx_hash": None if on_chain is None else on_chain.tx_hash,
+            "payer": None if on_chain is None else on_chain.payer,
+            "network": None if on_chain is None else on_chain.network,
+            "metadata": metadata,
+            "request_id": request_id,
+            "created_at": now,
+        },
+    )
+    endpoints = matching_endpoints(
+        conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
+    )
+    if before_locks is not None:
+        before_locks()
+    if debit is not None:
+        seller_balance = ledger.move_sale(
+            conn, debit=debit, seller=accounts[0], fees=accounts[1], amount=amount, fee=fee
         )
-    )
-    seller_balance = ledger.balance_micros(
-        conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
-    )
+    else:  # direct_wallet: no transfer here
+        seller_balance = ledger.balance_micros(
+            conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
+        )
     record_event(
         conn,
         owner_id=seller.owner_id,
@@ -176,6 +190,7 @@ def book_sale(
             **(event_extra or {}),
         },
         now=now,
+        endpoints=endpoints,
     )
     return receipt_id
 
@@ -191,8 +206,22 @@ def pay_resource(
 ) -> PayResult:
     """``POST /pay {"resource_id"}``: the ledger rail, from the wallet key's balance."""
     amount = int(resource.amount_micros)
-    key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
-    seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
+    # Read what needs no lock first: from the key's row lock (``charge``) to the commit,
+    # the payments of one wallet key run one at a time, so that stretch is kept short.
+    seller = conn.execute(_SELLER, {"seller_id": resource.seller_id}).one()
+    debit = ledger.account_id(
+        conn, environment=resource.environment, kind=ledger.WALLET_KEY, ref_id=wallet_key_id
+    )
+    if debit is None:
+        raise InvariantError("every wallet key has an account")
+    charged: list[Row[Any]] = []
+
+    def charge() -> None:
+        key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
+        if key.environment != resource.environment:
+            raise InvariantError("a wallet key pays in its own environment")
+        charged.append(key)
+
     try:
         receipt_id = book_sale(
             conn,
@@ -201,14 +230,15 @@ def pay_resource(
             rail="rill",
             settlement="ledger",
             amount=amount,
-            debit=wallets.wallet_account(conn, key),
+            debit=debit,
             fee_bps=fee_bps,
             request_id=request_id,
             now=now,
-            wallet_key_id=key.id,
+            wallet_key_id=wallet_key_id,
+            before_locks=charge,
         )
     except ledger.InsufficientFunds:
-        raise _insufficient(conn, key, amount) from None
+        raise _insufficient(conn, charged[0], amount) from None
     return PayResult(
         receipt_id=receipt_id,
         rail="rill",

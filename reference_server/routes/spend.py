@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
@@ -97,10 +97,16 @@ def resolve(call: Call) -> Reply:
     )
 
 
+#: ``POST /pay``'s look-up of the resource, built once (every payment runs it).
+_RESOURCE = select(t.resources).where(
+    t.resources.c.id == bindparam("resource_id"),
+    t.resources.c.environment == bindparam("environment"),
+)
+
+
 def _payable_resource(call: Call, resource_id: str, environment: str) -> Any:
-    r = t.resources
     row = call.conn.execute(
-        select(r).where(r.c.id == resource_id, r.c.environment == environment)
+        _RESOURCE, {"resource_id": resource_id, "environment": environment}
     ).first()
     if row is None:
         raise ApiError("not_found", f"No resource {resource_id} in {environment}.")

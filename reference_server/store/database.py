@@ -13,18 +13,24 @@ PostgreSQL when several processes serve the same data.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 
 __all__ = ["Database", "is_transient", "normalize_url"]
 
 #: PostgreSQL serialization_failure and deadlock_detected.
 _TRANSIENT_SQLSTATES = {"40001", "40P01"}
+#: A pooled PostgreSQL connection idle longer than this is pinged before use (a server
+#: restart, a proxy or a firewall may have dropped it); one in steady use is not.
+IDLE_PING_SECONDS = 30.0
+#: Connections are replaced after this long whatever happens (server-side limits).
+RECYCLE_SECONDS = 1800
 
 
 def is_transient(exc: DBAPIError) -> bool:
@@ -46,10 +52,11 @@ class Database:
         self.url = normalize_url(url)
         self.dialect = make_url(self.url).get_backend_name()
         self.engine: Engine = self._make_engine(echo)
-        #: SQLite has one writer at a time; this process's writers queue here, where the
-        #: next one wakes as soon as the last commits, rather than in SQLite's busy
-        #: handler, which sleeps in steps of up to 100 ms before it looks again.
-        self._writers = threading.RLock() if self.is_sqlite else None
+        #: SQLite has one writer at a time.  Writers of this process queue here, woken
+        #: the moment the last one commits, instead of in SQLite's busy handler, which
+        #: polls with sleeps of up to 100 ms (the tail latency under load); other
+        #: processes still meet the file lock and its busy timeout.
+        self._writer = threading.RLock() if self.is_sqlite else None
 
     @property
     def is_sqlite(self) -> bool:
@@ -67,25 +74,35 @@ class Database:
             event.listen(engine, "connect", _sqlite_on_connect)
             event.listen(engine, "begin", _sqlite_on_begin)
             return engine
-        return create_engine(
+        # No ``pool_pre_ping``: it costs a round trip on every checkout, i.e. on every
+        # request.  A connection idle for a while is pinged instead (``_ping_if_idle``), and
+        # one dropped while busy fails its transaction, which the pipeline runs again
+        # (``endpoint._in_transaction``: SQLAlchemy has then invalidated the pool).
+        # The pool keeps as many connections as the server's worker threads use at once
+        # under load (anyio's 40 threads, some of them busy without the database): a
+        # connection past ``pool_size`` is closed when returned, and opening a
+        # PostgreSQL connection costs more than the request that needed it (at 32
+        # concurrent clients, pool_size 10 had the server reconnecting all the time).
+        engine = create_engine(
             self.url,
             echo=echo,
-            pool_size=10,
-            max_overflow=30,
-            pool_pre_ping=True,
+            pool_size=32,
+            max_overflow=8,
+            pool_recycle=RECYCLE_SECONDS,
             connect_args={"connect_timeout": 5},
         )
+        event.listen(engine, "checkin", _mark_idle)
+        event.listen(engine, "checkout", _ping_if_idle)
+        return engine
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that may write; committed on success, rolled back on error."""
-        if self._writers is None:
-            with self.engine.connect() as conn:
-                conn.execution_options(svc_write=True)
-                with conn.begin():
-                    yield conn
+        if self._writer is None:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
             return
-        with self._writers, self.engine.connect() as conn:
+        with self._writer, self.engine.connect() as conn:
             conn.execution_options(svc_write=True)
             with conn.begin():
                 yield conn
@@ -102,6 +119,28 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _mark_idle(_dbapi_connection: Any, record: Any) -> None:
+    if record is not None:
+        record.info["svc_idle_since"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+    """Ping a connection that sat in the pool longer than :data:`IDLE_PING_SECONDS`; a
+    dead one raises ``DisconnectionError`` and the pool hands out a fresh connection."""
+    since = record.info.get("svc_idle_since")
+    if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
+        return
+    try:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SELECT 1")
+        finally:
+            cursor.close()
+        dbapi_connection.rollback()
+    except Exception as exc:
+        raise DisconnectionError("the pooled connection is gone") from exc
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

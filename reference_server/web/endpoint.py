@@ -346,39 +346,19 @@ def _run(
     request_id: str,
     body: Any,
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """Authenticate, apply idempotency and run the handler (in a worker thread)."""
+    """Authenticate, apply idempotency and run the handler (in a worker thread), all in
+    one transaction on one pooled connection; a refusal is stored under the key after."""
     now = ctx.now()
     ctx.load_secrets()  # before any transaction opens: the first load writes once
-    call = _call(ep, ctx, request, request_id, body, _caller(ep, ctx, request.headers, now), now)
-
-    begun = _begin_idempotent(ep, ctx, request, call.principal, call.body, now)
-    if isinstance(begun, idempotency.Replay):
-        # Same answer, but the body's request_id names this request (as the
-        # X-Request-Id header does); the first request's id travels in a header.
-        original = str(begun.body.get("request_id", ""))
-        return (
-            begun.status,
-            {**begun.body, "request_id": request_id},
-            {"Idempotent-Replayed": "true", "Original-Request-Id": original},
-        )
-
-    def call_in(conn: Connection) -> Call:
-        return attrs.evolve(call, conn=conn)
-
+    claimed: list[idempotency.KeyClaim] = []  # the key this request took, if any
     try:
-        # Read after the key is claimed: a refused body is an answer, stored and replayed.
-        call.parsed = _read_declared_body(ep, call)
-        return _in_transaction(ep, ctx, request_id, call_in, begun)
+        return _in_transaction(ep, ctx, request, request_id, body, now, claimed)
     except DomainError as exc:
         error = http_error(exc)
-        if begun is not None and error.status < 500:
-            idempotency.store(ctx.db, begun, error.status, error.body(request_id))
-        elif begun is not None:
-            idempotency.release(ctx.db, begun)
-        raise
-    except BaseException:
-        if begun is not None:
-            idempotency.release(ctx.db, begun)
+        if claimed and error.status < 500:
+            idempotency.store_refusal(
+                ctx.db, claimed[0], error.status, error.body(request_id), ctx.box
+            )
         raise
 
 
@@ -391,34 +371,37 @@ def _caller(
     if ep.auth is None or anonymous:
         return None, requested_environment(headers) or "live"
     with ctx.db.read() as conn:
-        principal = authenticate(conn, headers, role=ep.auth, jwt_secrets=ctx.jwt_secrets, now=now)
+        return _caller_in(conn, ep, ctx, headers, now)
+
+
+def _caller_in(
+    conn: Connection, ep: Endpoint, ctx: ServerContext, headers: Headers, now: datetime
+) -> tuple[Principal | None, str]:
+    """:func:`_caller` inside the request's own transaction (sync routes)."""
+    anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
+    if ep.auth is None or anonymous:
+        return None, requested_environment(headers) or "live"
+    principal = authenticate(conn, headers, role=ep.auth, jwt_secrets=ctx.jwt_secrets, now=now)
     return principal, principal.environment
 
 
-def _begin_idempotent(
-    ep: Endpoint,
-    ctx: ServerContext,
-    request: Request,
-    principal: Principal | None,
-    body: dict[str, Any],
-    now: datetime,
-) -> idempotency.Begun | idempotency.Replay | None:
-    """The request's Idempotency-Key claimed (or its stored answer to replay); ``None``
-    when the route or the request has no key to honour."""
+def _key_claim(
+    ep: Endpoint, ctx: ServerContext, request: Request, call: Call
+) -> idempotency.KeyClaim | None:
+    """What the request's Idempotency-Key claims; ``None`` when the route or the request
+    has no key to honour."""
     key = _idempotency_key(ep, request)
     if key is None:
         return None
-    scope = principal.credential_id if principal else f"addr:{_client(request)}"
-    return idempotency.begin(
-        ctx.db,
-        scope=scope,
+    principal = call.principal
+    return idempotency.KeyClaim(
+        scope=principal.credential_id if principal else f"addr:{_client(request)}",
         route=f"{ep.method} {ep.path}",
         key=key,
-        fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), body),
-        now=now,
+        fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(request), call.body),
+        now=call.now,
         ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),
         lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
-        box=ctx.box,
     )
 
 
@@ -440,38 +423,95 @@ def _idempotency_key(ep: Endpoint, request: Request) -> str | None:
 def _in_transaction(
     ep: Endpoint,
     ctx: ServerContext,
+    request: Request,
     request_id: str,
-    call_in: Callable[[Connection], Call],
-    begun: idempotency.Begun | None,
+    body: Any,
+    now: datetime,
+    claimed: list[idempotency.KeyClaim],
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """The handler in one transaction (its idempotent answer stored in the same one),
-    run again from the start when the database rolled it back as a deadlock."""
+    """The caller, the key, the handler and its idempotent answer in one transaction,
+    run again from the start when the database rolled it back as a deadlock, or when the
+    connection turned out dead before the commit was sent."""
     for attempt in range(_TRANSIENT_RETRIES + 1):
+        committing = False
         try:
             with ctx.db.write() if ep.writes else ctx.db.read() as conn:
-                reply = ep.handler(call_in(conn))
-                if not isinstance(reply, Reply):
-                    raise InvariantError(f"{ep.method} {ep.path}: a sync handler returns a Reply")
-                deferred = reply.after_commit is not None
-                data = {} if deferred else to_json_body(reply.body, request_id)
-                if begun is not None:
-                    if deferred:  # a route-table mistake, caught by the first test
-                        raise InvariantError("idempotent routes answer inside the transaction")
-                    box = ctx.box if reply.secret else None
-                    idempotency.complete(conn, begun, reply.status, data, box=box)
-                queued = conn.info.pop(NEW_DELIVERIES, False)
-            if queued:
+                done = _attempt(conn, ep, ctx, request, request_id, body, now, claimed)
+                committing = True
+            if isinstance(done, tuple):
+                return done  # a replay
+            reply, data = done.reply, done.data
+            if done.queued:
                 ctx.notify_new_events()
             if reply.after_commit is not None:
                 reply = reply.after_commit()
                 data = to_json_body(reply.body, request_id)
             return reply.status, data, reply.headers
         except DBAPIError as exc:
-            # A deadlock or serialization failure rolled the whole transaction back:
-            # nothing was written, so running it again is safe.
-            if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
+            # A deadlock or serialization failure rolled the whole transaction back, as
+            # did a connection found dead before the commit: nothing was written, so
+            # running it again is safe.
+            dead = exc.connection_invalidated and not committing
+            if attempt == _TRANSIENT_RETRIES or not (is_transient(exc) or dead):
                 raise
     raise InvariantError("the retry loop returns or raises on its last attempt")
+
+
+@attrs.frozen
+class _Done:
+    """A handler's answer, to send once its transaction committed."""
+
+    reply: Reply
+    data: dict[str, Any]
+    queued: bool
+
+
+def _attempt(
+    conn: Connection,
+    ep: Endpoint,
+    ctx: ServerContext,
+    request: Request,
+    request_id: str,
+    body: Any,
+    now: datetime,
+    claimed: list[idempotency.KeyClaim],
+) -> _Done | tuple[int, dict[str, Any], dict[str, str]]:
+    """One run of the request in ``conn``'s transaction: the answer, or a replay."""
+    call = _call(
+        ep, ctx, request, request_id, body, _caller_in(conn, ep, ctx, request.headers, now), now
+    )
+    want = _key_claim(ep, ctx, request, call)
+    begun = None if want is None else idempotency.claim(conn, want, ctx.box)
+    if isinstance(begun, idempotency.Replay):
+        return _replayed(begun, request_id)
+    if want is not None and not claimed:
+        claimed.append(want)
+    # Read after the key is claimed: a refused body is an answer, stored and replayed.
+    call.parsed = _read_declared_body(ep, call)
+    reply = ep.handler(attrs.evolve(call, conn=conn))
+    if not isinstance(reply, Reply):
+        raise InvariantError(f"{ep.method} {ep.path}: a sync handler returns a Reply")
+    deferred = reply.after_commit is not None
+    data = {} if deferred else to_json_body(reply.body, request_id)
+    if begun is not None:
+        if deferred:  # a route-table mistake, caught by the first test
+            raise InvariantError("idempotent routes answer inside the transaction")
+        box = ctx.box if reply.secret else None
+        idempotency.complete(conn, begun, reply.status, data, box=box)
+    return _Done(reply, data, bool(conn.info.pop(NEW_DELIVERIES, False)))
+
+
+def _replayed(
+    replay: idempotency.Replay, request_id: str
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The stored answer again, but its body's request_id names this request (as the
+    X-Request-Id header does); the first request's id travels in a header."""
+    original = str(replay.body.get("request_id", ""))
+    return (
+        replay.status,
+        {**replay.body, "request_id": request_id},
+        {"Idempotent-Replayed": "true", "Original-Request-Id": original},
+    )
 
 
 _TRANSIENT_RETRIES = 3

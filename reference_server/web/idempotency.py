@@ -2,15 +2,19 @@
 
 Protocol, all in the database so it holds across processes:
 
-1. ``begin`` records the key as *in flight* in its own short transaction (a unique
-   constraint makes exactly one concurrent caller win).  A later request with the key
-   gets the stored response replayed (same body, different bytes → 422
-   ``idempotency_key_reused``), or 409 ``idempotency_in_progress`` while the first one
-   still runs.
+1. ``claim`` records the key **in the route's own transaction** (the pipeline's sync
+   routes: one transaction per request); a unique constraint makes exactly one concurrent
+   caller win, and a second one with the same key waits for the first to commit (or roll
+   back) and then gets its answer replayed.  ``begin`` records it as *in flight* in a short
+   transaction of its own, for the async routes that hold no transaction across the
+   network; a request meeting such a record gets 409 ``idempotency_in_progress`` while it
+   runs.  A stored response is replayed (same body, different bytes → 422
+   ``idempotency_key_reused``).
 2. ``complete`` stores the response **in the same transaction as the route's own
    writes**, so "the money moved" and "the answer was recorded" commit together.
 3. A 4xx answer is stored too (Stripe does the same: a retry of a refused request is
-   refused the same way).  An unexpected failure ``release``\\s the key so a retry can run.
+   refused the same way), by ``store_refusal`` once the route's transaction rolled back.
+   An unexpected failure ``release``\\s an in-flight key so a retry can run.
 
 An in-flight record carries a lease; a process that died mid-request therefore blocks
 its key only until ``locked_until``.  Records expire after the configured TTL (24 h).
@@ -26,6 +30,7 @@ from typing import Any
 
 import attrs
 from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from ..crypto import SecretBox
@@ -36,6 +41,7 @@ from .errors import ApiError
 
 __all__ = [
     "Begun",
+    "KeyClaim",
     "Replay",
     "begin",
     "complete",
@@ -43,6 +49,7 @@ __all__ = [
     "release",
     "request_fingerprint",
     "store",
+    "store_refusal",
 ]
 
 _MAX_KEY_LENGTH = 255
@@ -63,6 +70,71 @@ class Replay:
 
     status: int
     body: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class KeyClaim:
+    """What identifies a request's key and its record: claimed in the route's transaction
+    (:func:`claim`), or again for its refusal (:func:`store_refusal`)."""
+
+    scope: str
+    route: str
+    key: str
+    fingerprint: str
+    now: datetime
+    ttl: timedelta
+    lease: timedelta
+
+
+def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
+    """The key taken in the caller's transaction, or its stored answer to replay.
+
+    One ``INSERT ... ON CONFLICT DO NOTHING`` when the key is new (the usual case); when
+    it is taken (a replay, a concurrent twin that committed first, an expired or
+    abandoned record) the record is read under lock and answered as :func:`begin` does.
+    """
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    record_id = conn.execute(
+        dialect.insert(_ti)
+        .values(
+            scope=want.scope,
+            route=want.route,
+            key=want.key,
+            request_hash=want.fingerprint,
+            state="in_flight",
+            locked_until=want.now + want.lease,
+            created_at=want.now,
+        )
+        .on_conflict_do_nothing()
+        .returning(_ti.c.id)
+    ).scalar()
+    if record_id is not None:
+        return Begun(record_id)
+    return _begin(
+        conn,
+        want.scope,
+        want.route,
+        want.key,
+        want.fingerprint,
+        want.now,
+        want.ttl,
+        want.lease,
+        box,
+    )
+
+
+def store_refusal(
+    db: Database, want: KeyClaim, status: int, body: dict[str, Any], box: SecretBox
+) -> None:
+    """Record a refusal (4xx) under the key once the route's transaction rolled back; a
+    twin request that recorded its own answer meanwhile keeps it."""
+    try:
+        with db.write() as conn:
+            begun = claim(conn, want, box)
+            if isinstance(begun, Begun):
+                complete(conn, begun, status, body)
+    except ApiError:
+        pass  # the key is another request's now (running, or with another body)
 
 
 def validate_key(key: str) -> str:

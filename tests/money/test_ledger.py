@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, select, update
 
 from reference_server.domain import ledger
+from reference_server.invariant import InvariantError
 from reference_server.store import Database, upgrade
 from reference_server.store import tables as t
 
@@ -201,3 +202,54 @@ def test_audit_finds_every_kind_of_damage(db: Database) -> None:
         )
         conn.execute(update(a).where(a.c.id == seller).values(pending_debit_micros=0))
     sound(db)
+
+
+def test_platform_fees_spread_over_shards_and_read_as_their_sum(db: Database) -> None:
+    """Concurrent fees land on several platform_fees accounts (no one hot row), and the
+    platform's balance is their sum; the ledger stays sound."""
+    _, wallet, seller = accounts(db, funded=1_000)
+
+    def sell(_: int) -> None:
+        with db.write() as conn:
+            fees = ledger.platform_account(
+                conn, environment="test", kind=ledger.PLATFORM_FEES, now=NOW
+            )
+            ledger.lock_accounts(conn, [wallet, seller, fees])
+            ledger.transfer(
+                conn,
+                environment="test",
+                debit=wallet,
+                credit=seller,
+                amount=10,
+                kind="payment",
+                now=NOW,
+            )
+            ledger.transfer(
+                conn,
+                environment="test",
+                debit=seller,
+                credit=fees,
+                amount=1,
+                kind="platform_fee",
+                now=NOW,
+            )
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(sell, range(64)))
+    a = t.ledger_accounts
+    with db.read() as conn:
+        shards = conn.execute(
+            select(a.c.ref_id, a.c.balance_micros).where(a.c.kind == ledger.PLATFORM_FEES)
+        ).all()
+        total = ledger.balance_micros(
+            conn, environment="test", kind=ledger.PLATFORM_FEES, ref_id=ledger.PLATFORM
+        )
+    assert len(shards) > 1
+    assert total == sum(b for _, b in shards) == 64
+    assert balances(db, wallet, seller) == [(1_000 - 640, 0), (640 - 64, 0)]
+    sound(db)
+
+
+def test_only_the_hot_platform_accounts_are_sharded(db: Database) -> None:
+    with db.write() as conn, pytest.raises(InvariantError):
+        ledger.platform_account(conn, environment="test", kind=ledger.SANDBOX_FUNDING, now=NOW)

@@ -114,8 +114,8 @@ def credit(
         return existing
     deposits = None
     if terms.settlement == PROCESSOR_DEPOSIT:
-        deposits = ledger.ensure_account(
-            conn, environment=env, kind=ledger.CHAIN_DEPOSITS, ref_id=ledger.PLATFORM, now=now
+        deposits = ledger.platform_account(
+            conn, environment=env, kind=ledger.CHAIN_DEPOSITS, now=now
         )
     network = terms.asset.network
     return book_sale(

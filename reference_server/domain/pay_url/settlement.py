@@ -111,9 +111,7 @@ def _charge_and_hold(
     """Charge the key's policy and reserve the amount; raise the refusal's DomainError."""
     env, amount = row.environment, signed.amount
     key = wallets.charge(conn, row.wallet_key_id, amount, rail=signed.rail, host=row.host, now=now)
-    payouts = ledger.ensure_account(
-        conn, environment=env, kind=ledger.CHAIN_PAYOUTS, ref_id=ledger.PLATFORM, now=now
-    )
+    payouts = ledger.platform_account(conn, environment=env, kind=ledger.CHAIN_PAYOUTS, now=now)
     try:
         transfer_id = ledger.reserve(
             conn,
