@@ -8,15 +8,19 @@ when -- and only if -- that transaction commits.  :func:`listen` keeps one such 
 per worker and turns each notification into a wake-up, so a standalone ``svc-server
 worker`` claims new deliveries within milliseconds instead of at its next poll.
 
-SQLite has no cross-process notification: there, workers in other processes keep polling
-every ``worker_poll_seconds``.  Polling also stays on with PostgreSQL, for retries that
-fall due on their schedule and for anything committed while the listening session was
-being (re)opened.
+SQLite has no notifications, but it counts commits: ``PRAGMA data_version`` on a
+connection changes whenever another connection -- in any process -- has committed to the
+file.  :func:`listen` reads it every :data:`SQLITE_WATCH_SECONDS` on a connection of its
+own (a read of the shared WAL index, microseconds, no table touched) and wakes the worker
+when it moved, so a worker in another process claims within ~10 ms of a commit instead of
+at its next poll.  Polling also stays on, for retries that fall due on their schedule and
+for anything committed while the listening session was being (re)opened.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable
 
 import anyio
@@ -30,13 +34,16 @@ log = logging.getLogger("reference_server.outbox")
 
 #: Seconds between attempts to reopen a lost listening session (polling covers the gap).
 RECONNECT_SECONDS = 1.0
+#: Seconds between two looks at SQLite's commit counter.
+SQLITE_WATCH_SECONDS = 0.01
 
 
 async def listen(db: Database, wake: Callable[[], None]) -> None:
-    """Call ``wake`` on every ``NOTIFY svc_outbox`` until cancelled (PostgreSQL only;
-    returns at once on SQLite).  The session is opened with the engine's own connection
-    arguments, so it reaches the same database (and schema) as the worker's queries."""
+    """Call ``wake`` on every ``NOTIFY svc_outbox`` (PostgreSQL) or commit (SQLite) until
+    cancelled.  The session is opened with the engine's own connection arguments, so it
+    reaches the same database (and schema) as the worker's queries."""
     if db.is_sqlite:
+        await _watch_sqlite(db, wake)
         return
     import psycopg
 
@@ -54,3 +61,37 @@ async def listen(db: Database, wake: Callable[[], None]) -> None:
                 "listening for new deliveries failed; polling until it works again", exc_info=True
             )
         await anyio.sleep(RECONNECT_SECONDS)
+
+
+async def _watch_sqlite(db: Database, wake: Callable[[], None]) -> None:
+    """Wake on every change of ``PRAGMA data_version`` (commits by other connections).
+
+    Read on the event loop: the pragma only looks at the WAL index.  The connection never
+    waits for a lock (``timeout=0``): a look that meets one is skipped, the next one sees
+    the commit.  An in-memory database is private to its process: nothing to watch.
+    """
+    cargs, cparams = db.engine.dialect.create_connect_args(db.engine.url)
+    if not cargs or cargs[0] in ("", ":memory:") or "mode=memory" in str(cargs[0]):
+        return
+    cparams = {**cparams, "timeout": 0, "check_same_thread": False}
+    while True:
+        try:
+            conn = sqlite3.connect(str(cargs[0]), **cparams)
+        except sqlite3.Error:
+            log.warning("watching the database for commits failed; polling", exc_info=True)
+            await anyio.sleep(RECONNECT_SECONDS)
+            continue
+        try:
+            seen = None
+            while True:
+                try:
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.OperationalError:  # busy: look again next time
+                    version = seen
+                if version != seen:
+                    if seen is not None:
+                        wake()
+                    seen = version
+                await anyio.sleep(SQLITE_WATCH_SECONDS)
+        finally:
+            conn.close()
