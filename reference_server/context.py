@@ -30,7 +30,11 @@ def _token() -> str:
 class ServerContext:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
-        self.db = db or Database(settings.database_url)
+        self.db = db or Database(
+            settings.database_url,
+            pool_size=settings.database_pool_size,
+            max_overflow=settings.database_max_overflow,
+        )
         self.limiter = RateLimiter(settings.rate_limit_storage)
         self._jwt_secret = settings.jwt_secret
         previous_keys = settings.data_previous_keys

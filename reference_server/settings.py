@@ -57,6 +57,11 @@ class SettingsError(Exception):
 class Settings:
     #: SQLAlchemy URL; ``postgresql://`` is served by psycopg 3.
     database_url: str = _field("sqlite:///svc.db", secret=True)
+    #: PostgreSQL connections each process keeps open, and how many more it may open while
+    #: busy.  Every ``run`` and ``worker`` process may hold their sum (plus one listening
+    #: session per worker): keep that total over all processes under ``max_connections``.
+    database_pool_size: int = _field(32, Gt(0))
+    database_max_overflow: int = _field(8, Ge(0))
     #: ``development`` (default) or ``production``, spelled exactly: production refuses
     #: to start without ``jwt_secret`` and ``data_key``, refuses localhost callbacks,
     #: closes sign-up by default and insists on HTTPS URLs.

@@ -48,9 +48,12 @@ def normalize_url(url: str) -> str:
 
 
 class Database:
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(
+        self, url: str, *, echo: bool = False, pool_size: int = 32, max_overflow: int = 8
+    ) -> None:
         self.url = normalize_url(url)
         self.dialect = make_url(self.url).get_backend_name()
+        self._pool_size, self._max_overflow = pool_size, max_overflow
         self.engine: Engine = self._make_engine(echo)
         #: SQLite has one writer at a time.  Writers of this process queue here, woken
         #: the moment the last one commits, instead of in SQLite's busy handler, which
@@ -86,8 +89,8 @@ class Database:
         engine = create_engine(
             self.url,
             echo=echo,
-            pool_size=32,
-            max_overflow=8,
+            pool_size=self._pool_size,
+            max_overflow=self._max_overflow,
             pool_recycle=RECYCLE_SECONDS,
             connect_args={"connect_timeout": 5},
         )

@@ -102,6 +102,7 @@ def test_two_servers_and_two_workers_on_one_database(database_url: str, tmp_path
         "SVC_WEBHOOK_RETRY_JITTER": "0",
         "SVC_WORKER_LEASE_SECONDS": "30",
         "SVC_SANDBOX_PAYOUT_SECONDS": "0.2",
+        "SVC_DATABASE_POOL_SIZE": "4",  # as docs/deploy.md advises for workers
     }
     a = start_server(api, tmp_path / "a.log", a_port)
     b = start_server(api, tmp_path / "b.log", b_port)
