@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from .context import ServerContext
 
 from .settings import Settings, SettingsError, env_variable
 
@@ -125,7 +128,6 @@ def worker(database_url: str | None) -> None:
     import anyio
 
     from .context import ServerContext
-    from .outbox import run_worker
     from .store import upgrade
 
     ctx = ServerContext(_say_database(_settings(database_url=database_url)))
@@ -133,11 +135,38 @@ def worker(database_url: str | None) -> None:
     ctx.load_secrets()
     click.echo("outbox worker running (Ctrl-C to stop)")
     try:
-        anyio.run(run_worker, ctx)
+        anyio.run(_work_until_signalled, ctx)
     except KeyboardInterrupt:
         pass
     finally:
         ctx.db.dispose()
+    click.echo("outbox worker stopped")
+
+
+async def _work_until_signalled(ctx: ServerContext) -> None:
+    """Run the worker until SIGTERM or SIGINT, then stop it gracefully: what it claimed is
+    sent and recorded, and the process exits 0.  The handlers are installed here rather
+    than left to Python's KeyboardInterrupt, which a process started in the background
+    by a shell never gets (SIGINT is ignored there), and which SIGTERM -- what systemd,
+    Docker and Kubernetes send -- never raises."""
+    import signal
+
+    import anyio
+
+    from .outbox import run_worker
+
+    stop = anyio.Event()
+
+    async def watch() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                stop.set()
+                return
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        await run_worker(ctx, stop=stop)
+        group.cancel_scope.cancel()
 
 
 @main.command()

@@ -145,7 +145,7 @@ def running(*procs: Proc) -> Iterator[None]:
         yield
     finally:
         for proc in procs:
-            proc.stop(signal.SIGINT if proc.port is None else signal.SIGTERM)
+            proc.stop(signal.SIGTERM)  # what systemd, Docker and Kubernetes send
 
 
 @attrs.define

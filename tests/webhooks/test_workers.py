@@ -13,6 +13,8 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import svc
 
 from ..support import LiveServer, new_account
@@ -159,3 +161,30 @@ def _assert_all_succeeded(live: LiveServer, ids: set[str]) -> None:
         rows = conn.execute(select(d.c.event_id, d.c.status).where(d.c.event_id.in_(ids))).all()
     assert {r.event_id for r in rows} == ids
     assert {r.status for r in rows} == {"succeeded"}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_worker_stops_gracefully_on_a_signal_even_started_in_the_background(
+    database_url: str, sig: signal.Signals
+) -> None:
+    """A shell starts background jobs with SIGINT ignored, and orchestrators send SIGTERM:
+    neither may leave a worker running (it would be killed, its claims left to lapse)."""
+    env = {**os.environ, "SVC_DATABASE_URL": database_url, "SVC_WORKER_POLL_SECONDS": "0.05"}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "reference_server", "worker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert worker.stdout is not None
+        assert b"outbox worker running" in worker.stdout.readline() + worker.stdout.readline()
+        time.sleep(0.3)
+        worker.send_signal(sig)
+        assert worker.wait(timeout=20) == 0
+        assert b"outbox worker stopped" in worker.stdout.read()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
