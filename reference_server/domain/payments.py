@@ -155,6 +155,27 @@ def book_sale(
     endpoints = matching_endpoints(
         conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
     )
+    # The event's body is built before the locks too: only the seller's balance after
+    # the sale waits for them.
+    data: dict[str, Any] = {
+        "ok": True,
+        "type": "resource",
+        "rail": rail,
+        "receipt_id": receipt_id,
+        "request_id": request_id,
+        "resource_id": resource.id,
+        "short_id": resource.short_id,
+        "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
+        "metadata": unstructure(structure(metadata, ResourceMetadata)),
+        "seller_id": seller.id,
+        "amount": format_micros(amount),
+        "platform_fee": format_micros(fee),
+        "processor_payment_intent_id": None if on_chain is None else on_chain.tx_hash,
+        "seller_balance": None,  # below, once the sale moved it
+        "environment": env,
+        "settlement": settlement,
+        **(event_extra or {}),
+    }
     if before_locks is not None:
         before_locks()
     if debit is not None:
@@ -165,30 +186,13 @@ def book_sale(
         seller_balance = ledger.balance_micros(
             conn, environment=env, kind=ledger.SELLER_BALANCE, ref_id=seller.id
         )
+    data["seller_balance"] = format_micros(seller_balance)
     record_event(
         conn,
         owner_id=seller.owner_id,
         environment=env,
         type="payment.succeeded",
-        data={
-            "ok": True,
-            "type": "resource",
-            "rail": rail,
-            "receipt_id": receipt_id,
-            "request_id": request_id,
-            "resource_id": resource.id,
-            "short_id": resource.short_id,
-            "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
-            "metadata": unstructure(structure(metadata, ResourceMetadata)),
-            "seller_id": seller.id,
-            "amount": format_micros(amount),
-            "platform_fee": format_micros(fee),
-            "processor_payment_intent_id": None if on_chain is None else on_chain.tx_hash,
-            "seller_balance": format_micros(seller_balance),
-            "environment": env,
-            "settlement": settlement,
-            **(event_extra or {}),
-        },
+        data=data,
         now=now,
         endpoints=endpoints,
     )
@@ -203,9 +207,22 @@ def pay_resource(
     fee_bps: int,
     request_id: str,
     now: datetime,
+    answer_ahead: Callable[[PayResult], object] | None = None,
 ) -> PayResult:
-    """``POST /pay {"resource_id"}``: the ledger rail, from the wallet key's balance."""
+    """``POST /pay {"resource_id"}``: the ledger rail, from the wallet key's balance.
+
+    The answer is known before any lock is taken (the receipt's id is made here):
+    ``answer_ahead`` gets it right before the wallet key is locked, for the caller to
+    record it then (its idempotent answer) rather than under the locks."""
     amount = int(resource.amount_micros)
+    receipt_id = new_id("rcpt")
+    result = PayResult(
+        receipt_id=receipt_id,
+        rail="rill",
+        amount=from_micros(amount),
+        resource_id=resource.id,
+        settlement="ledger",
+    )
     # Read what needs no lock first: from the key's row lock (``charge``) to the commit,
     # the payments of one wallet key run one at a time, so that stretch is kept short.
     seller = conn.execute(_SELLER, {"seller_id": resource.seller_id}).one()
@@ -217,13 +234,15 @@ def pay_resource(
     charged: list[Row[Any]] = []
 
     def charge() -> None:
+        if answer_ahead is not None:
+            answer_ahead(result)
         key = wallets.charge(conn, wallet_key_id, amount, rail="rill", host=None, now=now)
         if key.environment != resource.environment:
             raise InvariantError("a wallet key pays in its own environment")
         charged.append(key)
 
     try:
-        receipt_id = book_sale(
+        book_sale(
             conn,
             resource=resource,
             seller=seller,
@@ -235,17 +254,12 @@ def pay_resource(
             request_id=request_id,
             now=now,
             wallet_key_id=wallet_key_id,
+            receipt_id=receipt_id,
             before_locks=charge,
         )
     except ledger.InsufficientFunds:
         raise _insufficient(conn, charged[0], amount) from None
-    return PayResult(
-        receipt_id=receipt_id,
-        rail="rill",
-        amount=from_micros(amount),
-        resource_id=resource.id,
-        settlement="ledger",
-    )
+    return result
 
 
 def pay_handle(

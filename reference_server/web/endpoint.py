@@ -83,6 +83,8 @@ class Call:
     idempotency_key: str | None = None
     _environment: str | None = None
     _conn: Connection | None = None
+    #: Stores an answer under the request's Idempotency-Key at once (see :meth:`answer_ahead`).
+    _store_answer: Callable[[Reply], None] | None = None
 
     @property
     def conn(self) -> Connection:
@@ -90,6 +92,16 @@ class Call:
         if self._conn is None:
             raise InvariantError("an async handler holds no transaction")
         return self._conn
+
+    def answer_ahead(self, reply: Reply) -> None:
+        """Record ``reply`` as this request's idempotent answer now, in its transaction,
+        before the handler takes the row locks other requests queue on (``POST /pay``:
+        its answer is known before the wallet key is locked), so the write of the answer
+        is not one more statement under those locks.  The handler returns that same
+        reply; if it returns another (a refusal), that one replaces it, in the same
+        transaction: no one ever sees the first.  Without an Idempotency-Key: nothing."""
+        if self._store_answer is not None:
+            self._store_answer(reply)
 
     def input(self, cls: type[T]) -> T:
         """The body as the endpoint's declared shape, typed for the handler."""
@@ -488,16 +500,26 @@ def _attempt(
         claimed.append(want)
     # Read after the key is claimed: a refused body is an answer, stored and replayed.
     call.parsed = _read_declared_body(ep, call)
-    reply = ep.handler(attrs.evolve(call, conn=conn))
+    stored: list[tuple[Reply, dict[str, Any]]] = []  # the answer already under the key
+
+    def store(reply: Reply) -> None:
+        if begun is None:
+            return
+        if reply.after_commit is not None:  # a route-table mistake, caught by the first test
+            raise InvariantError("idempotent routes answer inside the transaction")
+        data = to_json_body(reply.body, request_id)
+        idempotency.complete(conn, begun, reply.status, data, box=ctx.box if reply.secret else None)
+        stored[:] = [(reply, data)]
+
+    reply = ep.handler(attrs.evolve(call, conn=conn, store_answer=store))
     if not isinstance(reply, Reply):
         raise InvariantError(f"{ep.method} {ep.path}: a sync handler returns a Reply")
-    deferred = reply.after_commit is not None
-    data = {} if deferred else to_json_body(reply.body, request_id)
-    if begun is not None:
-        if deferred:  # a route-table mistake, caught by the first test
-            raise InvariantError("idempotent routes answer inside the transaction")
-        box = ctx.box if reply.secret else None
-        idempotency.complete(conn, begun, reply.status, data, box=box)
+    if begun is not None and not (stored and stored[0][0] is reply):  # not answered ahead
+        store(reply)
+    if stored:
+        data = stored[0][1]
+    else:
+        data = {} if reply.after_commit is not None else to_json_body(reply.body, request_id)
     return _Done(reply, data, bool(conn.info.pop(NEW_DELIVERIES, False)))
 
 
