@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Row, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
 from svc.money import from_micros
@@ -115,13 +115,16 @@ def begin(
         "created_at": now,
         "updated_at": now,
     }
-    try:
-        with conn.begin_nested():
-            conn.execute(insert(_sa).values(**values))
+    # One statement in the usual case (a new key, or none): no savepoint to survive the
+    # conflict, which only a taken ``Idempotency-Key`` can cause.
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    inserted = conn.execute(
+        dialect.insert(_sa).values(**values).on_conflict_do_nothing().returning(_sa.c.id)
+    ).scalar()
+    if inserted is not None:
         return Started(attempt_id)
-    except IntegrityError:
-        if idempotency_key is None:
-            raise
+    if idempotency_key is None:
+        raise InvariantError(f"attempt id {attempt_id} collided")
     query = select(_sa).where(
         _sa.c.wallet_key_id == agent.subject_id, _sa.c.idempotency_key == idempotency_key
     )

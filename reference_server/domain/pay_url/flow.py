@@ -198,18 +198,30 @@ def _sign_and_reserve(
     signed = _sign_blocking(job, probe)
     if signed is None:
         return None
-    reservation = _write_blocking(
-        job.ctx,
-        partial(
-            settlement.reserve,
-            attempt_id=attempt_id,
-            wallet=job.wallet,
-            signed=signed,
-            request_id=job.request_id,
-            now=job.ctx.now(),
-        ),
-    )
-    return signed, reservation
+    now = job.ctx.now()
+    try:
+        _write_blocking(
+            job.ctx,
+            partial(
+                settlement.reserve, attempt_id=attempt_id, wallet=job.wallet, signed=signed, now=now
+            ),
+        )
+    except settlement.NonceTaken:
+        return signed, Reservation.NONCE_TAKEN
+    except DomainError as refused:
+        _write_blocking(
+            job.ctx,
+            partial(
+                settlement.record_refusal,
+                attempt_id=attempt_id,
+                signed=signed,
+                refused=refused,
+                request_id=job.request_id,
+                now=now,
+            ),
+        )
+        return signed, Reservation.REFUSED
+    return signed, Reservation.RESERVED
 
 
 async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> _Answered:
@@ -272,6 +284,7 @@ async def _conclude(
     def run(conn: Connection) -> _Answered:
         nonlocal verdict, tx_hash
         now = job.ctx.now()
+        row = None
         if verdict is None:
             row = attempts.get(conn, attempt_id, lock=True)
             wallets.lock_wallet_key(conn, row.wallet_key_id)
@@ -288,6 +301,7 @@ async def _conclude(
             box=job.ctx.box,
             request_id=job.request_id,
             now=now,
+            locked=row,
         )
         return _answered(conn, attempt_id)
 
