@@ -53,7 +53,7 @@ from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "encode_json", "load_job", "pay", "quote"]
+__all__ = ["Answer", "Job", "begin", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ def load_job(
     )
 
 
-async def pay(
+def begin(
     ctx: ServerContext,
     *,
     agent: Principal,
@@ -114,8 +114,11 @@ async def pay(
     request_id: str,
     idempotency_key: str | None,
     fingerprint: str,
-) -> Answer:
-    def begin(conn: Connection) -> tuple[Job, Started | Replay]:
+) -> tuple[Job, Started | Replay]:
+    """Blocking (the route runs it in the worker thread that authenticated the caller):
+    load the wallet key and begin the attempt, in one transaction."""
+
+    def run(conn: Connection) -> tuple[Job, Started | Replay]:
         job = load_job(ctx, conn, agent=agent, order=order, request_id=request_id)
         begun = attempts.begin(
             conn,
@@ -128,13 +131,14 @@ async def pay(
         )
         return job, begun
 
-    def begin_after_wallet() -> tuple[Job, Started | Replay]:
-        # The first call of a process may create the sealed hot-wallet key, in a
-        # transaction of its own: before this one opens, never inside it.
-        hot_wallet(ctx, agent.environment)
-        return _write_blocking(ctx, begin)
+    # The first call of a process may create the sealed hot-wallet key, in a transaction
+    # of its own: before this one opens, never inside it.
+    hot_wallet(ctx, agent.environment)
+    return _write_blocking(ctx, run)
 
-    job, begun = await anyio.to_thread.run_sync(begin_after_wallet)
+
+async def pay(job: Job, begun: Started | Replay) -> Answer:
+    """Run the attempt :func:`begin` began (or answer the one it found) to its answer."""
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
