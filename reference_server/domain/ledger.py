@@ -459,14 +459,15 @@ def reserve(
 
 
 def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:
-    changed = conn.execute(
+    # The row as settled comes back with the update (one statement, not two).
+    row = conn.execute(
         update(_t)
         .where(_t.c.id == transfer_id, _t.c.status == "pending")
         .values(status=status, settled_at=now)
-    )
-    if changed.rowcount != 1:
+        .returning(*_t.c)
+    ).first()
+    if row is None:
         raise LedgerError(f"transfer {transfer_id} is not pending (already posted or voided)")
-    row = conn.execute(select(_t).where(_t.c.id == transfer_id)).one()
     conn.execute(
         update(_a)
         .where(_a.c.id == row.debit_account_id)

@@ -161,13 +161,15 @@ def transaction(conn: Connection, tx_hash: str) -> Transaction | None:
 
 
 def mint(conn: Connection, *, to: str, value: int, now: datetime) -> Transaction:
-    """Create ``value`` atomic units out of nothing for ``to`` (the faucet)."""
+    """Create ``value`` atomic units out of nothing for ``to`` (the faucet).
+
+    No savepoint: the credit and its record are written in the caller's transaction,
+    which commits or rolls back both (pay-url mints on every test payment)."""
     if not 0 < value <= _MAX_BALANCE:
         raise ValueError(f"mint value must be a positive atomic amount, not {value!r}")
     tx_hash = "0x" + bytes(keccak(b"svc-sandbox-mint" + secrets.token_bytes(32))).hex()
-    with conn.begin_nested():
-        _credit(conn, _key(to), value, now)
-        block = _record(conn, tx_hash, MINT, ZERO_ADDRESS, _key(to), value, now)
+    _credit(conn, _key(to), value, now)
+    block = _record(conn, tx_hash, MINT, ZERO_ADDRESS, _key(to), value, now)
     return Transaction(
         hash=tx_hash,
         kind=MINT,

@@ -291,7 +291,7 @@ async def _conclude(
         row = None
         if verdict is None:
             row = attempts.get(conn, attempt_id, lock=True)
-            wallets.lock_wallet_key(conn, row.wallet_key_id)
+            settlement.lock_wallet_key(conn, row.wallet_key_id)
             if payer is None or nonce is None:
                 raise InvariantError("the chain's verdict needs the payer and the nonce")
             verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)

@@ -87,27 +87,32 @@ def reserve(
     Raises :class:`NonceTaken`, or the refusal's :class:`DomainError` (record it with
     :func:`record_refusal` in a transaction of its own): either way the caller's
     transaction rolls back whole, which takes back everything written here.  That keeps
-    the usual case free of savepoints: the nonce is the first thing written, and the
-    policy's refusal needs nothing of this transaction kept.
+    the usual case free of savepoints: neither a taken nonce (claimed by the attempt's
+    one update) nor the policy's refusal needs anything of this transaction kept.
     """
     row = attempts.get(conn, attempt_id, lock=True)
+    transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
     try:
-        attempts.update_attempt(conn, attempt_id, now, payer=signed.payer, nonce=signed.nonce)
+        attempts.update_attempt(
+            conn,
+            attempt_id,
+            now,
+            status="paying",
+            payer=signed.payer,
+            nonce=signed.nonce,
+            rail=signed.rail,
+            amount_micros=signed.amount,
+            pay_to=signed.pay_to,
+            network=signed.network,
+            transfer_id=transfer_id,
+            reserved_at=now,
+        )
     except IntegrityError:
         raise NonceTaken() from None
-    transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
-    attempts.update_attempt(
-        conn,
-        attempt_id,
-        now,
-        status="paying",
-        rail=signed.rail,
-        amount_micros=signed.amount,
-        pay_to=signed.pay_to,
-        network=signed.network,
-        transfer_id=transfer_id,
-        reserved_at=now,
-    )
+    if wallet.sandbox:
+        # Last: every test payment credits the one hot wallet's balance row, whose lock
+        # is then held only until the commit that follows.
+        chain.mint(conn, to=wallet.address, value=signed.amount, now=now)
 
 
 def record_refusal(
@@ -150,8 +155,6 @@ def _charge_and_hold(
         )
     except ledger.InsufficientFunds:
         raise wallets.insufficient_funds(conn, key, amount) from None
-    if wallet.sandbox:
-        chain.mint(conn, to=wallet.address, value=amount, now=now)
     return transfer_id
 
 
@@ -188,19 +191,23 @@ def conclude(
     """Post, void or hold the reservation, exactly once, and record the answer.
 
     ``failure`` is the error the attempt ends with when it did not settle.  ``locked``:
-    the attempt's row when the caller has locked it, and its wallet key, already.
+    the attempt's row when the caller has locked it and its wallet key already, having
+    asked the sandbox chain for the ``verdict`` (:func:`chain_verdict`).
     """
     row = locked
     if row is None:
         row = attempts.get(conn, attempt_id, lock=True)
-        wallets.lock_wallet_key(conn, row.wallet_key_id)
+        lock_wallet_key(conn, row.wallet_key_id)
     if row.status not in ("paying", "pending"):
         return  # concluded already (a retry of a stale attempt raced this one)
     response = _response_columns(answer, box)
+    # The sandbox chain's verdict names the transaction that spent this attempt's own
+    # nonce (unique per attempt): no other receipt can count it, so only a live URL's
+    # claim is checked.
     if (
         verdict is Verdict.SETTLED
         and tx_hash is not None
-        and not _tx_has_receipt(conn, row, tx_hash)
+        and (locked is not None or not _tx_has_receipt(conn, row, tx_hash))
     ):
         receipt_id = _post(conn, row, tx_hash, request_id, now)
         attempts.update_attempt(
@@ -231,6 +238,13 @@ def conclude(
             tx_hash=tx_hash,
             **response,
         )
+
+
+def lock_wallet_key(conn: Connection, key_id: str) -> None:
+    """The wallet key's row lock, first of every lock a pay-url transaction takes
+    (PostgreSQL; SQLite's one writer serialises them already, so nothing is read)."""
+    if conn.dialect.name == "postgresql":
+        wallets.lock_wallet_key(conn, key_id)
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
