@@ -25,7 +25,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, Row, bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from svc.money import format_micros
@@ -262,30 +262,38 @@ def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
     return found is not None
 
 
+# Built once, parameters bound at execution (see attempts: no per-call rebuild).
+_transfers = t.ledger_transfers
+_TRANSFER = select(
+    _transfers.c.debit_account_id, _transfers.c.credit_account_id, _transfers.c.receipt_id
+).where(_transfers.c.id == bindparam("transfer_id"))
+_INSERT_RECEIPT = insert(t.receipts)
+
+
 def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime) -> str:
     """Post the reservation and write the payer's receipt; its id."""
-    transfers = t.ledger_transfers
-    transfer = conn.execute(select(transfers).where(transfers.c.id == row.transfer_id)).one()
+    transfer = conn.execute(_TRANSFER, {"transfer_id": row.transfer_id}).one()
     ledger.lock_accounts(conn, [transfer.debit_account_id, transfer.credit_account_id])
     ledger.post(conn, row.transfer_id, now)
     conn.execute(
-        insert(t.receipts).values(
-            id=transfer.receipt_id,
-            environment=row.environment,
-            kind="url",
-            rail=row.rail,
-            settlement="external",
-            amount_micros=row.amount_micros,
-            fee_micros=0,
-            wallet_key_id=row.wallet_key_id,
-            transfer_id=row.transfer_id,
-            tx_hash=tx_hash,
-            payer=row.payer,
-            network=row.network,
-            metadata={"attempt_id": row.id, "pay_to": row.pay_to},
-            request_id=request_id,
-            created_at=now,
-        )
+        _INSERT_RECEIPT,
+        {
+            "id": transfer.receipt_id,
+            "environment": row.environment,
+            "kind": "url",
+            "rail": row.rail,
+            "settlement": "external",
+            "amount_micros": row.amount_micros,
+            "fee_micros": 0,
+            "wallet_key_id": row.wallet_key_id,
+            "transfer_id": row.transfer_id,
+            "tx_hash": tx_hash,
+            "payer": row.payer,
+            "network": row.network,
+            "metadata": {"attempt_id": row.id, "pay_to": row.pay_to},
+            "request_id": request_id,
+            "created_at": now,
+        },
     )
     return str(transfer.receipt_id)
 
