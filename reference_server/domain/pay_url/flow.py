@@ -5,8 +5,9 @@
 The phases that touch the database are short transactions in worker threads
 (:func:`_write`); the ones that touch the network are awaited with no transaction open and
 no thread held.  Between two network waits there is one worker-thread hop and at most one
-transaction: loading the wallet key and beginning the attempt; signing and reserving;
-the chain's verdict, concluding and reading the answer.  That matters beyond throughput:
+write transaction: authenticating the caller, loading the wallet key and beginning the
+attempt (:func:`begin`, run by the route's ``prepare``); signing and reserving; the chain's
+verdict, concluding and reading the answer.  That matters beyond throughput:
 the paid URL may call back into this very server before it answers (in ``test`` its
 facilitator *is* ``/sandbox/x402`` here), and a request holding a transaction or a worker
 thread across that wait could deadlock with it.
