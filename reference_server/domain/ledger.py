@@ -122,6 +122,29 @@ _ACCOUNT_ID = select(_a.c.id).where(
     _a.c.kind == bindparam("kind"),
     _a.c.ref_id == bindparam("ref_id"),
 )
+# Built once (parameters bound at execution): a statement built per call costs several
+# times what executing it on SQLite does, and every payment runs these.
+_INSERT_TRANSFER = insert(_t)
+_HOLD = (
+    update(_a)
+    .where(
+        _a.c.id == bindparam("account"),
+        _a.c.balance_micros - _a.c.pending_debit_micros >= bindparam("amount"),
+    )
+    .values(pending_debit_micros=_a.c.pending_debit_micros + bindparam("amount"))
+)
+_RELEASE = (
+    update(_a)
+    .where(_a.c.id == bindparam("account"))
+    .values(pending_debit_micros=_a.c.pending_debit_micros - bindparam("amount"))
+)
+# The row as settled comes back with the update (one statement, not two).
+_SETTLE = (
+    update(_t)
+    .where(_t.c.id == bindparam("transfer_id"), _t.c.status == "pending")
+    .values(status=bindparam("new_status"), settled_at=bindparam("now"))
+    .returning(*_t.c)
+)
 _DEBIT = (
     update(_a)
     .where(
@@ -381,18 +404,19 @@ def _record(
 ) -> str:
     transfer_id = new_id("tr")
     conn.execute(
-        insert(_t).values(
-            id=transfer_id,
-            environment=environment,
-            debit_account_id=debit,
-            credit_account_id=credit,
-            amount_micros=amount,
-            kind=kind,
-            status=status,
-            created_at=now,
-            settled_at=now if status == "posted" else None,
+        _INSERT_TRANSFER,
+        {
+            "id": transfer_id,
+            "environment": environment,
+            "debit_account_id": debit,
+            "credit_account_id": credit,
+            "amount_micros": amount,
+            "kind": kind,
+            "status": status,
+            "created_at": now,
+            "settled_at": now if status == "posted" else None,
             **refs,
-        )
+        },
     )
     return transfer_id
 
@@ -438,11 +462,7 @@ def reserve(
 ) -> str:
     """Hold ``amount`` in ``debit`` as a pending transfer, to be posted or voided later."""
     _check(amount, debit, credit)
-    held = conn.execute(
-        update(_a)
-        .where(_a.c.id == debit, _a.c.balance_micros - _a.c.pending_debit_micros >= amount)
-        .values(pending_debit_micros=_a.c.pending_debit_micros + amount)
-    )
+    held = conn.execute(_HOLD, {"account": debit, "amount": amount})
     if held.rowcount != 1:
         raise InsufficientFunds(debit, available_micros(conn, debit), amount)
     return _record(
@@ -459,19 +479,13 @@ def reserve(
 
 
 def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:
-    changed = conn.execute(
-        update(_t)
-        .where(_t.c.id == transfer_id, _t.c.status == "pending")
-        .values(status=status, settled_at=now)
-    )
-    if changed.rowcount != 1:
+    # The row as settled comes back with the update (one statement, not two).
+    row = conn.execute(
+        _SETTLE, {"transfer_id": transfer_id, "new_status": status, "now": now}
+    ).first()
+    if row is None:
         raise LedgerError(f"transfer {transfer_id} is not pending (already posted or voided)")
-    row = conn.execute(select(_t).where(_t.c.id == transfer_id)).one()
-    conn.execute(
-        update(_a)
-        .where(_a.c.id == row.debit_account_id)
-        .values(pending_debit_micros=_a.c.pending_debit_micros - row.amount_micros)
-    )
+    conn.execute(_RELEASE, {"account": row.debit_account_id, "amount": row.amount_micros})
     return row
 
 

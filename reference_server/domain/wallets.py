@@ -162,8 +162,13 @@ def create_wallet_key(
     return get_wallet_key(conn, key_id), key
 
 
+# Built once (parameters bound at execution): every payment reads a key this way.
+_GET_KEY = select(_w).where(_w.c.id == bindparam("key_id"))
+_LOCK_KEY = _GET_KEY.with_for_update()
+
+
 def get_wallet_key(conn: Connection, key_id: str) -> Row[Any]:
-    return conn.execute(select(_w).where(_w.c.id == key_id)).one()
+    return conn.execute(_GET_KEY, {"key_id": key_id}).one()
 
 
 def find_owned(conn: Connection, key_id: str, *, owner_id: str, environment: str) -> Row[Any]:
@@ -179,10 +184,8 @@ def find_owned(conn: Connection, key_id: str, *, owner_id: str, environment: str
 
 def lock_wallet_key(conn: Connection, key_id: str) -> Row[Any]:
     """Take the key's row lock: every spend, fund and refund of a key runs one at a time."""
-    query = select(_w).where(_w.c.id == key_id)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    return conn.execute(query).one()
+    query = _LOCK_KEY if conn.dialect.name == "postgresql" else _GET_KEY
+    return conn.execute(query, {"key_id": key_id}).one()
 
 
 def wallet_account(conn: Connection, row: Row[Any]) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-import anyio.to_thread
 from starlette.responses import Response
 
 from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
@@ -23,7 +22,7 @@ from .. import outbound
 from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
-from ..domain.pay_url.attempts import Order
+from ..domain.pay_url.attempts import Order, Replay, Started
 from ..domain.pay_url.hot_wallet import hot_wallet
 from ..web import idempotency
 from ..web.auth import Principal, Role
@@ -45,21 +44,27 @@ async def pay_url(call: Call) -> Response:
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded."""
+    prepared = call.prepared
+    if isinstance(prepared, flow.Job):
+        return _respond_quote(await flow.quote(prepared), call.request_id)
+    job, begun = prepared
+    return _respond(await flow.pay(job, begun), call.request_id)
+
+
+def _prepare(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
+    """Blocking, in the worker thread that authenticated the caller: what a dry run
+    needs, or the attempt begun (the wallet key is loaded in its transaction)."""
     order, fingerprint = _order(call)
-    agent = _agent(call)
     if call.input(PayUrl).dry_run:
-        job = await anyio.to_thread.run_sync(_job, call, order)
-        return _respond_quote(await flow.quote(job), call.request_id)
-    # The wallet key is loaded in the transaction that begins the attempt.
-    answer = await flow.pay(
+        return _job(call, order)
+    return flow.begin(
         call.ctx,
-        agent=agent,
+        agent=_agent(call),
         order=order,
         request_id=call.request_id,
         idempotency_key=call.idempotency_key,
         fingerprint=fingerprint,
     )
-    return _respond(answer, call.request_id)
 
 
 def _order(call: Call) -> tuple[Order, str]:
@@ -89,7 +94,7 @@ def _host(ctx: ServerContext, url: str) -> str:
 
 
 def _job(call: Call, order: Order) -> flow.Job:
-    """Load what a dry run needs for the authenticated wallet key (in a worker thread)."""
+    """Load what a dry run needs for the authenticated wallet key (blocking)."""
     agent = _agent(call)
     hot_wallet(call.ctx, agent.environment)  # may write its key: before the read opens
     with call.ctx.db.read() as conn:
@@ -146,6 +151,7 @@ PAY_URL = Endpoint(
     method="POST",
     path=PATH,
     handler=pay_url,
+    prepare=_prepare,
     auth=Role.WALLET,
     idempotency="optional",
     body=PayUrl,

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import jwt
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from svc import Role
 
@@ -148,14 +148,16 @@ def _seller_principal(conn: Connection, token: str) -> Principal:
     )
 
 
+_w = t.wallet_keys
+# Built once (bound at execution): every request with a wallet key runs it.
+_WALLET_BY_HASH = select(_w.c.id, _w.c.owner_id, _w.c.environment, _w.c.status).where(
+    _w.c.key_hash == bindparam("key_hash")
+)
+
+
 def _wallet_principal(conn: Connection, token: str) -> Principal:
     _key_environment(token, "svc_vw_")
-    w = t.wallet_keys
-    row = conn.execute(
-        select(w.c.id, w.c.owner_id, w.c.environment, w.c.status).where(
-            w.c.key_hash == hash_key(token)
-        )
-    ).first()
+    row = conn.execute(_WALLET_BY_HASH, {"key_hash": hash_key(token)}).first()
     if row is None:
         raise ApiError("invalid_credential", "Unknown wallet key.")
     if row.status != "active":

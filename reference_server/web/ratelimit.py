@@ -29,6 +29,12 @@ class RateLimiter:
         self._limiter = strategies.MovingWindowRateLimiter(self._storage)
         self._parsed: dict[str, list[RateLimitItem]] = {}
 
+    @property
+    def blocking(self) -> bool:
+        """Whether :meth:`hit` waits on the network (Redis): then it belongs in a worker
+        thread; counting in memory takes microseconds, less than the hop to a thread."""
+        return not isinstance(self._storage, storage.MemoryStorage)
+
     def _items(self, spec: str) -> list[RateLimitItem]:
         if spec not in self._parsed:
             self._parsed[spec] = parse_many(spec)

@@ -99,15 +99,9 @@ async def _die_after_reserving(server: LiveServer, agent: Agent, url: str, key: 
             now=then,
         )
         assert isinstance(started, attempts.Started)
-        reserved = settlement.reserve(
-            conn,
-            attempt_id=started.attempt_id,
-            wallet=wallet,
-            signed=signed,
-            request_id="req_died",
-            now=then,
+        settlement.reserve(
+            conn, attempt_id=started.attempt_id, wallet=wallet, signed=signed, now=then
         )
-    assert reserved is settlement.Reservation.RESERVED
     assert agent.spend().spent_total == Decimal("0.25")
     return signed
 

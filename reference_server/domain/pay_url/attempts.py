@@ -12,13 +12,14 @@ by :func:`outcome`, for the first request and for every replay alike.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Row, Update, bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
 from svc.money import from_micros
@@ -115,13 +116,13 @@ def begin(
         "created_at": now,
         "updated_at": now,
     }
-    try:
-        with conn.begin_nested():
-            conn.execute(insert(_sa).values(**values))
+    # One statement in the usual case (a new key, or none): no savepoint to survive the
+    # conflict, which only a taken ``Idempotency-Key`` can cause.
+    inserted = conn.execute(_INSERT[conn.dialect.name == "postgresql"], values).scalar()
+    if inserted is not None:
         return Started(attempt_id)
-    except IntegrityError:
-        if idempotency_key is None:
-            raise
+    if idempotency_key is None:
+        raise InvariantError(f"attempt id {attempt_id} collided")
     query = select(_sa).where(
         _sa.c.wallet_key_id == agent.subject_id, _sa.c.idempotency_key == idempotency_key
     )
@@ -150,15 +151,37 @@ def begin(
     return Replay(row.id, stale=row.status == "paying")
 
 
+# Every pay-url runs the statements below several times: they are built once, with
+# their parameters bound at execution, so that SQLAlchemy neither rebuilds them nor
+# recomputes their cache keys per call (a statement built per call costs several times
+# what executing it on SQLite does).
+_INSERT = {
+    pg: dialect.insert(_sa).on_conflict_do_nothing().returning(_sa.c.id)
+    for pg, dialect in ((False, sqlite), (True, postgresql))
+}
+_GET = select(_sa).where(_sa.c.id == bindparam("attempt_id"))
+_GET_LOCKED = _GET.with_for_update()
+
+
 def get(conn: Connection, attempt_id: str, *, lock: bool = False) -> Row[Any]:
-    query = select(_sa).where(_sa.c.id == attempt_id)
-    if lock and conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    return conn.execute(query).one()
+    query = _GET_LOCKED if lock and conn.dialect.name == "postgresql" else _GET
+    return conn.execute(query, {"attempt_id": attempt_id}).one()
+
+
+@functools.lru_cache(maxsize=64)
+def _update(columns: tuple[str, ...]) -> Update:
+    """The update of these columns of one attempt (a handful of sets are ever used)."""
+    return (
+        update(_sa)
+        .where(_sa.c.id == bindparam("attempt_id"))
+        .values({column: bindparam(f"set_{column}") for column in columns})
+    )
 
 
 def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> None:
-    conn.execute(update(_sa).where(_sa.c.id == attempt_id).values(updated_at=now, **values))
+    values["updated_at"] = now
+    params = {f"set_{column}": value for column, value in values.items()}
+    conn.execute(_update(tuple(sorted(values))), {"attempt_id": attempt_id, **params})
 
 
 def fail(
@@ -184,6 +207,14 @@ def fail(
 _RECEIPT_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 
 
+_r = t.receipts
+_SELLER_RECEIPT = select(_r.c.id).where(
+    _r.c.environment == bindparam("environment"),
+    _r.c.kind == "resource",
+    _r.c.tx_hash == bindparam("tx_hash"),
+)
+
+
 def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
     """The seller's receipt for a succeeded attempt, when it is known: the receipt a gate
     of this service booked for the same transaction (kind ``resource``; the payer's is
@@ -192,13 +223,8 @@ def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
     if row.status != "succeeded":
         return None
     if row.tx_hash:
-        r = t.receipts
         booked = conn.execute(
-            select(r.c.id).where(
-                r.c.environment == row.environment,
-                r.c.kind == "resource",
-                r.c.tx_hash == row.tx_hash.lower(),
-            )
+            _SELLER_RECEIPT, {"environment": row.environment, "tx_hash": row.tx_hash.lower()}
         ).scalar()
         if booked is not None:
             return str(booked)

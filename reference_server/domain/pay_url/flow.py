@@ -5,8 +5,9 @@
 The phases that touch the database are short transactions in worker threads
 (:func:`_write`); the ones that touch the network are awaited with no transaction open and
 no thread held.  Between two network waits there is one worker-thread hop and at most one
-transaction: loading the wallet key and beginning the attempt; signing and reserving;
-the chain's verdict, concluding and reading the answer.  That matters beyond throughput:
+write transaction: authenticating the caller, loading the wallet key and beginning the
+attempt (:func:`begin`, run by the route's ``prepare``); signing and reserving; the chain's
+verdict, concluding and reading the answer.  That matters beyond throughput:
 the paid URL may call back into this very server before it answers (in ``test`` its
 facilitator *is* ``/sandbox/x402`` here), and a request holding a transaction or a worker
 thread across that wait could deadlock with it.
@@ -53,7 +54,7 @@ from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "encode_json", "load_job", "pay", "quote"]
+__all__ = ["Answer", "Job", "begin", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -106,7 +107,7 @@ def load_job(
     )
 
 
-async def pay(
+def begin(
     ctx: ServerContext,
     *,
     agent: Principal,
@@ -114,8 +115,11 @@ async def pay(
     request_id: str,
     idempotency_key: str | None,
     fingerprint: str,
-) -> Answer:
-    def begin(conn: Connection) -> tuple[Job, Started | Replay]:
+) -> tuple[Job, Started | Replay]:
+    """Blocking (the route runs it in the worker thread that authenticated the caller):
+    load the wallet key and begin the attempt, in one transaction."""
+
+    def run(conn: Connection) -> tuple[Job, Started | Replay]:
         job = load_job(ctx, conn, agent=agent, order=order, request_id=request_id)
         begun = attempts.begin(
             conn,
@@ -128,13 +132,14 @@ async def pay(
         )
         return job, begun
 
-    def begin_after_wallet() -> tuple[Job, Started | Replay]:
-        # The first call of a process may create the sealed hot-wallet key, in a
-        # transaction of its own: before this one opens, never inside it.
-        hot_wallet(ctx, agent.environment)
-        return _write_blocking(ctx, begin)
+    # The first call of a process may create the sealed hot-wallet key, in a transaction
+    # of its own: before this one opens, never inside it.
+    hot_wallet(ctx, agent.environment)
+    return _write_blocking(ctx, run)
 
-    job, begun = await anyio.to_thread.run_sync(begin_after_wallet)
+
+async def pay(job: Job, begun: Started | Replay) -> Answer:
+    """Run the attempt :func:`begin` began (or answer the one it found) to its answer."""
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
@@ -198,18 +203,30 @@ def _sign_and_reserve(
     signed = _sign_blocking(job, probe)
     if signed is None:
         return None
-    reservation = _write_blocking(
-        job.ctx,
-        partial(
-            settlement.reserve,
-            attempt_id=attempt_id,
-            wallet=job.wallet,
-            signed=signed,
-            request_id=job.request_id,
-            now=job.ctx.now(),
-        ),
-    )
-    return signed, reservation
+    now = job.ctx.now()
+    try:
+        _write_blocking(
+            job.ctx,
+            partial(
+                settlement.reserve, attempt_id=attempt_id, wallet=job.wallet, signed=signed, now=now
+            ),
+        )
+    except settlement.NonceTaken:
+        return signed, Reservation.NONCE_TAKEN
+    except DomainError as refused:
+        _write_blocking(
+            job.ctx,
+            partial(
+                settlement.record_refusal,
+                attempt_id=attempt_id,
+                signed=signed,
+                refused=refused,
+                request_id=job.request_id,
+                now=now,
+            ),
+        )
+        return signed, Reservation.REFUSED
+    return signed, Reservation.RESERVED
 
 
 async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> _Answered:
@@ -272,9 +289,10 @@ async def _conclude(
     def run(conn: Connection) -> _Answered:
         nonlocal verdict, tx_hash
         now = job.ctx.now()
+        row = None
         if verdict is None:
             row = attempts.get(conn, attempt_id, lock=True)
-            wallets.lock_wallet_key(conn, row.wallet_key_id)
+            settlement.lock_wallet_key(conn, row.wallet_key_id)
             if payer is None or nonce is None:
                 raise InvariantError("the chain's verdict needs the payer and the nonce")
             verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)
@@ -288,6 +306,7 @@ async def _conclude(
             box=job.ctx.box,
             request_id=job.request_id,
             now=now,
+            locked=row,
         )
         return _answered(conn, attempt_id)
 

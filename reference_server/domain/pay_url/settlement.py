@@ -5,7 +5,8 @@ Three short transactions, never one held across the network:
 1. :func:`reserve` -- claim the signed nonce on the attempt (unique), charge the wallet key
    under its policy and reserve the amount from its account to ``chain_payouts``; in
    ``test`` also mint the hot wallet exactly that amount on the sandbox chain.  A policy
-   refusal records the failed attempt and ``payment.failed`` instead, and pays nothing.
+   refusal rolls it back and records the failed attempt and ``payment.failed`` instead
+   (:func:`record_refusal`, a transaction of its own), and pays nothing.
 2. :func:`chain_verdict` (``test``) -- ask the sandbox chain whether the authorization
    settled; if it did not, cancel it first (EIP-3009 ``cancelAuthorization``), so that it
    can never settle later.  If the cancel loses the race to a settle, it settled.
@@ -24,7 +25,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, Row, bindparam, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from svc.money import format_micros
@@ -42,11 +43,13 @@ from .offers import SignedPayment
 from .unlocked import Unlocked
 
 __all__ = [
+    "NonceTaken",
     "Reservation",
     "Verdict",
     "chain_verdict",
     "conclude",
     "record_payment_failed",
+    "record_refusal",
     "reserve",
 ]
 
@@ -66,43 +69,66 @@ class Verdict(enum.Enum):
     UNKNOWN = "unknown"
 
 
+class NonceTaken(Exception):
+    """Another attempt holds this nonce (two probes got one MPP challenge): probe again.
+    Raised out of :func:`reserve`'s transaction, which it rolls back."""
+
+
 def reserve(
     conn: Connection,
     *,
     attempt_id: str,
     wallet: HotWallet,
     signed: SignedPayment,
+    now: datetime,
+) -> None:
+    """Claim the nonce, charge the key and reserve the amount; the attempt is ``paying``.
+
+    Raises :class:`NonceTaken`, or the refusal's :class:`DomainError` (record it with
+    :func:`record_refusal` in a transaction of its own): either way the caller's
+    transaction rolls back whole, which takes back everything written here.  That keeps
+    the usual case free of savepoints: neither a taken nonce (claimed by the attempt's
+    one update) nor the policy's refusal needs anything of this transaction kept.
+    """
+    row = attempts.get(conn, attempt_id, lock=True)
+    transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
+    try:
+        attempts.update_attempt(
+            conn,
+            attempt_id,
+            now,
+            status="paying",
+            payer=signed.payer,
+            nonce=signed.nonce,
+            rail=signed.rail,
+            amount_micros=signed.amount,
+            pay_to=signed.pay_to,
+            network=signed.network,
+            transfer_id=transfer_id,
+            reserved_at=now,
+        )
+    except IntegrityError:
+        raise NonceTaken() from None
+    if wallet.sandbox:
+        # Last: every test payment credits the one hot wallet's balance row, whose lock
+        # is then held only until the commit that follows.
+        chain.mint(conn, to=wallet.address, value=signed.amount, now=now)
+
+
+def record_refusal(
+    conn: Connection,
+    *,
+    attempt_id: str,
+    signed: SignedPayment,
+    refused: DomainError,
     request_id: str,
     now: datetime,
-) -> Reservation:
-    row = attempts.get(conn, attempt_id, lock=True)
-    try:
-        with conn.begin_nested():
-            attempts.update_attempt(conn, attempt_id, now, payer=signed.payer, nonce=signed.nonce)
-    except IntegrityError:
-        return Reservation.NONCE_TAKEN
-    try:
-        with conn.begin_nested():
-            transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
-    except DomainError as refused:
-        paid = {"rail": signed.rail, "amount_micros": signed.amount}
-        attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
-        if isinstance(refused, PaymentRefused):
-            record_payment_failed(conn, attempts.get(conn, attempt_id), refused, request_id, now)
-        return Reservation.REFUSED
-    attempts.update_attempt(
-        conn,
-        attempt_id,
-        now,
-        status="paying",
-        rail=signed.rail,
-        amount_micros=signed.amount,
-        pay_to=signed.pay_to,
-        network=signed.network,
-        transfer_id=transfer_id,
-        reserved_at=now,
-    )
-    return Reservation.RESERVED
+) -> None:
+    """The attempt failed as :func:`reserve` was refused; nothing was reserved."""
+    paid = {"rail": signed.rail, "amount_micros": signed.amount}
+    attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
+    if isinstance(refused, PaymentRefused):
+        record_payment_failed(conn, attempts.get(conn, attempt_id), refused, request_id, now)
 
 
 def _charge_and_hold(
@@ -129,8 +155,6 @@ def _charge_and_hold(
         )
     except ledger.InsufficientFunds:
         raise wallets.insufficient_funds(conn, key, amount) from None
-    if wallet.sandbox:
-        chain.mint(conn, to=wallet.address, value=amount, now=now)
     return transfer_id
 
 
@@ -162,24 +186,38 @@ def conclude(
     box: SecretBox,
     request_id: str,
     now: datetime,
+    locked: Row[Any] | None = None,
 ) -> None:
     """Post, void or hold the reservation, exactly once, and record the answer.
 
-    ``failure`` is the error the attempt ends with when it did not settle.
+    ``failure`` is the error the attempt ends with when it did not settle.  ``locked``:
+    the attempt's row when the caller has locked it and its wallet key already, having
+    asked the sandbox chain for the ``verdict`` (:func:`chain_verdict`).
     """
-    row = attempts.get(conn, attempt_id, lock=True)
+    row = locked
+    if row is None:
+        row = attempts.get(conn, attempt_id, lock=True)
+        lock_wallet_key(conn, row.wallet_key_id)
     if row.status not in ("paying", "pending"):
         return  # concluded already (a retry of a stale attempt raced this one)
-    wallets.lock_wallet_key(conn, row.wallet_key_id)
     response = _response_columns(answer, box)
+    # The sandbox chain's verdict names the transaction that spent this attempt's own
+    # nonce (unique per attempt): no other receipt can count it, so only a live URL's
+    # claim is checked.
     if (
         verdict is Verdict.SETTLED
         and tx_hash is not None
-        and not _tx_has_receipt(conn, row, tx_hash)
+        and (locked is not None or not _tx_has_receipt(conn, row, tx_hash))
     ):
-        _post(conn, row, tx_hash, request_id, now)
+        receipt_id = _post(conn, row, tx_hash, request_id, now)
         attempts.update_attempt(
-            conn, attempt_id, now, status="succeeded", tx_hash=tx_hash, **response
+            conn,
+            attempt_id,
+            now,
+            status="succeeded",
+            tx_hash=tx_hash,
+            receipt_id=receipt_id,
+            **response,
         )
     elif verdict is Verdict.NOT_SETTLED:
         ledger.void(conn, row.transfer_id, now)
@@ -202,6 +240,13 @@ def conclude(
         )
 
 
+def lock_wallet_key(conn: Connection, key_id: str) -> None:
+    """The wallet key's row lock, first of every lock a pay-url transaction takes
+    (PostgreSQL; SQLite's one writer serialises them already, so nothing is read)."""
+    if conn.dialect.name == "postgresql":
+        wallets.lock_wallet_key(conn, key_id)
+
+
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
     """A transaction pays one receipt: a live URL naming one already counted is not proof.
 
@@ -217,31 +262,40 @@ def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
     return found is not None
 
 
-def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime) -> None:
-    transfers = t.ledger_transfers
-    transfer = conn.execute(select(transfers).where(transfers.c.id == row.transfer_id)).one()
+# Built once, parameters bound at execution (see attempts: no per-call rebuild).
+_transfers = t.ledger_transfers
+_TRANSFER = select(
+    _transfers.c.debit_account_id, _transfers.c.credit_account_id, _transfers.c.receipt_id
+).where(_transfers.c.id == bindparam("transfer_id"))
+_INSERT_RECEIPT = insert(t.receipts)
+
+
+def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime) -> str:
+    """Post the reservation and write the payer's receipt; its id."""
+    transfer = conn.execute(_TRANSFER, {"transfer_id": row.transfer_id}).one()
     ledger.lock_accounts(conn, [transfer.debit_account_id, transfer.credit_account_id])
     ledger.post(conn, row.transfer_id, now)
     conn.execute(
-        insert(t.receipts).values(
-            id=transfer.receipt_id,
-            environment=row.environment,
-            kind="url",
-            rail=row.rail,
-            settlement="external",
-            amount_micros=row.amount_micros,
-            fee_micros=0,
-            wallet_key_id=row.wallet_key_id,
-            transfer_id=row.transfer_id,
-            tx_hash=tx_hash,
-            payer=row.payer,
-            network=row.network,
-            metadata={"attempt_id": row.id, "pay_to": row.pay_to},
-            request_id=request_id,
-            created_at=now,
-        )
+        _INSERT_RECEIPT,
+        {
+            "id": transfer.receipt_id,
+            "environment": row.environment,
+            "kind": "url",
+            "rail": row.rail,
+            "settlement": "external",
+            "amount_micros": row.amount_micros,
+            "fee_micros": 0,
+            "wallet_key_id": row.wallet_key_id,
+            "transfer_id": row.transfer_id,
+            "tx_hash": tx_hash,
+            "payer": row.payer,
+            "network": row.network,
+            "metadata": {"attempt_id": row.id, "pay_to": row.pay_to},
+            "request_id": request_id,
+            "created_at": now,
+        },
     )
-    attempts.update_attempt(conn, row.id, now, receipt_id=transfer.receipt_id)
+    return str(transfer.receipt_id)
 
 
 def _response_columns(answer: Unlocked | None, box: SecretBox) -> dict[str, Any]:
