@@ -262,11 +262,18 @@ class _Pipeline:
                 ctx.reset_wakeup()
                 payouts_at = -math.inf  # woken or idle: a round of payouts, as before
 
+    async def _wake_on_stop(self, stop: anyio.Event) -> None:
+        """A stop must not wait for the claimer's next poll (which may be an hour away)."""
+        await stop.wait()
+        self.ctx.wakeup.set()
+
     async def run(self) -> None:
         ctx = self.ctx
         try:
             async with anyio.create_task_group() as background:
                 background.start_soon(listen, ctx.db, lambda: ctx.wakeup.set())
+                if self.stop is not None:
+                    background.start_soon(self._wake_on_stop, self.stop)
                 background.start_soon(self.recorder.run)
                 async with self.to_take, anyio.create_task_group() as pipeline:
                     for pool in self.pools:

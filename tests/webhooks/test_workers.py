@@ -169,7 +169,8 @@ def test_a_worker_stops_gracefully_on_a_signal_even_started_in_the_background(
 ) -> None:
     """A shell starts background jobs with SIGINT ignored, and orchestrators send SIGTERM:
     neither may leave a worker running (it would be killed, its claims left to lapse)."""
-    env = {**os.environ, "SVC_DATABASE_URL": database_url, "SVC_WORKER_POLL_SECONDS": "0.05"}
+    # Polling once an hour: the stop itself must wake the worker.
+    env = {**os.environ, "SVC_DATABASE_URL": database_url, "SVC_WORKER_POLL_SECONDS": "3600"}
     worker = subprocess.Popen(
         [sys.executable, "-m", "reference_server", "worker"],
         env=env,
