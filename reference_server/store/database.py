@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy import Connection, create_engine, event, text
@@ -101,12 +101,8 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that may write; committed on success, rolled back on error."""
-        if self._writer is None:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
-            return
-        with self._writer, self.engine.connect() as conn:
-            conn.execution_options(svc_write=True)
+        with self._writer or nullcontext(), self.engine.connect() as conn:
+            conn.execution_options(svc_write=True)  # read by SQLite's BEGIN IMMEDIATE hook
             with conn.begin():
                 yield conn
 

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 import httpx
 
+from ..payouts.helpers import complete_onboarding
 from ..support import PRODUCTION_KEYS, free_port
 
 #: Given to every process alike, as a secret store would: no process generates its own.
@@ -267,3 +268,19 @@ def tcp_sockets(pid: int, *, listen_port: int | None, database_port: int = 5432)
             else:
                 outbound += 1
     return Sockets(inbound=inbound, database=database, outbound=outbound)
+
+
+def enable_payouts(onboard_at: str, sync_at: str, seller_key: str) -> None:
+    """Onboard the seller through the sandbox Connect page (asked of ``onboard_at``) and
+    sync it (through ``sync_at``: another server of the same deployment may answer)."""
+    seller_auth = {"Authorization": f"Bearer {seller_key}"}
+    r = httpx.post(
+        onboard_at + "/sellers/me/connect/onboard",
+        json={"country": "US", "type": "express"},
+        headers=seller_auth,
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    assert complete_onboarding(r.json()["onboard_url"]).status_code == 200
+    r = httpx.post(sync_at + "/sellers/me/connect/sync", headers=seller_auth, timeout=30)
+    assert r.status_code == 200 and r.json()["payouts_enabled"] is True, r.text

@@ -33,12 +33,12 @@ import svc
 from reference_server.store import Database
 from reference_server.store import tables as t
 
-from ..payouts.helpers import complete_onboarding
 from ..sandbox.helpers import assert_chain_sound
 from ..support import free_port, new_account
 from .deployment import (
     KEYS,
     Receiver,
+    enable_payouts,
     ledger_audit,
     migrate,
     running,
@@ -227,17 +227,7 @@ def _set_up(urls: list[str], receiver: Receiver) -> dict[str, Any]:
     with svc.Client(base_url=a, wallet_key=key.key, max_retries=0) as buyer:
         for _ in range(2):
             buyer.pay(resource_id=sold.id)
-    seller_auth = {"Authorization": f"Bearer {payout.seller_key}"}
-    r = httpx.post(
-        b + "/sellers/me/connect/onboard",
-        json={"country": "US", "type": "express"},
-        headers=seller_auth,
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    assert complete_onboarding(r.json()["onboard_url"]).status_code == 200
-    r = httpx.post(a + "/sellers/me/connect/sync", headers=seller_auth, timeout=30)
-    assert r.status_code == 200 and r.json()["payouts_enabled"] is True, r.text
+    enable_payouts(b, a, payout.seller_key)
 
     # The credential only the rate-limit check uses.
     limited = httpx.post(a + "/owners", json={"email": f"rl{uuid.uuid4().hex[:8]}@example.com"})

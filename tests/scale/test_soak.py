@@ -27,12 +27,12 @@ from sqlalchemy.engine import make_url
 import svc
 from reference_server.store import Database
 
-from ..payouts.helpers import complete_onboarding
 from ..support import free_port, new_account
 from .deployment import (
     KEYS,
     Proc,
     Receiver,
+    enable_payouts,
     ledger_audit,
     migrate,
     open_files,
@@ -191,17 +191,7 @@ def _set_up(url: str, receiver: Receiver) -> dict[str, Any]:
     with svc.Client(base_url=url, wallet_key=keys["buyer"]) as paying:
         for _ in range(20):  # a balance for the first withdrawals
             paying.pay(resource_id=resource.id)
-    seller_auth = {"Authorization": f"Bearer {market.seller_key}"}
-    r = httpx.post(
-        url + "/sellers/me/connect/onboard",
-        json={"country": "US", "type": "express"},
-        headers=seller_auth,
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    assert complete_onboarding(r.json()["onboard_url"]).status_code == 200
-    r = httpx.post(url + "/sellers/me/connect/sync", headers=seller_auth, timeout=30)
-    assert r.status_code == 200 and r.json()["payouts_enabled"] is True, r.text
+    enable_payouts(url, url, market.seller_key)
     return {
         "resource_id": resource.id,
         "gate_url": gated.gate_url,
