@@ -34,9 +34,7 @@ __all__ = ["ENDPOINTS"]
 
 
 def _seller(call: Call) -> Row[Any]:
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    return sellers.get_seller(call.conn, call.principal.seller_id)
+    return sellers.get_seller(call.conn, call.caller.seller_id)
 
 
 def _processor(call: Call, seller: Row[Any]) -> PayoutProcessor:
@@ -220,12 +218,10 @@ SELLER_ENDPOINTS = [
 def _as_seller(call: Call) -> Call:
     """The call as the seller of ``{seller_id}``, once it is known to be the owner's
     (404 otherwise, in the owner JWT's environment)."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
     row = sellers.find_owned_seller(
         call.conn,
         call.params["seller_id"],
-        owner_id=call.principal.owner_id,
+        owner_id=call.caller.owner_id,
         environment=call.environment,
     )
     seller = Principal(
@@ -233,7 +229,7 @@ def _as_seller(call: Call) -> Call:
         environment=row.environment,
         owner_id=row.owner_id,
         subject_id=row.id,
-        credential_id=call.principal.credential_id,
+        credential_id=call.caller.credential_id,
     )
     return attrs.evolve(call, principal=seller)
 

@@ -218,10 +218,8 @@ def _apply(call: Call, p: Principal, row: Any, changes: dict[str, Any]) -> Any:
 
 
 def _seller(call: Call) -> Principal:
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    get_seller(call.conn, call.principal.seller_id)
-    return call.principal
+    get_seller(call.conn, call.caller.seller_id)
+    return call.caller
 
 
 def _own(call: Call, p: Principal, *, for_update: bool = False) -> Any:

@@ -11,7 +11,6 @@ from svc.bodies import CreateSeller, EnablePayments, RecycleBalance
 from svc.money import to_micros
 
 from ..domain import sellers
-from ..invariant import InvariantError
 from ..web.auth import Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
@@ -24,12 +23,10 @@ __all__ = ["ENDPOINTS"]
 
 def create_seller(call: Call) -> Reply:
     """Create a seller in the request's environment; its key is shown only here."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
     name = call.input(CreateSeller).name
     row, key = sellers.create_seller(
         call.conn,
-        owner_id=call.principal.owner_id,
+        owner_id=call.caller.owner_id,
         environment=call.environment,
         name=name,
         now=call.now,
@@ -42,10 +39,8 @@ def create_seller(call: Call) -> Reply:
 @paged
 def list_sellers(call: Call, request: PageRequest) -> Reply:
     """The owner's sellers in the request's environment, oldest first (paged)."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
     page = sellers.list_sellers(
-        call.conn, request, owner_id=call.principal.owner_id, environment=call.environment
+        call.conn, request, owner_id=call.caller.owner_id, environment=call.environment
     )
     data = [sellers.seller_model(call.conn, r) for r in page.rows]
     return Reply(SellerList(data=data, has_more=page.has_more))
@@ -53,16 +48,12 @@ def list_sellers(call: Call, request: PageRequest) -> Reply:
 
 def get_me(call: Call) -> Reply:
     """The seller that owns the key."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    row = sellers.get_seller(call.conn, call.principal.seller_id)
+    row = sellers.get_seller(call.conn, call.caller.seller_id)
     return Reply(sellers.seller_model(call.conn, row))
 
 
 def enable_payments(call: Call) -> Reply:
     """Turn on MPP and x402 for every gate of the seller; optionally set where money goes."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
     b = call.input(EnablePayments)
     profile, wallet = b.processor_profile_id, b.payout_wallet_address
     f = Fields.rules(call.body)
@@ -76,7 +67,7 @@ def enable_payments(call: Call) -> Reply:
         values["payout_wallet_address"] = wallet
     elif "payout_wallet_address" in call.body:  # explicit null: back to processor deposit
         values["payout_wallet_address"] = None
-    row = sellers.update_seller(call.conn, call.principal.seller_id, **values)
+    row = sellers.update_seller(call.conn, call.caller.seller_id, **values)
     return Reply(sellers.seller_model(call.conn, row))
 
 
@@ -94,11 +85,7 @@ def _checksum_ok(address: str) -> bool:
 
 def balance(call: Call) -> Reply:
     """Balance and readiness flags; check them before retrying a withdraw."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    seller = sellers.seller_model(
-        call.conn, sellers.get_seller(call.conn, call.principal.seller_id)
-    )
+    seller = sellers.seller_model(call.conn, sellers.get_seller(call.conn, call.caller.seller_id))
     if seller.balance is None:
         raise ApiError("internal_error", "seller has no balance account")
     return Reply(
@@ -115,13 +102,11 @@ def balance(call: Call) -> Reply:
 
 def recycle(call: Call) -> Reply:
     """Move seller balance (all of it, or ``amount``) into the owner's account wallet."""
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
     amount = call.input(RecycleBalance).amount
     row = sellers.find_owned_seller(
         call.conn,
         call.params["seller_id"],
-        owner_id=call.principal.owner_id,
+        owner_id=call.caller.owner_id,
         environment=call.environment,
     )
     result = sellers.recycle(

@@ -14,7 +14,7 @@ from ..domain import handles, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..store import tables as t
-from ..web.auth import Principal, Role
+from ..web.auth import Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
@@ -25,14 +25,14 @@ __all__ = ["ENDPOINTS"]
 
 def balance(call: Call) -> Reply:
     """Prepaid balance and what the policy still allows (remaining allowance, next reset)."""
-    agent = _agent(call)
+    agent = call.caller
     row = wallets.get_wallet_key(call.conn, agent.subject_id or "")
     return Reply(wallets.spend_balance_model(call.conn, row, call.now))
 
 
 def pay(call: Call) -> Reply:
     """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
-    agent = _agent(call)
+    agent = call.caller
     b = call.input(Pay)
     resource_id, destination, amount = b.resource_id, b.destination, b.amount
     f = Fields.rules(call.body)
@@ -99,7 +99,7 @@ def pay(call: Call) -> Reply:
 
 def resolve(call: Call) -> Reply:
     """Check a transfer destination before paying it."""
-    agent = _agent(call)
+    agent = call.caller
     row = _handle(call, call.params["destination"], agent.environment)
     return Reply(
         HandleResolution(
@@ -134,12 +134,6 @@ def _handle(call: Call, destination: str, environment: str) -> Any:
     if row is None:
         raise ApiError("not_found", f"No handle {destination[:40]!r} in {environment}.")
     return row
-
-
-def _agent(call: Call) -> Principal:
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    return call.principal
 
 
 ENDPOINTS = [

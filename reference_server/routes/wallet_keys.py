@@ -17,7 +17,7 @@ from ..domain.events import record_event
 from ..invariant import InvariantError
 from ..store import tables as t
 from ..web import paging
-from ..web.auth import Principal, Role
+from ..web.auth import Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
@@ -60,7 +60,7 @@ def _policy(
 
 def create(call: Call) -> Reply:
     """Mint a wallet key (``svc_vw_*``, shown once) with a spend policy."""
-    owner = _owner(call)
+    owner = call.caller
     b = call.input(CreateWalletKey)
     policy = _policy(call, b.policy, wallets.PolicyValues())
     row, key = wallets.create_wallet_key(
@@ -79,7 +79,7 @@ def create(call: Call) -> Reply:
 def list_all(call: Call, request: PageRequest) -> Reply:
     """The owner's wallet keys in this environment, oldest first, revoked ones included
     (paged)."""
-    owner = _owner(call)
+    owner = call.caller
     w = t.wallet_keys
     page = paging.page(
         call.conn,
@@ -257,14 +257,8 @@ def _amount(call: Call) -> int:
     return to_micros(call.input(WalletKeyAmount).amount)
 
 
-def _owner(call: Call) -> Principal:
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    return call.principal
-
-
 def _own(call: Call) -> Any:
-    owner = _owner(call)
+    owner = call.caller
     return wallets.find_owned(
         call.conn, call.params["key_id"], owner_id=owner.owner_id, environment=call.environment
     )

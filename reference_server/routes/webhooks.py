@@ -26,14 +26,13 @@ from svc.bodies import CreateWebhook, UpdateWebhook
 from ..domain import webhook_endpoints as endpoints
 from ..domain.events import EVENT_TYPES, new_delivery
 from ..ids import new_id
-from ..invariant import InvariantError
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..outbox import claim_one, deliver_job_sync
 from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
 from ..web import paging
-from ..web.auth import Principal, Role
+from ..web.auth import Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
@@ -80,7 +79,7 @@ def _check_events(f: Fields, events: list[str] | None) -> None:
 
 def create(call: Call) -> Reply:
     """Register an endpoint; its signing secret is shown only in this answer."""
-    owner = _owner(call)
+    owner = call.caller
     b = call.input(CreateWebhook)
     f = Fields.rules(call.body)
     _check_url(f, b.url, call.ctx.settings)
@@ -106,7 +105,7 @@ def create(call: Call) -> Reply:
 @paged
 def list_all(call: Call, request: PageRequest) -> Reply:
     """The owner's endpoints in this environment, oldest first (paged)."""
-    owner = _owner(call)
+    owner = call.caller
     page = endpoints.list_endpoints(
         call.conn, request, owner_id=owner.owner_id, environment=call.environment
     )
@@ -116,7 +115,6 @@ def list_all(call: Call, request: PageRequest) -> Reply:
 
 def catalog(call: Call) -> Reply:
     """Every event type the service emits; endpoints without ``events`` get them all."""
-    _owner(call)
     return Reply(
         EventCatalog(data=[EventType(type=k, description=v) for k, v in EVENT_TYPES.items()])
     )
@@ -278,14 +276,8 @@ def _delivery_model(conn: Connection, row: Any) -> Delivery:
     )
 
 
-def _owner(call: Call) -> Principal:
-    if call.principal is None:
-        raise InvariantError("a route that requires a credential ran without one")
-    return call.principal
-
-
 def _own(call: Call) -> Any:
-    owner = _owner(call)
+    owner = call.caller
     return endpoints.find_owned_endpoint(
         call.conn, call.params["webhook_id"], owner_id=owner.owner_id, environment=call.environment
     )

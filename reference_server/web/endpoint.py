@@ -89,6 +89,14 @@ class Call:
     _store_answer: Callable[[Reply], None] | None = None
 
     @property
+    def caller(self) -> Principal:
+        """The credential's principal, on a route whose endpoint requires one (``auth``
+        without ``anonymous``): the pipeline authenticated it before the handler ran."""
+        if self.principal is None:
+            raise InvariantError("a route that requires a credential ran without one")
+        return self.principal
+
+    @property
     def conn(self) -> Connection:
         """The handler's transaction (sync handlers only)."""
         if self._conn is None:
