@@ -61,6 +61,21 @@ class Item:
         )
         assert r.status_code == 200, r.text
 
+    def subscribe(self, url: str) -> str:
+        """Register a webhook endpoint at ``url`` for the owner's ``payment.succeeded``;
+        returns its signing secret."""
+        r = httpx.post(
+            self.live.url + "/webhooks",
+            json={"url": url, "events": ["payment.succeeded"]},
+            headers={
+                "Authorization": f"Bearer {self.acct.owner_jwt}",
+                "X-Svc-Environment": self.resource["environment"],
+                "Idempotency-Key": "hook-" + self.resource["id"],
+            },
+        )
+        assert r.status_code == 201, r.text
+        return str(r.json()["signing_secret"])
+
     def payments(self) -> int:
         """How many ledger transfers paid this resource."""
         tr = t.ledger_transfers

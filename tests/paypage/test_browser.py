@@ -11,7 +11,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from svc import webhooks
@@ -49,13 +48,7 @@ def test_a_person_pays_with_the_sandbox_card(
     try:
         live = make_server(worker_poll_seconds=0.05)
         it = item(live, amount="4.00")
-        owner = {"Authorization": f"Bearer {it.acct.owner_jwt}", "X-Svc-Environment": "test"}
-        hook = httpx.post(
-            live.url + "/webhooks",
-            json={"url": receiver.url, "events": ["payment.succeeded"]},
-            headers={**owner, "Idempotency-Key": "hook"},
-        )
-        assert hook.status_code == 201, hook.text
+        secret = it.subscribe(receiver.url)
 
         page.goto(it.pay_url)
         assert page.get_by_role("heading", level=1).inner_text() == "Pay shop"
@@ -71,7 +64,7 @@ def test_a_person_pays_with_the_sandbox_card(
         assert verified["valid"] is True and verified["amount"] == "4.00"
         assert it.balance() == Decimal("3.96")
         got = receiver.wait_for(1)
-        event = webhooks.verify(hook.json()["signing_secret"], got[0].body, got[0].headers)
+        event = webhooks.verify(secret, got[0].body, got[0].headers)
         assert event.type == "payment.succeeded"
         assert getattr(event.data, "receipt_id", None) == receipt_id
         assert getattr(event.data, "settlement", None) == "processor_deposit"

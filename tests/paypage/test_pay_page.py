@@ -47,13 +47,7 @@ def test_sandbox_card_pays_once_and_the_receipt_verifies(
     try:
         live = make_server(worker_poll_seconds=0.05)
         it = item(live, amount="10.00")
-        owner = {"Authorization": f"Bearer {it.acct.owner_jwt}", "X-Svc-Environment": "test"}
-        hook = httpx.post(
-            live.url + "/webhooks",
-            json={"url": receiver.url, "events": ["payment.succeeded"]},
-            headers={**owner, "Idempotency-Key": "hook"},
-        )
-        assert hook.status_code == 201, hook.text
+        secret = it.subscribe(receiver.url)
         r = pay(it)
         assert r.status_code == 200, r.text
         assert "Payment received" in r.text and "10.00 USD" in r.text
@@ -69,7 +63,7 @@ def test_sandbox_card_pays_once_and_the_receipt_verifies(
         assert it.payments() == 1
 
         got = receiver.wait_for(1)
-        event = webhooks.verify(hook.json()["signing_secret"], got[0].body, got[0].headers)
+        event = webhooks.verify(secret, got[0].body, got[0].headers)
         assert event.type == "payment.succeeded"
         data = event.data
         assert getattr(data, "receipt_id", None) == receipt_id
