@@ -291,12 +291,12 @@ async def _conclude(
         now = job.ctx.now()
         row = None
         if verdict is None:
-            row = attempts.get(conn, attempt_id, lock=True)
+            row = attempts.get_to_conclude(conn, attempt_id)
             settlement.lock_wallet_key(conn, row.wallet_key_id)
             if payer is None or nonce is None:
                 raise InvariantError("the chain's verdict needs the payer and the nonce")
             verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)
-        settlement.conclude(
+        concluded = settlement.conclude(
             conn,
             attempt_id=attempt_id,
             verdict=verdict,
@@ -308,7 +308,9 @@ async def _conclude(
             now=now,
             locked=row,
         )
-        return _answered(conn, attempt_id)
+        if concluded is None:  # by a racing retry: read what it concluded
+            return _answered(conn, attempt_id)
+        return concluded, attempts.seller_receipt_id(conn, concluded)
 
     return await _write(job.ctx, run)
 
@@ -558,11 +560,10 @@ async def _fail(
 
     def record(conn: Connection) -> _Answered:
         now = job.ctx.now()
-        attempts.fail(conn, attempt_id, error, now, **values)
+        row = attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
-            row = attempts.get(conn, attempt_id)
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
-        return _answered(conn, attempt_id)
+        return row, attempts.seller_receipt_id(conn, row)  # none: it failed
 
     return await _write(job.ctx, record)
 
