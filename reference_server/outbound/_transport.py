@@ -48,11 +48,17 @@ class _Connection:
 
     def usable(self, now: float, expiry: float) -> bool:
         """Still fit for a new request after sitting idle: not expired, not closed or
-        half-closed by the server (an EOF the event loop has seen)."""
+        half-closed by the server (an EOF the event loop has seen), and nothing sent
+        since the last answer (a server's ``408`` before it closes an idle connection
+        would otherwise be read as the next request's answer).  What arrived lies in
+        the stream's buffer, which asyncio keeps as ``_buffer``; without it (another
+        Python), no connection is reused rather than risk one."""
         return (
             now - self.idle_since < expiry
             and not self.writer.is_closing()
             and not self.reader.at_eof()
+            and not self.h11.trailing_data[0]
+            and len(getattr(self.reader, "_buffer", b"?")) == 0
         )
 
     def close(self) -> None:

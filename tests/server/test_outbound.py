@@ -84,6 +84,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, json.dumps(echoed).encode(), Content_Type="application/json")
         elif path == "/redirect":
             self._reply(302, b"", Location=METADATA_URL)
+        elif path == "/and-408":  # an answer, then a 408 nobody asked for (idle timeout)
+            self._reply(200, b"first")
+            self.wfile.flush()
+            self.server.stop.wait(0.05)  # after the answer was read
+            self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+            self.wfile.flush()
         elif path == "/close":
             self._reply(200, str(self.client_address[1]).encode(), Connection="close")
             self.close_connection = True
@@ -933,6 +939,25 @@ async def test_pool_does_not_reuse_what_the_server_closes_or_what_idled_too_long
     finally:
         await pool.aclose()
     assert closing[0] != closing[1] and first not in closing and later != first
+
+
+@pytest.mark.anyio
+async def test_pool_does_not_reuse_a_connection_the_server_wrote_to_while_idle(
+    web: _Server,
+) -> None:
+    """What a server sends between requests (a 408 before it hangs up) is never read as
+    the next request's answer: that connection is not reused."""
+    policy = development()
+    pool = AsyncPinnedClients(connections=1)
+    url = f"http://127.0.0.1:{web.port}"
+    try:
+        first = await _pooled(url + "/and-408", policy, pool)
+        await anyio.sleep(0.1)  # the 408 arrives while the connection is idle
+        echoed = await _pooled(url + "/echo", policy, pool)
+    finally:
+        await pool.aclose()
+    assert (first.status, first.body) == (200, b"first")
+    assert echoed.status == 200 and json.loads(echoed.body)["path"] == "/echo"
 
 
 @pytest.mark.anyio
