@@ -120,6 +120,7 @@ def begin(
     load the wallet key and begin the attempt, in one transaction."""
 
     def run(conn: Connection) -> tuple[Job, Started | Replay]:
+        _commit_without_waiting_for_the_disk(conn)
         job = load_job(ctx, conn, agent=agent, order=order, request_id=request_id)
         begun = attempts.begin(
             conn,
@@ -136,6 +137,19 @@ def begin(
     # of its own: before this one opens, never inside it.
     hot_wallet(ctx, agent.environment)
     return _write_blocking(ctx, run)
+
+
+def _commit_without_waiting_for_the_disk(conn: Connection) -> None:
+    """PostgreSQL: this transaction's commit returns before its WAL reaches the disk
+    (``synchronous_commit`` off, for it alone), saving a flush -- about half a
+    millisecond here -- on every pay-url.  Safe for beginning an attempt: nothing is
+    reserved or sent with money yet, and the next step that is (the reservation, or the
+    failure that ends the attempt) commits synchronously, which flushes the WAL up to
+    its own commit, this one's included.  A database crash in between can only lose an
+    attempt that never got further than its probe, and whose caller got no answer.
+    SQLite commits with ``synchronous=NORMAL`` (no flush per commit) already."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
 
 async def pay(job: Job, begun: Started | Replay) -> Answer:
