@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -133,9 +134,10 @@ def worker(database_url: str | None) -> None:
     ctx = ServerContext(_say_database(_settings(database_url=database_url)))
     upgrade(ctx.db)
     ctx.load_secrets()
-    click.echo("outbox worker running (Ctrl-C to stop)")
     try:
-        anyio.run(_work_until_signalled, ctx)
+        anyio.run(
+            _work_until_signalled, ctx, lambda: click.echo("outbox worker running (Ctrl-C to stop)")
+        )
     except KeyboardInterrupt:
         pass
     finally:
@@ -143,12 +145,14 @@ def worker(database_url: str | None) -> None:
     click.echo("outbox worker stopped")
 
 
-async def _work_until_signalled(ctx: ServerContext) -> None:
+async def _work_until_signalled(ctx: ServerContext, running: Callable[[], None]) -> None:
     """Run the worker until SIGTERM or SIGINT, then stop it gracefully: what it claimed is
     sent and recorded, and the process exits 0.  The handlers are installed here rather
     than left to Python's KeyboardInterrupt, which a process started in the background
     by a shell never gets (SIGINT is ignored there), and which SIGTERM -- what systemd,
-    Docker and Kubernetes send -- never raises."""
+    Docker and Kubernetes send -- never raises.  ``running`` says so once they are in
+    place: a signal sent after that line is always a graceful stop (one sent between
+    the line and the handlers, on a busy machine, killed the worker outright)."""
     import signal
 
     import anyio
@@ -156,17 +160,18 @@ async def _work_until_signalled(ctx: ServerContext) -> None:
     from .outbox import run_worker
 
     stop = anyio.Event()
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        running()
 
-    async def watch() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async def watch() -> None:
             async for _ in signals:
                 stop.set()
                 return
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(watch)
-        await run_worker(ctx, stop=stop)
-        group.cancel_scope.cancel()
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            await run_worker(ctx, stop=stop)
+            group.cancel_scope.cancel()
 
 
 @main.command()

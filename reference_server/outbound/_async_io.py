@@ -10,6 +10,7 @@ cancelled when the total deadline passes, a blocking thread cannot.
 from __future__ import annotations
 
 import math
+import ssl
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ import httpx
 
 from ._plan import Plan, default_tls_context
 from ._policy import system_resolve_async
+from ._transport import AsyncPinnedClient
 
 __all__ = ["AsyncPinnedClients", "Deadline", "close", "resolve"]
 
@@ -81,12 +83,20 @@ class AsyncPinnedClients:
     are kept (least recently used closed first, never one in use), each with at most
     ``connections`` connections, idle ones closed after ``keepalive_expiry`` seconds
     (short, under common servers' own idle timeouts, so a reused connection is rarely
-    one the receiver is closing)."""
+    one the receiver is closing).  Its clients speak through a lean transport of their
+    own (``_transport``: h11 over asyncio streams, nothing to choose but a connection)."""
 
     def __init__(
-        self, *, size: int = 32, connections: int = 8, keepalive_expiry: float = 2.0
+        self,
+        *,
+        size: int = 32,
+        connections: int = 8,
+        keepalive_expiry: float = 2.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._size = size
+        #: The verifying TLS context (``None``: :func:`~._plan.default_tls_context`).
+        self._tls = tls
         self._limits = httpx.Limits(
             max_connections=connections,
             max_keepalive_connections=connections,
@@ -99,9 +109,7 @@ class AsyncPinnedClients:
     async def client(self, key: tuple[str, str, int, str]) -> AsyncIterator[httpx.AsyncClient]:
         found = self._clients.pop(key, None)
         if found is None:
-            found = httpx.AsyncClient(
-                trust_env=False, verify=default_tls_context(), limits=self._limits
-            )
+            found = AsyncPinnedClient(tls=self._tls or default_tls_context(), limits=self._limits)
         self._clients[key] = found  # the most recently used, last
         self._busy[key] = self._busy.get(key, 0) + 1
         try:

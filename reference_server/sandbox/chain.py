@@ -104,6 +104,11 @@ _NONCE_TX = select(_n.c.tx_hash).where(
     _n.c.authorizer == bindparam("authorizer"), _n.c.nonce == bindparam("nonce")
 )
 _TRANSACTION = select(_tx).where(_tx.c.tx_hash == bindparam("tx_hash"))
+_NONCE_SPENT_BY = (
+    select(_n.c.tx_hash, _tx.c.kind)
+    .select_from(_n.outerjoin(_tx, _tx.c.tx_hash == _n.c.tx_hash))
+    .where(_n.c.authorizer == bindparam("authorizer"), _n.c.nonce == bindparam("nonce"))
+)
 _DEBIT = (
     update(_b)
     .where(_b.c.address == bindparam("debited"), _b.c.balance >= bindparam("value"))
@@ -170,6 +175,16 @@ def nonce_transaction(conn: Connection, authorizer: str, nonce: str) -> str | No
     return conn.execute(
         _NONCE_TX, {"authorizer": _key(authorizer), "nonce": nonce.lower()}
     ).scalar()
+
+
+def nonce_spent_by(conn: Connection, authorizer: str, nonce: str) -> tuple[str, str] | None:
+    """The hash and kind of the transaction that spent this nonce (``None`` while it is
+    unused): :func:`nonce_transaction` and :func:`transaction`'s kind in one read, for a
+    caller that needs no more of it (pay-url's verdict on every test payment)."""
+    row = conn.execute(
+        _NONCE_SPENT_BY, {"authorizer": _key(authorizer), "nonce": nonce.lower()}
+    ).first()
+    return None if row is None else (row.tx_hash, row.kind)
 
 
 def transaction(conn: Connection, tx_hash: str) -> Transaction | None:

@@ -87,6 +87,8 @@ def test_transfer_with_authorization_moves_the_value_once(db: Database) -> None:
     with db.read() as conn:
         assert chain.transaction(conn, tx.hash) == tx
         assert chain.nonce_transaction(conn, payer.address, auth["nonce"]) == tx.hash
+        spent_by = chain.nonce_spent_by(conn, payer.address.lower(), auth["nonce"].upper())
+        assert spent_by == (tx.hash, chain.TRANSFER)
     assert (tx.kind, tx.from_address, tx.to, tx.value) == (
         "transferWithAuthorization",
         payer.address,
@@ -238,3 +240,25 @@ def test_migration_matches_the_table_definitions(db: Database) -> None:
             conn, opts={"include_name": lambda name, kind, _: kind != "table" or name in chain}
         )
         assert compare_metadata(context, sandbox) == []
+
+
+def test_nonce_spent_by_names_the_transaction_and_its_kind(db: Database) -> None:
+    """An unused nonce, a cancelled one and a spent one, each in one read (pay-url's
+    verdict on every test payment)."""
+    payer, payee = new_account(), new_account()
+    _mint(db, payer.address, 1_000_000)
+    used = authorization(payer, payee.address, 1, valid_before=T + 60)
+    _transfer(db, used, sign(payer, used).signature)
+    cancelled = authorization(payer, payee.address, 1, valid_before=T + 60)
+    with db.write() as conn:
+        assert chain.nonce_spent_by(conn, payer.address, cancelled["nonce"]) is None
+        cancel = chain.cancel_authorization(conn, payer.address, cancelled["nonce"], now=NOW)
+    with db.read() as conn:
+        assert chain.nonce_spent_by(conn, payer.address, cancelled["nonce"]) == (
+            cancel.hash,
+            cancel.kind,
+        )
+        assert cancel.kind != chain.TRANSFER
+        spent = chain.nonce_spent_by(conn, payer.address, used["nonce"])
+        assert spent is not None and spent[1] == chain.TRANSFER
+        assert chain.nonce_spent_by(conn, payee.address, used["nonce"]) is None  # per payer

@@ -84,6 +84,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, json.dumps(echoed).encode(), Content_Type="application/json")
         elif path == "/redirect":
             self._reply(302, b"", Location=METADATA_URL)
+        elif path == "/and-408":  # an answer, then a 408 nobody asked for (idle timeout)
+            self._reply(200, b"first")
+            self.wfile.flush()
+            self.server.stop.wait(0.05)  # after the answer was read
+            self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+            self.wfile.flush()
+        elif path == "/close":
+            self._reply(200, str(self.client_address[1]).encode(), Connection="close")
+            self.close_connection = True
         elif path == "/sized":
             size = int(self.path.partition("=")[2])
             self._reply(200, b"x" * size)
@@ -875,3 +884,156 @@ def test_link_local_is_refused_even_where_private_addresses_are_allowed(url: str
 
     with pytest.raises(OutboundRefused, match="link-local"):
         check_url(url, OutboundPolicy(allow_private=True, https_only=False))
+
+
+# -- the kept-alive pool's own transport (outbound/_transport.py) ----------------------------
+
+
+async def _pooled(
+    url: str, policy: OutboundPolicy, pool: AsyncPinnedClients | None = None, **kwargs: Any
+) -> Any:
+    """``send`` through a pool (a fresh one unless given, closed afterwards)."""
+    own = pool is None
+    pool = pool or AsyncPinnedClients(connections=2)
+    try:
+        return await send(kwargs.pop("method", "GET"), url, policy=policy, pool=pool, **kwargs)
+    finally:
+        if own:
+            await pool.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("size", "truncated"), [(0, False), (1000, False), (1001, True)])
+async def test_pool_body_cap_and_reuse(web: _Server, size: int, truncated: bool) -> None:
+    """A body read whole leaves its connection for the next request; a cut one does not."""
+    policy = development(max_response_bytes=1000)
+    pool = AsyncPinnedClients(connections=1)
+    try:
+        response = await _pooled(f"http://127.0.0.1:{web.port}/sized?n={size}", policy, pool)
+        assert (response.body, response.truncated) == (b"x" * min(size, 1000), truncated)
+        ports = []
+        for _ in range(2):
+            echoed = await _pooled(f"http://127.0.0.1:{web.port}/echo", policy, pool)
+            ports.append(json.loads(echoed.body)["peer_port"])
+        posted = await _pooled(
+            f"http://127.0.0.1:{web.port}/echo", policy, pool, method="POST", content=b"ping"
+        )
+    finally:
+        await pool.aclose()
+    assert ports[0] == ports[1] == json.loads(posted.body)["peer_port"]
+    assert json.loads(posted.body)["body"] == "ping"
+
+
+@pytest.mark.anyio
+async def test_pool_does_not_reuse_what_the_server_closes_or_what_idled_too_long(
+    web: _Server,
+) -> None:
+    policy = development()
+    pool = AsyncPinnedClients(connections=1, keepalive_expiry=0.2)
+    url = f"http://127.0.0.1:{web.port}"
+    try:
+        closing = [int((await _pooled(url + "/close", policy, pool)).body) for _ in range(2)]
+        first = json.loads((await _pooled(url + "/echo", policy, pool)).body)["peer_port"]
+        await anyio.sleep(0.3)
+        later = json.loads((await _pooled(url + "/echo", policy, pool)).body)["peer_port"]
+    finally:
+        await pool.aclose()
+    assert closing[0] != closing[1] and first not in closing and later != first
+
+
+@pytest.mark.anyio
+async def test_pool_does_not_reuse_a_connection_the_server_wrote_to_while_idle(
+    web: _Server,
+) -> None:
+    """What a server sends between requests (a 408 before it hangs up) is never read as
+    the next request's answer: that connection is not reused."""
+    policy = development()
+    pool = AsyncPinnedClients(connections=1)
+    url = f"http://127.0.0.1:{web.port}"
+    try:
+        first = await _pooled(url + "/and-408", policy, pool)
+        await anyio.sleep(0.1)  # the 408 arrives while the connection is idle
+        echoed = await _pooled(url + "/echo", policy, pool)
+    finally:
+        await pool.aclose()
+    assert (first.status, first.body) == (200, b"first")
+    assert echoed.status == 200 and json.loads(echoed.body)["path"] == "/echo"
+
+
+@pytest.mark.anyio
+async def test_pool_waits_for_a_free_connection(web: _Server) -> None:
+    """Past ``connections`` at once, a request waits for one to be released."""
+    policy = development()
+    pool = AsyncPinnedClients(connections=1)
+    ports: list[int] = []
+
+    async def echo() -> None:
+        response = await _pooled(f"http://127.0.0.1:{web.port}/echo", policy, pool)
+        ports.append(json.loads(response.body)["peer_port"])
+
+    try:
+        async with anyio.create_task_group() as group:
+            for _ in range(4):
+                group.start_soon(echo)
+    finally:
+        await pool.aclose()
+    assert len(ports) == 4 and len(set(ports)) == 1
+
+
+@pytest.mark.anyio
+async def test_pool_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
+    url = f"http://127.0.0.1:{fresh.port}/big"
+    response = await _pooled(url, development(max_response_bytes=4096))
+    assert response.body == b"y" * 4096 and response.truncated
+    assert fresh.big_done.wait(5)
+    assert fresh.big_written < 64 * 1024 * 1024
+
+
+@pytest.mark.anyio
+async def test_pool_redirect_is_returned_not_followed(fresh: _Server) -> None:
+    response = await _pooled(f"http://127.0.0.1:{fresh.port}/redirect", development())
+    assert (response.status, response.location) == (302, METADATA_URL)
+    assert [path for path, _, _ in fresh.hits] == ["/redirect"]
+
+
+@pytest.mark.anyio
+async def test_pool_timeouts_and_failures(web: _Server) -> None:
+    started = time.monotonic()
+    with pytest.raises(OutboundFailed, match="timed out"):
+        await _pooled(f"http://127.0.0.1:{web.port}/slow", development(read_timeout=0.3))
+    with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
+        await _pooled(
+            f"http://127.0.0.1:{web.port}/trickle", development(read_timeout=3, total_timeout=0.5)
+        )
+    assert time.monotonic() - started < 3
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(OutboundFailed, match="could not connect"):
+        await _pooled(f"http://127.0.0.1:{port}/", development())
+    # refused on one checked address: the next one is tried
+    resolver = _AsyncResolver({"hooks.test": ["127.0.0.2", "127.0.0.1"]})
+    response = await _pooled(f"http://hooks.test:{web.port}/echo", development(resolver=resolver))
+    assert response.status == 200 and response.ip == "127.0.0.1"
+
+
+@pytest.mark.anyio
+async def test_pool_https_verifies_the_checked_name(tls: _TLS) -> None:
+    resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
+    policy = development(resolver=resolver, https_only=True)
+    pool = AsyncPinnedClients(tls=tls.client_context())
+    try:
+        url = f"https://hooks.test:{tls.server.port}/echo"
+        response = await _pooled(url, policy, pool, method="POST", content=b"secure")
+        echoed = json.loads(response.body)
+        assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
+        assert tls.sni[-1] == "hooks.test"
+        hits = len(tls.server.hits)
+        with pytest.raises(OutboundFailed, match=r"TLS .* failed"):
+            await _pooled(f"https://other.test:{tls.server.port}/echo", policy, pool)
+        assert tls.sni[-1] == "other.test" and len(tls.server.hits) == hits
+    finally:
+        await pool.aclose()
+    # the default CA bundle does not trust the private CA
+    with pytest.raises(OutboundFailed, match="TLS"):
+        await _pooled(f"https://hooks.test:{tls.server.port}/echo", policy)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from typing import Any
 
@@ -90,3 +91,39 @@ def test_redis_storage_shares_counts_between_processes(make_server: Any) -> None
         for server in (one, two, one, two, one, two)
     ]
     assert codes == [200, 200, 200, 429, 429, 429]  # new_account spent two
+
+
+def test_in_memory_windows_slide_and_start_no_threads() -> None:
+    """``memory://`` counts in the process (``_LocalWindows``): a moving window, exact,
+    and no timer thread per hit (limits' own memory storage started one every 10 ms)."""
+    from reference_server.web.errors import ApiError
+    from reference_server.web.ratelimit import RateLimiter
+
+    limiter = RateLimiter("memory://")
+    threads = threading.active_count()
+    remaining = [
+        int(limiter.hit("3/second", "ns", "who")["X-RateLimit-Remaining"]) for _ in range(3)
+    ]
+    assert remaining == [2, 1, 0] and threading.active_count() == threads
+    with pytest.raises(ApiError) as refused:
+        limiter.hit("3/second", "ns", "who")
+    assert refused.value.code == "rate_limited"
+    assert refused.value.headers["Retry-After"] == "1"
+    assert limiter.hit("3/second", "ns", "someone else")["X-RateLimit-Remaining"] == "2"
+    time.sleep(1.05)  # the first three left the window
+    headers = limiter.hit("3/second", "ns", "who")
+    assert headers["X-RateLimit-Remaining"] == "2"
+    assert int(headers["X-RateLimit-Reset"]) >= int(time.time()) + 1
+
+
+def test_in_memory_windows_forget_idle_keys() -> None:
+    from reference_server.web.ratelimit import _LocalWindows
+
+    windows = _LocalWindows()
+    windows.SWEEP_SECONDS = 0.0
+    assert windows.hit("a", 2, 0.1)[0] and windows.hit("a", 2, 0.1)[0]
+    assert not windows.hit("a", 2, 0.1)[0]
+    time.sleep(0.15)
+    assert windows.hit("b", 2, 10)[2] == 1  # the sweep dropped "a", idle past its window
+    assert set(windows._windows) == {"b"}
+    assert windows.hit("a", 2, 0.1)[2] == 1

@@ -43,9 +43,11 @@ __all__ = [
     "begin",
     "fail",
     "get",
+    "get_to_conclude",
     "list_attempts",
     "outcome",
     "seller_receipt_id",
+    "update_and_get",
     "update_attempt",
 ]
 
@@ -168,14 +170,40 @@ def get(conn: Connection, attempt_id: str, *, lock: bool = False) -> Row[Any]:
     return conn.execute(query, {"attempt_id": attempt_id}).one()
 
 
+_lt = t.ledger_transfers
+#: The attempt, locked, with what posting its reservation needs of the transfer (none
+#: before it reserved): one read where concluding took two.
+_TO_CONCLUDE = (
+    select(
+        _sa,
+        _lt.c.debit_account_id.label("transfer_debit_account_id"),
+        _lt.c.credit_account_id.label("transfer_credit_account_id"),
+        _lt.c.receipt_id.label("transfer_receipt_id"),
+    )
+    .select_from(_sa.outerjoin(_lt, _lt.c.id == _sa.c.transfer_id))
+    .where(_sa.c.id == bindparam("attempt_id"))
+)
+_TO_CONCLUDE_LOCKED = _TO_CONCLUDE.with_for_update(of=_sa)
+
+
+def get_to_conclude(conn: Connection, attempt_id: str) -> Row[Any]:
+    """The attempt locked (PostgreSQL; SQLite's writer lock serialises already), with its
+    reservation's ``transfer_debit_account_id``, ``transfer_credit_account_id`` and
+    ``transfer_receipt_id`` (``None`` before it reserved)."""
+    query = _TO_CONCLUDE_LOCKED if conn.dialect.name == "postgresql" else _TO_CONCLUDE
+    return conn.execute(query, {"attempt_id": attempt_id}).one()
+
+
 @functools.lru_cache(maxsize=64)
-def _update(columns: tuple[str, ...]) -> Update:
-    """The update of these columns of one attempt (a handful of sets are ever used)."""
-    return (
+def _update(columns: tuple[str, ...], returning: bool = False) -> Update:
+    """The update of these columns of one attempt (a handful of sets are ever used); with
+    ``returning``, answering the whole row as updated."""
+    statement = (
         update(_sa)
         .where(_sa.c.id == bindparam("attempt_id"))
         .values({column: bindparam(f"set_{column}") for column in columns})
     )
+    return statement.returning(*_sa.c) if returning else statement
 
 
 def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> None:
@@ -184,11 +212,20 @@ def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: A
     conn.execute(_update(tuple(sorted(values))), {"attempt_id": attempt_id, **params})
 
 
+def update_and_get(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> Row[Any]:
+    """:func:`update_attempt`, answering the row as it now is (``RETURNING``: the step
+    that concludes an attempt needs it for the answer, and no longer reads it again)."""
+    values["updated_at"] = now
+    params = {f"set_{column}": value for column, value in values.items()}
+    statement = _update(tuple(sorted(values)), returning=True)
+    return conn.execute(statement, {"attempt_id": attempt_id, **params}).one()
+
+
 def fail(
     conn: Connection, attempt_id: str, error: DomainError, now: datetime, **values: Any
-) -> None:
-    """Record how the attempt failed; its answer is this error from now on."""
-    update_attempt(
+) -> Row[Any]:
+    """Record how the attempt failed (its answer is this error from now on); the row."""
+    return update_and_get(
         conn,
         attempt_id,
         now,

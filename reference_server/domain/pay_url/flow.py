@@ -120,6 +120,7 @@ def begin(
     load the wallet key and begin the attempt, in one transaction."""
 
     def run(conn: Connection) -> tuple[Job, Started | Replay]:
+        _commit_without_waiting_for_the_disk(conn)
         job = load_job(ctx, conn, agent=agent, order=order, request_id=request_id)
         begun = attempts.begin(
             conn,
@@ -136,6 +137,19 @@ def begin(
     # of its own: before this one opens, never inside it.
     hot_wallet(ctx, agent.environment)
     return _write_blocking(ctx, run)
+
+
+def _commit_without_waiting_for_the_disk(conn: Connection) -> None:
+    """PostgreSQL: this transaction's commit returns before its WAL reaches the disk
+    (``synchronous_commit`` off, for it alone), saving a flush -- about half a
+    millisecond here -- on every pay-url.  Safe for beginning an attempt: nothing is
+    reserved or sent with money yet, and the next step that is (the reservation, or the
+    failure that ends the attempt) commits synchronously, which flushes the WAL up to
+    its own commit, this one's included.  A database crash in between can only lose an
+    attempt that never got further than its probe, and whose caller got no answer.
+    SQLite commits with ``synchronous=NORMAL`` (no flush per commit) already."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
 
 async def pay(job: Job, begun: Started | Replay) -> Answer:
@@ -291,12 +305,12 @@ async def _conclude(
         now = job.ctx.now()
         row = None
         if verdict is None:
-            row = attempts.get(conn, attempt_id, lock=True)
+            row = attempts.get_to_conclude(conn, attempt_id)
             settlement.lock_wallet_key(conn, row.wallet_key_id)
             if payer is None or nonce is None:
                 raise InvariantError("the chain's verdict needs the payer and the nonce")
             verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)
-        settlement.conclude(
+        concluded = settlement.conclude(
             conn,
             attempt_id=attempt_id,
             verdict=verdict,
@@ -308,7 +322,9 @@ async def _conclude(
             now=now,
             locked=row,
         )
-        return _answered(conn, attempt_id)
+        if concluded is None:  # by a racing retry: read what it concluded
+            return _answered(conn, attempt_id)
+        return concluded, attempts.seller_receipt_id(conn, concluded)
 
     return await _write(job.ctx, run)
 
@@ -558,11 +574,10 @@ async def _fail(
 
     def record(conn: Connection) -> _Answered:
         now = job.ctx.now()
-        attempts.fail(conn, attempt_id, error, now, **values)
+        row = attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
-            row = attempts.get(conn, attempt_id)
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
-        return _answered(conn, attempt_id)
+        return row, attempts.seller_receipt_id(conn, row)  # none: it failed
 
     return await _write(job.ctx, record)
 

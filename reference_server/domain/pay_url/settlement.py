@@ -25,7 +25,7 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, insert, select
+from sqlalchemy import Connection, Row, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from svc.money import format_micros
@@ -126,9 +126,9 @@ def record_refusal(
 ) -> None:
     """The attempt failed as :func:`reserve` was refused; nothing was reserved."""
     paid = {"rail": signed.rail, "amount_micros": signed.amount}
-    attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
+    row = attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
     if isinstance(refused, PaymentRefused):
-        record_payment_failed(conn, attempts.get(conn, attempt_id), refused, request_id, now)
+        record_payment_failed(conn, row, refused, request_id, now)
 
 
 def _charge_and_hold(
@@ -162,16 +162,15 @@ def chain_verdict(
     conn: Connection, *, payer: str, nonce: str, now: datetime
 ) -> tuple[Verdict, str | None]:
     """Test only: did the authorization settle on the sandbox chain?  If not, it never will."""
-    spent_by = chain.nonce_transaction(conn, payer, nonce)
+    spent_by = chain.nonce_spent_by(conn, payer, nonce)
     if spent_by is None:
         try:
             chain.cancel_authorization(conn, payer, nonce, now=now)
             return Verdict.NOT_SETTLED, None
         except chain.ChainError:  # a settle spent the nonce while we looked
-            spent_by = chain.nonce_transaction(conn, payer, nonce)
-    tx = chain.transaction(conn, spent_by) if spent_by is not None else None
-    if tx is not None and tx.kind == chain.TRANSFER:
-        return Verdict.SETTLED, tx.hash
+            spent_by = chain.nonce_spent_by(conn, payer, nonce)
+    if spent_by is not None and spent_by[1] == chain.TRANSFER:
+        return Verdict.SETTLED, spent_by[0]
     return Verdict.NOT_SETTLED, None
 
 
@@ -187,19 +186,21 @@ def conclude(
     request_id: str,
     now: datetime,
     locked: Row[Any] | None = None,
-) -> None:
-    """Post, void or hold the reservation, exactly once, and record the answer.
+) -> Row[Any] | None:
+    """Post, void or hold the reservation, exactly once, and record the answer; the
+    attempt's row as concluded (``None``: it was concluded already).
 
     ``failure`` is the error the attempt ends with when it did not settle.  ``locked``:
-    the attempt's row when the caller has locked it and its wallet key already, having
-    asked the sandbox chain for the ``verdict`` (:func:`chain_verdict`).
+    the attempt's row (:func:`~.attempts.get_to_conclude`) when the caller has locked it
+    and its wallet key already, having asked the sandbox chain for the ``verdict``
+    (:func:`chain_verdict`).
     """
     row = locked
     if row is None:
-        row = attempts.get(conn, attempt_id, lock=True)
+        row = attempts.get_to_conclude(conn, attempt_id)
         lock_wallet_key(conn, row.wallet_key_id)
     if row.status not in ("paying", "pending"):
-        return  # concluded already (a retry of a stale attempt raced this one)
+        return None  # concluded already (a retry of a stale attempt raced this one)
     response = _response_columns(answer, box)
     # The sandbox chain's verdict names the transaction that spent this attempt's own
     # nonce (unique per attempt): no other receipt can count it, so only a live URL's
@@ -210,7 +211,7 @@ def conclude(
         and (locked is not None or not _tx_has_receipt(conn, row, tx_hash))
     ):
         receipt_id = _post(conn, row, tx_hash, request_id, now)
-        attempts.update_attempt(
+        return attempts.update_and_get(
             conn,
             attempt_id,
             now,
@@ -224,10 +225,13 @@ def conclude(
         wallets.refund_charge(
             conn, row.wallet_key_id, row.amount_micros, charged_at=row.reserved_at
         )
-        attempts.fail(conn, attempt_id, failure, now, response_status=response["response_status"])
-        record_payment_failed(conn, attempts.get(conn, attempt_id), failure, request_id, now)
+        failed = attempts.fail(
+            conn, attempt_id, failure, now, response_status=response["response_status"]
+        )
+        record_payment_failed(conn, failed, failure, request_id, now)
+        return failed
     else:
-        attempts.update_attempt(
+        return attempts.update_and_get(
             conn,
             attempt_id,
             now,
@@ -263,22 +267,18 @@ def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
 
 
 # Built once, parameters bound at execution (see attempts: no per-call rebuild).
-_transfers = t.ledger_transfers
-_TRANSFER = select(
-    _transfers.c.debit_account_id, _transfers.c.credit_account_id, _transfers.c.receipt_id
-).where(_transfers.c.id == bindparam("transfer_id"))
 _INSERT_RECEIPT = insert(t.receipts)
 
 
 def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime) -> str:
-    """Post the reservation and write the payer's receipt; its id."""
-    transfer = conn.execute(_TRANSFER, {"transfer_id": row.transfer_id}).one()
-    ledger.lock_accounts(conn, [transfer.debit_account_id, transfer.credit_account_id])
+    """Post the reservation and write the payer's receipt; its id (``row``: the attempt
+    as :func:`~.attempts.get_to_conclude` reads it, with its transfer's accounts)."""
+    ledger.lock_accounts(conn, [row.transfer_debit_account_id, row.transfer_credit_account_id])
     ledger.post(conn, row.transfer_id, now)
     conn.execute(
         _INSERT_RECEIPT,
         {
-            "id": transfer.receipt_id,
+            "id": row.transfer_receipt_id,
             "environment": row.environment,
             "kind": "url",
             "rail": row.rail,
@@ -295,7 +295,7 @@ def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: d
             "created_at": now,
         },
     )
-    return str(transfer.receipt_id)
+    return str(row.transfer_receipt_id)
 
 
 def _response_columns(answer: Unlocked | None, box: SecretBox) -> dict[str, Any]:
