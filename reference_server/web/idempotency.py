@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -55,6 +55,38 @@ __all__ = [
 _MAX_KEY_LENGTH = 255
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 _ti = t.idempotency_keys
+
+
+def _claim_statement(dialect: Any) -> Any:
+    return (
+        dialect.insert(_ti)
+        .values(
+            scope=bindparam("scope"),
+            route=bindparam("route"),
+            key=bindparam("key"),
+            request_hash=bindparam("request_hash"),
+            state="in_flight",
+            locked_until=bindparam("locked_until"),
+            created_at=bindparam("created_at"),
+        )
+        .on_conflict_do_nothing()
+        .returning(_ti.c.id)
+    )
+
+
+# The statements every idempotent request runs, built once with their parameters bound at
+# execution: building a Core statement and its cache key per call costs more than running
+# it on SQLite.
+_CLAIM = {"postgresql": _claim_statement(postgresql), "sqlite": _claim_statement(sqlite)}
+_COMPLETE = (
+    update(_ti)
+    .where(_ti.c.id == bindparam("record_id"))
+    .values(
+        state="done",
+        response_status=bindparam("status"),
+        response_body=bindparam("body"),
+    )
+)
 
 
 @attrs.frozen
@@ -93,20 +125,17 @@ def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
     it is taken (a replay, a concurrent twin that committed first, an expired or
     abandoned record) the record is read under lock and answered as :func:`begin` does.
     """
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = _CLAIM["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
     record_id = conn.execute(
-        dialect.insert(_ti)
-        .values(
-            scope=want.scope,
-            route=want.route,
-            key=want.key,
-            request_hash=want.fingerprint,
-            state="in_flight",
-            locked_until=want.now + want.lease,
-            created_at=want.now,
-        )
-        .on_conflict_do_nothing()
-        .returning(_ti.c.id)
+        statement,
+        {
+            "scope": want.scope,
+            "route": want.route,
+            "key": want.key,
+            "request_hash": want.fingerprint,
+            "locked_until": want.now + want.lease,
+            "created_at": want.now,
+        },
     ).scalar()
     if record_id is not None:
         return Begun(record_id)
@@ -248,13 +277,12 @@ def complete(
     """
     raw = json.dumps(body)
     conn.execute(
-        update(_ti)
-        .where(_ti.c.id == begun.record_id)
-        .values(
-            state="done",
-            response_status=status,
-            response_body=box.seal(raw) if box is not None else raw,
-        )
+        _COMPLETE,
+        {
+            "record_id": begun.record_id,
+            "status": status,
+            "body": box.seal(raw) if box is not None else raw,
+        },
     )
 
 
