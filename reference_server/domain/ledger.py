@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import attrs
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -58,6 +59,7 @@ __all__ = [
     "SHARDED",
     "SHARDS",
     "WALLET_KEY",
+    "Balance",
     "InsufficientFunds",
     "LedgerError",
     "account_id",
@@ -67,12 +69,15 @@ __all__ = [
     "ensure_account",
     "find_accounts",
     "lock_accounts",
+    "locked_balances",
+    "move_balances",
     "move_sale",
     "open_account",
     "platform_account",
     "post",
     "record_sale",
     "reserve",
+    "sale_transfer_rows",
     "sum_of_balances",
     "transfer",
     "void",
@@ -305,14 +310,89 @@ def record_sale(
     none when 0); returns the payment's id.  The balances move by :func:`move_sale` in
     the same transaction: written first, the rows need no lock, so the locks that
     :func:`move_sale` takes are held for as short a time as possible."""
+    rows = sale_transfer_rows(
+        environment=environment,
+        debit=debit,
+        seller=seller,
+        fees=fees,
+        amount=amount,
+        fee=fee,
+        now=now,
+        payment_refs=payment_refs,
+        fee_refs=fee_refs,
+    )
+    conn.execute(insert(_t), rows)
+    return str(rows[0]["id"])
+
+
+def sale_transfer_rows(
+    *,
+    environment: str,
+    debit: str,
+    seller: str,
+    fees: str,
+    amount: int,
+    fee: int,
+    now: datetime,
+    payment_refs: dict[str, Any],
+    fee_refs: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The rows :func:`record_sale` inserts (the payment's first), for a caller that
+    inserts several sales' at once."""
     _check(amount, debit, seller)
     if fee < 0 or fee > amount or (fee and seller == fees):
         raise LedgerError(f"a fee of {fee} micros cannot be taken from a sale of {amount}")
     rows = [_transfer_row(environment, debit, seller, amount, "payment", now, payment_refs)]
     if fee:
         rows.append(_transfer_row(environment, seller, fees, fee, "platform_fee", now, fee_refs))
-    conn.execute(insert(_t), rows)
-    return str(rows[0]["id"])
+    return rows
+
+
+@attrs.frozen
+class Balance:
+    """An account's balance and reservations, as read under its row lock."""
+
+    balance: int
+    pending: int
+    allow_negative: bool
+
+    @property
+    def available(self) -> int:
+        return self.balance - self.pending
+
+
+def locked_balances(conn: Connection, accounts: Iterable[str]) -> dict[str, Balance]:
+    """The accounts' balances, row-locked in id order as :func:`lock_accounts` locks
+    them (PostgreSQL; SQLite's write lock already serialises): what they read stays true
+    until the commit, so moves decided from them in Python (:func:`move_balances`) are
+    exact."""
+    query = (
+        select(_a.c.id, _a.c.balance_micros, _a.c.pending_debit_micros, _a.c.allow_negative)
+        .where(_a.c.id.in_(sorted(set(accounts))))
+        .order_by(_a.c.id)
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(key_share=True)
+    return {
+        row.id: Balance(
+            int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative)
+        )
+        for row in conn.execute(query)
+    }
+
+
+def move_balances(conn: Connection, moves: dict[str, int]) -> None:
+    """Add each ``moves`` amount to its account's balance, in id order; a negative move
+    is a debit, refused (:class:`InsufficientFunds`) where it would overdraw, as
+    :func:`transfer`'s is.  The caller decided the moves under :func:`locked_balances`'s
+    locks, so a refusal here means it decided wrong: nothing is written in that case
+    (the caller's transaction rolls back)."""
+    for account in sorted(moves):
+        amount = moves[account]
+        if amount < 0:
+            _debit(conn, account, -amount)
+        elif amount > 0:
+            _credit(conn, account, amount)
 
 
 def move_sale(

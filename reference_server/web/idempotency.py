@@ -45,6 +45,7 @@ __all__ = [
     "Replay",
     "begin",
     "complete",
+    "complete_many",
     "purge_expired",
     "release",
     "request_fingerprint",
@@ -284,6 +285,16 @@ def complete(
             "body": box.seal(raw) if box is not None else raw,
         },
     )
+
+
+def complete_many(conn: Connection, answers: list[tuple[Begun, int, str]]) -> None:
+    """Record several answers (``(begun, status, stored body)``, the body sealed where it
+    must be) in one statement: a group commit's (``endpoint._run_group``)."""
+    if answers:
+        conn.execute(
+            _COMPLETE,
+            [{"record_id": b.record_id, "status": s, "body": body} for b, s, body in answers],
+        )
 
 
 def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None:
