@@ -339,19 +339,25 @@ def pay_resources(
     env = purchases[0].resource.environment
     if any(purchase.resource.environment != env for purchase in purchases):
         raise InvariantError("a wallet key pays in its own environment")
-    debit = ledger.account_id(conn, environment=env, kind=ledger.WALLET_KEY, ref_id=wallet_key_id)
-    if debit is None:
-        raise InvariantError("every wallet key has an account")
-    books = _GroupBooks(wallet_key_id=wallet_key_id, debit=debit, fee_bps=fee_bps, environment=env)
-    books.read_sellers(conn, purchases)
-    # The key's lock first, as ``wallets.charge`` takes it, then the accounts in id order.
-    key = wallets.lock_wallet_key(conn, wallet_key_id)
-    if key.status != "active" or key.environment != env:
-        return None
-    if not all(wallets.period_is_current(key, purchase.now) for purchase in purchases):
+    books = _GroupBooks(wallet_key_id=wallet_key_id, fee_bps=fee_bps, environment=env)
+    books.read(conn, purchases)
+    # The key's lock first, as ``wallets.charge`` takes it, then the accounts in id
+    # order.  As ``charge`` does, the lock is taken by counting the spend (the whole
+    # group's: the usual case) and the policy checked against the counts before it;
+    # what was refused is uncounted after.
+    total = sum(int(purchase.resource.amount_micros) for purchase in purchases)
+    key = wallets.count_spend(conn, wallet_key_id, total)
+    spent_period = int(key.spent_period_micros) - total
+    spent_total = int(key.spent_total_micros) - total
+    if (
+        key.status != "active"
+        or key.environment != env
+        or not all(wallets.period_is_current(key, purchase.now) for purchase in purchases)
+    ):
+        wallets.count_spend(conn, wallet_key_id, -total)
         return None
     books.lock(conn)
-    spent_period, spent_total = int(key.spent_period_micros), int(key.spent_total_micros)
+    counted = spent_total
     answers: list[PayResult | PaymentRefused] = []
     for purchase in purchases:
         amount = int(purchase.resource.amount_micros)
@@ -371,7 +377,9 @@ def pay_resources(
             continue
         spent_period, spent_total = spent_period + amount, spent_total + amount
         answers.append(books.sale(purchase, amount))
-    books.write(conn, spent=spent_total - int(key.spent_total_micros))
+    if counted + total != spent_total:  # refused ones: uncount them
+        wallets.count_spend(conn, wallet_key_id, spent_total - counted - total)
+    books.write(conn)
     return answers
 
 
@@ -381,9 +389,10 @@ class _GroupBooks:
     the balances read under lock, written at once."""
 
     wallet_key_id: str
-    debit: str
     fee_bps: int
     environment: str
+    #: The wallet key's account.
+    debit: str = ""
     #: The group shares one fee shard: its accounts lock in one id order.
     fee_ref: str = attrs.Factory(
         lambda: ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
@@ -399,21 +408,23 @@ class _GroupBooks:
     receipts: list[dict[str, Any]] = attrs.Factory(list)
     events: list[NewEvent] = attrs.Factory(list)
 
-    def read_sellers(self, conn: Connection, purchases: list[Purchase]) -> None:
-        """What needs no lock, once per seller."""
+    def read(self, conn: Connection, purchases: list[Purchase]) -> None:
+        """What needs no lock: the sellers, then every account in one statement, then
+        the endpoints of each seller's owner."""
         env = self.environment
         for purchase in purchases:
             seller_id = purchase.resource.seller_id
-            if seller_id in self.sellers:
-                continue
-            seller = conn.execute(_SELLER, {"seller_id": seller_id}).one()
-            self.sellers[seller_id] = seller
-            self.accounts[seller_id] = ledger.find_accounts(
-                conn,
-                environment=env,
-                named=[(ledger.SELLER_BALANCE, seller_id), (ledger.PLATFORM_FEES, self.fee_ref)],
-                now=purchase.now,
-            )
+            if seller_id not in self.sellers:
+                self.sellers[seller_id] = conn.execute(_SELLER, {"seller_id": seller_id}).one()
+        named = [(ledger.WALLET_KEY, self.wallet_key_id), (ledger.PLATFORM_FEES, self.fee_ref)]
+        named += [(ledger.SELLER_BALANCE, seller_id) for seller_id in self.sellers]
+        self.debit, fees, *balances = ledger.find_accounts(
+            conn, environment=env, named=named, now=purchases[0].now
+        )
+        for seller_id, seller, balance in zip(
+            self.sellers, self.sellers.values(), balances, strict=True
+        ):
+            self.accounts[seller_id] = [balance, fees]
             if seller.owner_id not in self.endpoints:
                 self.endpoints[seller.owner_id] = matching_endpoints(
                     conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
@@ -493,11 +504,10 @@ class _GroupBooks:
             self.balances[account], balance=self.balances[account].balance + delta
         )
 
-    def write(self, conn: Connection, *, spent: int) -> None:
+    def write(self, conn: Connection) -> None:
         """The group's writes, one statement each; nothing when nothing was paid."""
         if not self.transfers:
             return
-        wallets.count_spend(conn, self.wallet_key_id, spent)
         ledger.move_balances(conn, self.moves)
         conn.execute(insert(_transfers), self.transfers)
         conn.execute(insert(_r), self.receipts)

@@ -328,20 +328,12 @@ _COUNT_SPEND = (
 )
 
 
-_ADD_SPEND = (
-    update(_w)
-    .where(_w.c.id == bindparam("key_id"))
-    .values(
-        spent_period_micros=_w.c.spent_period_micros + bindparam("amount"),
-        spent_total_micros=_w.c.spent_total_micros + bindparam("amount"),
-    )
-)
-
-
-def count_spend(conn: Connection, key_id: str, amount: int) -> None:
-    """Count ``amount`` more spent this period and in total, on a key the caller locked
-    and checked the policy of (``payments.pay_resources``: several payments at once)."""
-    conn.execute(_ADD_SPEND, {"key_id": key_id, "amount": amount})
+def count_spend(conn: Connection, key_id: str, amount: int) -> Row[Any]:
+    """Count ``amount`` more spent (less, when negative) this period and in total, and
+    answer the key's row after: the ``UPDATE`` takes the key's row lock, and the caller
+    checks the policy against the counts before it (``payments.pay_resources``, for
+    several payments at once; :func:`charge` for one) in the same transaction."""
+    return conn.execute(_COUNT_SPEND, {"key_id": key_id, "amount": amount}).one()
 
 
 def charge(

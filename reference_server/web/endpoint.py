@@ -563,7 +563,7 @@ def _run_group(ep: Endpoint, ctx: ServerContext, group: list[_Grouped]) -> list[
     refusal is then stored under its key): the failures are rare, and that way each is
     answered as it would be alone."""
     ctx.load_secrets()  # before any transaction opens: the first load writes once
-    if len(group) > 1:
+    if len(group) > 1 or ep.group_handler is not None:
         try:
             return [Outcome(value) for value in _in_one_transaction(ep, ctx, group)]
         except Exception:
