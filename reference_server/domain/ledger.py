@@ -311,6 +311,13 @@ def find_accounts(
     return [found[name] for name in named]
 
 
+_BALANCES = (
+    select(_a.c.id, _a.c.balance_micros, _a.c.pending_debit_micros, _a.c.allow_negative)
+    .where(_a.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(_a.c.id)
+)
+_LOCKED_BALANCES = _BALANCES.with_for_update(key_share=True)
+
 #: Up to how many named accounts :func:`find_accounts` reads with a statement built once.
 _NAMED_BUILT = 8
 
@@ -424,18 +431,12 @@ def locked_balances(conn: Connection, accounts: Iterable[str]) -> dict[str, Bala
     them (PostgreSQL; SQLite's write lock already serialises): what they read stays true
     until the commit, so moves decided from them in Python (:func:`move_balances`) are
     exact."""
-    query = (
-        select(_a.c.id, _a.c.balance_micros, _a.c.pending_debit_micros, _a.c.allow_negative)
-        .where(_a.c.id.in_(sorted(set(accounts))))
-        .order_by(_a.c.id)
-    )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(key_share=True)
+    query = _LOCKED_BALANCES if conn.dialect.name == "postgresql" else _BALANCES
     return {
         row.id: Balance(
             int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative)
         )
-        for row in conn.execute(query)
+        for row in conn.execute(query, {"ids": sorted(set(accounts))})
     }
 
 

@@ -46,7 +46,8 @@ __all__ = [
 ]
 
 _r = t.receipts
-_transfers = t.ledger_transfers
+_INSERT_TRANSFERS = insert(t.ledger_transfers)
+_INSERT_RECEIPT = insert(_r)
 #: ``pay_resource``'s look-up of the seller, built once.
 _SELLER = select(t.sellers).where(t.sellers.c.id == bindparam("seller_id"))
 #: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
@@ -509,8 +510,9 @@ class _GroupBooks:
         if not self.transfers:
             return
         ledger.move_balances(conn, self.moves)
-        conn.execute(insert(_transfers), self.transfers)
-        conn.execute(insert(_r), self.receipts)
+        conn.execute(_INSERT_TRANSFERS, self.transfers)
+        receipts = self.receipts  # a lone row as a dict: executemany costs it more
+        conn.execute(_INSERT_RECEIPT, receipts[0] if len(receipts) == 1 else receipts)
         record_events(conn, self.events)
 
 

@@ -290,11 +290,9 @@ def complete(
 def complete_many(conn: Connection, answers: list[tuple[Begun, int, str]]) -> None:
     """Record several answers (``(begun, status, stored body)``, the body sealed where it
     must be) in one statement: a group commit's (``endpoint._run_group``)."""
-    if answers:
-        conn.execute(
-            _COMPLETE,
-            [{"record_id": b.record_id, "status": s, "body": body} for b, s, body in answers],
-        )
+    rows = [{"record_id": b.record_id, "status": s, "body": body} for b, s, body in answers]
+    if rows:  # one row as a dict: executemany's pipeline costs a lone row more
+        conn.execute(_COMPLETE, rows[0] if len(rows) == 1 else rows)
 
 
 def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None:
