@@ -15,6 +15,7 @@ from sqlalchemy import Connection, insert
 
 from ..ids import new_id
 from ..store import tables as t
+from ..store.rows import insert_rows
 from .webhook_endpoints import matching_endpoints
 
 __all__ = [
@@ -91,10 +92,6 @@ def record_event(
     return event_id
 
 
-_INSERT_EVENT = insert(t.events)
-_INSERT_DELIVERY = insert(t.webhook_deliveries)
-
-
 @attrs.frozen(kw_only=True)
 class NewEvent:
     """An event for :func:`record_events`, with its subscribed endpoints' ids."""
@@ -127,10 +124,9 @@ def record_events(conn: Connection, new: list[NewEvent]) -> list[str]:
             }
         )
         deliveries += [new_delivery(event_id, e, event.now) for e in event.endpoints]
-    if rows:  # one row as a dict: executemany's pipeline costs a lone row more
-        conn.execute(_INSERT_EVENT, rows[0] if len(rows) == 1 else rows)
+    insert_rows(conn, t.events, rows)
     if deliveries:
-        conn.execute(_INSERT_DELIVERY, deliveries[0] if len(deliveries) == 1 else deliveries)
+        insert_rows(conn, t.webhook_deliveries, deliveries)
         _wake_workers(conn)
         conn.info[NEW_DELIVERIES] = True
     return [str(row["id"]) for row in rows]

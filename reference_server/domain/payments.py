@@ -27,6 +27,7 @@ from svc.wire import structure, unstructure
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
+from ..store.rows import insert_rows
 from ..timeutil import as_utc
 from . import ledger, wallets
 from .errors import PaymentRefused
@@ -36,6 +37,7 @@ from .webhook_endpoints import matching_endpoints
 __all__ = [
     "OnChain",
     "Purchase",
+    "SellerRef",
     "book_sale",
     "fee_for",
     "pay_handle",
@@ -46,8 +48,7 @@ __all__ = [
 ]
 
 _r = t.receipts
-_INSERT_TRANSFERS = insert(t.ledger_transfers)
-_INSERT_RECEIPT = insert(_r)
+_transfers = t.ledger_transfers
 #: ``pay_resource``'s look-up of the seller, built once.
 _SELLER = select(t.sellers).where(t.sellers.c.id == bindparam("seller_id"))
 #: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
@@ -184,7 +185,8 @@ class _SaleRows:
     ``payment.succeeded`` (one sale, :func:`book_sale`, or a group, :func:`pay_resources`)."""
 
     resource: Row[Any]
-    seller: Row[Any]
+    #: The seller's row, or what a group read of it (:class:`SellerRef`).
+    seller: Any
     rail: str
     settlement: str
     amount: int
@@ -306,9 +308,19 @@ def pay_resource(
     return result
 
 
+@attrs.frozen
+class SellerRef:
+    """What a sale needs of its seller (a group reads it with the resource)."""
+
+    id: str
+    owner_id: str
+
+
 @attrs.frozen(kw_only=True)
 class Purchase:
-    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`)."""
+    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  A resource
+    row with a ``seller_owner_id`` column (read joined to its seller) spares the group
+    the seller's look-up."""
 
     resource: Row[Any]
     request_id: str
@@ -398,7 +410,7 @@ class _GroupBooks:
     fee_ref: str = attrs.Factory(
         lambda: ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
     )
-    sellers: dict[str, Row[Any]] = attrs.Factory(dict)
+    sellers: dict[str, Any] = attrs.Factory(dict)
     #: Seller id -> its balance account and the fee shard's.
     accounts: dict[str, list[str]] = attrs.Factory(dict)
     #: Seller owner id -> the endpoints subscribed to ``payment.succeeded``.
@@ -415,7 +427,12 @@ class _GroupBooks:
         env = self.environment
         for purchase in purchases:
             seller_id = purchase.resource.seller_id
-            if seller_id not in self.sellers:
+            if seller_id in self.sellers:
+                continue
+            owner_id = getattr(purchase.resource, "seller_owner_id", None)
+            if owner_id is not None:  # read with the resource
+                self.sellers[seller_id] = SellerRef(seller_id, owner_id)
+            else:
                 self.sellers[seller_id] = conn.execute(_SELLER, {"seller_id": seller_id}).one()
         named = [(ledger.WALLET_KEY, self.wallet_key_id), (ledger.PLATFORM_FEES, self.fee_ref)]
         named += [(ledger.SELLER_BALANCE, seller_id) for seller_id in self.sellers]
@@ -510,9 +527,8 @@ class _GroupBooks:
         if not self.transfers:
             return
         ledger.move_balances(conn, self.moves)
-        conn.execute(_INSERT_TRANSFERS, self.transfers)
-        receipts = self.receipts  # a lone row as a dict: executemany costs it more
-        conn.execute(_INSERT_RECEIPT, receipts[0] if len(receipts) == 1 else receipts)
+        insert_rows(conn, _transfers, self.transfers)
+        insert_rows(conn, _r, self.receipts)
         record_events(conn, self.events)
 
 

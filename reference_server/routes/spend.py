@@ -172,10 +172,15 @@ def resolve(call: Call) -> Reply:
     )
 
 
-#: ``POST /pay``'s look-up of the resource, built once (every payment runs it).
-_RESOURCE = select(t.resources).where(
-    t.resources.c.id == bindparam("resource_id"),
-    t.resources.c.environment == bindparam("environment"),
+#: ``POST /pay``'s look-up of the resource, built once (every payment runs it), with its
+#: seller's owner (a group of payments needs no look-up of the seller then).
+_RESOURCE = (
+    select(t.resources, t.sellers.c.owner_id.label("seller_owner_id"))
+    .join(t.sellers, t.sellers.c.id == t.resources.c.seller_id)
+    .where(
+        t.resources.c.id == bindparam("resource_id"),
+        t.resources.c.environment == bindparam("environment"),
+    )
 )
 
 
