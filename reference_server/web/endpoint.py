@@ -582,33 +582,20 @@ def _run_group(ep: Endpoint, ctx: ServerContext, group: list[_Grouped]) -> list[
 def _in_one_transaction(
     ep: Endpoint, ctx: ServerContext, group: list[_Grouped]
 ) -> list[tuple[int, dict[str, Any], dict[str, str]]]:
-    """The group's requests in one transaction: each authenticated and its key claimed
-    in turn (a key already answered is replayed), then the handler (the route's
-    ``group_handler`` on all of them at once, or its handler on each in turn), then
-    every answer stored under its key, in one statement."""
+    """The group's requests in one transaction: each authenticated, their keys claimed
+    (in one statement; a key already answered is replayed), then the handler (the
+    route's ``group_handler`` on all of them at once, or its handler on each in turn),
+    then every answer stored under its key, in one statement."""
     answers: list[tuple[int, dict[str, Any], dict[str, str]] | None] = [None] * len(group)
     with ctx.db.write() as conn:
         calls: list[tuple[int, Call, idempotency.Begun]] = []
-        callers: dict[tuple[str | None, ...], tuple[Principal | None, str | None]] = {}
-        for index, item in enumerate(group):
-            now = ctx.now()
-            headers = item.request.headers
-            # One look-up per credential and group: its requests run within milliseconds
-            # of each other, in one transaction.
-            credential = tuple(headers.get(h) for h in _CREDENTIAL_HEADERS)
-            caller = callers.get(credential)
-            if caller is None:
-                caller = callers[credential] = _caller_in(conn, ep, ctx, headers, now)
-            call = _call(ep, ctx, item.request, item.request_id, item.body, caller, now)
-            want = _key_claim(ep, ctx, item.request, call)
-            if want is None:
-                raise InvariantError("a group-commit route requires an Idempotency-Key")
-            begun = idempotency.claim(conn, want, ctx.box)
-            if isinstance(begun, idempotency.Replay):
-                answers[index] = _replayed(begun, item.request_id)
-                continue
-            call.parsed = _read_declared_body(ep, call)
-            calls.append((index, attrs.evolve(call, conn=conn), begun))
+        for index, claimed in enumerate(_claimed_group(conn, ep, ctx, group)):
+            if isinstance(claimed, tuple):
+                answers[index] = claimed  # a replay
+            else:
+                call, begun = claimed.call, claimed.begun
+                call.parsed = _read_declared_body(ep, call)
+                calls.append((index, attrs.evolve(call, conn=conn), begun))
         bound = [call for _, call, _ in calls]
         if ep.group_handler is not None:
             replies = ep.group_handler(bound) if bound else []
@@ -629,6 +616,43 @@ def _in_one_transaction(
     if queued:
         ctx.notify_new_events()
     return [answer for answer in answers if answer is not None]
+
+
+@attrs.frozen
+class _Claimed:
+    """A request of a group that owns its key and must run."""
+
+    call: Call
+    begun: idempotency.Begun
+
+
+def _claimed_group(
+    conn: Connection, ep: Endpoint, ctx: ServerContext, group: list[_Grouped]
+) -> list[_Claimed | tuple[int, dict[str, Any], dict[str, str]]]:
+    """Each request of the group authenticated (once per credential: its requests run
+    within milliseconds of each other, in one transaction) and its key claimed (all in
+    one statement): the call to run, or the stored answer to replay."""
+    callers: dict[tuple[str | None, ...], tuple[Principal | None, str | None]] = {}
+    wanted: list[tuple[Call, idempotency.KeyClaim]] = []
+    for item in group:
+        now = ctx.now()
+        headers = item.request.headers
+        credential = tuple(headers.get(h) for h in _CREDENTIAL_HEADERS)
+        caller = callers.get(credential)
+        if caller is None:
+            caller = callers[credential] = _caller_in(conn, ep, ctx, headers, now)
+        call = _call(ep, ctx, item.request, item.request_id, item.body, caller, now)
+        want = _key_claim(ep, ctx, item.request, call)
+        if want is None:
+            raise InvariantError("a group-commit route requires an Idempotency-Key")
+        wanted.append((call, want))
+    claimed = idempotency.claim_many(conn, [want for _, want in wanted], ctx.box)
+    return [
+        _replayed(begun, call.request_id)
+        if isinstance(begun, idempotency.Replay)
+        else _Claimed(call, begun)
+        for (call, _), begun in zip(wanted, claimed, strict=True)
+    ]
 
 
 #: The headers a credential is read from (``auth.authenticate``), and its environment.

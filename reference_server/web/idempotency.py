@@ -44,6 +44,7 @@ __all__ = [
     "KeyClaim",
     "Replay",
     "begin",
+    "claim_many",
     "complete",
     "complete_many",
     "purge_expired",
@@ -79,6 +80,12 @@ def _claim_statement(dialect: Any) -> Any:
 # execution: building a Core statement and its cache key per call costs more than running
 # it on SQLite.
 _CLAIM = {"postgresql": _claim_statement(postgresql), "sqlite": _claim_statement(sqlite)}
+#: Several keys at once: the rows inserted come back with their key (SQLAlchemy sends
+#: the rows as one multi-row ``INSERT`` when it has ``RETURNING``).
+_CLAIM_MANY = {
+    name: statement.returning(_ti.c.scope, _ti.c.route, _ti.c.key)
+    for name, statement in _CLAIM.items()
+}
 _COMPLETE = (
     update(_ti)
     .where(_ti.c.id == bindparam("record_id"))
@@ -127,17 +134,7 @@ def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
     abandoned record) the record is read under lock and answered as :func:`begin` does.
     """
     statement = _CLAIM["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
-    record_id = conn.execute(
-        statement,
-        {
-            "scope": want.scope,
-            "route": want.route,
-            "key": want.key,
-            "request_hash": want.fingerprint,
-            "locked_until": want.now + want.lease,
-            "created_at": want.now,
-        },
-    ).scalar()
+    record_id = conn.execute(statement, _claim_params(want)).scalar()
     if record_id is not None:
         return Begun(record_id)
     return _begin(
@@ -151,6 +148,33 @@ def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
         want.lease,
         box,
     )
+
+
+def claim_many(conn: Connection, wants: list[KeyClaim], box: SecretBox) -> list[Begun | Replay]:
+    """:func:`claim` for several keys (a group commit's), the new ones in one
+    ``INSERT ... ON CONFLICT DO NOTHING``; each one taken is then claimed alone, as
+    :func:`claim` does (replayed, refused, or taken over).  In ``wants``' order."""
+    if len(wants) == 1:
+        return [claim(conn, wants[0], box)]
+    statement = _CLAIM_MANY["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    rows = conn.execute(statement, [_claim_params(want) for want in wants]).all()
+    inserted = {(row.scope, row.route, row.key): row.id for row in rows}
+    answers: list[Begun | Replay] = []
+    for want in wants:
+        record_id = inserted.pop((want.scope, want.route, want.key), None)
+        answers.append(Begun(record_id) if record_id is not None else claim(conn, want, box))
+    return answers
+
+
+def _claim_params(want: KeyClaim) -> dict[str, Any]:
+    return {
+        "scope": want.scope,
+        "route": want.route,
+        "key": want.key,
+        "request_hash": want.fingerprint,
+        "locked_until": want.now + want.lease,
+        "created_at": want.now,
+    }
 
 
 def store_refusal(
