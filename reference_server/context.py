@@ -7,6 +7,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -45,6 +46,9 @@ class ServerContext:
         self._demo: dict[str, str] | None = None
         self._wakeup: anyio.Event | None = None
         self._secrets: dict[str, str] = {}
+        #: The group-commit queues of the routes that group (``Endpoint.group_commit``),
+        #: by route; used on the event loop only.
+        self.group_commits: dict[str, Any] = {}
 
     def now(self) -> datetime:
         return self.settings.clock()

@@ -10,13 +10,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import attrs
 from sqlalchemy import Connection, insert
 
 from ..ids import new_id
 from ..store import tables as t
+from ..store.rows import insert_rows
 from .webhook_endpoints import matching_endpoints
 
-__all__ = ["EVENT_TYPES", "NEW_DELIVERIES", "OUTBOX_CHANNEL", "new_delivery", "record_event"]
+__all__ = [
+    "EVENT_TYPES",
+    "NEW_DELIVERIES",
+    "OUTBOX_CHANNEL",
+    "NewEvent",
+    "new_delivery",
+    "record_event",
+    "record_events",
+]
 
 #: Flag left on a connection whose transaction queued deliveries (wakes the worker).
 NEW_DELIVERIES = "svc_new_deliveries"
@@ -80,6 +90,46 @@ def record_event(
         _wake_workers(conn)
         conn.info[NEW_DELIVERIES] = True
     return event_id
+
+
+@attrs.frozen(kw_only=True)
+class NewEvent:
+    """An event for :func:`record_events`, with its subscribed endpoints' ids."""
+
+    owner_id: str
+    environment: str
+    type: str
+    data: dict[str, Any]
+    now: datetime
+    endpoints: list[str]
+
+
+def record_events(conn: Connection, new: list[NewEvent]) -> list[str]:
+    """Several events and their deliveries, one ``INSERT`` each (a group of payments,
+    ``payments.pay_resources``); the same rows as :func:`record_event` writes."""
+    rows = []
+    deliveries = []
+    for event in new:
+        if event.type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {event.type!r}")
+        event_id = new_id("evt")
+        rows.append(
+            {
+                "id": event_id,
+                "environment": event.environment,
+                "owner_id": event.owner_id,
+                "type": event.type,
+                "data": event.data,
+                "created_at": event.now,
+            }
+        )
+        deliveries += [new_delivery(event_id, e, event.now) for e in event.endpoints]
+    insert_rows(conn, t.events, rows)
+    if deliveries:
+        insert_rows(conn, t.webhook_deliveries, deliveries)
+        _wake_workers(conn)
+        conn.info[NEW_DELIVERIES] = True
+    return [str(row["id"]) for row in rows]
 
 
 def _wake_workers(conn: Connection) -> None:

@@ -28,12 +28,27 @@ split keeps its one row as the first shard.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+import attrs
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from svc.money import MAX_AMOUNT
@@ -58,6 +73,7 @@ __all__ = [
     "SHARDED",
     "SHARDS",
     "WALLET_KEY",
+    "Balance",
     "InsufficientFunds",
     "LedgerError",
     "account_id",
@@ -67,12 +83,15 @@ __all__ = [
     "ensure_account",
     "find_accounts",
     "lock_accounts",
+    "locked_balances",
+    "move_balances",
     "move_sale",
     "open_account",
     "platform_account",
     "post",
     "record_sale",
     "reserve",
+    "sale_transfer_rows",
     "sum_of_balances",
     "transfer",
     "void",
@@ -273,6 +292,11 @@ def find_accounts(
         (k1, r1), (k2, r2) = named
         params = {"environment": environment, "k1": k1, "r1": r1, "k2": k2, "r2": r2}
         rows = conn.execute(_TWO_ACCOUNTS, params)
+    elif len(named) <= _NAMED_BUILT:  # a group of sales' few: built once per count
+        params = {"environment": environment}
+        for n, (kind, ref_id) in enumerate(named):
+            params[f"k{n}"], params[f"r{n}"] = kind, ref_id
+        rows = conn.execute(_named_accounts(len(named)), params)
     else:
         wanted = or_(*(and_(_a.c.kind == k, _a.c.ref_id == r) for k, r in named))
         rows = conn.execute(
@@ -285,6 +309,52 @@ def find_accounts(
                 conn, environment=environment, kind=kind, ref_id=ref_id, now=now
             )
     return [found[name] for name in named]
+
+
+_BALANCES = (
+    select(_a.c.id, _a.c.balance_micros, _a.c.pending_debit_micros, _a.c.allow_negative)
+    .where(_a.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(_a.c.id)
+)
+_LOCKED_BALANCES = _BALANCES.with_for_update(key_share=True)
+
+#: Up to how many named accounts :func:`find_accounts` reads with a statement built once.
+_NAMED_BUILT = 8
+
+
+@functools.cache
+def _named_accounts(count: int) -> Any:
+    return select(_a.c.id, _a.c.kind, _a.c.ref_id).where(
+        _a.c.environment == bindparam("environment"),
+        or_(
+            *(
+                and_(_a.c.kind == bindparam(f"k{n}"), _a.c.ref_id == bindparam(f"r{n}"))
+                for n in range(count)
+            )
+        ),
+    )
+
+
+@functools.cache
+def _move_statement(count: int) -> Any:
+    """:func:`move_balances`' one ``UPDATE`` of ``count`` accounts: each balance plus
+    its delta, where no account that may not go negative would."""
+    delta = case(
+        *(
+            (_a.c.id == bindparam(f"account_{n}"), bindparam(f"delta_{n}", type_=BigInteger))
+            for n in range(count)
+        ),
+        else_=literal(0, BigInteger),
+    )
+    return (
+        update(_a)
+        .where(
+            _a.c.id.in_([bindparam(f"account_{n}") for n in range(count)]),
+            (_a.c.allow_negative == True)  # noqa: E712 - SQL expression
+            | (_a.c.balance_micros - _a.c.pending_debit_micros + delta >= 0),
+        )
+        .values(balance_micros=_a.c.balance_micros + delta)
+    )
 
 
 def record_sale(
@@ -305,14 +375,89 @@ def record_sale(
     none when 0); returns the payment's id.  The balances move by :func:`move_sale` in
     the same transaction: written first, the rows need no lock, so the locks that
     :func:`move_sale` takes are held for as short a time as possible."""
+    rows = sale_transfer_rows(
+        environment=environment,
+        debit=debit,
+        seller=seller,
+        fees=fees,
+        amount=amount,
+        fee=fee,
+        now=now,
+        payment_refs=payment_refs,
+        fee_refs=fee_refs,
+    )
+    conn.execute(insert(_t), rows)
+    return str(rows[0]["id"])
+
+
+def sale_transfer_rows(
+    *,
+    environment: str,
+    debit: str,
+    seller: str,
+    fees: str,
+    amount: int,
+    fee: int,
+    now: datetime,
+    payment_refs: dict[str, Any],
+    fee_refs: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The rows :func:`record_sale` inserts (the payment's first), for a caller that
+    inserts several sales' at once."""
     _check(amount, debit, seller)
     if fee < 0 or fee > amount or (fee and seller == fees):
         raise LedgerError(f"a fee of {fee} micros cannot be taken from a sale of {amount}")
     rows = [_transfer_row(environment, debit, seller, amount, "payment", now, payment_refs)]
     if fee:
         rows.append(_transfer_row(environment, seller, fees, fee, "platform_fee", now, fee_refs))
-    conn.execute(insert(_t), rows)
-    return str(rows[0]["id"])
+    return rows
+
+
+@attrs.frozen
+class Balance:
+    """An account's balance and reservations, as read under its row lock."""
+
+    balance: int
+    pending: int
+    allow_negative: bool
+
+    @property
+    def available(self) -> int:
+        return self.balance - self.pending
+
+
+def locked_balances(conn: Connection, accounts: Iterable[str]) -> dict[str, Balance]:
+    """The accounts' balances, row-locked in id order as :func:`lock_accounts` locks
+    them (PostgreSQL; SQLite's write lock already serialises): what they read stays true
+    until the commit, so moves decided from them in Python (:func:`move_balances`) are
+    exact."""
+    query = _LOCKED_BALANCES if conn.dialect.name == "postgresql" else _BALANCES
+    return {
+        row.id: Balance(
+            int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative)
+        )
+        for row in conn.execute(query, {"ids": sorted(set(accounts))})
+    }
+
+
+def move_balances(conn: Connection, moves: dict[str, int]) -> None:
+    """Add each ``moves`` amount to its account's balance, in one statement; a negative
+    move is a debit, refused (:class:`InsufficientFunds`) where it would overdraw, as
+    :func:`transfer`'s is.  The caller decided the moves under :func:`locked_balances`'s
+    locks, so a refusal here means it decided wrong; the other accounts may have moved
+    by then, so its transaction must roll back."""
+    moving = sorted(account for account, amount in moves.items() if amount)
+    if not moving:
+        return
+    params: dict[str, Any] = {}
+    for n, account in enumerate(moving):
+        params[f"account_{n}"], params[f"delta_{n}"] = account, moves[account]
+    result = conn.execute(_move_statement(len(moving)), params)
+    if result.rowcount != len(moving):
+        short = [a for a in moving if moves[a] < 0]
+        if not short:
+            raise LedgerError(f"not every account of {moving} is there")
+        raise InsufficientFunds(short[0], available_micros(conn, short[0]), -moves[short[0]])
 
 
 def move_sale(

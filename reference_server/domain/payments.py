@@ -27,23 +27,28 @@ from svc.wire import structure, unstructure
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
+from ..store.rows import insert_rows
 from ..timeutil import as_utc
 from . import ledger, wallets
 from .errors import PaymentRefused
-from .events import record_event
+from .events import NewEvent, record_event, record_events
 from .webhook_endpoints import matching_endpoints
 
 __all__ = [
     "OnChain",
+    "Purchase",
+    "SellerRef",
     "book_sale",
     "fee_for",
     "pay_handle",
     "pay_resource",
+    "pay_resources",
     "record_refusal",
     "verify_receipt",
 ]
 
 _r = t.receipts
+_transfers = t.ledger_transfers
 #: ``pay_resource``'s look-up of the seller, built once.
 _SELLER = select(t.sellers).where(t.sellers.c.id == bindparam("seller_id"))
 #: An open-rail transaction hash, accepted in place of the receipt id it was booked as.
@@ -129,53 +134,28 @@ def book_sale(
             payment_refs={**refs, "wallet_key_id": wallet_key_id},
             fee_refs=refs,
         )
-    metadata = dict(resource.metadata)
-    conn.execute(
-        insert(_r),  # the row as parameters: one cached statement, not one built per sale
-        {
-            "id": receipt_id,
-            "environment": env,
-            "kind": "resource",
-            "rail": rail,
-            "settlement": settlement,
-            "amount_micros": amount,
-            "fee_micros": fee,
-            "resource_id": resource.id,
-            "seller_id": seller.id,
-            "wallet_key_id": wallet_key_id,
-            "transfer_id": transfer_id,
-            "tx_hash": None if on_chain is None else on_chain.tx_hash,
-            "payer": None if on_chain is None else on_chain.payer,
-            "network": None if on_chain is None else on_chain.network,
-            "metadata": metadata,
-            "request_id": request_id,
-            "created_at": now,
-        },
+    sale = _SaleRows(
+        resource=resource,
+        seller=seller,
+        rail=rail,
+        settlement=settlement,
+        amount=amount,
+        fee=fee,
+        request_id=request_id,
+        now=now,
+        receipt_id=receipt_id,
+        transfer_id=transfer_id,
+        wallet_key_id=wallet_key_id,
+        on_chain=on_chain,
     )
+    # the row as parameters: one cached statement, not one built per sale
+    conn.execute(insert(_r), sale.receipt())
     endpoints = matching_endpoints(
         conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
     )
     # The event's body is built before the locks too: only the seller's balance after
     # the sale waits for them.
-    data: dict[str, Any] = {
-        "ok": True,
-        "type": "resource",
-        "rail": rail,
-        "receipt_id": receipt_id,
-        "request_id": request_id,
-        "resource_id": resource.id,
-        "short_id": resource.short_id,
-        "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
-        "metadata": unstructure(structure(metadata, ResourceMetadata)),
-        "seller_id": seller.id,
-        "amount": format_micros(amount),
-        "platform_fee": format_micros(fee),
-        "processor_payment_intent_id": None if on_chain is None else on_chain.tx_hash,
-        "seller_balance": None,  # below, once the sale moved it
-        "environment": env,
-        "settlement": settlement,
-        **(event_extra or {}),
-    }
+    data = sale.event_data(event_extra)
     if before_locks is not None:
         before_locks()
     if debit is not None:
@@ -197,6 +177,72 @@ def book_sale(
         endpoints=endpoints,
     )
     return receipt_id
+
+
+@attrs.frozen(kw_only=True)
+class _SaleRows:
+    """What one sale writes besides its transfers: its receipt's row and the body of its
+    ``payment.succeeded`` (one sale, :func:`book_sale`, or a group, :func:`pay_resources`)."""
+
+    resource: Row[Any]
+    #: The seller's row, or what a group read of it (:class:`SellerRef`).
+    seller: Any
+    rail: str
+    settlement: str
+    amount: int
+    fee: int
+    request_id: str
+    now: datetime
+    receipt_id: str
+    transfer_id: str | None
+    wallet_key_id: str | None
+    on_chain: OnChain | None = None
+
+    def receipt(self) -> dict[str, Any]:
+        on_chain = self.on_chain
+        return {
+            "id": self.receipt_id,
+            "environment": self.resource.environment,
+            "kind": "resource",
+            "rail": self.rail,
+            "settlement": self.settlement,
+            "amount_micros": self.amount,
+            "fee_micros": self.fee,
+            "resource_id": self.resource.id,
+            "seller_id": self.seller.id,
+            "wallet_key_id": self.wallet_key_id,
+            "transfer_id": self.transfer_id,
+            "tx_hash": None if on_chain is None else on_chain.tx_hash,
+            "payer": None if on_chain is None else on_chain.payer,
+            "network": None if on_chain is None else on_chain.network,
+            "metadata": dict(self.resource.metadata),
+            "request_id": self.request_id,
+            "created_at": self.now,
+        }
+
+    def event_data(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``payment.succeeded``'s body, but ``seller_balance`` (known once the sale
+        moved it)."""
+        resource, on_chain = self.resource, self.on_chain
+        return {
+            "ok": True,
+            "type": "resource",
+            "rail": self.rail,
+            "receipt_id": self.receipt_id,
+            "request_id": self.request_id,
+            "resource_id": resource.id,
+            "short_id": resource.short_id,
+            "path_or_tool": resource.path if resource.kind == "http" else resource.tool,
+            "metadata": unstructure(structure(dict(resource.metadata), ResourceMetadata)),
+            "seller_id": self.seller.id,
+            "amount": format_micros(self.amount),
+            "platform_fee": format_micros(self.fee),
+            "processor_payment_intent_id": None if on_chain is None else on_chain.tx_hash,
+            "seller_balance": None,
+            "environment": resource.environment,
+            "settlement": self.settlement,
+            **(extra or {}),
+        }
 
 
 def pay_resource(
@@ -260,6 +306,230 @@ def pay_resource(
     except ledger.InsufficientFunds:
         raise _insufficient(conn, charged[0], amount) from None
     return result
+
+
+@attrs.frozen
+class SellerRef:
+    """What a sale needs of its seller (a group reads it with the resource)."""
+
+    id: str
+    owner_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Purchase:
+    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  A resource
+    row with a ``seller_owner_id`` column (read joined to its seller) spares the group
+    the seller's look-up."""
+
+    resource: Row[Any]
+    request_id: str
+    now: datetime
+
+
+def pay_resources(
+    conn: Connection,
+    *,
+    wallet_key_id: str,
+    purchases: list[Purchase],
+    fee_bps: int,
+) -> list[PayResult | PaymentRefused] | None:
+    """Several ``POST /pay {"resource_id"}`` of one wallet key in one transaction (a
+    group commit): each is decided in turn, in order, exactly as :func:`pay_resource`
+    decides one (the policy against the spend counted so far, then the balance), and
+    each paid one writes the rows :func:`pay_resource` writes; a refused one writes
+    nothing and is answered with its :class:`PaymentRefused` (the caller records its
+    ``payment.failed``).
+
+    What every one of them reads is read once (the sellers, the accounts, the webhook
+    endpoints), the wallet key and the accounts are locked and read once, and the
+    group's writes are one statement each (the counters, each balance, the transfers,
+    the receipts, the events), whatever the group's size.  The balances decided in
+    Python are exact because the rows stay locked from that read to the commit.
+
+    ``None``, with nothing written: a case for :func:`pay_resource`, one by one (a
+    period reset is due, or the key is no longer active)."""
+    env = purchases[0].resource.environment
+    if any(purchase.resource.environment != env for purchase in purchases):
+        raise InvariantError("a wallet key pays in its own environment")
+    books = _GroupBooks(wallet_key_id=wallet_key_id, fee_bps=fee_bps, environment=env)
+    books.read(conn, purchases)
+    # The key's lock first, as ``wallets.charge`` takes it, then the accounts in id
+    # order.  As ``charge`` does, the lock is taken by counting the spend (the whole
+    # group's: the usual case) and the policy checked against the counts before it;
+    # what was refused is uncounted after.
+    total = sum(int(purchase.resource.amount_micros) for purchase in purchases)
+    key = wallets.count_spend(conn, wallet_key_id, total)
+    spent_period = int(key.spent_period_micros) - total
+    spent_total = int(key.spent_total_micros) - total
+    if (
+        key.status != "active"
+        or key.environment != env
+        or not all(wallets.period_is_current(key, purchase.now) for purchase in purchases)
+    ):
+        wallets.count_spend(conn, wallet_key_id, -total)
+        return None
+    books.lock(conn)
+    counted = spent_total
+    answers: list[PayResult | PaymentRefused] = []
+    for purchase in purchases:
+        amount = int(purchase.resource.amount_micros)
+        try:
+            wallets.check_policy(
+                key,
+                amount,
+                rail="rill",
+                host=None,
+                now=purchase.now,
+                spent_period=spent_period,
+                spent_total=spent_total,
+            )
+            books.check_funds(amount)
+        except PaymentRefused as refused:
+            answers.append(refused)
+            continue
+        spent_period, spent_total = spent_period + amount, spent_total + amount
+        answers.append(books.sale(purchase, amount))
+    if counted + total != spent_total:  # refused ones: uncount them
+        wallets.count_spend(conn, wallet_key_id, spent_total - counted - total)
+    books.write(conn)
+    return answers
+
+
+@attrs.define(kw_only=True)
+class _GroupBooks:
+    """A group's sales (:func:`pay_resources`): read once, decided in order against
+    the balances read under lock, written at once."""
+
+    wallet_key_id: str
+    fee_bps: int
+    environment: str
+    #: The wallet key's account.
+    debit: str = ""
+    #: The group shares one fee shard: its accounts lock in one id order.
+    fee_ref: str = attrs.Factory(
+        lambda: ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+    )
+    sellers: dict[str, Any] = attrs.Factory(dict)
+    #: Seller id -> its balance account and the fee shard's.
+    accounts: dict[str, list[str]] = attrs.Factory(dict)
+    #: Seller owner id -> the endpoints subscribed to ``payment.succeeded``.
+    endpoints: dict[str, list[str]] = attrs.Factory(dict)
+    balances: dict[str, ledger.Balance] = attrs.Factory(dict)
+    moves: dict[str, int] = attrs.Factory(dict)
+    transfers: list[dict[str, Any]] = attrs.Factory(list)
+    receipts: list[dict[str, Any]] = attrs.Factory(list)
+    events: list[NewEvent] = attrs.Factory(list)
+
+    def read(self, conn: Connection, purchases: list[Purchase]) -> None:
+        """What needs no lock: the sellers, then every account in one statement, then
+        the endpoints of each seller's owner."""
+        env = self.environment
+        for purchase in purchases:
+            seller_id = purchase.resource.seller_id
+            if seller_id in self.sellers:
+                continue
+            owner_id = getattr(purchase.resource, "seller_owner_id", None)
+            if owner_id is not None:  # read with the resource
+                self.sellers[seller_id] = SellerRef(seller_id, owner_id)
+            else:
+                self.sellers[seller_id] = conn.execute(_SELLER, {"seller_id": seller_id}).one()
+        named = [(ledger.WALLET_KEY, self.wallet_key_id), (ledger.PLATFORM_FEES, self.fee_ref)]
+        named += [(ledger.SELLER_BALANCE, seller_id) for seller_id in self.sellers]
+        self.debit, fees, *balances = ledger.find_accounts(
+            conn, environment=env, named=named, now=purchases[0].now
+        )
+        for seller_id, seller, balance in zip(
+            self.sellers, self.sellers.values(), balances, strict=True
+        ):
+            self.accounts[seller_id] = [balance, fees]
+            if seller.owner_id not in self.endpoints:
+                self.endpoints[seller.owner_id] = matching_endpoints(
+                    conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
+                )
+
+    def lock(self, conn: Connection) -> None:
+        accounts = [self.debit, *(a for pair in self.accounts.values() for a in pair)]
+        self.balances = ledger.locked_balances(conn, accounts)
+
+    def check_funds(self, amount: int) -> None:
+        """Refuse as the debit's conditional ``UPDATE`` would (``ledger._debit``)."""
+        payer = self.balances[self.debit]
+        if not payer.allow_negative and payer.available < amount:
+            raise wallets.insufficient_available(payer.available, amount)
+
+    def sale(self, purchase: Purchase, amount: int) -> PayResult:
+        """A paid purchase: its moves counted, its rows gathered."""
+        resource = purchase.resource
+        seller = self.sellers[resource.seller_id]
+        seller_account, fee_account = self.accounts[resource.seller_id]
+        fee = fee_for(amount, self.fee_bps)
+        receipt_id = new_id("rcpt")
+        refs = {"receipt_id": receipt_id, "reference": resource.id}
+        rows = ledger.sale_transfer_rows(
+            environment=self.environment,
+            debit=self.debit,
+            seller=seller_account,
+            fees=fee_account,
+            amount=amount,
+            fee=fee,
+            now=purchase.now,
+            payment_refs={**refs, "wallet_key_id": self.wallet_key_id},
+            fee_refs=refs,
+        )
+        self.transfers += rows
+        for account, delta in ((self.debit, -amount), (seller_account, amount - fee)):
+            self._move(account, delta)
+        if fee:
+            self._move(fee_account, fee)
+        sale = _SaleRows(
+            resource=resource,
+            seller=seller,
+            rail="rill",
+            settlement="ledger",
+            amount=amount,
+            fee=fee,
+            request_id=purchase.request_id,
+            now=purchase.now,
+            receipt_id=receipt_id,
+            transfer_id=str(rows[0]["id"]),
+            wallet_key_id=self.wallet_key_id,
+        )
+        self.receipts.append(sale.receipt())
+        data = sale.event_data()
+        data["seller_balance"] = format_micros(self.balances[seller_account].balance)
+        self.events.append(
+            NewEvent(
+                owner_id=seller.owner_id,
+                environment=self.environment,
+                type="payment.succeeded",
+                data=data,
+                now=purchase.now,
+                endpoints=self.endpoints[seller.owner_id],
+            )
+        )
+        return PayResult(
+            receipt_id=receipt_id,
+            rail="rill",
+            amount=from_micros(amount),
+            resource_id=resource.id,
+            settlement="ledger",
+        )
+
+    def _move(self, account: str, delta: int) -> None:
+        self.moves[account] = self.moves.get(account, 0) + delta
+        self.balances[account] = attrs.evolve(
+            self.balances[account], balance=self.balances[account].balance + delta
+        )
+
+    def write(self, conn: Connection) -> None:
+        """The group's writes, one statement each; nothing when nothing was paid."""
+        if not self.transfers:
+            return
+        ledger.move_balances(conn, self.moves)
+        insert_rows(conn, _transfers, self.transfers)
+        insert_rows(conn, _r, self.receipts)
+        record_events(conn, self.events)
 
 
 def pay_handle(

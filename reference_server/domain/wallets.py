@@ -37,10 +37,13 @@ __all__ = [
     "PolicyValues",
     "charge",
     "check_host",
+    "count_spend",
     "create_wallet_key",
     "get_wallet_key",
+    "insufficient_available",
     "lock_wallet_key",
     "period_bounds",
+    "period_is_current",
     "refund_charge",
     "spend_balance_model",
     "wallet_account",
@@ -228,6 +231,12 @@ def roll_period(conn: Connection, row: Row[Any], now: datetime) -> Row[Any]:
 # --- spending -----------------------------------------------------------------------------
 
 
+def period_is_current(row: Row[Any], now: datetime) -> bool:
+    """The key's counters count the period ``now`` is in (no reset due)."""
+    current, _ = period_bounds(row.period, as_utc(row.created_at), now)
+    return current <= as_utc(row.period_started_at)
+
+
 def check_host(row: Row[Any], host: str) -> None:
     """Raise ``host_not_allowed`` unless the policy lets the key pay ``host`` (``pay-url``
     asks before it sends anything to the host, and again with the rest of the policy)."""
@@ -319,6 +328,14 @@ _COUNT_SPEND = (
 )
 
 
+def count_spend(conn: Connection, key_id: str, amount: int) -> Row[Any]:
+    """Count ``amount`` more spent (less, when negative) this period and in total, and
+    answer the key's row after: the ``UPDATE`` takes the key's row lock, and the caller
+    checks the policy against the counts before it (``payments.pay_resources``, for
+    several payments at once; :func:`charge` for one) in the same transaction."""
+    return conn.execute(_COUNT_SPEND, {"key_id": key_id, "amount": amount}).one()
+
+
 def charge(
     conn: Connection,
     key_id: str,
@@ -407,7 +424,11 @@ def refund_charge(conn: Connection, key_id: str, amount: int, *, charged_at: dat
 
 
 def insufficient_funds(conn: Connection, row: Row[Any], amount: int) -> PaymentRefused:
-    available = ledger.available_micros(conn, wallet_account(conn, row))
+    return insufficient_available(ledger.available_micros(conn, wallet_account(conn, row)), amount)
+
+
+def insufficient_available(available: int, amount: int) -> PaymentRefused:
+    """``insufficient_funds`` for a key with ``available`` micros (read under its lock)."""
     return PaymentRefused(
         "insufficient_funds",
         f"The wallet key has {format_micros(available)} available and this payment needs "

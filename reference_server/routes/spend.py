@@ -14,7 +14,7 @@ from ..domain import handles, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..store import tables as t
-from ..web.auth import Role
+from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
@@ -30,8 +30,8 @@ def balance(call: Call) -> Reply:
     return Reply(wallets.spend_balance_model(call.conn, row, call.now))
 
 
-def pay(call: Call) -> Reply:
-    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
+def _checked_pay(call: Call) -> tuple[Principal, Pay]:
+    """The payer and the body, its fields checked against each other."""
     agent = call.caller
     b = call.input(Pay)
     resource_id, destination, amount = b.resource_id, b.destination, b.amount
@@ -44,6 +44,15 @@ def pay(call: Call) -> Reply:
     if resource_id is not None and f.present("amount"):
         f.error("amount", "is the resource's price; send resource_id alone")
     f.done()
+    if agent.subject_id is None:
+        raise InvariantError("expected agent.subject_id is not None")
+    return agent, b
+
+
+def pay(call: Call) -> Reply:
+    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
+    agent, b = _checked_pay(call)
+    resource_id, destination, amount = b.resource_id, b.destination, b.amount
     if agent.subject_id is None:
         raise InvariantError("expected agent.subject_id is not None")
     resource = None
@@ -97,6 +106,61 @@ def pay(call: Call) -> Reply:
     return answered[-1] if answered else Reply(result)
 
 
+def pay_group(calls: list[Call]) -> list[Reply]:
+    """``POST /pay`` for a group of one wallet key's concurrent requests, sharing one
+    transaction (``Endpoint.group_commit``): resource payments are decided one by one,
+    in order, against the key's policy and balance read once under its locks, and
+    written together (``payments.pay_resources``); each answer is what :func:`pay`
+    would have answered in that order, a refusal with its ``payment.failed``.  A group
+    with a handle payment in it, or whose key is due a period reset, runs :func:`pay` on
+    each in turn."""
+    checked = [_checked_pay(call) for call in calls]
+    agent = checked[0][0]
+    key_id = agent.subject_id
+    if key_id is None or any(b.resource_id is None or a.subject_id != key_id for a, b in checked):
+        return [pay(call) for call in calls]
+    resources: dict[str, Any] = {}
+    purchases = []
+    for call, (_, b) in zip(calls, checked, strict=True):
+        resource_id = b.resource_id
+        if resource_id is None:
+            raise InvariantError("a group of resource payments, checked above")
+        if resource_id not in resources:
+            resources[resource_id] = _payable_resource(call, resource_id, agent.environment)
+        purchases.append(
+            payments.Purchase(
+                resource=resources[resource_id], request_id=call.request_id, now=call.now
+            )
+        )
+    conn = calls[0].conn
+    results = payments.pay_resources(
+        conn,
+        wallet_key_id=key_id,
+        purchases=purchases,
+        fee_bps=calls[0].ctx.settings.platform_fee_bps,
+    )
+    if results is None:
+        return [pay(call) for call in calls]
+    replies = []
+    for call, purchase, result in zip(calls, purchases, results, strict=True):
+        if isinstance(result, PaymentRefused):
+            payments.record_refusal(
+                conn,
+                result,
+                owner_id=agent.owner_id,
+                environment=agent.environment,
+                wallet_key_id=key_id,
+                resource=purchase.resource,
+                amount=None,
+                request_id=call.request_id,
+                now=call.now,
+            )
+            replies.append(Reply.from_error(result))
+        else:
+            replies.append(Reply(result))
+    return replies
+
+
 def resolve(call: Call) -> Reply:
     """Check a transfer destination before paying it."""
     agent = call.caller
@@ -108,10 +172,15 @@ def resolve(call: Call) -> Reply:
     )
 
 
-#: ``POST /pay``'s look-up of the resource, built once (every payment runs it).
-_RESOURCE = select(t.resources).where(
-    t.resources.c.id == bindparam("resource_id"),
-    t.resources.c.environment == bindparam("environment"),
+#: ``POST /pay``'s look-up of the resource, built once (every payment runs it), with its
+#: seller's owner (a group of payments needs no look-up of the seller then).
+_RESOURCE = (
+    select(t.resources, t.sellers.c.owner_id.label("seller_owner_id"))
+    .join(t.sellers, t.sellers.c.id == t.resources.c.seller_id)
+    .where(
+        t.resources.c.id == bindparam("resource_id"),
+        t.resources.c.environment == bindparam("environment"),
+    )
 )
 
 
@@ -150,6 +219,8 @@ ENDPOINTS = [
         handler=pay,
         auth=Role.WALLET,
         idempotency="required",
+        group_commit=True,
+        group_handler=pay_group,
         body=Pay,
         response=PayResult,
         errors=(

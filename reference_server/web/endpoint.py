@@ -23,6 +23,7 @@ the Starlette route table for it).  A handler is one of two kinds:
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
@@ -46,6 +47,7 @@ from ..store.database import is_transient
 from . import idempotency
 from .auth import Principal, Role, authenticate, requested_environment
 from .errors import ApiError, http_error
+from .group_commit import GroupCommit, Outcome
 from .json_body import read_json_body
 from .paging import FILTERS, PAGED, Filter
 from .responses import Reply, error_response, json_response, to_json_body
@@ -184,6 +186,16 @@ class Endpoint:
     #: its result is ``call.prepared``.  One thread hop instead of two before the handler
     #: awaits anything (pay-url begins its attempt there).
     prepare: Callable[[Call], Any] | None = None
+    #: Concurrent requests of one credential share one transaction (group commit, see
+    #: :mod:`.group_commit`): for a sync route that every call of a caller serialises on
+    #: one row lock anyway (``POST /pay``: the wallet key's).  Needs a required
+    #: Idempotency-Key: a group that fails is run again request by request, and a request
+    #: whose group did commit is then answered from its key.
+    group_commit: bool = False
+    #: A group-commit route's handler for a whole group, ``(calls) -> replies`` (one per
+    #: call, in order; the calls share one transaction): to decide the group in fewer
+    #: statements than its calls one by one.  Without it, ``handler`` runs on each.
+    group_handler: Callable[[list[Call]], list[Reply]] | None = None
 
     @property
     def writes(self) -> bool:
@@ -211,6 +223,11 @@ def routes_for(endpoints: list[Endpoint]) -> list[Route]:
     is :func:`dispatch` bound to its methods: nothing else serves a request."""
     by_path: dict[str, dict[str, Endpoint]] = {}
     for ep in endpoints:
+        if ep.group_commit and (ep.is_async or not ep.writes or ep.idempotency != "required"):
+            raise InvariantError(
+                f"{ep.method} {ep.path}: group commit needs a sync write route "
+                "with a required Idempotency-Key"
+            )
         methods = by_path.setdefault(ep.path, {})
         if ep.method in methods:
             raise InvariantError(f"{ep.method} {ep.path} is declared twice")
@@ -247,6 +264,9 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
         body = await _read_json(ep, request, ctx.settings.max_body_bytes) if reads else None
         if ep.is_async:
             response = await _run_async(ep, ctx, request, request_id, body)
+        elif ep.group_commit:
+            status, data, headers = await _grouped(ep, ctx, request, request_id, body)
+            response = json_response(data, status, headers)
         else:
             status, data, headers = await anyio.to_thread.run_sync(
                 partial(_run, ep, ctx, request, request_id, body)
@@ -485,13 +505,9 @@ def _in_transaction(
                 committing = True
             if isinstance(done, tuple):
                 return done  # a replay
-            reply, data = done.reply, done.data
             if done.queued:
                 ctx.notify_new_events()
-            if reply.after_commit is not None:
-                reply = reply.after_commit()
-                data = to_json_body(reply.body, request_id)
-            return reply.status, data, reply.headers
+            return _committed(done, request_id)
         except DBAPIError as exc:
             # A deadlock or serialization failure rolled the whole transaction back, as
             # did a connection found dead before the commit: nothing was written, so
@@ -509,6 +525,152 @@ class _Done:
     reply: Reply
     data: dict[str, Any]
     queued: bool
+
+
+def _committed(done: _Done, request_id: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The answer to send once ``done``'s transaction committed."""
+    reply, data = done.reply, done.data
+    if reply.after_commit is not None:
+        reply = reply.after_commit()
+        data = to_json_body(reply.body, request_id)
+    return reply.status, data, reply.headers
+
+
+@attrs.frozen
+class _Grouped:
+    """A request of a group-commit route, queued for its caller's next group."""
+
+    request: Request
+    request_id: str
+    body: Any
+
+
+async def _grouped(
+    ep: Endpoint, ctx: ServerContext, request: Request, request_id: str, body: Any
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Run the request in its caller's next group (one transaction for the requests of
+    one credential that arrived meanwhile; :mod:`.group_commit`)."""
+    name = f"{ep.method} {ep.path}"
+    groups = ctx.group_commits.get(name)
+    if groups is None:
+        groups = ctx.group_commits[name] = GroupCommit(partial(_run_group, ep, ctx))
+    headers = request.headers
+    caller = (headers.get("authorization"), headers.get("x-svc-vw-key"))
+    result: tuple[int, dict[str, Any], dict[str, str]] = await groups.submit(
+        caller, _Grouped(request, request_id, body)
+    )
+    return result
+
+
+def _run_group(ep: Endpoint, ctx: ServerContext, group: list[_Grouped]) -> list[Outcome]:
+    """A group's requests in one transaction, each through the whole pipeline in turn
+    (authentication, its key, the handler, its stored answer), as if it ran alone right
+    after the one before.  If any of them fails (a refusal the handler raises rather than
+    answers, a deadlock, anything) the transaction rolls back whole and each request runs
+    again alone, in a transaction of its own, exactly as an ungrouped request does (a
+    refusal is then stored under its key): the failures are rare, and that way each is
+    answered as it would be alone."""
+    ctx.load_secrets()  # before any transaction opens: the first load writes once
+    if len(group) > 1 or ep.group_handler is not None:
+        try:
+            return [Outcome(value) for value in _in_one_transaction(ep, ctx, group)]
+        except Exception:
+            log.debug(
+                "%s %s: a group of %d runs request by request", ep.method, ep.path, len(group)
+            )
+    outcomes = []
+    for item in group:
+        try:
+            outcomes.append(Outcome(_run(ep, ctx, item.request, item.request_id, item.body)))
+        except Exception as exc:
+            outcomes.append(Outcome(error=exc))
+    return outcomes
+
+
+def _in_one_transaction(
+    ep: Endpoint, ctx: ServerContext, group: list[_Grouped]
+) -> list[tuple[int, dict[str, Any], dict[str, str]]]:
+    """The group's requests in one transaction: each authenticated, their keys claimed
+    (in one statement; a key already answered is replayed), then the handler (the
+    route's ``group_handler`` on all of them at once, or its handler on each in turn),
+    then every answer stored under its key, in one statement."""
+    answers: list[tuple[int, dict[str, Any], dict[str, str]] | None] = [None] * len(group)
+    with ctx.db.write() as conn:
+        calls: list[tuple[int, Call, idempotency.Begun]] = []
+        for index, claimed in enumerate(_claimed_group(conn, ep, ctx, group)):
+            if isinstance(claimed, tuple):
+                answers[index] = claimed  # a replay
+            else:
+                call, begun = claimed.call, claimed.begun
+                call.parsed = _read_declared_body(ep, call)
+                calls.append((index, attrs.evolve(call, conn=conn), begun))
+        bound = [call for _, call, _ in calls]
+        if ep.group_handler is not None:
+            replies = ep.group_handler(bound) if bound else []
+        else:
+            replies = [_sync_handler(ep)(call) for call in bound]
+        if len(replies) != len(calls):
+            raise InvariantError(f"{ep.method} {ep.path}: a group handler answers each call")
+        stored = []
+        for (index, call, begun), reply in zip(calls, replies, strict=True):
+            if not isinstance(reply, Reply) or reply.after_commit is not None:
+                raise InvariantError("a group-commit route answers a Reply, in its transaction")
+            data = to_json_body(reply.body, call.request_id)
+            raw = json.dumps(data)
+            stored.append((begun, reply.status, ctx.box.seal(raw) if reply.secret else raw))
+            answers[index] = (reply.status, data, reply.headers)
+        idempotency.complete_many(conn, stored)
+        queued = bool(conn.info.pop(NEW_DELIVERIES, False))
+    if queued:
+        ctx.notify_new_events()
+    return [answer for answer in answers if answer is not None]
+
+
+@attrs.frozen
+class _Claimed:
+    """A request of a group that owns its key and must run."""
+
+    call: Call
+    begun: idempotency.Begun
+
+
+def _claimed_group(
+    conn: Connection, ep: Endpoint, ctx: ServerContext, group: list[_Grouped]
+) -> list[_Claimed | tuple[int, dict[str, Any], dict[str, str]]]:
+    """Each request of the group authenticated (once per credential: its requests run
+    within milliseconds of each other, in one transaction) and its key claimed (all in
+    one statement): the call to run, or the stored answer to replay."""
+    callers: dict[tuple[str | None, ...], tuple[Principal | None, str | None]] = {}
+    wanted: list[tuple[Call, idempotency.KeyClaim]] = []
+    for item in group:
+        now = ctx.now()
+        headers = item.request.headers
+        credential = tuple(headers.get(h) for h in _CREDENTIAL_HEADERS)
+        caller = callers.get(credential)
+        if caller is None:
+            caller = callers[credential] = _caller_in(conn, ep, ctx, headers, now)
+        call = _call(ep, ctx, item.request, item.request_id, item.body, caller, now)
+        want = _key_claim(ep, ctx, item.request, call)
+        if want is None:
+            raise InvariantError("a group-commit route requires an Idempotency-Key")
+        wanted.append((call, want))
+    claimed = idempotency.claim_many(conn, [want for _, want in wanted], ctx.box)
+    return [
+        _replayed(begun, call.request_id)
+        if isinstance(begun, idempotency.Replay)
+        else _Claimed(call, begun)
+        for (call, _), begun in zip(wanted, claimed, strict=True)
+    ]
+
+
+#: The headers a credential is read from (``auth.authenticate``), and its environment.
+_CREDENTIAL_HEADERS = ("authorization", "x-svc-vw-key", "x-svc-environment")
+
+
+def _sync_handler(ep: Endpoint) -> Handler:
+    if ep.is_async:
+        raise InvariantError(f"{ep.method} {ep.path} is async")
+    return ep.handler  # type: ignore[return-value]
 
 
 def _attempt(

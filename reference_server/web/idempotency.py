@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -44,7 +44,9 @@ __all__ = [
     "KeyClaim",
     "Replay",
     "begin",
+    "claim_many",
     "complete",
+    "complete_many",
     "purge_expired",
     "release",
     "request_fingerprint",
@@ -55,6 +57,44 @@ __all__ = [
 _MAX_KEY_LENGTH = 255
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 _ti = t.idempotency_keys
+
+
+def _claim_statement(dialect: Any) -> Any:
+    return (
+        dialect.insert(_ti)
+        .values(
+            scope=bindparam("scope"),
+            route=bindparam("route"),
+            key=bindparam("key"),
+            request_hash=bindparam("request_hash"),
+            state="in_flight",
+            locked_until=bindparam("locked_until"),
+            created_at=bindparam("created_at"),
+        )
+        .on_conflict_do_nothing()
+        .returning(_ti.c.id)
+    )
+
+
+# The statements every idempotent request runs, built once with their parameters bound at
+# execution: building a Core statement and its cache key per call costs more than running
+# it on SQLite.
+_CLAIM = {"postgresql": _claim_statement(postgresql), "sqlite": _claim_statement(sqlite)}
+#: Several keys at once: the rows inserted come back with their key (SQLAlchemy sends
+#: the rows as one multi-row ``INSERT`` when it has ``RETURNING``).
+_CLAIM_MANY = {
+    name: statement.returning(_ti.c.scope, _ti.c.route, _ti.c.key)
+    for name, statement in _CLAIM.items()
+}
+_COMPLETE = (
+    update(_ti)
+    .where(_ti.c.id == bindparam("record_id"))
+    .values(
+        state="done",
+        response_status=bindparam("status"),
+        response_body=bindparam("body"),
+    )
+)
 
 
 @attrs.frozen
@@ -93,21 +133,8 @@ def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
     it is taken (a replay, a concurrent twin that committed first, an expired or
     abandoned record) the record is read under lock and answered as :func:`begin` does.
     """
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    record_id = conn.execute(
-        dialect.insert(_ti)
-        .values(
-            scope=want.scope,
-            route=want.route,
-            key=want.key,
-            request_hash=want.fingerprint,
-            state="in_flight",
-            locked_until=want.now + want.lease,
-            created_at=want.now,
-        )
-        .on_conflict_do_nothing()
-        .returning(_ti.c.id)
-    ).scalar()
+    statement = _CLAIM["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    record_id = conn.execute(statement, _claim_params(want)).scalar()
     if record_id is not None:
         return Begun(record_id)
     return _begin(
@@ -121,6 +148,33 @@ def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
         want.lease,
         box,
     )
+
+
+def claim_many(conn: Connection, wants: list[KeyClaim], box: SecretBox) -> list[Begun | Replay]:
+    """:func:`claim` for several keys (a group commit's), the new ones in one
+    ``INSERT ... ON CONFLICT DO NOTHING``; each one taken is then claimed alone, as
+    :func:`claim` does (replayed, refused, or taken over).  In ``wants``' order."""
+    if len(wants) == 1:
+        return [claim(conn, wants[0], box)]
+    statement = _CLAIM_MANY["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    rows = conn.execute(statement, [_claim_params(want) for want in wants]).all()
+    inserted = {(row.scope, row.route, row.key): row.id for row in rows}
+    answers: list[Begun | Replay] = []
+    for want in wants:
+        record_id = inserted.pop((want.scope, want.route, want.key), None)
+        answers.append(Begun(record_id) if record_id is not None else claim(conn, want, box))
+    return answers
+
+
+def _claim_params(want: KeyClaim) -> dict[str, Any]:
+    return {
+        "scope": want.scope,
+        "route": want.route,
+        "key": want.key,
+        "request_hash": want.fingerprint,
+        "locked_until": want.now + want.lease,
+        "created_at": want.now,
+    }
 
 
 def store_refusal(
@@ -248,14 +302,21 @@ def complete(
     """
     raw = json.dumps(body)
     conn.execute(
-        update(_ti)
-        .where(_ti.c.id == begun.record_id)
-        .values(
-            state="done",
-            response_status=status,
-            response_body=box.seal(raw) if box is not None else raw,
-        )
+        _COMPLETE,
+        {
+            "record_id": begun.record_id,
+            "status": status,
+            "body": box.seal(raw) if box is not None else raw,
+        },
     )
+
+
+def complete_many(conn: Connection, answers: list[tuple[Begun, int, str]]) -> None:
+    """Record several answers (``(begun, status, stored body)``, the body sealed where it
+    must be) in one statement: a group commit's (``endpoint._run_group``)."""
+    rows = [{"record_id": b.record_id, "status": s, "body": body} for b, s, body in answers]
+    if rows:  # one row as a dict: executemany's pipeline costs a lone row more
+        conn.execute(_COMPLETE, rows[0] if len(rows) == 1 else rows)
 
 
 def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None:

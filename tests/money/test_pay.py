@@ -274,6 +274,9 @@ def test_bad_pay_bodies_are_422(server: LiveServer, body: dict[str, Any]) -> Non
 
 
 def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: Any) -> None:
+    """A payment runs in a group of its own first (``payments.pay_resources``); a
+    deadlock there runs it again alone (``payments.pay_resource``), and a deadlock there
+    once more runs that transaction again: paid once in the end."""
     from sqlalchemy.exc import DBAPIError
 
     from reference_server.domain import payments
@@ -281,20 +284,25 @@ def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: 
     class Deadlock(Exception):
         sqlstate = "40P01"
 
-    real = payments.pay_resource
-    calls: list[int] = []
+    calls: dict[str, int] = {"pay_resource": 0, "pay_resources": 0}
 
-    def flaky(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        result = real(*args, **kwargs)  # writes, then the database aborts the transaction
-        if len(calls) == 1:
-            raise DBAPIError("UPDATE ledger_accounts ...", {}, Deadlock())
-        return result
+    def flaky(name: str) -> Any:
+        real = getattr(payments, name)
 
-    monkeypatch.setattr(payments, "pay_resource", flaky)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            result = real(*args, **kwargs)  # writes, then the database aborts the transaction
+            if calls[name] == 1:
+                raise DBAPIError("UPDATE ledger_accounts ...", {}, Deadlock())
+            return result
+
+        return run
+
+    for name in calls:
+        monkeypatch.setattr(payments, name, flaky(name))
     m = market(server)
     paid = m.agent.pay(resource_id=m.resource.id)
-    assert len(calls) == 2 and paid.receipt_id
+    assert calls == {"pay_resources": 1, "pay_resource": 2} and paid.receipt_id
     assert m.agent.spend.balance().balance == D("99.00")  # charged once, not twice
     assert len(events_of(server, m.seller_owner_id, "payment.succeeded")) == 1
 
