@@ -433,7 +433,17 @@ def _decode(raw: bytes) -> Any:
 def _read_event(raw: bytes, webhook_id: str) -> Event:
     """The event of a verified body: its envelope checked (``id`` matching the header,
     ``type``, ``created_at``, ``data``), its ``data`` left to be typed on first read."""
-    document = _decode(raw)
+    try:
+        # The usual body, one compact JSON value: the decoder's scanner directly, without
+        # the Python layers around it.  Anything else (not UTF-8, bad JSON, data after the
+        # value, too deep) is decoded again by _decode, which words the error.
+        text = raw.decode("utf-8")
+        document, end = _SCAN_ONCE(text, 0)
+        scanned = end == len(text)
+    except (ValueError, StopIteration, RecursionError):
+        scanned = False
+    if not scanned:
+        document = _decode(raw)
     try:
         event_id = document["id"]
         event_type = document["type"]
