@@ -38,8 +38,10 @@ from typing import Any, NoReturn, Protocol
 from cattrs import transform_error
 from cattrs.errors import BaseValidationError
 
+from . import _webhook_headers
 from ._errors import WebhookVerificationError
 from ._models import EVENT_DATA_TYPES, Event
+from ._webhook_headers import SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK_ID_HEADER
 from .wire import structure
 
 
@@ -62,9 +64,6 @@ __all__ = [
     "verify",
 ]
 
-WEBHOOK_ID_HEADER = "X-Svc-Webhook-Id"
-TIMESTAMP_HEADER = "X-Svc-Timestamp"
-SIGNATURE_HEADER = "X-Svc-Signature"
 
 #: Seconds a delivery's timestamp may differ from the receiver's clock, either way (spec).
 DEFAULT_TOLERANCE = 300
@@ -197,9 +196,14 @@ def verify(
     same :class:`WebhookVerificationError` ("could not be read"), on every read.
     """
     keyed = _KEYED.get(secret) if type(secret) is str else None
-    macs = [keyed] if keyed is not None else _keyed_macs(secret)
+    macs = None if keyed is not None else _keyed_macs(secret)
     raw = body if type(body) is bytes else _raw_body(body)
-    webhook_id, timestamp_text, signature_text = _signature_headers(headers)
+    found = (
+        _webhook_headers.from_dict(headers)
+        if type(headers) is dict
+        else _webhook_headers.from_raw(headers)
+    )
+    webhook_id, timestamp_text, signature_text = found or _webhook_headers.read(headers)
     if (
         len(signature_text) == _ONE_ENTRY_LENGTH
         and signature_text.startswith(_SIGNATURE_PREFIX)
@@ -207,28 +211,45 @@ def verify(
     ):
         # The usual: one v1 entry.  Its hex is not checked here: a value that matches our
         # hex digest is well formed, and one that does not is parsed below for the error.
-        signatures = [signature_text[len(_SIGNATURE_PREFIX) :]]
-        unchecked = True
+        signatures = None
+        signature = signature_text[len(_SIGNATURE_PREFIX) :]
     else:
         signatures = _parse_signatures(signature_text)
-        unchecked = False
-    _check_timestamp(timestamp_text, tolerance, now)
+    if (
+        now is None
+        and type(tolerance) is int
+        and tolerance >= 0
+        and len(timestamp_text) <= _TIMESTAMP_DIGITS
+        and timestamp_text.isdigit()
+        and timestamp_text.isascii()
+    ):
+        # The usual arguments, checked as _check_timestamp does; time.time() is a finite float.
+        timestamp = int(timestamp_text)
+        current = time.time()
+        if abs(current - timestamp) > tolerance:
+            _fail_window(timestamp, current, tolerance)
+    else:
+        _check_timestamp(timestamp_text, tolerance, now)
 
     try:
         prefix = f"{webhook_id}.{timestamp_text}.".encode()
     except UnicodeEncodeError:
         _fail(f"{WEBHOOK_ID_HEADER} is not valid text")
-    matched = False
-    for keyed in macs:
-        mac = keyed.copy()
+    if macs is None and signatures is None:  # one secret, one entry: the usual
+        mac = keyed.copy()  # type: ignore[union-attr]
         mac.update(prefix)
         mac.update(raw)
-        expected = mac.hexdigest()
-        for candidate in signatures:
-            # Both sides are 64 ASCII hex characters here; compare_digest is constant time.
-            matched |= hmac.compare_digest(expected, candidate)
+        # Both sides are 64 ASCII characters here; compare_digest is constant time.
+        matched = hmac.compare_digest(mac.hexdigest(), signature)
+    else:
+        matched = _any_matches(
+            macs or [keyed],  # type: ignore[list-item]
+            signatures or [signature],
+            prefix,
+            raw,
+        )
     if not matched:
-        if unchecked:
+        if signatures is None:
             _parse_signatures(signature_text)  # a malformed entry is worded as such
         _fail("no signature in X-Svc-Signature matches the signing secret")
 
@@ -237,6 +258,20 @@ def verify(
 
 def _fail(message: str) -> NoReturn:
     raise WebhookVerificationError(message)
+
+
+def _any_matches(macs: list[hmac.HMAC], signatures: list[str], prefix: bytes, raw: bytes) -> bool:
+    """Whether any signature is the digest under any secret: every pair is compared, in
+    constant time, so the time taken does not tell which (if any) matched."""
+    matched = False
+    for keyed in macs:
+        mac = keyed.copy()
+        mac.update(prefix)
+        mac.update(raw)
+        expected = mac.hexdigest()
+        for candidate in signatures:
+            matched |= hmac.compare_digest(expected, candidate)
+    return matched
 
 
 # A receiver verifies every delivery with the same one or two secrets: the HMAC keyed with
@@ -291,42 +326,6 @@ def _raw_body(body: bytes) -> bytes:
             "may not reproduce"
         )
     _fail(f"body must be the raw request body bytes, not {type(body).__name__}")
-
-
-_WANTED = {name.lower(): name for name in (WEBHOOK_ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)}
-
-
-def _signature_headers(headers: HeadersLike) -> tuple[str, str, str]:
-    items = getattr(headers, "items", None)
-    if not callable(items):
-        _fail(f"headers must be a mapping of request headers, not {type(headers).__name__}")
-    found: dict[str, str] = {}
-    # One pass over items() rather than .get(): a plain dict is case-sensitive, and items()
-    # also shows a header sent twice (Starlette keeps repeats as separate items).
-    for name, value in items():
-        try:
-            canonical = _WANTED.get(str.lower(name))
-        except TypeError:  # a name that is not text is no header of ours
-            continue
-        if canonical is None:
-            continue
-        if canonical in found:
-            _fail(f"header {canonical} appears more than once")
-        if not isinstance(value, str):
-            _fail(f"header {canonical} must be a string, not {type(value).__name__}")
-        found[canonical] = value
-    if len(found) == 3 and all(found.values()):
-        return found[WEBHOOK_ID_HEADER], found[TIMESTAMP_HEADER], found[SIGNATURE_HEADER]
-    _fail_missing(found)
-
-
-def _fail_missing(found: dict[str, str]) -> NoReturn:
-    for canonical in _WANTED.values():  # the first missing or empty one, in this order
-        if canonical not in found:
-            _fail(f"missing header {canonical}")
-        if not found[canonical]:
-            _fail(f"header {canonical} is empty")
-    raise AssertionError("unreachable: called with three non-empty headers")
 
 
 def _parse_signatures(value: str) -> list[str]:
@@ -384,11 +383,15 @@ def _check_timestamp(text: str, tolerance: int, now: Callable[[], float] | None)
     if not math.isfinite(current):
         _fail("now() returned a non-finite time")
     if abs(current - timestamp) > tolerance:
-        direction = "old" if timestamp < current else "far in the future"
-        _fail(
-            f"{TIMESTAMP_HEADER} is too {direction}: "
-            f"{abs(current - timestamp):.0f} s away, tolerance is {tolerance} s"
-        )
+        _fail_window(timestamp, current, tolerance)
+
+
+def _fail_window(timestamp: int, current: float, tolerance: int) -> NoReturn:
+    direction = "old" if timestamp < current else "far in the future"
+    _fail(
+        f"{TIMESTAMP_HEADER} is too {direction}: "
+        f"{abs(current - timestamp):.0f} s away, tolerance is {tolerance} s"
+    )
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -430,7 +433,55 @@ def _decode(raw: bytes) -> Any:
 def _read_event(raw: bytes, webhook_id: str) -> Event:
     """The event of a verified body: its envelope checked (``id`` matching the header,
     ``type``, ``created_at``, ``data``), its ``data`` left to be typed on first read."""
-    document = _decode(raw)
+    try:
+        # The usual body, one compact JSON value: the decoder's scanner directly, without
+        # the Python layers around it.  Anything else (not UTF-8, bad JSON, data after the
+        # value, too deep) is decoded again by _decode, which words the error.
+        text = raw.decode("utf-8")
+        document, end = _SCAN_ONCE(text, 0)
+        scanned = end == len(text)
+    except (ValueError, StopIteration, RecursionError):
+        scanned = False
+    if not scanned:
+        document = _decode(raw)
+    try:
+        event_id = document["id"]
+        event_type = document["type"]
+        created_text = document["created_at"]
+        data = document["data"]
+    except (KeyError, TypeError):  # a field missing, or not an object
+        event_id = None
+    if not (
+        # The usual event, in the fewest steps; anything else is checked field by field.
+        type(document) is dict
+        and type(event_id) is str
+        and event_id == webhook_id
+        and type(event_type) is str
+        and event_type
+        and type(created_text) is str
+        and created_text
+    ):
+        event_type, created_text, data = _envelope(document, webhook_id)
+    try:
+        # svc.wire's rule for a timestamp string, called directly: it is a str here.
+        created_at = datetime.fromisoformat(created_text)
+    except ValueError as exc:
+        _fail(f"event {event_type!r} could not be read: {exc}")
+    event = object.__new__(_VerifiedEvent)
+    _SET_ID(event, webhook_id)
+    _SET_TYPE(event, event_type)
+    _SET_CREATED_AT(event, created_at)
+    data_cls = EVENT_DATA_TYPES.get(event_type)
+    if data_cls is None:
+        _SET_DATA(event, data)  # a type this SDK does not know: the JSON
+    else:
+        _SET_PENDING(event, (data, data_cls))
+    return event
+
+
+def _envelope(document: Any, webhook_id: str) -> tuple[str, str, Any]:
+    """``type``, ``created_at`` and ``data`` of an event, its envelope checked in order:
+    the first thing wrong is the error."""
     if type(document) is not dict:
         _fail("body is not a JSON object")
     for field in _ENVELOPE_TEXT:
@@ -441,22 +492,7 @@ def _read_event(raw: bytes, webhook_id: str) -> Event:
         _fail("body is not an event: 'data' is missing")
     if document["id"] != webhook_id:
         _fail(f"{WEBHOOK_ID_HEADER} does not match the event id in the body")
-    event_type: str = document["type"]
-    try:
-        # svc.wire's rule for a timestamp string, called directly: it is a str here.
-        created_at = datetime.fromisoformat(document["created_at"])
-    except ValueError as exc:
-        _fail(f"event {event_type!r} could not be read: {exc}")
-    event = object.__new__(_VerifiedEvent)
-    _SET_ID(event, webhook_id)
-    _SET_TYPE(event, event_type)
-    _SET_CREATED_AT(event, created_at)
-    data_cls = EVENT_DATA_TYPES.get(event_type)
-    if data_cls is None:
-        _SET_DATA(event, document["data"])  # a type this SDK does not know: the JSON
-    else:
-        _SET_PENDING(event, (document["data"], data_cls))
-    return event
+    return document["type"], document["created_at"], document["data"]
 
 
 class _VerifiedEvent(Event):

@@ -30,6 +30,7 @@ __all__ = [
     "credential_headers",
     "header_map",
     "new_request_id",
+    "paid_watched",
     "read_body",
     "receipt_header",
     "replay",
@@ -269,14 +270,23 @@ def add_response_headers(
 
 
 def add_paid_headers(
-    send: Send, added: tuple[tuple[bytes, bytes], ...], replaced: frozenset[bytes]
+    send: Send,
+    added: tuple[tuple[bytes, bytes], ...],
+    replaced: frozenset[bytes],
+    watched: frozenset[bytes] | None = None,
 ) -> Send:
     """:func:`add_response_headers` with ``Cache-Control: private`` as the one default:
     the ``send`` of every request a gate lets through paid, so it does the least it can.
     Nothing is copied unless the app set one of the ``replaced`` names; the response
-    start is a new message (the app's may be a constant it sends again)."""
+    start is a new message (the app's may be a constant it sends again).
 
-    async def send_paid(message: Message) -> None:
+    A plain function returning the server's own awaitable, not a coroutine of its own:
+    the app awaits ``send(message)`` as ever, and each message costs no extra coroutine.
+    """
+    if watched is None:  # may be passed in when already known
+        watched = paid_watched(replaced)
+
+    def send_paid(message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.start":
             headers = message.get("headers", ())
             if type(headers) is not list:
@@ -284,19 +294,25 @@ def add_paid_headers(
             private = True
             for name, _ in headers:
                 lowered = name.lower()
-                if lowered in replaced:
-                    private = not any(k.lower() == b"cache-control" for k, _ in headers)
-                    headers = [(k, v) for k, v in headers if k.lower() not in replaced]
-                    break
-                if lowered == b"cache-control":
+                if lowered in watched:
+                    if lowered in replaced:
+                        private = not any(k.lower() == b"cache-control" for k, _ in headers)
+                        headers = [(k, v) for k, v in headers if k.lower() not in replaced]
+                        break
                     private = False
             message = {
                 **message,
                 "headers": [*headers, *added, *_PRIVATE] if private else [*headers, *added],
             }
-        await send(message)
+        return send(message)
 
     return send_paid
+
+
+def paid_watched(replaced: frozenset[bytes]) -> frozenset[bytes]:
+    """The response header names :func:`add_paid_headers` looks for: ``replaced`` and
+    ``cache-control``."""
+    return replaced | {b"cache-control"}
 
 
 async def send_response(

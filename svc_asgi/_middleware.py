@@ -149,6 +149,7 @@ class PaymentGate:
             raise ValueError('mcp_challenge must be "tool_result" or "jsonrpc_error"')
         self.mcp_challenge: McpChallenge = mcp_challenge
         self.prices = PriceTable(prices)
+        self._priced_routes = self.prices.exact_routes
         if max_body_bytes < 1:
             raise ValueError("max_body_bytes must be a positive number of bytes")
         self.max_body_bytes = max_body_bytes
@@ -178,6 +179,8 @@ class PaymentGate:
             backend, cache_ttl=cache_ttl, on_service_error=on_service_error, rails=rails or ()
         )
 
+        self._remembered = self.core.remembered_key
+
     async def aclose(self) -> None:
         """Close the HTTP client the gate created (not one passed in).  Done for you at
         lifespan shutdown when the server runs the lifespan protocol."""
@@ -196,8 +199,13 @@ class PaymentGate:
                 send = self._closing_at_shutdown(send)
             await self.app(scope, receive, send)
             return
-        path = route_path(scope)
-        resource_id = self.prices.match_route(scope["method"], path)
+        # A priced route spelled exactly (no root_path to strip) is one lookup; anything else
+        # is matched by the price table's full rules.
+        path = route_path(scope) if scope.get("root_path") else scope["path"]
+        method = scope["method"]
+        resource_id = self._priced_routes.get((method, path)) or self.prices.match_route(
+            method, path
+        )
         if resource_id is not None:
             # The hot path, inline: a receipt this gate has confirmed (and no open-rail
             # credential to redeem instead) is one lookup in the core's memo of paid
@@ -206,7 +214,7 @@ class PaymentGate:
             found, rail_credential = credential_headers(scope)
             paid = None
             if found is not None and not (rail_credential and self.core.rails):
-                paid = self.core.remembered(resource_id, found[0], found[1])
+                paid = self._remembered((resource_id, found[0], found[1]))
             if paid is None or paid.held is not None:
                 await self._gate_route(scope, receive, send, resource_id)
                 return
@@ -214,12 +222,12 @@ class PaymentGate:
             if state is None:
                 state = scope["state"] = {}
             state[STATE_KEY] = paid.payment
-            await self.app(scope, receive, add_paid_headers(send, paid.raw_headers, paid.raw_names))
-        elif (
-            self.prices.tools
-            and scope["method"] == "POST"
-            and (path.rstrip("/") or "/") in self.mcp_paths
-        ):
+            await self.app(
+                scope,
+                receive,
+                add_paid_headers(send, paid.raw_headers, paid.raw_names, paid.raw_watched),
+            )
+        elif self.prices.tools and method == "POST" and (path.rstrip("/") or "/") in self.mcp_paths:
             await self._gate_mcp(scope, receive, send)
         else:
             await self.app(scope, receive, send)
@@ -282,7 +290,9 @@ class PaymentGate:
             if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
                 send = add_accept_headers(send, outcome.raw_headers, outcome.raw_names)
             else:
-                send = add_paid_headers(send, outcome.raw_headers, outcome.raw_names)
+                send = add_paid_headers(
+                    send, outcome.raw_headers, outcome.raw_names, outcome.raw_watched
+                )
         elif type(outcome) is FailedOpen:
             state[GATE_ERROR_STATE_KEY] = outcome.reason
         else:  # a Refusal never reaches the app

@@ -75,14 +75,15 @@ class PriceTable:
             self._add(key.strip(), resource_id)
         # What match_route answers for every (method, path) an exact price names, a trailing
         # slash included: the hot path of every priced request is then one dictionary lookup.
-        self._routes: dict[tuple[str, str], str] = {}
+        #: Read directly by a gate's hot path (a miss then asks :meth:`match_route`).
+        self.exact_routes: dict[tuple[str, str], str] = {}
         for path, slot in self._exact.items():
             spellings = (path, path + "/") if path != "/" else (path,)
             for method in _METHODS:
                 found = slot.get(method) or slot.get(None)
                 if found is not None:
                     for spelling in spellings:
-                        self._routes[method, spelling] = found
+                        self.exact_routes[method, spelling] = found
 
     def _add(self, key: str, resource_id: str) -> None:
         if key.startswith(_TOOL_PREFIX):
@@ -114,7 +115,7 @@ class PriceTable:
 
     def match_route(self, method: str, path: str) -> str | None:
         """The resource id that ``method path`` must be paid for, ``None`` if it is free."""
-        known = self._routes.get((method, path))
+        known = self.exact_routes.get((method, path))
         if known is not None:
             return known
         trimmed = _trim(path)

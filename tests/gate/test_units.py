@@ -507,3 +507,55 @@ async def test_a_known_receipt_is_served_alike_by_many_requests_at_once() -> Non
         (b"content-type", b"text/plain"),
         (b"X-Svc-Receipt", b"app's own"),
     ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("app_headers", "expected"),
+    [
+        # The app's own Cache-Control, any case, is kept and no second one is added.
+        (((b"Cache-Control", b"no-cache"),), {"cache-control": ["no-cache"]}),
+        # Headers as a tuple (any iterable), with a copy of X-Svc-Receipt to replace.
+        (
+            ((b"x-svc-receipt", b"app's own"), (b"content-type", b"text/plain")),
+            {"cache-control": ["private"], "content-type": ["text/plain"]},
+        ),
+        ((), {"cache-control": ["private"]}),
+    ],
+)
+async def test_a_known_receipt_adds_its_headers_to_whatever_the_app_sends(
+    app_headers: tuple[tuple[bytes, bytes], ...], expected: dict[str, list[str]]
+) -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": app_headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    gate = PaymentGate(app, prices={"GET /v1/report": "res_report"}, backend=FakeBackend())
+    async with _client(gate) as http:
+        for _ in range(2):  # verified, then remembered
+            answer = await http.get("/v1/report", headers={"X-Svc-Receipt": "rcpt_good_1"})
+            assert answer.status_code == 200 and answer.text == "ok"
+            assert answer.headers.get_list("x-svc-receipt") == ["rcpt_good_1"]
+            for name, values in expected.items():
+                assert answer.headers.get_list(name) == values
+
+
+@pytest.mark.anyio
+async def test_a_gate_under_a_root_path_prices_the_app_s_own_route() -> None:
+    # The hot path looks the route up directly only when there is no root_path to strip.
+    backend = FakeBackend()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    gate = PaymentGate(app, prices={"GET /v1/report": "res_report"}, backend=backend)
+
+    async def mounted(scope: Any, receive: Any, send: Any) -> None:
+        await gate({**scope, "root_path": "/api"}, receive, send)
+
+    async with _client(mounted) as http:
+        assert (await http.get("/api/v1/report")).status_code == 402
+        paid = await http.get("/api/v1/report", headers={"X-Svc-Receipt": "rcpt_good_1"})
+        assert paid.status_code == 200 and paid.headers["x-svc-receipt"] == "rcpt_good_1"
+        assert (await http.get("/api/v1/free")).status_code == 200
