@@ -5,11 +5,11 @@ Every commit woke it before, and each wake cost a round of claiming and payouts.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
-import pytest
 
 import svc
 
@@ -17,13 +17,13 @@ from ..support import new_account
 
 
 def test_the_sqlite_watcher_wakes_for_queued_deliveries_only(
-    make_server: Any, database_url: str
+    make_server: Any, tmp_path: Path
 ) -> None:
-    if not database_url.startswith("sqlite"):
-        pytest.skip("PostgreSQL is woken by NOTIFY, sent only with deliveries already")
+    """On an SQLite file in either leg: PostgreSQL's NOTIFY is sent only with deliveries
+    already (the wake test in test_workers covers it)."""
     from reference_server.outbox.wakeup import SQLITE_WATCH_SECONDS, listen
 
-    live = make_server(worker_enabled=False)
+    live = make_server(worker_enabled=False, database_url=f"sqlite:///{tmp_path / 'watch.db'}")
     acct = new_account(live.url)
     owner = svc.Client(base_url=live.url, owner_jwt=acct.owner_jwt, environment="test")
     wakes: list[float] = []
