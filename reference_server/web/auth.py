@@ -24,10 +24,12 @@ from ..store import tables as t
 from .errors import ApiError
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
     "ENVIRONMENTS",
     "Principal",
     "Role",
     "authenticate",
+    "credential_of",
     "issue_owner_jwt",
     "requested_environment",
 ]
@@ -60,6 +62,17 @@ def requested_environment(headers: Mapping[str, str]) -> str | None:
             f"X-Svc-Environment must be 'test' or 'live', not {value[:20]!r}.",
         )
     return value
+
+
+#: Every header :func:`authenticate` reads a caller from: the credential's two places and
+#: the environment.  Requests equal in these are the same caller (``POST /pay``'s group
+#: commit groups and authenticates by them).
+CREDENTIAL_HEADERS = ("authorization", "x-svc-vw-key", "x-svc-environment")
+
+
+def credential_of(headers: Mapping[str, str]) -> tuple[str | None, ...]:
+    """What identifies the request's caller, before it is authenticated."""
+    return tuple(headers.get(name) for name in CREDENTIAL_HEADERS)
 
 
 def _bearer_token(headers: Mapping[str, str]) -> str | None:

@@ -45,7 +45,7 @@ from ..domain.events import NEW_DELIVERIES
 from ..invariant import InvariantError
 from ..store.database import is_transient
 from . import idempotency
-from .auth import Principal, Role, authenticate, requested_environment
+from .auth import Principal, Role, authenticate, credential_of, requested_environment
 from .errors import ApiError, http_error
 from .group_commit import GroupCommit, Outcome
 from .json_body import read_json_body
@@ -554,10 +554,8 @@ async def _grouped(
     groups = ctx.group_commits.get(name)
     if groups is None:
         groups = ctx.group_commits[name] = GroupCommit(partial(_run_group, ep, ctx))
-    headers = request.headers
-    caller = (headers.get("authorization"), headers.get("x-svc-vw-key"))
     result: tuple[int, dict[str, Any], dict[str, str]] = await groups.submit(
-        caller, _Grouped(request, request_id, body)
+        credential_of(request.headers), _Grouped(request, request_id, body)
     )
     return result
 
@@ -645,7 +643,7 @@ def _claimed_group(
     for item in group:
         now = ctx.now()
         headers = item.request.headers
-        credential = tuple(headers.get(h) for h in _CREDENTIAL_HEADERS)
+        credential = credential_of(headers)
         caller = callers.get(credential)
         if caller is None:
             caller = callers[credential] = _caller_in(conn, ep, ctx, headers, now)
@@ -661,10 +659,6 @@ def _claimed_group(
         else _Claimed(call, begun)
         for (call, _), begun in zip(wanted, claimed, strict=True)
     ]
-
-
-#: The headers a credential is read from (``auth.authenticate``), and its environment.
-_CREDENTIAL_HEADERS = ("authorization", "x-svc-vw-key", "x-svc-environment")
 
 
 def _sync_handler(ep: Endpoint) -> Handler:
