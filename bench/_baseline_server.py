@@ -67,7 +67,9 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.from_env()
     app = create_bench_app(settings)
-    build_server(settings, host=args.host, port=args.port, app=app, log_level="warning").run()
+    build_server(
+        settings, host=args.host, port=args.port, app=app, own_process=True, log_level="warning"
+    ).run()
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
         settings = _with_public_url(settings, f"http://{host}:{port}")
     # The demo's numbered steps are what its reader follows: no access-log line between them.
     walking = demo or exit_after_demo
-    server = build_server(settings, host=host, port=port, access_log=not walking)
+    server = build_server(settings, host=host, port=port, own_process=True, access_log=not walking)
     outcome: dict[str, Any] = {}
     if demo or exit_after_demo:
         thread = threading.Thread(
@@ -129,11 +129,13 @@ def worker(database_url: str | None) -> None:
     import anyio
 
     from .context import ServerContext
+    from .serving import freeze_heap
     from .store import upgrade
 
     ctx = ServerContext(_say_database(_settings(database_url=database_url)))
     upgrade(ctx.db)
     ctx.load_secrets()
+    freeze_heap()
     try:
         anyio.run(
             _work_until_signalled, ctx, lambda: click.echo("outbox worker running (Ctrl-C to stop)")

@@ -13,6 +13,9 @@ Slow clients are cut off at three points:
   answers ``408 request_timeout`` and closes (it applies under any server).
 - **keep-alive**: uvicorn's ``timeout_keep_alive``.
 
+A server that owns its process (``svc-server run``; ``own_process=True``) also moves what
+start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
+
 Build servers with :func:`build_server` only, so every one has these protections.
 """
 
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import socket
 from typing import Any
 
 import h11
@@ -29,7 +34,40 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from .app import create_app
 from .settings import Settings
 
-__all__ = ["build_server"]
+__all__ = ["build_server", "freeze_heap"]
+
+
+def freeze_heap() -> None:
+    """Collect once, then exclude every object alive now from later collections.
+
+    Start-up leaves about 180,000 long-lived objects (modules, classes, the app, the
+    protocol SDKs); each full (generation 2) collection walked them all, 80-100 ms with
+    the GIL held, several times a minute under load: that pause was the p99 of every
+    route at 32 clients.  Frozen, a full collection walks only what was made since.
+    Call it once per process, after start-up and before serving: garbage made before the
+    freeze is collected first; objects made after it are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, freezing the heap between the app's start-up (its lifespan) and
+    the first connection accepted, so no request waits for the freeze's collection."""
+
+    own_process: bool = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.own_process:
+            lifespan_startup = self.lifespan.startup
+
+            async def start_then_freeze() -> None:
+                await lifespan_startup()
+                if not self.lifespan.should_exit:
+                    freeze_heap()
+
+            self.lifespan.startup = start_then_freeze
+        await super().startup(sockets)
 
 
 class _HeadDeadlineProtocol(H11Protocol):
@@ -85,11 +123,20 @@ def _protocol_class(head_timeout: float) -> type[H11Protocol]:
 
 
 def build_server(
-    settings: Settings, *, host: str, port: int, app: Any = None, **options: Any
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    app: Any = None,
+    own_process: bool = False,
+    **options: Any,
 ) -> uvicorn.Server:
     """A uvicorn server for ``app`` (default ``create_app(settings)``; it is
     ``server.config.app``) with the slow-client bounds of ``settings``; ``options`` are
-    passed to ``uvicorn.Config`` (``log_level``...)."""
+    passed to ``uvicorn.Config`` (``log_level``...).  ``own_process``: the server is its
+    process's only work (``svc-server run``), so the heap is frozen after start-up (never
+    in a process that makes and drops servers, such as the test suite: what it froze
+    would never be collected)."""
     config = uvicorn.Config(
         create_app(settings) if app is None else app,
         host=host,
@@ -98,4 +145,6 @@ def build_server(
         timeout_keep_alive=settings.keep_alive_timeout_seconds,  # type: ignore[arg-type]
         **options,
     )
-    return uvicorn.Server(config)
+    server = _Server(config)
+    server.own_process = own_process
+    return server
