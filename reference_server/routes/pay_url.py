@@ -11,8 +11,10 @@ authentication, the envelope and ``request_id`` are the pipeline's; its ``Idempo
 
 from __future__ import annotations
 
+from functools import partial
 from urllib.parse import urlsplit
 
+from sqlalchemy import Connection
 from starlette.responses import Response
 
 from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
@@ -24,6 +26,7 @@ from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
 from ..domain.pay_url.hot_wallet import hot_wallet
+from ..invariant import InvariantError
 from ..web import idempotency
 from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Endpoint
@@ -52,16 +55,28 @@ async def pay_url(call: Call) -> Response:
 
 
 def _prepare(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
-    """Blocking, in the worker thread that authenticated the caller: what a dry run
-    needs, or the attempt begun (the wallet key is loaded in its transaction)."""
-    order, fingerprint = _order(call)
-    if call.input(PayUrl).dry_run:
+    """Blocking, in a worker thread before the handler: what a dry run needs, or the
+    attempt begun in the transaction that authenticates the caller (and loads the key).
+
+    The body as sent says which (``dry_run`` is a JSON ``true`` or it is not one: the
+    body's shape is checked, after the credential, in either transaction)."""
+    if call.body.get("dry_run") is True:
+        with call.ctx.db.read() as conn:
+            call.authenticate(conn)
+        order, _ = _order(call)
         return _job(call, order)
-    return flow.begin(
-        call.ctx,
+    return flow.begin(call.ctx, read=partial(_request, call), request_id=call.request_id)
+
+
+def _request(call: Call, conn: Connection) -> flow.PayRequest:
+    """Authenticate the caller with ``conn`` and read what they ask to pay."""
+    call.authenticate(conn)
+    if call.input(PayUrl).dry_run:
+        raise InvariantError("a dry run is prepared without beginning an attempt")
+    order, fingerprint = _order(call)
+    return flow.PayRequest(
         agent=_agent(call),
         order=order,
-        request_id=call.request_id,
         idempotency_key=call.idempotency_key,
         fingerprint=fingerprint,
     )
@@ -152,6 +167,7 @@ PAY_URL = Endpoint(
     path=PATH,
     handler=pay_url,
     prepare=_prepare,
+    prepare_authenticates=True,
     auth=Role.WALLET,
     idempotency="optional",
     body=PayUrl,

@@ -89,6 +89,17 @@ class Call:
     _conn: Connection | None = None
     #: Stores an answer under the request's Idempotency-Key at once (see :meth:`answer_ahead`).
     _store_answer: Callable[[Reply], None] | None = None
+    #: Authenticates and reads the input with a connection (see :meth:`authenticate`).
+    _authenticate: Callable[[Connection], None] | None = None
+
+    def authenticate(self, conn: Connection) -> None:
+        """Authenticate the caller with ``conn``, the prepare's own transaction, then read
+        the input (``Endpoint.prepare_authenticates``): the refusals come in the
+        pipeline's order -- the credential, the Idempotency-Key, the body.  Until then
+        the call has no principal and ``body`` is the JSON as sent (a dict, or empty)."""
+        if self._authenticate is None:
+            raise InvariantError("this call was authenticated by the pipeline")
+        self._authenticate(conn)
 
     @property
     def caller(self) -> Principal:
@@ -186,6 +197,11 @@ class Endpoint:
     #: its result is ``call.prepared``.  One thread hop instead of two before the handler
     #: awaits anything (pay-url begins its attempt there).
     prepare: Callable[[Call], Any] | None = None
+    #: ``prepare`` authenticates the caller itself, in the transaction it opens
+    #: (:meth:`Call.authenticate`, before it reads the call's input): one transaction
+    #: where the pipeline's read and the prepare's own took two (pay-url begins its
+    #: attempt in the transaction that authenticates the wallet key).
+    prepare_authenticates: bool = False
     #: Concurrent requests of one credential share one transaction (group commit, see
     #: :mod:`.group_commit`): for a sync route that every call of a caller serialises on
     #: one row lock anyway (``POST /pay``: the wallet key's).  Needs a required
@@ -300,10 +316,6 @@ def _call(
     caller: tuple[Principal | None, str | None],
     now: datetime,
 ) -> Call:
-    if body is None:
-        body = {}
-    if not isinstance(body, dict):
-        raise ApiError("invalid_json", "The body must be a JSON object.")
     principal, environment = caller
     return Call(
         ctx=ctx,
@@ -311,7 +323,7 @@ def _call(
         request_id=request_id,
         principal=principal,
         environment=environment,
-        body=body,
+        body=_object(body),
         params=request.path_params,
         query=request.query_params,
         base_url=str(request.base_url),
@@ -319,6 +331,15 @@ def _call(
         client=_client(request),
         now=now,
     )
+
+
+def _object(body: Any) -> dict[str, Any]:
+    """The JSON body as the handler gets it: an object (none sent: an empty one)."""
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise ApiError("invalid_json", "The body must be a JSON object.")
+    return body
 
 
 async def _run_async(
@@ -348,6 +369,8 @@ def _async_call(
 ) -> Call:
     """The call an async handler gets: authenticated and prepared (blocking when the
     route takes a credential or prepares)."""
+    if ep.prepare is not None and ep.prepare_authenticates:
+        return _call_authenticated_by_prepare(ep, ctx, request, request_id, body, now)
     caller: tuple[Principal | None, str | None] = (None, None)
     if ep.auth is not None:
         caller = _authenticated(ep, ctx, request.headers, now)
@@ -356,6 +379,33 @@ def _async_call(
     call.parsed = _read_declared_body(ep, call)
     if ep.prepare is not None:
         call.prepared = ep.prepare(call)
+    return call
+
+
+def _call_authenticated_by_prepare(
+    ep: Endpoint, ctx: ServerContext, request: Request, request_id: str, body: Any, now: datetime
+) -> Call:
+    """:func:`_async_call` for a prepare that authenticates in its own transaction: the
+    same steps in the same order, the first of them with the prepare's connection."""
+    ctx.load_secrets()  # before any transaction opens: the first load writes once
+    sent = body if isinstance(body, dict) else {}
+    call = _call(ep, ctx, request, request_id, sent, (None, None), now)
+    authenticated = False
+
+    def authenticate(conn: Connection) -> None:
+        nonlocal authenticated
+        call.principal, call._environment = _caller_in(conn, ep, ctx, request.headers, now)
+        call.body = _object(body)
+        call.idempotency_key = _idempotency_key(ep, request)
+        call.parsed = _read_declared_body(ep, call)
+        authenticated = True
+
+    call._authenticate = authenticate
+    if ep.prepare is None:
+        raise InvariantError("expected ep.prepare is not None")
+    call.prepared = ep.prepare(call)
+    if not authenticated:
+        raise InvariantError(f"{ep.method} {ep.path}: its prepare did not authenticate")
     return call
 
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, Update, bindparam, select, update
+from sqlalchemy import Connection, Row, Update, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
@@ -195,15 +195,18 @@ def get_to_conclude(conn: Connection, attempt_id: str) -> Row[Any]:
 
 
 @functools.lru_cache(maxsize=64)
-def _update(columns: tuple[str, ...], returning: bool = False) -> Update:
+def _update(columns: tuple[str, ...], returning: bool = False, seller: bool = False) -> Update:
     """The update of these columns of one attempt (a handful of sets are ever used); with
-    ``returning``, answering the whole row as updated."""
+    ``returning``, answering the whole row as updated (and with ``seller``, the seller's
+    receipt booked for its transaction: :data:`_BOOKED`)."""
     statement = (
         update(_sa)
         .where(_sa.c.id == bindparam("attempt_id"))
         .values({column: bindparam(f"set_{column}") for column in columns})
     )
-    return statement.returning(*_sa.c) if returning else statement
+    if not returning:
+        return statement
+    return statement.returning(*_sa.c, *([_BOOKED] if seller else []))
 
 
 def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> None:
@@ -212,12 +215,16 @@ def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: A
     conn.execute(_update(tuple(sorted(values))), {"attempt_id": attempt_id, **params})
 
 
-def update_and_get(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> Row[Any]:
+def update_and_get(
+    conn: Connection, attempt_id: str, now: datetime, *, seller: bool = False, **values: Any
+) -> Row[Any]:
     """:func:`update_attempt`, answering the row as it now is (``RETURNING``: the step
-    that concludes an attempt needs it for the answer, and no longer reads it again)."""
+    that concludes an attempt needs it for the answer, and no longer reads it again);
+    with ``seller``, the row also carries what :func:`seller_receipt_id` would read (the
+    step that concludes a success asks it in the same statement)."""
     values["updated_at"] = now
     params = {f"set_{column}": value for column, value in values.items()}
-    statement = _update(tuple(sorted(values)), returning=True)
+    statement = _update(tuple(sorted(values)), returning=True, seller=seller)
     return conn.execute(statement, {"attempt_id": attempt_id, **params}).one()
 
 
@@ -250,6 +257,19 @@ _SELLER_RECEIPT = select(_r.c.id).where(
     _r.c.kind == "resource",
     _r.c.tx_hash == bindparam("tx_hash"),
 )
+_UNREAD = object()
+#: :data:`_SELLER_RECEIPT` of the attempt row itself, for its ``RETURNING`` (at most one
+#: row: a receipt kind counts a transaction once per environment).
+_BOOKED = (
+    select(_r.c.id)
+    .where(
+        _r.c.environment == _sa.c.environment,
+        _r.c.kind == "resource",
+        _r.c.tx_hash == func.lower(_sa.c.tx_hash),
+    )
+    .scalar_subquery()
+    .label("booked_seller_receipt")
+)
 
 
 def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
@@ -260,9 +280,11 @@ def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
     if row.status != "succeeded":
         return None
     if row.tx_hash:
-        booked = conn.execute(
-            _SELLER_RECEIPT, {"environment": row.environment, "tx_hash": row.tx_hash.lower()}
-        ).scalar()
+        booked = getattr(row, "booked_seller_receipt", _UNREAD)  # read with it (update_and_get)
+        if booked is _UNREAD:
+            booked = conn.execute(
+                _SELLER_RECEIPT, {"environment": row.environment, "tx_hash": row.tx_hash.lower()}
+            ).scalar()
         if booked is not None:
             return str(booked)
     returned = (row.response_headers or {}).get("x-svc-receipt", "").strip()
@@ -270,11 +292,17 @@ def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
 
 
 def outcome(
-    row: Row[Any], box: SecretBox, *, seller_receipt: str | None = None
+    row: Row[Any], box: SecretBox, *, seller_receipt: str | None = None, body: str | None = None
 ) -> PayUrlResult | DomainError:
     """The attempt's answer: the same for the first request and every replay
-    (``seller_receipt``: :func:`seller_receipt_id`)."""
+    (``seller_receipt``: :func:`seller_receipt_id`; ``body``: the row's
+    ``response_body`` in plaintext, when the caller sealed it there itself and need not
+    open it again)."""
     if row.status == "succeeded":
+        if row.response_body is None:
+            body = ""
+        elif body is None:
+            body = box.open(row.response_body)
         return PayUrlResult(
             attempt_id=row.id,
             rail=row.rail,
@@ -288,7 +316,7 @@ def outcome(
             pay_to=row.pay_to,
             unlocked=row.response_status is not None and 200 <= row.response_status < 300,
             upstream_status=row.response_status,
-            body="" if row.response_body is None else box.open(row.response_body),
+            body=body,
             body_encoding=row.body_encoding or "utf-8",
             body_truncated=row.body_truncated,
             headers=row.response_headers or {},

@@ -40,6 +40,7 @@ from svc.money import from_micros
 
 from ... import outbound
 from ...context import ServerContext
+from ...crypto import SecretBox
 from ...invariant import InvariantError
 from ...store.database import is_transient
 from .. import wallets
@@ -49,12 +50,12 @@ from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
 from .confirmation import confirmed_transaction
-from .hot_wallet import HotWallet, hot_wallet
+from .hot_wallet import HotWallet, hot_wallet, known_hot_wallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "begin", "encode_json", "load_job", "pay", "quote"]
+__all__ = ["Answer", "Job", "PayRequest", "begin", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -107,36 +108,68 @@ def load_job(
     )
 
 
+@attrs.frozen(kw_only=True)
+class PayRequest:
+    """A ``pay-url`` request as authenticated and read: who pays what, under which key."""
+
+    agent: Principal
+    order: Order
+    idempotency_key: str | None
+    #: The request's idempotency fingerprint (a reused key must carry the same request).
+    fingerprint: str
+
+
+class _HotWalletNeeded(Exception):
+    """The environment's hot wallet is not loaded yet (see :func:`begin`)."""
+
+    def __init__(self, environment: str) -> None:
+        super().__init__(environment)
+        self.environment = environment
+
+
 def begin(
-    ctx: ServerContext,
-    *,
-    agent: Principal,
-    order: Order,
-    request_id: str,
-    idempotency_key: str | None,
-    fingerprint: str,
+    ctx: ServerContext, *, read: Callable[[Connection], PayRequest], request_id: str
 ) -> tuple[Job, Started | Replay]:
-    """Blocking (the route runs it in the worker thread that authenticated the caller):
-    load the wallet key and begin the attempt, in one transaction."""
+    """Blocking (the route runs it in a worker thread before the handler): authenticate
+    the caller and read the request (``read``, in this transaction), load the wallet key
+    and begin the attempt -- one transaction, one commit."""
 
     def run(conn: Connection) -> tuple[Job, Started | Replay]:
         _commit_without_waiting_for_the_disk(conn)
-        job = load_job(ctx, conn, agent=agent, order=order, request_id=request_id)
+        request = read(conn)
+        agent = request.agent
+        wallet = known_hot_wallet(ctx, agent.environment)
+        if wallet is None:
+            raise _HotWalletNeeded(agent.environment)
+        if agent.subject_id is None:
+            raise InvariantError("expected agent.subject_id is not None")
+        job = Job(
+            ctx=ctx,
+            agent=agent,
+            key=wallets.get_wallet_key(conn, agent.subject_id),
+            wallet=wallet,
+            order=request.order,
+            request_id=request_id,
+        )
         begun = attempts.begin(
             conn,
             agent=agent,
-            order=order,
-            idempotency_key=idempotency_key,
-            fingerprint=fingerprint,
+            order=request.order,
+            idempotency_key=request.idempotency_key,
+            fingerprint=request.fingerprint,
             request_id=request_id,
             now=ctx.now(),
         )
         return job, begun
 
-    # The first call of a process may create the sealed hot-wallet key, in a transaction
-    # of its own: before this one opens, never inside it.
-    hot_wallet(ctx, agent.environment)
-    return _write_blocking(ctx, run)
+    try:
+        return _write_blocking(ctx, run)
+    except _HotWalletNeeded as needed:
+        # The first call of a process may create the sealed hot-wallet key, in a
+        # transaction of its own, never inside this one (which had only read): make it
+        # (or refuse, live with none configured), then begin again.
+        hot_wallet(ctx, needed.environment)
+        return _write_blocking(ctx, run)
 
 
 def _commit_without_waiting_for_the_disk(conn: Connection) -> None:
@@ -157,21 +190,32 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
-        row, seller_receipt = await _read_answer(job.ctx, begun.attempt_id)
-        result = attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt)
-        return Answer(result=result, replay_of=row.request_id)
+        answered = await _read_answer(job.ctx, begun.attempt_id)
+        return Answer(result=answered.outcome(job.ctx.box), replay_of=answered.row.request_id)
     try:
         done = await _run(job, begun.attempt_id)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
-    row, seller_receipt = done or await _read_answer(job.ctx, begun.attempt_id)
-    return Answer(result=attempts.outcome(row, job.ctx.box, seller_receipt=seller_receipt))
+    answered = done or await _read_answer(job.ctx, begun.attempt_id)
+    return Answer(result=answered.outcome(job.ctx.box))
 
 
 #: An attempt row as answered, with the seller's receipt id when known.
-_Answered = tuple[Row[Any], str | None]
+@attrs.frozen
+class _Answered:
+    """An attempt row as answered."""
+
+    row: Row[Any]
+    #: The seller's receipt id, when known (:func:`~.attempts.seller_receipt_id`).
+    seller_receipt: str | None
+    #: The answer's body, when this request sealed it into the row in the transaction
+    #: that read it: the answer is rendered from it rather than opened again.
+    body: str | None = None
+
+    def outcome(self, box: SecretBox) -> PayUrlResult | DomainError:
+        return attempts.outcome(self.row, box, seller_receipt=self.seller_receipt, body=self.body)
 
 
 async def _run(job: Job, attempt_id: str) -> _Answered | None:
@@ -324,7 +368,11 @@ async def _conclude(
         )
         if concluded is None:  # by a racing retry: read what it concluded
             return _answered(conn, attempt_id)
-        return concluded, attempts.seller_receipt_id(conn, concluded)
+        return _Answered(
+            concluded,
+            attempts.seller_receipt_id(conn, concluded),
+            body=None if answer is None else answer.body,
+        )
 
     return await _write(job.ctx, run)
 
@@ -577,7 +625,7 @@ async def _fail(
         row = attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
-        return row, attempts.seller_receipt_id(conn, row)  # none: it failed
+        return _Answered(row, attempts.seller_receipt_id(conn, row))  # none: it failed
 
     return await _write(job.ctx, record)
 
@@ -609,7 +657,7 @@ def _write_blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
 
 def _answered(conn: Connection, attempt_id: str) -> _Answered:
     row = attempts.get(conn, attempt_id)
-    return row, attempts.seller_receipt_id(conn, row)
+    return _Answered(row, attempts.seller_receipt_id(conn, row))
 
 
 async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
@@ -620,7 +668,7 @@ async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
     return await anyio.to_thread.run_sync(run)
 
 
-async def _read_answer(ctx: ServerContext, attempt_id: str) -> tuple[Row[Any], str | None]:
+async def _read_answer(ctx: ServerContext, attempt_id: str) -> _Answered:
     """The attempt as answered, with the seller's receipt when it is known."""
 
     def run() -> _Answered:

@@ -23,7 +23,7 @@ from ...recursion import keeping_recursion_limit
 from ...sandbox.token import SANDBOX_TOKEN, TokenIdentity
 from ..errors import DomainError
 
-__all__ = ["HotWallet", "hot_wallet"]
+__all__ = ["HotWallet", "hot_wallet", "known_hot_wallet"]
 
 #: ``server_secrets`` row holding the sealed test hot-wallet key.
 _TEST_KEY = "pay_url_hot_wallet_test"
@@ -55,6 +55,12 @@ def hot_wallet(ctx: ServerContext, environment: str) -> HotWallet:
     if environment not in known:
         known[environment] = _test(ctx) if environment == "test" else _live(ctx)
     return known[environment]
+
+
+def known_hot_wallet(ctx: ServerContext, environment: str) -> HotWallet | None:
+    """The environment's hot wallet if :func:`hot_wallet` has made it (never blocks: a
+    transaction asks this, and makes it outside when it is not known yet)."""
+    return _cache.get(ctx, {}).get(environment)
 
 
 def _account_class() -> Any:

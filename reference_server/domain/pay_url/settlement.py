@@ -215,6 +215,7 @@ def conclude(
             conn,
             attempt_id,
             now,
+            seller=True,
             status="succeeded",
             tx_hash=tx_hash,
             receipt_id=receipt_id,
