@@ -44,6 +44,7 @@ __all__ = [
     "fail",
     "get",
     "get_to_conclude",
+    "get_to_reserve",
     "list_attempts",
     "outcome",
     "seller_receipt_id",
@@ -167,6 +168,20 @@ _GET_LOCKED = _GET.with_for_update()
 
 def get(conn: Connection, attempt_id: str, *, lock: bool = False) -> Row[Any]:
     query = _GET_LOCKED if lock and conn.dialect.name == "postgresql" else _GET
+    return conn.execute(query, {"attempt_id": attempt_id}).one()
+
+
+#: What reserving needs of the attempt (its own row, locked): not the rest of its columns.
+_TO_RESERVE = select(_sa.c.id, _sa.c.environment, _sa.c.wallet_key_id, _sa.c.host).where(
+    _sa.c.id == bindparam("attempt_id")
+)
+_TO_RESERVE_LOCKED = _TO_RESERVE.with_for_update()
+
+
+def get_to_reserve(conn: Connection, attempt_id: str) -> Row[Any]:
+    """The attempt locked (PostgreSQL), with the columns reserving reads: ``id``,
+    ``environment``, ``wallet_key_id``, ``host``."""
+    query = _TO_RESERVE_LOCKED if conn.dialect.name == "postgresql" else _TO_RESERVE
     return conn.execute(query, {"attempt_id": attempt_id}).one()
 
 

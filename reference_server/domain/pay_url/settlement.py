@@ -22,6 +22,7 @@ sandbox chain's rows -- so concurrent attempts cannot deadlock on PostgreSQL.
 from __future__ import annotations
 
 import enum
+import random
 from datetime import datetime
 from typing import Any
 
@@ -90,7 +91,7 @@ def reserve(
     the usual case free of savepoints: neither a taken nonce (claimed by the attempt's
     one update) nor the policy's refusal needs anything of this transaction kept.
     """
-    row = attempts.get(conn, attempt_id, lock=True)
+    row = attempts.get_to_reserve(conn, attempt_id)
     transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
     try:
         attempts.update_attempt(
@@ -137,12 +138,20 @@ def _charge_and_hold(
     """Charge the key's policy and reserve the amount; raise the refusal's DomainError."""
     env, amount = row.environment, signed.amount
     key = wallets.charge(conn, row.wallet_key_id, amount, rail=signed.rail, host=row.host, now=now)
-    payouts = ledger.platform_account(conn, environment=env, kind=ledger.CHAIN_PAYOUTS, now=now)
+    # The key's account and a shard of the payouts account, in one statement (as a sale
+    # reads its accounts: payments.record_purchase).
+    shard = ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+    debit, payouts = ledger.find_accounts(
+        conn,
+        environment=env,
+        named=[(ledger.WALLET_KEY, key.id), (ledger.CHAIN_PAYOUTS, shard)],
+        now=now,
+    )
     try:
         transfer_id = ledger.reserve(
             conn,
             environment=env,
-            debit=wallets.wallet_account(conn, key),
+            debit=debit,
             credit=payouts,
             amount=amount,
             kind="pay_url",
@@ -249,7 +258,7 @@ def lock_wallet_key(conn: Connection, key_id: str) -> None:
     """The wallet key's row lock, first of every lock a pay-url transaction takes
     (PostgreSQL; SQLite's one writer serialises them already, so nothing is read)."""
     if conn.dialect.name == "postgresql":
-        wallets.lock_wallet_key(conn, key_id)
+        wallets.lock_wallet_key_row(conn, key_id)
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
