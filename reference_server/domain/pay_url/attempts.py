@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, Update, bindparam, func, select, update
+from sqlalchemy import Connection, Row, Select, Update, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
@@ -172,9 +172,9 @@ def get(conn: Connection, attempt_id: str, *, lock: bool = False) -> Row[Any]:
 
 
 #: What reserving needs of the attempt (its own row, locked): not the rest of its columns.
-_TO_RESERVE = select(_sa.c.id, _sa.c.environment, _sa.c.wallet_key_id, _sa.c.host).where(
-    _sa.c.id == bindparam("attempt_id")
-)
+_TO_RESERVE: Select[Any] = select(
+    _sa.c.id, _sa.c.environment, _sa.c.wallet_key_id, _sa.c.host
+).where(_sa.c.id == bindparam("attempt_id"))
 _TO_RESERVE_LOCKED = _TO_RESERVE.with_for_update()
 
 
