@@ -246,3 +246,46 @@ def test_bodies_the_api_refuses_are_refused_here_too(
     )
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_json")
     assert r.json()["request_id"] == r.headers["x-request-id"]
+
+
+@pytest.mark.parametrize("dry_run", [None, True])
+def test_refusals_come_in_the_pipelines_order(
+    server: LiveServer, agent: Agent, dry_run: bool | None
+) -> None:
+    """pay-url authenticates in the transaction that begins its attempt (or, for a dry
+    run, reads its key): a refused request is still refused for its credential first,
+    then its Idempotency-Key, then its body, and leaves no attempt behind."""
+    import httpx
+
+    from ..support import new_account
+
+    url = server.url + "/spend/pay-url"
+    bad = {"url": "not a url", "method": "PUT"}
+    if dry_run is not None:
+        bad["dry_run"] = dry_run
+
+    def refused(body: Any, **headers: str) -> tuple[int, str]:
+        if isinstance(body, bytes):
+            headers["Content-Type"] = "application/json"
+            r = httpx.post(url, content=body, headers=headers)
+        else:
+            r = httpx.post(url, json=body, headers=headers)
+        return r.status_code, r.json()["error"]["code"]
+
+    wallet = f"Bearer {agent.wallet_key}"
+    seller = f"Bearer {new_account(server.url).seller_key}"
+    assert refused(bad) == (401, "unauthenticated")
+    assert refused(b"[1]") == (401, "unauthenticated")
+    assert refused(bad, Authorization="Bearer svc_vw_test_nope") == (401, "invalid_credential")
+    assert refused(bad, Authorization=seller) == (403, "wrong_credential")
+    assert refused(bad, Authorization=wallet, **{"X-Svc-Environment": "live"}) == (
+        403,
+        "environment_mismatch",
+    )
+    assert refused(bad, Authorization=wallet, **{"Idempotency-Key": "k" * 300}) == (
+        400,
+        "invalid_idempotency_key",
+    )
+    assert refused(b"[1]", Authorization=wallet) == (400, "invalid_json")
+    assert refused(bad, Authorization=wallet) == (422, "validation_error")
+    assert agent.client.spend.attempts().data == []
