@@ -92,3 +92,4 @@ def test_live_without_a_hot_wallet_is_refused(
     agent = make_agent(plain, environment="live")
     r = agent.pay_url(x402_url)
     assert (r.status_code, r.json()["error"]["code"]) == (503, "rails_not_configured")
+    assert agent.client.spend.attempts().data == []  # refused before the attempt began

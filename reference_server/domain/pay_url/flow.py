@@ -202,7 +202,6 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
     return Answer(result=answered.outcome(job.ctx.box))
 
 
-#: An attempt row as answered, with the seller's receipt id when known.
 @attrs.frozen
 class _Answered:
     """An attempt row as answered."""
