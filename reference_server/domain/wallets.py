@@ -42,7 +42,6 @@ __all__ = [
     "get_wallet_key",
     "insufficient_available",
     "lock_wallet_key",
-    "lock_wallet_key_row",
     "period_bounds",
     "period_is_current",
     "refund_charge",
@@ -190,15 +189,6 @@ def lock_wallet_key(conn: Connection, key_id: str) -> Row[Any]:
     """Take the key's row lock: every spend, fund and refund of a key runs one at a time."""
     query = _LOCK_KEY if conn.dialect.name == "postgresql" else _GET_KEY
     return conn.execute(query, {"key_id": key_id}).one()
-
-
-_LOCK_KEY_ROW = select(_w.c.id).where(_w.c.id == bindparam("key_id")).with_for_update()
-
-
-def lock_wallet_key_row(conn: Connection, key_id: str) -> None:
-    """:func:`lock_wallet_key` for a caller that needs the lock, not the row (PostgreSQL:
-    the same row lock, without reading the key's columns)."""
-    conn.execute(_LOCK_KEY_ROW, {"key_id": key_id}).one()
 
 
 def wallet_account(conn: Connection, row: Row[Any]) -> str:

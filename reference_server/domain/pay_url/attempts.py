@@ -198,13 +198,20 @@ _TO_CONCLUDE = (
     .select_from(_sa.outerjoin(_lt, _lt.c.id == _sa.c.transfer_id))
     .where(_sa.c.id == bindparam("attempt_id"))
 )
-_TO_CONCLUDE_LOCKED = _TO_CONCLUDE.with_for_update(of=_sa)
+_w = t.wallet_keys
+#: PostgreSQL: the same read, locking the attempt and its wallet key's row in one statement
+#: (the lock ``wallets.lock_wallet_key`` takes, in the order reserving takes the two).
+_TO_CONCLUDE_LOCKED = _TO_CONCLUDE.join_from(
+    _sa, _w, _w.c.id == _sa.c.wallet_key_id
+).with_for_update(of=[_sa, _w])
 
 
 def get_to_conclude(conn: Connection, attempt_id: str) -> Row[Any]:
-    """The attempt locked (PostgreSQL; SQLite's writer lock serialises already), with its
-    reservation's ``transfer_debit_account_id``, ``transfer_credit_account_id`` and
-    ``transfer_receipt_id`` (``None`` before it reserved)."""
+    """The attempt and its wallet key locked (PostgreSQL; SQLite's writer lock serialises
+    already), with its reservation's ``transfer_debit_account_id``,
+    ``transfer_credit_account_id`` and ``transfer_receipt_id`` (``None`` before it
+    reserved).  The wallet key's is the first lock of every pay-url transaction that
+    moves money: the chain and the ledger come after."""
     query = _TO_CONCLUDE_LOCKED if conn.dialect.name == "postgresql" else _TO_CONCLUDE
     return conn.execute(query, {"attempt_id": attempt_id}).one()
 

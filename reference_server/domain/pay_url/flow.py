@@ -348,8 +348,7 @@ async def _conclude(
         now = job.ctx.now()
         row = None
         if verdict is None:
-            row = attempts.get_to_conclude(conn, attempt_id)
-            settlement.lock_wallet_key(conn, row.wallet_key_id)
+            row = attempts.get_to_conclude(conn, attempt_id)  # and its wallet key, locked
             if payer is None or nonce is None:
                 raise InvariantError("the chain's verdict needs the payer and the nonce")
             verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)

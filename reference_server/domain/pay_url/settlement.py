@@ -206,8 +206,7 @@ def conclude(
     """
     row = locked
     if row is None:
-        row = attempts.get_to_conclude(conn, attempt_id)
-        lock_wallet_key(conn, row.wallet_key_id)
+        row = attempts.get_to_conclude(conn, attempt_id)  # and its wallet key, locked
     if row.status not in ("paying", "pending"):
         return None  # concluded already (a retry of a stale attempt raced this one)
     response = _response_columns(answer, box)
@@ -252,13 +251,6 @@ def conclude(
             tx_hash=tx_hash,
             **response,
         )
-
-
-def lock_wallet_key(conn: Connection, key_id: str) -> None:
-    """The wallet key's row lock, first of every lock a pay-url transaction takes
-    (PostgreSQL; SQLite's one writer serialises them already, so nothing is read)."""
-    if conn.dialect.name == "postgresql":
-        wallets.lock_wallet_key_row(conn, key_id)
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
