@@ -47,6 +47,7 @@ from .web.endpoint import Endpoint, routes_for
 from .web.errors import ApiError
 from .web.request_id import RequestIdMiddleware
 from .web.responses import error_response
+from .web.routing import IndexedRouter
 
 __all__ = ["create_app", "endpoints", "served"]
 
@@ -154,7 +155,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
     served_here = served(sandbox_routes=settings.sandbox_enabled)
     listed = [ep for ep in served_here if ep.listed]
     app = Starlette(
-        routes=routes_for([*served_here, *tools.endpoints(), *discovery.endpoints(listed)]),
         # The body deadline sits inside the request id (its 408 carries the id) and
         # outside everything that reads the body; the input boundary reads no body.
         middleware=[
@@ -163,6 +163,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Middleware(InputBoundaryMiddleware),
         ],
         exception_handlers={HTTPException: _http_exception},
+    )
+    # Starlette's router, indexed by path (web.routing says why); the lifespan is the
+    # router's, as Starlette's own constructor passes it.
+    app.router = IndexedRouter(
+        routes_for([*served_here, *tools.endpoints(), *discovery.endpoints(listed)]),
         lifespan=lifespan,
     )
     app.state.ctx = ctx

@@ -1,0 +1,75 @@
+"""The app's router (``web.routing.IndexedRouter``) routes every request as Starlette's
+own ``Router`` does: the same route, the same 405 with its ``Allow``, the same
+trailing-slash redirect, the same 404."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route, Router
+from starlette.testclient import TestClient
+
+from reference_server.app import create_app
+from reference_server.settings import Settings
+from reference_server.web.routing import IndexedRouter
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
+
+
+def _answering(path: str, methods: set[str] | None) -> Route:
+    """A route that says which it is."""
+
+    async def endpoint(request: Request) -> Response:
+        return PlainTextResponse(path)
+
+    return Route(path, endpoint, methods=sorted(methods) if methods else None)
+
+
+def _answers(router: Router, paths: list[str]) -> list[tuple[object, ...]]:
+    app = Starlette()
+    app.router = router
+    with TestClient(app) as client:
+        return [
+            (path, method, r.status_code, r.text, r.headers.get("allow"), r.headers.get("location"))
+            for path in paths
+            for method in METHODS
+            for r in [client.request(method, path, follow_redirects=False)]
+        ]
+
+
+def _same_answers(routes: list[BaseRoute], paths: list[str]) -> None:
+    assert _answers(IndexedRouter(routes), paths) == _answers(Router(routes), paths)
+
+
+def test_shadowed_and_overlapping_routes() -> None:
+    routes = [
+        ("/sellers/{seller_id}", {"GET"}),
+        ("/sellers/me", {"GET", "POST"}),  # shadowed for GET by the pattern before it
+        ("/pay", {"POST"}),
+        ("/items/{n:int}", None),
+        ("/items/7", {"GET"}),
+        ("/docs/", {"GET"}),
+        ("/pay", {"GET"}),  # a second route for one path: asked only after the first
+    ]
+    paths = ["/sellers/me", "/sellers/x", "/pay", "/pay/", "/items/7", "/items/x", "/docs"]
+    _same_answers([_answering(p, m) for p, m in routes], [*paths, "/docs/", "/nope", "/"])
+
+
+@pytest.mark.parametrize("sandbox", [True, False])
+def test_the_apps_own_routes(sandbox: bool) -> None:
+    never_opened = Path(tempfile.gettempdir()) / "routing-table-never-opened.db"
+    settings = Settings(
+        database_url=f"sqlite:///{never_opened}", auto_migrate=False, sandbox_enabled=sandbox
+    )
+    app = create_app(settings)
+    assert isinstance(app.router, IndexedRouter)
+    table = [r for r in app.routes if isinstance(r, Route)]
+    paths = [re.sub(r"\{[^}]*\}", "x", r.path) for r in table]
+    paths += [p + "/" for p in paths] + ["/nope", "/api"]
+    _same_answers([_answering(r.path, r.methods) for r in table], sorted(set(paths)))
