@@ -73,3 +73,15 @@ def test_the_apps_own_routes(sandbox: bool) -> None:
     paths = [re.sub(r"\{[^}]*\}", "x", r.path) for r in table]
     paths += [p + "/" for p in paths] + ["/nope", "/api"]
     _same_answers([_answering(r.path, r.methods) for r in table], sorted(set(paths)))
+
+
+def test_routes_added_after_construction_are_indexed() -> None:
+    """A route put in front of the table later (as bench/_baseline_server.py does) serves
+    its path, and the routes behind it still serve theirs."""
+    router = IndexedRouter([_answering("/pay", {"POST"}), _answering("/docs", {"GET"})])
+    assert ("/pay", "POST", 200, "/pay", None, None) in _answers(router, ["/pay"])
+    router.routes[0:0] = [_answering("/_bench/commit", {"POST"}), _answering("/pay", {"GET"})]
+    added = _answers(router, ["/_bench/commit", "/pay", "/docs"])
+    assert added == _answers(Router(list(router.routes)), ["/_bench/commit", "/pay", "/docs"])
+    assert ("/_bench/commit", "POST", 200, "/_bench/commit", None, None) in added
+    assert ("/pay", "GET", 200, "/pay", None, None) in added
