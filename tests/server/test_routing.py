@@ -12,8 +12,9 @@ import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import BaseRoute, Route, Router
+from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.testclient import TestClient
+from starlette.types import Scope
 
 from reference_server.app import create_app
 from reference_server.settings import Settings
@@ -85,3 +86,25 @@ def test_routes_added_after_construction_are_indexed() -> None:
     assert added == _answers(Router(list(router.routes)), ["/_bench/commit", "/pay", "/docs"])
     assert ("/_bench/commit", "POST", 200, "/_bench/commit", None, None) in added
     assert ("/pay", "GET", 200, "/pay", None, None) in added
+
+
+class _Asked(Route):
+    """A route that counts how often the router asks it whether it matches."""
+
+    asked = 0
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        type(self).asked += 1
+        return super().matches(scope)
+
+
+def test_a_static_path_is_matched_against_its_own_routes_only_even_after_routes_are_added() -> None:
+    async def endpoint(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    others = [_Asked(f"/r{n}", endpoint, methods=["GET"]) for n in range(20)]
+    router = IndexedRouter([*others, Route("/last", endpoint, methods=["GET"])])
+    router.routes[0:0] = [Route("/first", endpoint, methods=["POST"])]
+    _Asked.asked = 0
+    assert _answers(router, ["/last"])[0][2] == 200
+    assert _Asked.asked == 0  # a scan would have asked all 20, for each method
