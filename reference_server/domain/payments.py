@@ -27,11 +27,10 @@ from svc.wire import structure, unstructure
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
-from ..store.rows import insert_rows
 from ..timeutil import as_utc
 from . import ledger, wallets
 from .errors import PaymentRefused
-from .events import NewEvent, record_event, record_events
+from .events import NewEvent, Outbox, record_event
 from .webhook_endpoints import matching_endpoints
 
 __all__ = [
@@ -320,7 +319,8 @@ class SellerRef:
 class Purchase:
     """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  A resource
     row with a ``seller_owner_id`` column (read joined to its seller) spares the group
-    the seller's look-up."""
+    the seller's look-up; one whose ``seller_has_endpoints`` is false (read with it,
+    ``webhook_endpoints.any_enabled``), the look-up of the owner's webhook endpoints."""
 
     resource: Row[Any]
     request_id: str
@@ -359,7 +359,7 @@ def pay_resources(
     # group's: the usual case) and the policy checked against the counts before it;
     # what was refused is uncounted after.
     total = sum(int(purchase.resource.amount_micros) for purchase in purchases)
-    key = wallets.count_spend(conn, wallet_key_id, total)
+    key = books.count_and_lock(conn, total)
     spent_period = int(key.spent_period_micros) - total
     spent_total = int(key.spent_total_micros) - total
     if (
@@ -369,7 +369,6 @@ def pay_resources(
     ):
         wallets.count_spend(conn, wallet_key_id, -total)
         return None
-    books.lock(conn)
     counted = spent_total
     answers: list[PayResult | PaymentRefused] = []
     for purchase in purchases:
@@ -423,7 +422,8 @@ class _GroupBooks:
 
     def read(self, conn: Connection, purchases: list[Purchase]) -> None:
         """What needs no lock: the sellers, then every account in one statement, then
-        the endpoints of each seller's owner."""
+        the endpoints of each seller's owner (unless read with the resource that it has
+        none)."""
         env = self.environment
         for purchase in purchases:
             seller_id = purchase.resource.seller_id
@@ -434,10 +434,16 @@ class _GroupBooks:
                 self.sellers[seller_id] = SellerRef(seller_id, owner_id)
             else:
                 self.sellers[seller_id] = conn.execute(_SELLER, {"seller_id": seller_id}).one()
+            if not getattr(purchase.resource, "seller_has_endpoints", True):
+                self.endpoints.setdefault(self.sellers[seller_id].owner_id, [])
         named = [(ledger.WALLET_KEY, self.wallet_key_id), (ledger.PLATFORM_FEES, self.fee_ref)]
         named += [(ledger.SELLER_BALANCE, seller_id) for seller_id in self.sellers]
         self.debit, fees, *balances = ledger.find_accounts(
-            conn, environment=env, named=named, now=purchases[0].now
+            conn,
+            environment=env,
+            named=named,
+            now=purchases[0].now,
+            balances=self.balances if ledger.reads_hold(conn) else None,
         )
         for seller_id, seller, balance in zip(
             self.sellers, self.sellers.values(), balances, strict=True
@@ -448,9 +454,17 @@ class _GroupBooks:
                     conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
                 )
 
-    def lock(self, conn: Connection) -> None:
+    def count_and_lock(self, conn: Connection, total: int) -> Row[Any]:
+        """Count ``total`` spent by the wallet key (which takes its row lock) and read the
+        accounts' balances under their locks, taken after the key's; the key's row
+        after.  SQLite's :meth:`read` read the balances already (they hold there)."""
+        if self.balances:
+            return wallets.count_spend(conn, self.wallet_key_id, total)
         accounts = [self.debit, *(a for pair in self.accounts.values() for a in pair)]
-        self.balances = ledger.locked_balances(conn, accounts)
+        key, self.balances = ledger.locked_balances_after(
+            conn, wallets.counting_spend(self.wallet_key_id, total), accounts
+        )
+        return key
 
     def check_funds(self, amount: int) -> None:
         """Refuse as the debit's conditional ``UPDATE`` would (``ledger._debit``)."""
@@ -526,10 +540,10 @@ class _GroupBooks:
         """The group's writes, one statement each; nothing when nothing was paid."""
         if not self.transfers:
             return
-        ledger.move_balances(conn, self.moves)
-        insert_rows(conn, _transfers, self.transfers)
-        insert_rows(conn, _r, self.receipts)
-        record_events(conn, self.events)
+        outbox = Outbox.of(self.events)
+        rows = [(_transfers, self.transfers), (_r, self.receipts), *outbox.batches]
+        ledger.move_balances(conn, self.moves, along=rows)
+        outbox.written(conn)
 
 
 def pay_handle(

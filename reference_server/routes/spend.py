@@ -10,7 +10,7 @@ from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
 
-from ..domain import handles, payments, wallets
+from ..domain import handles, payments, wallets, webhook_endpoints
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..store import tables as t
@@ -173,9 +173,16 @@ def resolve(call: Call) -> Reply:
 
 
 #: ``POST /pay``'s look-up of the resource, built once (every payment runs it), with its
-#: seller's owner (a group of payments needs no look-up of the seller then).
+#: seller's owner and whether that owner has a webhook endpoint (a group of payments needs
+#: no look-up of the seller then, nor of the endpoints when there are none).
 _RESOURCE = (
-    select(t.resources, t.sellers.c.owner_id.label("seller_owner_id"))
+    select(
+        t.resources,
+        t.sellers.c.owner_id.label("seller_owner_id"),
+        webhook_endpoints.any_enabled(t.sellers.c.owner_id, t.resources.c.environment).label(
+            "seller_has_endpoints"
+        ),
+    )
     .join(t.sellers, t.sellers.c.id == t.resources.c.seller_id)
     .where(
         t.resources.c.id == bindparam("resource_id"),

@@ -15,9 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+import svc
 from reference_server.domain import payments, wallets
 from reference_server.domain.errors import PaymentRefused
+from reference_server.store import tables as t
 
 from ..support import LiveServer, assert_ledger_sound
 from .helpers import D, events_of, market
@@ -171,3 +174,35 @@ async def test_a_group_refused_by_policy_counts_only_what_it_paid(
 def _wallet_owner(live: LiveServer, wallet_key_id: str) -> str:
     with live.ctx.db.read() as conn:
         return str(wallets.get_wallet_key(conn, wallet_key_id).owner_id)
+
+
+def test_a_lone_payment_queues_a_delivery_only_where_an_endpoint_wants_it(
+    server: LiveServer,
+) -> None:
+    """A payment reads with its resource whether the seller's owner has an enabled
+    webhook endpoint, and reads the endpoints only then: each case still queues exactly
+    the deliveries its ``payment.succeeded`` is due."""
+    m = market(server, price="1.00", fund="10.00")
+    seller_owner = svc.Client(base_url=server.url, owner_jwt=m.seller_owner_jwt, environment="test")
+
+    def deliveries_of(receipt_id: str) -> list[str]:
+        """The endpoints the receipt's ``payment.succeeded`` was queued for."""
+        with server.ctx.db.read() as conn:
+            rows = conn.execute(
+                select(t.webhook_deliveries.c.endpoint_id)
+                .join(t.events, t.events.c.id == t.webhook_deliveries.c.event_id)
+                .where(
+                    t.events.c.type == "payment.succeeded",
+                    t.events.c.data["receipt_id"].as_string() == receipt_id,
+                )
+            ).all()
+        return [row.endpoint_id for row in rows]
+
+    assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == []
+    wanted = seller_owner.webhooks.create("http://127.0.0.1:9/a", events=["payment.succeeded"])
+    seller_owner.webhooks.create("http://127.0.0.1:9/b", events=["payment.failed"])
+    assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == [wanted.id]
+    seller_owner.webhooks.update(wanted.id, status="disabled")
+    assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == []
+    assert m.agent.spend.balance().balance == D("7.00")
+    assert_ledger_sound(server)
