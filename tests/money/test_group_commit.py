@@ -206,3 +206,39 @@ def test_a_lone_payment_queues_a_delivery_only_where_an_endpoint_wants_it(
     assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == []
     assert m.agent.spend.balance().balance == D("7.00")
     assert_ledger_sound(server)
+
+
+def test_a_lone_payment_retried_is_replayed_and_pays_once(server: LiveServer) -> None:
+    """A lone request claims its key with its answer, at the end of its transaction: a
+    retry finds the key there only then, rolls back what it did and is answered from
+    the record, as a retry of a grouped request is (refusals too)."""
+    m = market(server, price="1.00", fund="1.50")
+    big = m.seller.resources.create(kind="http", path="/v1/big", amount="5.00")
+    headers = {"Authorization": f"Bearer {m.wallet_key}"}
+
+    def pay(resource_id: str, key: str) -> httpx.Response:
+        return httpx.post(
+            f"{server.url}/pay",
+            json={"resource_id": resource_id},
+            headers={**headers, "Idempotency-Key": key},
+        )
+
+    paid, refused = pay(m.resource.id, "once"), pay(big.id, "no")
+    assert (paid.status_code, refused.status_code) == (200, 402)
+    for key, resource_id, first in (("once", m.resource.id, paid), ("no", big.id, refused)):
+        again = pay(resource_id, key)
+        assert again.status_code == first.status_code
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert again.headers["Original-Request-Id"] == first.json()["request_id"]
+        assert {**again.json(), "request_id": None} == {**first.json(), "request_id": None}
+    reused = pay(big.id, "once")
+    assert reused.status_code == 422
+    assert reused.json()["error"]["code"] == "idempotency_key_reused"
+
+    assert m.agent.spend.balance().balance == D("0.50")
+    assert m.agent.spend.balance().spent_total == D("1.00")
+    succeeded = events_of(server, m.seller_owner_id, "payment.succeeded")
+    assert [e["receipt_id"] for e in succeeded] == [paid.json()["receipt_id"]]
+    failed = events_of(server, _wallet_owner(server, m.wallet_key_id), "payment.failed")
+    assert [e["request_id"] for e in failed] == [refused.json()["request_id"]]
+    assert_ledger_sound(server)
