@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, insert
+from sqlalchemy import Connection, Table, insert
 
 from ..ids import new_id
 from ..store import tables as t
@@ -23,6 +23,7 @@ __all__ = [
     "NEW_DELIVERIES",
     "OUTBOX_CHANNEL",
     "NewEvent",
+    "Outbox",
     "new_delivery",
     "record_event",
     "record_events",
@@ -107,29 +108,57 @@ class NewEvent:
 def record_events(conn: Connection, new: list[NewEvent]) -> list[str]:
     """Several events and their deliveries, one ``INSERT`` each (a group of payments,
     ``payments.pay_resources``); the same rows as :func:`record_event` writes."""
-    rows = []
-    deliveries = []
-    for event in new:
-        if event.type not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {event.type!r}")
-        event_id = new_id("evt")
-        rows.append(
-            {
-                "id": event_id,
-                "environment": event.environment,
-                "owner_id": event.owner_id,
-                "type": event.type,
-                "data": event.data,
-                "created_at": event.now,
-            }
-        )
-        deliveries += [new_delivery(event_id, e, event.now) for e in event.endpoints]
-    insert_rows(conn, t.events, rows)
-    if deliveries:
-        insert_rows(conn, t.webhook_deliveries, deliveries)
-        _wake_workers(conn)
-        conn.info[NEW_DELIVERIES] = True
-    return [str(row["id"]) for row in rows]
+    outbox = Outbox.of(new)
+    for table, rows in outbox.batches:
+        insert_rows(conn, table, rows)
+    outbox.written(conn)
+    return outbox.event_ids
+
+
+@attrs.frozen
+class Outbox:
+    """The rows of several events and their deliveries (:func:`record_events`), for a
+    caller that writes them with its own rows in one statement
+    (``payments.pay_resources``); :meth:`written` once they are."""
+
+    events: list[dict[str, Any]]
+    deliveries: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, new: list[NewEvent]) -> Outbox:
+        rows = []
+        deliveries = []
+        for event in new:
+            if event.type not in EVENT_TYPES:
+                raise ValueError(f"unknown event type {event.type!r}")
+            event_id = new_id("evt")
+            rows.append(
+                {
+                    "id": event_id,
+                    "environment": event.environment,
+                    "owner_id": event.owner_id,
+                    "type": event.type,
+                    "data": event.data,
+                    "created_at": event.now,
+                }
+            )
+            deliveries += [new_delivery(event_id, e, event.now) for e in event.endpoints]
+        return cls(rows, deliveries)
+
+    @property
+    def batches(self) -> list[tuple[Table, list[dict[str, Any]]]]:
+        """The rows by table, events first (a delivery names its event)."""
+        return [(t.events, self.events), (t.webhook_deliveries, self.deliveries)]
+
+    @property
+    def event_ids(self) -> list[str]:
+        return [str(row["id"]) for row in self.events]
+
+    def written(self, conn: Connection) -> None:
+        """Wake the delivery workers when deliveries were queued."""
+        if self.deliveries:
+            _wake_workers(conn)
+            conn.info[NEW_DELIVERIES] = True
 
 
 def _wake_workers(conn: Connection) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +39,8 @@ from sqlalchemy import (
     BigInteger,
     Connection,
     Row,
+    Table,
+    UpdateBase,
     and_,
     bindparam,
     case,
@@ -47,15 +49,17 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    true,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, NoResultFound
 
 from svc.money import MAX_AMOUNT
 
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
+from ..store.rows import insert_rows, write_with_inserts
 
 __all__ = [
     "CHAIN_DEPOSITS",
@@ -84,6 +88,7 @@ __all__ = [
     "find_accounts",
     "lock_accounts",
     "locked_balances",
+    "locked_balances_after",
     "move_balances",
     "move_sale",
     "open_account",
@@ -179,7 +184,17 @@ _CREDIT = (
     .values(balance_micros=_a.c.balance_micros + bindparam("amount"))
 )
 _CREDIT_RETURNING = _CREDIT.returning(_a.c.balance_micros)
-_TWO_ACCOUNTS = select(_a.c.id, _a.c.kind, _a.c.ref_id).where(
+#: What :func:`find_accounts` reads of each account: its id, and its balance for a
+#: caller whose transaction holds what it read (:func:`reads_hold`).
+_FOUND = (
+    _a.c.id,
+    _a.c.kind,
+    _a.c.ref_id,
+    _a.c.balance_micros,
+    _a.c.pending_debit_micros,
+    _a.c.allow_negative,
+)
+_TWO_ACCOUNTS = select(*_FOUND).where(
     _a.c.environment == bindparam("environment"),
     or_(
         and_(_a.c.kind == bindparam("k1"), _a.c.ref_id == bindparam("r1")),
@@ -284,10 +299,17 @@ def lock_accounts(conn: Connection, accounts: Iterable[str]) -> None:
 
 
 def find_accounts(
-    conn: Connection, *, environment: str, named: list[tuple[str, str]], now: datetime
+    conn: Connection,
+    *,
+    environment: str,
+    named: list[tuple[str, str]],
+    now: datetime,
+    balances: dict[str, Balance] | None = None,
 ) -> list[str]:
     """The ids of the ``named`` accounts (kind, ref_id), in one statement; an account not
-    there yet is opened (:func:`ensure_account`)."""
+    there yet is opened (:func:`ensure_account`).  With ``balances`` (where
+    :func:`reads_hold`), their balances too, as :func:`locked_balances` reads them: one
+    statement fewer than reading them again."""
     if len(named) == 2:  # a sale's two: the statement built once
         (k1, r1), (k2, r2) = named
         params = {"environment": environment, "k1": k1, "r1": r1, "k2": k2, "r2": r2}
@@ -299,16 +321,27 @@ def find_accounts(
         rows = conn.execute(_named_accounts(len(named)), params)
     else:
         wanted = or_(*(and_(_a.c.kind == k, _a.c.ref_id == r) for k, r in named))
-        rows = conn.execute(
-            select(_a.c.id, _a.c.kind, _a.c.ref_id).where(_a.c.environment == environment, wanted)
-        )
-    found = {(row.kind, row.ref_id): row.id for row in rows}
+        rows = conn.execute(select(*_FOUND).where(_a.c.environment == environment, wanted))
+    found = {}
+    for row in rows:
+        found[row.kind, row.ref_id] = row.id
+        if balances is not None:
+            balances[row.id] = _balance(row)
     for kind, ref_id in named:
         if (kind, ref_id) not in found:  # first use
             found[kind, ref_id] = ensure_account(
                 conn, environment=environment, kind=kind, ref_id=ref_id, now=now
             )
+            if balances is not None:
+                balances.clear()  # rare: the caller reads them all again
     return [found[name] for name in named]
+
+
+def reads_hold(conn: Connection) -> bool:
+    """Whether what ``conn``'s transaction reads stays true until it commits, locked or
+    not: on SQLite a write transaction holds the database's write lock from its
+    ``BEGIN IMMEDIATE``; on PostgreSQL only the rows it locked hold."""
+    return conn.dialect.name == "sqlite"
 
 
 _BALANCES = (
@@ -324,7 +357,7 @@ _NAMED_BUILT = 8
 
 @functools.cache
 def _named_accounts(count: int) -> Any:
-    return select(_a.c.id, _a.c.kind, _a.c.ref_id).where(
+    return select(*_FOUND).where(
         _a.c.environment == bindparam("environment"),
         or_(
             *(
@@ -432,28 +465,82 @@ def locked_balances(conn: Connection, accounts: Iterable[str]) -> dict[str, Bala
     until the commit, so moves decided from them in Python (:func:`move_balances`) are
     exact."""
     query = _LOCKED_BALANCES if conn.dialect.name == "postgresql" else _BALANCES
-    return {
-        row.id: Balance(
-            int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative)
+    return {row.id: _balance(row) for row in conn.execute(query, {"ids": sorted(set(accounts))})}
+
+
+def locked_balances_after(
+    conn: Connection, first: tuple[UpdateBase, dict[str, Any]], accounts: Iterable[str]
+) -> tuple[Row[Any], dict[str, Balance]]:
+    """``first`` (a statement and its parameters: an ``UPDATE ... RETURNING`` of one row,
+    whose lock must come before the accounts': the payer's wallet key) and then
+    :func:`locked_balances`; its row and the balances.
+
+    On PostgreSQL in one round trip: the ``UPDATE`` is a ``WITH`` query joined to the
+    accounts, so its row is locked before any account is (the accounts are locked, in
+    id order, as the joined rows come out), and each row answered carries the
+    ``UPDATE``'s columns beside the account's."""
+    statement, params = first
+    if conn.dialect.name != "postgresql":
+        return conn.execute(statement, params).one(), locked_balances(conn, accounts)
+    rows = conn.execute(_after(statement), {**params, "ids": sorted(set(accounts))}).all()
+    if not rows:  # as ``first`` alone would (``.one()``): its row is not there
+        raise NoResultFound("the row updated first is not there")
+    balances = {
+        row.account_id: Balance(
+            int(row.account_balance), int(row.account_pending), bool(row.account_allow_negative)
         )
-        for row in conn.execute(query, {"ids": sorted(set(accounts))})
+        for row in rows
     }
+    return rows[0], balances
 
 
-def move_balances(conn: Connection, moves: dict[str, int]) -> None:
+@functools.cache
+def _after(statement: UpdateBase) -> Any:
+    first = statement.cte("first")
+    return (
+        select(
+            first,
+            _a.c.id.label("account_id"),
+            _a.c.balance_micros.label("account_balance"),
+            _a.c.pending_debit_micros.label("account_pending"),
+            _a.c.allow_negative.label("account_allow_negative"),
+        )
+        .select_from(first)
+        .join(_a, true())
+        .where(_a.c.id.in_(bindparam("ids", expanding=True)))
+        .order_by(_a.c.id)
+        .with_for_update(of=_a, key_share=True)
+    )
+
+
+def _balance(row: Row[Any]) -> Balance:
+    return Balance(int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative))
+
+
+def move_balances(
+    conn: Connection,
+    moves: dict[str, int],
+    *,
+    along: Sequence[tuple[Table, list[dict[str, Any]]]] = (),
+) -> None:
     """Add each ``moves`` amount to its account's balance, in one statement; a negative
     move is a debit, refused (:class:`InsufficientFunds`) where it would overdraw, as
     :func:`transfer`'s is.  The caller decided the moves under :func:`locked_balances`'s
     locks, so a refusal here means it decided wrong; the other accounts may have moved
-    by then, so its transaction must roll back."""
+    by then (and ``along`` been written), so its transaction must roll back.
+
+    ``along``: rows to insert with the moves (a sale's transfers, receipt, event), in the
+    same statement where the database allows it (``rows.write_with_inserts``)."""
     moving = sorted(account for account, amount in moves.items() if amount)
     if not moving:
+        for table, rows in along:
+            insert_rows(conn, table, rows)
         return
     params: dict[str, Any] = {}
     for n, account in enumerate(moving):
         params[f"account_{n}"], params[f"delta_{n}"] = account, moves[account]
-    result = conn.execute(_move_statement(len(moving)), params)
-    if result.rowcount != len(moving):
+    updated = write_with_inserts(conn, _move_statement(len(moving)), params, along)
+    if updated != len(moving):
         short = [a for a in moving if moves[a] < 0]
         if not short:
             raise LedgerError(f"not every account of {moving} is there")

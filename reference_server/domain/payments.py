@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, bindparam, insert, select
+from sqlalchemy import Connection, Row, and_, bindparam, insert, select
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
 from svc.money import format_micros, from_micros
@@ -27,12 +27,11 @@ from svc.wire import structure, unstructure
 from ..ids import new_id
 from ..invariant import InvariantError
 from ..store import tables as t
-from ..store.rows import insert_rows
 from ..timeutil import as_utc
 from . import ledger, wallets
 from .errors import PaymentRefused
-from .events import NewEvent, record_event, record_events
-from .webhook_endpoints import matching_endpoints
+from .events import NewEvent, Outbox, record_event
+from .webhook_endpoints import any_enabled, matching_endpoints
 
 __all__ = [
     "OnChain",
@@ -40,9 +39,11 @@ __all__ = [
     "SellerRef",
     "book_sale",
     "fee_for",
+    "fee_shard",
     "pay_handle",
     "pay_resource",
     "pay_resources",
+    "payable_resource",
     "record_refusal",
     "verify_receipt",
 ]
@@ -316,11 +317,67 @@ class SellerRef:
     owner_id: str
 
 
+def fee_shard() -> str:
+    """A platform-fee shard, at random (``ledger.platform_account``'s reason)."""
+    return ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+
+
+def _payable() -> Any:
+    r = t.resources
+    query = select(
+        r,
+        t.sellers.c.owner_id.label("seller_owner_id"),
+        any_enabled(t.sellers.c.owner_id, r.c.environment).label("seller_has_endpoints"),
+    ).join(t.sellers, t.sellers.c.id == r.c.seller_id)
+    # The accounts a sale moves: the wallet key's, the fee shard's, the seller's balance.
+    for name, kind, ref_id in (
+        ("payer_account", ledger.WALLET_KEY, bindparam("wallet_key_id")),
+        ("fee_account", ledger.PLATFORM_FEES, bindparam("fee_ref")),
+        ("seller_account", ledger.SELLER_BALANCE, r.c.seller_id),
+    ):
+        a = t.ledger_accounts.alias(name)
+        query = query.add_columns(
+            a.c.id.label(f"{name}_id"),
+            a.c.balance_micros.label(f"{name}_balance"),
+            a.c.pending_debit_micros.label(f"{name}_pending"),
+            a.c.allow_negative.label(f"{name}_allow_negative"),
+        ).outerjoin(
+            a, and_(a.c.environment == r.c.environment, a.c.kind == kind, a.c.ref_id == ref_id)
+        )
+    return query.where(
+        r.c.id == bindparam("resource_id"), r.c.environment == bindparam("environment")
+    )
+
+
+#: ``POST /pay``'s read of a resource, built once (every payment runs it), with what
+#: paying it needs besides: its seller's owner, whether that owner has a webhook
+#: endpoint, and the sale's accounts with their balances (``None`` where not opened
+#: yet).  A group of payments needs no look-up of the seller then, nor of the endpoints
+#: when there are none, nor of the accounts (one statement each).
+_PAYABLE = _payable()
+
+
+def payable_resource(
+    conn: Connection, resource_id: str, environment: str, *, wallet_key_id: str, fee_ref: str
+) -> Row[Any] | None:
+    """The resource ``resource_id`` in ``environment`` as :func:`pay_resources` pays it
+    from ``wallet_key_id`` with the fee shard ``fee_ref`` (:data:`_PAYABLE`), or
+    ``None``."""
+    params = {
+        "resource_id": resource_id,
+        "environment": environment,
+        "wallet_key_id": wallet_key_id,
+        "fee_ref": fee_ref,
+    }
+    return conn.execute(_PAYABLE, params).first()
+
+
 @attrs.frozen(kw_only=True)
 class Purchase:
     """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  A resource
     row with a ``seller_owner_id`` column (read joined to its seller) spares the group
-    the seller's look-up."""
+    the seller's look-up; one whose ``seller_has_endpoints`` is false (read with it,
+    ``webhook_endpoints.any_enabled``), the look-up of the owner's webhook endpoints."""
 
     resource: Row[Any]
     request_id: str
@@ -333,6 +390,7 @@ def pay_resources(
     wallet_key_id: str,
     purchases: list[Purchase],
     fee_bps: int,
+    fee_ref: str | None = None,
 ) -> list[PayResult | PaymentRefused] | None:
     """Several ``POST /pay {"resource_id"}`` of one wallet key in one transaction (a
     group commit): each is decided in turn, in order, exactly as :func:`pay_resource`
@@ -352,14 +410,19 @@ def pay_resources(
     env = purchases[0].resource.environment
     if any(purchase.resource.environment != env for purchase in purchases):
         raise InvariantError("a wallet key pays in its own environment")
-    books = _GroupBooks(wallet_key_id=wallet_key_id, fee_bps=fee_bps, environment=env)
+    books = _GroupBooks(
+        wallet_key_id=wallet_key_id,
+        fee_bps=fee_bps,
+        environment=env,
+        fee_ref=fee_ref or fee_shard(),
+    )
     books.read(conn, purchases)
     # The key's lock first, as ``wallets.charge`` takes it, then the accounts in id
     # order.  As ``charge`` does, the lock is taken by counting the spend (the whole
     # group's: the usual case) and the policy checked against the counts before it;
     # what was refused is uncounted after.
     total = sum(int(purchase.resource.amount_micros) for purchase in purchases)
-    key = wallets.count_spend(conn, wallet_key_id, total)
+    key = books.count_and_lock(conn, total)
     spent_period = int(key.spent_period_micros) - total
     spent_total = int(key.spent_total_micros) - total
     if (
@@ -369,7 +432,6 @@ def pay_resources(
     ):
         wallets.count_spend(conn, wallet_key_id, -total)
         return None
-    books.lock(conn)
     counted = spent_total
     answers: list[PayResult | PaymentRefused] = []
     for purchase in purchases:
@@ -407,9 +469,7 @@ class _GroupBooks:
     #: The wallet key's account.
     debit: str = ""
     #: The group shares one fee shard: its accounts lock in one id order.
-    fee_ref: str = attrs.Factory(
-        lambda: ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
-    )
+    fee_ref: str
     sellers: dict[str, Any] = attrs.Factory(dict)
     #: Seller id -> its balance account and the fee shard's.
     accounts: dict[str, list[str]] = attrs.Factory(dict)
@@ -423,7 +483,8 @@ class _GroupBooks:
 
     def read(self, conn: Connection, purchases: list[Purchase]) -> None:
         """What needs no lock: the sellers, then every account in one statement, then
-        the endpoints of each seller's owner."""
+        the endpoints of each seller's owner (unless read with the resource that it has
+        none)."""
         env = self.environment
         for purchase in purchases:
             seller_id = purchase.resource.seller_id
@@ -434,11 +495,24 @@ class _GroupBooks:
                 self.sellers[seller_id] = SellerRef(seller_id, owner_id)
             else:
                 self.sellers[seller_id] = conn.execute(_SELLER, {"seller_id": seller_id}).one()
+            if not getattr(purchase.resource, "seller_has_endpoints", True):
+                self.endpoints.setdefault(self.sellers[seller_id].owner_id, [])
         named = [(ledger.WALLET_KEY, self.wallet_key_id), (ledger.PLATFORM_FEES, self.fee_ref)]
         named += [(ledger.SELLER_BALANCE, seller_id) for seller_id in self.sellers]
-        self.debit, fees, *balances = ledger.find_accounts(
-            conn, environment=env, named=named, now=purchases[0].now
-        )
+        known = self._read_with_resources(purchases)
+        holds = ledger.reads_hold(conn)
+        if all(name in known for name in named):
+            self.debit, fees, *balances = [known[name][0] for name in named]
+            if holds:
+                self.balances = {account: balance for account, balance in known.values()}
+        else:
+            self.debit, fees, *balances = ledger.find_accounts(
+                conn,
+                environment=env,
+                named=named,
+                now=purchases[0].now,
+                balances=self.balances if holds else None,
+            )
         for seller_id, seller, balance in zip(
             self.sellers, self.sellers.values(), balances, strict=True
         ):
@@ -448,9 +522,44 @@ class _GroupBooks:
                     conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
                 )
 
-    def lock(self, conn: Connection) -> None:
+    def _read_with_resources(
+        self, purchases: list[Purchase]
+    ) -> dict[tuple[str, str], tuple[str, ledger.Balance]]:
+        """The sale's accounts the purchases' resource rows were read with
+        (:func:`payable_resource`, with this key and this fee shard): (kind, ref_id) ->
+        the account and its balance then."""
+        known = {}
+        for purchase in purchases:
+            row = purchase.resource
+            refs = {
+                "payer_account": (ledger.WALLET_KEY, self.wallet_key_id),
+                "fee_account": (ledger.PLATFORM_FEES, self.fee_ref),
+                "seller_account": (ledger.SELLER_BALANCE, row.seller_id),
+            }
+            for name, named in refs.items():
+                account = getattr(row, f"{name}_id", None)
+                if account is not None:
+                    known[named] = (
+                        account,
+                        ledger.Balance(
+                            int(getattr(row, f"{name}_balance")),
+                            int(getattr(row, f"{name}_pending")),
+                            bool(getattr(row, f"{name}_allow_negative")),
+                        ),
+                    )
+        return known
+
+    def count_and_lock(self, conn: Connection, total: int) -> Row[Any]:
+        """Count ``total`` spent by the wallet key (which takes its row lock) and read the
+        accounts' balances under their locks, taken after the key's; the key's row
+        after.  SQLite's :meth:`read` read the balances already (they hold there)."""
+        if self.balances:
+            return wallets.count_spend(conn, self.wallet_key_id, total)
         accounts = [self.debit, *(a for pair in self.accounts.values() for a in pair)]
-        self.balances = ledger.locked_balances(conn, accounts)
+        key, self.balances = ledger.locked_balances_after(
+            conn, wallets.counting_spend(self.wallet_key_id, total), accounts
+        )
+        return key
 
     def check_funds(self, amount: int) -> None:
         """Refuse as the debit's conditional ``UPDATE`` would (``ledger._debit``)."""
@@ -526,10 +635,10 @@ class _GroupBooks:
         """The group's writes, one statement each; nothing when nothing was paid."""
         if not self.transfers:
             return
-        ledger.move_balances(conn, self.moves)
-        insert_rows(conn, _transfers, self.transfers)
-        insert_rows(conn, _r, self.receipts)
-        record_events(conn, self.events)
+        outbox = Outbox.of(self.events)
+        rows = [(_transfers, self.transfers), (_r, self.receipts), *outbox.batches]
+        ledger.move_balances(conn, self.moves, along=rows)
+        outbox.written(conn)
 
 
 def pay_handle(

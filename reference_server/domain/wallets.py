@@ -38,6 +38,7 @@ __all__ = [
     "charge",
     "check_host",
     "count_spend",
+    "counting_spend",
     "create_wallet_key",
     "get_wallet_key",
     "insufficient_available",
@@ -326,6 +327,12 @@ _COUNT_SPEND = (
     )
     .returning(*_w.c)
 )
+
+
+def counting_spend(key_id: str, amount: int) -> tuple[Any, dict[str, Any]]:
+    """:func:`count_spend`'s statement and parameters, for a caller that runs it as the
+    first part of a statement of its own (``ledger.locked_balances_after``)."""
+    return _COUNT_SPEND, {"key_id": key_id, "amount": amount}
 
 
 def count_spend(conn: Connection, key_id: str, amount: int) -> Row[Any]:

@@ -109,6 +109,21 @@ _ENABLED = select(_e.c.id, _e.c.events).where(
 )
 
 
+def any_enabled(owner_id: Any, environment: Any) -> Any:
+    """Whether the owner has an enabled endpoint in the environment, as an expression
+    (SQL ``EXISTS``) for a read of something else: a payment reads it with its resource
+    and, as most sellers' owners have none, seldom needs :func:`matching_endpoints`."""
+    return (
+        select(_e.c.id)
+        .where(
+            _e.c.owner_id == owner_id,
+            _e.c.environment == environment,
+            _e.c.status == "enabled",
+        )
+        .exists()
+    )
+
+
 def matching_endpoints(
     conn: Connection, *, owner_id: str, environment: str, event_type: str
 ) -> list[str]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, select
-
 from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
@@ -13,7 +11,6 @@ from svc.money import to_micros
 from ..domain import handles, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
-from ..store import tables as t
 from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
@@ -69,7 +66,7 @@ def pay(call: Call) -> Reply:
     savepoint = call.conn.begin_nested()
     try:
         if resource_id is not None:
-            resource = _payable_resource(call, resource_id, agent.environment)
+            resource = _payable_resource(call, resource_id, agent)
             result = payments.pay_resource(
                 call.conn,
                 wallet_key_id=agent.subject_id,
@@ -121,12 +118,13 @@ def pay_group(calls: list[Call]) -> list[Reply]:
         return [pay(call) for call in calls]
     resources: dict[str, Any] = {}
     purchases = []
+    fee_ref = payments.fee_shard()  # the group's, read with each resource
     for call, (_, b) in zip(calls, checked, strict=True):
         resource_id = b.resource_id
         if resource_id is None:
             raise InvariantError("a group of resource payments, checked above")
         if resource_id not in resources:
-            resources[resource_id] = _payable_resource(call, resource_id, agent.environment)
+            resources[resource_id] = _payable_resource(call, resource_id, agent, fee_ref)
         purchases.append(
             payments.Purchase(
                 resource=resources[resource_id], request_id=call.request_id, now=call.now
@@ -138,6 +136,7 @@ def pay_group(calls: list[Call]) -> list[Reply]:
         wallet_key_id=key_id,
         purchases=purchases,
         fee_bps=calls[0].ctx.settings.platform_fee_bps,
+        fee_ref=fee_ref,
     )
     if results is None:
         return [pay(call) for call in calls]
@@ -172,22 +171,19 @@ def resolve(call: Call) -> Reply:
     )
 
 
-#: ``POST /pay``'s look-up of the resource, built once (every payment runs it), with its
-#: seller's owner (a group of payments needs no look-up of the seller then).
-_RESOURCE = (
-    select(t.resources, t.sellers.c.owner_id.label("seller_owner_id"))
-    .join(t.sellers, t.sellers.c.id == t.resources.c.seller_id)
-    .where(
-        t.resources.c.id == bindparam("resource_id"),
-        t.resources.c.environment == bindparam("environment"),
+def _payable_resource(
+    call: Call, resource_id: str, agent: Principal, fee_ref: str | None = None
+) -> Any:
+    """The resource as ``payments.pay_resources`` pays it (read with its seller's owner
+    and the sale's accounts), or ``not_found`` / ``resource_inactive``."""
+    environment = agent.environment
+    row = payments.payable_resource(
+        call.conn,
+        resource_id,
+        environment,
+        wallet_key_id=agent.subject_id or "",
+        fee_ref=fee_ref or payments.fee_shard(),
     )
-)
-
-
-def _payable_resource(call: Call, resource_id: str, environment: str) -> Any:
-    row = call.conn.execute(
-        _RESOURCE, {"resource_id": resource_id, "environment": environment}
-    ).first()
     if row is None:
         raise ApiError("not_found", f"No resource {resource_id} in {environment}.")
     if not row.active:

@@ -641,17 +641,23 @@ def _in_one_transaction(
     """The group's requests in one transaction: each authenticated, their keys claimed
     (in one statement; a key already answered is replayed), then the handler (the
     route's ``group_handler`` on all of them at once, or its handler on each in turn),
-    then every answer stored under its key, in one statement."""
+    then every answer stored under its key, in one statement.
+
+    A lone request (the usual case at one client) claims its key with its answer, at
+    the end (``idempotency.claim_answered``): one statement instead of two.  A key
+    recorded already (a retry) is found only then, and the request runs again alone,
+    claiming first (:func:`_run`), to be answered from the record."""
     answers: list[tuple[int, dict[str, Any], dict[str, str]] | None] = [None] * len(group)
+    lone = len(group) == 1
     with ctx.db.write() as conn:
-        calls: list[tuple[int, Call, idempotency.Begun]] = []
-        for index, claimed in enumerate(_claimed_group(conn, ep, ctx, group)):
+        calls: list[tuple[int, Call, _Claimed]] = []
+        for index, claimed in enumerate(_claimed_group(conn, ep, ctx, group, defer=lone)):
             if isinstance(claimed, tuple):
                 answers[index] = claimed  # a replay
             else:
-                call, begun = claimed.call, claimed.begun
+                call = claimed.call
                 call.parsed = _read_declared_body(ep, call)
-                calls.append((index, attrs.evolve(call, conn=conn), begun))
+                calls.append((index, attrs.evolve(call, conn=conn), claimed))
         bound = [call for _, call, _ in calls]
         if ep.group_handler is not None:
             replies = ep.group_handler(bound) if bound else []
@@ -660,12 +666,16 @@ def _in_one_transaction(
         if len(replies) != len(calls):
             raise InvariantError(f"{ep.method} {ep.path}: a group handler answers each call")
         stored = []
-        for (index, call, begun), reply in zip(calls, replies, strict=True):
+        for (index, call, claimed), reply in zip(calls, replies, strict=True):
             if not isinstance(reply, Reply) or reply.after_commit is not None:
                 raise InvariantError("a group-commit route answers a Reply, in its transaction")
             data = to_json_body(reply.body, call.request_id)
             raw = json.dumps(data)
-            stored.append((begun, reply.status, ctx.box.seal(raw) if reply.secret else raw))
+            body = ctx.box.seal(raw) if reply.secret else raw
+            if claimed.begun is None:  # a lone request: its key claimed with its answer
+                idempotency.claim_answered(conn, claimed.want, reply.status, body)
+            else:
+                stored.append((claimed.begun, reply.status, body))
             answers[index] = (reply.status, data, reply.headers)
         idempotency.complete_many(conn, stored)
         queued = bool(conn.info.pop(NEW_DELIVERIES, False))
@@ -676,18 +686,21 @@ def _in_one_transaction(
 
 @attrs.frozen
 class _Claimed:
-    """A request of a group that owns its key and must run."""
+    """A request of a group that owns its key and must run (``begun``), or that claims
+    it with its answer (``None``: a lone request, :func:`_in_one_transaction`)."""
 
     call: Call
-    begun: idempotency.Begun
+    want: idempotency.KeyClaim
+    begun: idempotency.Begun | None
 
 
 def _claimed_group(
-    conn: Connection, ep: Endpoint, ctx: ServerContext, group: list[_Grouped]
+    conn: Connection, ep: Endpoint, ctx: ServerContext, group: list[_Grouped], *, defer: bool
 ) -> list[_Claimed | tuple[int, dict[str, Any], dict[str, str]]]:
     """Each request of the group authenticated (once per credential: its requests run
     within milliseconds of each other, in one transaction) and its key claimed (all in
-    one statement): the call to run, or the stored answer to replay."""
+    one statement; not yet with ``defer``): the call to run, or the stored answer to
+    replay."""
     callers: dict[tuple[str | None, ...], tuple[Principal | None, str | None]] = {}
     wanted: list[tuple[Call, idempotency.KeyClaim]] = []
     for item in group:
@@ -702,12 +715,14 @@ def _claimed_group(
         if want is None:
             raise InvariantError("a group-commit route requires an Idempotency-Key")
         wanted.append((call, want))
+    if defer:
+        return [_Claimed(call, want, None) for call, want in wanted]
     claimed = idempotency.claim_many(conn, [want for _, want in wanted], ctx.box)
     return [
         _replayed(begun, call.request_id)
         if isinstance(begun, idempotency.Replay)
-        else _Claimed(call, begun)
-        for (call, _), begun in zip(wanted, claimed, strict=True)
+        else _Claimed(call, want, begun)
+        for (call, want), begun in zip(wanted, claimed, strict=True)
     ]
 
 

@@ -42,8 +42,10 @@ from .errors import ApiError
 __all__ = [
     "Begun",
     "KeyClaim",
+    "KeyTaken",
     "Replay",
     "begin",
+    "claim_answered",
     "claim_many",
     "complete",
     "complete_many",
@@ -86,6 +88,29 @@ _CLAIM_MANY = {
     name: statement.returning(_ti.c.scope, _ti.c.route, _ti.c.key)
     for name, statement in _CLAIM.items()
 }
+
+
+def _answered_statement(dialect: Any) -> Any:
+    return (
+        dialect.insert(_ti)
+        .values(
+            scope=bindparam("scope"),
+            route=bindparam("route"),
+            key=bindparam("key"),
+            request_hash=bindparam("request_hash"),
+            state="done",
+            response_status=bindparam("status"),
+            response_body=bindparam("body"),
+            locked_until=bindparam("locked_until"),
+            created_at=bindparam("created_at"),
+        )
+        .on_conflict_do_nothing()
+        .returning(_ti.c.id)
+    )
+
+
+#: :func:`claim_answered`'s: the key and its answer in one row.
+_ANSWERED = {"postgresql": _answered_statement(postgresql), "sqlite": _answered_statement(sqlite)}
 _COMPLETE = (
     update(_ti)
     .where(_ti.c.id == bindparam("record_id"))
@@ -164,6 +189,25 @@ def claim_many(conn: Connection, wants: list[KeyClaim], box: SecretBox) -> list[
         record_id = inserted.pop((want.scope, want.route, want.key), None)
         answers.append(Begun(record_id) if record_id is not None else claim(conn, want, box))
     return answers
+
+
+class KeyTaken(Exception):
+    """:func:`claim_answered` found the key recorded already: the request's transaction
+    must roll back, and the request run again claiming its key first (:func:`claim`),
+    to be answered from that record."""
+
+
+def claim_answered(conn: Connection, want: KeyClaim, status: int, body: str) -> None:
+    """:func:`claim` and :func:`complete` in one statement, for a request that ran
+    before claiming its key (a group commit's lone request, ``endpoint._in_one_transaction``):
+    its record is inserted with its answer (``body`` as stored, sealed where it must
+    be), in the transaction of what it did, or :class:`KeyTaken` when the key is
+    recorded already (a retry, a twin, an expired record).  The usual new key costs one
+    statement instead of two; a taken one costs a transaction rolled back."""
+    statement = _ANSWERED["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    params = {**_claim_params(want), "status": status, "body": body}
+    if conn.execute(statement, params).scalar() is None:
+        raise KeyTaken(f"{want.route}: the key is recorded already")
 
 
 def _claim_params(want: KeyClaim) -> dict[str, Any]:

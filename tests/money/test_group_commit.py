@@ -15,9 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+import svc
 from reference_server.domain import payments, wallets
 from reference_server.domain.errors import PaymentRefused
+from reference_server.store import tables as t
 
 from ..support import LiveServer, assert_ledger_sound
 from .helpers import D, events_of, market
@@ -171,3 +174,71 @@ async def test_a_group_refused_by_policy_counts_only_what_it_paid(
 def _wallet_owner(live: LiveServer, wallet_key_id: str) -> str:
     with live.ctx.db.read() as conn:
         return str(wallets.get_wallet_key(conn, wallet_key_id).owner_id)
+
+
+def test_a_lone_payment_queues_a_delivery_only_where_an_endpoint_wants_it(
+    server: LiveServer,
+) -> None:
+    """A payment reads with its resource whether the seller's owner has an enabled
+    webhook endpoint, and reads the endpoints only then: each case still queues exactly
+    the deliveries its ``payment.succeeded`` is due."""
+    m = market(server, price="1.00", fund="10.00")
+    seller_owner = svc.Client(base_url=server.url, owner_jwt=m.seller_owner_jwt, environment="test")
+
+    def deliveries_of(receipt_id: str) -> list[str]:
+        """The endpoints the receipt's ``payment.succeeded`` was queued for."""
+        with server.ctx.db.read() as conn:
+            rows = conn.execute(
+                select(t.webhook_deliveries.c.endpoint_id)
+                .join(t.events, t.events.c.id == t.webhook_deliveries.c.event_id)
+                .where(
+                    t.events.c.type == "payment.succeeded",
+                    t.events.c.data["receipt_id"].as_string() == receipt_id,
+                )
+            ).all()
+        return [row.endpoint_id for row in rows]
+
+    assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == []
+    wanted = seller_owner.webhooks.create("http://127.0.0.1:9/a", events=["payment.succeeded"])
+    seller_owner.webhooks.create("http://127.0.0.1:9/b", events=["payment.failed"])
+    assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == [wanted.id]
+    seller_owner.webhooks.update(wanted.id, status="disabled")
+    assert deliveries_of(m.agent.pay(resource_id=m.resource.id).receipt_id) == []
+    assert m.agent.spend.balance().balance == D("7.00")
+    assert_ledger_sound(server)
+
+
+def test_a_lone_payment_retried_is_replayed_and_pays_once(server: LiveServer) -> None:
+    """A lone request claims its key with its answer, at the end of its transaction: a
+    retry finds the key there only then, rolls back what it did and is answered from
+    the record, as a retry of a grouped request is (refusals too)."""
+    m = market(server, price="1.00", fund="1.50")
+    big = m.seller.resources.create(kind="http", path="/v1/big", amount="5.00")
+    headers = {"Authorization": f"Bearer {m.wallet_key}"}
+
+    def pay(resource_id: str, key: str) -> httpx.Response:
+        return httpx.post(
+            f"{server.url}/pay",
+            json={"resource_id": resource_id},
+            headers={**headers, "Idempotency-Key": key},
+        )
+
+    paid, refused = pay(m.resource.id, "once"), pay(big.id, "no")
+    assert (paid.status_code, refused.status_code) == (200, 402)
+    for key, resource_id, first in (("once", m.resource.id, paid), ("no", big.id, refused)):
+        again = pay(resource_id, key)
+        assert again.status_code == first.status_code
+        assert again.headers["Idempotent-Replayed"] == "true"
+        assert again.headers["Original-Request-Id"] == first.json()["request_id"]
+        assert {**again.json(), "request_id": None} == {**first.json(), "request_id": None}
+    reused = pay(big.id, "once")
+    assert reused.status_code == 422
+    assert reused.json()["error"]["code"] == "idempotency_key_reused"
+
+    assert m.agent.spend.balance().balance == D("0.50")
+    assert m.agent.spend.balance().spent_total == D("1.00")
+    succeeded = events_of(server, m.seller_owner_id, "payment.succeeded")
+    assert [e["receipt_id"] for e in succeeded] == [paid.json()["receipt_id"]]
+    failed = events_of(server, _wallet_owner(server, m.wallet_key_id), "payment.failed")
+    assert [e["request_id"] for e in failed] == [refused.json()["request_id"]]
+    assert_ledger_sound(server)
