@@ -513,7 +513,7 @@ def _after(statement: UpdateBase) -> Any:
     )
 
 
-def _balance(row: Row[Any]) -> Balance:
+def _balance(row: Row[*tuple[Any, ...]]) -> Balance:  # any row with the three columns
     return Balance(int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import typing
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -86,7 +87,7 @@ def _json_value(value: Any) -> Any:
 
 @functools.cache
 def _together(statement: UpdateBase, shape: tuple[tuple[Table, tuple[str, ...]], ...]) -> Any:
-    table = statement.table  # type: ignore[attr-defined]
+    table = typing.cast(Table, statement.table)
     updated = statement.returning(*table.primary_key.columns).cte("updated")
     inserts = []
     for b, (into, columns) in enumerate(shape):
