@@ -61,7 +61,14 @@ _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 _ti = t.idempotency_keys
 
 
-def _claim_statement(dialect: Any) -> Any:
+def _claim_statement(dialect: Any, *, answered: bool = False) -> Any:
+    """Insert a key's record unless it exists: in flight, or (``answered``) already done
+    with the answer bound as ``status`` and ``body``."""
+    answer: dict[str, Any] = (
+        {"response_status": bindparam("status"), "response_body": bindparam("body")}
+        if answered
+        else {}
+    )
     return (
         dialect.insert(_ti)
         .values(
@@ -69,7 +76,8 @@ def _claim_statement(dialect: Any) -> Any:
             route=bindparam("route"),
             key=bindparam("key"),
             request_hash=bindparam("request_hash"),
-            state="in_flight",
+            state="done" if answered else "in_flight",
+            **answer,
             locked_until=bindparam("locked_until"),
             created_at=bindparam("created_at"),
         )
@@ -88,29 +96,11 @@ _CLAIM_MANY = {
     name: statement.returning(_ti.c.scope, _ti.c.route, _ti.c.key)
     for name, statement in _CLAIM.items()
 }
-
-
-def _answered_statement(dialect: Any) -> Any:
-    return (
-        dialect.insert(_ti)
-        .values(
-            scope=bindparam("scope"),
-            route=bindparam("route"),
-            key=bindparam("key"),
-            request_hash=bindparam("request_hash"),
-            state="done",
-            response_status=bindparam("status"),
-            response_body=bindparam("body"),
-            locked_until=bindparam("locked_until"),
-            created_at=bindparam("created_at"),
-        )
-        .on_conflict_do_nothing()
-        .returning(_ti.c.id)
-    )
-
-
 #: :func:`claim_answered`'s: the key and its answer in one row.
-_ANSWERED = {"postgresql": _answered_statement(postgresql), "sqlite": _answered_statement(sqlite)}
+_ANSWERED = {
+    name: _claim_statement(dialect, answered=True)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
 _COMPLETE = (
     update(_ti)
     .where(_ti.c.id == bindparam("record_id"))
