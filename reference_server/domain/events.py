@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Table, insert
+from sqlalchemy import Connection, Table
 
 from ..ids import new_id
 from ..store import tables as t
@@ -64,33 +64,19 @@ def record_event(
 ) -> str:
     """The event and its deliveries; ``endpoints``: the subscribed endpoints' ids when the
     caller read them already (a sale, before it took its locks)."""
-    if type not in EVENT_TYPES:
-        raise ValueError(f"unknown event type {type!r}")
-    event_id = new_id("evt")
-    # The row as parameters of a plain INSERT: one cached statement, not one built per event.
-    conn.execute(
-        insert(t.events),
-        {
-            "id": event_id,
-            "environment": environment,
-            "owner_id": owner_id,
-            "type": type,
-            "data": data,
-            "created_at": now,
-        },
-    )
     if endpoints is None:
         endpoints = matching_endpoints(
             conn, owner_id=owner_id, environment=environment, event_type=type
         )
-    if endpoints:
-        conn.execute(
-            insert(t.webhook_deliveries),
-            [new_delivery(event_id, endpoint_id, now) for endpoint_id in endpoints],
-        )
-        _wake_workers(conn)
-        conn.info[NEW_DELIVERIES] = True
-    return event_id
+    event = NewEvent(
+        owner_id=owner_id,
+        environment=environment,
+        type=type,
+        data=data,
+        now=now,
+        endpoints=endpoints,
+    )
+    return record_events(conn, [event])[0]
 
 
 @attrs.frozen(kw_only=True)

@@ -83,6 +83,7 @@ __all__ = [
     "account_id",
     "audit",
     "available_micros",
+    "balance_columns",
     "balance_micros",
     "ensure_account",
     "find_accounts",
@@ -326,7 +327,7 @@ def find_accounts(
     for row in rows:
         found[row.kind, row.ref_id] = row.id
         if balances is not None:
-            balances[row.id] = _balance(row)
+            balances[row.id] = Balance.read(row)
     for kind, ref_id in named:
         if (kind, ref_id) not in found:  # first use
             found[kind, ref_id] = ensure_account(
@@ -458,6 +459,32 @@ class Balance:
     def available(self) -> int:
         return self.balance - self.pending
 
+    @classmethod
+    def read(cls, row: Any, prefix: str = "") -> Balance:
+        """From a row with an account's three columns, named as in ``ledger_accounts``
+        or, where one row carries several accounts, after ``prefix``
+        (:func:`balance_columns`)."""
+        return cls(
+            int(getattr(row, f"{prefix}balance_micros")),
+            int(getattr(row, f"{prefix}pending_debit_micros")),
+            bool(getattr(row, f"{prefix}allow_negative")),
+        )
+
+
+def balance_columns(accounts: Any, prefix: str) -> tuple[Any, ...]:
+    """An account's id and the three columns :meth:`Balance.read` reads, labelled after
+    ``prefix``, for a read that joins ``accounts`` (an alias of ``ledger_accounts``) to
+    something else."""
+    return tuple(
+        column.label(f"{prefix}{column.name}")
+        for column in (
+            accounts.c.id,
+            accounts.c.balance_micros,
+            accounts.c.pending_debit_micros,
+            accounts.c.allow_negative,
+        )
+    )
+
 
 def locked_balances(conn: Connection, accounts: Iterable[str]) -> dict[str, Balance]:
     """The accounts' balances, row-locked in id order as :func:`lock_accounts` locks
@@ -465,7 +492,8 @@ def locked_balances(conn: Connection, accounts: Iterable[str]) -> dict[str, Bala
     until the commit, so moves decided from them in Python (:func:`move_balances`) are
     exact."""
     query = _LOCKED_BALANCES if conn.dialect.name == "postgresql" else _BALANCES
-    return {row.id: _balance(row) for row in conn.execute(query, {"ids": sorted(set(accounts))})}
+    rows = conn.execute(query, {"ids": sorted(set(accounts))})
+    return {row.id: Balance.read(row) for row in rows}
 
 
 def locked_balances_after(
@@ -485,12 +513,7 @@ def locked_balances_after(
     rows = conn.execute(_after(statement), {**params, "ids": sorted(set(accounts))}).all()
     if not rows:  # as ``first`` alone would (``.one()``): its row is not there
         raise NoResultFound("the row updated first is not there")
-    balances = {
-        row.account_id: Balance(
-            int(row.account_balance), int(row.account_pending), bool(row.account_allow_negative)
-        )
-        for row in rows
-    }
+    balances = {row.account_id: Balance.read(row, "account_") for row in rows}
     return rows[0], balances
 
 
@@ -500,10 +523,7 @@ def _after(statement: UpdateBase) -> Any:
     return (
         select(
             first,
-            _a.c.id.label("account_id"),
-            _a.c.balance_micros.label("account_balance"),
-            _a.c.pending_debit_micros.label("account_pending"),
-            _a.c.allow_negative.label("account_allow_negative"),
+            *balance_columns(_a, "account_"),
         )
         .select_from(first)
         .join(_a, true())
@@ -511,10 +531,6 @@ def _after(statement: UpdateBase) -> Any:
         .order_by(_a.c.id)
         .with_for_update(of=_a, key_share=True)
     )
-
-
-def _balance(row: Row[*tuple[Any, ...]]) -> Balance:  # any row with the three columns
-    return Balance(int(row.balance_micros), int(row.pending_debit_micros), bool(row.allow_negative))
 
 
 def move_balances(

@@ -336,12 +336,7 @@ def _payable() -> Any:
         ("seller_account", ledger.SELLER_BALANCE, r.c.seller_id),
     ):
         a = t.ledger_accounts.alias(name)
-        query = query.add_columns(
-            a.c.id.label(f"{name}_id"),
-            a.c.balance_micros.label(f"{name}_balance"),
-            a.c.pending_debit_micros.label(f"{name}_pending"),
-            a.c.allow_negative.label(f"{name}_allow_negative"),
-        ).outerjoin(
+        query = query.add_columns(*ledger.balance_columns(a, f"{name}_")).outerjoin(
             a, and_(a.c.environment == r.c.environment, a.c.kind == kind, a.c.ref_id == ref_id)
         )
     return query.where(
@@ -539,14 +534,7 @@ class _GroupBooks:
             for name, named in refs.items():
                 account = getattr(row, f"{name}_id", None)
                 if account is not None:
-                    known[named] = (
-                        account,
-                        ledger.Balance(
-                            int(getattr(row, f"{name}_balance")),
-                            int(getattr(row, f"{name}_pending")),
-                            bool(getattr(row, f"{name}_allow_negative")),
-                        ),
-                    )
+                    known[named] = (account, ledger.Balance.read(row, f"{name}_"))
         return known
 
     def count_and_lock(self, conn: Connection, total: int) -> Row[Any]:
