@@ -370,7 +370,7 @@ def _async_call(
     """The call an async handler gets: authenticated and prepared (blocking when the
     route takes a credential or prepares)."""
     if ep.prepare is not None and ep.prepare_authenticates:
-        return _call_authenticated_by_prepare(ep, ctx, request, request_id, body, now)
+        return _call_authenticated_by_prepare(ep, ep.prepare, ctx, request, request_id, body, now)
     caller: tuple[Principal | None, str | None] = (None, None)
     if ep.auth is not None:
         caller = _authenticated(ep, ctx, request.headers, now)
@@ -383,7 +383,13 @@ def _async_call(
 
 
 def _call_authenticated_by_prepare(
-    ep: Endpoint, ctx: ServerContext, request: Request, request_id: str, body: Any, now: datetime
+    ep: Endpoint,
+    prepare: Callable[[Call], Any],
+    ctx: ServerContext,
+    request: Request,
+    request_id: str,
+    body: Any,
+    now: datetime,
 ) -> Call:
     """:func:`_async_call` for a prepare that authenticates in its own transaction: the
     same steps in the same order, the first of them with the prepare's connection."""
@@ -401,9 +407,7 @@ def _call_authenticated_by_prepare(
         authenticated = True
 
     call._authenticate = authenticate
-    if ep.prepare is None:
-        raise InvariantError("expected ep.prepare is not None")
-    call.prepared = ep.prepare(call)
+    call.prepared = prepare(call)
     if not authenticated:
         raise InvariantError(f"{ep.method} {ep.path}: its prepare did not authenticate")
     return call
