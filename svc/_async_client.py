@@ -35,6 +35,7 @@ from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
+from ._sender import AsyncSender
 from ._spec import RequestSpec
 
 __all__ = ["AsyncClient"]
@@ -100,8 +101,7 @@ class AsyncClient(BaseClient):
         )
         if transport is not None and http_client is not None:
             raise ConfigurationError("pass transport= or http_client=, not both")
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(transport=transport)
+        self._http = AsyncSender(http_client, transport)
         self._sleep = sleep or anyio.sleep
         self.owners = AsyncOwners(self)
         self.sellers = AsyncSellers(self)
@@ -204,8 +204,7 @@ class AsyncClient(BaseClient):
 
     async def aclose(self) -> None:
         """Release pooled connections (not those of an ``http_client`` passed in)."""
-        if self._owns_http:
-            await self._http.aclose()
+        await self._http.aclose()
 
     async def __aenter__(self) -> Self:
         return self

@@ -36,6 +36,7 @@ from ._namespaces import (
 )
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
+from ._sender import Sender
 from ._spec import RequestSpec
 
 __all__ = ["Client"]
@@ -101,8 +102,7 @@ class Client(BaseClient):
         )
         if transport is not None and http_client is not None:
             raise ConfigurationError("pass transport= or http_client=, not both")
-        self._owns_http = http_client is None
-        self._http = http_client or httpx.Client(transport=transport)
+        self._http = Sender(http_client, transport)
         self._sleep = sleep or time.sleep
         self.owners = Owners(self)
         self.sellers = Sellers(self)
@@ -203,8 +203,7 @@ class Client(BaseClient):
 
     def close(self) -> None:
         """Release pooled connections (not those of an ``http_client`` passed in)."""
-        if self._owns_http:
-            self._http.close()
+        self._http.close()
 
     def __enter__(self) -> Self:
         return self

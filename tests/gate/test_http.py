@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
+from starlette.testclient import TestClient
 from starlette.websockets import WebSocket
 
 import svc
@@ -121,6 +122,20 @@ def test_a_paid_receipt_reaches_the_handler(
     assert r.headers["cache-control"] == "private"  # never served to the next caller
     item = httpx.get(app.url + "/v1/items/7", headers={"Payment-Receipt": paid.receipt_id})
     assert item.status_code == 200 and item.json()["receipt_id"] == paid.receipt_id
+
+
+def test_a_test_client_without_with_runs_each_request_in_a_new_loop(
+    server: LiveServer, shop: Shop
+) -> None:
+    """Starlette's ``TestClient`` used without ``with`` runs every request in an event
+    loop of its own: the gate's client to the service must not reuse a connection of a
+    loop that is gone (it answered 503 ``gate_misconfigured``: "Event loop is closed")."""
+    paid = shop.agent.pay(resource_id=shop.resource.id)
+    http = TestClient(gate(shop, server, cache_ttl=0))  # every request asks the service
+    for _ in range(3):
+        r = http.get("/v1/report", headers={"X-Svc-Receipt": paid.receipt_id})
+        assert r.status_code == 200, r.text
+        assert r.json()["receipt_id"] == paid.receipt_id
 
 
 def test_a_receipt_for_another_resource_is_refused(
