@@ -94,6 +94,7 @@ __all__ = [
     "move_sale",
     "open_account",
     "platform_account",
+    "platform_shard",
     "post",
     "record_sale",
     "reserve",
@@ -258,13 +259,20 @@ def ensure_account(
         return found
 
 
-def platform_account(conn: Connection, *, environment: str, kind: str, now: datetime) -> str:
-    """One shard of a :data:`SHARDED` platform account (opened on first use), at random:
+def platform_shard() -> str:
+    """The ``ref_id`` of one shard of a :data:`SHARDED` platform account, at random:
     concurrent movements through the platform rarely wait on the same row lock."""
+    return random.choice(PLATFORM_SHARD_REFS)  # noqa: S311 - spreading load, not a secret
+
+
+def platform_account(conn: Connection, *, environment: str, kind: str, now: datetime) -> str:
+    """One shard of a :data:`SHARDED` platform account (opened on first use), at random
+    (:func:`platform_shard`)."""
     if kind not in SHARDED:
         raise InvariantError(f"{kind} is not a sharded platform account")
-    ref_id = random.choice(PLATFORM_SHARD_REFS)  # noqa: S311 - spreading load, not a secret
-    return ensure_account(conn, environment=environment, kind=kind, ref_id=ref_id, now=now)
+    return ensure_account(
+        conn, environment=environment, kind=kind, ref_id=platform_shard(), now=now
+    )
 
 
 def balance_micros(conn: Connection, *, environment: str, kind: str, ref_id: str) -> int:

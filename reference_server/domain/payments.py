@@ -11,7 +11,6 @@ written or nothing is.
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -39,7 +38,6 @@ __all__ = [
     "SellerRef",
     "book_sale",
     "fee_for",
-    "fee_shard",
     "pay_handle",
     "pay_resource",
     "pay_resources",
@@ -114,7 +112,7 @@ def book_sale(
     accounts: list[str] = []
     if debit is not None:
         # The seller's account and a platform-fee shard, in one statement.
-        fee_ref = ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+        fee_ref = ledger.platform_shard()
         accounts = ledger.find_accounts(
             conn,
             environment=env,
@@ -317,11 +315,6 @@ class SellerRef:
     owner_id: str
 
 
-def fee_shard() -> str:
-    """A platform-fee shard, at random (``ledger.platform_account``'s reason)."""
-    return ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
-
-
 def _payable() -> Any:
     r = t.resources
     query = select(
@@ -369,10 +362,10 @@ def payable_resource(
 
 @attrs.frozen(kw_only=True)
 class Purchase:
-    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  A resource
-    row with a ``seller_owner_id`` column (read joined to its seller) spares the group
-    the seller's look-up; one whose ``seller_has_endpoints`` is false (read with it,
-    ``webhook_endpoints.any_enabled``), the look-up of the owner's webhook endpoints."""
+    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  Its
+    resource is a row of :func:`payable_resource`: read with its seller's owner (the
+    group looks up no seller), whether that owner has a webhook endpoint (where it has
+    none, none is looked up) and the sale's accounts."""
 
     resource: Row[Any]
     request_id: str
@@ -385,7 +378,7 @@ def pay_resources(
     wallet_key_id: str,
     purchases: list[Purchase],
     fee_bps: int,
-    fee_ref: str | None = None,
+    fee_ref: str,
 ) -> list[PayResult | PaymentRefused] | None:
     """Several ``POST /pay {"resource_id"}`` of one wallet key in one transaction (a
     group commit): each is decided in turn, in order, exactly as :func:`pay_resource`
@@ -409,7 +402,7 @@ def pay_resources(
         wallet_key_id=wallet_key_id,
         fee_bps=fee_bps,
         environment=env,
-        fee_ref=fee_ref or fee_shard(),
+        fee_ref=fee_ref,
     )
     books.read(conn, purchases)
     # The key's lock first, as ``wallets.charge`` takes it, then the accounts in id
@@ -477,21 +470,17 @@ class _GroupBooks:
     events: list[NewEvent] = attrs.Factory(list)
 
     def read(self, conn: Connection, purchases: list[Purchase]) -> None:
-        """What needs no lock: the sellers, then every account in one statement, then
-        the endpoints of each seller's owner (unless read with the resource that it has
-        none)."""
+        """What needs no lock: the sellers (read with the resources), then every account
+        in one statement (none where all were read with the resources), then the
+        endpoints of each seller's owner that has any."""
         env = self.environment
         for purchase in purchases:
-            seller_id = purchase.resource.seller_id
+            seller_id, owner_id = purchase.resource.seller_id, purchase.resource.seller_owner_id
             if seller_id in self.sellers:
                 continue
-            owner_id = getattr(purchase.resource, "seller_owner_id", None)
-            if owner_id is not None:  # read with the resource
-                self.sellers[seller_id] = SellerRef(seller_id, owner_id)
-            else:
-                self.sellers[seller_id] = conn.execute(_SELLER, {"seller_id": seller_id}).one()
-            if not getattr(purchase.resource, "seller_has_endpoints", True):
-                self.endpoints.setdefault(self.sellers[seller_id].owner_id, [])
+            self.sellers[seller_id] = SellerRef(seller_id, owner_id)
+            if not purchase.resource.seller_has_endpoints:
+                self.endpoints.setdefault(owner_id, [])
         named = [(ledger.WALLET_KEY, self.wallet_key_id), (ledger.PLATFORM_FEES, self.fee_ref)]
         named += [(ledger.SELLER_BALANCE, seller_id) for seller_id in self.sellers]
         known = self._read_with_resources(purchases)
@@ -532,7 +521,7 @@ class _GroupBooks:
                 "seller_account": (ledger.SELLER_BALANCE, row.seller_id),
             }
             for name, named in refs.items():
-                account = getattr(row, f"{name}_id", None)
+                account = getattr(row, f"{name}_id")
                 if account is not None:
                     known[named] = (account, ledger.Balance.read(row, f"{name}_"))
         return known

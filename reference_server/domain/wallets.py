@@ -340,7 +340,8 @@ def count_spend(conn: Connection, key_id: str, amount: int) -> Row[Any]:
     answer the key's row after: the ``UPDATE`` takes the key's row lock, and the caller
     checks the policy against the counts before it (``payments.pay_resources``, for
     several payments at once; :func:`charge` for one) in the same transaction."""
-    return conn.execute(_COUNT_SPEND, {"key_id": key_id, "amount": amount}).one()
+    statement, params = counting_spend(key_id, amount)
+    return conn.execute(statement, params).one()
 
 
 def charge(
@@ -360,7 +361,7 @@ def charge(
     # The usual case in one statement: count the spend (the UPDATE takes the key's row
     # lock) and check the policy against the counts before it; a refusal raises, and
     # the caller's rollback takes the count back.
-    counted = conn.execute(_COUNT_SPEND, {"key_id": key_id, "amount": amount}).one()
+    counted = count_spend(conn, key_id, amount)
     current, _ = period_bounds(counted.period, as_utc(counted.created_at), now)
     if counted.status == "active" and current <= as_utc(counted.period_started_at):
         check_policy(

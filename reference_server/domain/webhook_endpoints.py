@@ -11,7 +11,7 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, insert, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, insert, select, update
 
 from svc import WebhookEndpoint
 
@@ -102,10 +102,14 @@ def list_endpoints(
 
 
 #: ``matching_endpoints``' statement, built once: every event of every payment runs it.
+def _enabled(owner_id: Any, environment: Any) -> Any:
+    return and_(
+        _e.c.owner_id == owner_id, _e.c.environment == environment, _e.c.status == "enabled"
+    )
+
+
 _ENABLED = select(_e.c.id, _e.c.events).where(
-    _e.c.owner_id == bindparam("owner_id"),
-    _e.c.environment == bindparam("environment"),
-    _e.c.status == "enabled",
+    _enabled(bindparam("owner_id"), bindparam("environment"))
 )
 
 
@@ -113,15 +117,7 @@ def any_enabled(owner_id: Any, environment: Any) -> Any:
     """Whether the owner has an enabled endpoint in the environment, as an expression
     (SQL ``EXISTS``) for a read of something else: a payment reads it with its resource
     and, as most sellers' owners have none, seldom needs :func:`matching_endpoints`."""
-    return (
-        select(_e.c.id)
-        .where(
-            _e.c.owner_id == owner_id,
-            _e.c.environment == environment,
-            _e.c.status == "enabled",
-        )
-        .exists()
-    )
+    return select(_e.c.id).where(_enabled(owner_id, environment)).exists()
 
 
 def matching_endpoints(

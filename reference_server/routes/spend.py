@@ -8,7 +8,7 @@ from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
 
-from ..domain import handles, payments, wallets
+from ..domain import handles, ledger, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..web.auth import Principal, Role
@@ -118,7 +118,7 @@ def pay_group(calls: list[Call]) -> list[Reply]:
         return [pay(call) for call in calls]
     resources: dict[str, Any] = {}
     purchases = []
-    fee_ref = payments.fee_shard()  # the group's, read with each resource
+    fee_ref = ledger.platform_shard()  # the group's, read with each resource
     for call, (_, b) in zip(calls, checked, strict=True):
         resource_id = b.resource_id
         if resource_id is None:
@@ -182,7 +182,7 @@ def _payable_resource(
         resource_id,
         environment,
         wallet_key_id=agent.subject_id or "",
-        fee_ref=fee_ref or payments.fee_shard(),
+        fee_ref=fee_ref or ledger.platform_shard(),
     )
     if row is None:
         raise ApiError("not_found", f"No resource {resource_id} in {environment}.")

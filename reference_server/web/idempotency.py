@@ -89,7 +89,8 @@ def _claim_statement(dialect: Any, *, answered: bool = False) -> Any:
 # The statements every idempotent request runs, built once with their parameters bound at
 # execution: building a Core statement and its cache key per call costs more than running
 # it on SQLite.
-_CLAIM = {"postgresql": _claim_statement(postgresql), "sqlite": _claim_statement(sqlite)}
+_DIALECTS = {"postgresql": postgresql, "sqlite": sqlite}
+_CLAIM = {name: _claim_statement(dialect) for name, dialect in _DIALECTS.items()}
 #: Several keys at once: the rows inserted come back with their key (SQLAlchemy sends
 #: the rows as one multi-row ``INSERT`` when it has ``RETURNING``).
 _CLAIM_MANY = {
@@ -97,10 +98,7 @@ _CLAIM_MANY = {
     for name, statement in _CLAIM.items()
 }
 #: :func:`claim_answered`'s: the key and its answer in one row.
-_ANSWERED = {
-    name: _claim_statement(dialect, answered=True)
-    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
-}
+_ANSWERED = {name: _claim_statement(dialect, answered=True) for name, dialect in _DIALECTS.items()}
 _COMPLETE = (
     update(_ti)
     .where(_ti.c.id == bindparam("record_id"))
@@ -141,6 +139,11 @@ class KeyClaim:
     lease: timedelta
 
 
+def _for_dialect(statements: dict[str, Any], conn: Connection) -> Any:
+    """The statement built for ``conn``'s dialect (SQLite's for any but PostgreSQL)."""
+    return statements["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+
+
 def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
     """The key taken in the caller's transaction, or its stored answer to replay.
 
@@ -148,7 +151,7 @@ def claim(conn: Connection, want: KeyClaim, box: SecretBox) -> Begun | Replay:
     it is taken (a replay, a concurrent twin that committed first, an expired or
     abandoned record) the record is read under lock and answered as :func:`begin` does.
     """
-    statement = _CLAIM["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    statement = _for_dialect(_CLAIM, conn)
     record_id = conn.execute(statement, _claim_params(want)).scalar()
     if record_id is not None:
         return Begun(record_id)
@@ -171,7 +174,7 @@ def claim_many(conn: Connection, wants: list[KeyClaim], box: SecretBox) -> list[
     :func:`claim` does (replayed, refused, or taken over).  In ``wants``' order."""
     if len(wants) == 1:
         return [claim(conn, wants[0], box)]
-    statement = _CLAIM_MANY["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    statement = _for_dialect(_CLAIM_MANY, conn)
     rows = conn.execute(statement, [_claim_params(want) for want in wants]).all()
     inserted = {(row.scope, row.route, row.key): row.id for row in rows}
     answers: list[Begun | Replay] = []
@@ -194,7 +197,7 @@ def claim_answered(conn: Connection, want: KeyClaim, status: int, body: str) -> 
     be), in the transaction of what it did, or :class:`KeyTaken` when the key is
     recorded already (a retry, a twin, an expired record).  The usual new key costs one
     statement instead of two; a taken one costs a transaction rolled back."""
-    statement = _ANSWERED["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    statement = _for_dialect(_ANSWERED, conn)
     params = {**_claim_params(want), "status": status, "body": body}
     if conn.execute(statement, params).scalar() is None:
         raise KeyTaken(f"{want.route}: the key is recorded already")

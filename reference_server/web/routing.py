@@ -14,7 +14,9 @@ is tried against only the routes whose patterns match that very path, in their o
 (every other route would answer "no match" for it), so the same route serves it and a
 wrong method is the same 405; any other request is routed by Starlette as before.  Routes
 added to or removed from ``routes`` after construction (the bench puts its baseline route
-in front) are indexed again at the next request.
+in front) are indexed again at the next request: what is checked per request is the
+number of routes, so a route replaced in place by another is not seen (build the router
+again for that).
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ sandbox chain's rows -- so concurrent attempts cannot deadlock on PostgreSQL.
 from __future__ import annotations
 
 import enum
-import random
 from datetime import datetime
 from typing import Any
 
@@ -140,7 +139,7 @@ def _charge_and_hold(
     key = wallets.charge(conn, row.wallet_key_id, amount, rail=signed.rail, host=row.host, now=now)
     # The key's account and a shard of the payouts account, in one statement (as a sale
     # reads its accounts: payments.record_purchase).
-    shard = ledger.PLATFORM_SHARD_REFS[random.randrange(ledger.SHARDS)]  # noqa: S311
+    shard = ledger.platform_shard()
     debit, payouts = ledger.find_accounts(
         conn,
         environment=env,
