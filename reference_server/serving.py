@@ -12,6 +12,11 @@ Slow clients are cut off at three points:
 - **body**: the app's :class:`~reference_server.web.body_timeout.BodyTimeoutMiddleware`
   answers ``408 request_timeout`` and closes (it applies under any server).
 - **keep-alive**: uvicorn's ``timeout_keep_alive``.
+- **a body nobody reads**: a route may answer without reading the body (a 404, a
+  refusal before parsing).  uvicorn then discards the rest as it arrives, and each
+  arriving byte cancels its keep-alive timer without re-arming it, so a client trickling
+  a large body held the connection forever.  The same protocol subclass bounds that wait
+  by the keep-alive timeout, armed once, and then closes (the answer is already sent).
 
 A server that owns its process (``svc-server run``; ``own_process=True``) also moves what
 start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
@@ -73,45 +78,62 @@ class _Server(uvicorn.Server):
 class _HeadDeadlineProtocol(H11Protocol):
     #: Set on the per-server subclass made by :func:`_protocol_class`.
     head_timeout: float = 10.0
-    _head_timer: asyncio.TimerHandle | None = None
+    _deadline: asyncio.TimerHandle | None = None
+    #: What the armed deadline waits for: ``"head"`` or ``"unread body"``.
+    _waiting_for: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._watch_head()
+        self._watch()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        self._watch_head()
+        self._watch()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._watch_head()
+        self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head()
+        self._disarm()
         super().connection_lost(exc)
 
-    def _watch_head(self) -> None:
-        """Waiting for a request head (h11 ``IDLE`` on their side) and not merely idle
-        between requests (uvicorn's keep-alive timer covers that) means the deadline
-        runs; it is armed once per request, so trickling bytes does not extend it."""
-        reading_head = (
-            self.conn.their_state is h11.IDLE
-            and self.timeout_keep_alive_task is None
-            and not self.transport.is_closing()
-        )
-        if not reading_head:
-            self._disarm_head()
-        elif self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+    def _awaited(self) -> tuple[str, float] | None:
+        """What the connection waits on the client for, and for how long at most; ``None``
+        when the wait is someone else's to bound (the app reading its body is bounded by
+        the body deadline, idling between requests by uvicorn's keep-alive timer)."""
+        if self.transport.is_closing():
+            return None
+        theirs, ours = self.conn.their_state, self.conn.our_state
+        if theirs is h11.IDLE and self.timeout_keep_alive_task is None:
+            return "head", self.head_timeout
+        if theirs is h11.SEND_BODY and ours in (h11.DONE, h11.MUST_CLOSE):
+            return "unread body", self.timeout_keep_alive
+        return None
 
-    def _disarm_head(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+    def _watch(self) -> None:
+        """Arm the deadline once per wait, so trickling bytes does not extend it."""
+        awaited = self._awaited()
+        if awaited is None:
+            self._disarm()
+            return
+        kind, seconds = awaited
+        if self._waiting_for != kind:
+            self._disarm()
+            self._waiting_for = kind
+            self._deadline = self.loop.call_later(seconds, self._timed_out)
 
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = None
+        self._waiting_for = None
+
+    def _timed_out(self) -> None:
+        """Close: no response can be framed for a head never read, and an unread body's
+        request was already answered."""
+        self._deadline = None
+        self._waiting_for = None
         if not self.transport.is_closing():
             with contextlib.suppress(h11.LocalProtocolError):
                 self.conn.send(h11.ConnectionClosed())

@@ -148,6 +148,33 @@ def test_stalled_body_is_answered_408_then_closed(server: LiveServer, path: str)
     assert waited < GENEROUS
 
 
+@pytest.mark.parametrize("path", ["/no/such/route", "/sandbox/connect/onboard/tok_x"])
+def test_a_body_trickled_after_the_answer_does_not_hold_the_connection(
+    server: LiveServer, path: str
+) -> None:
+    """A route may answer without reading the body (a 404, a form route sent JSON).
+    Bytes of that unread body arriving after the answer must not hold the connection:
+    uvicorn discards them, and each one cancels its keep-alive timer, so without a bound
+    of its own a client trickling a large body kept the connection forever."""
+    with connect(server) as sock:
+        sock.sendall(head(path, Content_Type="application/json", Content_Length=100_000))
+        answer = read_response(sock)
+        assert answer.startswith(b"HTTP/1.1 4"), answer[:200]
+        start = time.monotonic()
+        closed = False
+        while time.monotonic() - start < 4 * BOUND:  # well past the bound, a byte at a time
+            try:
+                sock.sendall(b"x")
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            time.sleep(BOUND / 5)
+        if not closed:
+            data, _ = read_until_closed(sock)
+            assert data == b""  # nothing more was answered; the connection closed
+        assert time.monotonic() - start < GENEROUS
+
+
 def test_idle_keep_alive_connection_is_closed(server: LiveServer) -> None:
     with connect(server) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
