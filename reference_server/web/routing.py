@@ -12,18 +12,17 @@ Timed alone: routing ``/spend/pay-url`` took 40 us by the scan and 1.6 us by the
 :class:`IndexedRouter` answers the same as Starlette's: a request for a path in its index
 is tried against only the routes whose patterns match that very path, in their order
 (every other route would answer "no match" for it), so the same route serves it and a
-wrong method is the same 405; any other request is routed by Starlette as before.  Routes
-added to or removed from ``routes`` after construction (the bench puts its baseline route
-in front) are indexed again at the next request: what is checked per request is the
-number of routes, so a route replaced in place by another is not seen (build the router
-again for that).
+wrong method is the same 405; any other request is routed by Starlette as before.  A
+change to ``routes`` after construction (the bench puts its baseline route in front; a
+test may swap a route in place, or assign a new list) is indexed again at the next
+request: ``routes`` is a list that counts its changes, so a request checks one number.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Self, SupportsIndex
 
 from starlette._utils import get_route_path
 from starlette.routing import BaseRoute, Match, Route, Router
@@ -35,20 +34,97 @@ __all__ = ["IndexedRouter"]
 _STATIC = re.compile(r"^/[^{}]*$")
 
 
+class _RouteList(list[BaseRoute]):
+    """A list of routes that counts every change made to it (``changes``), so the
+    router knows its index is stale without comparing the routes."""
+
+    changes = 0
+
+    def _changed(self) -> None:
+        self.changes += 1
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._changed()
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self._changed()
+
+    # typeshed's own list.__iadd__ carries this ignore: += and + differ by design.
+    def __iadd__(self, other: Iterable[BaseRoute]) -> Self:  # type: ignore[misc, override]
+        super().__iadd__(other)
+        self._changed()
+        return self
+
+    def __imul__(self, times: SupportsIndex) -> Self:
+        super().__imul__(times)
+        self._changed()
+        return self
+
+    def append(self, route: BaseRoute) -> None:
+        super().append(route)
+        self._changed()
+
+    def extend(self, routes: Iterable[BaseRoute]) -> None:
+        super().extend(routes)
+        self._changed()
+
+    def insert(self, index: SupportsIndex, route: BaseRoute) -> None:
+        super().insert(index, route)
+        self._changed()
+
+    def pop(self, index: SupportsIndex = -1) -> BaseRoute:
+        route = super().pop(index)
+        self._changed()
+        return route
+
+    def remove(self, route: BaseRoute) -> None:
+        super().remove(route)
+        self._changed()
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._changed()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        super().sort(*args, **kwargs)
+        self._changed()
+
+
 class IndexedRouter(Router):
     """Starlette's ``Router``, dispatching a request for a path without parameters to
     the few routes whose patterns match it (see the module)."""
 
+    _routes: _RouteList
+    _indexed_at = -1  # the ``changes`` of ``routes`` that ``_by_path`` was built from
+    _by_path: dict[str, list[BaseRoute]]
+
     def __init__(self, routes: Sequence[BaseRoute], **options: Any) -> None:
         super().__init__(routes, **options)
-        self._indexed = len(self.routes)
-        self._by_path = _index(self.routes)
+        self._reindex()
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        return self._routes
+
+    @routes.setter
+    def routes(self, routes: Iterable[BaseRoute]) -> None:
+        self._routes = _RouteList(routes)
+        self._indexed_at = -1
+
+    def _reindex(self) -> None:
+        self._by_path, self._indexed_at = _index(self._routes), self._routes.changes
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         candidates = None
         if scope["type"] == "http":
-            if len(self.routes) != self._indexed:  # routes added or removed since
-                self._indexed, self._by_path = len(self.routes), _index(self.routes)
+            if self._routes.changes != self._indexed_at:  # routes changed since
+                self._reindex()
             candidates = self._by_path.get(get_route_path(scope))
         if candidates is None:
             await super().app(scope, receive, send)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -108,3 +109,30 @@ def test_a_static_path_is_matched_against_its_own_routes_only_even_after_routes_
     _Asked.asked = 0
     assert _answers(router, ["/last"])[0][2] == 200
     assert _Asked.asked == 0  # a scan would have asked all 20, for each method
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda routes, new: routes.__setitem__(0, new),  # swapped in place
+        lambda routes, new: routes.__setitem__(slice(0, 1), [new]),
+        lambda routes, new: routes.insert(0, new) or routes.pop(1),  # same length again
+    ],
+    ids=["item", "slice", "insert-then-pop"],
+)
+def test_a_route_replaced_in_place_is_served(change: Any) -> None:
+    """The number of routes is unchanged, yet the new route serves its path."""
+    router = IndexedRouter([_answering("/pay", {"POST"}), _answering("/docs", {"GET"})])
+    assert _answers(router, ["/pay"])[0][:3] == ("/pay", "GET", 405)
+    change(router.routes, _answering("/pay", {"GET"}))
+    assert len(router.routes) == 2
+    assert _answers(router, ["/pay", "/docs"]) == _answers(
+        Router(list(router.routes)), ["/pay", "/docs"]
+    )
+    assert ("/pay", "GET", 200, "/pay", None, None) in _answers(router, ["/pay"])
+
+
+def test_a_new_route_list_assigned_is_served() -> None:
+    router = IndexedRouter([_answering("/pay", {"POST"})])
+    router.routes = [_answering("/pay", {"GET"})]
+    assert ("/pay", "GET", 200, "/pay", None, None) in _answers(router, ["/pay"])
