@@ -1,10 +1,10 @@
 """The uvicorn server ``svc-server run`` (and the test suite) serves the app with.
 
-Slow clients are cut off at three points:
+Slow clients are cut off at every point where the server waits on them:
 
 - **headers**: uvicorn 0.54 bounds the idle time between keep-alive requests but not the
   time a client takes to send a request line and headers, so a connection that opens
-  and trickles (or sends nothing) is held forever.  :class:`_HeadDeadlineProtocol` (a
+  and trickles (or sends nothing) is held forever.  :class:`_DeadlineProtocol` (a
   small subclass of uvicorn's h11 protocol) arms a timer when a connection opens and when
   the next request starts arriving, and disarms it once the head is complete; if it
   fires, the connection is closed (no response can be framed for a request that was
@@ -12,6 +12,14 @@ Slow clients are cut off at three points:
 - **body**: the app's :class:`~reference_server.web.body_timeout.BodyTimeoutMiddleware`
   answers ``408 request_timeout`` and closes (it applies under any server).
 - **keep-alive**: uvicorn's ``timeout_keep_alive``.
+- **an answer nobody reads**: a client may ask for long answers (pipelined, or one at a
+  time) and read none of them.  Once the socket's buffers are full uvicorn pauses the
+  app's ``send`` until the transport drains, which then never happens, and nothing
+  bounds that wait: the connection, its task and its buffers were held for good, even
+  past a close (asyncio flushes before it closes).  The protocol asks to be paused at
+  any byte the kernel would not take and, while paused, runs ``send_timeout_seconds``;
+  any progress (the transport drains) disarms it; if it fires the connection is dropped
+  (``abort``: there is no way to finish the answer) and the app's ``send`` returns.
 - **a body nobody reads**: a route may answer without reading the body (a 404, a
   refusal before parsing).  uvicorn then discards the rest as it arrives, and each
   arriving byte cancels its keep-alive timer without re-arming it, so a client trickling
@@ -75,16 +83,43 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
 
 
-class _HeadDeadlineProtocol(H11Protocol):
+class _DeadlineProtocol(H11Protocol):
     #: Set on the per-server subclass made by :func:`_protocol_class`.
     head_timeout: float = 10.0
+    send_timeout: float = 30.0
     _deadline: asyncio.TimerHandle | None = None
+    _send_deadline: asyncio.TimerHandle | None = None
     #: What the armed deadline waits for: ``"head"`` or ``"unread body"``.
     _waiting_for: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # Paused at any byte the kernel would not take (not only past 64 KiB), resumed
+        # when all are taken: a client that reads nothing stalls an answer of any size,
+        # and a closing transport that cannot flush stays paused too.
+        transport.set_write_buffer_limits(high=0)
         self._watch()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._send_deadline is None:
+            self._send_deadline = self.loop.call_later(self.send_timeout, self._send_timed_out)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_send()
+
+    def _disarm_send(self) -> None:
+        if self._send_deadline is not None:
+            self._send_deadline.cancel()
+            self._send_deadline = None
+
+    def _send_timed_out(self) -> None:
+        """No byte of the answer was taken for ``send_timeout``: drop the connection (a
+        close would wait for a flush that never comes); uvicorn then marks the request
+        disconnected and the app's pending ``send`` returns."""
+        self._send_deadline = None
+        self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -96,6 +131,7 @@ class _HeadDeadlineProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._disarm_send()
         super().connection_lost(exc)
 
     def _awaited(self) -> tuple[str, float] | None:
@@ -140,8 +176,12 @@ class _HeadDeadlineProtocol(H11Protocol):
             self.transport.close()
 
 
-def _protocol_class(head_timeout: float) -> type[H11Protocol]:
-    return type("HeadDeadlineH11Protocol", (_HeadDeadlineProtocol,), {"head_timeout": head_timeout})
+def _protocol_class(settings: Settings) -> type[H11Protocol]:
+    bounds = {
+        "head_timeout": settings.header_timeout_seconds,
+        "send_timeout": settings.send_timeout_seconds,
+    }
+    return type("DeadlineH11Protocol", (_DeadlineProtocol,), bounds)
 
 
 def build_server(
@@ -163,7 +203,7 @@ def build_server(
         create_app(settings) if app is None else app,
         host=host,
         port=port,
-        http=_protocol_class(settings.header_timeout_seconds),
+        http=_protocol_class(settings),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,  # type: ignore[arg-type]
         **options,
     )

@@ -147,10 +147,12 @@ class Settings:
     unlock_body_max_bytes: int = _field(8192, Ge(0))
     #: Slow clients: the most time a connection may take to send a request's line and
     #: headers (then it is closed), and to send its body once the app reads it (then it
-    #: is answered 408 ``request_timeout`` and closed); how long an idle keep-alive
-    #: connection is kept open.
+    #: is answered 408 ``request_timeout`` and closed); the most time an answer may wait
+    #: on a client that reads none of it (then the connection is dropped); how long an
+    #: idle keep-alive connection is kept open.
     header_timeout_seconds: float = _field(10.0, Gt(0))
     body_timeout_seconds: float = _field(30.0, Gt(0))
+    send_timeout_seconds: float = _field(30.0, Gt(0))
     keep_alive_timeout_seconds: float = _field(5.0, Gt(0))
     #: Name resolution for outbound requests (``None``: the system's); tests inject one.
     outbound_resolver: Callable[[str, int], Any] | None = attrs.field(

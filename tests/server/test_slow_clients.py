@@ -30,6 +30,7 @@ def server(make_server: Callable[..., LiveServer]) -> LiveServer:
     return make_server(
         header_timeout_seconds=BOUND,
         body_timeout_seconds=BOUND,
+        send_timeout_seconds=BOUND,
         keep_alive_timeout_seconds=BOUND,
     )
 
@@ -74,6 +75,29 @@ def read_response(sock: socket.socket) -> bytes:
         assert chunk, data
         body += chunk
     return head_part + b"\r\n\r\n" + body
+
+
+def read_responses(sock: socket.socket, count: int, pause: float = 0.0) -> list[bytes]:
+    """``count`` whole responses, pipelined on one connection, read ``pause`` apart."""
+    data, answers = b"", []
+    while len(answers) < count:
+        head_end = data.find(b"\r\n\r\n")
+        if head_end >= 0:
+            length = 0
+            for line in data[:head_end].split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            end = head_end + 4 + length
+            if len(data) >= end:
+                answers.append(data[:end])
+                data = data[end:]
+                continue
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(answers)} answers"
+        data += chunk
+        time.sleep(pause)
+    return answers
 
 
 def head(path: str, method: str = "POST", **headers: Any) -> bytes:
@@ -197,6 +221,50 @@ def test_slow_but_progressing_request_is_served(server: LiveServer) -> None:
         reply = read_response(sock)
     assert reply.startswith(b"HTTP/1.1 201"), reply[:300]
     assert b'"owner_jwt"' in reply
+
+
+#: An answer of about 260 KB; pipelined 40 times, far more than a socket's buffers hold.
+LONG_ANSWER = b"GET /agent-openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+PIPELINED = 40
+
+
+def open_connections(live: LiveServer) -> int:
+    return len(live.server.server_state.connections)
+
+
+def test_a_client_that_reads_none_of_its_answers_is_dropped(server: LiveServer) -> None:
+    """A slow-read attack: long answers asked for and none read.  Once the buffers are
+    full the answer cannot progress; without a bound uvicorn held the connection, its
+    task and its buffers for good (a close waits for a flush that never comes)."""
+    parts = urlsplit(server.url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((parts.hostname, parts.port))
+        sock.sendall(LONG_ANSWER * PIPELINED)
+        start = time.monotonic()
+        while not open_connections(server) and time.monotonic() - start < GENEROUS:
+            time.sleep(0.01)  # until the server has taken the connection
+        assert open_connections(server) == 1
+        while open_connections(server) and time.monotonic() - start < GENEROUS:
+            time.sleep(0.05)
+        assert open_connections(server) == 0, "the connection is still held"
+        assert time.monotonic() - start >= BOUND  # dropped by the bound, not at once
+
+
+def test_a_slow_reader_that_keeps_reading_gets_every_answer(server: LiveServer) -> None:
+    """Reading, however slowly, is progress: the bound is on time without any."""
+    parts = urlsplit(server.url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.connect((parts.hostname, parts.port))
+        sock.settimeout(GENEROUS)
+        sock.sendall(LONG_ANSWER * PIPELINED)
+        start = time.monotonic()
+        answers = read_responses(sock, PIPELINED, pause=0.005)
+        took = time.monotonic() - start
+    assert all(a.startswith(b"HTTP/1.1 200") for a in answers)
+    assert len({len(a) for a in answers}) == 1  # each whole, none cut
+    assert took > BOUND  # longer than the bound: the bound did not cut it
 
 
 def body_routes(live: LiveServer) -> list[tuple[str, str]]:
