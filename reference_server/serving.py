@@ -29,6 +29,10 @@ Slow clients are cut off at every point where the server waits on them:
 A server that owns its process (``svc-server run``; ``own_process=True``) also moves what
 start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
 
+A request h11 cannot read at all (a malformed request line, header or framing) is
+answered ``400 bad_request`` in the service's envelope with a request id, like every other
+error, instead of uvicorn's plain-text 400, and the connection is closed.
+
 Build servers with :func:`build_server` only, so every one has these protections.
 """
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import socket
 from typing import Any
 
@@ -44,8 +49,11 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from svc_asgi import new_request_id
+
 from .app import create_app
 from .settings import Settings
+from .web.errors import envelope
 
 __all__ = ["build_server", "freeze_heap"]
 
@@ -134,6 +142,23 @@ class _DeadlineProtocol(H11Protocol):
         self._disarm_send()
         super().connection_lost(exc)
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 could not read (it logged why), in the
+        envelope; h11 lets a server answer once more after the client's protocol error."""
+        request_id = new_request_id()
+        raw = json.dumps(envelope("bad_request", _UNREADABLE, request_id)).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(raw)).encode()),
+            (b"connection", b"close"),
+            (b"x-request-id", request_id.encode()),
+        ]
+        with contextlib.suppress(h11.LocalProtocolError):
+            self.transport.write(self.conn.send(h11.Response(status_code=400, headers=headers)))
+            self.transport.write(self.conn.send(h11.Data(data=raw)))
+            self.transport.write(self.conn.send(h11.EndOfMessage()))
+        self.transport.close()
+
     def _awaited(self) -> tuple[str, float] | None:
         """What the connection waits on the client for, and for how long at most; ``None``
         when the wait is someone else's to bound (the app reading its body is bounded by
@@ -174,6 +199,12 @@ class _DeadlineProtocol(H11Protocol):
             with contextlib.suppress(h11.LocalProtocolError):
                 self.conn.send(h11.ConnectionClosed())
             self.transport.close()
+
+
+_UNREADABLE = (
+    "The request could not be read as HTTP/1.1 (its request line, a header, or how its "
+    "body is framed); nothing was done."
+)
 
 
 def _protocol_class(settings: Settings) -> type[H11Protocol]:

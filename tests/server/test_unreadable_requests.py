@@ -1,0 +1,68 @@
+"""A request the HTTP parser cannot read is still answered in the service's envelope.
+
+uvicorn answers what h11 refuses with a plain-text 400 and no request id;
+``serving.build_server``'s protocol answers ``400 bad_request`` like every other error
+(JSON envelope, ``request_id`` in the body and ``X-Request-Id``), then closes.  Driven
+with raw sockets against a real server, since no HTTP client sends these.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+
+from ..support import LiveServer
+
+UNREADABLE = {
+    "garbage request line": b"GARBAGE\r\n\r\n",
+    "no Host header": b"GET /health HTTP/1.1\r\n\r\n",
+    "Content-Length not a number": (
+        b"POST /owners HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"
+    ),
+    "two different Content-Lengths": (
+        b"POST /owners HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n"
+    ),
+    "unsupported Transfer-Encoding": (
+        b"POST /owners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"
+    ),
+    "header line without a colon": b"GET /health HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n",
+    "space before the colon": b"GET /health HTTP/1.1\r\nHost : x\r\n\r\n",
+    "bad chunk size": (
+        b"POST /owners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+    ),
+}
+
+
+def exchange(live: LiveServer, raw: bytes) -> bytes:
+    parts = urlsplit(live.url)
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.settimeout(10)
+        sock.sendall(raw)
+        chunks = []
+        while chunk := sock.recv(65536):  # to the server's close
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize("raw", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_an_unreadable_request_is_answered_in_the_envelope(server: LiveServer, raw: bytes) -> None:
+    answer = exchange(server, raw)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}
+    assert status_line.startswith("HTTP/1.1 400"), answer[:300]
+    assert headers["content-type"] == "application/json"
+    assert headers["connection"] == "close"
+    assert int(headers["content-length"]) == len(body)
+    error = json.loads(body)
+    assert error["ok"] is False and error["error"]["code"] == "bad_request"
+    assert error["request_id"].startswith("req_")
+    assert headers["x-request-id"] == error["request_id"]
+
+
+def test_a_readable_request_on_the_same_server_is_served(server: LiveServer) -> None:
+    answer = exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
