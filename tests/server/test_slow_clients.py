@@ -59,22 +59,7 @@ def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
 
 def read_response(sock: socket.socket) -> bytes:
     """One whole response (head and its Content-Length body), however TCP splits it."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, data
-        data += chunk
-    head_part, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head_part.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, data
-        body += chunk
-    return head_part + b"\r\n\r\n" + body
+    return read_responses(sock, 1)[0]
 
 
 def read_responses(sock: socket.socket, count: int, pause: float = 0.0) -> list[bytes]:
