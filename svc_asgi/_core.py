@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import attrs
 
-from svc import ReceiptVerification, Resource
+from svc import ReceiptVerification, Resource, SvcError
 from svc.money import format_amount
 from svc.receipts import MalformedReceipt, receipt_id_from_headers
 
@@ -638,8 +638,17 @@ class GateCore:
         )
 
     def _misconfigured(self, resource_id: str, exc: BaseException) -> Refusal:
-        # Never open: a wrong key or a resource that is not the seller's is not an outage.
-        log.error("gate for %s is misconfigured: %r", resource_id, exc)
+        # Never open: a wrong key or a resource that is not the seller's is not an outage,
+        # and neither is a failure nobody foresaw (a bug must not give the goods away).
+        if isinstance(exc, SvcError):  # the service refused the gate's own question
+            log.error("gate for %s is misconfigured: %r", resource_id, exc)
+        else:  # not a configuration to fix: say so, with the traceback to find it by
+            log.error(
+                "gate for %s failed unexpectedly and refuses (503) until it works: %r",
+                resource_id,
+                exc,
+                exc_info=exc,
+            )
         return Refusal(
             status=503,
             code="gate_misconfigured",

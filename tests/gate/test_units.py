@@ -314,6 +314,42 @@ async def test_core_outcomes_directly() -> None:
         GateCore(FakeBackend(), on_service_error="maybe")  # type: ignore[arg-type]
 
 
+class _Failing(FakeBackend):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def describe(self, resource_id: str) -> svc.Resource:
+        raise self.error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("on_service_error", ["fail_closed", "fail_open"])
+async def test_a_backend_failure_nobody_foresaw_fails_closed_and_is_logged_as_such(
+    caplog: pytest.LogCaptureFixture, on_service_error: Any
+) -> None:
+    """Not an outage (which ``on_service_error`` may open) and not a wrong key: a bug.
+    The request is refused whatever the policy, and the log says so with the traceback,
+    instead of sending the operator to check a configuration that is right."""
+    bug = GateCore(
+        _Failing(RuntimeError("Event loop is closed")), on_service_error=on_service_error
+    )
+    with caplog.at_level("ERROR", logger="svc_asgi"):
+        outcome = await bug.check("res_report", {})
+    assert isinstance(outcome, Refusal) and outcome.status == 503
+    (record,) = caplog.records
+    assert "failed unexpectedly" in record.getMessage() and record.exc_info is not None
+    caplog.clear()
+    wrong = svc.NotFoundError("No such resource.", status=404, code="not_found")
+    with caplog.at_level("ERROR", logger="svc_asgi"):
+        outcome = await GateCore(_Failing(wrong), on_service_error=on_service_error).check(
+            "res_report", {}
+        )
+    assert isinstance(outcome, Refusal) and outcome.status == 503
+    (record,) = caplog.records
+    assert "misconfigured" in record.getMessage() and record.exc_info is None
+
+
 @pytest.mark.anyio
 async def test_pass_through_is_untouched() -> None:
     seen: list[tuple[Any, Any, Any]] = []
