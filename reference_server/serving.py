@@ -31,7 +31,8 @@ start-up left on the heap out of the garbage collector's reach, see :func:`freez
 
 A request h11 cannot read at all (a malformed request line, header or framing) is
 answered ``400 bad_request`` in the service's envelope with a request id, like every other
-error, instead of uvicorn's plain-text 400, and the connection is closed.
+error, instead of uvicorn's plain-text 400, and the connection is closed; a head that grows
+past :data:`MAX_HEAD_BYTES` before it is complete is ``431 headers_too_large``.
 
 Build servers with :func:`build_server` only, so every one has these protections.
 """
@@ -53,9 +54,9 @@ from svc_asgi import new_request_id
 
 from .app import create_app
 from .settings import Settings
-from .web.errors import envelope
+from .web.errors import ApiError
 
-__all__ = ["build_server", "freeze_heap"]
+__all__ = ["MAX_HEAD_BYTES", "build_server", "freeze_heap"]
 
 
 def freeze_heap() -> None:
@@ -144,9 +145,15 @@ class _DeadlineProtocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request h11 could not read (it logged why), in the
-        envelope; h11 lets a server answer once more after the client's protocol error."""
+        envelope; h11 lets a server answer once more after the client's protocol error.
+        h11 keeps what it could not parse: more than the head may hold is a head too
+        large (the one case h11 hints 431 for), anything else a request it cannot read."""
+        if len(self.conn.trailing_data[0]) > MAX_HEAD_BYTES:
+            error = ApiError("headers_too_large", _TOO_LARGE)
+        else:
+            error = ApiError("bad_request", _UNREADABLE)
         request_id = new_request_id()
-        raw = json.dumps(envelope("bad_request", _UNREADABLE, request_id)).encode()
+        raw = json.dumps(error.body(request_id)).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(raw)).encode()),
@@ -154,7 +161,8 @@ class _DeadlineProtocol(H11Protocol):
             (b"x-request-id", request_id.encode()),
         ]
         with contextlib.suppress(h11.LocalProtocolError):
-            self.transport.write(self.conn.send(h11.Response(status_code=400, headers=headers)))
+            response = h11.Response(status_code=error.status, headers=headers)
+            self.transport.write(self.conn.send(response))
             self.transport.write(self.conn.send(h11.Data(data=raw)))
             self.transport.write(self.conn.send(h11.EndOfMessage()))
         self.transport.close()
@@ -201,9 +209,17 @@ class _DeadlineProtocol(H11Protocol):
             self.transport.close()
 
 
+#: The most a request's line and headers may take (h11's own default, made explicit so
+#: the 431 can say it): past it, before the head is complete, ``431 headers_too_large``.
+MAX_HEAD_BYTES = 16 * 1024
+
 _UNREADABLE = (
     "The request could not be read as HTTP/1.1 (its request line, a header, or how its "
     "body is framed); nothing was done."
+)
+_TOO_LARGE = (
+    f"The request line and headers are larger than {MAX_HEAD_BYTES // 1024} KiB; send "
+    "fewer or shorter headers. Nothing was done."
 )
 
 
@@ -236,6 +252,7 @@ def build_server(
         port=port,
         http=_protocol_class(settings),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,  # type: ignore[arg-type]
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         **options,
     )
     server = _Server(config)

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from reference_server.serving import MAX_HEAD_BYTES
+
 from ..support import LiveServer
 
 UNREADABLE = {
@@ -37,6 +39,7 @@ UNREADABLE = {
 
 
 def exchange(live: LiveServer, raw: bytes) -> bytes:
+    """Send ``raw``; everything answered until the server closes."""
     parts = urlsplit(live.url)
     with socket.create_connection((parts.hostname, parts.port)) as sock:
         sock.settimeout(10)
@@ -47,20 +50,36 @@ def exchange(live: LiveServer, raw: bytes) -> bytes:
     return b"".join(chunks)
 
 
-@pytest.mark.parametrize("raw", UNREADABLE.values(), ids=UNREADABLE.keys())
-def test_an_unreadable_request_is_answered_in_the_envelope(server: LiveServer, raw: bytes) -> None:
-    answer = exchange(server, raw)
+def assert_refused(answer: bytes, status: int, code: str) -> None:
+    """``answer`` is the envelope with ``code`` at ``status``, framed, with its id, closing."""
     head, _, body = answer.partition(b"\r\n\r\n")
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
     headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}
-    assert status_line.startswith("HTTP/1.1 400"), answer[:300]
+    assert status_line.startswith(f"HTTP/1.1 {status}"), answer[:300]
     assert headers["content-type"] == "application/json"
     assert headers["connection"] == "close"
     assert int(headers["content-length"]) == len(body)
     error = json.loads(body)
-    assert error["ok"] is False and error["error"]["code"] == "bad_request"
+    assert error["ok"] is False and error["error"]["code"] == code
     assert error["request_id"].startswith("req_")
     assert headers["x-request-id"] == error["request_id"]
+
+
+@pytest.mark.parametrize("raw", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_an_unreadable_request_is_answered_in_the_envelope(server: LiveServer, raw: bytes) -> None:
+    assert_refused(exchange(server, raw), 400, "bad_request")
+
+
+def test_a_head_too_large_is_answered_431(server: LiveServer) -> None:
+    """More than ``MAX_HEAD_BYTES`` of a head and still no end to it."""
+    raw = b"GET /health HTTP/1.1\r\nHost: x\r\nCookie: " + b"a" * (MAX_HEAD_BYTES + 1)
+    assert_refused(exchange(server, raw), 431, "headers_too_large")
+
+
+def test_a_large_head_within_the_bound_is_served(server: LiveServer) -> None:
+    cookie = b"a" * (MAX_HEAD_BYTES // 2)
+    raw = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nCookie: " + cookie + b"\r\n\r\n"
+    assert exchange(server, raw).startswith(b"HTTP/1.1 200")
 
 
 def test_a_readable_request_on_the_same_server_is_served(server: LiveServer) -> None:
