@@ -146,9 +146,11 @@ class _DeadlineProtocol(H11Protocol):
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request h11 could not read (it logged why), in the
         envelope; h11 lets a server answer once more after the client's protocol error.
-        h11 keeps what it could not parse: more than the head may hold is a head too
-        large (the one case h11 hints 431 for), anything else a request it cannot read."""
-        if len(self.conn.trailing_data[0]) > MAX_HEAD_BYTES:
+        h11 keeps what it could not parse: while a head is awaited (no request, or the
+        last one answered), more than a head may hold is a head too large (the one case
+        h11 hints 431 for); anything else is a request it cannot read."""
+        reading_head = self.cycle is None or self.cycle.response_complete
+        if reading_head and len(self.conn.trailing_data[0]) > MAX_HEAD_BYTES:
             error = ApiError("headers_too_large", _TOO_LARGE)
         else:
             error = ApiError("bad_request", _UNREADABLE)

@@ -76,6 +76,25 @@ def test_a_head_too_large_is_answered_431(server: LiveServer) -> None:
     assert_refused(exchange(server, raw), 431, "headers_too_large")
 
 
+def test_the_next_request_s_head_too_large_is_answered_431_after_the_first_is_served(
+    server: LiveServer,
+) -> None:
+    first = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    second = b"GET /health HTTP/1.1\r\nHost: x\r\nCookie: " + b"a" * (MAX_HEAD_BYTES + 1)
+    answer = exchange(server, first + second)
+    served, _, rest = answer.partition(b"HTTP/1.1 431")
+    assert served.startswith(b"HTTP/1.1 200")
+    assert_refused(b"HTTP/1.1 431" + rest, 431, "headers_too_large")
+
+
+def test_a_bad_chunk_after_a_long_body_is_400_not_431(server: LiveServer) -> None:
+    """Much unparsed data while a body is read is not a head too large."""
+    head = b"POST /owners HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    body = b"zz\r\n" + b"a" * (2 * MAX_HEAD_BYTES)
+    raw = head + b"Transfer-Encoding: chunked\r\n\r\n" + body
+    assert_refused(exchange(server, raw), 400, "bad_request")
+
+
 def test_a_large_head_within_the_bound_is_served(server: LiveServer) -> None:
     cookie = b"a" * (MAX_HEAD_BYTES // 2)
     raw = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nCookie: " + cookie + b"\r\n\r\n"
