@@ -4,7 +4,7 @@ Slow clients are cut off at every point where the server waits on them:
 
 - **headers**: uvicorn 0.54 bounds the idle time between keep-alive requests but not the
   time a client takes to send a request line and headers, so a connection that opens
-  and trickles (or sends nothing) is held forever.  :class:`_DeadlineProtocol` (a
+  and trickles (or sends nothing) is held forever.  :class:`_GuardedProtocol` (a
   small subclass of uvicorn's h11 protocol) arms a timer when a connection opens and when
   the next request starts arriving, and disarms it once the head is complete; if it
   fires, the connection is closed (no response can be framed for a request that was
@@ -26,13 +26,13 @@ Slow clients are cut off at every point where the server waits on them:
   a large body held the connection forever.  The same protocol subclass bounds that wait
   by the keep-alive timeout, armed once, and then closes (the answer is already sent).
 
-A server that owns its process (``svc-server run``; ``own_process=True``) also moves what
-start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
-
 A request h11 cannot read at all (a malformed request line, header or framing) is
 answered ``400 bad_request`` in the service's envelope with a request id, like every other
 error, instead of uvicorn's plain-text 400, and the connection is closed; a head that grows
 past :data:`MAX_HEAD_BYTES` before it is complete is ``431 headers_too_large``.
+
+A server that owns its process (``svc-server run``; ``own_process=True``) also moves what
+start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
 
 Build servers with :func:`build_server` only, so every one has these protections.
 """
@@ -92,7 +92,11 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
 
 
-class _DeadlineProtocol(H11Protocol):
+class _GuardedProtocol(H11Protocol):
+    """uvicorn's h11 protocol with the module's guards: a deadline wherever the server
+    waits on the client (a head, an unread body, an answer not read) and the envelope
+    for a request h11 cannot read."""
+
     #: Set on the per-server subclass made by :func:`_protocol_class`.
     head_timeout: float = 10.0
     send_timeout: float = 30.0
@@ -230,7 +234,7 @@ def _protocol_class(settings: Settings) -> type[H11Protocol]:
         "head_timeout": settings.header_timeout_seconds,
         "send_timeout": settings.send_timeout_seconds,
     }
-    return type("DeadlineH11Protocol", (_DeadlineProtocol,), bounds)
+    return type("GuardedH11Protocol", (_GuardedProtocol,), bounds)
 
 
 def build_server(

@@ -101,13 +101,15 @@ def list_endpoints(
     )
 
 
-#: ``matching_endpoints``' statement, built once: every event of every payment runs it.
 def _enabled(owner_id: Any, environment: Any) -> Any:
+    """The owner's enabled endpoints in the environment, as a condition (both reads of
+    them, :data:`_ENABLED` and :func:`any_enabled`, select by it)."""
     return and_(
         _e.c.owner_id == owner_id, _e.c.environment == environment, _e.c.status == "enabled"
     )
 
 
+#: ``matching_endpoints``' statement, built once: every event of every payment runs it.
 _ENABLED = select(_e.c.id, _e.c.events).where(
     _enabled(bindparam("owner_id"), bindparam("environment"))
 )

@@ -97,8 +97,7 @@ CODES: dict[str, tuple[int, str]] = {
     "rate_limited": (429, "Too many requests; wait Retry-After seconds."),
     "headers_too_large": (
         431,
-        "The request line and headers are larger than the server reads (16 KiB); the "
-        "connection is closed.",
+        "The request line and headers are larger than the server reads; the connection is closed.",
     ),
     "internal_error": (500, "The server failed; the request may be retried."),
     "upstream_refused": (

@@ -8,21 +8,20 @@ generous upper bounds rather than timing precision.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Callable
-from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
 from ..support import LiveServer
+from .raw_http import TIMEOUT, connect, head, read_response, read_responses, read_until_closed
 
 pytestmark = pytest.mark.timeout(60)
 
 BOUND = 0.5
-#: A closed connection must be seen well within this, though the bound is ``BOUND``.
-GENEROUS = 10.0
+#: A closed connection must be seen well within this (a read's own timeout), though the
+#: bound is ``BOUND``.
+GENEROUS = TIMEOUT
 
 
 @pytest.fixture
@@ -33,62 +32,6 @@ def server(make_server: Callable[..., LiveServer]) -> LiveServer:
         send_timeout_seconds=BOUND,
         keep_alive_timeout_seconds=BOUND,
     )
-
-
-def connect(live: LiveServer) -> socket.socket:
-    parts = urlsplit(live.url)
-    sock = socket.create_connection((parts.hostname, parts.port))
-    sock.settimeout(GENEROUS)
-    return sock
-
-
-def read_until_closed(sock: socket.socket) -> tuple[bytes, float]:
-    """Everything the server sends until it closes; and how long that took."""
-    start = time.monotonic()
-    chunks = []
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except ConnectionResetError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks), time.monotonic() - start
-
-
-def read_response(sock: socket.socket) -> bytes:
-    """One whole response (head and its Content-Length body), however TCP splits it."""
-    return read_responses(sock, 1)[0]
-
-
-def read_responses(sock: socket.socket, count: int, pause: float = 0.0) -> list[bytes]:
-    """``count`` whole responses, pipelined on one connection, read ``pause`` apart."""
-    data, answers = b"", []
-    while len(answers) < count:
-        head_end = data.find(b"\r\n\r\n")
-        if head_end >= 0:
-            length = 0
-            for line in data[:head_end].split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            end = head_end + 4 + length
-            if len(data) >= end:
-                answers.append(data[:end])
-                data = data[end:]
-                continue
-        chunk = sock.recv(65536)
-        assert chunk, f"closed after {len(answers)} answers"
-        data += chunk
-        time.sleep(pause)
-    return answers
-
-
-def head(path: str, method: str = "POST", **headers: Any) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
-    lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 def test_headers_never_completed_close_the_connection(server: LiveServer) -> None:
@@ -221,10 +164,7 @@ def test_a_client_that_reads_none_of_its_answers_is_dropped(server: LiveServer) 
     """A slow-read attack: long answers asked for and none read.  Once the buffers are
     full the answer cannot progress; without a bound uvicorn held the connection, its
     task and its buffers for good (a close waits for a flush that never comes)."""
-    parts = urlsplit(server.url)
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect((parts.hostname, parts.port))
+    with connect(server, receive_buffer=4096) as sock:
         sock.sendall(LONG_ANSWER * PIPELINED)
         start = time.monotonic()
         while not open_connections(server) and time.monotonic() - start < GENEROUS:
@@ -238,11 +178,7 @@ def test_a_client_that_reads_none_of_its_answers_is_dropped(server: LiveServer) 
 
 def test_a_slow_reader_that_keeps_reading_gets_every_answer(server: LiveServer) -> None:
     """Reading, however slowly, is progress: the bound is on time without any."""
-    parts = urlsplit(server.url)
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        sock.connect((parts.hostname, parts.port))
-        sock.settimeout(GENEROUS)
+    with connect(server, receive_buffer=65536) as sock:
         sock.sendall(LONG_ANSWER * PIPELINED)
         start = time.monotonic()
         answers = read_responses(sock, PIPELINED, pause=0.005)

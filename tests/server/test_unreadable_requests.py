@@ -9,14 +9,14 @@ with raw sockets against a real server, since no HTTP client sends these.
 from __future__ import annotations
 
 import json
-import socket
-from urllib.parse import urlsplit
 
 import pytest
 
 from reference_server.serving import MAX_HEAD_BYTES
+from reference_server.web.errors import CODES
 
 from ..support import LiveServer
+from .raw_http import exchange
 
 UNREADABLE = {
     "garbage request line": b"GARBAGE\r\n\r\n",
@@ -36,18 +36,6 @@ UNREADABLE = {
         b"POST /owners HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
     ),
 }
-
-
-def exchange(live: LiveServer, raw: bytes) -> bytes:
-    """Send ``raw``; everything answered until the server closes."""
-    parts = urlsplit(live.url)
-    with socket.create_connection((parts.hostname, parts.port)) as sock:
-        sock.settimeout(10)
-        sock.sendall(raw)
-        chunks = []
-        while chunk := sock.recv(65536):  # to the server's close
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def assert_refused(answer: bytes, status: int, code: str) -> None:
@@ -73,7 +61,11 @@ def test_an_unreadable_request_is_answered_in_the_envelope(server: LiveServer, r
 def test_a_head_too_large_is_answered_431(server: LiveServer) -> None:
     """More than ``MAX_HEAD_BYTES`` of a head and still no end to it."""
     raw = b"GET /health HTTP/1.1\r\nHost: x\r\nCookie: " + b"a" * (MAX_HEAD_BYTES + 1)
-    assert_refused(exchange(server, raw), 431, "headers_too_large")
+    answer = exchange(server, raw)
+    assert_refused(answer, 431, "headers_too_large")
+    message = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["message"]
+    assert f"{MAX_HEAD_BYTES // 1024} KiB" in message  # the bound, said where it is set
+    assert message != CODES["headers_too_large"][1]
 
 
 def test_the_next_request_s_head_too_large_is_answered_431_after_the_first_is_served(
