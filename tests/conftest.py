@@ -79,6 +79,40 @@ def fresh_database(directory: Path) -> Iterator[str]:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+#: ``UPDATE``/``INSERT``/``DELETE … RETURNING`` statements that carried a subquery.
+_SUBQUERY_IN_RETURNING: list[str] = []
+
+
+def _returning_is_plain(
+    conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+) -> None:
+    """SQLite renders a ``RETURNING`` clause's columns unqualified, so a correlated
+    subquery there compares its own table with itself (a pay-url answer once named
+    another seller's receipt that way).  Every statement the suite runs is checked."""
+    head = statement.lstrip()[:6].upper()
+    if head in ("UPDATE", "INSERT", "DELETE") and " RETURNING " in statement:
+        returning = statement.upper().rsplit(" RETURNING ", 1)[1]
+        if "SELECT" in returning:
+            _SUBQUERY_IN_RETURNING.append(statement)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _plain_returning() -> Iterator[None]:
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    event.listen(Engine, "before_cursor_execute", _returning_is_plain)
+    yield
+    event.remove(Engine, "before_cursor_execute", _returning_is_plain)
+
+
+@pytest.fixture(autouse=True)
+def _no_subquery_in_returning() -> Iterator[None]:
+    yield
+    found, _SUBQUERY_IN_RETURNING[:] = list(_SUBQUERY_IN_RETURNING), []
+    assert found == [], f"a subquery in RETURNING (unqualified on SQLite): {found[0]}"
+
+
 @pytest.fixture
 def database_url(tmp_path: Path) -> Iterator[str]:
     with fresh_database(tmp_path) as url:

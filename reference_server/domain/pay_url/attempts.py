@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, Select, Update, bindparam, func, select, update
+from sqlalchemy import Connection, Row, Select, Update, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from svc import ErrorDetail, PayUrlResult, SpendAttempt, SpendAttemptList
@@ -217,10 +217,12 @@ def get_to_conclude(conn: Connection, attempt_id: str) -> Row[Any]:
 
 
 @functools.lru_cache(maxsize=64)
-def _update(columns: tuple[str, ...], returning: bool = False, seller: bool = False) -> Update:
+def _update(columns: tuple[str, ...], returning: bool = False) -> Update:
     """The update of these columns of one attempt (a handful of sets are ever used); with
-    ``returning``, answering the whole row as updated (and with ``seller``, the seller's
-    receipt booked for its transaction: :data:`_BOOKED`)."""
+    ``returning``, answering the whole row as updated.  The ``RETURNING`` holds the row's
+    own columns only: SQLite renders them unqualified there, so a subquery placed beside
+    them would compare its own table with itself (it once answered another seller's
+    receipt; ``tests/conftest.py`` checks every statement the suite runs)."""
     statement = (
         update(_sa)
         .where(_sa.c.id == bindparam("attempt_id"))
@@ -228,7 +230,7 @@ def _update(columns: tuple[str, ...], returning: bool = False, seller: bool = Fa
     )
     if not returning:
         return statement
-    return statement.returning(*_sa.c, *([_BOOKED] if seller else []))
+    return statement.returning(*_sa.c)
 
 
 def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> None:
@@ -237,16 +239,12 @@ def update_attempt(conn: Connection, attempt_id: str, now: datetime, **values: A
     conn.execute(_update(tuple(sorted(values))), {"attempt_id": attempt_id, **params})
 
 
-def update_and_get(
-    conn: Connection, attempt_id: str, now: datetime, *, seller: bool = False, **values: Any
-) -> Row[Any]:
+def update_and_get(conn: Connection, attempt_id: str, now: datetime, **values: Any) -> Row[Any]:
     """:func:`update_attempt`, answering the row as it now is (``RETURNING``: the step
-    that concludes an attempt needs it for the answer, and no longer reads it again);
-    with ``seller``, the row also carries what :func:`seller_receipt_id` would read (the
-    step that concludes a success asks it in the same statement)."""
+    that concludes an attempt needs it for the answer, and no longer reads it again)."""
     values["updated_at"] = now
     params = {f"set_{column}": value for column, value in values.items()}
-    statement = _update(tuple(sorted(values)), returning=True, seller=seller)
+    statement = _update(tuple(sorted(values)), returning=True)
     return conn.execute(statement, {"attempt_id": attempt_id, **params}).one()
 
 
@@ -279,19 +277,7 @@ _SELLER_RECEIPT = select(_r.c.id).where(
     _r.c.kind == "resource",
     _r.c.tx_hash == bindparam("tx_hash"),
 )
-_UNREAD = object()
-#: :data:`_SELLER_RECEIPT` of the attempt row itself, for its ``RETURNING`` (at most one
-#: row: a receipt kind counts a transaction once per environment).
-_BOOKED = (
-    select(_r.c.id)
-    .where(
-        _r.c.environment == _sa.c.environment,
-        _r.c.kind == "resource",
-        _r.c.tx_hash == func.lower(_sa.c.tx_hash),
-    )
-    .scalar_subquery()
-    .label("booked_seller_receipt")
-)
+_RECEIPT_TX = select(_r.c.tx_hash).where(_r.c.id == bindparam("receipt_id"))
 
 
 def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
@@ -302,15 +288,22 @@ def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
     if row.status != "succeeded":
         return None
     if row.tx_hash:
-        booked = getattr(row, "booked_seller_receipt", _UNREAD)  # read with it (update_and_get)
-        if booked is _UNREAD:
-            booked = conn.execute(
-                _SELLER_RECEIPT, {"environment": row.environment, "tx_hash": row.tx_hash.lower()}
-            ).scalar()
+        booked = conn.execute(
+            _SELLER_RECEIPT, {"environment": row.environment, "tx_hash": row.tx_hash.lower()}
+        ).scalar()
         if booked is not None:
             return str(booked)
     returned = (row.response_headers or {}).get("x-svc-receipt", "").strip()
-    return returned if _RECEIPT_ID.fullmatch(returned) else None
+    if not _RECEIPT_ID.fullmatch(returned):
+        return None
+    # A URL may name any id: one of this service's receipts only counts as the seller's
+    # when it is for this very transaction (else it is somebody else's receipt).
+    known = conn.execute(_RECEIPT_TX, {"receipt_id": returned}).first()
+    if known is not None and (
+        not row.tx_hash or (known.tx_hash or "").lower() != row.tx_hash.lower()
+    ):
+        return None
+    return returned
 
 
 def outcome(

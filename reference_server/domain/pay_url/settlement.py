@@ -222,7 +222,6 @@ def conclude(
             conn,
             attempt_id,
             now,
-            seller=True,
             status="succeeded",
             tx_hash=tx_hash,
             receipt_id=receipt_id,
