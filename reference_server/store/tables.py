@@ -361,6 +361,19 @@ sandbox_transactions = Table(
 
 #: Open-rail credentials claimed before settlement (pympp's ``Store`` contract): the
 #: primary key makes an authorization settle once across every server process.
+#: Which owner's gates answer at an origin (``https://shop.example``), per environment:
+#: claimed by the first seller's gate to ask a challenge there, so a credential signed
+#: for one seller's gate cannot be redeemed by another's (x402 binds the URL alone).
+gate_origins = Table(
+    "gate_origins",
+    metadata,
+    Column("environment", String(8), primary_key=True),
+    Column("origin", String(300), primary_key=True),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("seller_id", String(40), ForeignKey("sellers.id"), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+)
+
 rail_claims = Table(
     "rail_claims",
     metadata,

@@ -67,6 +67,11 @@ CODES: dict[str, tuple[int, str]] = {
     "host_not_allowed": (402, "The wallet key's policy does not allow this host."),
     "forbidden": (403, "The credential is valid but has no rights here."),
     "wrong_credential": (403, "The route needs a credential of another role."),
+    "url_not_owned": (
+        403,
+        "A gate asked to charge for a URL that is not its seller's (another account's origin, "
+        "or another resource's hosted gate).",
+    ),
     "environment_mismatch": (403, "X-Svc-Environment disagrees with the key's environment."),
     "signup_disabled": (403, "Sign-up through POST /owners is disabled on this server."),
     "not_found": (404, "No such route, or no such object that you can see."),

@@ -167,11 +167,13 @@ async def paid_with_credential(
     return paid, credential
 
 
-async def fresh_credential(url: str, payer: LocalAccount, protocol: str) -> dict[str, str]:
-    """A credential the official ``protocol`` client signs for ``url``, never sent."""
+async def fresh_credential(
+    url: str, payer: LocalAccount, protocol: str, method: str = "GET"
+) -> dict[str, str]:
+    """A credential the official ``protocol`` client signs for ``method url``, never sent."""
     wire = Capture()
     async with httpx.AsyncClient(transport=_transport(protocol, payer, wire)) as http:
-        await http.get(url)
+        await http.request(method, url)
     assert wire.credential is not None, "the client did not pay"
     return wire.credential
 

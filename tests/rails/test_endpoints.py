@@ -35,8 +35,9 @@ def test_challenge_through_the_sdk(server: LiveServer) -> None:
     assert x402["resource"]["url"] == APP_URL
     assert x402["accepts"][0]["amount"] == str(PRICE)
 
-    off = open_rail_shop(server, enable=False)
-    assert off.seller.gates.challenge(off.resource.id, method="GET", url=APP_URL).headers == []
+    off = open_rail_shop(server, enable=False)  # another account: its own origin
+    other_url = "https://other-shop.example/v1/report"
+    assert off.seller.gates.challenge(off.resource.id, method="GET", url=other_url).headers == []
 
 
 async def test_redeem_through_the_sdk(server: LiveServer) -> None:

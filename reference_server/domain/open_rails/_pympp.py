@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
-from mpp import Receipt
+from mpp import Receipt, canonical_b64url
 from mpp.errors import (
     InternalPaymentError,
     InvalidPayloadError,
@@ -47,7 +47,13 @@ from mpp.methods.evm import EvmAsset
 from mpp.methods.evm import server as evm
 from mpp.methods.evm.intents import Authorization as VerifiedAuthorization
 from mpp.server import Mpp, PaymentVerified, Request
-from mpp.x402 import encode_payment_response, is_x402_credential
+from mpp.x402 import (
+    ROUTE_BINDING_EXTENSION,
+    InvalidHeaderError,
+    decode_payment_signature,
+    encode_payment_response,
+    is_x402_credential,
+)
 from mpp.x402.facilitator import Facilitator, FacilitatorError
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
@@ -129,7 +135,9 @@ class _Attempt:
         self.intent: Any = method.x402  # the ChargeIntent (its facilitator helpers)
         self.mpp = Mpp(methods=method, realm=gate.realm, secret_key=secret)
         self.mpp.on_payment_failed(self._failed)
-        self.handler = self.mpp.charge(amount=format_micros(int(gate.resource.amount_micros)))
+        self.handler = self.mpp.charge(
+            amount=format_micros(int(gate.resource.amount_micros)), meta=_binding(gate)
+        )
 
     async def run(self, request: RailRequest, headers: Mapping[str, str]) -> Any:
         return await self.handler(Request(request.method, request.url, dict(headers)))
@@ -205,6 +213,37 @@ class _Attempt:
         if queued:
             ctx.notify_new_events()
         return receipt_id
+
+
+def _binding(gate: Gate) -> dict[str, str]:
+    """What every challenge binds beside the request: the resource sold.  MPP signs it
+    into the challenge id (a credential for one resource pays nothing at another, even
+    at the same path and price); x402 clients echo it (:func:`_x402_unbound`)."""
+    return {"resource": str(gate.resource.id)}
+
+
+def _x402_unbound(signature: str, request: RailRequest, gate: Gate) -> str | None:
+    """Why an x402 ``PAYMENT-SIGNATURE`` was not made for this request, or ``None``.
+
+    pympp binds it to the URL; the route binding its challenge carries
+    (``extensions.mppx.info``: the method, and the resource in ``opaque``) is echoed by
+    x402 clients but checked only for mppx's own.  A credential signed from a GET 402
+    must not pay a POST, nor one for another resource pay this one."""
+    try:
+        payment = decode_payment_signature(signature)
+    except InvalidHeaderError:
+        return None  # malformed: pympp refuses it, saying so
+    extensions = payment.get("extensions")
+    binding = extensions.get(ROUTE_BINDING_EXTENSION) if isinstance(extensions, Mapping) else None
+    info = binding.get("info") if isinstance(binding, Mapping) else None
+    if not isinstance(info, Mapping):
+        return "the x402 payment does not echo the challenge's route binding (extensions.mppx)"
+    method = info.get("method")
+    if not isinstance(method, str) or method.upper() != request.method.upper():
+        return f"the x402 payment was made for a {method} request, not {request.method}"
+    if info.get("opaque") != canonical_b64url(_binding(gate)):
+        return "the x402 payment was made for another resource"
+    return None
 
 
 def _payer_of(credential: Any) -> str | None:
@@ -290,6 +329,11 @@ async def claim(
     :func:`..claim`."""
     rail = "mpp" if "authorization" in credentials else "x402"
     attempt = _Attempt(ctx, gate, terms, secret, request_id)
+    signature = credentials.get("payment-signature")
+    unbound = None if signature is None else _x402_unbound(signature, request, gate)
+    if unbound is not None:
+        attempt.error = VerificationFailedError(unbound)
+        return await _refused(attempt, await attempt.run(request, {}), rail)
     try:
         result = await attempt.run(request, credentials)
     except _Held as held:

@@ -293,7 +293,7 @@ def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
         ).scalar()
         if booked is not None:
             return str(booked)
-    returned = (row.response_headers or {}).get("x-svc-receipt", "").strip()
+    returned: str = (row.response_headers or {}).get("x-svc-receipt", "").strip()
     if not _RECEIPT_ID.fullmatch(returned):
         return None
     # A URL may name any id: one of this service's receipts only counts as the seller's

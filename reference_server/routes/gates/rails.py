@@ -45,7 +45,7 @@ from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
 from ...context import ServerContext
-from ...domain import open_rails
+from ...domain import gate_origins, open_rails
 from ...web.auth import Principal, Role
 from ...web.endpoint import Call, Endpoint
 from ...web.errors import ApiError
@@ -67,7 +67,7 @@ async def challenge(call: Call) -> Reply:
     """Open-rail challenge for an unpaid request to the seller's own gate."""
     b = call.input(RequestChallenge)
     rail_request, _ = _checked(call, b.method, b.url)
-    gate = await _gate(call, b.resource_id)
+    gate = await _gate(call, b.resource_id, b.url)
     return Reply(GateChallenge(headers=await open_rails.challenge(call.ctx, gate, rail_request)))
 
 
@@ -76,7 +76,7 @@ async def redeem(call: Call) -> Reply:
     b = call.input(RedeemCredential)
     resource_id = b.resource_id
     rail_request, credentials = _checked(call, b.method, b.url, b.headers)
-    gate = await _gate(call, resource_id)
+    gate = await _gate(call, resource_id, b.url)
     if not gate.resource.active:
         raise ApiError(
             "resource_inactive",
@@ -208,17 +208,29 @@ def _credentials(value: dict[str, Any], bad: Callable[[str, str], None]) -> dict
 # --- the seller's gate -----------------------------------------------------------------------
 
 
-async def _gate(call: Call, resource_id: str) -> open_rails.Gate:
-    """The seller's own resource (another seller's id is as unknown as a made-up one)."""
+async def _gate(call: Call, resource_id: str, url: str) -> open_rails.Gate:
+    """The seller's own resource (another seller's id is as unknown as a made-up one),
+    sold at ``url``, which must be one of the seller's own (:mod:`.gate_origins`: the
+    first of the seller's gates to ask there claims an origin nobody holds yet)."""
     ctx: ServerContext = call.ctx
     principal: Principal = checked(call.principal)
-    realm = urlsplit(call.public_url).netloc
+    public_url = call.public_url
+    realm = urlsplit(public_url).netloc
 
     def load() -> open_rails.Gate | None:
         with ctx.db.read() as conn:
-            return open_rails.load_gate(
+            gate = open_rails.load_gate(
                 conn, resource_id, realm=realm, seller_id=principal.seller_id
             )
+            if gate is None:
+                return None
+            held = gate_origins.check_url(
+                conn, url=url, public_url=public_url, resource=gate.resource, seller=gate.seller
+            )
+        if not held:
+            with ctx.db.write() as conn:
+                gate_origins.claim_origin(conn, url=url, seller=gate.seller, now=ctx.now())
+        return gate
 
     gate = await anyio.to_thread.run_sync(load)
     if gate is None:
@@ -235,7 +247,7 @@ ENDPOINTS = [
         body=RequestChallenge,
         invalid_body="invalid_rail_request",
         response=GateChallenge,
-        errors=("not_found",),
+        errors=("not_found", "url_not_owned"),
         summary="Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an "
         "unpaid request {resource_id, method, url} to the seller's own gate; empty until "
         "payments are enabled.",
@@ -248,7 +260,7 @@ ENDPOINTS = [
         body=RedeemCredential,
         invalid_body="invalid_rail_request",
         response=GateRedemption,
-        errors=("not_found", "resource_inactive", "settlement_unavailable"),
+        errors=("not_found", "url_not_owned", "resource_inactive", "settlement_unavailable"),
         summary="Verify an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment credential "
         "{resource_id, method, url, headers} presented at the seller's own gate and claim "
         "it (nothing moves): settle the claim once the answer succeeded, or release it.",
