@@ -1,0 +1,227 @@
+"""A shared, populated world: many owners, each with sellers, resources, wallet keys,
+payments on every rail, webhooks and deliveries, and withdrawals, in both environments.
+
+Tests of one tenant on a fresh database cannot see a statement that mixes tenants up
+(a pay-url answer once named another seller's receipt): they run here instead, beside
+everybody else's rows.  Built through the API as users build it; ``live`` open rails
+settle through a second server's sandbox facilitator (as ``tests/rails/test_live.py``
+does), and live money comes in as a processor deposit would credit it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import httpx
+from eth_account.signers.local import LocalAccount
+
+from ..payouts.helpers import complete_onboarding
+from ..payurl.helpers import _deposit
+from ..sandbox.helpers import USDC, fund, new_account
+from ..support import LiveServer, assert_ledger_sound
+
+ENVIRONMENTS = ("test", "live")
+OWNERS = ("ann", "bob", "cy")
+#: What every live open-rail gate of the world settles to (no key behind it).
+LIVE_DEPOSIT = "0x000000000000000000000000000000000000dEaD"
+
+
+def live_settings(chain: LiveServer, hot_wallet: LocalAccount) -> dict[str, Any]:
+    """``live`` on the sandbox token's identity, settled by ``chain``'s facilitator."""
+    return {
+        "live_facilitator_url": chain.url + "/sandbox/x402",
+        "live_chain_id": 84532,
+        "live_asset_address": USDC,
+        "live_asset_name": "USDC",
+        "live_asset_version": "2",
+        "live_deposit_address": LIVE_DEPOSIT,
+        "live_hot_wallet_key": "0x" + bytes(hot_wallet.key).hex(),
+    }
+
+
+@attrs.define
+class Seller:
+    id: str
+    key: str
+    environment: str
+    resources: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.define
+class WalletKey:
+    id: str
+    key: str
+    environment: str
+
+
+@attrs.define
+class Owner:
+    name: str
+    id: str
+    jwt: str
+    handle: str
+    sellers: dict[tuple[str, str], Seller] = attrs.field(factory=dict)
+    wallet_keys: dict[tuple[str, str], WalletKey] = attrs.field(factory=dict)
+    webhooks: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define
+class World:
+    server: LiveServer
+    owners: list[Owner]
+
+    def credentials(self) -> Iterator[tuple[str, str, dict[str, str]]]:
+        """``(label, role, headers)`` for every credential of every owner."""
+        for owner in self.owners:
+            for env in ENVIRONMENTS:
+                yield (
+                    f"{owner.name}:owner:{env}",
+                    "owner",
+                    {"Authorization": f"Bearer {owner.jwt}", "X-Svc-Environment": env},
+                )
+            for (env, name), seller in owner.sellers.items():
+                yield (
+                    f"{owner.name}:seller:{name}:{env}",
+                    "seller",
+                    {"Authorization": f"Bearer {seller.key}", "X-Svc-Environment": env},
+                )
+            for (env, name), key in owner.wallet_keys.items():
+                yield (
+                    f"{owner.name}:wallet:{name}:{env}",
+                    "wallet",
+                    {"Authorization": f"Bearer {key.key}", "X-Svc-Environment": env},
+                )
+
+
+class _Api:
+    """Plain HTTP with a credential, every write with a fresh Idempotency-Key."""
+
+    def __init__(self, base_url: str) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=60)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        bearer: str | None = None,
+        body: Any = None,
+        env: str | None = None,
+        ok: tuple[int, ...] = (200, 201),
+    ) -> Any:
+        headers = {"Idempotency-Key": str(uuid.uuid4())}
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
+        if env is not None:
+            headers["X-Svc-Environment"] = env
+        r = self.http.request(method, path, json=body, headers=headers)
+        assert r.status_code in ok, (method, path, r.status_code, r.text)
+        return r.json()
+
+
+def build(server: LiveServer, chain: LiveServer, hot_wallet: LocalAccount) -> World:
+    """Three owners, each in both environments with a ``processor_deposit`` seller and a
+    ``direct_wallet`` one, active, inactive, HTTP and MCP resources, two wallet keys and
+    a webhook endpoint; then every owner buys from the next one on every rail."""
+    api = _Api(server.url)
+    fund(chain.url, hot_wallet.address, "100")  # live pay-url pays from it
+    fund(server.url, _hot_address(server), "100")  # test pay-url pays from it
+    owners = [_owner(api, server, name) for name in OWNERS]
+    for payer, seller in zip(owners, owners[1:] + owners[:1], strict=True):
+        _buy(api, server, payer, seller)
+    for owner in owners:
+        _withdraw(api, owner)
+    return World(server=server, owners=owners)
+
+
+def _hot_address(server: LiveServer) -> str:
+    from reference_server.domain.pay_url.hot_wallet import hot_wallet
+
+    return hot_wallet(server.ctx, "test").address
+
+
+def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
+    created = api.call("POST", "/owners", body={"email": f"{name}-{uuid.uuid4().hex[:8]}@x.test"})
+    handle = f"{name}{uuid.uuid4().hex[:6]}"
+    owner = Owner(name=name, id=created["owner_id"], jwt=created["owner_jwt"], handle=handle)
+    jwt = owner.jwt
+    for env in ENVIRONMENTS:
+        api.call("POST", "/handles", jwt, {"handle": handle}, env)
+        for kind, wallet in (("deposit", None), ("wallet", str(new_account().address))):
+            made = api.call("POST", "/sellers", jwt, {"name": f"{name} {kind}"}, env)
+            seller = Seller(id=made["id"], key=made["seller_key"], environment=env)
+            owner.sellers[(env, kind)] = seller
+            api.call("PATCH", "/sellers/me/payments", seller.key, {"payout_wallet_address": wallet})
+            for label, body in (
+                ("report", {"kind": "http", "path": "/v1/report", "amount": "0.25"}),
+                ("listed", {"kind": "http", "path": "/v1/list", "amount": "0.10", "listed": True}),
+                ("tool", {"kind": "mcp", "tool": "forecast", "amount": "0.05"}),
+                ("retired", {"kind": "http", "path": "/v1/old", "amount": "1.00"}),
+            ):
+                seller.resources[label] = api.call("POST", "/resources", seller.key, body)
+            retired = seller.resources["retired"]["id"]
+            api.call("POST", f"/resources/{retired}/deactivate", seller.key)
+        for label, policy in (("agent", {}), ("capped", {"allowance": "1.00", "period": "day"})):
+            made = api.call("POST", "/wallet-keys", jwt, {"name": label, "policy": policy}, env)
+            owner.wallet_keys[(env, label)] = WalletKey(
+                id=made["id"], key=made["key"], environment=env
+            )
+        if env == "live":
+            _deposit(server, owner.id, 50_000_000)
+        for label in ("agent", "capped"):
+            key_id = owner.wallet_keys[(env, label)].id
+            api.call("POST", f"/wallet-keys/{key_id}/fund", jwt, {"amount": "5.00"}, env)
+        hook = api.call("POST", "/webhooks", jwt, {"url": "http://localhost:9/hooks"}, env)
+        owner.webhooks[env] = hook["id"]
+    return owner
+
+
+def _buy(api: _Api, server: LiveServer, payer: Owner, seller: Owner) -> None:
+    """``payer``'s agents buy from ``seller`` on the ledger, x402 and MPP (pay-url), a
+    handle, and (``test``) the card on the pay page."""
+    for env in ENVIRONMENTS:
+        agent = payer.wallet_keys[(env, "agent")].key
+        deposit, wallet = seller.sellers[(env, "deposit")], seller.sellers[(env, "wallet")]
+        api.call("POST", "/pay", agent, {"resource_id": deposit.resources["report"]["id"]})
+        api.call("POST", "/pay", agent, {"destination": f"@{seller.handle}", "amount": "0.30"})
+        for shop, rail in ((deposit, "x402"), (wallet, "mpp"), (deposit, "mpp")):
+            url = shop.resources["listed"]["gate_url"]
+            paid = api.call("POST", "/spend/pay-url", agent, {"url": url}, ok=(200,))
+            assert paid["status"] == "succeeded", paid
+        capped = payer.wallet_keys[(env, "capped")].key
+        api.call("POST", "/pay", capped, {"resource_id": wallet.resources["report"]["id"]})
+    _card(server, seller.sellers[("test", "deposit")].resources["report"])
+
+
+def _card(server: LiveServer, resource: dict[str, Any]) -> None:
+    from ..paypage.helpers import BROWSER, FUTURE, PAYING, token_of
+
+    page = httpx.get(resource["pay_url"], timeout=30)
+    assert page.status_code == 200, page.text
+    paid = httpx.post(
+        resource["pay_url"],
+        data={"token": token_of(page.text), "number": PAYING, "expiry": FUTURE, "cvc": "123"},
+        headers=BROWSER,
+        timeout=30,
+    )
+    assert paid.status_code == 200, paid.text
+
+
+def _withdraw(api: _Api, owner: Owner) -> None:
+    """The ``test`` deposit seller onboards and withdraws part of its balance."""
+    seller = owner.sellers[("test", "deposit")]
+    link = api.call(
+        "POST", "/sellers/me/connect/onboard", seller.key, {"country": "US", "type": "express"}
+    )
+    assert complete_onboarding(link["onboard_url"]).status_code == 200
+    api.call("POST", "/sellers/me/connect/sync", seller.key)
+    api.call("POST", "/sellers/me/withdraw", seller.key, {"amount": "0.10"})
+
+
+def stop(world: World, chain: LiveServer) -> None:
+    world.server.stop()
+    chain.stop()
+    assert_ledger_sound(world.server)
+    assert_ledger_sound(chain)
