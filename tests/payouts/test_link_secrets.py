@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from reference_server.app import served
 from reference_server.store import Database
 from reference_server.store import tables as t
 
@@ -135,3 +136,9 @@ def test_link_tokens_stay_out_of_the_database_and_the_access_log(
         for row in table:
             for token in tokens:
                 assert token not in repr(row), (name, row)
+
+
+def test_every_path_token_is_declared_secret() -> None:
+    """A route whose path carries a token is a one-time link: its path is a secret."""
+    tokens = [ep for ep in served() if "{token}" in ep.path]
+    assert tokens and all(ep.secret_path for ep in tokens)
