@@ -31,6 +31,9 @@ answered ``400 bad_request`` in the service's envelope with a request id, like e
 error, instead of uvicorn's plain-text 400, and the connection is closed; a head that grows
 past :data:`MAX_HEAD_BYTES` before it is complete is ``431 headers_too_large``.
 
+Its access log shows a secret path (a one-time link's token) as its route's template
+(:mod:`.web.access_log`).
+
 A server that owns its process (``svc-server run``; ``own_process=True``) also moves what
 start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
 
@@ -52,8 +55,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from svc_asgi import new_request_id
 
-from .app import create_app
+from .app import create_app, served
 from .settings import Settings
+from .web.access_log import hide_secret_paths
 from .web.errors import ApiError
 
 __all__ = ["MAX_HEAD_BYTES", "build_server", "freeze_heap"]
@@ -261,6 +265,8 @@ def build_server(
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         **options,
     )
+    # After uvicorn's Config, which (re)configures its loggers.
+    hide_secret_paths(served(sandbox_routes=True))
     server = _Server(config)
     server.own_process = own_process
     return server

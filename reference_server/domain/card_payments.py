@@ -78,7 +78,8 @@ def check_card(
 def _number_problem(digits: str) -> str | None:
     if not digits:
         return "Enter the card number."
-    if not digits.isdigit() or not 12 <= len(digits) <= 19:
+    # ASCII digits only: ``"²".isdigit()`` is true, and ``int("²")`` fails.
+    if not (digits.isascii() and digits.isdigit()) or not 12 <= len(digits) <= 19:
         return (
             "The card number should be 12 to 19 digits (spaces are fine), like 4242 4242 4242 4242."
         )

@@ -108,10 +108,11 @@ def _read_token(call: Call, short_id: str, token: str) -> _Token | None:
     """The token's nonce, if this server signed it for this resource."""
     nonce, _, rest = token.partition(".")
     expires_text, _, signature = rest.partition(".")
-    if not nonce or not expires_text.isdigit() or len(token) > 200:
+    if not nonce or not (expires_text.isascii() and expires_text.isdigit()) or len(token) > 200:
         return None
     expected = _sign(_key(call), short_id, nonce, int(expires_text))
-    if not hmac.compare_digest(signature, expected):
+    # As bytes: compare_digest refuses str with non-ASCII characters (a 500).
+    if not hmac.compare_digest(signature.encode(), expected.encode()):
         return None
     return _Token(nonce=nonce, expired=int(expires_text) <= int(call.now.timestamp()))
 
@@ -186,14 +187,12 @@ async def pay(call: Call) -> Response:
     form = await pages.read_form(call)
     if form is None:
         return _refused("The form could not be read; send it from the payment page.", 400)
-    sale = await anyio.to_thread.run_sync(_load, call)
-    if sale is None:
-        return _not_found()
-    if not sale.resource.active:
-        return _gone(sale)
-    if sale.resource.environment != "test":
-        return _form(sale, "", status=409)
+    sale = await _payable(call)
+    if isinstance(sale, Response):
+        return sale
     short_id = sale.resource.short_id
+    if form.errors:
+        return await _held_back(call, sale, form)
     token = await anyio.to_thread.run_sync(_read_token, call, short_id, form.get("token", ""))
     if token is None:
         return _refused("This form is out of date or not from this page: reload the page.", 403)
@@ -201,7 +200,7 @@ async def pay(call: Call) -> Response:
     if isinstance(outcome, Response):
         return outcome
     begun = outcome
-    values = {"number": form.get("number", "")[:40], "expiry": form.get("expiry", "")[:10]}
+    values = _shown(form)
     try:
         answer = await _charge(call, sale, token, begun, form, values)
     except BaseException:
@@ -211,6 +210,34 @@ async def pay(call: Call) -> Response:
         await anyio.to_thread.run_sync(idempotency.release, call.ctx.db, begun)
         return answer
     return _receipt(sale, answer)
+
+
+async def _payable(call: Call) -> _Sale | Response:
+    """What the page sells by card; or the page's answer when it sells nothing by card."""
+    sale = await anyio.to_thread.run_sync(_load, call)
+    if sale is None:
+        return _not_found()
+    if not sale.resource.active:
+        return _gone(sale)
+    if sale.resource.environment != "test":
+        return _form(sale, "", status=409)
+    return sale
+
+
+def _shown(form: pages.Form) -> dict[str, str]:
+    """What the form shows again of what was sent (never the CVC)."""
+    return {"number": form.get("number")[:40], "expiry": form.get("expiry")[:10]}
+
+
+async def _held_back(call: Call, sale: _Sale, form: pages.Form) -> Response:
+    """The form again, saying which entries the input boundary held back; nothing is
+    paid.  Its token is kept while it is still good (else a fresh one, as a reload gets)."""
+    short_id = sale.resource.short_id
+    token = form.get("token")
+    read = await anyio.to_thread.run_sync(_read_token, call, short_id, token)
+    if read is None or read.expired:
+        token = await anyio.to_thread.run_sync(_new_token, call, short_id)
+    return _form(sale, token, errors=form.errors, values=_shown(form), status=422)
 
 
 async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | Response:
@@ -262,7 +289,7 @@ async def _charge(
     sale: _Sale,
     token: _Token,
     begun: idempotency.Begun,
-    form: dict[str, str],
+    form: pages.Form,
     values: dict[str, str],
 ) -> dict[str, Any] | Response:
     """The sandbox processor's answer, and an approved payment booked: the receipt's

@@ -87,8 +87,11 @@ async def submit_onboarding(call: Call) -> Response:
     form = await pages.read_form(call)
     if form is None:
         return _message("Refused", "The form could not be read; send it from its page.", status=400)
+    if form.errors:
+        return await _form(call, token, form.errors, _shown(form), status=422)
     expected = await anyio.to_thread.run_sync(_csrf, call.ctx, token)
-    if not hmac.compare_digest(form.get("csrf", ""), expected):
+    # As bytes: compare_digest refuses str with non-ASCII characters (a 500).
+    if not hmac.compare_digest(form.get("csrf").encode(), expected.encode()):
         return _message(
             "Refused", "The form is out of date or not from this page; reload it.", status=403
         )
@@ -114,8 +117,7 @@ async def submit_onboarding(call: Call) -> Response:
     except DomainError:
         return _message("Onboarding link not usable", *_UNUSABLE, status=404)
     if errors:
-        values = {"legal_name": legal_name, "bank_account": bank, "tos": tos}
-        return await _form(call, token, errors, values, status=422)
+        return await _form(call, token, errors, _shown(form), status=422)
     if complete:
         return _message(
             "Onboarding complete",
@@ -128,6 +130,15 @@ async def submit_onboarding(call: Call) -> Response:
         "met: ask for a new onboarding link to finish.",
         requirements=_due(legal_name, bank, tos),
     )
+
+
+def _shown(form: pages.Form) -> dict[str, Any]:
+    """What the form shows again of what was sent (what the input boundary let through)."""
+    return {
+        "legal_name": form.get("legal_name").strip()[:200],
+        "bank_account": form.get("bank_account") or None,
+        "tos": form.get("tos") == "accepted",
+    }
 
 
 def _due(legal_name: str | None, bank: str | None, tos: bool) -> list[str]:
@@ -172,17 +183,28 @@ async def login_page(call: Call) -> Response:
 
 
 _ONBOARD = "/sandbox/connect/onboard/{token}"
+_LOGIN = "/sandbox/connect/login/{token}"
 
+# A link's token opens an account's pages: a secret path, never in the access log.
 ENDPOINTS = [
-    Endpoint(method="GET", path=_ONBOARD, handler=onboarding_page, listed=False, page=True),
-    Endpoint(
-        method="POST", path=_ONBOARD, handler=submit_onboarding, raw=True, listed=False, page=True
-    ),
     Endpoint(
         method="GET",
-        path="/sandbox/connect/login/{token}",
-        handler=login_page,
+        path=_ONBOARD,
+        handler=onboarding_page,
         listed=False,
         page=True,
+        secret_path=True,
+    ),
+    Endpoint(
+        method="POST",
+        path=_ONBOARD,
+        handler=submit_onboarding,
+        raw=True,
+        listed=False,
+        page=True,
+        secret_path=True,
+    ),
+    Endpoint(
+        method="GET", path=_LOGIN, handler=login_page, listed=False, page=True, secret_path=True
     ),
 ]

@@ -179,6 +179,9 @@ class Endpoint:
     #: The answer's shape (a model exported by :mod:`svc`) and its status.
     #: A page for people: it answers HTML (its refusals too), not the JSON envelope.
     page: bool = False
+    #: The path holds a secret (a one-time link's token): the access log shows the
+    #: route's template instead (:mod:`.access_log`).
+    secret_path: bool = False
     #: A gate: it takes a payment in its headers (``X-Svc-Receipt``, x402's
     #: ``PAYMENT-SIGNATURE``, MPP's ``Authorization: Payment``) and answers 402 with the
     #: challenges until paid; the document declares those headers.

@@ -4,20 +4,26 @@ The sandbox payout processor's onboarding page and every resource's pay page sha
 rules: answers may not be framed, cached or leak their URL in a ``Referer``; no script
 runs (the CSP allows none, and the pages need none); a form is a short urlencoded body,
 and a POST from another site is refused.
+
+A form is read through the same input boundary as the API (:mod:`.text`): every field is
+UTF-8 without control characters, or it is not handed on (:class:`Form`), so a page
+stores nothing the API would have refused and shows what to fix instead.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+import attrs
 import jinja2
 from starlette.responses import HTMLResponse
 
 from .endpoint import Call
+from .text import first_forbidden, name_of
 
-__all__ = ["HEADERS", "TEMPLATES", "cross_site", "read_form", "render"]
+__all__ = ["HEADERS", "TEMPLATES", "Form", "cross_site", "read_form", "render"]
 
 #: The templates of every page, packaged with the server (pyproject's package-data).
 TEMPLATES = jinja2.Environment(
@@ -66,8 +72,26 @@ def cross_site(call: Call) -> bool:
     return (theirs.scheme, theirs.netloc) != (mine.scheme, mine.netloc)
 
 
-async def read_form(call: Call) -> dict[str, str] | None:
-    """The urlencoded form, one value per field; ``None`` when it is not one."""
+@attrs.frozen
+class Form:
+    """A form as the input boundary lets it through: ``values``, one per field, holds
+    only text the API would take; ``errors`` says, per field, why a value was held back.
+    A page shows ``errors`` (a 422, the form again) before it acts on ``values``."""
+
+    values: dict[str, str]
+    errors: dict[str, str]
+
+    def get(self, name: str, default: str = "") -> str:
+        return self.values.get(name, default)
+
+
+#: The key of :attr:`Form.errors` for a field whose very name is not text.
+BAD_NAME = "form"
+
+
+async def read_form(call: Call) -> Form | None:
+    """The urlencoded form, one value per field (the last one sent); ``None`` when the
+    body is not such a form (not urlencoded, too long, too many fields)."""
     kind = call.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
         return None
@@ -77,9 +101,46 @@ async def read_form(call: Call) -> dict[str, str] | None:
         if len(body) > MAX_FORM_BYTES:
             return None
     try:
-        parsed = parse_qs(
-            body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20
+        # Read byte for byte (Latin-1 both ways), so each field is decoded as UTF-8 on
+        # its own below and a bad one is named rather than the whole form refused.
+        pairs = parse_qsl(
+            body.decode("latin-1"), keep_blank_values=True, max_num_fields=20, encoding="latin-1"
         )
-    except (UnicodeDecodeError, ValueError):
+    except ValueError:
         return None
-    return {name: values[-1] for name, values in parsed.items()}
+    values: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for raw_name, raw_value in pairs:
+        name = _text(raw_name.encode("latin-1"))
+        if name is None or first_forbidden(name) is not None:
+            errors[BAD_NAME] = "The form holds a field that is not text; send it from its page."
+            continue
+        value, problem = _value(raw_value.encode("latin-1"))
+        if problem is None:
+            values[name] = value
+        else:
+            errors[name] = problem
+    # A field sent twice is held back if either value is: which one a page reads is moot.
+    return Form(values={k: v for k, v in values.items() if k not in errors}, errors=errors)
+
+
+def _text(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _value(raw: bytes) -> tuple[str, str | None]:
+    """A field's value and why the input boundary holds it back, if it does: every field
+    of these pages is one line of text (:func:`.text.first_forbidden`'s rule)."""
+    value = _text(raw)
+    if value is None:
+        return "", "This entry could not be read as text (it is not UTF-8); type it again."
+    bad = first_forbidden(value)
+    if bad is None:
+        return value, None
+    return "", (
+        f"This entry contains an invisible control character ({name_of(bad)}); "
+        "remove it and type it again."
+    )

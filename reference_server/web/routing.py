@@ -16,6 +16,11 @@ wrong method is the same 405; any other request is routed by Starlette as before
 change to ``routes`` after construction (the bench puts its baseline route in front; a
 test may swap a route in place, or assign a new list) is indexed again at the next
 request: ``routes`` is a list that counts its changes, so a request checks one number.
+
+Its trailing-slash redirect (``/pay/abc/`` -> ``/pay/abc``, when only the other form is a
+route) answers a *relative* ``Location``: Starlette's names the request's ``Host`` header,
+which the client chooses, so a request with ``Host: evil.example`` was sent on to
+``http://evil.example/...`` (a cache or a proxy in front could serve that to others).
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Self, SupportsIndex
+from urllib.parse import quote
 
 from starlette._utils import get_route_path
+from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Receive, Scope, Send
 
@@ -104,9 +111,23 @@ class IndexedRouter(Router):
     _indexed_at = -1  # the ``changes`` of ``routes`` that ``_by_path`` was built from
     _by_path: dict[str, list[BaseRoute]]
 
-    def __init__(self, routes: Sequence[BaseRoute], **options: Any) -> None:
-        super().__init__(routes, **options)
+    def __init__(
+        self, routes: Sequence[BaseRoute], *, redirect_slashes: bool = True, **options: Any
+    ) -> None:
+        # Starlette's own redirect is off; :meth:`not_found` makes a relative one.
+        super().__init__(routes, redirect_slashes=False, **options)
+        self.relative_slash_redirects = redirect_slashes
         self._reindex()
+
+    async def not_found(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Starlette's trailing-slash redirect, with a relative ``Location`` (see the
+        module); otherwise Starlette's 404."""
+        if scope["type"] == "http" and self.relative_slash_redirects:
+            location = _slash_twin(self._routes, scope)
+            if location is not None:
+                await RedirectResponse(location)(scope, receive, send)
+                return
+        await super().not_found(scope, receive, send)
 
     @property
     def routes(self) -> list[BaseRoute]:
@@ -159,3 +180,18 @@ def _index(routes: Sequence[BaseRoute]) -> dict[str, list[BaseRoute]]:
     for path in paths:
         index[path] = [route for route, regex in patterns if regex is None or regex.match(path)]
     return index
+
+
+def _slash_twin(routes: Sequence[BaseRoute], scope: Scope) -> str | None:
+    """The relative URL of the request's path with its trailing slash added or removed,
+    when a route matches that path (as Starlette's ``Router`` decides); else ``None``.
+    Never ``//...``, which a browser reads as another host."""
+    if get_route_path(scope) == "/":
+        return None
+    path = str(scope["path"])
+    twin = dict(scope, path=path.rstrip("/") if path.endswith("/") else path + "/")
+    if not any(route.matches(twin)[0] is not Match.NONE for route in routes):
+        return None
+    location = "/" + quote(str(twin["path"]).lstrip("/"), safe="/:@!$&'()*+,;=~")
+    query = scope.get("query_string", b"")
+    return f"{location}?{query.decode('latin-1')}" if query else location
