@@ -163,14 +163,18 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
                 seller.resources[label] = api.call("POST", "/resources", seller.key, body)
             retired = seller.resources["retired"]["id"]
             api.call("POST", f"/resources/{retired}/deactivate", seller.key)
-        for label, policy in (("agent", {}), ("capped", {"allowance": "1.00", "period": "day"})):
+        for label, policy in (
+            ("agent", {"allowed_rails": ["x402", "rill"]}),
+            ("mpp", {"allowed_rails": ["mpp"]}),
+            ("capped", {"allowance": "1.00", "period": "day"}),
+        ):
             made = api.call("POST", "/wallet-keys", jwt, {"name": label, "policy": policy}, env)
             owner.wallet_keys[(env, label)] = WalletKey(
                 id=made["id"], key=made["key"], environment=env
             )
         if env == "live":
             _deposit(server, owner.id, 50_000_000)
-        for label in ("agent", "capped"):
+        for label in ("agent", "mpp", "capped"):
             key_id = owner.wallet_keys[(env, label)].id
             api.call("POST", f"/wallet-keys/{key_id}/fund", jwt, {"amount": "5.00"}, env)
         hook = api.call("POST", "/webhooks", jwt, {"url": "http://localhost:9/hooks"}, env)
@@ -186,10 +190,11 @@ def _buy(api: _Api, server: LiveServer, payer: Owner, seller: Owner) -> None:
         deposit, wallet = seller.sellers[(env, "deposit")], seller.sellers[(env, "wallet")]
         api.call("POST", "/pay", agent, {"resource_id": deposit.resources["report"]["id"]})
         api.call("POST", "/pay", agent, {"destination": f"@{seller.handle}", "amount": "0.30"})
-        for shop, rail in ((deposit, "x402"), (wallet, "mpp"), (deposit, "mpp")):
+        for shop, rail in ((deposit, "x402"), (wallet, "mpp"), (deposit, "mpp"), (wallet, "x402")):
             url = shop.resources["listed"]["gate_url"]
-            paid = api.call("POST", "/spend/pay-url", agent, {"url": url}, ok=(200,))
-            assert paid["status"] == "succeeded", paid
+            key = payer.wallet_keys[(env, "agent" if rail == "x402" else "mpp")].key
+            paid = api.call("POST", "/spend/pay-url", key, {"url": url}, ok=(200,))
+            assert (paid["status"], paid["rail"]) == ("succeeded", rail), paid
         capped = payer.wallet_keys[(env, "capped")].key
         api.call("POST", "/pay", capped, {"resource_id": wallet.resources["report"]["id"]})
     _card(server, seller.sellers[("test", "deposit")].resources["report"])
