@@ -6,7 +6,7 @@ variables the client reads (``SVC_BASE_URL``, ``SVC_OWNER_JWT``, ``SVC_SELLER_KE
 ``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``).  An error prints its code, message and
 ``request_id`` on stderr and exits 1.
 
-Needs the ``cli`` extra (``pip install 'svc[cli]'``): click is not a dependency of the SDK.
+Needs the ``cli`` extra (``pip install 'svc-payments[cli]'``): click is not a dependency of the SDK.
 """
 
 from __future__ import annotations
@@ -720,5 +720,5 @@ def _add_webhook_commands(cli: click.Group) -> None:
 
 def main() -> None:
     if click is None:
-        sys.exit("the svc command needs click: pip install 'svc[cli]'")
+        sys.exit("the svc command needs click: pip install 'svc-payments[cli]'")
     _build()(prog_name="svc")

@@ -208,7 +208,7 @@ def test_svc_server_without_the_server_extra_says_how_to_install_it() -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "svc-server needs the server extra" in done.stderr
-    assert "pip install 'svc[server]'" in done.stderr
+    assert "pip install 'svc-payments[server]'" in done.stderr
 
 
 def test_importing_the_server_package_imports_no_server_dependency() -> None:
