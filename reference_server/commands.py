@@ -56,8 +56,8 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 @click.option("--demo", is_flag=True, help="Once up, walk the go-live flow against it.")
 @click.option("--exit-after-demo", is_flag=True, help="Stop the server when the demo is done.")
@@ -206,7 +206,7 @@ def owners() -> None:
 
 
 @owners.command("create")
-@click.option("--email", required=True)
+@click.option("--email", required=True, help="The owner's email (one owner per email).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"owner_id", "owner_jwt"}.')
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
