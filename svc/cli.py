@@ -107,11 +107,28 @@ def _run(
             click.echo(_not_found_hint(ctx, exc.message), err=True)
         sys.exit(1)
     except SvcError as exc:
-        click.echo(f"error: {exc.message}", err=True)
+        click.echo(f"error: {_in_cli_terms(exc)}", err=True)
         sys.exit(1)
     except AmountError as exc:
         # Refused before sending (the SDK's own amount check): a usage error, not a crash.
         raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
+
+
+def _in_cli_terms(exc: SvcError) -> str:
+    """The SDK's message, but a missing credential named as this command takes it (an
+    option or an ``SVC_*`` variable, not a constructor argument)."""
+    role = getattr(exc, "missing_credential", None)
+    name = {"owner": "owner_jwt", "seller": "seller_key", "wallet": "wallet_key"}.get(role or "")
+    if name is None:
+        return exc.message
+    return (
+        f"this command needs {_article(CREDENTIALS[name])}: pass {_flag(name)} or set "
+        f"{_envvar(name)}"
+    )
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
 def _list(

@@ -115,3 +115,16 @@ def test_a_wrong_key_is_named_as_the_key_it_was_given_as(server: LiveServer) -> 
         assert code == 1, err
         assert "401 invalid_credential" in err and credential in err, (args, err)
         assert "owner JWT" not in err, (args, err)
+
+
+def test_a_missing_credential_is_named_as_the_command_takes_it(server: LiveServer) -> None:
+    """A command whose credential was not given says which option or variable gives it,
+    not the SDK's constructor argument, and nothing is sent."""
+    for args, wanted in (
+        (("--seller-key", "hello", "sellers", "list"), "an owner JWT: pass --owner-jwt or set "),
+        (("--owner-jwt", "x", "balance"), "a seller key: pass --seller-key or set SVC_SELLER_KEY"),
+        (("attempts",), "a wallet key: pass --wallet-key or set SVC_WALLET_KEY"),
+    ):
+        code, _, err = svc("--base-url", server.url, *args)
+        assert code == 1 and f"error: this command needs {wanted}" in err, (args, err)
+        assert "=..." not in err and "RequestOptions" not in err, err
