@@ -4,7 +4,7 @@ from reference_server import Settings, create_app
 app = create_app(Settings(database_url="sqlite:///svc.db"))
 
 The names are imported on first use, so that ``svc-server`` (:mod:`reference_server.cli`)
-can say "pip install 'svc[server]'" on an install without the server's dependencies.
+can say "pip install 'svc-payments[server]'" on an install without the server's dependencies.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def _needs_the_server_extra(exc: ModuleNotFoundError) -> Any:
     def main() -> None:
         sys.exit(
             f"svc-server needs the server extra ({exc.name} is not installed): "
-            "pip install 'svc[server]'"
+            "pip install 'svc-payments[server]'"
         )
 
     return main

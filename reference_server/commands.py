@@ -44,6 +44,47 @@ def database_line(url: str) -> str:
     return f"database: {parsed.render_as_string(hide_password=True)}"
 
 
+#: How to point a command at the server's database, for the refusals below.
+_NAME_THE_SERVERS = (
+    "pass the running server's database with --database-url or SVC_DATABASE_URL "
+    "(svc-server run names it on its first line), or create this one with svc-server migrate"
+)
+
+
+def _require_server_database(settings: Settings) -> None:
+    """Refuse a database no server has run on: a missing SQLite file (opening it would
+    make an empty ./svc.db) or one without the schema.  An owner written there would hold
+    a JWT no running server accepts, which is how a command run from the wrong folder,
+    or without the server's SVC_DATABASE_URL, used to fail silently."""
+    from sqlalchemy import inspect
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    from .store import Database
+
+    where = database_line(settings.database_url).removeprefix("database: ")
+    url = make_url(settings.database_url)
+    a_file = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+    if a_file and not os.path.exists(url.database or ""):
+        raise click.ClickException(
+            f"there is no database at {where}, so no server runs on it: {_NAME_THE_SERVERS}"
+        )
+    db = Database(settings.database_url)
+    try:
+        with db.engine.connect() as conn:
+            migrated = inspect(conn).has_table("alembic_version")
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise click.ClickException(f"cannot open the database at {where}: {reason}") from None
+    finally:
+        db.dispose()
+    if not migrated:
+        raise click.ClickException(
+            f"the database at {where} has no svc tables, so no server has run on it: "
+            f"{_NAME_THE_SERVERS}"
+        )
+
+
 def _say_database(settings: Settings) -> Settings:
     """Say on stderr which database the command opens (stdout stays its output)."""
     click.echo(database_line(settings.database_url), err=True)
@@ -56,8 +97,8 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 @click.option("--demo", is_flag=True, help="Once up, walk the go-live flow against it.")
 @click.option("--exit-after-demo", is_flag=True, help="Stop the server when the demo is done.")
@@ -77,20 +118,68 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = _with_public_url(settings, f"http://{host}:{port}")
+    _say_setup(settings)
     # The demo's numbered steps are what its reader follows: no access-log line between them.
     walking = demo or exit_after_demo
-    server = build_server(settings, host=host, port=port, own_process=True, access_log=not walking)
     outcome: dict[str, Any] = {}
-    if demo or exit_after_demo:
-        thread = threading.Thread(
-            target=_demo_when_started,
-            args=(server, settings.public_url or f"http://{host}:{port}", exit_after_demo, outcome),
-            daemon=True,
+    try:
+        server = build_server(
+            settings, host=host, port=port, own_process=True, access_log=not walking
         )
-        thread.start()
-    server.run()
+        threading.Thread(
+            target=_when_started,
+            args=(server, settings, walking, exit_after_demo, outcome),
+            daemon=True,
+        ).start()
+        server.run()
+    except KeyboardInterrupt:
+        # uvicorn stops gracefully on Ctrl-C, then raises the signal again for whoever
+        # started it; the stop was asked for, so it ends here: exit 0, no "Aborted!".
+        pass
+    click.echo("svc-server stopped", err=True)
     if outcome.get("error"):
         raise SystemExit(f"demo failed: {outcome['error']}")
+
+
+def _say_setup(settings: Settings) -> None:
+    """Before serving, on stderr: the environment and who delivers webhooks (the database
+    is said already), so a newcomer sees what this process is before the first request."""
+    kind = "production" if settings.production else "development (production: SVC_ENV=production)"
+    click.echo(f"environment: {kind}; the API serves test and live", err=True)
+    if settings.worker_enabled:
+        workers = "this process serves the API and delivers webhooks (SVC_WORKER_ENABLED=true)"
+    else:
+        workers = (
+            "this process serves the API only (SVC_WORKER_ENABLED=false); webhooks are "
+            "delivered by svc-server worker processes"
+        )
+    click.echo(f"workers: {workers}", err=True)
+
+
+def _serving_url(server: Any) -> str:
+    """The address the server listens on, as bound (``--port 0`` is a port the kernel chose)."""
+    host, port = server.config.host, server.config.port
+    for listener in getattr(server, "servers", ()):
+        for sock in listener.sockets:
+            port = sock.getsockname()[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _when_started(
+    server: Any, settings: Settings, walking: bool, exit_after: bool, outcome: dict[str, Any]
+) -> None:
+    """Once the server listens: say where (stderr), then walk the demo if asked."""
+    import time
+
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.05)
+    url = _serving_url(server)
+    public = settings.public_url or "the address each request came to"
+    click.echo(f"serving: {url} (gate_url and pay_url on {public}); Ctrl-C to stop", err=True)
+    if walking:
+        _walk_demo(server, settings.public_url or url, exit_after, outcome)
 
 
 def _with_public_url(settings: Settings, url: str) -> Settings:
@@ -99,17 +188,9 @@ def _with_public_url(settings: Settings, url: str) -> Settings:
     return attrs.evolve(settings, public_url=url)
 
 
-def _demo_when_started(
-    server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]
-) -> None:
-    import time
-
+def _walk_demo(server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]) -> None:
     from .go_live_demo import walk_go_live
 
-    while not server.started:
-        if server.should_exit:
-            return
-        time.sleep(0.05)
     try:
         walk_go_live(base_url, echo=click.echo)
     except Exception as exc:  # report and stop, the demo is for humans
@@ -206,19 +287,21 @@ def owners() -> None:
 
 
 @owners.command("create")
-@click.option("--email", required=True)
+@click.option("--email", required=True, help="The owner's email (one owner per email).")
 @click.option("--json", "as_json", is_flag=True, help='Print {"owner_id", "owner_jwt"}.')
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
     """Create an owner (or reuse the one with this email) and print a fresh owner JWT,
-    straight in the database (stderr names it: the server must use the same one).  Over
-    HTTP, where sign-up is open, `svc owners create` does the same."""
+    straight in the database (stderr names it: the server must use the same one; a
+    database no server has run on is refused).  Over HTTP, where sign-up is open,
+    `svc owners create` does the same."""
     from .context import ServerContext
     from .domain.owners import create_owner, find_owner_by_email
     from .store import upgrade
     from .web.auth import issue_owner_jwt
 
     settings = _say_database(_settings(database_url=database_url))
+    _require_server_database(settings)
     ctx = ServerContext(settings)
     upgrade(ctx.db)
     secret = ctx.jwt_secret
@@ -245,7 +328,9 @@ def ledger_audit(database_url: str | None) -> None:
     from .domain import ledger as books
     from .store import Database
 
-    db = Database(_say_database(_settings(database_url=database_url)).database_url)
+    settings = _say_database(_settings(database_url=database_url))
+    _require_server_database(settings)
+    db = Database(settings.database_url)
     with db.read() as conn:
         problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]
         totals = {env: books.sum_of_balances(conn, env) for env in books.ENVIRONMENTS}

@@ -338,10 +338,12 @@ def _credential(role: Role, opts: RequestOptions) -> str:
     field, env_var = _CREDENTIALS[role]
     value: str | None = getattr(opts, field)
     if not value:
-        raise ConfigurationError(
+        error = ConfigurationError(
             f"this call needs the {role} credential: pass {field}=... to the client or in "
             f"RequestOptions, or set {env_var}"
         )
+        error.missing_credential = str(role)
+        raise error
     return value
 
 

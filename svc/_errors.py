@@ -52,8 +52,11 @@ class ConfigurationError(SvcError):
     """The client was asked to do something its configuration cannot support.
 
     Raised before any request is sent, e.g. a seller route called on a client that holds
-    no seller key.
+    no seller key; then ``missing_credential`` is that role's word (``"seller"``), so a
+    caller such as the ``svc`` command can say it in its own terms.
     """
+
+    missing_credential: str | None = None
 
 
 class WebhookVerificationError(SvcError):

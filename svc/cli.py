@@ -6,7 +6,7 @@ variables the client reads (``SVC_BASE_URL``, ``SVC_OWNER_JWT``, ``SVC_SELLER_KE
 ``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``).  An error prints its code, message and
 ``request_id`` on stderr and exits 1.
 
-Needs the ``cli`` extra (``pip install 'svc[cli]'``): click is not a dependency of the SDK.
+Needs the ``cli`` extra (``pip install 'svc-payments[cli]'``): click is not a dependency of the SDK.
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
 from ._errors import APIError, SvcError
+from ._version import __version__
+from ._whoami import CREDENTIALS, check_credentials
 from .money import AmountError
 from .wire import unstructure
 
@@ -45,17 +48,26 @@ def _environment(ctx: Any) -> str:
     return str(ctx.obj.get("environment", "live"))
 
 
+def _environment_source(ctx: Any) -> str:
+    """Why an owner command acts in its environment: an option, a variable, or the default."""
+    source = ctx.meta.get(_ENV_SOURCE)
+    if source == "option":
+        return "--environment"
+    if source == "envvar":
+        return "SVC_ENVIRONMENT"
+    return "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
+
+
 def _say_environment(ctx: Any) -> None:
     """One stderr line naming the environment an owner command used, and why (stdout
     stays the JSON result): a silent ``live`` is how a test key ends up looked for in live."""
-    env, source = _environment(ctx), ctx.meta.get(_ENV_SOURCE)
-    if source == "option":
-        why = "--environment"
-    elif source == "envvar":
-        why = "SVC_ENVIRONMENT"
-    else:
-        why = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
-    _progress(f"environment: {env} ({why})")
+    _progress(f"environment: {_environment(ctx)} ({_environment_source(ctx)})")
+
+
+def _source(ctx: Any, name: str) -> str:
+    """Where a global option's value came from: its flag, its ``SVC_*`` variable, or
+    (unset) the default."""
+    return str(ctx.meta.get(_source_key(name), "the default"))
 
 
 def _not_found_hint(ctx: Any, message: str) -> str:
@@ -95,11 +107,28 @@ def _run(
             click.echo(_not_found_hint(ctx, exc.message), err=True)
         sys.exit(1)
     except SvcError as exc:
-        click.echo(f"error: {exc.message}", err=True)
+        click.echo(f"error: {_in_cli_terms(exc)}", err=True)
         sys.exit(1)
     except AmountError as exc:
         # Refused before sending (the SDK's own amount check): a usage error, not a crash.
         raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
+
+
+def _in_cli_terms(exc: SvcError) -> str:
+    """The SDK's message, but a missing credential named as this command takes it (an
+    option or an ``SVC_*`` variable, not a constructor argument)."""
+    role = getattr(exc, "missing_credential", None)
+    name = {"owner": "owner_jwt", "seller": "seller_key", "wallet": "wallet_key"}.get(role or "")
+    if name is None:
+        return exc.message
+    return (
+        f"this command needs {_article(CREDENTIALS[name])}: pass {_flag(name)} or set "
+        f"{_envvar(name)}"
+    )
+
+
+def _article(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
 def _list(
@@ -124,6 +153,32 @@ def _list(
     _run(ctx, call, owner=owner)
 
 
+#: The distribution this command comes from (``pip install svc-payments``).
+_DIST = "svc-payments"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _envvar(name: str) -> str:
+    return "SVC_" + name.upper()
+
+
+def _source_key(name: str) -> str:
+    """``ctx.meta`` key: where the credential ``name`` came from (option or variable)."""
+    return f"svc.source.{name}"
+
+
+def _global_option(flag: str, help: str, **kwargs: Any) -> Callable[[Any], Any]:
+    """A global option read from its ``SVC_*`` variable too, which its help names."""
+    name = flag.removeprefix("--").replace("-", "_")
+    option: Callable[[Any], Any] = click.option(
+        flag, envvar=_envvar(name), show_envvar=True, default=None, help=help, **kwargs
+    )
+    return option
+
+
 def _page_options(fn: Any) -> Any:
     """``--limit``, ``--starting-after`` and ``--all``: the one paging contract of lists."""
     fn = click.option("--all", "all", is_flag=True, help="Every item, page after page.")(fn)
@@ -138,17 +193,39 @@ def _build() -> Any:
     (one function per family keeps each one short enough to read and to change alone)."""
 
     @click.group()
-    @click.option("--base-url", envvar="SVC_BASE_URL", default=None, help="API host.")
-    @click.option("--owner-jwt", envvar="SVC_OWNER_JWT", default=None)
-    @click.option("--seller-key", envvar="SVC_SELLER_KEY", default=None)
-    @click.option("--wallet-key", envvar="SVC_WALLET_KEY", default=None)
-    @click.option(
-        "--environment", envvar="SVC_ENVIRONMENT", default=None, type=click.Choice(["test", "live"])
+    @click.version_option(
+        __version__, "--version", prog_name="svc", message=f"%(prog)s %(version)s ({_DIST})"
+    )
+    @_global_option("--base-url", f"The service's address (default {DEFAULT_BASE_URL}).")
+    @_global_option(
+        "--owner-jwt", "Owner JWT, for owner commands (sellers, wallet-keys, webhooks, recycle)."
+    )
+    @_global_option(
+        "--seller-key",
+        "Seller key (svc_sk_...), for seller commands (resources, balance, connect, withdraw).",
+    )
+    @_global_option(
+        "--wallet-key", "Wallet key (svc_vw_...), for agent commands (pay, pay-url, attempts)."
+    )
+    @_global_option(
+        "--environment",
+        "test or live, for owner commands and the directory; default live, as the service "
+        "takes an owner JWT (a seller or wallet key carries its own).",
+        type=click.Choice(["test", "live"]),
     )
     @click.pass_context
     def cli(ctx: Any, /, **options: Any) -> None:
-        """Sellers, priced resources, payments, payouts and webhooks from the shell."""
+        """Sellers, priced resources, payments, payouts and webhooks from the shell.
+
+        Every option below also reads the SVC_* variable it names; `svc whoami` says which
+        credentials are set and what the service makes of them."""
         ctx.obj = {k: v for k, v in options.items() if v is not None}
+        for name in ("base_url", *CREDENTIALS):
+            source = ctx.get_parameter_source(name)
+            if options[name] is not None and source is not None:
+                ctx.meta[_source_key(name)] = (
+                    _envvar(name) if source.name == "ENVIRONMENT" else _flag(name)
+                )
         source = ctx.get_parameter_source("environment")
         if options["environment"] is not None and source is not None:
             ctx.meta[_ENV_SOURCE] = "envvar" if source.name == "ENVIRONMENT" else "option"
@@ -166,6 +243,7 @@ def _build() -> Any:
 
         serve()
 
+    _add_whoami_command(cli)
     _add_owner_commands(cli)
     _add_seller_commands(cli)
     _add_resource_commands(cli)
@@ -179,13 +257,53 @@ def _build() -> Any:
     return cli
 
 
+def _add_whoami_command(cli: click.Group) -> None:
+    @cli.command()
+    @click.pass_context
+    def whoami(ctx: Any) -> None:
+        """Which credentials are set (by option or SVC_* variable) and, for each, its role,
+        environment and who it is, as the service answers; exit 1 if it refuses one."""
+        given = {name: ctx.obj[name] for name in CREDENTIALS if name in ctx.obj}
+        if "owner_jwt" in given:
+            _say_environment(ctx)
+        try:
+            with Client(**ctx.obj) as client:
+                base_url = client.base_url
+                sources = {name: _source(ctx, name) for name in given}
+                entries, refusals = check_credentials(client, given, sources)
+        except SvcError as exc:  # no answer at all (the service is not there)
+            click.echo(f"error: {exc.message}", err=True)
+            sys.exit(1)
+        for entry in entries:
+            if entry.get("role") == "owner":
+                entry["environment_from"] = _environment_source(ctx).split(";")[0]
+        base = {"base_url": base_url, "base_url_from": _source(ctx, "base_url")}
+        _emit({**base, "credentials": entries})
+        for refused in refusals:
+            answer = refused.error
+            click.echo(
+                f"error {answer.status} {answer.code}: {answer.message} "
+                f"(request_id={answer.request_id})",
+                err=True,
+            )
+            click.echo(f"the {refused.credential} given by {refused.source} was refused", err=True)
+        if not given:
+            click.echo(
+                "error: no credential: pass --owner-jwt, --seller-key or --wallet-key, or set "
+                "SVC_OWNER_JWT, SVC_SELLER_KEY or SVC_WALLET_KEY",
+                err=True,
+            )
+        if refusals or not given:
+            sys.exit(1)
+
+
 def _add_owner_commands(cli: click.Group) -> None:
     @cli.group()
     def owners() -> None:
         """Owner sign-up over HTTP (no credential), where the server allows it."""
 
     @owners.command("create")
-    @click.option("--email", required=True)
+    @click.option("--email", required=True, help="The owner's email (one owner per email).")
     @click.option(
         "--jwt-only", is_flag=True, help="Print the owner JWT alone: export SVC_OWNER_JWT=$(...)."
     )
@@ -206,7 +324,7 @@ def _add_seller_commands(cli: click.Group) -> None:
         """Seller accounts (owner JWT)."""
 
     @sellers.command("create")
-    @click.option("--name", default=None)
+    @click.option("--name", default=None, help="A name to tell the seller by.")
     @click.pass_context
     def sellers_create(ctx: Any, /, name: str | None) -> None:
         """Create a seller; its key is printed once."""
@@ -268,13 +386,19 @@ def _resource_options(fn: Any) -> Any:
         click.option("--path", default=None, help="HTTP path the SKU gates (kind http)."),
         click.option("--tool", default=None, help="MCP tool the SKU gates (kind mcp)."),
         click.option("--amount", required=True, help='Price as a decimal string, e.g. "0.05".'),
-        click.option("--description", default=None),
+        click.option("--description", default=None, help="What the buyer gets, in words."),
         click.option(
-            "--sku-kind", default="one_shot", type=click.Choice(["one_shot", "credit_topup"])
+            "--sku-kind",
+            default="one_shot",
+            show_default=True,
+            type=click.Choice(["one_shot", "credit_topup"]),
+            help="One paid call, or a top-up of --credits.",
         ),
-        click.option("--credits", default=None),
-        click.option("--credit-unit", default=None),
-        click.option("--upstream-url", default=None),
+        click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
+        click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
+        click.option(
+            "--upstream-url", default=None, help="Where a hosted gate forwards a paid call."
+        ),
         click.option("--listed", is_flag=True, help="Show it in the directory."),
         click.option(
             "--method",
@@ -342,10 +466,10 @@ def _add_resource_commands(cli: click.Group) -> None:
 def _add_update_resource_command(cli: click.Group) -> None:
     @cli.command("update-resource")
     @click.argument("resource_id")
-    @click.option("--amount", default=None)
-    @click.option("--path", default=None)
-    @click.option("--tool", default=None)
-    @click.option("--description", default=None)
+    @click.option("--amount", default=None, help='New price as a decimal string, e.g. "0.07".')
+    @click.option("--path", default=None, help="New HTTP path (kind http).")
+    @click.option("--tool", default=None, help="New MCP tool (kind mcp).")
+    @click.option("--description", default=None, help="New description.")
     @click.option("--listed/--unlisted", default=None, help="In the directory or not.")
     @click.option(
         "--method",
@@ -376,7 +500,9 @@ def _add_update_resource_command(cli: click.Group) -> None:
 def _add_directory_command(cli: click.Group) -> None:
     @cli.command("directory")
     @_page_options
-    @click.option("--kind", default=None, type=click.Choice(["http", "mcp"]))
+    @click.option(
+        "--kind", default=None, type=click.Choice(["http", "mcp"]), help="HTTP paths or MCP tools."
+    )
     @click.option("-q", "--q", "q", default=None, help="Text the description contains.")
     @click.option("--max-amount", default=None, help="Prices at most this amount.")
     @click.pass_context
@@ -399,8 +525,12 @@ def _pay_url(c: Client, url: str, method: Any, payload: Any, *, dry_run: bool) -
 
 def _add_payment_commands(cli: click.Group) -> None:
     @cli.command("enable-payments")
-    @click.option("--payout-wallet-address", default=None)
-    @click.option("--processor-profile-id", default=None)
+    @click.option(
+        "--payout-wallet-address", default=None, help="EVM address open-rail payments settle to."
+    )
+    @click.option(
+        "--processor-profile-id", default=None, help="The seller's profile at the processor."
+    )
     @click.pass_context
     def enable_payments(
         ctx: Any, payout_wallet_address: str | None, processor_profile_id: str | None
@@ -423,7 +553,7 @@ def _add_payment_commands(cli: click.Group) -> None:
     @cli.command()
     @click.argument("resource_id", required=False)
     @click.option("--destination", default=None, help="A handle such as @acme.")
-    @click.option("--amount", default=None)
+    @click.option("--amount", default=None, help="How much to pay the handle, e.g. 1.00.")
     @click.pass_context
     def pay(
         ctx: Any, /, resource_id: str | None, destination: str | None, amount: str | None
@@ -438,7 +568,13 @@ def _add_payment_commands(cli: click.Group) -> None:
 
     @cli.command("pay-url")
     @click.argument("url")
-    @click.option("--method", default="GET", type=click.Choice(["GET", "POST"]))
+    @click.option(
+        "--method",
+        default="GET",
+        show_default=True,
+        type=click.Choice(["GET", "POST"]),
+        help="The HTTP method to call the URL with.",
+    )
     @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
     @click.option(
         "--dry-run",
@@ -519,7 +655,13 @@ def _add_connect_commands(cli: click.Group) -> None:
 
     @connect.command("onboard")
     @click.option("--country", required=True, help="Two letters, e.g. US.")
-    @click.option("--type", "kind", default=None, type=click.Choice(["express", "standard"]))
+    @click.option(
+        "--type",
+        "kind",
+        default=None,
+        type=click.Choice(["express", "standard"]),
+        help="The kind of payout account (default: the processor's).",
+    )
     @_seller_id_option
     @click.pass_context
     def connect_onboard(ctx: Any, /, country: str, kind: Any, seller_id: str | None) -> None:
@@ -626,14 +768,23 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         """Agents' wallet keys and their spend policies (owner JWT)."""
 
     @wallet_keys.command("create")
-    @click.option("--name", default=None)
+    @click.option("--name", default=None, help="A name to tell the key by.")
     @click.option("--allowance", default=None, help="Per period, e.g. 5.00.")
-    @click.option("--period", default=None, type=click.Choice(["day", "week", "month", "none"]))
-    @click.option("--max-per-tx", default=None)
+    @click.option(
+        "--period",
+        default=None,
+        type=click.Choice(["day", "week", "month", "none"]),
+        help="What --allowance is per.",
+    )
+    @click.option("--max-per-tx", default=None, help="Most one payment may be, e.g. 0.50.")
     @click.option("--budget", default=None, help="Lifetime cap.")
     @click.option("--allowed-host", "hosts", multiple=True, help="Repeat for several.")
     @click.option(
-        "--allowed-rail", "rails", multiple=True, type=click.Choice(["x402", "mpp", "rill"])
+        "--allowed-rail",
+        "rails",
+        multiple=True,
+        type=click.Choice(["x402", "mpp", "rill"]),
+        help="Repeat for several; none = every rail.",
     )
     @click.pass_context
     def wallet_keys_create(
@@ -667,6 +818,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.argument("wallet_key_id")
     @click.pass_context
     def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
+        """Revoke a wallet key: it stops working at once."""
         _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id), owner=True)
 
 
@@ -715,10 +867,15 @@ def _add_webhook_commands(cli: click.Group) -> None:
     @click.argument("webhook_id")
     @click.pass_context
     def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
+        """Delete an endpoint: nothing more is delivered to it."""
         _run(ctx, lambda c: c.webhooks.delete(webhook_id), owner=True)
 
 
 def main() -> None:
     if click is None:
-        sys.exit("the svc command needs click: pip install 'svc[cli]'")
+        sys.exit("the svc command needs click: pip install 'svc-payments[cli]'")
     _build()(prog_name="svc")
+
+
+if __name__ == "__main__":
+    main()

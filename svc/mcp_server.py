@@ -16,7 +16,7 @@ calling -- :func:`request_credentials` reads it.
 A refused call is a tool error (``isError``) whose text names the error code, the message
 and the ``request_id`` -- what a model needs to correct itself or report the failure.
 
-Needs the ``mcp`` extra (``pip install 'svc[mcp]'``).
+Needs the ``mcp`` extra (``pip install 'svc-payments[mcp]'``).
 """
 
 from __future__ import annotations
@@ -150,7 +150,9 @@ def create_server(
     the environment, whatever the request.
     """
     if MCPServer is None:
-        raise ImportError("the svc MCP server needs the mcp package: pip install 'svc[mcp]'")
+        raise ImportError(
+            "the svc MCP server needs the mcp package: pip install 'svc-payments[mcp]'"
+        )
     options = dict(client_options or {})
     factory: ClientFactory = client_factory or (lambda _request: AsyncClient(**options))
     with _host_logging_kept():
@@ -461,7 +463,7 @@ def main() -> None:
     try:
         server = create_server()
     except ImportError:  # pragma: no cover - exercised by users without the extra
-        sys.exit("svc-mcp needs the mcp package: pip install 'svc[mcp]'")
+        sys.exit("svc-mcp needs the mcp package: pip install 'svc-payments[mcp]'")
     server.run("stdio")
 
 

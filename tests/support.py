@@ -37,6 +37,24 @@ class LiveServer:
         self.thread.join(timeout=10)
 
 
+#: Where the tests that need Redis find it: ``SVC_TEST_REDIS_URL``, else Redis's own
+#: default address, as on a developer's machine with ``redis-server`` running.
+TEST_REDIS_URL = os.environ.get("SVC_TEST_REDIS_URL") or "redis://127.0.0.1:6379"
+
+
+def redis_answers(url: str = TEST_REDIS_URL) -> bool:
+    """Does a Redis answer PING at ``url``?  The Redis tests skip only when none does."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

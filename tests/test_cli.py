@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import httpx
@@ -28,13 +30,13 @@ def svc_server(
 
 
 def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_server: Any) -> None:
+    live: LiveServer = make_server()  # the server's database, as the operator's is
     done = svc_server(
         "owners", "create", "--email", "Op@Example.com", "--json", database_url=database_url
     )
     assert done.returncode == 0, done.stderr
     created = json.loads(done.stdout)
     assert created["owner_id"].startswith("own_")
-    live: LiveServer = make_server()
     r = httpx.post(
         live.url + "/sellers",
         headers={"Authorization": f"Bearer {created['owner_jwt']}", "X-Svc-Environment": "test"},
@@ -57,16 +59,17 @@ def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_pat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "SVC_DATABASE_URL": "sqlite:///svc.db"}
-    done = subprocess.run(
-        [sys.executable, "-m", "reference_server", "owners", "create", "--email", "o@x.io"],
-        env=env,
-        cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    for args in (("migrate",), ("owners", "create", "--email", "o@x.io")):
+        done = subprocess.run(
+            [sys.executable, "-m", "reference_server", *args],
+            env=env,
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
     assert f"database: sqlite:///{elsewhere / 'svc.db'}" in done.stderr.splitlines()
     assert done.stdout.count(".") == 2  # stdout is still the JWT alone
     for args in (("migrate",), ("ledger", "audit")):
@@ -76,6 +79,70 @@ def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_pat
     hidden = svc_server("migrate", database_url="postgresql://u:hunter2@127.0.0.1:9/x", timeout=30)
     assert "database: postgresql://u:***@127.0.0.1:9/x" in hidden.stderr
     assert "hunter2" not in hidden.stderr
+
+
+def test_a_database_no_server_has_run_on_is_refused(database_url: str, tmp_path: Any) -> None:
+    """``owners create`` (and ``ledger audit``) on a missing SQLite file or a database
+    without the schema: exit 1 naming it and what to do, and no ./svc.db made."""
+    folder = tmp_path / "not-the-servers"
+    folder.mkdir()
+    for url in ("sqlite:///svc.db", database_url):  # a missing file, then an empty database
+        for args in (("owners", "create", "--email", "o@x.io"), ("ledger", "audit")):
+            done = subprocess.run(
+                [sys.executable, "-m", "reference_server", *args],
+                env={**os.environ, "SVC_DATABASE_URL": url},
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 1, done.stdout + done.stderr
+            assert done.stdout == "" and "Traceback" not in done.stderr
+            said = " ".join(done.stderr.split())
+            assert "no database at" in said or "has no svc tables" in said, said
+            assert "no server" in said and "--database-url or SVC_DATABASE_URL" in said
+            assert "svc-server migrate" in said
+            assert list(folder.iterdir()) == []  # no empty ./svc.db left behind
+    assert svc_server("migrate", database_url=database_url).returncode == 0
+    made = svc_server("owners", "create", "--email", "o@x.io", database_url=database_url)
+    assert made.returncode == 0 and made.stdout.count(".") == 2, made.stderr
+
+
+def test_run_says_what_it_serves_and_stops_cleanly_on_ctrl_c(database_url: str) -> None:
+    """The lines a newcomer reads first name the URL, the environment, the database and
+    the workers; Ctrl-C (SIGINT) stops it gracefully with exit status 0, no "Aborted!"."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reference_server", "run", "--port", str(port)],
+        env={**os.environ, "SVC_DATABASE_URL": database_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        time.sleep(0.5)  # the "serving" line follows the server's start on its own thread
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert "Aborted!" not in out + err and "Traceback" not in out + err, out + err
+    lines = err.splitlines()
+    url = f"http://127.0.0.1:{port}"
+    assert f"serving: {url} (gate_url and pay_url on {url}); Ctrl-C to stop" in lines, err
+    assert any(line.startswith("environment: development") for line in lines), err
+    assert any(line.startswith("database: ") for line in lines), err
+    assert any(line.startswith("workers: ") and "SVC_WORKER_ENABLED" in line for line in lines)
+    assert lines[-1] == "svc-server stopped", err
 
 
 def test_run_with_demo_walks_the_go_live_flow(database_url: str, make_server: Any) -> None:
@@ -208,7 +275,7 @@ def test_svc_server_without_the_server_extra_says_how_to_install_it() -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "svc-server needs the server extra" in done.stderr
-    assert "pip install 'svc[server]'" in done.stderr
+    assert "pip install 'svc-payments[server]'" in done.stderr
 
 
 def test_importing_the_server_package_imports_no_server_dependency() -> None:

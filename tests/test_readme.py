@@ -11,7 +11,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_the_svc_row_names_every_core_dependency() -> None:
-    """``pip install svc`` brings exactly pyproject's core dependencies; README's table
+    """``pip install svc-payments`` brings exactly pyproject's core dependencies; README's table
     names each of them."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = [re.split(r"[<>=\[; ]", dep, maxsplit=1)[0] for dep in project["dependencies"]]

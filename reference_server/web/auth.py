@@ -89,11 +89,23 @@ def _bearer_token(headers: Mapping[str, str]) -> str | None:
     return token
 
 
-def _key_environment(token: str, prefix: str) -> str:
-    rest = token[len(prefix) :]
+_KEY_PREFIXES = {Role.SELLER: "svc_sk_", Role.WALLET: "svc_vw_"}
+_KEY_NAMES = {Role.SELLER: "seller key", Role.WALLET: "wallet key"}
+
+#: What a key looks like, for the refusal of something that is not one.
+_KEY_SHAPES = {
+    Role.SELLER: "a seller key starts svc_sk_test_ or svc_sk_live_",
+    Role.WALLET: "a wallet key starts svc_vw_test_ or svc_vw_live_",
+}
+
+
+def _key_environment(token: str, role: Role) -> str:
+    rest = token[len(_KEY_PREFIXES[role]) :]
     env, sep, secret = rest.partition("_")
     if not sep or env not in ENVIRONMENTS or not secret:
-        raise ApiError("invalid_credential", "The key is malformed.")
+        raise ApiError(
+            "invalid_credential", f"The {_KEY_NAMES[role]} is malformed: {_KEY_SHAPES[role]}."
+        )
     return env
 
 
@@ -117,10 +129,18 @@ def authenticate(
             "unauthenticated",
             f"This route needs {wanted}: send 'Authorization: Bearer <credential>'.",
         )
-    if token.startswith("svc_sk_"):
+    if token.startswith(_KEY_PREFIXES[Role.SELLER]):
         principal = _seller_principal(conn, token)
-    elif token.startswith("svc_vw_"):
+    elif token.startswith(_KEY_PREFIXES[Role.WALLET]):
         principal = _wallet_principal(conn, token)
+    elif role in (Role.SELLER, Role.WALLET) and not _jwt_shaped(token):
+        # Neither a key nor a JWT, sent where a key is wanted: it was meant as that key
+        # (``--seller-key hello``), so say so rather than call it a malformed owner JWT.
+        raise ApiError(
+            "invalid_credential",
+            f"This route needs {role.credential_hint}, and the credential sent is not one: "
+            f"{_KEY_SHAPES[role]}.",
+        )
     else:
         principal = _owner_principal(conn, token, jwt_secrets, now, wanted_env)
 
@@ -138,8 +158,13 @@ def authenticate(
     return principal
 
 
+def _jwt_shaped(token: str) -> bool:
+    """Three dot-separated parts: what a JWT looks like before it is verified."""
+    return token.count(".") == 2
+
+
 def _seller_principal(conn: Connection, token: str) -> Principal:
-    _key_environment(token, "svc_sk_")
+    _key_environment(token, Role.SELLER)
     row = conn.execute(
         select(
             t.seller_keys.c.id,
@@ -169,7 +194,7 @@ _WALLET_BY_HASH = select(_w.c.id, _w.c.owner_id, _w.c.environment, _w.c.status).
 
 
 def _wallet_principal(conn: Connection, token: str) -> Principal:
-    _key_environment(token, "svc_vw_")
+    _key_environment(token, Role.WALLET)
     row = conn.execute(_WALLET_BY_HASH, {"key_hash": hash_key(token)}).first()
     if row is None:
         raise ApiError("invalid_credential", "Unknown wallet key.")

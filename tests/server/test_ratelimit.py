@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from typing import Any
@@ -11,18 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ..support import new_account
+from ..support import TEST_REDIS_URL, new_account, redis_answers
 
-REDIS_URL = os.environ.get("SVC_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-
-
-def _redis_up() -> bool:
-    host, _, port = REDIS_URL.removeprefix("redis://").partition(":")
-    try:
-        with socket.create_connection((host, int(port or 6379)), timeout=1):
-            return True
-    except OSError:
-        return False
+REDIS_URL = TEST_REDIS_URL
 
 
 def test_headers_and_429(make_server: Any) -> None:
@@ -81,7 +70,7 @@ def test_unknown_credentials_are_limited_too(make_server: Any) -> None:
     assert codes == [401, 401, 429]
 
 
-@pytest.mark.skipif(not _redis_up(), reason=f"Redis is not reachable at {REDIS_URL}")
+@pytest.mark.skipif(not redis_answers(), reason=f"no Redis answers at {REDIS_URL}")
 def test_redis_storage_shares_counts_between_processes(make_server: Any) -> None:
     one = make_server(rate_limit="5/minute", rate_limit_storage=REDIS_URL)
     two = make_server(rate_limit="5/minute", rate_limit_storage=REDIS_URL)
