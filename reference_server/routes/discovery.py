@@ -104,6 +104,27 @@ def _pointers(base: str) -> dict[str, str]:
     }
 
 
+async def landing(call: Call) -> Response:
+    """Where to start from the server's address: the documents, the directory, the
+    docs; a page for a browser, JSON otherwise."""
+    base = _base(call.request)
+    vary = {"Vary": "Accept"}
+    if wants_html(call.headers.get("accept", "")):
+        answer = pages.render("landing.html", 200, title="svc payments service", **_pointers(base))
+        answer.headers.update(vary)
+        return answer
+    body = {
+        "ok": True,
+        "name": "svc",
+        "version": __version__,
+        "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
+        "url": base,
+        **_pointers(base),
+        "request_id": call.request_id,
+    }
+    return json_response(body, headers=vary)
+
+
 def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
     """The discovery documents' own endpoints, listing ``listed``."""
 
@@ -183,26 +204,6 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
 
     async def openapi(call: Call) -> Response:
         return json_response(openapi_document(listed, _base(call.request)))
-
-    async def landing(call: Call) -> Response:
-        """Where to start from the server's address: the documents, the directory, the
-        docs; a page for a browser, JSON otherwise."""
-        base = _base(call.request)
-        vary = {"Vary": "Accept"}
-        if wants_html(call.headers.get("accept", "")):
-            answer = pages.render("landing.html", title="svc payments service", **_pointers(base))
-            answer.headers.update(vary)
-            return answer
-        body = {
-            "ok": True,
-            "name": "svc",
-            "version": __version__,
-            "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
-            "url": base,
-            **_pointers(base),
-            "request_id": call.request_id,
-        }
-        return json_response(body, headers=vary)
 
     table = [
         ("/", landing),
