@@ -23,6 +23,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import IO
 
 import attrs
 
@@ -44,14 +45,16 @@ class Pasted:
 class _Stream:
     """A pipe read into one growing string by a thread, so neither pipe fills up."""
 
-    def __init__(self, pipe: object) -> None:
+    def __init__(self, pipe: IO[str] | None) -> None:
+        if pipe is None:
+            raise RuntimeError("the process has no such pipe")
         self.text = ""
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
         self._thread.start()
 
-    def _read(self, pipe: object) -> None:
-        for line in iter(pipe.readline, ""):  # type: ignore[attr-defined]
+    def _read(self, pipe: IO[str]) -> None:
+        for line in iter(pipe.readline, ""):
             with self._changed:
                 self.text += line
                 self._changed.notify_all()
