@@ -3,6 +3,10 @@
 Because ``llms.txt``, ``agent.json`` and ``agent-openapi.json`` are built from the same
 ``Endpoint`` list that serves requests (those ``listed``), they cannot drift from what the
 server does.  The documents are endpoints of that pipeline too (not listed, not limited).
+
+``GET /`` is where anyone who only knows the server's address starts: a small page for a
+browser (the ``Accept`` header asks for HTML) and the same pointers as JSON for anything
+else, so that neither meets a bare 404.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from svc import __version__
 
+from ..web import pages
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import CODES
 from ..web.openapi import document as openapi_document
@@ -57,6 +62,67 @@ def _auth_label(ep: Endpoint) -> str:
 def _base(request: Request) -> str:
     ctx = request.app.state.ctx
     return (ctx.settings.public_url or str(request.base_url)).rstrip("/")
+
+
+def _quality(accept: str, media_types: tuple[str, ...]) -> float:
+    """The highest ``q`` the ``Accept`` header gives any of ``media_types``."""
+    best = 0.0
+    for item in accept.split(","):
+        kind, *params = (part.strip() for part in item.split(";"))
+        if kind.lower() not in media_types:
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        best = max(best, q)
+    return best
+
+
+def wants_html(accept: str) -> bool:
+    """A browser's ``Accept`` names HTML above JSON; ``*/*`` alone (curl, HTTP libraries)
+    and no header at all get JSON."""
+    html = _quality(accept, ("text/html", "application/xhtml+xml"))
+    json = _quality(accept, ("application/json", "application/*", "*/*"))
+    return html > json
+
+
+def _pointers(base: str) -> dict[str, str]:
+    """Where to go from the server's address."""
+    return {
+        "llms_txt_url": f"{base}/llms.txt",
+        "openapi_url": f"{base}/agent-openapi.json",
+        "directory_url": f"{base}/directory",
+        "docs_url": f"{base}/llms-full.txt",
+        "agent_json_url": f"{base}/.well-known/agent.json",
+        "capabilities_url": f"{base}/agent/capabilities",
+        "mcp_url": f"{base}{MCP_PATH}",
+    }
+
+
+async def landing(call: Call) -> Response:
+    """Where to start from the server's address: the documents, the directory, the
+    docs; a page for a browser, JSON otherwise."""
+    base = _base(call.request)
+    vary = {"Vary": "Accept"}
+    if wants_html(call.headers.get("accept", "")):
+        answer = pages.render("landing.html", 200, title="svc payments service", **_pointers(base))
+        answer.headers.update(vary)
+        return answer
+    body = {
+        "ok": True,
+        "name": "svc",
+        "version": __version__,
+        "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
+        "url": base,
+        **_pointers(base),
+        "request_id": call.request_id,
+    }
+    return json_response(body, headers=vary)
 
 
 def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
@@ -140,6 +206,7 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         return json_response(openapi_document(listed, _base(call.request)))
 
     table = [
+        ("/", landing),
         ("/llms.txt", llms_txt),
         ("/llms-full.txt", llms_full_txt),
         ("/agent/capabilities", capabilities),

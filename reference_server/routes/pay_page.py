@@ -209,7 +209,7 @@ async def pay(call: Call) -> Response:
     if isinstance(answer, Response):
         await anyio.to_thread.run_sync(idempotency.release, call.ctx.db, begun)
         return answer
-    return _receipt(sale, answer)
+    return _receipt(call, sale, answer)
 
 
 async def _payable(call: Call) -> _Sale | Response:
@@ -280,7 +280,7 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
             waited += 0.1
             continue
         if isinstance(begun, idempotency.Replay):
-            return _receipt(sale, begun.body)
+            return _receipt(call, sale, begun.body)
         return begun
 
 
@@ -307,15 +307,20 @@ async def _charge(
     if card is None:
         return _form(sale, again, errors=errors, values=values, status=422)
     outcome = card_payments.sandbox_outcome(card)
+    # A card the processor refused is named by its last four digits only, and its number
+    # is not put back in the form: the page is not a place to keep a card number.
+    ending = card.number[-4:]
+    values = {**values, "number": ""}
     if outcome == "declined":
         notice = (
-            "Your card was declined, and nothing was charged. Try another card. "
-            "(In the sandbox, 4000 0000 0000 0002 is always declined.)"
+            f"The card ending in {ending} was declined, and nothing was charged. Enter "
+            "another card. (In the sandbox, 4000 0000 0000 0002 is always declined.)"
         )
         return _form(sale, again, values=values, notice=notice, status=402)
     if outcome == "unknown":
         errors = {
-            "number": "This sandbox takes only its test cards: 4242 4242 4242 4242 pays, "
+            "number": f"The card ending in {ending} is not a sandbox test card, and nothing "
+            "was charged. This sandbox takes only its test cards: 4242 4242 4242 4242 pays, "
             "4000 0000 0000 0002 is declined. No real card is charged here."
         }
         return _form(sale, again, errors=errors, values=values, status=422)
@@ -352,7 +357,7 @@ def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] |
     return answer
 
 
-def _receipt(sale: _Sale, answer: dict[str, Any]) -> Response:
+def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
     return pages.render(
         "pay_receipt.html",
         200,
@@ -361,6 +366,14 @@ def _receipt(sale: _Sale, answer: dict[str, Any]) -> Response:
         receipt_id=answer["receipt_id"],
         amount=answer["amount"],
         paid_at=answer["created_at"],
+        next_step=(
+            f"Keep this receipt id: it is your proof of payment. Give it to {sale.seller_name} "
+            "where they ask for a receipt, and it unlocks what you paid for."
+        ),
+        back={
+            "url": f"{call.public_url}/pay/{sale.resource.short_id}",
+            "label": "Back to the payment page",
+        },
     )
 
 

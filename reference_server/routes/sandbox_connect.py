@@ -27,20 +27,52 @@ from ..web.endpoint import Call, Endpoint
 
 __all__ = ["ENDPOINTS"]
 
-_UNUSABLE = (
-    "This link cannot be used: it expired, was already used, or never existed.",
-    "Ask the seller's agent for a new one (POST /sellers/me/connect/onboard answers a "
-    "fresh onboard_url).",
-)
+#: What a person who holds an unusable link can do: the link came from the seller's app
+#: or agent, which can make a new one (the page speaks to the person, not to the API).
+_ASK_AGAIN = "Ask whoever sent you this link (the seller's app or agent) for a new one."
 
 
 def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
     return pages.render(template, status, **values)
 
 
-def _message(title: str, *lines: str, status: int = 200, requirements: Any = ()) -> HTMLResponse:
+def _message(
+    call: Call,
+    title: str,
+    *lines: str,
+    next_step: str,
+    status: int = 200,
+    requirements: Any = (),
+) -> HTMLResponse:
+    """A page that ends the visit: what happened, what to do now, and a way back."""
     return _page(
-        "sandbox_message.html", status, title=title, lines=lines, requirements=list(requirements)
+        "sandbox_message.html",
+        status,
+        title=title,
+        lines=lines,
+        requirements=list(requirements),
+        next_step=next_step,
+        back={"url": f"{call.public_url}/", "label": "Back to the service's home page"},
+    )
+
+
+def _unusable(call: Call) -> HTMLResponse:
+    return _message(
+        call,
+        "Onboarding link not usable",
+        "This link cannot be used: it expired, was already used, or never existed.",
+        next_step=_ASK_AGAIN,
+        status=404,
+    )
+
+
+def _refused(call: Call, line: str, status: int) -> HTMLResponse:
+    return _message(
+        call,
+        "Refused",
+        line,
+        next_step="Open the link you were sent again, and fill in the form there.",
+        status=status,
     )
 
 
@@ -65,7 +97,7 @@ async def _form(
 
     link, csrf = await anyio.to_thread.run_sync(load)
     if link is None:
-        return _message("Onboarding link not usable", *_UNUSABLE, status=404)
+        return _unusable(call)
     return _page(
         "sandbox_onboard.html",
         status,
@@ -83,18 +115,16 @@ async def submit_onboarding(call: Call) -> Response:
     """The onboarding form, sent: complete the account or leave requirements due."""
     token = call.params["token"]
     if pages.cross_site(call):
-        return _message("Refused", "This form must be sent from its own page.", status=403)
+        return _refused(call, "This form must be sent from its own page.", 403)
     form = await pages.read_form(call)
     if form is None:
-        return _message("Refused", "The form could not be read; send it from its page.", status=400)
+        return _refused(call, "The form could not be read; send it from its page.", 400)
     if form.errors:
         return await _form(call, token, form.errors, _shown(form), status=422)
     expected = await anyio.to_thread.run_sync(_csrf, call.ctx, token)
     # As bytes: compare_digest refuses str with non-ASCII characters (a 500).
     if not hmac.compare_digest(form.get("csrf").encode(), expected.encode()):
-        return _message(
-            "Refused", "The form is out of date or not from this page; reload it.", status=403
-        )
+        return _refused(call, "The form is out of date or not from this page; reload it.", 403)
     complete = form.get("action") != "later"
     legal_name = form.get("legal_name", "").strip()[:200] or None
     bank = form.get("bank_account") or None
@@ -115,19 +145,23 @@ async def submit_onboarding(call: Call) -> Response:
     try:
         errors = await anyio.to_thread.run_sync(submit)
     except DomainError:
-        return _message("Onboarding link not usable", *_UNUSABLE, status=404)
+        return _unusable(call)
     if errors:
         return await _form(call, token, errors, _shown(form), status=422)
     if complete:
         return _message(
+            call,
             "Onboarding complete",
-            "The payout account is complete. Payouts become ready at the seller's next "
-            "sync (POST /sellers/me/connect/sync). You can close this page.",
+            "The payout account is complete. Payouts become ready at the seller's next sync.",
+            next_step="Go back to the app or agent that sent you this link and tell it you are "
+            "done: it turns payouts on from there. You can close this page.",
         )
     return _message(
+        call,
         "Saved with requirements due",
-        "What you entered is saved, but payouts stay off until the requirements below are "
-        "met: ask for a new onboarding link to finish.",
+        "What you entered is saved, but payouts stay off until the requirements below are met.",
+        next_step="To finish, ask whoever sent you this link (the seller's app or agent) for "
+        "a new onboarding link, and complete the form there.",
         requirements=_due(legal_name, bank, tos),
     )
 
@@ -158,9 +192,10 @@ async def login_page(call: Call) -> Response:
     link, payouts = await anyio.to_thread.run_sync(load)
     if link is None:
         return _message(
+            call,
             "Login link not usable",
-            "This link expired or never existed; ask for a new one "
-            "(POST /sellers/me/connect/login).",
+            "This link cannot be used: it expired or never existed.",
+            next_step=_ASK_AGAIN,
             status=404,
         )
     rows = [

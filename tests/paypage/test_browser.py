@@ -53,7 +53,7 @@ def test_a_person_pays_with_the_sandbox_card(
         page.goto(it.pay_url)
         assert page.get_by_role("heading", level=1).inner_text() == "Pay shop"
         assert page.get_by_text("Monthly weather report").is_visible()
-        assert page.get_by_text("4.00 USD").is_visible()
+        assert page.get_by_text("4.00 USD", exact=True).is_visible()
         page.screenshot(path=str(artifacts / "pay-page-form.png"), full_page=True)
         fill_and_pay(page)
         assert page.get_by_role("heading", level=1).inner_text() == "Payment received"
@@ -83,11 +83,11 @@ def test_declined_card_then_the_paying_card(server: LiveServer, page: Any, artif
     page.goto(it.pay_url)
     fill_and_pay(page, number=DECLINED)
     alert = page.get_by_role("alert")
-    assert "Your card was declined, and nothing was charged" in alert.inner_text()
+    assert "The card ending in 0002 was declined, and nothing was charged" in alert.inner_text()
     page.screenshot(path=str(artifacts / "pay-page-declined.png"), full_page=True)
     assert it.payments() == 0
-    # the number stays for correcting; the CVC is typed again
-    assert page.get_by_label("Card number").input_value() == DECLINED
+    # a refused card is not shown back: its number and CVC are typed again
+    assert page.get_by_label("Card number").input_value() == ""
     assert page.get_by_label("CVC").input_value() == ""
     fill_and_pay(page, expiry="01/20")
     assert "This card expired" in page.get_by_role("alert").inner_text()
@@ -109,6 +109,22 @@ def test_the_page_works_without_javascript(
         assert it.verify(receipt_id)["valid"] is True
     finally:
         context.close()
+
+
+def test_the_button_says_what_it_pays_and_the_receipt_what_to_do(
+    server: LiveServer, page: Any, artifacts: Path
+) -> None:
+    it = item(server, amount="0.05")
+    page.goto(it.pay_url)
+    assert page.get_by_role("button", name="Pay 0.05 USD", exact=True).is_visible()
+    fill_and_pay(page)
+    receipt_on(page)
+    page.screenshot(path=str(artifacts / "pay-page-receipt-small.png"), full_page=True)
+    next_step = page.locator("#next").inner_text()
+    assert next_step.startswith("Keep this receipt id") and "/" not in next_step
+    page.get_by_role("link", name="Back to the payment page").click()
+    page.wait_for_load_state()
+    assert page.get_by_role("heading", level=1).inner_text() == "Pay shop"
 
 
 def test_gone_unknown_and_live_pages(server: LiveServer, page: Any, artifacts: Path) -> None:

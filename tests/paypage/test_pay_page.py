@@ -34,7 +34,7 @@ def test_page_shows_what_is_sold_and_a_labelled_card_form(server: LiveServer) ->
     for field, label in (("number", "Card number"), ("expiry", "Expiry"), ("cvc", "CVC")):
         assert f'<label for="{field}">{label}</label>' in html
         assert f'id="{field}" name="{field}"' in html
-    assert '<button type="submit">Pay</button>' in html
+    assert '<button type="submit">Pay 2.50 USD</button>' in html
     assert "<script" not in html
     # the API keeps answering JSON at /pay, and the page is also under /api
     assert httpx.get(server.url + "/api/pay/" + it.resource["short_id"]).status_code == 200
@@ -98,7 +98,7 @@ def test_declined_and_mistyped_cards_are_told_clearly_and_charge_nothing(
     token = token_of(httpx.get(it.pay_url).text)
     declined = pay(it, number=DECLINED, token=token)
     assert declined.status_code == 402
-    assert "Your card was declined, and nothing was charged" in declined.text
+    assert "ending in 0002 was declined, and nothing was charged" in declined.text
     assert 'role="alert"' in declined.text
     cases = {
         ("4242 4242 4242 4241", FUTURE, "123"): "not valid: check it for a typo",
