@@ -1,0 +1,246 @@
+"""No answer carries another tenant's data: every route of the route table, called with
+every credential of every owner of the shared world (and with none), naming every
+owner's objects in its path and body, answers only ids that belong to the caller.
+
+The database is the oracle (:mod:`.oracle`): each id found in an answer (its body and
+the headers that name objects) must belong to the credential that asked (its owner, its
+seller or its wallet key, and its environment), or be public.  Calls run eight at a
+time, as clients do; the routes that destroy what later calls use (revoking, deleting,
+deactivating, withdrawing) run after all the others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+
+from reference_server.app import served
+from reference_server.web.endpoint import Endpoint
+from svc.schema import example_of
+
+from .oracle import PUBLIC, Oracle, ids_in
+from .world import ENVIRONMENTS, World
+
+#: Routes whose effect later calls would miss: called last.
+ROLES = ("owner", "seller", "wallet")
+DESTRUCTIVE = re.compile(r"/(revoke|deactivate|withdraw|recycle|refund)$")
+#: Headers of an answer that name objects.
+NAMING_HEADERS = ("location", "x-svc-receipt", "payment-receipt", "payment-response")
+
+
+@attrs.frozen
+class Caller:
+    label: str
+    role: str | None
+    headers: dict[str, str]
+    #: The parties it speaks for (``owner:…``, ``seller:…``, ``key:…``).
+    party: str | None
+    environment: str
+
+
+@attrs.frozen
+class Call:
+    caller: Caller
+    endpoint: Endpoint
+    path: str
+    body: Any
+
+
+def callers(world: World) -> list[Caller]:
+    found = [Caller("anonymous", None, {}, None, env) for env in ENVIRONMENTS]
+    for owner in world.owners:
+        for env in ENVIRONMENTS:
+            headers = {"Authorization": f"Bearer {owner.jwt}", "X-Svc-Environment": env}
+            found.append(
+                Caller(f"{owner.name}:owner:{env}", "owner", headers, f"owner:{owner.id}", env)
+            )
+        for (env, name), seller in owner.sellers.items():
+            headers = {"Authorization": f"Bearer {seller.key}", "X-Svc-Environment": env}
+            label = f"{owner.name}:seller:{name}:{env}"
+            found.append(Caller(label, "seller", headers, f"seller:{seller.id}", env))
+        for (env, name), key in owner.wallet_keys.items():
+            headers = {"Authorization": f"Bearer {key.key}", "X-Svc-Environment": env}
+            label = f"{owner.name}:wallet:{name}:{env}"
+            found.append(Caller(label, "wallet", headers, f"key:{key.id}", env))
+    return found
+
+
+def objects(world: World) -> dict[str, list[str]]:
+    """Each path parameter's values: every owner's object of that kind, in both
+    environments (a caller's own first, where the call takes one)."""
+    server = world.server
+    values: dict[str, list[str]] = {
+        "resource_id": [],
+        "seller_id": [],
+        "key_id": [],
+        "webhook_id": [],
+        "short_id": [],
+        "destination": [],
+    }
+    for owner in world.owners:
+        values["destination"].append(f"@{owner.handle}")
+        for (_env, kind), seller in owner.sellers.items():
+            values["seller_id"].append(seller.id)
+            if kind == "deposit":
+                for label in ("report", "retired"):
+                    values["resource_id"].append(seller.resources[label]["id"])
+                values["short_id"].append(seller.resources["report"]["short_id"])
+        values["key_id"] += [key.id for key in owner.wallet_keys.values()]
+        values["webhook_id"] += list(owner.webhooks.values())
+    with server.ctx.db.read() as conn:
+        from sqlalchemy import select
+
+        from reference_server.store import tables as t
+
+        values["delivery_id"] = list(
+            conn.execute(select(t.webhook_deliveries.c.id).limit(12)).scalars()
+        )
+        values["withdrawal_id"] = list(conn.execute(select(t.withdrawals.c.id)).scalars())
+        receipts = conn.execute(
+            select(t.receipts.c.id, t.receipts.c.tx_hash).where(t.receipts.c.tx_hash.is_not(None))
+        ).all()
+    values["tx_hash"] = [r.tx_hash for r in receipts[:3]]
+    values["address"] = ["0x000000000000000000000000000000000000dEaD"]
+    values["token"] = ["not-a-link-token"]
+    return values
+
+
+def receipts_of_world(world: World) -> list[str]:
+    """Two receipts of each seller and of each paying wallet key, both environments."""
+    with world.server.ctx.db.read() as conn:
+        from sqlalchemy import select
+
+        from reference_server.store import tables as t
+
+        r = t.receipts.c
+        rows = conn.execute(select(r.id, r.seller_id, r.wallet_key_id, r.kind)).all()
+    picked: dict[tuple[Any, ...], list[str]] = {}
+    for row in rows:
+        side = picked.setdefault((row.seller_id, row.wallet_key_id, row.kind), [])
+        if len(side) < 2:
+            side.append(row.id)
+    return [receipt for side in picked.values() for receipt in side]
+
+
+def paths(ep: Endpoint, values: dict[str, list[str]]) -> Iterator[str]:
+    """The route's path with every combination of its parameters' values."""
+    names = re.findall(r"{(\w+)}", ep.path)
+    for combo in itertools.product(*(values[name] for name in names)):
+        path = ep.path
+        for name, value in zip(names, combo, strict=True):
+            path = path.replace("{" + name + "}", value)
+        yield path
+
+
+def bodies(ep: Endpoint, world: World, values: dict[str, list[str]]) -> Iterator[Any]:
+    """The route's example body, and the same naming every owner's objects in the fields
+    that name one."""
+    body = None if ep.body is None else example_of(ep.body)
+    if body is None:
+        yield {} if ep.method in ("POST", "PATCH", "PUT") else None
+        return
+    if "url" not in body:  # the example's URL is on the internet: never called
+        yield body
+    swaps = {
+        "resource_id": values["resource_id"],
+        "receipt_id": receipts_of_world(world),
+        "destination": values["destination"],
+        "url": [world.server.url + "/g/" + s for s in values["short_id"]],
+    }
+    for field, choices in swaps.items():
+        if field in body:
+            for choice in choices:
+                yield {**body, field: choice}
+
+
+def calls(world: World) -> tuple[list[Call], list[Call]]:
+    values = objects(world)
+    everyone = callers(world)
+    # A public route reads no credential: nobody, and one caller of each role, suffice.
+    one_of_each = [next(c for c in everyone if c.role == role) for role in (None, *ROLES)]
+    safe: list[Call] = []
+    last: list[Call] = []
+    for ep in served():
+        who = everyone if ep.auth is not None else one_of_each
+        for caller, path, body in itertools.product(
+            who, list(paths(ep, values)), list(bodies(ep, world, values))
+        ):
+            if caller.role is None and ep.auth is not None:
+                continue  # 401 for everyone: the auth matrix's subject
+            if ep.auth is not None and caller.role != ep.auth.value and not ep.auth_optional:
+                continue  # 403 for everyone: the auth matrix's subject
+            call = Call(caller, ep, path, body)
+            (last if DESTRUCTIVE.search(ep.path) or ep.method == "DELETE" else safe).append(call)
+    return safe, last
+
+
+def run(world: World, call: Call) -> httpx.Response:
+    headers = {**call.caller.headers, "Idempotency-Key": f"own-{id(call)}"}
+    return httpx.request(
+        call.endpoint.method,
+        world.server.url + call.path,
+        json=call.body,
+        headers=headers,
+        timeout=60,
+    )
+
+
+def strangers(oracle: Oracle, call: Call, answer: httpx.Response) -> list[str]:
+    """The ids in ``answer`` that are not the caller's.  The ids the caller named itself
+    (path, body) are its own words echoed (``POST /access/verify`` answers the receipt id
+    it was asked about, ``valid: false`` when it is another seller's); an answer that
+    issues an owner's credential (sign-up) speaks to that owner."""
+    text = answer.text + " " + " ".join(answer.headers.get(h, "") for h in NAMING_HEADERS)
+    named = ids_in(f"{call.path} {json.dumps(call.body)}")
+    party = call.caller.party
+    if answer.headers.get("content-type", "").startswith("application/json"):
+        issued = answer.json()
+        if isinstance(issued, dict) and "owner_jwt" in issued:
+            party = f"owner:{issued['owner_id']}"
+    found = []
+    for object_id in sorted(ids_in(text) - named):
+        whose = oracle.whose(object_id)
+        if whose is None:
+            found.append(f"{object_id} (unknown)")
+        elif whose.parties == PUBLIC:
+            continue
+        elif party not in whose.parties:
+            found.append(f"{object_id} (of {sorted(whose.parties)})")
+        elif whose.environment not in (None, call.caller.environment):
+            found.append(f"{object_id} (of {whose.environment})")
+    return found
+
+
+@pytest.mark.timeout(1800)
+def test_no_answer_names_another_tenants_object(world: World) -> None:
+    safe, last = calls(world)
+    oracle = Oracle(world.server)
+    leaks: list[str] = []
+    errors: list[str] = []
+
+    def check(call: Call) -> None:
+        answer = run(world, call)
+        where = f"{call.caller.label} {call.endpoint.method} {call.path} {call.body}"
+        if answer.status_code == 500:
+            errors.append(f"{where}: {answer.status_code} {answer.text[:200]}")
+        found = strangers(oracle, call, answer)
+        if found:
+            leaks.append(f"{where} -> {answer.status_code}: {found}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(check, safe))
+    for call in last:
+        check(call)
+    assert len(safe) + len(last) > 1000  # every route, every credential, every object
+    assert errors == [], "\n".join(errors[:20])
+    assert leaks == [], f"{len(leaks)} answers name another tenant's objects:\n" + "\n".join(
+        leaks[:40]
+    )
