@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Connection, insert, select
+from sqlalchemy.exc import IntegrityError
 
 from ..ids import new_id
 from ..store import tables as t
 from . import ledger
+from .errors import DomainError
 from .ledger import ENVIRONMENTS
 
 __all__ = ["ENVIRONMENTS", "create_owner", "find_owner_by_email"]
@@ -19,9 +21,16 @@ def find_owner_by_email(conn: Connection, email: str) -> str | None:
 
 
 def create_owner(conn: Connection, email: str, now: datetime) -> str:
-    """Insert an owner with its account wallet in each environment."""
+    """Insert an owner with its account wallet in each environment.  Raises
+    :class:`DomainError` ``email_taken`` when the email is an owner's, also one that
+    signed up a moment ago in another transaction (PostgreSQL's unique index says so
+    then, where SQLite's one writer had already serialised the two)."""
     owner_id = new_id("own")
-    conn.execute(insert(t.owners).values(id=owner_id, email=email, created_at=now))
+    try:
+        with conn.begin_nested():
+            conn.execute(insert(t.owners).values(id=owner_id, email=email, created_at=now))
+    except IntegrityError:
+        raise DomainError("email_taken", "An owner with this email already exists.") from None
     for env in ENVIRONMENTS:
         ledger.open_account(
             conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now

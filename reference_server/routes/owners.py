@@ -5,7 +5,7 @@ from __future__ import annotations
 from svc import OwnerCreated
 from svc.bodies import CreateOwner
 
-from ..domain.owners import create_owner, find_owner_by_email
+from ..domain.owners import create_owner
 from ..web.auth import issue_owner_jwt
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
@@ -23,8 +23,6 @@ def sign_up(call: Call) -> Reply:
             "'svc-server owners create --email ...'.",
         )
     email = call.input(CreateOwner).email.strip().lower()
-    if find_owner_by_email(call.conn, email) is not None:
-        raise ApiError("email_taken", "An owner with this email already exists.")
     owner_id = create_owner(call.conn, email, call.now)
     token = issue_owner_jwt(
         owner_id, call.ctx.jwt_secret, call.now, call.ctx.settings.jwt_ttl_seconds
