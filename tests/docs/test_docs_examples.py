@@ -6,15 +6,12 @@ loopback -- the blocks are read from the files, so a new block runs without edit
 test.  A block ```` ```text output ```` right after a runnable block says what it prints:
 each of its lines must be printed, in that order (``…`` stands for any text).
 
-The quickstarts are followed the way a reader follows them (:mod:`.reader`): their shell
-blocks pasted into one ``bash``, each Python block into a new interactive ``python``
-started from that shell, so a Python block sees what the shell exported and nothing an
-earlier Python block defined; each page twice in a row against the same server, as a
-reader trying it again would.  The reader's environment starts with ``SVC_BASE_URL`` (the
-server under test); every credential is made by the page's own steps.
-
-The go-live guide is one walk in Python: its blocks share one namespace, in the order of
-the page, and see the environment as ``os.environ``.
+The pages are followed the way a reader follows them (:mod:`.reader`): their shell blocks
+pasted into one ``bash``, each Python block into a new interactive ``python`` started from
+that shell, so a Python block sees what the shell exported and nothing an earlier Python
+block defined; each page twice in a row against the same server, as a reader trying it
+again would.  The reader's environment starts with ``SVC_BASE_URL`` (the server under
+test); every credential is made by the page's own steps.
 
 Blocks without ``run`` are illustrative (placeholders such as ``svc_sk_live_...``, or
 steps only a person can do) and are only shown.
@@ -25,29 +22,23 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socketserver
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import attrs
 import pytest
-import uvicorn
-
-import svc
 
 from ..support import LiveServer
 from . import reader
 
 ROOT = Path(__file__).resolve().parents[2]
-QUICKSTARTS = [
+PAGES = [
     "quickstart-seller.md",
     "quickstart-agent.md",
     "quickstart-backend.md",
     "quickstart-operator.md",
+    "go-live.md",
 ]
-PAGES = [*QUICKSTARTS, "go-live.md"]
 FENCE = re.compile(r"^```([\w-]+)([^\n]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 SHELLS = {"sh", "bash", "shell"}
 #: What the pages' shell steps use besides the kit's own commands.
@@ -172,50 +163,6 @@ def test_page_links_resolve(page: str) -> None:
     assert not broken, f"docs/{page}: broken links {broken}"
 
 
-def _run_shell(block: Block, env: dict[str, str], cwd: Path, where: str) -> dict[str, str]:
-    """One shell block; answers the environment it leaves behind."""
-    dump = cwd / ".env-after"
-    script = f'{block.code}\nenv -0 > "{dump}"\n'
-    bash = shutil.which("bash")
-    assert bash is not None, "the shell blocks need bash"
-    done = subprocess.run(
-        [bash, "-e", "-o", "pipefail", "-c", script],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    print(f"--- {where}\n{done.stdout}", end="")  # shown by pytest -s, or on failure
-    print(done.stderr, end="", file=sys.stderr)
-    if done.returncode != 0:
-        pytest.fail(
-            f"{where} exited {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n"
-            f"{done.stderr}",
-            pytrace=False,
-        )
-    after = dict(item.split("=", 1) for item in dump.read_text().split("\0") if "=" in item)
-    dump.unlink()
-    return after
-
-
-def _run_python(
-    block: Block, namespace: dict[str, object], env: dict[str, str], page: Path
-) -> dict[str, str]:
-    """One Python block in the page's namespace, with ``env`` as ``os.environ``.  Compiled
-    as the page, at the block's own lines, so a traceback points into the Markdown."""
-    code = "\n" * block.line + block.code
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        exec(compile(code, str(page), "exec"), namespace)  # noqa: S102 - the page's own code
-        return dict(os.environ)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def _reader_environment(server: LiveServer) -> dict[str, str]:
     """The reader's environment: this machine's, but no ``SVC_*`` variable other than
     the server under test; the `svc` command of this checkout, and the Python running
@@ -250,8 +197,8 @@ def _follow(page: Path, blocks: list[Block], env: dict[str, str], folder: Path) 
         terminal.close()
 
 
-@pytest.mark.parametrize("page", QUICKSTARTS)
-def test_quickstart_runs_as_a_reader_runs_it(page: str, server: LiveServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_page_runs_as_a_reader_runs_it(page: str, server: LiveServer, tmp_path: Path) -> None:
     """Twice, in the same folder, against the same server: a reader trying it again
     gets the same result (no e-mail already taken, no name already used)."""
     path = ROOT / "docs" / page
@@ -266,8 +213,8 @@ def test_quickstart_runs_as_a_reader_runs_it(page: str, server: LiveServer, tmp_
         _follow(path, blocks, env, tmp_path)
 
 
-@pytest.mark.parametrize("page", QUICKSTARTS)
-def test_quickstart_says_which_tools_it_uses(page: str) -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_page_says_which_tools_it_uses(page: str) -> None:
     """A tool a shell step uses besides the kit (`jq`, `curl`) is named before the first
     step, where the reader installs things."""
     text = (ROOT / "docs" / page).read_text()
@@ -278,46 +225,3 @@ def test_quickstart_says_which_tools_it_uses(page: str) -> None:
         used = any(re.search(rf"\b{tool}\b", b.code) for b in runnable_blocks(text) if not b.python)
         if used:
             assert f"`{tool}`" in before_first_step, f"docs/{page} uses {tool} without saying so"
-
-
-@pytest.mark.parametrize("page", [p for p in PAGES if p not in QUICKSTARTS])
-def test_page_runs(
-    page: str, server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = ROOT / "docs" / page
-    blocks = runnable_blocks(path.read_text())
-    assert blocks, f"docs/{page} has no `run` block"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
-    env |= {
-        "SVC_BASE_URL": server.url,
-        "SVC_ENVIRONMENT": "test",
-        # the `svc` command of this checkout, and the Python that runs this test first
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-    }
-    missing = [t for t in SHELL_TOOLS if shutil.which(t) is None]
-    if missing and not all(b.python for b in blocks):
-        pytest.skip(f"the shell steps of docs/{page} need {', '.join(missing)}: apt-get install")
-    namespace: dict[str, Any] = {"__name__": f"docs.{page}"}
-    monkeypatch.chdir(tmp_path)  # files a page writes land here
-    try:
-        for block in blocks:
-            where = f"docs/{page}:{block.line}"
-            if block.python:
-                env = _run_python(block, namespace, env, path)
-            else:
-                env = _run_shell(block, env, tmp_path, where)
-    finally:
-        _clean_up(namespace)
-
-
-def _clean_up(namespace: dict[str, Any]) -> None:
-    """Stop what a page left running (webhook receivers, clients) once it is done."""
-    for value in namespace.values():
-        if isinstance(value, socketserver.BaseServer):
-            value.shutdown()
-            value.server_close()
-        elif isinstance(value, uvicorn.Server):
-            value.should_exit = True
-        elif isinstance(value, svc.Client):
-            value.close()
