@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,6 +77,15 @@ def find_anvil() -> Path | None:
     return Path(on_path) if on_path else None
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): SIGTERM when the process that started anvil
+    dies, even by SIGKILL, which no ``finally`` survives; so no anvil outlives its run."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def free_port() -> int:
     """A loopback port nobody listens on now."""
     with socket.socket() as probe:
@@ -122,7 +133,9 @@ class Node:
 @contextmanager
 def running_anvil(port: int | None = None) -> Iterator[Node]:
     """anvil on 127.0.0.1 (only), answering, for the block; stopped after, whatever
-    happens.  Chain id 31337, the standard test mnemonic's ten funded accounts."""
+    happens.  Chain id 31337, the standard test mnemonic's ten funded accounts.  Start it
+    from a thread that lives as long as the block: on Linux anvil is stopped when the
+    thread that started it ends (``PR_SET_PDEATHSIG``)."""
     binary = find_anvil()
     if binary is None:
         raise AnvilMissing(f"anvil is not installed: {INSTALL_HINT}")
@@ -131,6 +144,7 @@ def running_anvil(port: int | None = None) -> Iterator[Node]:
         [str(binary), "--host", "127.0.0.1", "--port", str(port)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
     )
     node = Node(process, f"http://127.0.0.1:{port}")
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import signal
+import time
 from typing import Any
 
 import httpx
@@ -142,12 +143,33 @@ async def test_the_official_x402_client_pays_through_the_devchain_facilitator(
     assert settled["status"] == 1 and settled["to"] == devchain.asset
 
 
+def _refused(url: str) -> bool:
+    try:
+        httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"})
+    except httpx.ConnectError:
+        return True
+    return False
+
+
 def test_ctrl_c_stops_the_facilitator_and_the_node() -> None:
     running = start_devchain()
     assert httpx.get(running.facilitator_url + "/supported").status_code == 200
 
     assert stop_devchain(running.process, signal.SIGINT) == 0
 
-    for url in (running.facilitator_url + "/supported", running.rpc_url):
-        with pytest.raises(httpx.ConnectError):
-            httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"})
+    assert _refused(running.facilitator_url + "/supported")
+    assert _refused(running.rpc_url)
+
+
+def test_no_node_outlives_a_killed_devchain() -> None:
+    """SIGKILL runs no cleanup in the command; the node must go all the same."""
+    running = start_devchain()
+    assert not _refused(running.rpc_url)
+
+    running.process.kill()
+    running.process.wait()
+
+    deadline = time.monotonic() + 5
+    while not _refused(running.rpc_url) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _refused(running.rpc_url)
