@@ -41,9 +41,22 @@ def _refusal(reason: str) -> JSONResponse:
     return JSONResponse({"error": "invalid_request", "message": reason}, status_code=400)
 
 
+def _objects(body: object, *names: str) -> list[dict[str, Any]]:
+    """The JSON objects ``body`` holds under ``names``, or ValueError naming the first
+    that is missing or not an object."""
+    found = []
+    for name in names:
+        value = body.get(name) if isinstance(body, dict) else None
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} must be a JSON object")
+        found.append(value)
+    return found
+
+
 def facilitator_app(private_key: str, rpc_url: str, network: str) -> Starlette:
     """The facilitator for ``network`` (``eip155:<chain id>``), settling from
     ``private_key``'s account through the node at ``rpc_url``."""
+    from x402 import SchemeNotFoundError
     from x402.schemas.helpers import parse_payment_payload, parse_payment_requirements
 
     facilitator = _facilitator(private_key, rpc_url, network)
@@ -52,17 +65,16 @@ def facilitator_app(private_key: str, rpc_url: str, network: str) -> Starlette:
         async def endpoint(request: Request) -> JSONResponse:
             try:
                 body = json.loads(await request.body())
-                payload = parse_payment_payload(body["paymentPayload"])
-                requirements = parse_payment_requirements(
-                    payload.x402_version, body["paymentRequirements"]
-                )
-            except (ValueError, KeyError, TypeError) as exc:
+                payment, wanted = _objects(body, "paymentPayload", "paymentRequirements")
+                payload = parse_payment_payload(payment)
+                requirements = parse_payment_requirements(payload.x402_version, wanted)
+            except ValueError as exc:  # pydantic's ValidationError and JSON's are ValueErrors
                 return _refusal(f"not a facilitator request: {exc}")
             try:
                 answer = await run_in_threadpool(
                     getattr(facilitator, method), payload, requirements
                 )
-            except Exception as exc:  # x402 raises for an unknown scheme or network
+            except SchemeNotFoundError as exc:  # a scheme or network it does not settle
                 return _refusal(str(exc))
             return JSONResponse(answer.model_dump(by_alias=True, exclude_none=True))
 

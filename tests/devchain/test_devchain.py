@@ -143,6 +143,33 @@ async def test_the_official_x402_client_pays_through_the_devchain_facilitator(
     assert settled["status"] == 1 and settled["to"] == devchain.asset
 
 
+def test_the_facilitator_refuses_what_is_not_a_payment_it_settles(
+    devchain: RunningDevchain,
+) -> None:
+    """400 with a reason, not a crash: a body that is no facilitator request, and a payment
+    on a network this facilitator does not settle."""
+    garbage = httpx.post(devchain.facilitator_url + "/verify", json={"paymentPayload": 1})
+    assert garbage.status_code == 400 and garbage.json()["error"] == "invalid_request"
+
+    elsewhere = {"scheme": "exact", "network": "solana:devnet", "asset": devchain.asset}
+    requirements = {
+        **elsewhere,
+        "amount": "1",
+        "payTo": Account.create().address,
+        "maxTimeoutSeconds": 60,
+        "extra": {},
+    }
+    body = {
+        "x402Version": 2,
+        "paymentPayload": {"x402Version": 2, "accepted": requirements, "payload": {}},
+        "paymentRequirements": requirements,
+    }
+    for route in ("/verify", "/settle"):
+        answer = httpx.post(devchain.facilitator_url + route, json=body)
+        assert answer.status_code == 400, answer.text
+        assert "solana:devnet" in answer.json()["message"]
+
+
 def _refused(url: str) -> bool:
     try:
         httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"})
