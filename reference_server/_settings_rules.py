@@ -110,7 +110,7 @@ class _Rules(BaseSettings):
             raise ValueError(f"names {backend!r}; only sqlite and postgresql are supported")
         return value
 
-    @field_validator("public_url", "live_facilitator_url", check_fields=False)
+    @field_validator("public_url", "live_facilitator_url", "live_rpc_url", check_fields=False)
     @classmethod
     def _urls(cls, value: str | None, info: ValidationInfo) -> str | None:
         return None if value is None else _url(value, https=_production(info))

@@ -342,3 +342,34 @@ def ledger_audit(database_url: str | None) -> None:
     if problems:
         raise SystemExit(1)
     click.echo("ledger is sound")
+
+
+@main.command()
+@click.option(
+    "--port", default=8402, show_default=True, type=int, help="Port of the x402 facilitator."
+)
+def devchain(port: int) -> None:
+    """A real EVM chain on this machine: anvil on loopback, a USDC-like token deployed on
+    it, and the official x402 facilitator at http://127.0.0.1:PORT.  Prints an export line
+    for every SVC_LIVE_* setting it implies and two funded payer keys; Ctrl-C stops all.
+    Needs the devchain extra and anvil: npm install --prefix ~/.cache/svc-devchain
+    @foundry-rs/anvil@1.7.1 (SVC_DEVCHAIN_NPM_PREFIX names another folder)."""
+    try:
+        from .devchain.node import AnvilMissing
+        from .devchain.run import serve_devchain
+    except ModuleNotFoundError as missing:
+        raise click.ClickException(
+            f"devchain needs the devchain extra ({missing.name} is not installed): "
+            "pip install 'svc-payments[devchain]'"
+        ) from None
+    try:
+        serve_devchain(port, say=lambda line: click.echo(line), tell=_tell)
+    except AnvilMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+    click.echo("devchain stopped", err=True)
+
+
+def _tell(line: str) -> None:
+    click.echo(line, err=True)

@@ -24,6 +24,7 @@ TOOL_CACHES = (
     ".coverage",
     "htmlcov/index.html",
     ".ci/logs/sqlite.log",
+    ".ci/devchain/node_modules/@foundry-rs/anvil/package.json",  # .ci/run installs anvil here
     "svc.db",
 )
 

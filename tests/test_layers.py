@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reference_server"
 #: The HTTP layer's packages: the only ones that may speak HTTP.
 HTTP_LAYER = ("web", "routes")
+#: Programs of their own beside the server, serving their own small HTTP app (``devchain``:
+#: the official x402 facilitator over a local chain); the server never imports them (below).
+OWN_PROGRAMS = ("devchain",)
 #: What no module below the HTTP layer may import.
 FORBIDDEN = ("reference_server.web", "reference_server.routes", "reference_server.app", "starlette")
 #: The domain's error types; the HTTP layer's ``ApiError`` is forbidden with its package.
@@ -31,7 +34,7 @@ def _below_http() -> dict[str, Path]:
     """Every module of every ``reference_server`` subpackage but the HTTP layer's."""
     modules: dict[str, Path] = {}
     for init in sorted(PACKAGE.glob("*/__init__.py")):
-        if init.parent.name in HTTP_LAYER:
+        if init.parent.name in HTTP_LAYER + OWN_PROGRAMS:
             continue
         for path in sorted(init.parent.rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
@@ -78,6 +81,21 @@ def test_the_scan_sees_the_domain_packages() -> None:
 def test_no_domain_module_imports_the_http_layer(name: str) -> None:
     bad = sorted(i for i in _imports(name, MODULES[name]) if _forbidden(i))
     assert bad == [], f"{name} imports the HTTP layer: {bad}"
+
+
+def test_the_server_never_imports_a_program_of_its_own() -> None:
+    """Only ``svc-server``'s command imports ``devchain`` (lazily: web3 and vyper are
+    the devchain extra's), so a server install never needs them."""
+    programs = tuple(f"reference_server.{name}" for name in OWN_PROGRAMS)
+    importers = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if name.startswith(programs):
+            continue
+        if any(i == p or i.startswith(p + ".") for i in _imports(name, path) for p in programs):
+            importers.add(name)
+    assert importers == {"reference_server.commands"}
 
 
 def _raise_sites() -> list[tuple[str, int, str, str]]:

@@ -41,6 +41,7 @@ STRING_EXAMPLES: dict[str, str] = {
     "signup_rate_limit": "3/hour",
     "rate_limit_storage": "redis://127.0.0.1:6379",
     "live_facilitator_url": "https://x402.example.com/facilitator",
+    "live_rpc_url": "https://sepolia.base.org",
     "live_asset_address": "0x" + "1" * 40,
     "live_asset_name": "Other Coin",
     "live_asset_version": "3",
