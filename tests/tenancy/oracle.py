@@ -104,6 +104,10 @@ class _Parties:
 
 
 def _index(conn: Any) -> Iterator[tuple[str, Whose]]:
+    """Every id's parties, read from one snapshot: under PostgreSQL's read committed, a
+    seller committed between two of these reads would have no owner."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     p = _Parties(conn)
     yield from _accounts_of_people(conn, p)
     receipts = dict(_receipts(conn, p))
