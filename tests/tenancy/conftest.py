@@ -33,3 +33,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture
 def server(world: World) -> LiveServer:
     return world.server
+
+
+@pytest.fixture(autouse=True)
+def _loopback_origins_released(world: World) -> Iterator[None]:
+    """A test's apps listen on loopback ports the next test may get again, for another
+    account: the operator's release of an origin, done after each test."""
+    yield
+    from sqlalchemy import delete
+
+    from reference_server.store import tables as t
+
+    g = t.gate_origins
+    with world.server.ctx.db.write() as conn:
+        conn.execute(delete(g).where(g.c.origin.like("http://127.0.0.1:%")))
