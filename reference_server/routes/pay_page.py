@@ -147,13 +147,9 @@ def _refused(message: str, status: int) -> Response:
 
 async def pay_page(call: Call) -> Response:
     """The pay page: what is sold, and in ``test`` the sandbox card form."""
-    sale = await anyio.to_thread.run_sync(_load, call)
-    if sale is None:
-        return _not_found()
-    if not sale.resource.active:
-        return _gone(sale)
-    if sale.resource.environment != "test":
-        return _form(sale, "")  # no card processor: no form, no token
+    sale = await _payable(call, unpayable_status=200)  # live: no card processor, no form
+    if not isinstance(sale, _Sale):
+        return sale
     token = await anyio.to_thread.run_sync(_new_token, call, sale.resource.short_id)
     return _form(sale, token)
 
@@ -212,15 +208,16 @@ async def pay(call: Call) -> Response:
     return _receipt(call, sale, answer)
 
 
-async def _payable(call: Call) -> _Sale | Response:
-    """What the page sells by card; or the page's answer when it sells nothing by card."""
+async def _payable(call: Call, *, unpayable_status: int = 409) -> _Sale | Response:
+    """What the page sells by card; or the page's answer when it sells nothing by card
+    (unknown, deactivated, or in live, shown without a form with ``unpayable_status``)."""
     sale = await anyio.to_thread.run_sync(_load, call)
     if sale is None:
         return _not_found()
     if not sale.resource.active:
         return _gone(sale)
     if sale.resource.environment != "test":
-        return _form(sale, "", status=409)
+        return _form(sale, "", status=unpayable_status)
     return sale
 
 
