@@ -101,7 +101,7 @@ def objects(world: World) -> dict[str, list[str]]:
         from reference_server.store import tables as t
 
         values["delivery_id"] = list(
-            conn.execute(select(t.webhook_deliveries.c.id).limit(12)).scalars()
+            conn.execute(select(t.webhook_deliveries.c.id).limit(6)).scalars()
         )
         values["withdrawal_id"] = list(conn.execute(select(t.withdrawals.c.id)).scalars())
         receipts = conn.execute(
@@ -114,17 +114,27 @@ def objects(world: World) -> dict[str, list[str]]:
 
 
 def receipts_of_world(world: World) -> list[str]:
-    """Two receipts of each seller and of each paying wallet key, both environments."""
+    """Two receipts of each kind, rail and environment, paid by a wallet key or not,
+    selling a seller's resource or not: every shape of receipt, every owner's among them."""
     with world.server.ctx.db.read() as conn:
         from sqlalchemy import select
 
         from reference_server.store import tables as t
 
         r = t.receipts.c
-        rows = conn.execute(select(r.id, r.seller_id, r.wallet_key_id, r.kind)).all()
+        rows = conn.execute(
+            select(r.id, r.kind, r.rail, r.environment, r.seller_id, r.wallet_key_id)
+        ).all()
     picked: dict[tuple[Any, ...], list[str]] = {}
     for row in rows:
-        side = picked.setdefault((row.seller_id, row.wallet_key_id, row.kind), [])
+        shape = (
+            row.kind,
+            row.rail,
+            row.environment,
+            row.seller_id is None,
+            row.wallet_key_id is None,
+        )
+        side = picked.setdefault(shape, [])
         if len(side) < 2:
             side.append(row.id)
     return [receipt for side in picked.values() for receipt in side]
