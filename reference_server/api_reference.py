@@ -10,7 +10,6 @@ made from that document alone, so the reference says what the document says.
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .app import served
+from .generated import checking, refresh
 from .web.openapi import document
 
 __all__ = ["BASE_URL", "TARGET", "main", "openapi_document", "render"]
@@ -258,23 +258,11 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    check = "--check" in (sys.argv[1:] if argv is None else argv)
-    expected = render(openapi_document())
-    current = TARGET.read_text() if TARGET.exists() else ""
-    if current == expected:
+    check = checking(argv)
+    name = "docs/api-reference.md"
+    if refresh(TARGET, render(openapi_document()), check=check, name=name) or not check:
         return 0
-    if not check:
-        TARGET.write_text(expected)
-        print(f"wrote {TARGET.relative_to(TARGET.parents[1])}")
-        return 0
-    diff = difflib.unified_diff(
-        current.splitlines(keepends=True),
-        expected.splitlines(keepends=True),
-        "docs/api-reference.md (on disk)",
-        "docs/api-reference.md (generated)",
-    )
-    sys.stdout.writelines(diff)
-    print(f"out of date: docs/api-reference.md; run `{COMMAND}`")
+    print(f"out of date: {name}; run `{COMMAND}`")
     return 1
 
 

@@ -363,13 +363,9 @@ def devchain(port: int) -> None:
             "pip install 'svc-payments[devchain]'"
         ) from None
     try:
-        serve_devchain(port, say=lambda line: click.echo(line), tell=_tell)
+        serve_devchain(port, say=click.echo, tell=lambda line: click.echo(line, err=True))
     except AnvilMissing as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
     click.echo("devchain stopped", err=True)
-
-
-def _tell(line: str) -> None:
-    click.echo(line, err=True)

@@ -135,9 +135,9 @@ class Settings:
     #: payments, the chain and token they are paid in, the service's deposit address
     #: (``processor_deposit`` settlement) and the hot wallet that pays ``pay-url``
     #: challenges.  Unset, ``live`` gates offer no open rail and ``live`` pay-url refuses:
-    #: nothing in ``test`` can stand in for them.  ``live_rpc_url`` is a node of that
-    #: chain, for reading it (balances, settlement transactions); ``svc-server devchain``
-    #: prints every one of these for a chain on this machine.
+    #: nothing in ``test`` can stand in for them.  ``live_rpc_url`` names a node of that
+    #: chain (the service reads nothing from it yet); ``svc-server devchain`` prints every
+    #: one of these for a chain on this machine.
     live_facilitator_url: str | None = _field(None)
     live_rpc_url: str | None = _field(None)
     live_chain_id: int = _field(8453, Gt(0))

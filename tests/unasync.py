@@ -21,11 +21,12 @@ table holds only rules that are needed.
 
 from __future__ import annotations
 
-import difflib
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from reference_server.generated import checking, refresh
 
 __all__ = ["PAIRS", "ROOT", "generate", "main"]
 
@@ -110,27 +111,15 @@ def generate(source: str, target: str, used: set[int] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    check = checking(argv)
     used: set[int] = set()
-    stale = []
-    for source, target in PAIRS.items():
-        expected = generate(source, target, used)
-        path = ROOT / target
-        current = path.read_text() if path.exists() else ""
-        if current == expected:
-            continue
-        stale.append(target)
-        if check:
-            diff = difflib.unified_diff(
-                current.splitlines(keepends=True),
-                expected.splitlines(keepends=True),
-                f"{target} (on disk)",
-                f"{target} (generated from {source})",
-            )
-            sys.stdout.writelines(diff)
-        else:
-            path.write_text(expected)
-            print(f"{source} -> {target}")
+    stale = [
+        target
+        for source, target in PAIRS.items()
+        if not refresh(
+            ROOT / target, generate(source, target, used), check=check, name=target, source=source
+        )
+    ]
     unused = [SUBS[i] for i in range(len(SUBS)) if i not in used]
     if unused:
         print(f"substitutions no source uses (delete them): {unused}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..generated import checking, refresh
 from .artefact import ARTEFACT, SOURCE, VYPER_VERSION
 
 __all__ = ["compile_token", "main", "render"]
@@ -42,14 +43,11 @@ def render(artefact: dict[str, object]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    check = checking(argv)
     expected = render(compile_token())
-    current = ARTEFACT.read_text() if ARTEFACT.exists() else ""
-    if current == expected:
+    if refresh(ARTEFACT, expected, check=check, name=ARTEFACT.name, source=SOURCE.name):
         return 0
     if not check:
-        ARTEFACT.write_text(expected)
-        print(f"wrote {ARTEFACT.name}")
         return 0
     print(
         f"out of date: {ARTEFACT} is not what {SOURCE.name} compiles to; "

@@ -17,7 +17,7 @@ from .artefact import load
 if TYPE_CHECKING:
     from web3 import Web3
 
-__all__ = ["ASSET_NAME", "ASSET_VERSION", "PAYER_FUNDS", "Devchain", "deploy", "test_key"]
+__all__ = ["ASSET_NAME", "ASSET_VERSION", "PAYER_FUNDS", "Devchain", "deploy", "mnemonic_key"]
 
 #: anvil's (and hardhat's) well-known development mnemonic: its keys are public, so the
 #: devchain's money is play money by construction.
@@ -32,7 +32,7 @@ PAYER_FUNDS = 1000 * 1_000_000
 _DEPLOYER, _FACILITATOR, _HOT_WALLET, _DEPOSIT, _PAYERS = 0, 1, 2, 3, (4, 5)
 
 
-def test_key(index: int) -> str:
+def mnemonic_key(index: int) -> str:
     """The private key (0x and 64 hex digits) of the test mnemonic's account ``index``."""
     Account.enable_unaudited_hdwallet_features()
     account = Account.from_mnemonic(TEST_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
@@ -98,20 +98,20 @@ def deploy(rpc_url: str) -> Devchain:
     """Deploy the token from the first account and mint to the hot wallet and payers."""
     w3 = _web3(rpc_url)
     artefact = load()
-    deployer = _address(test_key(_DEPLOYER))
+    deployer = _address(mnemonic_key(_DEPLOYER))
     factory = w3.eth.contract(abi=artefact["abi"], bytecode=artefact["bytecode"])
     receipt = _transact(w3, factory.constructor(ASSET_NAME, ASSET_SYMBOL, ASSET_VERSION), deployer)
     token = w3.eth.contract(address=receipt["contractAddress"], abi=artefact["abi"])
-    hot_wallet_key = test_key(_HOT_WALLET)
-    payer_keys = tuple(test_key(index) for index in _PAYERS)
+    hot_wallet_key = mnemonic_key(_HOT_WALLET)
+    payer_keys = tuple(mnemonic_key(index) for index in _PAYERS)
     for key in (hot_wallet_key, *payer_keys):
         _transact(w3, token.functions.mint(_address(key), PAYER_FUNDS), deployer)
     return Devchain(
         rpc_url=rpc_url,
         chain_id=w3.eth.chain_id,
         asset_address=str(receipt["contractAddress"]),
-        facilitator_key=test_key(_FACILITATOR),
+        facilitator_key=mnemonic_key(_FACILITATOR),
         hot_wallet_key=hot_wallet_key,
-        deposit_address=_address(test_key(_DEPOSIT)),
+        deposit_address=_address(mnemonic_key(_DEPOSIT)),
         payer_keys=payer_keys,
     )

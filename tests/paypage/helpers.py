@@ -127,14 +127,29 @@ def pay(
     token: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
+    """:func:`pay_by_card` on the item's pay page."""
+    return pay_by_card(
+        it.pay_url, number=number, expiry=expiry, cvc=cvc, token=token, headers=headers
+    )
+
+
+def pay_by_card(
+    pay_url: str,
+    *,
+    number: str = PAYING,
+    expiry: str = FUTURE,
+    cvc: str = "123",
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
     """Send the page's form as Chromium does (urlencoded; ``Origin: null`` under the page's
     ``no-referrer`` policy, ``Sec-Fetch-Site: same-origin``); ``headers`` replace those."""
     if token is None:
-        page = httpx.get(it.pay_url)
+        page = httpx.get(pay_url)
         assert page.status_code == 200, page.text
         token = token_of(page.text)
     return httpx.post(
-        it.pay_url,
+        pay_url,
         data={"token": token, "number": number, "expiry": expiry, "cvc": cvc},
         headers=BROWSER if headers is None else headers,
         timeout=30,

@@ -53,7 +53,7 @@ def make_agent(
     key = owner.wallet_keys.create(name="agent", **policy)
     if fund is not None:
         if environment == "live":
-            _deposit(live, account.owner_id, to_micros(Decimal(fund)))
+            deposit_live(live, account.owner_id, to_micros(Decimal(fund)))
         owner.wallet_keys.fund(key.id, fund)
     owner.close()
     client = svc.Client(base_url=live.url, wallet_key=key.key, max_retries=0, timeout=60)
@@ -66,7 +66,8 @@ def make_agent(
     )
 
 
-def _deposit(live: LiveServer, owner_id: str, amount: int) -> None:
+def deposit_live(live: LiveServer, owner_id: str, amount: int) -> None:
+    """Credit the owner's live account wallet as a processor deposit would."""
     now = live.ctx.now()
     with live.ctx.db.write() as conn:
 

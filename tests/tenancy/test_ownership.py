@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,8 +22,10 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from sqlalchemy import select
 
 from reference_server.app import served
+from reference_server.store import tables as t
 from reference_server.web.endpoint import Endpoint
 from svc.schema import example_of
 
@@ -96,10 +99,6 @@ def objects(world: World) -> dict[str, list[str]]:
         values["key_id"] += [key.id for key in owner.wallet_keys.values()]
         values["webhook_id"] += list(owner.webhooks.values())
     with server.ctx.db.read() as conn:
-        from sqlalchemy import select
-
-        from reference_server.store import tables as t
-
         values["delivery_id"] = list(
             conn.execute(select(t.webhook_deliveries.c.id).limit(6)).scalars()
         )
@@ -117,10 +116,6 @@ def receipts_of_world(world: World) -> list[str]:
     """Two receipts of each kind, rail and environment, paid by a wallet key or not,
     selling a seller's resource or not: every shape of receipt, every owner's among them."""
     with world.server.ctx.db.read() as conn:
-        from sqlalchemy import select
-
-        from reference_server.store import tables as t
-
         r = t.receipts.c
         rows = conn.execute(
             select(r.id, r.kind, r.rail, r.environment, r.seller_id, r.wallet_key_id)
@@ -193,7 +188,7 @@ def calls(world: World) -> tuple[list[Call], list[Call]]:
 
 
 def run(world: World, call: Call) -> httpx.Response:
-    headers = {**call.caller.headers, "Idempotency-Key": f"own-{id(call)}"}
+    headers = {**call.caller.headers, "Idempotency-Key": str(uuid.uuid4())}
     return httpx.request(
         call.endpoint.method,
         world.server.url + call.path,

@@ -11,7 +11,6 @@ does), and live money comes in as a processor deposit would credit it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -19,7 +18,8 @@ import httpx
 from eth_account.signers.local import LocalAccount
 
 from ..payouts.helpers import complete_onboarding
-from ..payurl.helpers import _deposit
+from ..paypage.helpers import pay_by_card
+from ..payurl.helpers import deposit_live, hot_address
 from ..sandbox.helpers import USDC, fund, new_account
 from ..support import LiveServer, assert_ledger_sound
 
@@ -46,7 +46,6 @@ def live_settings(chain: LiveServer, hot_wallet: LocalAccount) -> dict[str, Any]
 class Seller:
     id: str
     key: str
-    environment: str
     resources: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
@@ -54,7 +53,6 @@ class Seller:
 class WalletKey:
     id: str
     key: str
-    environment: str
 
 
 @attrs.define
@@ -72,28 +70,6 @@ class Owner:
 class World:
     server: LiveServer
     owners: list[Owner]
-
-    def credentials(self) -> Iterator[tuple[str, str, dict[str, str]]]:
-        """``(label, role, headers)`` for every credential of every owner."""
-        for owner in self.owners:
-            for env in ENVIRONMENTS:
-                yield (
-                    f"{owner.name}:owner:{env}",
-                    "owner",
-                    {"Authorization": f"Bearer {owner.jwt}", "X-Svc-Environment": env},
-                )
-            for (env, name), seller in owner.sellers.items():
-                yield (
-                    f"{owner.name}:seller:{name}:{env}",
-                    "seller",
-                    {"Authorization": f"Bearer {seller.key}", "X-Svc-Environment": env},
-                )
-            for (env, name), key in owner.wallet_keys.items():
-                yield (
-                    f"{owner.name}:wallet:{name}:{env}",
-                    "wallet",
-                    {"Authorization": f"Bearer {key.key}", "X-Svc-Environment": env},
-                )
 
 
 class _Api:
@@ -123,23 +99,18 @@ class _Api:
 
 def build(server: LiveServer, chain: LiveServer, hot_wallet: LocalAccount) -> World:
     """Three owners, each in both environments with a ``processor_deposit`` seller and a
-    ``direct_wallet`` one, active, inactive, HTTP and MCP resources, two wallet keys and
-    a webhook endpoint; then every owner buys from the next one on every rail."""
+    ``direct_wallet`` one, active, inactive, HTTP and MCP resources, three wallet keys
+    (one MPP-only, one capped) and a webhook endpoint; then every owner buys from the
+    next one on every rail."""
     api = _Api(server.url)
     fund(chain.url, hot_wallet.address, "100")  # live pay-url pays from it
-    fund(server.url, _hot_address(server), "100")  # test pay-url pays from it
+    fund(server.url, hot_address(server), "100")  # test pay-url pays from it
     owners = [_owner(api, server, name) for name in OWNERS]
     for payer, seller in zip(owners, owners[1:] + owners[:1], strict=True):
-        _buy(api, server, payer, seller)
+        _buy(api, payer, seller)
     for owner in owners:
         _withdraw(api, owner)
     return World(server=server, owners=owners)
-
-
-def _hot_address(server: LiveServer) -> str:
-    from reference_server.domain.pay_url.hot_wallet import hot_wallet
-
-    return hot_wallet(server.ctx, "test").address
 
 
 def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
@@ -151,7 +122,7 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
         api.call("POST", "/handles", jwt, {"handle": handle}, env)
         for kind, wallet in (("deposit", None), ("wallet", str(new_account().address))):
             made = api.call("POST", "/sellers", jwt, {"name": f"{name} {kind}"}, env)
-            seller = Seller(id=made["id"], key=made["seller_key"], environment=env)
+            seller = Seller(id=made["id"], key=made["seller_key"])
             owner.sellers[(env, kind)] = seller
             api.call("PATCH", "/sellers/me/payments", seller.key, {"payout_wallet_address": wallet})
             for label, body in (
@@ -169,11 +140,9 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
             ("capped", {"allowance": "1.00", "period": "day"}),
         ):
             made = api.call("POST", "/wallet-keys", jwt, {"name": label, "policy": policy}, env)
-            owner.wallet_keys[(env, label)] = WalletKey(
-                id=made["id"], key=made["key"], environment=env
-            )
+            owner.wallet_keys[(env, label)] = WalletKey(id=made["id"], key=made["key"])
         if env == "live":
-            _deposit(server, owner.id, 50_000_000)
+            deposit_live(server, owner.id, 50_000_000)
         for label in ("agent", "mpp", "capped"):
             key_id = owner.wallet_keys[(env, label)].id
             api.call("POST", f"/wallet-keys/{key_id}/fund", jwt, {"amount": "5.00"}, env)
@@ -182,7 +151,7 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
     return owner
 
 
-def _buy(api: _Api, server: LiveServer, payer: Owner, seller: Owner) -> None:
+def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
     """``payer``'s agents buy from ``seller`` on the ledger, x402 and MPP (pay-url), a
     handle, and (``test``) the card on the pay page."""
     for env in ENVIRONMENTS:
@@ -197,20 +166,7 @@ def _buy(api: _Api, server: LiveServer, payer: Owner, seller: Owner) -> None:
             assert (paid["status"], paid["rail"]) == ("succeeded", rail), paid
         capped = payer.wallet_keys[(env, "capped")].key
         api.call("POST", "/pay", capped, {"resource_id": wallet.resources["report"]["id"]})
-    _card(server, seller.sellers[("test", "deposit")].resources["report"])
-
-
-def _card(server: LiveServer, resource: dict[str, Any]) -> None:
-    from ..paypage.helpers import BROWSER, FUTURE, PAYING, token_of
-
-    page = httpx.get(resource["pay_url"], timeout=30)
-    assert page.status_code == 200, page.text
-    paid = httpx.post(
-        resource["pay_url"],
-        data={"token": token_of(page.text), "number": PAYING, "expiry": FUTURE, "cvc": "123"},
-        headers=BROWSER,
-        timeout=30,
-    )
+    paid = pay_by_card(seller.sellers[("test", "deposit")].resources["report"]["pay_url"])
     assert paid.status_code == 200, paid.text
 
 
