@@ -22,6 +22,7 @@ import pytest
 from reference_server import Settings
 from reference_server.recursion import keeping_recursion_limit
 
+from .devchain.running import RunningDevchain, running_devchain
 from .support import (
     PRODUCTION_KEYS,
     TEST_SETTINGS,
@@ -111,6 +112,13 @@ def _no_subquery_in_returning() -> Iterator[None]:
     yield
     found, _SUBQUERY_IN_RETURNING[:] = list(_SUBQUERY_IN_RETURNING), []
     assert found == [], f"a subquery in RETURNING (unqualified on SQLite): {found[0]}"
+
+
+@pytest.fixture(scope="session")
+def devchain() -> Iterator[RunningDevchain]:
+    """``svc-server devchain`` (anvil, the token, the official x402 facilitator), one per
+    run; skipped, saying how to install anvil, where it is missing."""
+    yield from running_devchain()
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from reference_server.devchain import artefact
 from reference_server.devchain.chain import PAYER_FUNDS
 
 from ..sandbox.helpers import serve
-from .conftest import RunningDevchain, start_devchain, stop_devchain
+from .running import RunningDevchain, start_devchain, stop_devchain
 
 PRICE = 50_000  # $0.05 in the token's 6 decimals
 
