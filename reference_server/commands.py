@@ -15,6 +15,7 @@ import click
 if TYPE_CHECKING:
     from .context import ServerContext
 
+from .reconcile_command import reconcile_command
 from .settings import Settings, SettingsError, env_variable
 
 __all__ = ["main"]
@@ -369,3 +370,6 @@ def devchain(port: int) -> None:
     except KeyboardInterrupt:
         pass
     click.echo("devchain stopped", err=True)
+
+
+main.add_command(reconcile_command)

@@ -136,7 +136,7 @@ class Settings:
     #: (``processor_deposit`` settlement) and the hot wallet that pays ``pay-url``
     #: challenges.  Unset, ``live`` gates offer no open rail and ``live`` pay-url refuses:
     #: nothing in ``test`` can stand in for them.  ``live_rpc_url`` names a node of that
-    #: chain (the service reads nothing from it yet); ``svc-server devchain`` prints every
+    #: chain (``svc-server reconcile`` reads it); ``svc-server devchain`` prints every
     #: one of these for a chain on this machine.
     live_facilitator_url: str | None = _field(None)
     live_rpc_url: str | None = _field(None)
@@ -146,6 +146,14 @@ class Settings:
     live_asset_version: str = _field("2")
     live_deposit_address: str | None = _field(None)
     live_hot_wallet_key: str | None = _field(None, secret=True)
+    #: ``svc-server reconcile`` in live reads the token's ``Transfer`` logs from this block
+    #: on (through ``live_rpc_url``): the block the service started using its deposit
+    #: address and hot wallet, so that a long chain is not read from its genesis.
+    live_reconcile_from_block: int = _field(0, Ge(0))
+    #: The worker reconciles the books with the chain this often (seconds; each
+    #: environment it can read: ``test``'s sandbox chain, ``live`` with ``live_rpc_url``)
+    #: and records the run in ``reconciliations``, drift logged at WARNING; 0 turns it off.
+    reconcile_interval_seconds: float = _field(3600.0, Ge(0))
     #: The most a ``pay-url`` unlock body keeps; past it the body is cut, ``body_truncated``.
     unlock_body_max_bytes: int = _field(8192, Ge(0))
     #: Slow clients: the most time a connection may take to send a request's line and

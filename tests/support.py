@@ -122,6 +122,8 @@ PRODUCTION_KEYS: dict[str, Any] = {
 TEST_SETTINGS: dict[str, Any] = {
     "rate_limit": "100000/second",
     "signup_rate_limit": "100000/second",
+    # Reconciliation runs when a test asks for it (tests/reconcile), not every hour.
+    "reconcile_interval_seconds": 0,
 }
 
 

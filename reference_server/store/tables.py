@@ -536,3 +536,22 @@ sandbox_payouts = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
 )
+
+#: Reconciliation runs (``svc-server reconcile``, and the worker every
+#: ``reconcile_interval_seconds``): the books of the chain-facing accounts against the
+#: chain.  ``drift_count`` > 0 or an ``error`` is what an operator must look at;
+#: ``findings`` is every row of the run's table (``reconcile.findings.Finding``).
+reconciliations = Table(
+    "reconciliations",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("from_block", BigInteger),
+    Column("to_block", BigInteger),
+    Column("drift_count", Integer, nullable=False),
+    Column("findings", JSON, nullable=False),
+    #: Why the run could not compare (the node did not answer...); ``None`` when it did.
+    Column("error", Text),
+    Index(None, "environment", "created_at"),
+)

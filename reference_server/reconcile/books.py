@@ -1,0 +1,132 @@
+"""The ledger's side of a reconciliation: every entry that names an on-chain transaction.
+
+* deposits: the seller receipts settled ``processor_deposit`` (tokens to the deposit
+  address), which are what moves money out of ``chain_deposits``;
+* the hot wallet: the ``pay-url`` receipts (``kind`` ``url``) with their attempt's payee,
+  which are what moves money into ``chain_payouts``;
+* direct-wallet settlements: the seller receipts settled ``direct_wallet`` (tokens to the
+  seller's own wallet; nothing in the ledger), with the seller's payout wallet.
+
+Each account's balance is read too: money it moved that no such entry explains is drift.
+"""
+
+from __future__ import annotations
+
+import attrs
+from sqlalchemy import Connection, func, select
+
+from ..domain import ledger
+from ..store import tables as t
+
+__all__ = ["Books", "Entry", "read_books"]
+
+_r = t.receipts
+_a = t.spend_attempts
+
+
+@attrs.frozen(kw_only=True)
+class Entry:
+    """One ledger entry that names a transaction: who paid whom how much, by ``tx_hash``."""
+
+    account: str
+    tx_hash: str
+    from_address: str | None
+    to: str | None
+    amount: int
+    receipt_id: str
+
+
+@attrs.frozen(kw_only=True)
+class Books:
+    deposits: tuple[Entry, ...]
+    payouts: tuple[Entry, ...]
+    direct: tuple[Entry, ...]
+    #: What ``chain_deposits`` has let into the ledger (minus its balance: it is a source).
+    deposits_total: int
+    #: What ``chain_payouts`` holds: everything the hot wallet has paid for wallet keys.
+    payouts_total: int
+    #: ``(pay_to, amount)`` of pay-url attempts still unresolved (paying or pending).
+    unresolved: tuple[tuple[str, int], ...]
+
+
+def _lower(value: str | None) -> str | None:
+    return None if value is None else value.lower()
+
+
+def _account_total(conn: Connection, environment: str, kind: str) -> int:
+    acc = t.ledger_accounts
+    total = conn.execute(
+        select(func.coalesce(func.sum(acc.c.balance_micros), 0)).where(
+            acc.c.environment == environment, acc.c.kind == kind
+        )
+    ).scalar()
+    return int(total or 0)
+
+
+def read_books(conn: Connection, environment: str, deposit_address: str | None) -> Books:
+    """The environment's chain-facing entries and account totals, in one read."""
+    from .findings import DEPOSITS, DIRECT_WALLET, HOT_WALLET
+
+    seller_receipts = (
+        select(
+            _r.c.id, _r.c.tx_hash, _r.c.payer, _r.c.amount_micros, _r.c.settlement, _r.c.seller_id
+        )
+        .where(_r.c.environment == environment, _r.c.kind == "resource", _r.c.tx_hash.is_not(None))
+        .order_by(_r.c.created_at, _r.c.id)
+    )
+    wallets = dict(
+        conn.execute(
+            select(t.sellers.c.id, t.sellers.c.payout_wallet_address).where(
+                t.sellers.c.environment == environment
+            )
+        ).all()
+    )
+    deposits: list[Entry] = []
+    direct: list[Entry] = []
+    for row in conn.execute(seller_receipts):
+        direct_wallet = row.settlement == "direct_wallet"
+        entry = Entry(
+            account=DIRECT_WALLET if direct_wallet else DEPOSITS,
+            tx_hash=row.tx_hash.lower(),
+            from_address=_lower(row.payer),
+            to=_lower(wallets.get(row.seller_id) if direct_wallet else deposit_address),
+            amount=int(row.amount_micros),
+            receipt_id=row.id,
+        )
+        (direct if direct_wallet else deposits).append(entry)
+    paid = (
+        select(_r.c.id, _r.c.tx_hash, _r.c.amount_micros, _a.c.payer, _a.c.pay_to)
+        .select_from(_r.join(_a, _a.c.receipt_id == _r.c.id))
+        .where(_r.c.environment == environment, _r.c.kind == "url", _r.c.tx_hash.is_not(None))
+        .order_by(_r.c.created_at, _r.c.id)
+    )
+    payouts = [
+        Entry(
+            account=HOT_WALLET,
+            tx_hash=row.tx_hash.lower(),
+            from_address=_lower(row.payer),
+            to=_lower(row.pay_to),
+            amount=int(row.amount_micros),
+            receipt_id=row.id,
+        )
+        for row in conn.execute(paid)
+    ]
+    unresolved = tuple(
+        (str(row.pay_to).lower(), int(row.amount_micros))
+        for row in conn.execute(
+            select(_a.c.pay_to, _a.c.amount_micros).where(
+                _a.c.environment == environment,
+                _a.c.status.in_(("paying", "pending")),
+                _a.c.pay_to.is_not(None),
+                _a.c.amount_micros.is_not(None),
+            )
+        )
+    )
+    return Books(
+        deposits=tuple(deposits),
+        payouts=tuple(payouts),
+        direct=tuple(direct),
+        deposits_total=-_account_total(conn, environment, ledger.CHAIN_DEPOSITS),
+        payouts_total=_account_total(conn, environment, ledger.CHAIN_PAYOUTS),
+        unresolved=unresolved,
+    )
