@@ -73,7 +73,14 @@ def reconcile(ctx: ServerContext, environment: str) -> Report:
     return compare(environment, books, chain, deposit, hot)
 
 
-def record(conn: Connection, report: Report | None, *, environment: str, now: datetime, error: str | None = None) -> str:
+def record(
+    conn: Connection,
+    report: Report | None,
+    *,
+    environment: str,
+    now: datetime,
+    error: str | None = None,
+) -> str:
     """Keep one run (or why it could not run) in ``reconciliations``; each drift is also a
     WARNING log line, for whoever watches the logs rather than the table."""
     run_id = new_id("recon")
@@ -108,7 +115,9 @@ def record(conn: Connection, report: Report | None, *, environment: str, now: da
     return run_id
 
 
-def history(conn: Connection, *, environment: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+def history(
+    conn: Connection, *, environment: str | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
     """The most recent runs, newest first."""
     query = select(_rc).order_by(_rc.c.created_at.desc(), _rc.c.id.desc()).limit(limit)
     if environment is not None:

@@ -9,6 +9,7 @@ operator refilling its float) and one out of it while a pay-url attempt is unres
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -57,9 +58,9 @@ class _Run:
     def __init__(self, chain: ChainView, moves: list[ChainTransfer]) -> None:
         self.chain = chain
         self.moves = moves
-        self.by_hash: dict[str, list[int]] = defaultdict(list)
+        self.hashes: dict[str, list[int]] = defaultdict(list)
         for index, move in enumerate(moves):
-            self.by_hash[move.tx_hash].append(index)
+            self.hashes[move.tx_hash].append(index)
         self.matched: set[int] = set()
         self.findings: list[Finding] = []
 
@@ -67,7 +68,7 @@ class _Run:
         """Match one entry; the amount it accounts for within the blocks read (0 for an
         entry whose transaction is older), recording drift as findings."""
         candidates = [
-            i for i in self.by_hash.get(entry.tx_hash, []) if _same_parties(entry, self.moves[i])
+            i for i in self.hashes.get(entry.tx_hash, []) if _same_parties(entry, self.moves[i])
         ]
         exact = [i for i in candidates if self.moves[i].value == entry.amount]
         if exact or candidates:
@@ -167,30 +168,27 @@ def _unbooked(
 ) -> Finding:
     """What a transfer of the service's addresses that no entry matched is."""
     sender, receiver = move.from_address.lower(), move.to.lower()
-    found = {"chain_micros": move.value, "tx_hash": move.tx_hash}
+    found = functools.partial(Finding, chain_micros=move.value, tx_hash=move.tx_hash)
     if receiver == deposit:
         why = f"from {move.from_address}: no receipt books it"
-        return Finding(kind=UNBOOKED_IN, account=DEPOSITS, address=move.to, detail=why, **found)
+        return found(kind=UNBOOKED_IN, account=DEPOSITS, address=move.to, detail=why)
     if sender == hot:
         flying = (receiver, move.value) in unresolved
         if flying:
             unresolved.remove((receiver, move.value))
         kind = IN_FLIGHT if flying else UNBOOKED_OUT
         why = "a pay-url attempt is unresolved" if flying else "no pay-url receipt books it"
-        return Finding(
+        return found(
             kind=kind,
             account=HOT_WALLET,
             address=move.from_address,
             detail=f"to {move.to}: {why}",
-            **found,
         )
     if sender == deposit:
         why = f"to {move.to}: nothing books it"
-        return Finding(
-            kind=UNBOOKED_OUT, account=DEPOSITS, address=move.from_address, detail=why, **found
-        )
+        return found(kind=UNBOOKED_OUT, account=DEPOSITS, address=move.from_address, detail=why)
     why = f"from {move.from_address}: float refilled"
-    return Finding(kind=REFILL, account=HOT_WALLET, address=move.to, detail=why, **found)
+    return found(kind=REFILL, account=HOT_WALLET, address=move.to, detail=why)
 
 
 def _totals(
