@@ -199,6 +199,21 @@ class _Recorder:
                 )
 
 
+async def _reconciler(ctx: ServerContext) -> None:
+    """Reconcile the books with the chain every ``reconcile_interval_seconds``
+    (``reconcile.reconcile_due``: drift is recorded and logged at WARNING).  Several
+    workers share the interval through the runs they record."""
+    from ..reconcile import reconcile_due
+
+    interval = ctx.settings.reconcile_interval_seconds
+    while True:
+        try:
+            await anyio.to_thread.run_sync(lambda: reconcile_due(ctx))
+        except Exception:
+            log.exception("reconciling the books with the chain failed; trying again")
+        await anyio.sleep(min(interval, 60.0))
+
+
 class _Pipeline:
     """One worker's claimer, senders and recorder (see the module docstring)."""
 
@@ -275,6 +290,8 @@ class _Pipeline:
                 if self.stop is not None:
                     background.start_soon(self._wake_on_stop, self.stop)
                 background.start_soon(self.recorder.run)
+                if ctx.settings.reconcile_interval_seconds:
+                    background.start_soon(_reconciler, ctx)
                 async with self.to_take, anyio.create_task_group() as pipeline:
                     for pool in self.pools:
                         pipeline.start_soon(self.sender, pool)

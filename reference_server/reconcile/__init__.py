@@ -30,6 +30,7 @@ __all__ = [
     "due_environments",
     "history",
     "reconcile",
+    "reconcile_due",
     "record",
     "render_table",
 ]
@@ -158,3 +159,21 @@ def due_environments(conn: Connection, ctx: ServerContext) -> list[str]:
         )
     }
     return [env for env in wanted if env not in recent]
+
+
+def reconcile_due(ctx: ServerContext) -> list[str]:
+    """The worker's periodic run: reconcile each environment that is due and record it
+    (a chain that cannot be read is recorded as the run's error); the run ids."""
+    with ctx.db.read() as conn:
+        due = due_environments(conn, ctx)
+    runs = []
+    for env in due:
+        report: Report | None = None
+        error = None
+        try:
+            report = reconcile(ctx, env)
+        except Exception as exc:  # the node is down, say: recorded, tried next interval
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+        with ctx.db.write() as conn:
+            runs.append(record(conn, report, environment=env, now=ctx.now(), error=error))
+    return runs
