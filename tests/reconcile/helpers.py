@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 from click.testing import CliRunner
 
 from reference_server.commands import main
+from reference_server.settings import env_variable
 
 from ..support import LiveServer
 
@@ -32,13 +34,18 @@ class Outcome:
         return row["ledger_micros"], row["chain_micros"]
 
 
-def reconcile(live: LiveServer, environment: str, *extra: str) -> Outcome:
-    """The command's JSON and exit status, then its table (a second run, recorded too)."""
+def reconcile(
+    live: LiveServer, environment: str, settings: Mapping[str, Any] | None = None
+) -> Outcome:
+    """The command's JSON and exit status, then its table (a second run, recorded too),
+    with the server's ``settings`` in the environment, as an operator's shell has them."""
+    env = {env_variable(name): str(value) for name, value in (settings or {}).items()}
     args = ["reconcile", "--environment", environment, "--database-url"]
     args.append(live.settings.database_url)
     runner = CliRunner()
-    as_json = runner.invoke(main, [*args, "--json", *extra], catch_exceptions=False)
-    table = runner.invoke(main, [*args, *extra], catch_exceptions=False)
+    as_json = runner.invoke(main, [*args, "--json"], env=env, catch_exceptions=False)
+    table = runner.invoke(main, args, env=env, catch_exceptions=False)
+    assert as_json.exit_code in (0, 1) and as_json.stdout, as_json.output
     assert table.exit_code == as_json.exit_code, table.output
     return Outcome(as_json.exit_code, table.output, json.loads(as_json.stdout))
 
