@@ -94,9 +94,7 @@ async def test_live_books_reconcile_with_the_chain_and_drift_is_found(
     drifted = reconcile(server, "live", settings)
     assert drifted.exit_code == 1
     unbooked = sorted(
-        (f["kind"], f["account"], f["chain_micros"])
-        for f in drifted.drift
-        if f["kind"] != "total"
+        (f["kind"], f["account"], f["chain_micros"]) for f in drifted.drift if f["kind"] != "total"
     )
     assert unbooked == [
         ("unbooked_in", "deposits", 1_234),
