@@ -27,7 +27,13 @@ def _environments(chosen: str | None, rpc_url: str | None) -> list[str]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--history", is_flag=True, help="List recent runs instead of running one.")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="How many runs --history lists, newest first.",
+)
 @click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
 def reconcile_command(
     environment: str | None, as_json: bool, history: bool, limit: int, database_url: str | None
