@@ -18,6 +18,7 @@ from sqlalchemy import Connection, insert, select
 from ..context import ServerContext
 from ..ids import new_id
 from ..store import tables as t
+from ..timeutil import as_utc
 from .books import read_books
 from .chains import LiveChain, SandboxChain
 from .compare import compare
@@ -127,7 +128,7 @@ def history(
         {
             "id": row.id,
             "environment": row.environment,
-            "created_at": row.created_at.isoformat(),
+            "created_at": as_utc(row.created_at).isoformat(),
             "from_block": row.from_block,
             "to_block": row.to_block,
             "drift_count": row.drift_count,
