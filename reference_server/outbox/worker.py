@@ -207,11 +207,13 @@ async def _reconciler(ctx: ServerContext) -> None:
 
     interval = ctx.settings.reconcile_interval_seconds
     while True:
+        # First a pause: a process that starts and stops at once (a deploy's check, a
+        # test) reads no chain; then a look each minute at most for a run that is due.
+        await anyio.sleep(min(interval, 60.0))
         try:
             await anyio.to_thread.run_sync(lambda: reconcile_due(ctx))
         except Exception:
             log.exception("reconciling the books with the chain failed; trying again")
-        await anyio.sleep(min(interval, 60.0))
 
 
 class _Pipeline:
