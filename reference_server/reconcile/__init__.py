@@ -19,7 +19,7 @@ from ..context import ServerContext
 from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
-from .books import read_books
+from .books import Books, read_books
 from .chains import LiveChain, SandboxChain
 from .compare import compare
 from .findings import Finding, Report, render_table
@@ -61,10 +61,11 @@ def reconcile(ctx: ServerContext, environment: str) -> Report:
     when live has no node to read (``SVC_LIVE_RPC_URL``)."""
     settings = ctx.settings
     deposit, hot = _addresses(ctx, environment)
-    with ctx.db.read() as conn:
-        books = read_books(conn, environment, deposit)
-        if environment == "test":
-            return compare(environment, books, SandboxChain(conn), deposit, hot)
+    if environment == "test":  # one read transaction: the two sides as of one moment
+        with ctx.db.read() as conn:
+            return compare(
+                environment, read_books(conn, "test", deposit), SandboxChain(conn), deposit, hot
+            )
     if not settings.live_rpc_url:
         raise ReconcileError(
             "live reconciliation reads the chain through SVC_LIVE_RPC_URL, which is not set"
@@ -72,7 +73,12 @@ def reconcile(ctx: ServerContext, environment: str) -> Report:
     chain = LiveChain(
         settings.live_rpc_url, settings.live_asset_address, settings.live_reconcile_from_block
     )
-    return compare(environment, books, chain, deposit, hot)
+
+    def read() -> Books:
+        with ctx.db.read() as conn:
+            return read_books(conn, environment, deposit)
+
+    return compare(environment, read, chain, deposit, hot)
 
 
 def record(

@@ -64,6 +64,7 @@ def _entry(account: str, n: int, sender: str, receiver: str, amount: int) -> Ent
 
 def test_each_rule_names_its_drift() -> None:
     old = _move(1, PAYER, DEPOSIT, 10, block=5)  # before the first block read: by hash
+    new = _move(10, PAYER, DEPOSIT, 99, block=250)  # mined after the last block read
     chain = FakeChain(
         from_block=50,
         logs=[
@@ -77,6 +78,9 @@ def test_each_rule_names_its_drift() -> None:
         mined={
             old.tx_hash: TransactionTransfers(
                 tx_hash=old.tx_hash, succeeded=True, block_number=5, transfers=(old,)
+            ),
+            new.tx_hash: TransactionTransfers(
+                tx_hash=new.tx_hash, succeeded=True, block_number=250, transfers=(new,)
             ),
             _hash(3): TransactionTransfers(
                 tx_hash=_hash(3), succeeded=False, block_number=120, transfers=()
@@ -93,13 +97,14 @@ def test_each_rule_names_its_drift() -> None:
         deposits=(
             _entry("deposits", 1, PAYER, DEPOSIT, 10),
             _entry("deposits", 2, PAYER, DEPOSIT, 25),
+            _entry("deposits", 10, PAYER, DEPOSIT, 99),
         ),
         payouts=(_entry("hot_wallet", 3, HOT, PAYEE, 30),),
         direct=(
             _entry("direct_wallet", 8, PAYER, SELLER, 70),
             _entry("direct_wallet", 9, PAYER, SELLER, 80),
         ),
-        deposits_total=35,
+        deposits_total=134,
         payouts_total=30,
         unresolved=((PAYEE, 40),),
     )
@@ -113,11 +118,12 @@ def test_each_rule_names_its_drift() -> None:
     assert ("missing_on_chain", "direct_wallet", _hash(9), True) in found
     assert not any(f.tx_hash == _hash(1) for f in report.findings)  # older and sound
     assert not any(f.tx_hash == _hash(8) for f in report.findings)  # settled as booked
+    assert not any(f.tx_hash == _hash(10) for f in report.findings)  # newer and sound
     totals = {
         f.account: (f.ledger_micros, f.chain_micros) for f in report.findings if f.kind == "total"
     }
     assert totals == {
-        "deposits": (25, 20),  # the older entry is out of range on both sides
+        "deposits": (25, 20),  # the older and newer entries: in neither total
         "hot_wallet": (30, 81),
         "direct_wallet": (150, 70),
     }
