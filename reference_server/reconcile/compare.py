@@ -19,6 +19,7 @@ from ..onchain import ChainTransfer
 from .books import Books, Entry
 from .chains import ChainView
 from .findings import (
+    BALANCE,
     DEPOSITS,
     DIRECT_WALLET,
     FAILED_ON_CHAIN,
@@ -147,6 +148,19 @@ def compare(
     findings = [
         *_totals(books, deposit, hot, (ledger_in, chain_in), (ledger_out, chain_out), direct_ok)
     ]
+    if deposit:
+        whole = chain.from_block == 0
+        findings.append(
+            Finding(
+                kind=BALANCE,
+                account=DEPOSITS,
+                address=_cs(deposit),
+                ledger_micros=books.deposits_total if whole else None,
+                chain_micros=chain.balance(deposit),
+                detail="the deposit address's balance now"
+                + ("" if whole else " (the chain is read from a later block)"),
+            )
+        )
     if hot:
         findings.append(
             Finding(

@@ -24,6 +24,9 @@ DIRECT_WALLET = "direct_wallet"
 
 #: Per account: the ledger's total and the chain's over the blocks read (drift if unequal).
 TOTAL = "total"
+#: The deposit address's token balance on chain now against what the ledger let in from
+#: it (drift if unequal, when the chain is read from block 0; information otherwise).
+BALANCE = "balance"
 #: The hot wallet's token balance on chain now (information).
 FLOAT = "float"
 #: A transfer into the hot wallet: the operator refilling its float (information).
@@ -61,8 +64,8 @@ class Finding:
 
     @property
     def drift(self) -> bool:
-        if self.kind == TOTAL:
-            return self.ledger_micros != self.chain_micros
+        if self.kind in (TOTAL, BALANCE):
+            return self.ledger_micros is not None and self.ledger_micros != self.chain_micros
         return self.kind in DRIFT_KINDS
 
     def to_json(self) -> dict[str, Any]:

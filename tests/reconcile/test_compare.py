@@ -127,6 +127,8 @@ def test_each_rule_names_its_drift() -> None:
         "hot_wallet": (30, 81),
         "direct_wallet": (150, 70),
     }
+    held = next(f for f in report.findings if f.kind == "balance")
+    assert (held.ledger_micros, held.chain_micros, held.drift) == (None, 7, False)
     refill = next(f for f in report.findings if f.kind == "refill")
     assert (refill.chain_micros, refill.drift) == (60, False)
     assert (report.from_block, report.to_block) == (50, 200)
@@ -134,7 +136,7 @@ def test_each_rule_names_its_drift() -> None:
 
 
 def test_money_a_ledger_account_moved_without_a_transaction_is_drift() -> None:
-    chain = FakeChain(from_block=0, logs=[], mined={})
+    chain = FakeChain(from_block=1, logs=[], mined={})  # balances: information only
     books = Books(
         deposits=(), payouts=(), direct=(), deposits_total=5, payouts_total=0, unresolved=()
     )

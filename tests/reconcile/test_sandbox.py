@@ -44,7 +44,9 @@ async def test_sandbox_books_reconcile_and_drift_is_named(server: LiveServer) ->
     fund(server.url, TEST_DEPOSIT_ADDRESS, "0.5")
     drifted = reconcile(server, "test")
     assert drifted.exit_code == 1
-    [unbooked] = [f for f in drifted.drift if f["kind"] != "total"]
+    [unbooked] = [f for f in drifted.drift if f["kind"] not in ("total", "balance")]
+    [held] = [f for f in drifted.drift if f["kind"] == "balance"]
+    assert (held["ledger_micros"], held["chain_micros"]) == (2 * PRICE, 2 * PRICE + 500_000)
     assert (unbooked["kind"], unbooked["account"], unbooked["chain_micros"]) == (
         "unbooked_in",
         "deposits",
@@ -70,5 +72,5 @@ async def test_sandbox_books_reconcile_and_drift_is_named(server: LiveServer) ->
     assert worse.total("direct_wallet") == (2 * PRICE, PRICE)
 
     runs = history(server)
-    assert [r["drift_count"] for r in runs[:6]] == [4, 4, 2, 2, 0, 0]
+    assert [r["drift_count"] for r in runs[:6]] == [5, 5, 3, 3, 0, 0]
     assert {r["environment"] for r in runs} == {"test"}
