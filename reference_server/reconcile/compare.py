@@ -177,7 +177,7 @@ def compare(
                 account=HOT_WALLET,
                 address=_cs(hot),
                 chain_micros=sum(refills),
-                detail=f"{len(refills)} transfers in: the float refilled",
+                detail=f"{len(refills)} transfer(s) in: the float refilled",
             )
         )
     return Report(
