@@ -9,7 +9,7 @@ are there so an operator sees what was compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -70,10 +70,6 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         return {**attrs.asdict(self), "drift": self.drift}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Finding:
-        return cls(**{k: v for k, v in data.items() if k != "drift"})
 
 
 @attrs.frozen(kw_only=True)
