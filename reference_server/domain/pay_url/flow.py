@@ -49,7 +49,7 @@ from ..events import NEW_DELIVERIES
 from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
-from .confirmation import confirmed_transaction
+from .confirmation import confirmed_on_chain, confirmed_transaction
 from .hot_wallet import HotWallet, hot_wallet, known_hot_wallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
@@ -300,6 +300,8 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
             job, attempt_id, None, None, got, failure, signed.payer, signed.nonce
         )
     verdict, tx_hash, failure = _verdict(job, signed, answer, failure)
+    if tx_hash is not None and not await _on_chain(job, signed, tx_hash):
+        verdict = Verdict.UNKNOWN  # the URL's receipt names no such transfer: not posted
     return await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
 
 
@@ -322,6 +324,25 @@ def _verdict(
     tx_hash = confirmed_transaction(signed.rail, answer.headers)
     verdict = Verdict.SETTLED if tx_hash else Verdict.UNKNOWN
     return verdict, tx_hash, _unconfirmed(job, answer.status)
+
+
+async def _on_chain(job: Job, signed: SignedPayment, tx_hash: str) -> bool:
+    """``live`` with a node (``live_rpc_url``): the chain confirms the URL's receipt;
+    without one, the receipt is the only word there is."""
+    settings = job.ctx.settings
+    if not settings.live_rpc_url:
+        return True
+    return await anyio.to_thread.run_sync(
+        partial(
+            confirmed_on_chain,
+            settings.live_rpc_url,
+            job.wallet.token.address,
+            tx_hash,
+            sender=signed.payer,
+            receiver=signed.pay_to,
+            value=signed.amount,
+        )
+    )
 
 
 async def _conclude(
