@@ -51,3 +51,32 @@ def x402_seller(
         PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
     )
     return app
+
+
+def facilitator_proxy(facilitator_url: str, settle: str) -> Starlette:
+    """The devchain's facilitator behind a gateway that breaks ``/settle`` the way a dying
+    facilitator host does, answering 502 without a JSON body: ``settle="after"`` forwards
+    it first (the transfer is mined, the answer lost: its node went down as it replied),
+    ``settle="before"`` never forwards it (it went down before broadcasting).  Every
+    other path is forwarded as it is."""
+    import httpx
+
+    async def forward(request: Request) -> Response:
+        path = request.url.path
+        async with httpx.AsyncClient(timeout=30) as http:
+            if path == "/settle" and settle == "before":
+                return Response("bad gateway", status_code=502)
+            answer = await http.request(
+                request.method,
+                facilitator_url + path,
+                content=await request.body(),
+                headers={"content-type": request.headers.get("content-type", "")},
+            )
+            if path == "/settle":
+                return Response("bad gateway", status_code=502)
+        return Response(
+            answer.content, answer.status_code, media_type=answer.headers.get("content-type")
+        )
+
+    routes = ["/verify", "/settle", "/supported"]
+    return Starlette(routes=[Route(p, forward, methods=["GET", "POST"]) for p in routes])
