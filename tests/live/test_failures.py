@@ -213,3 +213,60 @@ def test_the_reader_says_when_the_node_is_down() -> None:
     reader = TokenReader(f"http://127.0.0.1:{free_port()}", "0x" + "11" * 20, timeout=2)
     with pytest.raises(ChainUnreachable):
         reader.balance_of("0x" + "22" * 20)
+
+
+async def test_an_authorization_broadcast_by_someone_else_first_is_booked_from_the_chain(
+    make_server: Callable[..., LiveServer],
+    serve_app: Callable[..., LiveApp],
+    devchain: RunningDevchain,
+) -> None:
+    """The seller's app, holding the payer's signed authorization while it answers, sends
+    it on chain itself: the facilitator's /settle is refused (nonce used), yet the tokens
+    reached the payee, so the gate books the transaction that moved them."""
+    from mpp.x402 import decode_payment_signature
+
+    from svc_asgi import PaymentGate
+
+    sent: list[str] = []
+
+    async def front_running(request: Request) -> JSONResponse:
+        payment: Any = decode_payment_signature(request.headers["payment-signature"])
+        auth, signature = payment["payload"]["authorization"], payment["payload"]["signature"]
+        raw = bytes.fromhex(signature.removeprefix("0x"))
+        w3 = devchain.web3()
+        call = devchain.token().functions.transferWithAuthorization(
+            auth["from"],
+            auth["to"],
+            int(auth["value"]),
+            int(auth["validAfter"]),
+            int(auth["validBefore"]),
+            bytes.fromhex(auth["nonce"].removeprefix("0x")),
+            raw[64],
+            raw[:32],
+            raw[32:64],
+        )
+        tx = call.transact({"from": w3.eth.accounts[0]})
+        assert w3.eth.wait_for_transaction_receipt(tx, timeout=30)["status"] == 1
+        sent.append("0x" + bytes(tx).hex())
+        return await _report(request)
+
+    live = live_server(make_server, devchain)
+    shop = open_rail_shop(live, environment="live")
+    gate = PaymentGate(
+        Starlette(routes=[Route("/v1/report", front_running)]),
+        prices={"/v1/report": shop.resource.id},
+        service_url=live.url,
+        seller_key=shop.seller_key,
+    )
+    payer = devchain.new_payer(1_000_000)
+    deposit = devchain.balance(devchain.deposit_address)
+
+    paid = await x402_pay(devchain, serve_app(gate).url + "/v1/report", payer)
+
+    assert paid.status_code == 200, paid.text
+    [receipt] = receipts_of(live, shop.resource.id)
+    assert receipt.tx_hash == sent[0]
+    assert devchain.balance(payer.address) == 1_000_000 - PRICE
+    assert devchain.balance(devchain.deposit_address) == deposit + PRICE
+    assert shop.balance().balance == Decimal("0.2475")
+    assert open_holds(live) == []
