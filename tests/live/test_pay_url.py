@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from decimal import Decimal
 
 from sqlalchemy import select
@@ -14,9 +15,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reference_server.domain import ledger
+from reference_server.domain.pay_url.pending import resolve_pending
 from reference_server.store import tables as t
 
 from ..devchain.running import RunningDevchain
@@ -106,3 +108,90 @@ def test_a_receipt_the_chain_does_not_confirm_is_not_posted(
     assert attempt_row(live, error["details"]["attempt_id"]).status == "pending"
     assert devchain.balance(hot) == before and devchain.balance(pay_to) == 0
     assert _payouts(live) == 0
+
+
+def _strip_receipt(app: ASGIApp) -> ASGIApp:
+    """The seller's proxy drops the settlement receipt from the paid answer."""
+
+    async def stripped(scope: Scope, receive: Receive, send: Send) -> None:
+        async def without(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    (k, v) for k, v in message["headers"] if k.lower() != b"payment-response"
+                ]
+            await send(message)
+
+        await app(scope, receive, without)
+
+    return stripped
+
+
+def _status(live: LiveServer, attempt_id: str) -> tuple[str, str | None, str]:
+    row = attempt_row(live, attempt_id)
+    with live.ctx.db.read() as conn:
+        transfer = conn.execute(
+            select(t.ledger_transfers.c.status).where(t.ledger_transfers.c.id == row.transfer_id)
+        ).scalar_one()
+    return row.status, row.tx_hash, transfer
+
+
+def test_a_pending_payment_the_chain_shows_settled_is_posted(
+    make_server: Callable[..., LiveServer],
+    serve_app: Callable[..., LiveApp],
+    devchain: RunningDevchain,
+) -> None:
+    live = live_server(make_server, devchain)
+    pay_to = devchain.new_payer(0).address
+    seller = serve_app(_strip_receipt(x402_seller(devchain, pay_to, PRICE)))
+    agent = make_agent(live, environment="live")
+    hot = devchain.hot_wallet.address
+    before = devchain.balance(hot)
+
+    r = agent.pay_url(seller.url + "/report")
+
+    assert r.status_code == 502, r.text
+    attempt_id = r.json()["error"]["details"]["attempt_id"]
+    assert _status(live, attempt_id) == ("pending", None, "pending")
+    assert devchain.balance(hot) == before - PRICE  # it did move, unconfirmed
+    assert _payouts(live) == 0
+
+    assert resolve_pending(live.ctx) == 1
+    assert resolve_pending(live.ctx) == 0
+
+    status, tx_hash, transfer = _status(live, attempt_id)
+    assert (status, transfer) == ("succeeded", "posted")
+    assert tx_hash is not None
+    assert devchain.web3().eth.get_transaction_receipt(tx_hash)["status"] == 1
+    assert _payouts(live) == PRICE
+    assert agent.spend().balance == Decimal("9.75")
+
+
+def test_a_pending_payment_never_settled_is_released_once_it_lapses(
+    make_server: Callable[..., LiveServer],
+    serve_app: Callable[..., LiveApp],
+    devchain: RunningDevchain,
+) -> None:
+    async def broken(request: Request) -> Response:
+        return JSONResponse({"error": "gone"}, status_code=500)
+
+    live = live_server(make_server, devchain)
+    pay_to = devchain.new_payer(0).address
+    seller = serve_app(x402_seller(devchain, pay_to, PRICE, broken))  # x402 settles no 500
+    agent = make_agent(live, environment="live")
+    hot = devchain.hot_wallet.address
+    before = devchain.balance(hot)
+
+    r = agent.pay_url(seller.url + "/report")
+
+    assert r.status_code == 502, r.text
+    attempt_id = r.json()["error"]["details"]["attempt_id"]
+    assert resolve_pending(live.ctx) == 0  # unused but still valid: it could yet settle
+    assert _status(live, attempt_id) == ("pending", None, "pending")
+
+    assert resolve_pending(live.ctx, now=live.ctx.now() + timedelta(hours=2)) == 1
+
+    assert _status(live, attempt_id) == ("failed", None, "voided")
+    assert devchain.balance(hot) == before and devchain.balance(pay_to) == 0
+    assert _payouts(live) == 0
+    state = agent.spend()
+    assert state.balance == Decimal("10") and state.spent_total == Decimal("0")

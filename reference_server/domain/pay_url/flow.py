@@ -320,10 +320,10 @@ def _verdict(
     if isinstance(answer, outbound.OutboundRefused):
         return Verdict.NOT_SETTLED, None, failure
     if isinstance(answer, outbound.OutboundError):
-        return Verdict.UNKNOWN, None, _unconfirmed(job, None)
+        return Verdict.UNKNOWN, None, _unconfirmed(job, None, signed.valid_before)
     tx_hash = confirmed_transaction(signed.rail, answer.headers)
     verdict = Verdict.SETTLED if tx_hash else Verdict.UNKNOWN
-    return verdict, tx_hash, _unconfirmed(job, answer.status)
+    return verdict, tx_hash, _unconfirmed(job, answer.status, signed.valid_before)
 
 
 async def _on_chain(job: Job, signed: SignedPayment, tx_hash: str) -> bool:
@@ -624,13 +624,18 @@ def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> Dom
     )
 
 
-def _unconfirmed(job: Job, status: int | None) -> DomainError:
+def _unconfirmed(job: Job, status: int | None, valid_before: int | None = None) -> DomainError:
+    """``valid_before``: when the signed authorization lapses; unused by then, it never
+    settles (:mod:`.pending` reads it from the details to release the money)."""
     answered = "did not answer" if status is None else f"answered {status}"
+    details: dict[str, Any] = {"upstream_status": status}
+    if valid_before is not None:
+        details["authorization_valid_before"] = valid_before
     return DomainError(
         "payment_unconfirmed",
         f"{job.order.host} {answered} without confirming the payment. The amount stays "
         "reserved until the payment is reconciled; see GET /spend/attempts.",
-        details={"upstream_status": status},
+        details=details,
     )
 
 
