@@ -16,10 +16,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+import svc
 from reference_server.domain.open_rails import resolve_unsettled
+from reference_server.store import tables as t
+from svc_asgi import PaymentGate
 
 from ..devchain.running import RunningDevchain
-from ..rails.helpers import RailShop, events_of, open_rail_shop
+from ..rails.helpers import RailShop, count_rows, events_of, open_rail_shop
 from ..support import LiveApp, LiveServer, free_port
 from .apps import facilitator_proxy
 from .helpers import PRICE, live_server, open_holds, receipts_of, x402_pay
@@ -94,21 +97,33 @@ async def test_an_expired_authorization_is_refused(
     _nothing_booked(live, shop)
 
 
+@pytest.mark.parametrize("gate", ["hosted", "svc_asgi"])
 async def test_a_facilitator_that_is_down_books_and_holds_nothing(
     make_server: Callable[..., LiveServer],
     serve_app: Callable[..., LiveApp],
     devchain: RunningDevchain,
+    gate: str,
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     live = live_server(make_server, devchain, live_facilitator_url=closed)
     shop = _shop(live, serve_app)
+    url = shop.resource.gate_url
+    if gate == "svc_asgi":
+        service = svc.AsyncClient(base_url=live.url, seller_key=shop.seller_key, max_retries=0)
+        app = PaymentGate(
+            Starlette(routes=[Route("/v1/report", _report)]),
+            prices={"/v1/report": shop.resource.id},
+            client=service,  # no retry of the 503: the answer is the test's
+        )
+        url = serve_app(app).url + "/v1/report"
     payer = devchain.new_payer(1_000_000)
 
-    failed = await x402_pay(devchain, shop.resource.gate_url, payer)
+    failed = await x402_pay(devchain, url, payer)
 
     assert failed.status_code == 503, failed.text
     assert "retry" in failed.json()["error"]["message"]
     assert "payment-required" not in failed.headers
+    assert count_rows(live, t.rail_claims) == 0  # the authorization was not used up
     assert devchain.balance(payer.address) == 1_000_000
     _nothing_booked(live, shop)
 
@@ -224,8 +239,6 @@ async def test_an_authorization_broadcast_by_someone_else_first_is_booked_from_t
     it on chain itself: the facilitator's /settle is refused (nonce used), yet the tokens
     reached the payee, so the gate books the transaction that moved them."""
     from mpp.x402 import decode_payment_signature
-
-    from svc_asgi import PaymentGate
 
     sent: list[str] = []
 

@@ -185,6 +185,10 @@ class _Attempt:
             try:
                 verified = await facilitator.verify(payment, requirements)
             except FacilitatorError as error:
+                # pympp keeps the claim of an internal error (its settle may have
+                # broadcast); /verify never moves money, so the authorization stays usable.
+                if self.store.claimed is not None:
+                    await self.store.delete(self.store.claimed)
                 raise InternalPaymentError() from error
             if not verified["isValid"]:
                 raise VerificationFailedError(
