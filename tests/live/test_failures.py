@@ -3,10 +3,13 @@ a transfer the books do not settle once the chain says so."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +24,7 @@ from reference_server.domain.open_rails import resolve_unsettled
 from reference_server.store import tables as t
 from svc_asgi import PaymentGate
 
-from ..devchain.running import RunningDevchain
+from ..devchain.running import RunningDevchain, start_devchain, stop_devchain
 from ..rails.helpers import RailShop, count_rows, events_of, open_rail_shop
 from ..support import LiveApp, LiveServer, free_port
 from .apps import facilitator_proxy
@@ -283,3 +286,46 @@ async def test_an_authorization_broadcast_by_someone_else_first_is_booked_from_t
     assert devchain.balance(devchain.deposit_address) == deposit + PRICE
     assert shop.balance().balance == Decimal("0.2475")
     assert open_holds(live) == []
+
+
+def _command(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_text()
+
+
+def _children(pid: int) -> list[int]:
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in found]
+
+
+async def test_a_node_down_mid_settle_leaves_the_payment_for_the_chain_to_decide(
+    make_server: Callable[..., LiveServer],
+    serve_app: Callable[..., LiveApp],
+) -> None:
+    """A private devchain (the shared one stays up): verified, served, then its node dies
+    before settling.  The facilitator refuses (it cannot check the signature without a
+    node), but neither can the service ask the chain whether it settled: the gate answers
+    503, nothing is booked or released, and housekeeping waits while the node is down."""
+    private = start_devchain()
+    try:
+        [anvil] = [child for child in _children(private.process.pid) if "anvil" in _command(child)]
+
+        async def node_dies(request: Request) -> JSONResponse:
+            os.kill(anvil, signal.SIGKILL)
+            return await _report(request)
+
+        live = live_server(make_server, private)
+        shop = _shop(live, serve_app, node_dies)
+        payer = private.new_payer(1_000_000)
+
+        lost = await x402_pay(private, shop.resource.gate_url, payer)
+
+        assert lost.status_code == 503, lost.text
+        assert "payment-required" not in lost.headers
+        assert receipts_of(live, shop.resource.id) == []
+        assert len(open_holds(live)) == 1
+        later = live.ctx.now() + timedelta(hours=2)
+        assert resolve_unsettled(live.ctx, now=later) == 0  # the node cannot say: it waits
+        assert len(open_holds(live)) == 1
+        assert shop.balance().balance == Decimal("0")
+    finally:
+        stop_devchain(private.process)

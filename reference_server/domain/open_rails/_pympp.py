@@ -489,14 +489,13 @@ async def _settle(attempt: _Attempt, hold: Hold) -> Redemption:
 
 def _used_on_chain(ctx: ServerContext, terms: RailTerms, hold: Hold) -> str | None:
     """The facilitator refused to settle: did the authorization settle on chain all the
-    same (someone else broadcast it first)?  The transaction, when a node can say so."""
+    same (someone else broadcast it first)?  The transaction, or ``None`` (also without a
+    node to ask).  Raises :class:`ChainUnreachable` when the node does not answer: a
+    facilitator whose node is down refuses for reasons that are not the payment's."""
     if not ctx.settings.live_rpc_url:
         return None
     reader = TokenReader(ctx.settings.live_rpc_url, terms.asset.address)
-    try:
-        outcome, tx_hash = chain_outcome(reader, hold, ctx.now())
-    except ChainUnreachable:
-        return None
+    outcome, tx_hash = chain_outcome(reader, hold, ctx.now())
     return tx_hash if outcome is Outcome.SETTLED else None
 
 
@@ -541,7 +540,11 @@ async def _settle_live(
             await anyio.to_thread.run_sync(save_unsettled, ctx.db, hold, ctx.now())
             raise SettlementUnavailable("the facilitator's settlement is pending")
         # Refused: nothing moved, unless somebody broadcast the authorization first.
-        used = await anyio.to_thread.run_sync(_used_on_chain, ctx, terms, hold)
+        try:
+            used = await anyio.to_thread.run_sync(_used_on_chain, ctx, terms, hold)
+        except ChainUnreachable as exc:  # nobody can say what happened: the chain decides
+            await anyio.to_thread.run_sync(save_unsettled, ctx.db, hold, ctx.now())
+            raise SettlementUnavailable(f"settling was refused and {exc}") from exc
         if used is None:
             why = settled.get("errorMessage") or settled.get("errorReason") or "settlement failed"
             return await _settlement_refused(attempt, hold, str(why), taken=True)
