@@ -35,6 +35,7 @@ SCRIPTS = (
     "gate_overhead",
     "pay_throughput",
     "pay_url",
+    "live_settle",
     "webhook_delivery",
 )
 #: Scripts without a database (``--databases`` is not passed to them).

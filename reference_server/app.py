@@ -15,7 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .context import ServerContext
-from .domain.open_rails import expire_holds, purge_claims
+from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
+from .domain.pay_url.pending import resolve_pending
 from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
@@ -111,7 +112,9 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
     """Purge expired idempotency records and open-rail claims (kept a day, far past the
     authorizations they claim), and release open-rail holds never settled nor released
-    (a gate that crashed mid-request), now and then; failures wait for the next round."""
+    (a gate that crashed mid-request), and let the live chain decide the settlements
+    (gates' and pay-url's) whose outcome nobody could give, now and then; failures wait
+    for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
     while True:
         await anyio.sleep(every_seconds)
@@ -127,6 +130,8 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
                     ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
                 )
             )
+            await anyio.to_thread.run_sync(resolve_unsettled, ctx)
+            await anyio.to_thread.run_sync(resolve_pending, ctx)
         except Exception:
             log.exception("housekeeping failed")
 

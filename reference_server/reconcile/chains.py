@@ -14,8 +14,7 @@ from typing import Any, Protocol
 from eth_utils.address import to_checksum_address
 from sqlalchemy import Connection, func, or_, select
 
-from .. import onchain
-from ..onchain import ChainTransfer, TransactionTransfers
+from ..onchain import ChainTransfer, TokenReader, TransactionTransfers
 from ..sandbox import chain as sandbox
 from ..store import tables as t
 
@@ -39,18 +38,17 @@ class ChainView(Protocol):
 
 class LiveChain:
     def __init__(self, rpc_url: str, asset: str, from_block: int) -> None:
-        self.w3: Any = onchain.connect(rpc_url)
-        self.asset = asset
+        self.reader = TokenReader(rpc_url, asset)
         self.from_block = from_block
 
     def transfers(self, addresses: Iterable[str]) -> tuple[list[ChainTransfer], int]:
-        return onchain.token_transfers(self.w3, self.asset, addresses, from_block=self.from_block)
+        return self.reader.transfers(addresses, from_block=self.from_block)
 
     def transaction(self, tx_hash: str) -> TransactionTransfers | None:
-        return onchain.transaction_transfers(self.w3, self.asset, tx_hash)
+        return self.reader.transaction(tx_hash)
 
     def balance(self, address: str) -> int:
-        return onchain.token_balance(self.w3, self.asset, address)
+        return self.reader.balance_of(address)
 
 
 _tx = t.sandbox_transactions

@@ -18,6 +18,8 @@ successfully.  Both kinds of gate come here: hosted gates directly
   ``payment.succeeded``); a refused credential or a released hold records
   ``payment.failed`` for the seller's owner.  A credential pays once, also when sent many
   times at once.
+* :func:`resolve_unsettled` — a live settlement whose outcome the facilitator could not
+  give (it timed out or failed) is decided by the chain (:mod:`._unsettled`).
 
 The protocol work is pympp's (``mpp.methods.evm``), imported on first use, in a worker
 thread, through :func:`_engine` (see there why), so a server without the ``rails`` extra
@@ -34,6 +36,7 @@ import importlib
 import importlib.util
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from types import ModuleType
 from typing import Any
 
@@ -44,11 +47,20 @@ from svc.receipts import rail_credentials
 from svc_asgi import RailRequest
 
 from ...context import ServerContext
+from ...onchain import ChainUnreachable, TokenReader
 from ...recursion import keeping_recursion_limit
 from ...store import tables as t
 from ..payments import verify_receipt
 from ._claims import purge_claims
-from ._holds import HOLD_TTL, Hold, expire_holds, load_hold, load_settled, release_hold
+from ._holds import (
+    HOLD_TTL,
+    Hold,
+    expire_holds,
+    load_hold,
+    load_settled,
+    release_hold,
+    unsettled_holds,
+)
 from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import (
     DIRECT_WALLET,
@@ -75,6 +87,7 @@ __all__ = [
     "offered",
     "purge_claims",
     "release",
+    "resolve_unsettled",
     "settle",
 ]
 
@@ -316,3 +329,44 @@ async def _prepared(ctx: ServerContext, terms: RailTerms) -> tuple[Any, str]:
         return _engine(), ctx.secret(f"mpp_challenge_key_{terms.environment}")
 
     return await anyio.to_thread.run_sync(prepare)
+
+
+def resolve_unsettled(ctx: ServerContext, now: datetime | None = None) -> int:
+    """Decide every unsettled live hold the chain can decide ``now`` (blocking): book what
+    it settled, release what can never settle; the rest waits.  Returns how many were
+    decided.  Without ``live_rpc_url`` nothing can be: they wait for an operator."""
+    now = now or ctx.now()
+    rpc_url = ctx.settings.live_rpc_url
+    if not rpc_url:
+        return 0
+    from ._unsettled import Outcome, chain_outcome
+
+    decided = 0
+    for hold in unsettled_holds(ctx.db):
+        with ctx.db.read() as conn:
+            gate = load_gate(conn, hold.resource_id, realm="")
+        terms = None if gate is None else terms_for(ctx.settings, gate.seller)
+        if gate is None or terms is None:
+            continue  # nothing to book it for: an operator's question
+        try:
+            outcome, tx_hash = chain_outcome(TokenReader(rpc_url, terms.asset.address), hold, now)
+        except ChainUnreachable:
+            log.warning("the live chain did not answer; unsettled holds wait")
+            return decided
+        if outcome is Outcome.SETTLED and tx_hash is not None:
+            decided += _engine().book_unsettled(ctx, gate, terms, hold, tx_hash)
+        elif outcome is Outcome.NEVER:
+            decided += release_hold(
+                ctx.db,
+                hold,
+                settings=ctx.settings,
+                reason="settlement_refused",
+                message="the facilitator could not say whether the payment settled; the "
+                "chain shows it never did and never can (its authorization expired unused)",
+                status=None,
+                request_id=hold.request_id,
+                now=now,
+                notify=ctx.notify_new_events,
+                unsettled=True,
+            )
+    return decided

@@ -85,7 +85,9 @@ def purge_claims(db: Database, *, before: datetime) -> int:
 
     A claim only has to outlive what it claims: pympp refuses an authorization past its
     ``validBefore`` (at most an hour ahead for x402, the challenge's expiry for MPP), and
-    the chain refuses a spent nonce anyway, so an old claim guards nothing.
+    the chain refuses a spent nonce anyway, so an old claim guards nothing.  Unsettled
+    holds stay until the chain decides them (:mod:`._unsettled`).
     """
+    old = (_c.c.created_at < before) & ~_c.c.key.startswith("unsettled:")
     with db.write() as conn:
-        return int(conn.execute(delete(_c).where(_c.c.created_at < before)).rowcount)
+        return int(conn.execute(delete(_c).where(old)).rowcount)

@@ -16,6 +16,10 @@ settling again (a retry after a lost answer) answers the same payment instead of
 error.  A hold never settled nor released (the app crashed, the gate lost its
 connection) expires after :data:`HOLD_TTL` and is released by the server's housekeeping
 (:func:`expire_holds`): nothing moves, ``payment.failed`` says ``claim_expired``.
+
+A live hold whose settlement's outcome is unknown (the facilitator timed out or failed
+after it may have broadcast) is kept as ``unsettled:{claim id}`` (:func:`save_unsettled`)
+until the chain decides it (:mod:`._unsettled`): never released by expiry, never purged.
 """
 
 from __future__ import annotations
@@ -43,12 +47,15 @@ __all__ = [
     "record_settled",
     "release_hold",
     "save_hold",
+    "save_unsettled",
     "take_hold",
+    "unsettled_holds",
 ]
 
 _c = t.rail_claims
 _PREFIX = "hold:"
 _SETTLED = "settled:"
+UNSETTLED = "unsettled:"
 #: How long a claimed credential waits for its answer before it is released.  Longer than
 #: any answer a gate waits for (the hosted gates' upstream timeout is far shorter).
 HOLD_TTL = timedelta(minutes=10)
@@ -121,9 +128,28 @@ def load_settled(db: Database, claim: str) -> dict[str, Any] | None:
     return None if value is None else dict(json.loads(value))
 
 
-def take_hold(conn: Connection, claim: str) -> bool:
-    """Delete the hold's row inside ``conn``'s transaction; true for the one taker."""
-    return bool(conn.execute(delete(_c).where(_c.c.key == _PREFIX + claim)).rowcount == 1)
+def take_hold(conn: Connection, claim: str, *, unsettled: bool = False) -> bool:
+    """Delete the hold's row (``unsettled``: its unsettled row) inside ``conn``'s
+    transaction; true for the one taker."""
+    key = (UNSETTLED if unsettled else _PREFIX) + claim
+    return bool(conn.execute(delete(_c).where(_c.c.key == key)).rowcount == 1)
+
+
+def save_unsettled(db: Database, hold: Hold, now: datetime) -> None:
+    """Keep a taken hold whose settlement's outcome is unknown, for the chain to decide."""
+    with db.write() as conn:
+        conn.execute(
+            insert(_c).values(key=UNSETTLED + hold.claim, value=hold.dump(), created_at=now)
+        )
+
+
+def unsettled_holds(db: Database) -> list[Hold]:
+    """Every hold whose settlement waits for the chain's word, oldest first."""
+    with db.read() as conn:
+        rows = conn.execute(
+            select(_c).where(_c.c.key.startswith(UNSETTLED)).order_by(_c.c.created_at)
+        ).all()
+    return [Hold.load(row.value, row.created_at) for row in rows]
 
 
 def release_hold(
@@ -138,13 +164,15 @@ def release_hold(
     now: datetime,
     notify: Callable[[], None],
     taken: bool = False,
+    unsettled: bool = False,
 ) -> bool:
     """Release ``hold``: its claim goes (the authorization may be presented again; nothing
     moved) and ``payment.failed`` tells the seller's owner why.  ``taken``: the caller
     already deleted the hold's row (a settlement that failed).  False when somebody else
-    took it first (settled, released or expired meanwhile)."""
+    took it first (settled, released or expired meanwhile).  ``unsettled``: release its
+    unsettled row (the chain said it can never settle)."""
     with db.write() as conn:
-        if not taken and not take_hold(conn, hold.claim):
+        if not taken and not take_hold(conn, hold.claim, unsettled=unsettled):
             return False
         if hold.claim_key is not None:
             conn.execute(delete(_c).where(_c.c.key == hold.claim_key))

@@ -29,12 +29,16 @@ recursion limit as it was.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
+import httpx
 from mpp import Receipt, canonical_b64url
 from mpp.errors import (
     InternalPaymentError,
@@ -54,7 +58,7 @@ from mpp.x402 import (
     encode_payment_response,
     is_x402_credential,
 )
-from mpp.x402.facilitator import Facilitator, FacilitatorError
+from mpp.x402.facilitator import Facilitator, FacilitatorError, HttpFacilitator
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
@@ -65,6 +69,7 @@ from svc_asgi import RailRequest
 
 from ...context import ServerContext
 from ...ids import new_id
+from ...onchain import ChainUnreachable, TokenReader
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...sandbox.eip3009 import MalformedAuthorization
@@ -73,11 +78,19 @@ from ..events import NEW_DELIVERIES
 from ..payments import verify_receipt
 from ._claims import ClaimStore
 from ._credit import credit, receipt_for_transaction, record_refusal, settle_on_sandbox
-from ._holds import Hold, record_settled, release_hold, save_hold, take_hold
+from ._holds import (
+    Hold,
+    record_settled,
+    release_hold,
+    save_hold,
+    save_unsettled,
+    take_hold,
+)
 from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import RailTerms
+from ._unsettled import Outcome, chain_outcome
 
-__all__ = ["challenge", "claim", "settle"]
+__all__ = ["book_unsettled", "challenge", "claim", "settle"]
 
 log = logging.getLogger("reference_server.open_rails")
 
@@ -108,6 +121,7 @@ class _Attempt:
         terms: RailTerms,
         secret: str,
         request_id: str,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
         self.ctx = ctx
         self.gate = gate
@@ -128,7 +142,11 @@ class _Attempt:
             recipient=terms.recipient,
             # Always the hook that stops after the claim: settling is :func:`settle`'s.
             settle=self._hold,
-            facilitator=terms.facilitator_url,
+            facilitator=(
+                terms.facilitator_url
+                if http is None or terms.facilitator_url is None
+                else HttpFacilitator(terms.facilitator_url, client=http)
+            ),
             route_binding="resource",
             store=self.store,
         )
@@ -167,6 +185,10 @@ class _Attempt:
             try:
                 verified = await facilitator.verify(payment, requirements)
             except FacilitatorError as error:
+                # pympp keeps the claim of an internal error (its settle may have
+                # broadcast); /verify never moves money, so the authorization stays usable.
+                if self.store.claimed is not None:
+                    await self.store.delete(self.store.claimed)
                 raise InternalPaymentError() from error
             if not verified["isValid"]:
                 raise VerificationFailedError(
@@ -316,6 +338,24 @@ def _facilitator(intent: Any) -> Facilitator:
     return facilitator  # type: ignore[no-any-return]
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default TLS context, made once: making it loads the CA bundle, which took
+    26 ms of every facilitator call when pympp made a client per call."""
+    return httpx.create_ssl_context()
+
+
+@asynccontextmanager
+async def _facilitator_http(terms: RailTerms) -> AsyncIterator[httpx.AsyncClient | None]:
+    """One HTTP client for one gate request's facilitator calls (verify, or settle), on
+    the running event loop, closed after it; none for the sandbox."""
+    if terms.sandbox or terms.facilitator_url is None:
+        yield None
+        return
+    async with httpx.AsyncClient(verify=_tls(), timeout=30) as http:
+        yield http
+
+
 async def claim(
     ctx: ServerContext,
     gate: Gate,
@@ -327,8 +367,16 @@ async def claim(
 ) -> Redemption:
     """Verify the credential in ``credentials`` and claim its nonce, moving nothing; see
     :func:`..claim`."""
+    async with _facilitator_http(terms) as http:
+        attempt = _Attempt(ctx, gate, terms, secret, request_id, http)
+        return await _claim(attempt, request, credentials)
+
+
+async def _claim(
+    attempt: _Attempt, request: RailRequest, credentials: Mapping[str, str]
+) -> Redemption:
+    gate = attempt.gate
     rail = "mpp" if "authorization" in credentials else "x402"
-    attempt = _Attempt(ctx, gate, terms, secret, request_id)
     signature = credentials.get("payment-signature")
     unbound = None if signature is None else _x402_unbound(signature, request, gate)
     if unbound is not None:
@@ -406,12 +454,15 @@ async def settle(
     ctx: ServerContext, gate: Gate, terms: RailTerms, hold: Hold, request_id: str
 ) -> Redemption:
     """Settle a held credential whose answer succeeded; see :func:`..settle`."""
-    attempt = _Attempt(ctx, gate, terms, "", request_id or hold.request_id)
-    if terms.sandbox:
+    async with _facilitator_http(terms) as http:
+        attempt = _Attempt(ctx, gate, terms, "", request_id or hold.request_id, http)
+        return await _settle(attempt, hold)
+
+
+async def _settle(attempt: _Attempt, hold: Hold) -> Redemption:
+    if attempt.terms.sandbox:
         try:
-            tx_hash, headers = await anyio.to_thread.run_sync(
-                _settle_held_on_sandbox, attempt, hold
-            )
+            _, headers = await anyio.to_thread.run_sync(_settle_held_on_sandbox, attempt, hold)
         except _Gone:
             raise HoldNotFound(hold.claim) from None
         except chain.ChainError as refused:
@@ -421,33 +472,10 @@ async def settle(
             return await _settlement_refused(attempt, hold, f"settlement failed ({exc})")
         payer = hold.payer
     else:
-        if not await anyio.to_thread.run_sync(_take, attempt, hold):
-            raise HoldNotFound(hold.claim)
-        facilitator = _facilitator(attempt.intent)
-        payment, requirements = attempt.intent._facilitator_payment(hold.payload, hold.request)
-        try:
-            settled = await facilitator.settle(payment, requirements)
-        except FacilitatorError as exc:  # it may have broadcast: keep the claim
-            raise SettlementUnavailable(str(exc)) from exc
-        if not settled["success"]:
-            if settled.get("errorReason") == "settlement_pending":
-                raise SettlementUnavailable("the facilitator's settlement is pending")
-            why = settled.get("errorMessage") or settled.get("errorReason") or "settlement failed"
-            return await _settlement_refused(attempt, hold, str(why), taken=True)
-        tx_hash = settled["transaction"]
-        payer = settled.get("payer") or hold.payer
-        try:
-            await anyio.to_thread.run_sync(attempt.book, hold.rail, tx_hash, payer, hold.receipt_id)
-            headers = await anyio.to_thread.run_sync(_mark_settled, attempt, hold, tx_hash, payer)
-        except Exception as exc:
-            log.critical(
-                "%s payment %s settled on chain but could not be booked for %s: %r",
-                hold.rail,
-                tx_hash,
-                hold.resource_id,
-                exc,
-            )
-            raise SettlementUnavailable("the payment settled but could not be booked") from exc
+        done = await _settle_live(attempt, hold)
+        if isinstance(done, Redemption):
+            return done
+        headers, payer = done
     verification = await anyio.to_thread.run_sync(_verification, attempt, hold.receipt_id)
     return Redemption(
         paid=True,
@@ -457,6 +485,83 @@ async def settle(
         headers=headers,
         payer=payer,
     )
+
+
+def _used_on_chain(ctx: ServerContext, terms: RailTerms, hold: Hold) -> str | None:
+    """The facilitator refused to settle: did the authorization settle on chain all the
+    same (someone else broadcast it first)?  The transaction, or ``None`` (also without a
+    node to ask).  Raises :class:`ChainUnreachable` when the node does not answer: a
+    facilitator whose node is down refuses for reasons that are not the payment's."""
+    if not ctx.settings.live_rpc_url:
+        return None
+    reader = TokenReader(ctx.settings.live_rpc_url, terms.asset.address)
+    outcome, tx_hash = chain_outcome(reader, hold, ctx.now())
+    return tx_hash if outcome is Outcome.SETTLED else None
+
+
+def book_unsettled(
+    ctx: ServerContext, gate: Gate, terms: RailTerms, hold: Hold, tx_hash: str
+) -> bool:
+    """Book an unsettled hold the chain says ``tx_hash`` settled (blocking); false when
+    somebody else decided it first.  Booking is keyed on the transaction, so booking
+    twice books once."""
+    attempt = _Attempt(ctx, gate, terms, "", hold.request_id)
+    attempt.book(hold.rail, tx_hash, hold.payer, hold.receipt_id)
+    headers = _receipt_headers(hold, terms, tx_hash, hold.payer)
+    with ctx.db.write() as conn:
+        if not take_hold(conn, hold.claim, unsettled=True):
+            return False
+        if hold.claim_key is not None:
+            c = t.rail_claims
+            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
+        record_settled(conn, hold, headers, ctx.now())
+    return True
+
+
+async def _settle_live(
+    attempt: _Attempt, hold: Hold
+) -> tuple[list[tuple[str, str]], str | None] | Redemption:
+    """Settle through the facilitator and book it: the paid answer's headers and the
+    payer; or the refusal (nothing moved, the claim released)."""
+    ctx, terms = attempt.ctx, attempt.terms
+    if not await anyio.to_thread.run_sync(_take, attempt, hold):
+        raise HoldNotFound(hold.claim)
+    facilitator = _facilitator(attempt.intent)
+    payment, requirements = attempt.intent._facilitator_payment(hold.payload, hold.request)
+    try:
+        settled = await facilitator.settle(payment, requirements)
+    except FacilitatorError as exc:  # it may have broadcast: the chain decides
+        await anyio.to_thread.run_sync(save_unsettled, ctx.db, hold, ctx.now())
+        raise SettlementUnavailable(f"{exc}; its outcome is left to the chain") from exc
+    tx_hash = settled["transaction"]
+    payer = settled.get("payer") or hold.payer
+    if not settled["success"]:
+        if settled.get("errorReason") == "settlement_pending":
+            await anyio.to_thread.run_sync(save_unsettled, ctx.db, hold, ctx.now())
+            raise SettlementUnavailable("the facilitator's settlement is pending")
+        # Refused: nothing moved, unless somebody broadcast the authorization first.
+        try:
+            used = await anyio.to_thread.run_sync(_used_on_chain, ctx, terms, hold)
+        except ChainUnreachable as exc:  # nobody can say what happened: the chain decides
+            await anyio.to_thread.run_sync(save_unsettled, ctx.db, hold, ctx.now())
+            raise SettlementUnavailable(f"settling was refused and {exc}") from exc
+        if used is None:
+            why = settled.get("errorMessage") or settled.get("errorReason") or "settlement failed"
+            return await _settlement_refused(attempt, hold, str(why), taken=True)
+        tx_hash, payer = used, hold.payer
+    try:
+        await anyio.to_thread.run_sync(attempt.book, hold.rail, tx_hash, payer, hold.receipt_id)
+        headers = await anyio.to_thread.run_sync(_mark_settled, attempt, hold, tx_hash, payer)
+    except Exception as exc:
+        log.critical(
+            "%s payment %s settled on chain but could not be booked for %s: %r",
+            hold.rail,
+            tx_hash,
+            hold.resource_id,
+            exc,
+        )
+        raise SettlementUnavailable("the payment settled but could not be booked") from exc
+    return headers, payer
 
 
 class _Gone(Exception):

@@ -5,15 +5,20 @@ its own to ask, so the URL's settlement receipt -- x402 ``PAYMENT-RESPONSE`` (or
 ``X-PAYMENT-RESPONSE``) with ``success`` and a transaction, or an MPP ``Payment-Receipt``
 with status ``success`` and a reference -- read with the SDKs' own decoders, is the only
 confirmation.  Without one the attempt stays ``pending`` (docs/pay-url.md).
+
+With ``live_rpc_url`` set the receipt is only a claim: :func:`confirmed_on_chain` reads the
+transaction it names on the live chain, and only a transfer of exactly the price from the
+hot wallet to the offer's ``payTo`` is posted (otherwise the attempt stays ``pending``).
 """
 
 from __future__ import annotations
 
 import httpx
 
+from ...onchain import ChainUnreachable, TokenReader
 from ...recursion import keeping_recursion_limit
 
-__all__ = ["confirmed_transaction"]
+__all__ = ["confirmed_on_chain", "confirmed_transaction"]
 
 
 def confirmed_transaction(rail: str, headers: httpx.Headers) -> str | None:
@@ -46,3 +51,16 @@ def _mpp(headers: httpx.Headers) -> str | None:
         return None
     receipt = Receipt.from_payment_receipt(raw)
     return receipt.reference if receipt.status == "success" and receipt.reference else None
+
+
+def confirmed_on_chain(
+    rpc_url: str, asset: str, tx_hash: str, *, sender: str, receiver: str, value: int
+) -> bool:
+    """Did ``tx_hash`` move exactly ``value`` from ``sender`` to ``receiver`` on the live
+    chain?  False also when the node cannot say now (blocking)."""
+    try:
+        return TokenReader(rpc_url, asset).paid(
+            tx_hash, sender=sender, receiver=receiver, value=value
+        )
+    except (ChainUnreachable, ValueError):
+        return False

@@ -49,7 +49,7 @@ from ..events import NEW_DELIVERIES
 from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
-from .confirmation import confirmed_transaction
+from .confirmation import confirmed_on_chain, confirmed_transaction
 from .hot_wallet import HotWallet, hot_wallet, known_hot_wallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
@@ -300,6 +300,8 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
             job, attempt_id, None, None, got, failure, signed.payer, signed.nonce
         )
     verdict, tx_hash, failure = _verdict(job, signed, answer, failure)
+    if tx_hash is not None and not await _on_chain(job, signed, tx_hash):
+        verdict = Verdict.UNKNOWN  # the URL's receipt names no such transfer: not posted
     return await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
 
 
@@ -318,10 +320,29 @@ def _verdict(
     if isinstance(answer, outbound.OutboundRefused):
         return Verdict.NOT_SETTLED, None, failure
     if isinstance(answer, outbound.OutboundError):
-        return Verdict.UNKNOWN, None, _unconfirmed(job, None)
+        return Verdict.UNKNOWN, None, _unconfirmed(job, None, signed.valid_before)
     tx_hash = confirmed_transaction(signed.rail, answer.headers)
     verdict = Verdict.SETTLED if tx_hash else Verdict.UNKNOWN
-    return verdict, tx_hash, _unconfirmed(job, answer.status)
+    return verdict, tx_hash, _unconfirmed(job, answer.status, signed.valid_before)
+
+
+async def _on_chain(job: Job, signed: SignedPayment, tx_hash: str) -> bool:
+    """``live`` with a node (``live_rpc_url``): the chain confirms the URL's receipt;
+    without one, the receipt is the only word there is."""
+    settings = job.ctx.settings
+    if not settings.live_rpc_url:
+        return True
+    return await anyio.to_thread.run_sync(
+        partial(
+            confirmed_on_chain,
+            settings.live_rpc_url,
+            job.wallet.token.address,
+            tx_hash,
+            sender=signed.payer,
+            receiver=signed.pay_to,
+            value=signed.amount,
+        )
+    )
 
 
 async def _conclude(
@@ -603,13 +624,18 @@ def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> Dom
     )
 
 
-def _unconfirmed(job: Job, status: int | None) -> DomainError:
+def _unconfirmed(job: Job, status: int | None, valid_before: int | None = None) -> DomainError:
+    """``valid_before``: when the signed authorization lapses; unused by then, it never
+    settles (:mod:`.pending` reads it from the details to release the money)."""
     answered = "did not answer" if status is None else f"answered {status}"
+    details: dict[str, Any] = {"upstream_status": status}
+    if valid_before is not None:
+        details["authorization_valid_before"] = valid_before
     return DomainError(
         "payment_unconfirmed",
         f"{job.order.host} {answered} without confirming the payment. The amount stays "
         "reserved until the payment is reconciled; see GET /spend/attempts.",
-        details={"upstream_status": status},
+        details=details,
     )
 
 

@@ -60,6 +60,8 @@ class SignedPayment:
     #: The authorizer (the hot wallet) and the authorization's nonce.
     payer: str
     nonce: str
+    #: The authorization's ``validBefore`` (unix seconds): past it, unused, it never settles.
+    valid_before: int | None = None
 
 
 #: Signs for one rail: a credential, or ``None`` when the answer offers that rail unpayably.
@@ -239,4 +241,12 @@ def _signed(
         network=network,
         payer=str(authorization["from"]),
         nonce=str(authorization["nonce"]).lower(),
+        valid_before=_int_or_none(authorization.get("validBefore")),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None

@@ -209,6 +209,8 @@ def conclude(
     if row.status not in ("paying", "pending"):
         return None  # concluded already (a retry of a stale attempt raced this one)
     response = _response_columns(answer, box)
+    if answer is None and row.status == "pending":  # decided later: keep what it answered
+        response = {"response_status": row.response_status}
     # The sandbox chain's verdict names the transaction that spent this attempt's own
     # nonce (unique per attempt): no other receipt can count it, so only a live URL's
     # claim is checked.

@@ -1,0 +1,375 @@
+"""A live gate's paid request settling through the official x402 facilitator on the
+devchain, as a ratio to x402's own ``PaymentMiddlewareASGI`` settling through the same
+facilitator, in the same run.
+
+Run: ``python bench/live_settle.py`` (about a minute with the defaults; needs the
+``[dev]`` extras and anvil, ``npm install @foundry-rs/anvil`` as the README says; for
+PostgreSQL a server at ``--postgres-url``).
+
+It starts ``python -m reference_server devchain`` (anvil, the token, the official x402
+facilitator over HTTP) and, per database, ``python -m reference_server run`` configured
+with the devchain's ``SVC_LIVE_*`` export lines.  Over plain HTTP it makes a live seller
+with payments enabled (``processor_deposit``) selling ``GET /report`` for 0.01, and
+three sellers, each this script in a subprocess:
+
+- ``hosted``: the live resource's ``gate_url``, in front of a plain upstream;
+- ``svc_asgi``: the same app behind ``svc_asgi.PaymentGate`` with the live seller key;
+- ``x402``: the same app behind x402's ``PaymentMiddlewareASGI`` (the baseline), its
+  facilitator the devchain's.
+
+x402's ``x402HttpxClient`` (the devchain's token allowed) pays each ``--requests`` times,
+one at a time, in halves run A B C C B A: the 402, the signature, the paid retry, whose
+verify and settle go through the same facilitator onto the same anvil.  The ratio is
+what the service adds (the credential claimed in the database, the hold, the booking) to
+the settlement itself.  Everything shares this machine's cores: read the ratios.
+
+``--json PATH`` writes the figures as rows of the bench JSON protocol (bench/README.md):
+each gate's p50 over the middleware's, per database, against ``<= 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import math
+import os
+import platform
+import queue
+import secrets
+import shlex
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _harness import (
+    DEFAULT_POSTGRES,
+    free_port,
+    fresh_database,
+    post_json,
+    postgres_version,
+    reference_server,
+    report_failures,
+    serving,
+    stop_process,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PATHS = ("hosted", "svc_asgi", "x402")
+GATES = ("hosted", "svc_asgi")
+TARGET = 2.0
+PRICE = "0.01"
+QUICK_REQUESTS = 10
+MAX_ERRORS_SHOWN = 5
+
+
+# --- the devchain ---------------------------------------------------------------------------
+
+
+@contextmanager
+def devchain() -> Iterator[dict[str, str]]:
+    """``svc-server devchain`` in a subprocess; yields its export lines as a dict."""
+    from reference_server.devchain.run import READY_LINE
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reference_server", "devchain", "--port", str(free_port())],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    exports: dict[str, str] = {}
+    try:
+        while (line := lines.get(timeout=60)) != READY_LINE:
+            if line is None:
+                raise SystemExit(f"devchain exited ({process.wait()}): is anvil installed?")
+            _, assignment = shlex.split(line)
+            name, _, value = assignment.partition("=")
+            exports[name] = value
+        yield exports
+    finally:
+        stop_process(process)  # type: ignore[arg-type]
+
+
+# --- the sellers (run with --serve) ---------------------------------------------------------
+
+
+def serve(kind: str, port: int, config: dict[str, str]) -> None:
+    """One seller app: ``upstream`` (plain), ``svc_asgi`` or ``x402``."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def report(request: Request) -> JSONResponse:
+        return JSONResponse({"report": "the goods", "rows": list(range(20))})
+
+    app: Any = Starlette(routes=[Route("/report", report)])
+    if kind == "svc_asgi":
+        from svc_asgi import PaymentGate
+
+        app = PaymentGate(
+            app,
+            prices={"/report": config["resource_id"]},
+            service_url=config["service_url"],
+            seller_key=config["seller_key"],
+        )
+    elif kind == "x402":
+        from x402 import x402ResourceServer
+        from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+        from x402.http.middleware.fastapi import PaymentMiddlewareASGI
+        from x402.mechanisms.evm.exact import register_exact_evm_server
+
+        facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=config["facilitator"]))
+        server = x402ResourceServer(facilitator)
+        register_exact_evm_server(server, config["network"])
+        price = {
+            "amount": str(int(float(PRICE) * 1_000_000)),
+            "asset": config["asset"],
+            "extra": {"name": config["asset_name"], "version": config["asset_version"]},
+        }
+        accepts = {
+            "scheme": "exact",
+            "payTo": config["pay_to"],
+            "price": price,
+            "network": config["network"],
+        }
+        app.add_middleware(
+            PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
+        )
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+@contextmanager
+def seller(kind: str, config: dict[str, str], logs: Path) -> Iterator[str]:
+    port = free_port()
+    args = [sys.executable, __file__, "--serve", kind, str(port), json.dumps(config)]
+    url = f"http://127.0.0.1:{port}/report"
+    with serving(args, dict(os.environ), url, logs / f"{kind}.log", any_status=True):
+        yield url
+
+
+# --- set-up over plain HTTP -----------------------------------------------------------------
+
+
+def live_seller(url: str, upstream: str) -> dict[str, str]:
+    """A live seller with payments enabled and one resource: its key, the resource."""
+    live = {"X-Svc-Environment": "live"}
+    with httpx.Client(base_url=url, timeout=30) as http:
+        post = functools.partial(post_json, http)
+        owner = post("/owners", {"email": f"b{secrets.token_hex(6)}@example.com"})
+        auth = f"Bearer {owner['owner_jwt']}"
+        made = post("/sellers", {"name": "bench shop"}, Authorization=auth, **live)
+        key = f"Bearer {made['seller_key']}"
+        resource = post(
+            "/resources",
+            {"kind": "http", "path": "/report", "amount": PRICE, "upstream_url": upstream},
+            Authorization=key,
+        )
+        r = http.patch("/sellers/me/payments", json={}, headers={"Authorization": key})
+        if r.status_code >= 300:
+            raise SystemExit(f"set-up failed: enable payments -> {r.status_code} {r.text}")
+    return {
+        "seller_key": str(made["seller_key"]),
+        "resource_id": str(resource["id"]),
+        "gate_url": str(resource["gate_url"]),
+    }
+
+
+# --- the load -------------------------------------------------------------------------------
+
+
+async def pay_sequentially(
+    client: Any, url: str, requests: int, latencies: list[float], errors: list[str]
+) -> None:
+    for _ in range(requests):
+        began = time.perf_counter()
+        try:
+            r = await client.get(url)
+            failure = None if r.status_code == 200 else f"{r.status_code} {r.text[:300]}"
+        except httpx.HTTPError as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        if failure is None:
+            latencies.append(time.perf_counter() - began)
+        else:
+            errors.append(f"{url}: {failure}")
+
+
+async def measure(
+    exports: dict[str, str], urls: dict[str, str], requests: int
+) -> tuple[dict[str, list[float]], list[str]]:
+    from eth_account import Account
+    from x402 import x402Client
+    from x402.http.clients import x402HttpxClient
+    from x402.mechanisms.evm.exact import register_exact_evm_client
+    from x402.mechanisms.evm.signers import EthAccountSigner
+
+    network = f"eip155:{exports['SVC_LIVE_CHAIN_ID']}"
+    x402 = x402Client()
+    register_exact_evm_client(
+        x402, EthAccountSigner(Account.from_key(exports["DEVCHAIN_PAYER_1_KEY"]))
+    )
+    x402.set_spend_controls(
+        {"allowed_assets": [{"network": network, "asset": exports["SVC_LIVE_ASSET_ADDRESS"]}]}
+    )
+    latencies: dict[str, list[float]] = {path: [] for path in PATHS}
+    errors: list[str] = []
+    async with x402HttpxClient(x402, timeout=60) as http:
+        for path in PATHS:  # warm-up: connections, imports, first-use caches
+            await pay_sequentially(http, urls[path], 2, [], errors)
+        for path in (*PATHS, *reversed(PATHS)):
+            await pay_sequentially(http, urls[path], requests // 2, latencies[path], errors)
+    return latencies, errors
+
+
+def run_database(
+    name: str, database_url: str, exports: dict[str, str], requests: int
+) -> tuple[dict[str, list[float]], list[str]]:
+    live_env = {k: v for k, v in exports.items() if k.startswith("SVC_LIVE_")}
+    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as tmp:
+        logs = Path(tmp)
+        with (
+            reference_server(database_url, logs / "server.log", **live_env) as (url, _),
+            seller("upstream", {}, logs) as upstream,
+        ):
+            shop = live_seller(url, upstream)
+            gate = {**shop, "service_url": url}
+            baseline = {
+                "facilitator": exports["SVC_LIVE_FACILITATOR_URL"],
+                "network": f"eip155:{exports['SVC_LIVE_CHAIN_ID']}",
+                "asset": exports["SVC_LIVE_ASSET_ADDRESS"],
+                "asset_name": exports["SVC_LIVE_ASSET_NAME"],
+                "asset_version": exports["SVC_LIVE_ASSET_VERSION"],
+                "pay_to": exports["SVC_LIVE_DEPOSIT_ADDRESS"],
+            }
+            with seller("svc_asgi", gate, logs) as asgi, seller("x402", baseline, logs) as x402:
+                urls = {"hosted": shop["gate_url"], "svc_asgi": asgi, "x402": x402}
+                print(f"  {name}: {requests} paid requests per path...", file=sys.stderr)
+                return asyncio.run(measure(exports, urls, requests))
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def print_table(results: dict[str, dict[str, list[float]]], header: list[str]) -> None:
+    for line in header:
+        print(line)
+    columns = (
+        f"{'database':<10} {'gate':<9} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
+        f" {'p95 ms':>7} | {'p50':>5} {'p95':>5}"
+    )
+    print()
+    print(f"{'':<10} {'':<9} | {'live gate':<15} | {'x402 middleware':<15} | {'ratio':<11}")
+    print(columns)
+    print("-" * len(columns))
+    for name, paths in results.items():
+        base50, base95 = percentile(paths["x402"], 0.5), percentile(paths["x402"], 0.95)
+        for gate in GATES:
+            p50, p95 = percentile(paths[gate], 0.5), percentile(paths[gate], 0.95)
+            print(
+                f"{name:<10} {gate:<9} | {p50 * 1e3:>7.1f} {p95 * 1e3:>7.1f} |"
+                f" {base50 * 1e3:>7.1f} {base95 * 1e3:>7.1f} |"
+                f" {p50 / base50:>5.2f} {p95 / base95:>5.2f}"
+            )
+    print()
+    print("ratio = the live gate's latency / x402's middleware's (above 1: the gate is slower).")
+
+
+def json_rows(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    rows = []
+    for name, paths in results.items():
+        theirs = percentile(paths["x402"], 0.5) * 1e3
+        for gate in GATES:
+            ours = percentile(paths[gate], 0.5) * 1e3
+            value = ours / theirs if theirs else math.nan
+            rows.append(
+                {
+                    "measure": "live gate settle p50 vs x402 middleware",
+                    "database": name,
+                    "setting": f"{gate} gate, devchain",
+                    "value": round(ours, 2),
+                    "unit": "ms",
+                    "baseline_name": "x402 PaymentMiddlewareASGI",
+                    "baseline": round(theirs, 2),
+                    "ratio": round(value, 3),
+                    "target": f"<= {TARGET}",
+                    "met": bool(value <= TARGET),
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=60, help="paid requests per path")
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per path"
+    )
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        kind, port, config = args.serve
+        serve(kind, int(port), json.loads(config))
+        return
+    if args.quick:
+        args.requests = QUICK_REQUESTS
+    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
+    unknown = set(databases) - {"sqlite", "postgresql"}
+    if unknown or not databases:
+        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
+    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
+    if "postgresql" in databases:
+        versions["postgresql"] = postgres_version(args.postgres_url)
+    header = [
+        "A live gate's paid request, settled through the official x402 facilitator on anvil,",
+        "vs x402's PaymentMiddlewareASGI settling through the same facilitator (same run).",
+        f"Python {platform.python_version()}, "
+        + ", ".join(versions[d] for d in databases)
+        + f"; {args.requests} paid requests per path, one at a time (A B C C B A), at {PRICE}.",
+        f"Client, server, sellers, anvil and facilitator share {os.cpu_count() or 0} cores.",
+    ]
+    results: dict[str, dict[str, list[float]]] = {}
+    failures: list[str] = []
+    with devchain() as exports:
+        for name in databases:
+            with fresh_database(name, args.postgres_url) as database_url:
+                results[name], errors = run_database(name, database_url, exports, args.requests)
+                failures += errors
+    print_table(results, header)
+    if args.json is not None:
+        args.json.write_text(json.dumps(json_rows(results), indent=2) + "\n")
+    report_failures(failures, len(failures), MAX_ERRORS_SHOWN)
+
+
+if __name__ == "__main__":
+    main()
