@@ -38,7 +38,7 @@ def payment_headers(
     headers = {name.lower(): value for name, value in refusal.headers.items()}
     if "payment-required" not in headers:
         raise refusal  # a refusal that is not a challenge (a spent credential...)
-    required = http.get_payment_required_response(headers.get, refusal.body)
+    required = http.get_payment_required_response(lambda name: headers.get(name.lower()))
     offers = list(getattr(required, "accepts", []) or [])
     if not offers or any(int(offer.amount) != amount_micros for offer in offers):
         raise ConfigurationError(
