@@ -842,8 +842,8 @@ class FundingPaidData:
     """``data`` of ``funding.paid``: money was added to a wallet key, or (a top-up,
     ``wallet_key_id`` null) to the owner's account wallet from the owner's own wallet."""
 
-    #: The wallet key funded; ``None`` for a top-up of the account wallet.
-    wallet_key_id: str | None = None
+    #: The wallet key funded; ``None`` (always sent) for a top-up of the account wallet.
+    wallet_key_id: str | None
     amount: Decimal | None = None
     #: The wallet key's balance after the funding.
     balance: Decimal | None = None
