@@ -29,7 +29,7 @@ def payment_headers(
         from x402.mechanisms.evm.signers import EthAccountSigner
     except ImportError as exc:  # pragma: no cover - the rails extra is missing
         raise ConfigurationError(
-            "paying a top-up needs the official x402 client: pip install 'svc[rails]'"
+            "paying a top-up needs the official x402 client: pip install 'svc-payments[rails]'"
         ) from exc
     account = Account.from_key(payer) if isinstance(payer, str | bytes) else payer
     client = x402ClientSync()
