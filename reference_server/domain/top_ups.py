@@ -42,7 +42,15 @@ def book(
     request_id: str,
     now: datetime,
 ) -> Row[Any]:
-    """Credit a settled top-up to the owner's account wallet; returns its row."""
+    """Credit a settled top-up to the owner's account wallet; returns its row.
+
+    Money that arrived is always credited: when a concurrent request with the same
+    ``Idempotency-Key`` (and another credential) booked first, this one is booked too,
+    under no key."""
+    if idempotency_key is not None and find_by_key(
+        conn, owner_id=owner_id, environment=environment, key=idempotency_key
+    ):
+        idempotency_key = None
     deposits = ledger.platform_account(
         conn, environment=environment, kind=ledger.CHAIN_DEPOSITS, now=now
     )

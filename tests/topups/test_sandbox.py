@@ -4,6 +4,7 @@ and the CLI, on the sandbox chain; the refusals credit nothing."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 
@@ -172,3 +173,20 @@ def test_the_cli_tops_up_from_a_key_file(server: LiveServer, tmp_path: Path) -> 
     args = [*base, "top-up", "0.40", "--private-key-file", str(broke)]
     refused = CliRunner().invoke(_build(), args, catch_exceptions=False)
     assert refused.exit_code == 1 and "402 payment_required" in refused.output
+
+
+def test_a_credential_sent_many_times_at_once_pays_once(server: LiveServer) -> None:
+    owner = new_owner(server.url)
+    client = owner_client(server.url, owner.owner_jwt)
+    payer = funded_payer(server, "1")
+    credential = signed(challenge_of(client, "0.25"), payer, "0.25")
+
+    def send(n: int) -> int:
+        headers = owner_headers(owner.owner_jwt, **credential, **{"Idempotency-Key": f"k{n}"})
+        return httpx.post(server.url + PATH, json={"amount": "0.25"}, headers=headers).status_code
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        statuses = sorted(pool.map(send, range(6)))
+    assert statuses == [201, 402, 402, 402, 402, 402]
+    assert account_wallet(server, owner.owner_id, "test") == 250_000
+    assert balance(server.url, payer.address) == 750_000
