@@ -35,6 +35,7 @@ from .routes import (
     sandbox_connect,
     sellers,
     spend,
+    top_ups,
     wallet_keys,
     webhooks,
 )
@@ -66,6 +67,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *directory.ENDPOINTS,
         *payouts.ENDPOINTS,
         *wallet_keys.ENDPOINTS,
+        *top_ups.ENDPOINTS,
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
         *pay_url.ENDPOINTS,

@@ -25,6 +25,7 @@ from ._async_namespaces import (
     AsyncResources,
     AsyncSellers,
     AsyncSpend,
+    AsyncTopUps,
     AsyncWalletKeys,
     AsyncWebhooks,
     AsyncWithdrawals,
@@ -64,6 +65,7 @@ class AsyncClient(BaseClient):
     resources: AsyncResources
     directory: AsyncDirectory
     wallet_keys: AsyncWalletKeys
+    top_ups: AsyncTopUps
     spend: AsyncSpend
     handles: AsyncHandles
     access: AsyncAccess
@@ -108,6 +110,7 @@ class AsyncClient(BaseClient):
         self.resources = AsyncResources(self)
         self.directory = AsyncDirectory(self)
         self.wallet_keys = AsyncWalletKeys(self)
+        self.top_ups = AsyncTopUps(self)
         self.spend = AsyncSpend(self)
         self.handles = AsyncHandles(self)
         self.access = AsyncAccess(self)

@@ -30,6 +30,7 @@ from ._namespaces import (
     Resources,
     Sellers,
     Spend,
+    TopUps,
     WalletKeys,
     Webhooks,
     Withdrawals,
@@ -65,6 +66,7 @@ class Client(BaseClient):
     resources: Resources
     directory: Directory
     wallet_keys: WalletKeys
+    top_ups: TopUps
     spend: Spend
     handles: Handles
     access: Access
@@ -109,6 +111,7 @@ class Client(BaseClient):
         self.resources = Resources(self)
         self.directory = Directory(self)
         self.wallet_keys = WalletKeys(self)
+        self.top_ups = TopUps(self)
         self.spend = Spend(self)
         self.handles = Handles(self)
         self.access = Access(self)

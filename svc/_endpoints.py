@@ -45,6 +45,8 @@ from ._models import (
     SellerList,
     SpendAttemptList,
     SpendBalance,
+    TopUp,
+    TopUpList,
     WalletKey,
     WalletKeyCreated,
     WalletKeyList,
@@ -137,6 +139,9 @@ __all__ = [
     "spend_balance",
     "spend_pay_url",
     "spend_pay_url_quote",
+    "top_ups_create",
+    "top_ups_get",
+    "top_ups_list",
     "wallet_keys_create",
     "wallet_keys_fund",
     "wallet_keys_get",
@@ -772,6 +777,43 @@ def wallet_keys_refund(wallet_key_id: str, amount: Amount) -> RequestSpec[Wallet
 
 def wallet_keys_revoke(wallet_key_id: str) -> RequestSpec[WalletKey]:
     return _wallet_key_action(wallet_key_id, "revoke", {})
+
+
+# --- top-ups (owner) -----------------------------------------------------------------------
+
+
+def top_ups_create(amount: Amount) -> RequestSpec[TopUp]:
+    """``POST /owners/me/top-ups``: 402 with the challenge until paid, then the top-up."""
+    return RequestSpec(
+        method="POST",
+        path="/owners/me/top-ups",
+        role=Role.OWNER,
+        json=_funds(amount),
+        parse=as_model(TopUp),
+    )
+
+
+def top_ups_list(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[TopUpList]:
+    """``GET /owners/me/top-ups``: newest first."""
+    return RequestSpec(
+        method="GET",
+        path="/owners/me/top-ups",
+        role=Role.OWNER,
+        query=_page(limit, starting_after),
+        parse=as_model(TopUpList),
+    )
+
+
+def top_ups_get(top_up_id: str) -> RequestSpec[TopUp]:
+    return RequestSpec(
+        method="GET",
+        path="/owners/me/top-ups/{id}",
+        path_params={"id": top_up_id},
+        role=Role.OWNER,
+        parse=as_model(TopUp),
+    )
 
 
 # --- spend and pay (wallet key) -------------------------------------------------------------

@@ -65,6 +65,8 @@ __all__ = [
     "SpendAttempt",
     "SpendAttemptList",
     "SpendBalance",
+    "TopUp",
+    "TopUpList",
     "TransferReceivedData",
     "WalletKey",
     "WalletKeyCreated",
@@ -590,6 +592,32 @@ class WalletKeyCreated(WalletKey):
 
 
 @attrs.frozen(kw_only=True)
+class TopUp:
+    """Money the owner paid into their account wallet from their own wallet (x402 or
+    MPP, to the environment's deposit address), credited once settled on chain."""
+
+    id: str
+    amount: Decimal
+    environment: str
+    #: ``succeeded``: settled on chain and credited to the account wallet.
+    status: str
+    #: ``x402`` or ``mpp``.
+    rail: str
+    tx_hash: str
+    network: str | None = None
+    payer: str | None = None
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TopUpList:
+    data: list[TopUp]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class WalletKeyList:
     data: list[WalletKey]
     has_more: bool = False
@@ -811,16 +839,25 @@ class TransferReceivedData:
 
 @attrs.frozen(kw_only=True)
 class FundingPaidData:
-    """``data`` of ``funding.paid``: money was added to a wallet key."""
+    """``data`` of ``funding.paid``: money was added to a wallet key, or (a top-up,
+    ``wallet_key_id`` null) to the owner's account wallet from the owner's own wallet."""
 
-    wallet_key_id: str
+    #: The wallet key funded; ``None`` (always sent) for a top-up of the account wallet.
+    wallet_key_id: str | None
     amount: Decimal | None = None
     #: The wallet key's balance after the funding.
     balance: Decimal | None = None
-    #: ``sandbox`` (Test: instant sandbox money) or ``account_wallet``.
+    #: ``sandbox`` (Test: instant sandbox money) or ``account_wallet``; for a top-up,
+    #: the rail that paid it: ``x402`` or ``mpp``.
     source: str | None = None
     transfer_id: str | None = None
     environment: str | None = None
+    #: Top-ups: the top-up, the account wallet's balance after it, and the settlement.
+    top_up_id: str | None = None
+    account_wallet_balance: Decimal | None = None
+    tx_hash: str | None = None
+    payer: str | None = None
+    network: str | None = None
 
 
 @attrs.frozen(kw_only=True)

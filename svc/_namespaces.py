@@ -10,8 +10,11 @@ in ``_async_client``, then regenerate.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
+
+import attrs
 
 from . import _endpoints as ep
 from ._endpoints import (
@@ -24,6 +27,7 @@ from ._endpoints import (
     ResourceMethod,
     WebhookStatus,
 )
+from ._errors import PaymentRequiredError
 from ._models import (
     Balance,
     ConnectAccount,
@@ -52,6 +56,8 @@ from ._models import (
     SpendAttempt,
     SpendAttemptList,
     SpendBalance,
+    TopUp,
+    TopUpList,
     WalletKey,
     WalletKeyCreated,
     WalletKeyList,
@@ -64,7 +70,9 @@ from ._models import (
 from ._options import RequestOptions
 from ._paging import iterate
 from ._spec import RequestSpec
+from ._top_up_payer import payment_headers
 from ._types import NOT_GIVEN, NotGiven
+from .money import parse_amount, to_micros
 
 __all__ = [
     "Access",
@@ -77,6 +85,7 @@ __all__ = [
     "Resources",
     "Sellers",
     "Spend",
+    "TopUps",
     "WalletKeys",
     "Webhooks",
     "Withdrawals",
@@ -600,6 +609,67 @@ class WalletKeys(_Namespace):
     def revoke(self, wallet_key_id: str, *, options: RequestOptions | None = None) -> WalletKey:
         """Stop the key for good; every later call with it is refused."""
         return self._client._request(ep.wallet_keys_revoke(wallet_key_id), options)
+
+
+class TopUps(_Namespace):
+    """Money in: the owner pays their account wallet from a wallet they control (owner JWT).
+
+    ``POST /owners/me/top-ups`` answers 402 with an x402 ``PAYMENT-REQUIRED`` and an MPP
+    ``WWW-Authenticate: Payment`` challenge paying the environment's deposit address (Test:
+    the sandbox chain; pay from a faucet wallet).  The same request retried with the
+    credential answers the settled :class:`~svc.TopUp`, credited to the account wallet.
+    """
+
+    def create(
+        self,
+        amount: Amount,
+        *,
+        payer: Any = None,
+        options: RequestOptions | None = None,
+    ) -> TopUp:
+        """Top up the account wallet by ``amount``.
+
+        With ``payer`` (an eth-account ``LocalAccount`` or a ``0x…`` private key; needs
+        the ``rails`` extra) the SDK pays the challenge itself with the official x402
+        client, signing only for exactly ``amount``, and retries with the same
+        ``Idempotency-Key``: one call, one payment.  Without it the challenge comes back
+        as :class:`~svc.PaymentRequiredError`, its ``headers`` holding
+        ``PAYMENT-REQUIRED`` and ``WWW-Authenticate``, for you to pay and retry with
+        ``options=RequestOptions(idempotency_key=..., extra_headers={"PAYMENT-SIGNATURE":
+        ...})``, as any x402 client would.
+        """
+        spec = ep.top_ups_create(amount)
+        opts = options or RequestOptions()
+        if payer is None:
+            return self._client._request(spec, opts)
+        # One key for the challenge and the paid retry: a retry of the call pays once.
+        opts = attrs.evolve(opts, idempotency_key=opts.idempotency_key or str(uuid.uuid4()))
+        try:
+            return self._client._request(spec, opts)  # paid under this key already
+        except PaymentRequiredError as challenge:
+            signed = payment_headers(challenge, payer, to_micros(parse_amount(amount)))
+        extra = {**(opts.extra_headers or {}), **signed}
+        return self._client._request(spec, attrs.evolve(opts, extra_headers=extra))
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> TopUpList:
+        """The owner's top-ups in this environment, newest first (one page)."""
+        spec = ep.top_ups_list(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> Iterator[TopUp]:
+        """Every top-up of the owner, in the order of :meth:`list`."""
+        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
+
+    def get(self, top_up_id: str, *, options: RequestOptions | None = None) -> TopUp:
+        return self._client._request(ep.top_ups_get(top_up_id), options)
 
 
 class Spend(_Namespace):

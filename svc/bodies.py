@@ -372,6 +372,15 @@ class WalletKeyAmount:
     EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "10.00"}
 
 
+@attrs.frozen(kw_only=True)
+class CreateTopUp:
+    """The amount to pay into the owner's account wallet from the owner's own wallet."""
+
+    amount: Decimal
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "25.00"}
+
+
 # --- webhooks -----------------------------------------------------------------------------
 
 #: Every event type a webhook endpoint may subscribe to (``GET /webhooks/events``).

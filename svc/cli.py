@@ -814,6 +814,31 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         """Add prepaid balance from the account wallet (Test: sandbox money)."""
         _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount), owner=True)
 
+    @cli.command("top-up")
+    @click.argument("amount")
+    @click.option(
+        "--private-key-file",
+        type=click.File("r"),
+        required=True,
+        help="File holding the paying wallet's 0x private key (Test: a sandbox faucet wallet).",
+    )
+    @click.pass_context
+    def top_up(ctx: Any, /, amount: str, private_key_file: Any) -> None:
+        """Pay AMOUNT into the account wallet from your own wallet (x402; owner JWT)."""
+        key = private_key_file.read().strip()
+        _run(ctx, lambda c: c.top_ups.create(amount, payer=key), owner=True)
+
+    @cli.command("top-ups")
+    @click.argument("top_up_id", required=False)
+    @_page_options
+    @click.pass_context
+    def top_ups(ctx: Any, /, top_up_id: str | None, **o: Any) -> None:
+        """The owner's top-ups, newest first; with TOP_UP_ID, that one."""
+        if top_up_id is not None:
+            _run(ctx, lambda c: c.top_ups.get(top_up_id), owner=True)
+            return
+        _list(ctx, o, lambda c: c.top_ups.list, lambda c: c.top_ups.list_all, owner=True)
+
     @wallet_keys.command("revoke")
     @click.argument("wallet_key_id")
     @click.pass_context

@@ -1,7 +1,7 @@
 """The ledger's side of a reconciliation: every entry that names an on-chain transaction.
 
-* deposits: the seller receipts settled ``processor_deposit`` (tokens to the deposit
-  address), which are what moves money out of ``chain_deposits``;
+* deposits: the seller receipts settled ``processor_deposit`` and the owners' top-ups
+  (tokens to the deposit address), which are what moves money out of ``chain_deposits``;
 * the hot wallet: the ``pay-url`` receipts (``kind`` ``url``) with their attempt's payee,
   which are what moves money into ``chain_payouts``;
 * direct-wallet settlements: the seller receipts settled ``direct_wallet`` (tokens to the
@@ -22,6 +22,7 @@ __all__ = ["Books", "Entry", "read_books"]
 
 _r = t.receipts
 _a = t.spend_attempts
+_u = t.top_ups
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +95,22 @@ def read_books(conn: Connection, environment: str, deposit_address: str | None) 
             receipt_id=row.id,
         )
         (direct if direct_wallet else deposits).append(entry)
+    top_ups = (
+        select(_u.c.id, _u.c.tx_hash, _u.c.payer, _u.c.amount_micros)
+        .where(_u.c.environment == environment)
+        .order_by(_u.c.created_at, _u.c.id)
+    )
+    deposits.extend(
+        Entry(
+            account=DEPOSITS,
+            tx_hash=row.tx_hash.lower(),
+            from_address=_lower(row.payer),
+            to=_lower(deposit_address),
+            amount=int(row.amount_micros),
+            receipt_id=row.id,
+        )
+        for row in conn.execute(top_ups)
+    )
     paid = (
         select(_r.c.id, _r.c.tx_hash, _r.c.amount_micros, _a.c.payer, _a.c.pay_to)
         .select_from(_r.join(_a, _a.c.receipt_id == _r.c.id))

@@ -374,6 +374,30 @@ gate_origins = Table(
     Column("created_at", Timestamp, nullable=False),
 )
 
+#: Owners' top-ups (``POST /owners/me/top-ups``): one row per settled payment to the
+#: environment's deposit address, credited to the owner's account wallet in the same
+#: transaction.  ``tx_hash`` is unique per environment: a transaction is booked once.
+top_ups = Table(
+    "top_ups",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("environment", String(8), nullable=False),
+    Column("amount_micros", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("rail", String(8), nullable=False),
+    Column("network", String(40), nullable=False),
+    Column("tx_hash", String(80), nullable=False),
+    Column("payer", String(64)),
+    Column("transfer_id", String(40), nullable=False),
+    Column("idempotency_key", String(255)),
+    Column("request_id", String(64)),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("environment", "tx_hash"),
+    UniqueConstraint("owner_id", "environment", "idempotency_key"),
+    Index(None, "owner_id", "environment", "created_at"),
+)
+
 rail_claims = Table(
     "rail_claims",
     metadata,

@@ -67,7 +67,7 @@ def requested_environment(headers: Mapping[str, str]) -> str | None:
 #: Every header :func:`authenticate` reads a caller from: the credential's two places and
 #: the environment.  Requests equal in these are the same caller (``POST /pay``'s group
 #: commit groups and authenticates by them).
-CREDENTIAL_HEADERS = ("authorization", "x-svc-vw-key", "x-svc-environment")
+CREDENTIAL_HEADERS = ("authorization", "x-svc-vw-key", "x-svc-owner-jwt", "x-svc-environment")
 
 
 def credential_of(headers: Mapping[str, str]) -> tuple[str | None, ...]:
@@ -77,8 +77,12 @@ def credential_of(headers: Mapping[str, str]) -> tuple[str | None, ...]:
 
 def _bearer_token(headers: Mapping[str, str]) -> str | None:
     header = headers.get("authorization")
+    if header is not None and header.strip().lower().startswith("payment "):
+        # An MPP payment credential (a top-up paid by MPP), not the caller's: the caller's
+        # credential comes in its own header then.
+        header = None
     if header is None:
-        return headers.get("x-svc-vw-key") or None
+        return headers.get("x-svc-vw-key") or headers.get("x-svc-owner-jwt") or None
     scheme, _, token = header.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:

@@ -126,6 +126,10 @@ CODES: dict[str, tuple[int, str]] = {
     "gate_misconfigured": (503, "A gate's seller key or resource ids are wrong."),
     "rails_not_configured": (503, "Live pay-url needs a hot wallet this server is not given."),
     "payouts_unavailable": (503, "Live payouts need a payout processor this server is not given."),
+    "top_ups_unavailable": (
+        503,
+        "Live top-ups need a facilitator and a deposit address this server is not given.",
+    ),
     "settlement_unavailable": (
         503,
         "An open-rail payment could not be settled now; do not pay again, retry shortly.",

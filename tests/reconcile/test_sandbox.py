@@ -14,6 +14,8 @@ from reference_server.store import tables as t
 from ..payurl.helpers import hot_address, make_agent
 from ..rails.helpers import PRICE, fund, funded_payer, new_account, open_rail_shop, x402_pay
 from ..support import LiveServer
+from ..support import new_account as new_owner
+from ..topups.helpers import owner_client
 from .helpers import history, reconcile
 
 pytestmark = pytest.mark.anyio
@@ -29,11 +31,14 @@ async def test_sandbox_books_reconcile_and_drift_is_named(server: LiveServer) ->
     agent = make_agent(server, fund="1.00")
     for shop in (deposits, direct):  # the hot wallet pays our own gates
         assert agent.pay_url(shop.resource.gate_url).status_code == 200
+    # An owner's top-up lands at the deposit address too, booked as a deposit.
+    owner = new_owner(server.url)
+    owner_client(server.url, owner.owner_jwt).top_ups.create("0.25", payer=funded_payer(server))
 
     clean = reconcile(server, "test")
     assert clean.exit_code == 0, clean.output
     assert clean.drift == []
-    assert clean.total("deposits") == (2 * PRICE, 2 * PRICE)
+    assert clean.total("deposits") == (2 * PRICE + 250_000, 2 * PRICE + 250_000)
     assert clean.total("hot_wallet") == (2 * PRICE, 2 * PRICE)
     assert clean.total("direct_wallet") == (2 * PRICE, 2 * PRICE)
     [refill] = [f for f in clean.findings if f["kind"] == "refill"]
@@ -46,13 +51,14 @@ async def test_sandbox_books_reconcile_and_drift_is_named(server: LiveServer) ->
     assert drifted.exit_code == 1
     [unbooked] = [f for f in drifted.drift if f["kind"] not in ("total", "balance")]
     [held] = [f for f in drifted.drift if f["kind"] == "balance"]
-    assert (held["ledger_micros"], held["chain_micros"]) == (2 * PRICE, 2 * PRICE + 500_000)
+    booked = 2 * PRICE + 250_000
+    assert (held["ledger_micros"], held["chain_micros"]) == (booked, booked + 500_000)
     assert (unbooked["kind"], unbooked["account"], unbooked["chain_micros"]) == (
         "unbooked_in",
         "deposits",
         500_000,
     )
-    assert drifted.total("deposits") == (2 * PRICE, 2 * PRICE + 500_000)
+    assert drifted.total("deposits") == (booked, booked + 500_000)
     assert unbooked["address"] == TEST_DEPOSIT_ADDRESS
     assert unbooked["tx_hash"] in drifted.output and "DRIFT" in drifted.output
 

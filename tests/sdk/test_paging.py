@@ -48,8 +48,9 @@ def _all_name(method: str) -> str:
 
 def test_the_lists_are_found() -> None:
     assert {m for _, m in LIST_METHODS} >= {"list", "deliveries", "attempts"}
-    # sellers, resources, directory, wallet keys, webhooks, deliveries, attempts, withdrawals
-    assert len(LIST_METHODS) == 8
+    # sellers, resources, directory, wallet keys, top-ups, webhooks, deliveries, attempts,
+    # withdrawals
+    assert len(LIST_METHODS) == 9
 
 
 @pytest.mark.parametrize(("cls_name", "method"), LIST_METHODS, ids=IDS)
@@ -96,6 +97,8 @@ def _page(ids: list[str], has_more: bool) -> Any:
             "policy": {},
             "balance": "0.00",
             "rails": ["rill"],
+            "rail": "x402",
+            "tx_hash": "0x" + "ab" * 32,
         }
         for i in ids
     ]

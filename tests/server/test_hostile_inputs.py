@@ -187,6 +187,7 @@ def world(module_server: LiveServer) -> World:
             "address": "0x" + "ab" * 20,
             "tx_hash": tx_hash,
             "withdrawal_id": "wd_" + "0" * 26,
+            "top_up_id": "tu_" + "0" * 26,
             "token": onboarding.json()["onboard_url"].rsplit("/", 1)[1],
         },
     )

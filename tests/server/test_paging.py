@@ -20,7 +20,9 @@ from typing import Any
 import attrs
 import httpx
 import pytest
+from eth_account import Account as EthAccount
 
+import svc
 from reference_server.app import endpoints
 from reference_server.web import paging
 from reference_server.web.auth import Role
@@ -104,6 +106,19 @@ def _wallet_keys(w: World) -> None:
     w.post(Role.OWNER, "/wallet-keys", {"name": "k"})
 
 
+def _top_ups(w: World) -> None:
+    _top_up(w)
+
+
+def _top_up(w: World) -> str:
+    """A top-up paid from a sandbox faucet wallet, as the SDK pays it."""
+    payer = EthAccount.create()
+    w.post(Role.OWNER, "/sandbox/faucet", {"address": payer.address, "amount": "0.01"})
+    base = str(w.http.base_url).rstrip("/")
+    with svc.Client(base_url=base, owner_jwt=w.account.owner_jwt, environment="test") as owner:
+        return owner.top_ups.create("0.01", payer=payer).id
+
+
 def _webhooks(w: World) -> None:
     w.post(Role.OWNER, "/webhooks", {"url": str(w.http.base_url) + "/nowhere"})
 
@@ -155,6 +170,7 @@ FACTORIES: dict[str, Factory] = {
     "/resources": Factory(_resources, "asc"),
     "/directory": Factory(_listed, "asc", hidden=_unlisted),
     "/wallet-keys": Factory(_wallet_keys, "asc"),
+    "/owners/me/top-ups": Factory(_top_ups, "desc"),
     "/webhooks": Factory(_webhooks, "asc"),
     "/webhooks/{webhook_id}/deliveries": Factory(_deliveries, "desc"),
     "/spend/attempts": Factory(_attempts, "desc"),
@@ -272,6 +288,7 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
         _payouts_ready(w)
         withdrawal = w.post(Role.SELLER, "/sellers/me/withdraw", {"amount": "0.01"})
         values = {
+            "top_up_id": _top_up(w),
             "resource_id": resource["id"],
             "key_id": w.account.wallet_key_id,
             "webhook_id": w.webhook_id,

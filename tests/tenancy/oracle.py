@@ -26,7 +26,7 @@ from ..support import LiveServer
 PUBLIC = frozenset({"public"})
 #: An object id anywhere in an answer's text.
 ID = re.compile(
-    r"\b(?:own|sel|sk|res|vw|hdl|rcpt|tr|acct|evt|we|dlv|att|clm|pa|wd|sbacct|sbpo)"
+    r"\b(?:own|sel|sk|res|vw|hdl|rcpt|tr|acct|evt|we|dlv|att|clm|pa|wd|sbacct|sbpo|tu)"
     r"_[0-9a-z]{26}\b"
 )
 
@@ -134,6 +134,9 @@ def _accounts_of_people(conn: Any, p: _Parties) -> Iterator[tuple[str, Whose]]:
     sa = t.spend_attempts.c
     for r in _rows(conn, sa.id, sa.wallet_key_id, sa.environment):
         yield r.id, Whose(frozenset(p.key(r.wallet_key_id)), r.environment)
+    tu = t.top_ups.c
+    for r in _rows(conn, tu.id, tu.owner_id, tu.environment):
+        yield r.id, Whose(frozenset(p.owner(r.owner_id)), r.environment)
 
 
 def _receipts(conn: Any, p: _Parties) -> Iterator[tuple[str, tuple[frozenset[str], str]]]:

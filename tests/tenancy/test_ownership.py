@@ -103,6 +103,7 @@ def objects(world: World) -> dict[str, list[str]]:
             conn.execute(select(t.webhook_deliveries.c.id).limit(6)).scalars()
         )
         values["withdrawal_id"] = list(conn.execute(select(t.withdrawals.c.id)).scalars())
+        values["top_up_id"] = list(conn.execute(select(t.top_ups.c.id)).scalars())
         receipts = conn.execute(
             select(t.receipts.c.id, t.receipts.c.tx_hash).where(t.receipts.c.tx_hash.is_not(None))
         ).all()

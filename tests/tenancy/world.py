@@ -17,6 +17,8 @@ import attrs
 import httpx
 from eth_account.signers.local import LocalAccount
 
+import svc
+
 from ..payouts.helpers import complete_onboarding
 from ..paypage.helpers import pay_by_card
 from ..payurl.helpers import deposit_live, hot_address
@@ -106,6 +108,8 @@ def build(server: LiveServer, chain: LiveServer, hot_wallet: LocalAccount) -> Wo
     fund(chain.url, hot_wallet.address, "100")  # live pay-url pays from it
     fund(server.url, hot_address(server), "100")  # test pay-url pays from it
     owners = [_owner(api, server, name) for name in OWNERS]
+    for owner in owners:
+        _top_up(server, chain, owner)
     for payer, seller in zip(owners, owners[1:] + owners[:1], strict=True):
         _buy(api, payer, seller)
     for owner in owners:
@@ -168,6 +172,16 @@ def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
         api.call("POST", "/pay", capped, {"resource_id": wallet.resources["report"]["id"]})
     paid = pay_by_card(seller.sellers[("test", "deposit")].resources["report"]["pay_url"])
     assert paid.status_code == 200, paid.text
+
+
+def _top_up(server: LiveServer, chain: LiveServer, owner: Owner) -> None:
+    """The owner tops up its account wallet in both environments from a wallet of its
+    own (funded by the faucet of the chain each environment settles on)."""
+    for env, faucet in (("test", server), ("live", chain)):
+        payer = new_account()
+        fund(faucet.url, payer.address, "1")
+        with svc.Client(base_url=server.url, owner_jwt=owner.jwt, environment=env) as client:
+            client.top_ups.create("0.50", payer=payer)
 
 
 def _withdraw(api: _Api, owner: Owner) -> None:

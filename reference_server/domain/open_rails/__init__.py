@@ -14,6 +14,9 @@ successfully.  Both kinds of gate come here: hosted gates directly
   (:mod:`._holds`), then :func:`settle` once the answer succeeded (status below 400) or
   :func:`release` when it failed ("verify, serve, then settle": a payer is never charged
   for a failed answer); a hold never settled nor released expires (:func:`expire_holds`);
+* :func:`service_challenge` and :func:`pay_service` — the same charge paying the service
+  itself (an owner's top-up, :mod:`reference_server.domain.top_ups`): no gate, nothing to
+  serve, settled as soon as it is verified (:mod:`._service`);
 * settled, a payment is booked (receipt, ledger credit for ``processor_deposit``,
   ``payment.succeeded``); a refused credential or a released hold records
   ``payment.failed`` for the seller's owner.  A credential pays once, also when sent many
@@ -35,10 +38,10 @@ import functools
 import importlib
 import importlib.util
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection, select
@@ -61,12 +64,13 @@ from ._holds import (
     release_hold,
     unsettled_holds,
 )
-from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
+from ._model import Gate, HoldNotFound, Redemption, Settled, SettlementUnavailable
 from ._terms import (
     DIRECT_WALLET,
     PROCESSOR_DEPOSIT,
     TEST_DEPOSIT_ADDRESS,
     RailTerms,
+    deposit_terms,
     terms_for,
 )
 
@@ -79,15 +83,20 @@ __all__ = [
     "HoldNotFound",
     "RailTerms",
     "Redemption",
+    "Settled",
     "SettlementUnavailable",
     "challenge",
     "claim",
+    "deposit_terms",
     "expire_holds",
     "load_gate",
     "offered",
+    "pay_service",
     "purge_claims",
     "release",
     "resolve_unsettled",
+    "service_challenge",
+    "service_terms",
     "settle",
 ]
 
@@ -105,8 +114,11 @@ def _installed() -> bool:
     return found
 
 
+T = TypeVar("T")
+
+
 @functools.cache
-def _engine() -> ModuleType:
+def _engine(module: str = "_pympp") -> ModuleType:
     """The pympp-backed engine (:mod:`._pympp`), imported once.  Blocking: the first
     import takes a while, so callers on the event loop ask for it in a worker thread.
 
@@ -114,7 +126,7 @@ def _engine() -> ModuleType:
     it is put back (:mod:`reference_server.recursion` says why).
     """
     with keeping_recursion_limit():
-        return importlib.import_module(f"{__name__}._pympp")
+        return importlib.import_module(f"{__name__}.{module}")
 
 
 def load_gate(
@@ -370,3 +382,70 @@ def resolve_unsettled(ctx: ServerContext, now: datetime | None = None) -> int:
                 unsettled=True,
             )
     return decided
+
+
+def service_terms(ctx: ServerContext, environment: str) -> RailTerms | None:
+    """What a payment to the service offers in ``environment`` (``None``: nothing, live
+    without a facilitator or a deposit address, or no pympp)."""
+    terms = deposit_terms(ctx.settings, environment)
+    if terms is None or not _installed():
+        return None
+    return terms
+
+
+async def service_challenge(
+    ctx: ServerContext,
+    terms: RailTerms,
+    request: RailRequest,
+    *,
+    realm: str,
+    amount_micros: int,
+    binding: dict[str, str],
+) -> list[tuple[str, str]]:
+    """The challenge headers for paying ``amount_micros`` to the service."""
+    secret = await _secret(ctx, terms)
+    engine = await anyio.to_thread.run_sync(_engine, "_service")
+    headers: list[tuple[str, str]] = await engine.challenge(
+        ctx, terms, secret, request, realm=realm, amount_micros=amount_micros, binding=binding
+    )
+    return headers
+
+
+async def pay_service(
+    ctx: ServerContext,
+    terms: RailTerms,
+    request: RailRequest,
+    headers: Mapping[str, str],
+    *,
+    realm: str,
+    amount_micros: int,
+    binding: dict[str, str],
+    request_id: str,
+    book: Callable[[Connection, Settled], T],
+) -> T | Redemption:
+    """Verify and settle the credential among ``headers`` paying the service; ``book``
+    runs in the transaction that records it (``test``: the one that moves the tokens).
+    A refusal is a :class:`Redemption`; raises :class:`SettlementUnavailable` when the
+    outcome is not known, and ``ValueError`` when ``headers`` hold no credential."""
+    credentials = rail_credentials(headers)
+    if not credentials:
+        raise ValueError("no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
+    secret = await _secret(ctx, terms)
+    engine = await anyio.to_thread.run_sync(_engine, "_service")
+    result: T | Redemption = await engine.pay(
+        ctx,
+        terms,
+        secret,
+        request,
+        credentials,
+        request_id=request_id,
+        book=book,
+        realm=realm,
+        amount_micros=amount_micros,
+        binding=binding,
+    )
+    return result
+
+
+async def _secret(ctx: ServerContext, terms: RailTerms) -> str:
+    return await anyio.to_thread.run_sync(ctx.secret, f"mpp_challenge_key_{terms.environment}")

@@ -8,7 +8,7 @@ import attrs
 
 from svc import GateRedemption, ReceiptVerification
 
-__all__ = ["Gate", "HoldNotFound", "Redemption", "SettlementUnavailable"]
+__all__ = ["Gate", "HoldNotFound", "Redemption", "Settled", "SettlementUnavailable"]
 
 
 class SettlementUnavailable(Exception):
@@ -61,3 +61,14 @@ class Redemption:
             message=self.message,
             claim=self.claim,
         )
+
+
+@attrs.frozen(kw_only=True)
+class Settled:
+    """A payment to the service that moved on chain: what its booking records."""
+
+    rail: str
+    tx_hash: str
+    payer: str | None
+    #: CAIP-2 id of the chain it settled on.
+    network: str

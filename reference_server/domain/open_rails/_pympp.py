@@ -16,7 +16,7 @@ store is the database, so a credential is claimed once across processes.
 Verify, serve, then settle: pympp verifies the credential and claims its nonce, then
 calls the charge's ``settle`` hook, which here checks that the authorization would settle
 now (the sandbox chain's checks; live, the facilitator's ``/verify``) and *stops*
-(:class:`_Held`): :func:`claim` records a hold (:mod:`._holds`).  :func:`settle` later
+(:class:`Held`): :func:`claim` records a hold (:mod:`._holds`).  :func:`settle` later
 runs it: ``test`` on the sandbox chain, booked in the same transaction (:mod:`._credit`);
 ``live`` through the facilitator's ``/settle``, booked afterwards, keyed on its hash.
 The paid answer's ``Payment-Receipt`` / ``PAYMENT-RESPONSE`` are built as pympp's
@@ -90,7 +90,18 @@ from ._model import Gate, HoldNotFound, Redemption, SettlementUnavailable
 from ._terms import RailTerms
 from ._unsettled import Outcome, chain_outcome
 
-__all__ = ["book_unsettled", "challenge", "claim", "settle"]
+__all__ = [
+    "Charge",
+    "Held",
+    "book_unsettled",
+    "challenge",
+    "challenge_headers",
+    "claim",
+    "facilitator_of",
+    "refusal_message",
+    "settle",
+    "x402_unbound",
+]
 
 log = logging.getLogger("reference_server.open_rails")
 
@@ -102,7 +113,7 @@ _CHALLENGE_HEADERS = {
 }
 
 
-class _Held(Exception):
+class Held(Exception):
     """Raised by the settle hook of a claiming attempt: the credential is verified and
     claimed; pympp keeps the claim (an error it does not know) and lets this out."""
 
@@ -111,22 +122,29 @@ class _Held(Exception):
         self.authorization = authorization
 
 
-class _Attempt:
-    """One request's pympp server, and what happened to its credential."""
+class Charge:
+    """One request's pympp server for one charge, and what happened to its credential.
+
+    A charge is ``amount_micros`` to ``terms.recipient``, bound to ``binding`` (signed into
+    MPP's challenge id, echoed by x402 clients): a gate's sale (:class:`_Attempt`) or a
+    payment to the service itself (:mod:`._service`, a top-up)."""
 
     def __init__(
         self,
         ctx: ServerContext,
-        gate: Gate,
         terms: RailTerms,
         secret: str,
         request_id: str,
+        *,
+        realm: str,
+        amount_micros: int,
+        binding: dict[str, str],
         http: httpx.AsyncClient | None = None,
     ) -> None:
         self.ctx = ctx
-        self.gate = gate
         self.terms = terms
         self.request_id = request_id
+        self.binding = binding
         self.store = ClaimStore(ctx.db, ctx.now)
         self.error: BaseException | None = None
         self.payer: str | None = None
@@ -140,7 +158,7 @@ class _Attempt:
                 version=asset.version,
             ),
             recipient=terms.recipient,
-            # Always the hook that stops after the claim: settling is :func:`settle`'s.
+            # Always the hook that stops after the claim: settling is the caller's.
             settle=self._hold,
             facilitator=(
                 terms.facilitator_url
@@ -151,11 +169,9 @@ class _Attempt:
             store=self.store,
         )
         self.intent: Any = method.x402  # the ChargeIntent (its facilitator helpers)
-        self.mpp = Mpp(methods=method, realm=gate.realm, secret_key=secret)
+        self.mpp = Mpp(methods=method, realm=realm, secret_key=secret)
         self.mpp.on_payment_failed(self._failed)
-        self.handler = self.mpp.charge(
-            amount=format_micros(int(gate.resource.amount_micros)), meta=_binding(gate)
-        )
+        self.handler = self.mpp.charge(amount=format_micros(amount_micros), meta=binding)
 
     async def run(self, request: RailRequest, headers: Mapping[str, str]) -> Any:
         return await self.handler(Request(request.method, request.url, dict(headers)))
@@ -178,7 +194,7 @@ class _Attempt:
             except MalformedAuthorization as exc:
                 raise InvalidPayloadError(str(exc)) from None
         else:
-            facilitator = _facilitator(self.intent)
+            facilitator = facilitator_of(self.intent)
             payment, requirements = self.intent._facilitator_payment(
                 authorization.payload, authorization.request
             )
@@ -196,12 +212,37 @@ class _Attempt:
                     or verified.get("invalidReason")
                     or "EVM facilitator verify failed"
                 )
-        raise _Held(authorization)
+        raise Held(authorization)
 
     def _check_on_sandbox(self, payload: Mapping[str, Any]) -> None:
         auth = ChainAuthorization.from_json(payload)
         with self.ctx.db.read() as conn:
             chain.check_transfer(conn, auth, payload.get("signature"), now=self.ctx.now())
+
+
+class _Attempt(Charge):
+    """A gate's sale: the charge is the resource's price, bound to the resource."""
+
+    def __init__(
+        self,
+        ctx: ServerContext,
+        gate: Gate,
+        terms: RailTerms,
+        secret: str,
+        request_id: str,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(
+            ctx,
+            terms,
+            secret,
+            request_id,
+            realm=gate.realm,
+            amount_micros=int(gate.resource.amount_micros),
+            binding=_binding(gate),
+            http=http,
+        )
+        self.gate = gate
 
     # --- live: the facilitator settled; book the transaction once -------------------------
 
@@ -240,12 +281,13 @@ class _Attempt:
 def _binding(gate: Gate) -> dict[str, str]:
     """What every challenge binds beside the request: the resource sold.  MPP signs it
     into the challenge id (a credential for one resource pays nothing at another, even
-    at the same path and price); x402 clients echo it (:func:`_x402_unbound`)."""
+    at the same path and price); x402 clients echo it (:func:`x402_unbound`)."""
     return {"resource": str(gate.resource.id)}
 
 
-def _x402_unbound(signature: str, request: RailRequest, gate: Gate) -> str | None:
-    """Why an x402 ``PAYMENT-SIGNATURE`` was not made for this request, or ``None``.
+def x402_unbound(signature: str, request: RailRequest, binding: dict[str, str]) -> str | None:
+    """Why an x402 ``PAYMENT-SIGNATURE`` was not made for this request and ``binding``
+    (what the charge binds: a gate's resource, a top-up's owner), or ``None``.
 
     pympp binds it to the URL; the route binding its challenge carries
     (``extensions.mppx.info``: the method, and the resource in ``opaque``) is echoed by
@@ -256,14 +298,14 @@ def _x402_unbound(signature: str, request: RailRequest, gate: Gate) -> str | Non
     except InvalidHeaderError:
         return None  # malformed: pympp refuses it, saying so
     extensions = payment.get("extensions")
-    binding = extensions.get(ROUTE_BINDING_EXTENSION) if isinstance(extensions, Mapping) else None
-    info = binding.get("info") if isinstance(binding, Mapping) else None
+    echoed = extensions.get(ROUTE_BINDING_EXTENSION) if isinstance(extensions, Mapping) else None
+    info = echoed.get("info") if isinstance(echoed, Mapping) else None
     if not isinstance(info, Mapping):
         return "the x402 payment does not echo the challenge's route binding (extensions.mppx)"
     method = info.get("method")
     if not isinstance(method, str) or method.upper() != request.method.upper():
         return f"the x402 payment was made for a {method} request, not {request.method}"
-    if info.get("opaque") != canonical_b64url(_binding(gate)):
+    if info.get("opaque") != canonical_b64url(binding):
         return "the x402 payment was made for another resource"
     return None
 
@@ -276,7 +318,7 @@ def _payer_of(credential: Any) -> str | None:
     return payer if isinstance(payer, str) else None
 
 
-def _challenge_headers(response: Any, protocols: frozenset[str]) -> list[tuple[str, str]]:
+def challenge_headers(response: Any, protocols: frozenset[str]) -> list[tuple[str, str]]:
     """The challenges of the protocols the seller offers, named as the gate sends them."""
     return [
         (_CHALLENGE_HEADERS[name][0], value)
@@ -291,7 +333,7 @@ async def challenge(
     """The 402's ``WWW-Authenticate: Payment`` and ``PAYMENT-REQUIRED`` for ``request``."""
     attempt = _Attempt(ctx, gate, terms, secret, request_id="")
     result = await attempt.run(request, {})
-    return _challenge_headers(result.challenge, terms.protocols)
+    return challenge_headers(result.challenge, terms.protocols)
 
 
 def _verification(attempt: _Attempt, receipt_id: str) -> Any:
@@ -321,7 +363,7 @@ def _record_refusal(attempt: _Attempt, refusal: Redemption) -> None:
         ctx.notify_new_events()
 
 
-def _message(error: BaseException | None) -> str:
+def refusal_message(error: BaseException | None) -> str:
     if error is None:
         return "the credential was not accepted"
     text = str(error).strip().rstrip(".")
@@ -331,7 +373,7 @@ def _message(error: BaseException | None) -> str:
 # --- verify, serve, then settle ---------------------------------------------------------------
 
 
-def _facilitator(intent: Any) -> Facilitator:
+def facilitator_of(intent: Any) -> Facilitator:
     facilitator = intent.facilitator
     if facilitator is None:
         raise InternalPaymentError()
@@ -375,16 +417,15 @@ async def claim(
 async def _claim(
     attempt: _Attempt, request: RailRequest, credentials: Mapping[str, str]
 ) -> Redemption:
-    gate = attempt.gate
     rail = "mpp" if "authorization" in credentials else "x402"
     signature = credentials.get("payment-signature")
-    unbound = None if signature is None else _x402_unbound(signature, request, gate)
+    unbound = None if signature is None else x402_unbound(signature, request, attempt.binding)
     if unbound is not None:
         attempt.error = VerificationFailedError(unbound)
         return await _refused(attempt, await attempt.run(request, {}), rail)
     try:
         result = await attempt.run(request, credentials)
-    except _Held as held:
+    except Held as held:
         return await anyio.to_thread.run_sync(_held, attempt, held.authorization)
     except PaymentError as exc:  # pympp's 500 (a facilitator that failed to verify)
         raise SettlementUnavailable(str(exc)) from exc
@@ -401,11 +442,11 @@ async def _refused(attempt: _Attempt, result: Any, rail: str) -> Redemption:
         paid=False,
         rail=rail,
         reason="receipt_malformed" if malformed else "receipt_refused",
-        message=_message(error),
+        message=refusal_message(error),
         # A 403 is a credential already used: no new challenge, which would invite an
         # auto-paying client to pay a second time.
         headers=(
-            _challenge_headers(response, attempt.terms.protocols) if response.status == 402 else []
+            challenge_headers(response, attempt.terms.protocols) if response.status == 402 else []
         ),
         payer=attempt.payer,
     )
@@ -526,7 +567,7 @@ async def _settle_live(
     ctx, terms = attempt.ctx, attempt.terms
     if not await anyio.to_thread.run_sync(_take, attempt, hold):
         raise HoldNotFound(hold.claim)
-    facilitator = _facilitator(attempt.intent)
+    facilitator = facilitator_of(attempt.intent)
     payment, requirements = attempt.intent._facilitator_payment(hold.payload, hold.request)
     try:
         settled = await facilitator.settle(payment, requirements)

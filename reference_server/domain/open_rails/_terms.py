@@ -33,6 +33,7 @@ __all__ = [
     "TEST_DEPOSIT_ADDRESS",
     "Asset",
     "RailTerms",
+    "deposit_terms",
     "terms_for",
 ]
 
@@ -103,17 +104,46 @@ def terms_for(settings: Settings, seller: Any) -> RailTerms | None:
     if not protocols:
         return None
     wallet = seller.payout_wallet_address
-    settlement = DIRECT_WALLET if wallet else PROCESSOR_DEPOSIT
-    if seller.environment == "test":
+    return _terms(
+        settings,
+        seller.environment,
+        recipient=wallet,
+        settlement=DIRECT_WALLET if wallet else PROCESSOR_DEPOSIT,
+        protocols=protocols,
+    )
+
+
+def deposit_terms(settings: Settings, environment: str) -> RailTerms | None:
+    """What a payment to the service itself (an owner's top-up) offers: both rails, to the
+    environment's deposit address; ``None`` in ``live`` without a facilitator or one."""
+    return _terms(
+        settings,
+        environment,
+        recipient=None,
+        settlement=PROCESSOR_DEPOSIT,
+        protocols=frozenset(PROTOCOLS),
+    )
+
+
+def _terms(
+    settings: Settings,
+    environment: str,
+    *,
+    recipient: str | None,
+    settlement: str,
+    protocols: frozenset[str],
+) -> RailTerms | None:
+    """The offer paying ``recipient`` (``None``: the environment's deposit address)."""
+    if environment == "test":
         return RailTerms(
             environment="test",
             asset=SANDBOX_ASSET,
-            recipient=wallet or TEST_DEPOSIT_ADDRESS,
+            recipient=recipient or TEST_DEPOSIT_ADDRESS,
             settlement=settlement,
             facilitator_url=None,
             protocols=protocols,
         )
-    recipient = wallet or settings.live_deposit_address
+    recipient = recipient or settings.live_deposit_address
     if not settings.live_facilitator_url or not recipient:
         return None
     return RailTerms(
