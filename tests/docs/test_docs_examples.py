@@ -23,11 +23,13 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 import pytest
 
+from ..devchain.running import RunningDevchain
 from ..support import LiveServer
 from . import reader
 
@@ -163,11 +165,28 @@ def test_page_links_resolve(page: str) -> None:
     assert not broken, f"docs/{page}: broken links {broken}"
 
 
+#: Pages that walk live on ``svc-server devchain``: their server runs with the devchain's
+#: ``SVC_LIVE_*`` exports, and the reader pasted its first payer's key into the terminal.
+ON_DEVCHAIN = {"go-live.md"}
+
+
+@pytest.fixture
+def page_server(page: str, request: pytest.FixtureRequest) -> tuple[LiveServer, dict[str, str]]:
+    """The server the page's reader started, and what the reader pasted besides."""
+    if page not in ON_DEVCHAIN:
+        return request.getfixturevalue("server"), {}
+    devchain: RunningDevchain = request.getfixturevalue("devchain")
+    make_server: Callable[..., LiveServer] = request.getfixturevalue("make_server")
+    server = make_server(**devchain.live_settings())
+    payer = devchain.new_payer(10_000_000)  # a wallet of the reader's own, 10 of the token
+    return server, {"DEVCHAIN_PAYER_1_KEY": "0x" + bytes(payer.key).hex()}
+
+
 def _reader_environment(server: LiveServer) -> dict[str, str]:
     """The reader's environment: this machine's, but no ``SVC_*`` variable other than
     the server under test; the `svc` command of this checkout, and the Python running
     this test first on the ``PATH``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DEVCHAIN_"))}
     return env | {
         "SVC_BASE_URL": server.url,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
@@ -198,9 +217,12 @@ def _follow(page: Path, blocks: list[Block], env: dict[str, str], folder: Path) 
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_runs_as_a_reader_runs_it(page: str, server: LiveServer, tmp_path: Path) -> None:
+def test_page_runs_as_a_reader_runs_it(
+    page: str, page_server: tuple[LiveServer, dict[str, str]], tmp_path: Path
+) -> None:
     """Twice, in the same folder, against the same server: a reader trying it again
     gets the same result (no e-mail already taken, no name already used)."""
+    server, pasted = page_server
     path = ROOT / "docs" / page
     blocks = runnable_blocks(path.read_text())
     assert blocks, f"docs/{page} has no `run` block"
@@ -208,7 +230,7 @@ def test_page_runs_as_a_reader_runs_it(page: str, server: LiveServer, tmp_path: 
     missing = [t for t in SHELL_TOOLS if shutil.which(t) is None]
     if missing:
         pytest.skip(f"the shell steps of docs/{page} need {', '.join(missing)}: apt-get install")
-    env = _reader_environment(server)
+    env = _reader_environment(server) | pasted
     for _ in range(2):
         _follow(path, blocks, env, tmp_path)
 
