@@ -28,7 +28,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from .settings import Settings, SettingsError
+from .settings import Settings, SettingsError, env_variable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["ENVIRONMENTS", "checked", "env_fields", "from_environment"]
 
 ENVIRONMENTS = ("development", "production")
+PROCESSORS = ("sandbox", "stripe")
 _MIN_PRODUCTION_JWT_SECRET = 32
 _HEX_KEY = re.compile(r"(0x)?[0-9a-fA-F]{64}")
 
@@ -110,7 +111,9 @@ class _Rules(BaseSettings):
             raise ValueError(f"names {backend!r}; only sqlite and postgresql are supported")
         return value
 
-    @field_validator("public_url", "live_facilitator_url", "live_rpc_url", check_fields=False)
+    @field_validator(
+        "public_url", "live_facilitator_url", "live_rpc_url", "stripe_api_base", check_fields=False
+    )
     @classmethod
     def _urls(cls, value: str | None, info: ValidationInfo) -> str | None:
         return None if value is None else _url(value, https=_production(info))
@@ -190,6 +193,17 @@ class _Rules(BaseSettings):
 
         if value is not None and not is_address(value):
             raise ValueError("is not an EVM address (0x and 40 hex digits)")
+        return value
+
+    @field_validator("processor", check_fields=False)
+    @classmethod
+    def _processor(cls, value: str, info: ValidationInfo) -> str:
+        if value not in PROCESSORS:
+            raise ValueError(f"must be 'sandbox' or 'stripe', not {value[:40]!r}")
+        if value == "stripe":
+            for needed in ("stripe_secret_key", "stripe_webhook_secret"):
+                if not info.data.get(needed):
+                    raise ValueError(f"'stripe' needs {env_variable(needed)} as well")
         return value
 
     @field_validator("live_hot_wallet_key", check_fields=False)

@@ -154,6 +154,18 @@ class Settings:
     #: environment it can read: ``test``'s sandbox chain, ``live`` with ``live_rpc_url``)
     #: and records the run in ``reconciliations``, drift logged at WARNING; 0 turns it off.
     reconcile_interval_seconds: float = _field(3600.0, Ge(0))
+    #: The processor for ``live`` card payments, card top-ups and payouts (Connect):
+    #: ``sandbox`` (the embedded default, which ``test`` always uses) or ``stripe``,
+    #: through the official SDK with these keys.  ``stripe_api_base`` sends the SDK's
+    #: requests elsewhere than Stripe's own API (a local Stripe-compatible server in tests
+    #: and demos); ``stripe_webhook_secret`` verifies ``POST /processor/webhooks``.
+    stripe_secret_key: str | None = _field(None, secret=True)
+    stripe_webhook_secret: str | None = _field(None, secret=True)
+    stripe_api_base: str | None = _field(None)
+    #: Retries of a processor call that failed on the network, a 409, 429 or 5xx, with
+    #: the SDK's own backoff; a withdrawal whose call still fails stays ``pending``.
+    stripe_max_network_retries: int = _field(2, Ge(0))
+    processor: str = _field("sandbox")
     #: The most a ``pay-url`` unlock body keeps; past it the body is cut, ``body_truncated``.
     unlock_body_max_bytes: int = _field(8192, Ge(0))
     #: Slow clients: the most time a connection may take to send a request's line and

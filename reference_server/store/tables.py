@@ -398,6 +398,23 @@ top_ups = Table(
     Index(None, "owner_id", "environment", "created_at"),
 )
 
+#: The processor's events received at ``POST /processor/webhooks``: one row per event id,
+#: written in the transaction that applies the event, so a redelivered event (the same
+#: id) finds its row and changes nothing.
+processor_events = Table(
+    "processor_events",
+    metadata,
+    Column("id", String(255), primary_key=True),
+    Column("type", String(80), nullable=False),
+    #: The connected account the event is about (Connect events), else ``None``.
+    Column("account", String(255)),
+    Column("livemode", Boolean, nullable=False),
+    Column("event_created_at", Timestamp, nullable=False),
+    #: ``False``: a type the server does not act on, acknowledged and kept for the record.
+    Column("applied", Boolean, nullable=False),
+    Column("received_at", Timestamp, nullable=False),
+)
+
 rail_claims = Table(
     "rail_claims",
     metadata,

@@ -46,6 +46,10 @@ CODES: dict[str, tuple[int, str]] = {
         "A header holds a control character, or a credential header is not printable ASCII.",
     ),
     "invalid_path": (400, "The path holds a control character or is not UTF-8."),
+    "invalid_signature": (
+        400,
+        "POST /processor/webhooks: the Stripe-Signature does not verify, or is too old.",
+    ),
     "invalid_environment": (400, "X-Svc-Environment is neither `test` nor `live`."),
     "idempotency_key_required": (400, "This route needs an Idempotency-Key header."),
     "invalid_idempotency_key": (

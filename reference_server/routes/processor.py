@@ -1,0 +1,48 @@
+"""``POST /processor/webhooks``: where the processor (Stripe) sends its events.
+
+No credential: the processor proves itself by the ``Stripe-Signature`` header, checked
+against ``SVC_STRIPE_WEBHOOK_SECRET`` (:mod:`reference_server.processor.webhooks`).  A
+server without that secret answers 404, as for any route it does not serve.
+"""
+
+from __future__ import annotations
+
+import anyio.to_thread
+
+from ..processor import webhooks
+from ..web.endpoint import Call, Endpoint
+from ..web.errors import ApiError
+from ..web.responses import Reply
+
+__all__ = ["ENDPOINTS"]
+
+
+async def processor_webhook(call: Call) -> Reply:
+    """Receive a processor event: verified, recorded once by id, applied."""
+    ctx = call.ctx
+    limit = ctx.settings.max_body_bytes
+    payload = bytearray()
+    async for chunk in call.request.stream():
+        payload += chunk
+        if len(payload) > limit:
+            raise ApiError("payload_too_large", f"The event is larger than {limit} bytes.")
+    signature = call.request.headers.get("stripe-signature")
+    event = await anyio.to_thread.run_sync(webhooks.verify, ctx.settings, bytes(payload), signature)
+    received = await anyio.to_thread.run_sync(
+        lambda: webhooks.receive(
+            ctx.db, ctx.settings, event, ctx.now(), notify=ctx.notify_new_events
+        )
+    )
+    return Reply({"id": event.id, "type": event.type, "received": received})
+
+
+ENDPOINTS = [
+    Endpoint(
+        method="POST",
+        path="/processor/webhooks",
+        handler=processor_webhook,
+        raw=True,
+        listed=False,
+        errors=("invalid_signature", "not_found", "payload_too_large"),
+    ),
+]
