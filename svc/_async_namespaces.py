@@ -628,9 +628,14 @@ class AsyncTopUps(_Namespace):
         amount: Amount,
         *,
         payer: Any = None,
+        method: str | None = None,
         options: RequestOptions | None = None,
     ) -> TopUp:
         """Top up the account wallet by ``amount``.
+
+        ``method="card"`` (live, with the processor): a ``pending`` top-up comes back at
+        once; pay it at its ``checkout_url``, and it is ``succeeded`` once the processor
+        says it was paid (``funding.paid``).
 
         With ``payer`` (an eth-account ``LocalAccount`` or a ``0x…`` private key; needs
         the ``rails`` extra) the SDK pays the challenge itself with the official x402
@@ -641,9 +646,9 @@ class AsyncTopUps(_Namespace):
         ``options=RequestOptions(idempotency_key=..., extra_headers={"PAYMENT-SIGNATURE":
         ...})``, as any x402 client would.
         """
-        spec = ep.top_ups_create(amount)
+        spec = ep.top_ups_create(amount, method=method)
         opts = options or RequestOptions()
-        if payer is None:
+        if payer is None or method == "card":
             return await self._client._request(spec, opts)
         # One key for the challenge and the paid retry: a retry of the call pays once.
         opts = attrs.evolve(opts, idempotency_key=opts.idempotency_key or str(uuid.uuid4()))

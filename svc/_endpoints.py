@@ -782,13 +782,17 @@ def wallet_keys_revoke(wallet_key_id: str) -> RequestSpec[WalletKey]:
 # --- top-ups (owner) -----------------------------------------------------------------------
 
 
-def top_ups_create(amount: Amount) -> RequestSpec[TopUp]:
-    """``POST /owners/me/top-ups``: 402 with the challenge until paid, then the top-up."""
+def top_ups_create(amount: Amount, *, method: str | None = None) -> RequestSpec[TopUp]:
+    """``POST /owners/me/top-ups``: 402 with the challenge until paid, then the top-up;
+    ``method="card"``: a pending top-up with the processor's ``checkout_url``."""
+    body = _funds(amount)
+    if method is not None:
+        body["method"] = method
     return RequestSpec(
         method="POST",
         path="/owners/me/top-ups",
         role=Role.OWNER,
-        json=_funds(amount),
+        json=body,
         parse=as_model(TopUp),
     )
 

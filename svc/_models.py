@@ -593,17 +593,26 @@ class WalletKeyCreated(WalletKey):
 
 @attrs.frozen(kw_only=True)
 class TopUp:
-    """Money the owner paid into their account wallet from their own wallet (x402 or
-    MPP, to the environment's deposit address), credited once settled on chain."""
+    """Money the owner paid into their account wallet: from their own wallet (x402 or
+    MPP, to the environment's deposit address), credited once settled on chain; or by
+    card at the processor's Checkout (live), credited once the processor says it paid."""
 
     id: str
     amount: Decimal
     environment: str
-    #: ``succeeded``: settled on chain and credited to the account wallet.
+    #: ``succeeded``: paid and credited to the account wallet.  A card top-up is
+    #: ``pending`` until paid at ``checkout_url``, ``failed`` when the card was declined
+    #: (paying it with another card still succeeds it), ``expired`` when abandoned.
     status: str
-    #: ``x402`` or ``mpp``.
+    #: ``x402``, ``mpp`` or ``card``.
     rail: str
-    tx_hash: str
+    #: The settlement transaction; a card top-up's PaymentIntent id (``pi_…``) once paid,
+    #: ``None`` before.
+    tx_hash: str | None = None
+    #: ``crypto`` (x402 or MPP, the default) or ``card``.
+    method: str = "crypto"
+    #: Where the payer pays a pending card top-up (the processor's Checkout page).
+    checkout_url: str | None = None
     network: str | None = None
     payer: str | None = None
     created_at: datetime | None = None
@@ -858,6 +867,8 @@ class FundingPaidData:
     tx_hash: str | None = None
     payer: str | None = None
     network: str | None = None
+    #: Card top-ups: the processor's PaymentIntent that paid it (``pi_…``).
+    processor_payment_intent_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)

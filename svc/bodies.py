@@ -374,9 +374,15 @@ class WalletKeyAmount:
 
 @attrs.frozen(kw_only=True)
 class CreateTopUp:
-    """The amount to pay into the owner's account wallet from the owner's own wallet."""
+    """The amount to pay into the owner's account wallet, and how: ``crypto`` (the
+    default: x402 or MPP from the owner's own wallet) or ``card`` (live with the
+    processor: the answer is a pending top-up with the processor's ``checkout_url``)."""
 
     amount: Decimal
+    method: Literal["crypto", "card"] | None = attrs.field(
+        default=None,
+        metadata={"doc": "crypto (default: x402 or MPP) or card (the processor's Checkout)."},
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "25.00"}
 

@@ -762,6 +762,17 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
         )
 
 
+def _top_up_call(amount: str, private_key_file: Any, *, card: bool) -> Callable[[Any], Any]:
+    """``svc top-up``'s call: by card (the answer's ``checkout_url`` is where to pay), or
+    x402 paid by the key in ``private_key_file``."""
+    if card:
+        return lambda c: c.top_ups.create(amount, method="card")
+    if private_key_file is None:
+        raise click.UsageError("Give --private-key-file (x402) or --card.")
+    key = private_key_file.read().strip()
+    return lambda c: c.top_ups.create(amount, payer=key)
+
+
 def _add_wallet_key_commands(cli: click.Group) -> None:
     @cli.group("wallet-keys")
     def wallet_keys() -> None:
@@ -819,14 +830,18 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.option(
         "--private-key-file",
         type=click.File("r"),
-        required=True,
         help="File holding the paying wallet's 0x private key (Test: a sandbox faucet wallet).",
     )
+    @click.option(
+        "--card",
+        is_flag=True,
+        help="Pay by card at the processor's Checkout (live): prints the checkout_url to open.",
+    )
     @click.pass_context
-    def top_up(ctx: Any, /, amount: str, private_key_file: Any) -> None:
-        """Pay AMOUNT into the account wallet from your own wallet (x402; owner JWT)."""
-        key = private_key_file.read().strip()
-        _run(ctx, lambda c: c.top_ups.create(amount, payer=key), owner=True)
+    def top_up(ctx: Any, /, amount: str, private_key_file: Any, card: bool) -> None:
+        """Pay AMOUNT into the account wallet: from your own wallet (x402, with
+        --private-key-file), or by card (--card; open the checkout_url it prints)."""
+        _run(ctx, _top_up_call(amount, private_key_file, card=card), owner=True)
 
     @cli.command("top-ups")
     @click.argument("top_up_id", required=False)

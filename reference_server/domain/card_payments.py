@@ -8,8 +8,9 @@ other number is not one of its test cards.  :func:`book_card_sale` books an appr
 payment like every other sale (:func:`~reference_server.domain.payments.book_sale`): the
 price from the processor's clearing account to the seller's balance, the platform fee to
 the platform, a receipt (rail ``card``, settlement ``processor_deposit``) and
-``payment.succeeded`` for the seller's owner.  ``live`` has no card processor configured:
-the page says so and takes no card.
+``payment.succeeded`` for the seller's owner.  In ``live`` the card is taken by the
+configured processor's Checkout (:mod:`reference_server.processor.checkout`), which books
+through :func:`book_card_sale` too; without one the page says so and takes no card.
 """
 
 from __future__ import annotations
@@ -135,11 +136,15 @@ def book_card_sale(
     fee_bps: int,
     request_id: str,
     now: datetime,
+    amount: int | None = None,
+    payment_intent_id: str | None = None,
 ) -> str:
     """An approved card payment for ``resource``, booked: returns the receipt id.
 
     The money comes from the processor's clearing account of the resource's environment
-    (a source account: it goes negative by what the processor will deposit).
+    (a source account: it goes negative by what the processor will deposit).  ``amount``
+    is what the processor charged (default: the resource's price now) and
+    ``payment_intent_id`` its PaymentIntent (the sandbox makes one up).
     """
     env = resource.environment
     seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
@@ -152,10 +157,10 @@ def book_card_sale(
         seller=seller,
         rail=CARD_RAIL,
         settlement=PROCESSOR_DEPOSIT,
-        amount=int(resource.amount_micros),
+        amount=int(resource.amount_micros) if amount is None else amount,
         debit=clearing,
         fee_bps=fee_bps,
         request_id=request_id,
         now=now,
-        event_extra={"processor_payment_intent_id": new_id("pi")},
+        event_extra={"processor_payment_intent_id": payment_intent_id or new_id("pi")},
     )

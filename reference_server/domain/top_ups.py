@@ -7,6 +7,12 @@ with the credential, settles it (:func:`~reference_server.domain.open_rails.pay_
 from ``chain_deposits`` (tokens that reached the deposit address) to the owner's account
 wallet, the ``top_ups`` row keeps the transaction hash (unique: booked once), and
 ``funding.paid`` says which rail paid and in which transaction.
+
+A card top-up (``method`` ``card``, live with the processor) is a ``pending`` row first
+(:func:`open_card`, no transfer or transaction yet), paid at the processor's Checkout;
+:func:`book_card` credits it once when ``checkout.session.completed`` arrives, from the
+processor's clearing account (as a card sale is), with the PaymentIntent id as its
+unique reference; :func:`close_card` marks a declined or abandoned one.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select
+from sqlalchemy import Connection, Row, insert, select, update
 
 from svc import TopUp
 from svc.money import format_micros, from_micros
@@ -26,9 +32,20 @@ from .errors import DomainError
 from .events import record_event
 from .open_rails import Settled
 
-__all__ = ["book", "find_by_key", "find_owned", "top_up_model"]
+__all__ = [
+    "CARD",
+    "book",
+    "book_card",
+    "close_card",
+    "find_by_key",
+    "find_owned",
+    "open_card",
+    "top_up_model",
+]
 
 _t = t.top_ups
+#: The rail (and ``method``) of a top-up paid by card at the processor.
+CARD = "card"
 
 
 def book(
@@ -57,18 +74,8 @@ def book(
     wallet = ledger.ensure_account(
         conn, environment=environment, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now
     )
-    ledger.lock_accounts(conn, [deposits, wallet])
     top_up_id = new_id("tu")
-    transfer = ledger.transfer(
-        conn,
-        environment=environment,
-        debit=deposits,
-        credit=wallet,
-        amount=amount,
-        kind="top_up",
-        now=now,
-        reference=top_up_id,
-    )
+    transfer = _credit(conn, deposits, wallet, environment, amount, top_up_id, now)
     conn.execute(
         insert(_t).values(
             id=top_up_id,
@@ -108,6 +115,113 @@ def book(
     return conn.execute(select(_t).where(_t.c.id == top_up_id)).one()
 
 
+def _credit(
+    conn: Connection,
+    source: str,
+    wallet: str,
+    environment: str,
+    amount: int,
+    top_up_id: str,
+    now: datetime,
+) -> str:
+    ledger.lock_accounts(conn, [source, wallet])
+    return ledger.transfer(
+        conn,
+        environment=environment,
+        debit=source,
+        credit=wallet,
+        amount=amount,
+        kind="top_up",
+        now=now,
+        reference=top_up_id,
+    )
+
+
+def open_card(
+    conn: Connection,
+    *,
+    owner_id: str,
+    environment: str,
+    amount: int,
+    idempotency_key: str | None,
+    request_id: str,
+    now: datetime,
+) -> Row[Any]:
+    """A card top-up waiting for the payer at the processor's Checkout: ``pending``,
+    nothing credited."""
+    top_up_id = new_id("tu")
+    conn.execute(
+        insert(_t).values(
+            id=top_up_id,
+            owner_id=owner_id,
+            environment=environment,
+            amount_micros=amount,
+            status="pending",
+            rail=CARD,
+            network="stripe",
+            tx_hash=None,
+            payer=None,
+            transfer_id=None,
+            idempotency_key=idempotency_key,
+            request_id=request_id,
+            created_at=now,
+        )
+    )
+    return conn.execute(select(_t).where(_t.c.id == top_up_id)).one()
+
+
+def book_card(conn: Connection, top_up_id: str, *, payment_intent: str, now: datetime) -> bool:
+    """Credit a card top-up the processor was paid for, once: ``False`` when it was
+    credited already.  A declined one (``failed``) that the payer then paid with another
+    card is credited too."""
+    row = conn.execute(select(_t).where(_t.c.id == top_up_id)).one()
+    claimed = conn.execute(
+        update(_t)
+        .where(_t.c.id == top_up_id, _t.c.transfer_id.is_(None), _t.c.status != "succeeded")
+        .values(status="succeeded", tx_hash=payment_intent)
+    ).rowcount
+    if claimed != 1:
+        return False
+    env, owner_id, amount = row.environment, row.owner_id, int(row.amount_micros)
+    clearing = ledger.ensure_account(
+        conn, environment=env, kind=ledger.PROCESSOR_CLEARING, ref_id=ledger.PLATFORM, now=now
+    )
+    wallet = ledger.ensure_account(
+        conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now
+    )
+    transfer = _credit(conn, clearing, wallet, env, amount, top_up_id, now)
+    conn.execute(update(_t).where(_t.c.id == top_up_id).values(transfer_id=transfer))
+    record_event(
+        conn,
+        owner_id=owner_id,
+        environment=env,
+        type="funding.paid",
+        data={
+            "wallet_key_id": None,
+            "top_up_id": top_up_id,
+            "amount": format_micros(amount),
+            "account_wallet_balance": format_micros(ledger.available_micros(conn, wallet)),
+            "source": CARD,
+            "tx_hash": None,
+            "payer": None,
+            "network": None,
+            "processor_payment_intent_id": payment_intent,
+            "transfer_id": transfer,
+            "environment": env,
+        },
+        now=now,
+    )
+    return True
+
+
+def close_card(conn: Connection, top_up_id: str, *, status: str) -> None:
+    """A card top-up that was not paid: ``failed`` (declined) or ``expired`` (abandoned);
+    nothing is credited, and a credited one is left alone."""
+    conn.execute(
+        update(_t).where(_t.c.id == top_up_id, _t.c.transfer_id.is_(None)).values(status=status)
+    )
+
+
 def find_owned(conn: Connection, top_up_id: str, *, owner_id: str, environment: str) -> Row[Any]:
     row = conn.execute(
         select(_t).where(
@@ -130,7 +244,8 @@ def find_by_key(conn: Connection, *, owner_id: str, environment: str, key: str) 
     ).first()
 
 
-def top_up_model(row: Row[Any]) -> TopUp:
+def top_up_model(row: Row[Any], *, checkout_url: str | None = None) -> TopUp:
+    """The API's top-up; ``checkout_url`` where a pending card top-up is paid."""
     return TopUp(
         id=row.id,
         amount=from_micros(int(row.amount_micros)),
@@ -141,4 +256,6 @@ def top_up_model(row: Row[Any]) -> TopUp:
         tx_hash=row.tx_hash,
         payer=row.payer,
         created_at=row.created_at,
+        method=CARD if row.rail == CARD else "crypto",
+        checkout_url=checkout_url if row.status == "pending" else None,
     )

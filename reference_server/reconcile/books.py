@@ -97,7 +97,8 @@ def read_books(conn: Connection, environment: str, deposit_address: str | None) 
         (direct if direct_wallet else deposits).append(entry)
     top_ups = (
         select(_u.c.id, _u.c.tx_hash, _u.c.payer, _u.c.amount_micros)
-        .where(_u.c.environment == environment)
+        # Card top-ups are paid at the processor, not on chain.
+        .where(_u.c.environment == environment, _u.c.rail != "card")
         .order_by(_u.c.created_at, _u.c.id)
     )
     deposits.extend(

@@ -1,10 +1,17 @@
 """Every resource's human pay page: ``pay_url`` (``/pay/{short_id}``), server-rendered HTML.
 
 ``GET`` shows what is sold (description, price, seller) and, in ``test``, the sandbox card
-form (**Card number**, **Expiry**, **CVC**, **Pay**); ``live`` says plainly that card
-payment needs a configured processor and shows no form.  ``POST`` pays it: an approved
+form (**Card number**, **Expiry**, **CVC**, **Pay**).  ``POST`` pays it: an approved
 sandbox card is booked like every sale (:mod:`reference_server.domain.card_payments`) and
 the page shows the receipt id, which ``POST /access/verify`` accepts.
+
+In ``live`` with the processor (``SVC_PROCESSOR=stripe``) the page shows a **Pay with
+card** button instead: its ``POST`` opens a Checkout Session at the processor
+(:mod:`reference_server.processor.checkout`) and answers ``303`` to it.  The payer comes
+back to ``/pay/{short_id}/done?session=…``, which shows the receipt once
+``checkout.session.completed`` booked it, and says the payment is being confirmed until
+then.  ``live`` without a processor says plainly that card payment needs one and shows no
+form.
 
 A form carries a one-time payment token: a random nonce and an expiry, signed with a
 server secret and bound to the resource (so it is also the form's CSRF token, with the
@@ -31,12 +38,15 @@ import anyio
 import anyio.to_thread
 import attrs
 from sqlalchemy import Row, select
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from svc.money import format_micros
 
 from ..domain import card_payments
+from ..domain.errors import DomainError
 from ..domain.events import NEW_DELIVERIES
+from ..processor import checkout, uses_stripe
+from ..settings import Settings
 from ..store import tables as t
 from ..web import idempotency, pages
 from ..web.endpoint import Call, Endpoint
@@ -57,12 +67,31 @@ class _Sale:
 
     resource: Row[Any]
     seller_name: str
+    settings: Settings
+    #: Paid at the processor's Checkout (live with ``SVC_PROCESSOR=stripe``).
+    checkout: bool = False
+
+    @property
+    def description(self) -> str:
+        r = self.resource
+        return str(r.description or (r.path if r.kind == "http" else r.tool))
+
+    @property
+    def card_problem(self) -> str | None:
+        """Why a card cannot be charged this price (fractions of a cent, under 0.50)."""
+        try:
+            checkout.cents(int(self.resource.amount_micros))
+        except DomainError as exc:
+            return exc.message
+        return None
 
     @property
     def values(self) -> dict[str, Any]:
         r = self.resource
         return {
-            "description": r.description or (r.path if r.kind == "http" else r.tool),
+            "checkout": self.checkout,
+            "card_problem": self.card_problem if self.checkout else None,
+            "description": self.description,
             "price": format_micros(int(r.amount_micros)),
             "seller": self.seller_name,
             "environment": r.environment,
@@ -78,7 +107,13 @@ def _load(call: Call) -> _Sale | None:
         if row is None:
             return None
         name = conn.execute(select(s.c.name).where(s.c.id == row.seller_id)).scalar()
-    return _Sale(resource=row, seller_name=name or row.seller_id)
+    paid_at_processor = uses_stripe(call.ctx.settings, row.environment)
+    return _Sale(
+        resource=row,
+        seller_name=name or row.seller_id,
+        settings=call.ctx.settings,
+        checkout=paid_at_processor,
+    )
 
 
 def _key(call: Call) -> bytes:
@@ -164,7 +199,7 @@ def _form(
     status: int = 200,
 ) -> Response:
     title = f"Pay {sale.seller_name}"
-    return pages.render(
+    page = pages.render(
         "pay_page.html",
         status,
         title=title,
@@ -174,6 +209,14 @@ def _form(
         values=values or {},
         notice=notice,
     )
+    if sale.checkout:
+        # A browser holds a form's redirect to form-action too: the 303 to the checkout.
+        csp = pages.HEADERS["Content-Security-Policy"]
+        origin = checkout.checkout_origin(sale.settings)
+        page.headers["Content-Security-Policy"] = csp.replace(
+            "form-action 'self'", f"form-action 'self' {origin}"
+        )
+    return page
 
 
 async def pay(call: Call) -> Response:
@@ -198,14 +241,17 @@ async def pay(call: Call) -> Response:
     begun = outcome
     values = _shown(form)
     try:
-        answer = await _charge(call, sale, token, begun, form, values)
+        if sale.checkout:
+            answer = await _checkout(call, sale, token, begun)
+        else:
+            answer = await _charge(call, sale, token, begun, form, values)
     except BaseException:
         await anyio.to_thread.run_sync(idempotency.release, call.ctx.db, begun)
         raise
     if isinstance(answer, Response):
         await anyio.to_thread.run_sync(idempotency.release, call.ctx.db, begun)
         return answer
-    return _receipt(call, sale, answer)
+    return _answer(call, sale, answer)
 
 
 async def _payable(call: Call, *, unpayable_status: int = 409) -> _Sale | Response:
@@ -216,7 +262,7 @@ async def _payable(call: Call, *, unpayable_status: int = 409) -> _Sale | Respon
         return _not_found()
     if not sale.resource.active:
         return _gone(sale)
-    if sale.resource.environment != "test":
+    if sale.resource.environment != "test" and not sale.checkout:
         return _form(sale, "", status=unpayable_status)
     return sale
 
@@ -277,7 +323,7 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
             waited += 0.1
             continue
         if isinstance(begun, idempotency.Replay):
-            return _receipt(call, sale, begun.body)
+            return _answer(call, sale, begun.body)
         return begun
 
 
@@ -354,6 +400,106 @@ def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] |
     return answer
 
 
+async def _checkout(
+    call: Call, sale: _Sale, token: _Token, begun: idempotency.Begun
+) -> dict[str, Any] | Response:
+    """The processor's Checkout opened for this form (its nonce names the session: a
+    second submit gets the same one); the answer to keep is where to send the payer."""
+    if token.expired:
+        fresh = await anyio.to_thread.run_sync(_new_token, call, sale.resource.short_id)
+        notice = "This page had expired, and nothing was charged. Press Pay with card again."
+        return _form(sale, fresh, notice=notice, status=422)
+    if sale.card_problem is not None:
+        return _refused(sale.card_problem + " Nothing was charged.", 422)
+    r, base = sale.resource, f"{call.public_url}/pay/{sale.resource.short_id}"
+    opened = checkout.Checkout(
+        id=checkout.checkout_id(f"pay_page:{r.id}", token.nonce),
+        kind=checkout.SALE,
+        environment=r.environment,
+        amount_micros=int(r.amount_micros),
+        name=f"{sale.description} ({sale.seller_name})",
+        success_url=base + "/done?session={CHECKOUT_SESSION_ID}",
+        cancel_url=base,
+        resource_id=r.id,
+    )
+    ctx = call.ctx
+
+    def start() -> dict[str, Any]:
+        with ctx.db.write() as conn:
+            checkout.prepare(conn, opened, ctx.now())
+        url = checkout.open_session(ctx.db, ctx.settings, opened, ctx.now())
+        answer = {"checkout_url": url}
+        with ctx.db.write() as conn:
+            idempotency.complete(conn, begun, 303, answer)
+        return answer
+
+    try:
+        return await anyio.to_thread.run_sync(start)
+    except DomainError as exc:
+        return pages.render(
+            "pay_message.html",
+            503,
+            title="Card payment unavailable",
+            lines=[exc.message, "Go back to the payment page and try again in a moment."],
+        )
+
+
+def _answer(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
+    """A kept answer: the payer sent on to the processor's Checkout, or the receipt."""
+    if "checkout_url" in answer:
+        return RedirectResponse(answer["checkout_url"], 303, headers=pages.HEADERS)
+    return _receipt(call, sale, answer)
+
+
+async def done(call: Call) -> Response:
+    """Where the processor's Checkout sends the payer back: the receipt once the
+    processor's ``checkout.session.completed`` booked it, else what is happening."""
+    sale = await anyio.to_thread.run_sync(_load, call)
+    if sale is None:
+        return _not_found()
+    session_id = call.request.query_params.get("session", "")[:255]
+    row = await anyio.to_thread.run_sync(_session_receipt, call, session_id)
+    if row is None or row.resource_id != sale.resource.id:
+        return pages.render(
+            "pay_message.html",
+            404,
+            title="Payment not found",
+            lines=["This page knows no such card payment. Check the link, or pay again."],
+        )
+    if row.receipt_id is not None:
+        answer = {
+            "receipt_id": row.receipt_id,
+            "amount": format_micros(int(row.amount_micros)),
+            "created_at": row.paid_at.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        return _receipt(call, sale, answer)
+    lines = {
+        "expired": ["This card payment was not completed, and nothing was charged."],
+        "failed": [
+            f"The card was declined ({row.failure_reason}), and nothing was charged.",
+            "Go back to the payment page to try another card.",
+        ],
+    }.get(
+        row.status,
+        [
+            "Payment received, confirming with the card processor… "
+            "Reload this page in a few seconds to see your receipt.",
+            "You will not be charged twice.",
+        ],
+    )
+    return pages.render("pay_message.html", 200, title="Confirming your payment", lines=lines)
+
+
+def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:
+    cc, rc = t.card_checkouts, t.receipts
+    with call.ctx.db.read() as conn:
+        return conn.execute(
+            select(cc, rc.c.created_at.label("paid_at"))
+            .select_from(cc.outerjoin(rc, rc.c.id == cc.c.receipt_id))
+            .where(cc.c.session_id == session_id, cc.c.kind == checkout.SALE)
+        ).first()
+
+
 def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
     return pages.render(
         "pay_receipt.html",
@@ -377,4 +523,5 @@ def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
 ENDPOINTS = [
     Endpoint(method="GET", path=_PATH, handler=pay_page, listed=False, page=True),
     Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False, page=True),
+    Endpoint(method="GET", path=_PATH + "/done", handler=done, listed=False, page=True),
 ]

@@ -3,13 +3,21 @@
     POST /owners/me/top-ups {"amount"}            -> 402 + PAYMENT-REQUIRED, WWW-Authenticate
     the same + PAYMENT-SIGNATURE | Authorization: Payment
                                                   -> 201 TopUp (settled, credited)
+    POST /owners/me/top-ups {"amount", "method": "card"}
+                                                  -> 201 TopUp (pending, checkout_url)
     GET /owners/me/top-ups, GET /owners/me/top-ups/{top_up_id}
+    GET /top-ups/{top_up_id}/done                 -> the page the card payer returns to
 
 The payment is the open rails' own charge (:func:`open_rails.pay_service`), paying the
 environment's deposit address: ``test`` on the sandbox chain (a faucet wallet pays it),
 ``live`` through the configured facilitator.  The create handler is async (settling
 awaits a facilitator, which must not hold a transaction); its ``Idempotency-Key`` is kept
 on the top-up row: the same key answers the same top-up, never a second payment.
+
+``method`` ``card`` (live with ``SVC_PROCESSOR=stripe``) answers at once with a
+``pending`` top-up and the processor's ``checkout_url``; it is credited when
+``checkout.session.completed`` arrives (:mod:`reference_server.processor.checkout`).
+``test`` has no card top-ups (422: top up with the sandbox's x402 faucet wallet).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 from sqlalchemy import Connection, Row, select
 from sqlalchemy.exc import IntegrityError
+from starlette.responses import Response
 
 from svc import TopUp, TopUpList
 from svc.bodies import CreateTopUp
@@ -30,8 +39,9 @@ from svc.money import format_micros, to_micros
 from svc_asgi import RailRequest
 
 from ..domain import open_rails, top_ups
+from ..processor import checkout, uses_stripe
 from ..store import tables as t
-from ..web import paging
+from ..web import pages, paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
@@ -48,6 +58,8 @@ async def create(call: Call) -> Reply:
     the environment's deposit address; retried with the credential, 201 once settled."""
     owner_id, env = call.caller.owner_id, call.environment
     amount = _amount(call)
+    if call.input(CreateTopUp).method == "card":
+        return await _card(call, amount)
     terms = open_rails.service_terms(call.ctx, env)
     if terms is None:
         raise ApiError(
@@ -108,6 +120,80 @@ async def create(call: Call) -> Reply:
         details={"reason": result.reason, "rail": result.rail},
         headers=dict(result.headers),
     )
+
+
+async def _card(call: Call, amount: int) -> Reply:
+    """A pending card top-up and the processor's Checkout to pay it at."""
+    env, settings = call.environment, call.ctx.settings
+    if env == "test":
+        raise ApiError(
+            "validation_error",
+            "Card top-ups are live only (they go through the card processor); in test, "
+            "top up with x402 from a sandbox faucet wallet.",
+            details={"errors": [{"field": "method", "message": "card is live only"}]},
+        )
+    if not uses_stripe(settings, env):
+        raise ApiError(
+            "top_ups_unavailable",
+            "Card top-ups in live need the card processor (SVC_PROCESSOR=stripe and its keys).",
+        )
+    checkout.cents(amount)
+    row, replayed = await anyio.to_thread.run_sync(_open_card, call, amount)
+    if int(row.amount_micros) != amount or row.rail != top_ups.CARD:
+        raise ApiError(
+            "idempotency_key_reused",
+            "This Idempotency-Key already made another top-up.",
+        )
+    base = f"{call.public_url}/top-ups/{row.id}/done"
+    opened = checkout.Checkout(
+        id=checkout.checkout_id("top_up", row.id),
+        kind=checkout.TOP_UP,
+        environment=env,
+        amount_micros=amount,
+        name="Account wallet top-up",
+        success_url=base,
+        cancel_url=base + "?canceled=1",
+        owner_id=row.owner_id,
+        top_up_id=row.id,
+    )
+    ctx = call.ctx
+
+    def start() -> str | None:
+        if row.status != "pending":
+            return None
+        with ctx.db.write() as conn:
+            checkout.prepare(conn, opened, ctx.now())
+        return checkout.open_session(ctx.db, settings, opened, ctx.now())
+
+    url = await anyio.to_thread.run_sync(start)
+    headers = {"Idempotent-Replayed": "true"} if replayed else {}
+    return Reply(top_ups.top_up_model(row, checkout_url=url), 201, headers=headers)
+
+
+def _open_card(call: Call, amount: int) -> tuple[Row[Any], bool]:
+    """The pending top-up of this request (or the one its ``Idempotency-Key`` made)."""
+    owner_id, env, key = call.caller.owner_id, call.environment, call.idempotency_key
+    ctx = call.ctx
+    for _ in range(2):
+        try:
+            with ctx.db.write() as conn:
+                if key is not None:
+                    found = top_ups.find_by_key(conn, owner_id=owner_id, environment=env, key=key)
+                    if found is not None:
+                        return found, True
+                made = top_ups.open_card(
+                    conn,
+                    owner_id=owner_id,
+                    environment=env,
+                    amount=amount,
+                    idempotency_key=key,
+                    request_id=call.request_id,
+                    now=ctx.now(),
+                )
+                return made, False
+        except IntegrityError:  # the same key, concurrently: read the other's row
+            continue
+    raise ApiError("idempotency_in_progress", "Retry shortly with the same key.")
 
 
 def _amount(call: Call) -> int:
@@ -191,9 +277,9 @@ def list_all(call: Call, request: PageRequest) -> Reply:
         scope=[tu.c.owner_id == call.caller.owner_id, tu.c.environment == call.environment],
         order="desc",
     )
-    return Reply(
-        TopUpList(data=[top_ups.top_up_model(r) for r in page.rows], has_more=page.has_more)
-    )
+    urls = _checkout_urls(call.conn, [r.id for r in page.rows])
+    data = [top_ups.top_up_model(r, checkout_url=urls.get(r.id)) for r in page.rows]
+    return Reply(TopUpList(data=data, has_more=page.has_more))
 
 
 def get_one(call: Call) -> Reply:
@@ -203,7 +289,47 @@ def get_one(call: Call) -> Reply:
         owner_id=call.caller.owner_id,
         environment=call.environment,
     )
-    return Reply(top_ups.top_up_model(row))
+    url = _checkout_urls(call.conn, [row.id]).get(row.id)
+    return Reply(top_ups.top_up_model(row, checkout_url=url))
+
+
+def _checkout_urls(conn: Connection, top_up_ids: list[str]) -> dict[str, str]:
+    """Where each pending card top-up among ``top_up_ids`` is paid."""
+    cc = t.card_checkouts
+    rows = conn.execute(
+        select(cc.c.top_up_id, cc.c.url).where(
+            cc.c.top_up_id.in_(top_up_ids), cc.c.url.is_not(None)
+        )
+    )
+    return {r.top_up_id: r.url for r in rows}
+
+
+async def done(call: Call) -> Response:
+    """The page a card payer returns to from the processor's Checkout: the top-up's
+    status (credited once the processor confirms it)."""
+    top_up_id = call.params["top_up_id"]
+    row = await anyio.to_thread.run_sync(_top_up, call, top_up_id)
+    if row is None or row.rail != top_ups.CARD:
+        return pages.render(
+            "pay_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
+        )
+    amount = format_micros(int(row.amount_micros))
+    if row.status == "succeeded":
+        lines = [f"Your top-up of {amount} USD was credited to your account wallet ({row.id})."]
+    elif row.status == "pending" and "canceled" not in call.request.query_params:
+        lines = [
+            f"Payment of {amount} USD received, confirming with the card processor… "
+            "Reload this page in a few seconds; you will not be charged twice."
+        ]
+    else:
+        lines = [f"This top-up of {amount} USD was not paid, and nothing was charged."]
+    return pages.render("pay_message.html", 200, title="Account wallet top-up", lines=lines)
+
+
+def _top_up(call: Call, top_up_id: str) -> Row[Any] | None:
+    with call.ctx.db.read() as conn:
+        tu = t.top_ups
+        return conn.execute(select(tu).where(tu.c.id == top_up_id)).first()
 
 
 ENDPOINTS = [
@@ -226,6 +352,7 @@ ENDPOINTS = [
         ),
     ),
     Endpoint(method="GET", path=PATH, handler=list_all, auth=Role.OWNER, response=TopUpList),
+    Endpoint(method="GET", path="/top-ups/{top_up_id}/done", handler=done, listed=False, page=True),
     Endpoint(
         method="GET",
         path=PATH + "/{top_up_id}",

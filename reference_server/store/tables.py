@@ -387,9 +387,12 @@ top_ups = Table(
     Column("status", String(16), nullable=False),
     Column("rail", String(8), nullable=False),
     Column("network", String(40), nullable=False),
-    Column("tx_hash", String(80), nullable=False),
+    #: The chain transaction (x402/MPP), or the PaymentIntent id of a card top-up once
+    #: paid; ``None`` while a card top-up is pending.
+    Column("tx_hash", String(80)),
     Column("payer", String(64)),
-    Column("transfer_id", String(40), nullable=False),
+    #: ``None`` until the top-up is credited (a pending card top-up).
+    Column("transfer_id", String(40)),
     Column("idempotency_key", String(255)),
     Column("request_id", String(64)),
     Column("created_at", Timestamp, nullable=False),
@@ -413,6 +416,34 @@ processor_events = Table(
     #: ``False``: a type the server does not act on, acknowledged and kept for the record.
     Column("applied", Boolean, nullable=False),
     Column("received_at", Timestamp, nullable=False),
+)
+
+#: Checkout Sessions at the processor: a live card payment on a pay page (``kind``
+#: ``sale``, ``resource_id``) or a card top-up (``top_up``, ``owner_id``), booked once
+#: when ``checkout.session.completed`` arrives (``status`` ``complete``, with its
+#: ``receipt_id`` or ``top_up_id``).  The row is written before the session is created, so
+#: its id is the processor's idempotency key and names it in the session's metadata.
+card_checkouts = Table(
+    "card_checkouts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("session_id", String(255), unique=True),
+    Column("url", Text),
+    Column("kind", String(8), nullable=False),
+    Column("environment", String(8), nullable=False),
+    Column("resource_id", String(40), ForeignKey("resources.id")),
+    Column("owner_id", String(40), ForeignKey("owners.id")),
+    Column("amount_micros", BigInteger, nullable=False),
+    #: ``open`` | ``complete`` | ``expired`` | ``failed`` (declined; the payer may still
+    #: pay the same session with another card, which completes it).
+    Column("status", String(16), nullable=False),
+    Column("receipt_id", String(40), unique=True),
+    Column("top_up_id", String(40), unique=True),
+    Column("payment_intent", String(255), index=True),
+    Column("failure_reason", Text),
+    Column("refunded_at", Timestamp),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
 )
 
 rail_claims = Table(
