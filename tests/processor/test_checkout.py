@@ -1,0 +1,321 @@
+"""Cards in live through Stripe Checkout, against the local Stripe (``tests.stripe_double``
+in front of localstripe): the pay page sends the payer to a Checkout Session and the sale is
+booked only when ``checkout.session.completed`` arrives, once, with localstripe's real
+PaymentIntent id; a declined or abandoned checkout books nothing; a card top-up is pending
+until paid, then credited once with ``funding.paid``."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from reference_server import Settings
+from reference_server.store import tables as t
+
+from ..conftest import fresh_database
+from ..paypage.helpers import BROWSER, Item, item, receipt_of, token_of
+from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server
+from ..topups.helpers import account_wallet, owner_client, owner_headers
+from .helpers import WEBHOOK_SECRET, deliver, event
+
+PAYING = "4242424242424242"
+DECLINED = "4000000000000002"
+
+
+@pytest.fixture
+def server(tmp_path: Path, stripe_double: Any) -> Iterator[LiveServer]:
+    stripe_double.reset()
+    with fresh_database(tmp_path) as url:
+        settings = {
+            **TEST_SETTINGS,
+            "database_url": url,
+            "processor": "stripe",
+            "stripe_secret_key": "sk_test_cards",
+            "stripe_webhook_secret": WEBHOOK_SECRET,
+            "stripe_api_base": stripe_double.api_base,
+            "stripe_max_network_retries": 2,
+        }
+        live = start_server(Settings(**settings))
+        stripe_double.set_webhook(live.url + "/processor/webhooks", WEBHOOK_SECRET)
+        try:
+            yield live
+            assert_ledger_sound(live)
+        finally:
+            live.stop()
+
+
+def _wait(what: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _checkout(live: LiveServer, session_id: str) -> Any:
+    cc = t.card_checkouts
+    with live.ctx.db.read() as conn:
+        return conn.execute(select(cc).where(cc.c.session_id == session_id)).one()
+
+
+def _events(live: LiveServer, type: str) -> list[dict[str, Any]]:
+    ev = t.events
+    with live.ctx.db.read() as conn:
+        rows = conn.execute(select(ev.c.data).where(ev.c.type == type)).all()
+    return [dict(r.data) for r in rows]
+
+
+def _payments(it: Item) -> int:
+    tr = t.ledger_transfers
+    with it.live.ctx.db.read() as conn:
+        count = conn.execute(
+            select(func.count())
+            .select_from(tr)
+            .where(tr.c.kind == "payment", tr.c.reference == it.resource["id"])
+        ).scalar_one()
+    return int(count)
+
+
+def _session_of(url: str) -> str:
+    found = re.search(r"/(cs_[A-Za-z0-9_]+)", urlsplit(url).path)
+    assert found is not None, url
+    return found.group(1)
+
+
+def _start(it: Item, token: str | None = None) -> httpx.Response:
+    """Press "Pay with card" on the live pay page."""
+    if token is None:
+        token = token_of(httpx.get(it.pay_url).text)
+    return httpx.post(it.pay_url, data={"token": token}, headers=BROWSER)
+
+
+def _settled(stripe_double: Any, type: str, count: int = 1) -> list[dict[str, Any]]:
+    """The double's deliveries of ``type`` that reached the server, once ``count`` did."""
+
+    def delivered() -> list[dict[str, Any]] | None:
+        found = [
+            d
+            for d in stripe_double.deliveries()
+            if d["type"] == type and d["status"] == "delivered"
+        ]
+        return found if len(found) >= count else None
+
+    return list(_wait(delivered))
+
+
+def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it = item(server, environment="live", amount="4.00")
+    page = httpx.get(it.pay_url)
+    assert page.status_code == 200
+    assert '<button type="submit">Pay with card</button>' in page.text
+    assert 'name="number"' not in page.text  # the card is typed at the processor
+    origin = stripe_double.api_base.rstrip("/")
+    assert f"form-action 'self' {origin}" in page.headers["content-security-policy"]
+    token = token_of(page.text)
+
+    first = _start(it, token)
+    assert first.status_code == 303, first.text
+    checkout_url = first.headers["location"]
+    assert checkout_url.startswith(origin + "/_double/checkout/cs_")
+    again = _start(it, token)  # a double submit: the same session
+    assert again.status_code == 303 and again.headers["location"] == checkout_url
+    created = [
+        r
+        for r in stripe_double.requests()
+        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
+    ]
+    assert len(created) == 1, created
+    cs = _session_of(checkout_url)
+    row = _checkout(server, cs)
+    assert (row.kind, row.status, row.amount_micros) == ("sale", "open", 4_000_000)
+    assert created[0]["idempotency_key"] == f"svc-checkout-{row.id}"
+    session = stripe_double.client("sk_test_cards").v1.checkout.sessions.retrieve(cs)
+    assert (session.mode, session.amount_total, session.currency) == ("payment", 400, "usd")
+    assert session.client_reference_id == row.id
+    assert session.metadata is not None
+    assert session.metadata.to_dict() == {
+        "svc_checkout_id": row.id,
+        "kind": "sale",
+        "environment": "live",
+        "resource_id": it.resource["id"],
+    }
+    assert session.success_url == f"{it.pay_url}/done?session={{CHECKOUT_SESSION_ID}}"
+    assert session.cancel_url == it.pay_url
+
+    done_url = f"{it.pay_url}/done?session={cs}"
+    waiting = httpx.get(done_url)
+    assert waiting.status_code == 200 and "confirming" in waiting.text
+    assert waiting.headers["cache-control"] == "no-store"
+    assert _payments(it) == 0  # nothing booked before the processor says so
+
+    paid = stripe_double.pay_checkout(cs, PAYING)
+    assert paid["paid"] is True
+    intent = paid["object"]["payment_intent"]
+    assert intent.startswith("pi_")
+    _wait(lambda: _checkout(server, cs).receipt_id)
+    receipt = httpx.get(done_url)
+    assert receipt.status_code == 200
+    receipt_id = receipt_of(receipt.text)
+    assert receipt_id == _checkout(server, cs).receipt_id
+    assert "4.00 USD" in receipt.text
+    verified = it.verify(receipt_id)
+    assert verified["valid"] is True and verified["rail"] == "card"
+    assert _payments(it) == 1
+    assert it.balance() == Decimal("3.96")  # the price less the 1% platform fee
+    succeeded = [e for e in _events(server, "payment.succeeded") if e["receipt_id"] == receipt_id]
+    assert [e["processor_payment_intent_id"] for e in succeeded] == [intent]
+    assert succeeded[0]["settlement"] == "processor_deposit"
+    # the same token after payment: the same session, nothing new
+    assert _start(it, token).headers["location"] == checkout_url
+
+
+def test_a_redelivered_completion_books_once(server: LiveServer, stripe_double: Any) -> None:
+    it = item(server, environment="live", amount="2.00")
+    cs = _session_of(_start(it).headers["location"])
+    stripe_double.pay_checkout(cs, PAYING)
+    _wait(lambda: _checkout(server, cs).receipt_id)
+    [completed] = _settled(stripe_double, "checkout.session.completed")
+    stripe_double.redeliver(completed["event"])
+    _settled(stripe_double, "checkout.session.completed", 2)
+    # and the same session under a new event id (Stripe may send it again as a new event)
+    session = httpx.get(
+        f"{stripe_double.api_base.rstrip('/')}/v1/checkout/sessions/{cs}",
+        headers={"Authorization": "Bearer sk_test_cards"},
+    ).json()
+    assert session["payment_status"] == "paid"
+    answer = deliver(server.url, event("checkout.session.completed", session))
+    assert answer.status_code == 200, answer.text
+    assert _payments(it) == 1
+    assert len(_events(server, "payment.succeeded")) == 1
+
+
+def test_a_declined_card_books_nothing_and_another_card_then_pays(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it = item(server, environment="live", amount="3.00")
+    cs = _session_of(_start(it).headers["location"])
+    refused = stripe_double.pay_checkout(cs, DECLINED)
+    assert refused["paid"] is False
+    row = _wait(lambda: (r := _checkout(server, cs)).status == "failed" and r)
+    assert row.failure_reason and "decline" in row.failure_reason
+    assert row.receipt_id is None and _payments(it) == 0
+    page = httpx.get(f"{it.pay_url}/done?session={cs}")
+    assert "declined" in page.text and "nothing was charged" in page.text
+    # Checkout lets the payer try another card on the same session
+    assert stripe_double.pay_checkout(cs, PAYING)["paid"] is True
+    _wait(lambda: _checkout(server, cs).receipt_id)
+    assert _payments(it) == 1
+
+
+def test_an_abandoned_checkout_books_nothing(server: LiveServer, stripe_double: Any) -> None:
+    it = item(server, environment="live", amount="3.00")
+    cs = _session_of(_start(it).headers["location"])
+    stripe_double.abandon_checkout(cs)
+    _wait(lambda: _checkout(server, cs).status == "expired")
+    assert _payments(it) == 0
+    page = httpx.get(f"{it.pay_url}/done?session={cs}")
+    assert "not completed" in page.text
+    unknown = httpx.get(f"{it.pay_url}/done?session=cs_nobody")
+    assert unknown.status_code == 404
+
+
+def test_a_price_in_fractions_of_a_cent_is_not_offered_by_card(server: LiveServer) -> None:
+    it = item(server, environment="live", amount="1.005")
+    page = httpx.get(it.pay_url)
+    assert "whole cents" in page.text and "Pay with card" not in page.text
+
+
+def test_a_card_top_up_is_pending_then_credited_once(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it = item(server, environment="live")
+    jwt, owner_id = it.acct.owner_jwt, it.acct.owner_id
+    client = owner_client(server.url, jwt, "live")
+    top_up = client.top_ups.create("25.00", method="card")
+    assert (top_up.status, top_up.method, top_up.rail, top_up.tx_hash) == (
+        "pending",
+        "card",
+        "card",
+        None,
+    )
+    assert top_up.checkout_url is not None
+    cs = _session_of(top_up.checkout_url)
+    assert client.top_ups.get(top_up.id).checkout_url == top_up.checkout_url
+    assert [t.id for t in client.top_ups.list().data] == [top_up.id]
+    assert account_wallet(server, owner_id, "live") == 0
+    done = httpx.get(f"{server.url}/top-ups/{top_up.id}/done")
+    assert "confirming" in done.text
+
+    paid = stripe_double.pay_checkout(cs, PAYING)
+    intent = paid["object"]["payment_intent"]
+    credited = _wait(lambda: (u := client.top_ups.get(top_up.id)).status == "succeeded" and u)
+    assert credited.tx_hash == intent and credited.checkout_url is None
+    assert account_wallet(server, owner_id, "live") == 25_000_000
+    [completed] = _settled(stripe_double, "checkout.session.completed")
+    stripe_double.redeliver(completed["event"])
+    _settled(stripe_double, "checkout.session.completed", 2)
+    assert account_wallet(server, owner_id, "live") == 25_000_000
+    funded = _events(server, "funding.paid")
+    assert len(funded) == 1
+    assert funded[0]["source"] == "card" and funded[0]["top_up_id"] == top_up.id
+    assert funded[0]["processor_payment_intent_id"] == intent
+    assert funded[0]["account_wallet_balance"] == "25.00"
+    assert "credited" in httpx.get(f"{server.url}/top-ups/{top_up.id}/done").text
+
+
+def test_a_card_top_up_key_answers_the_same_top_up(server: LiveServer) -> None:
+    it = item(server, environment="live")
+    headers = owner_headers(it.acct.owner_jwt, "live", **{"Idempotency-Key": "card-1"})
+    body = {"amount": "5.00", "method": "card"}
+    first = httpx.post(server.url + "/owners/me/top-ups", json=body, headers=headers)
+    again = httpx.post(server.url + "/owners/me/top-ups", json=body, headers=headers)
+    assert first.status_code == again.status_code == 201, first.text
+    assert first.json()["id"] == again.json()["id"]
+    assert first.json()["checkout_url"] == again.json()["checkout_url"]
+    assert again.headers["idempotent-replayed"] == "true"
+
+
+@pytest.mark.parametrize("outcome", ["declined", "abandoned"])
+def test_an_unpaid_card_top_up_credits_nothing(
+    server: LiveServer, stripe_double: Any, outcome: str
+) -> None:
+    it = item(server, environment="live")
+    client = owner_client(server.url, it.acct.owner_jwt, "live")
+    top_up = client.top_ups.create("7.00", method="card")
+    assert top_up.checkout_url is not None
+    cs = _session_of(top_up.checkout_url)
+    if outcome == "declined":
+        stripe_double.pay_checkout(cs, DECLINED)
+    else:
+        stripe_double.abandon_checkout(cs)
+    status = "failed" if outcome == "declined" else "expired"
+    _wait(lambda: client.top_ups.get(top_up.id).status == status)
+    assert account_wallet(server, it.acct.owner_id, "live") == 0
+    assert _events(server, "funding.paid") == []
+
+
+def test_card_top_ups_refuse_what_a_card_cannot_pay(server: LiveServer) -> None:
+    it = item(server, environment="live")
+    path = server.url + "/owners/me/top-ups"
+    for environment, amount in (("test", "5.00"), ("live", "5.005"), ("live", "0.20")):
+        answer = httpx.post(
+            path,
+            json={"amount": amount, "method": "card"},
+            headers=owner_headers(it.acct.owner_jwt, environment),
+        )
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["code"] == "validation_error"
