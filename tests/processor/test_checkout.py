@@ -319,3 +319,26 @@ def test_card_top_ups_refuse_what_a_card_cannot_pay(server: LiveServer) -> None:
         )
         assert answer.status_code == 422, answer.text
         assert answer.json()["error"]["code"] == "validation_error"
+
+
+def test_a_person_pays_by_card_in_a_browser(
+    server: LiveServer, stripe_double: Any, page: Any, tmp_path: Path
+) -> None:
+    """Pay page -> the processor's checkout page -> back to our receipt page."""
+    it = item(server, environment="live", amount="6.00")
+    page.goto(it.pay_url)
+    page.get_by_role("button", name="Pay with card").click()
+    page.wait_for_load_state()
+    assert page.url.startswith(stripe_double.api_base.rstrip("/") + "/_double/checkout/cs_")
+    cs = _session_of(page.url)
+    page.get_by_role("button", name="Pay").click()
+    page.wait_for_load_state()
+    assert page.url == f"{it.pay_url}/done?session={cs}"
+    _wait(lambda: _checkout(server, cs).receipt_id)
+    page.reload()
+    page.wait_for_load_state()
+    assert page.get_by_role("heading", level=1).inner_text() == "Payment received"
+    receipt_id = str(page.locator("#receipt-id").inner_text())
+    assert receipt_id == _checkout(server, cs).receipt_id
+    page.screenshot(path=str(tmp_path / "card-checkout-receipt.png"), full_page=True)
+    assert it.verify(receipt_id)["valid"] is True and _payments(it) == 1
