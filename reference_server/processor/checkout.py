@@ -255,10 +255,18 @@ def _completed(conn: Connection, event: ProcessorEvent, settings: Settings, now:
     total = obj.get("amount_total")
     if isinstance(total, int) and total * _CENT != int(row.amount_micros):
         raise ValueError(f"checkout {row.id} was paid {total} cents, not its amount")
+    # The session id, too, when our write of it was lost after the processor made it.
+    session_id = row.session_id or obj.get("id")
     claimed = conn.execute(
         update(_cc)
         .where(_cc.c.id == row.id, _cc.c.status.in_(_PAYABLE))
-        .values(status="complete", payment_intent=intent, failure_reason=None, updated_at=now)
+        .values(
+            status="complete",
+            payment_intent=intent,
+            session_id=session_id,
+            failure_reason=None,
+            updated_at=now,
+        )
     ).rowcount
     if claimed != 1:
         return  # booked already (another event of the same session), or expired

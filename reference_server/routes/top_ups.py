@@ -39,6 +39,7 @@ from svc.money import format_micros, to_micros
 from svc_asgi import RailRequest
 
 from ..domain import open_rails, top_ups
+from ..domain.errors import DomainError
 from ..processor import checkout, uses_stripe
 from ..store import tables as t
 from ..web import pages, paging
@@ -165,9 +166,19 @@ async def _card(call: Call, amount: int) -> Reply:
             checkout.prepare(conn, opened, ctx.now())
         return checkout.open_session(ctx.db, settings, opened, ctx.now())
 
-    url = await anyio.to_thread.run_sync(start)
+    try:
+        url = await anyio.to_thread.run_sync(start)
+    except DomainError:
+        if call.idempotency_key is None:  # no retry can reach this one: it is never paid
+            await anyio.to_thread.run_sync(_unopened, call, row.id)
+        raise
     headers = {"Idempotent-Replayed": "true"} if replayed else {}
     return Reply(top_ups.top_up_model(row, checkout_url=url), 201, headers=headers)
+
+
+def _unopened(call: Call, top_up_id: str) -> None:
+    with call.ctx.db.write() as conn:
+        top_ups.close_card(conn, top_up_id, status="failed")
 
 
 def _open_card(call: Call, amount: int) -> tuple[Row[Any], bool]:

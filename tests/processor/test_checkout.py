@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -342,3 +343,74 @@ def test_a_person_pays_by_card_in_a_browser(
     assert receipt_id == _checkout(server, cs).receipt_id
     page.screenshot(path=str(tmp_path / "card-checkout-receipt.png"), full_page=True)
     assert it.verify(receipt_id)["valid"] is True and _payments(it) == 1
+
+
+def test_completions_of_one_session_at_once_book_once(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it = item(server, environment="live", amount="2.00")
+    cs = _session_of(_start(it).headers["location"])
+    # paid while the double's events go elsewhere; then six events of it arrive at once
+    sink = stripe_double.api_base.rstrip("/") + "/_double/sink"
+    stripe_double.set_webhook(sink, "whsec_elsewhere")
+    assert stripe_double.pay_checkout(cs, PAYING)["paid"] is True
+    session = httpx.get(
+        f"{stripe_double.api_base.rstrip('/')}/v1/checkout/sessions/{cs}",
+        headers={"Authorization": "Bearer sk_test_cards"},
+    ).json()
+    events = [event("checkout.session.completed", session) for _ in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda body: deliver(server.url, body), events))
+    assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
+    assert _payments(it) == 1
+    assert _checkout(server, cs).receipt_id is not None
+    assert len(_events(server, "payment.succeeded")) == 1
+
+
+def test_the_processor_failing_is_retried_and_then_said(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it = item(server, environment="live", amount="2.00")
+    token = token_of(httpx.get(it.pay_url).text)
+    stripe_double.fault("/v1/checkout/sessions", 503, times=3)  # beyond the SDK's 2 retries
+    down = _start(it, token)
+    assert down.status_code == 503 and "nothing was charged" in down.text
+    tried = [
+        r
+        for r in stripe_double.requests()
+        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
+    ]
+    assert len(tried) == 3 and len({r["idempotency_key"] for r in tried}) == 1
+    stripe_double.fault("/v1/checkout/sessions", 500, times=1)  # one blip: retried
+    up = _start(it, token)  # the same form again: the same checkout, now opened
+    assert up.status_code == 303, up.text
+    keys = {
+        r["idempotency_key"]
+        for r in stripe_double.requests()
+        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
+    }
+    assert keys == {tried[0]["idempotency_key"]}
+    assert _payments(it) == 0
+
+    client_headers = owner_headers(it.acct.owner_jwt, "live")
+    stripe_double.fault("/v1/checkout/sessions", 503, times=3)
+    answer = httpx.post(
+        server.url + "/owners/me/top-ups",
+        json={"amount": "5.00", "method": "card"},
+        headers=client_headers,
+    )
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "settlement_unavailable"
+    assert account_wallet(server, it.acct.owner_id, "live") == 0
+    # without an Idempotency-Key no retry can open it: it is failed, not left pending
+    listed = owner_client(server.url, it.acct.owner_jwt, "live").top_ups.list().data
+    assert [(u.status, u.checkout_url) for u in listed] == [("failed", None)]
+    # with one, the retry opens the same top-up's checkout
+    keyed = {**client_headers, "Idempotency-Key": "card-retry"}
+    stripe_double.fault("/v1/checkout/sessions", 503, times=3)
+    body = {"amount": "5.00", "method": "card"}
+    refused = httpx.post(server.url + "/owners/me/top-ups", json=body, headers=keyed)
+    assert refused.status_code == 503
+    opened = httpx.post(server.url + "/owners/me/top-ups", json=body, headers=keyed)
+    assert opened.status_code == 201, opened.text
+    assert opened.json()["status"] == "pending" and opened.json()["checkout_url"]
