@@ -74,7 +74,7 @@ class Api:
                     stored.body,
                     stored.status,
                     media_type=stored.content_type,
-                    headers={"Idempotent-Replayed": "true", "Idempotency-Key": key},
+                    headers={"Idempotent-Replayed": "true", "Idempotency-Key": slot[1]},
                 )
         found = route(method, path, account, self.state)
         if found is None:
