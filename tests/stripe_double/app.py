@@ -5,7 +5,9 @@ every API request (see ``control.py`` for the ``/_double/`` control API)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -185,4 +187,10 @@ def build_app(localstripe: str) -> tuple[Double, State]:
         *control.routes(state, http),
         Route("/v1/{rest:path}", api, methods=["GET", "POST", "DELETE"]),
     ]
-    return Double(state, Starlette(routes=routes)), state
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with http:
+            yield
+
+    return Double(state, Starlette(routes=routes, lifespan=lifespan)), state
