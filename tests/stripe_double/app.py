@@ -81,6 +81,8 @@ class Api:
         found = route(method, path, account, self.state)
         if found is None:
             response = await self.forward(request, body)
+            if method == "POST" and path == "/v1/refunds" and response.status_code == 200:
+                await self.refunded(request, json.loads(bytes(response.body)), key)
         else:
             handler, match = found
             call = Call(
@@ -110,6 +112,18 @@ class Api:
         if key is not None:
             response.headers["Idempotency-Key"] = key
         return response
+
+    async def refunded(self, request: Request, refund: dict[str, Any], key: str | None) -> None:
+        """Stripe sends ``charge.refunded`` for a refund; localstripe does not, so the
+        double does, with localstripe's charge as it stands after the refund."""
+        auth = {"Authorization": request.headers.get("authorization", "")}
+        charge = await self.http.get(
+            f"{self.state.localstripe}/v1/charges/{refund['charge']}", headers=auth
+        )
+        charge.raise_for_status()
+        self.state.emitter.emit(
+            "charge.refunded", charge.json(), request={"id": None, "idempotency_key": key}
+        )
 
     async def forward(self, request: Request, body: bytes) -> Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}

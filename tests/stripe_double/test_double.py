@@ -295,7 +295,15 @@ def test_checkout_paid_through_localstripe_emits_completed(
     assert intent.status == "succeeded" and intent.amount == 1500
     assert intent.metadata.to_dict() == {"svc_top_up": "top_1"}
     assert client.v1.checkout.sessions.retrieve(session.id).status == "complete"
-    receiver.wait_for("payment_intent.succeeded")  # localstripe's webhook, same endpoint
+    # localstripe's own events reach the same endpoint, signed with the same secret.
+    receiver.wait_for("payment_intent.succeeded")
+    refund = client.v1.refunds.create({"payment_intent": pi_id, "amount": 500})
+    assert refund.status == "succeeded" and refund.amount == 500
+    (refunded,) = receiver.wait_for("charge.refunded")
+    assert refunded.data.object["payment_intent"] == pi_id
+    assert refunded.data.object["amount_refunded"] == 500
+    listed = client.v1.events.list({"type": "checkout.session.completed"})
+    assert [e.id for e in listed.data] == [event.id]
 
 
 def test_declined_card_keeps_the_session_open_and_abandoning_expires_it(
@@ -308,6 +316,9 @@ def test_declined_card_keeps_the_session_open_and_abandoning_expires_it(
     assert page.status_code == 402 and "declined" in page.text
     (failed,) = receiver.wait_for("payment_intent.payment_failed")
     assert failed.data.object["last_payment_error"]["code"] == "card_declined"
+    intent = failed.data.object["id"]
+    direct = stripe.StripeClient(KEY, base_addresses={"api": double.localstripe})
+    assert direct.v1.payment_intents.retrieve(intent).status == "requires_payment_method"
     assert client.v1.checkout.sessions.retrieve(session.id).status == "open"
 
     assert double.pay_checkout(session.id, "4000000000000002")["paid"] is False
