@@ -5,18 +5,21 @@ events that ``stripe.Webhook.construct_event`` verifies."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 import stripe
+from sqlalchemy import select
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from stripe.params import TransferCreateParams
 
-from ..support import LiveApp, serve_asgi
+from reference_server.store import tables as t
+
+from ..support import LiveApp, LiveServer, serve_asgi
 from .running import StripeDouble
 
 SECRET = "whsec_double_" + "b" * 24
@@ -372,3 +375,41 @@ def test_deliveries_retry_refused_events_and_redeliver_on_demand(
     double.redeliver(event.id)
     twice = receiver.wait_for("account.updated", 2)
     assert twice[1].id == event.id
+
+
+def test_events_reach_the_reference_servers_processor_webhooks(
+    stripe_double: StripeDouble, make_server: Callable[..., LiveServer]
+) -> None:
+    """The double feeds the server's real endpoint: signatures verify, each event id is
+    recorded once, a redelivery is a duplicate."""
+    stripe_double.reset()
+    server = make_server(
+        processor="stripe",
+        stripe_api_base=stripe_double.api_base,
+        stripe_secret_key=KEY,
+        stripe_webhook_secret=SECRET,
+    )
+    stripe_double.set_webhook(server.url + "/processor/webhooks", SECRET)
+    acct = _express(stripe_double.client(KEY))
+    stripe_double.complete_account(acct.id)
+    deadline = time.monotonic() + 10
+    while not (done := [d for d in stripe_double.deliveries() if d["status"] != "pending"]):
+        assert time.monotonic() < deadline, "the delivery did not finish"
+        time.sleep(0.05)
+    (delivery,) = done
+    assert delivery["status"] == "delivered", delivery
+    pe = t.processor_events
+    with server.ctx.db.read() as conn:
+        rows = conn.execute(select(pe.c.id).where(pe.c.type == "account.updated")).all()
+    assert [r.id for r in rows] == [delivery["event"]]  # (localstripe's own events aside)
+    stripe_double.redeliver(delivery["event"])
+    deadline = time.monotonic() + 10
+    while (
+        len(stripe_double.deliveries()) < 2 or stripe_double.deliveries()[1]["status"] == "pending"
+    ):
+        assert time.monotonic() < deadline, "the redelivery did not finish"
+        time.sleep(0.05)
+    assert stripe_double.deliveries()[1]["status"] == "delivered"
+    with server.ctx.db.read() as conn:
+        again = conn.execute(select(pe.c.id).where(pe.c.type == "account.updated")).all()
+    assert [r.id for r in again] == [delivery["event"]]
