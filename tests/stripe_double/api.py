@@ -207,10 +207,15 @@ def get_transfer(call: Call) -> dict[str, Any]:
     return found
 
 
+def _connected(call: Call) -> dict[str, Any]:
+    if call.account is None:
+        raise StripeError(400, "This request needs a Stripe-Account header.")
+    return _account(call, call.account, "Stripe-Account")
+
+
 def create_payout(call: Call) -> dict[str, Any]:
-    assert call.account is not None
     p = call.params
-    acct = _account(call, call.account, "Stripe-Account")
+    acct = _connected(call)
     amount = _int(p, "amount")
     currency = _str(p, "currency").lower()
     held = call.state.balances.setdefault(acct["id"], {})
@@ -248,9 +253,8 @@ def get_payout(call: Call) -> dict[str, Any]:
 
 
 def get_balance(call: Call) -> dict[str, Any]:
-    assert call.account is not None
-    _account(call, call.account, "Stripe-Account")
-    held = call.state.balances.get(call.account, {}) or {"usd": 0}
+    acct = _connected(call)
+    held = call.state.balances.get(acct["id"], {}) or {"usd": 0}
     balance = template("balance")
     balance["available"] = [
         {"amount": amount, "currency": cur, "source_types": {"card": amount}}

@@ -5,7 +5,9 @@ every API request (see ``control.py`` for the ``/_double/`` control API)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -74,11 +76,13 @@ class Api:
                     stored.body,
                     stored.status,
                     media_type=stored.content_type,
-                    headers={"Idempotent-Replayed": "true", "Idempotency-Key": key},
+                    headers={"Idempotent-Replayed": "true", "Idempotency-Key": slot[1]},
                 )
         found = route(method, path, account, self.state)
         if found is None:
             response = await self.forward(request, body)
+            if method == "POST" and path == "/v1/refunds" and response.status_code == 200:
+                await self.refunded(request, json.loads(bytes(response.body)), key)
         else:
             handler, match = found
             call = Call(
@@ -108,6 +112,18 @@ class Api:
         if key is not None:
             response.headers["Idempotency-Key"] = key
         return response
+
+    async def refunded(self, request: Request, refund: dict[str, Any], key: str | None) -> None:
+        """Stripe sends ``charge.refunded`` for a refund; localstripe does not, so the
+        double does, with localstripe's charge as it stands after the refund."""
+        auth = {"Authorization": request.headers.get("authorization", "")}
+        charge = await self.http.get(
+            f"{self.state.localstripe}/v1/charges/{refund['charge']}", headers=auth
+        )
+        charge.raise_for_status()
+        self.state.emitter.emit(
+            "charge.refunded", charge.json(), request={"id": None, "idempotency_key": key}
+        )
 
     async def forward(self, request: Request, body: bytes) -> Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
@@ -185,4 +201,10 @@ def build_app(localstripe: str) -> tuple[Double, State]:
         *control.routes(state, http),
         Route("/v1/{rest:path}", api, methods=["GET", "POST", "DELETE"]),
     ]
-    return Double(state, Starlette(routes=routes)), state
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with http:
+            yield
+
+    return Double(state, Starlette(routes=routes, lifespan=lifespan)), state

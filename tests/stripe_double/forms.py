@@ -19,7 +19,8 @@ def decode_form(body: bytes | str) -> dict[str, Any]:
         head, _, rest = name.partition("[")
         keys = [head, *_PART.findall("[" + rest)] if rest else [head]
         _put(root, keys, value)
-    return _listify(root)
+    decoded: dict[str, Any] = _listify(root)
+    return decoded
 
 
 def _put(node: dict[str, Any], keys: list[str], value: str) -> None:

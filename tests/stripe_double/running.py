@@ -138,7 +138,7 @@ def running_stripe_double() -> Iterator[StripeDouble]:
     proc, localstripe = _start_localstripe()
     try:
         app, _state = build_app(localstripe)
-        live = serve_asgi(app, lifespan="off")
+        live = serve_asgi(app, lifespan="on")
         try:
             with httpx.Client(base_url=live.url, timeout=30) as http:
                 double = StripeDouble(api_base=live.url, localstripe=localstripe, http=http)
