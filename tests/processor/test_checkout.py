@@ -414,3 +414,18 @@ def test_the_processor_failing_is_retried_and_then_said(
     opened = httpx.post(server.url + "/owners/me/top-ups", json=body, headers=keyed)
     assert opened.status_code == 201, opened.text
     assert opened.json()["status"] == "pending" and opened.json()["checkout_url"]
+
+
+def test_a_refund_at_the_processor_is_recorded_and_books_nothing(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it = item(server, environment="live", amount="2.00")
+    cs = _session_of(_start(it).headers["location"])
+    intent = stripe_double.pay_checkout(cs, PAYING)["object"]["payment_intent"]
+    _wait(lambda: _checkout(server, cs).receipt_id)
+    balance = it.balance()
+    stripe_double.client("sk_test_cards").v1.refunds.create({"payment_intent": intent})
+    _settled(stripe_double, "charge.refunded")
+    row = _checkout(server, cs)
+    assert row.refunded_at is not None and row.status == "complete"
+    assert _payments(it) == 1 and it.balance() == balance  # refunds are booked by issue 28
