@@ -6,7 +6,11 @@ until paid, then credited once with ``funding.paid``."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -429,3 +433,34 @@ def test_a_refund_at_the_processor_is_recorded_and_books_nothing(
     row = _checkout(server, cs)
     assert row.refunded_at is not None and row.status == "complete"
     assert _payments(it) == 1 and it.balance() == balance  # refunds are booked by issue 28
+
+
+def test_the_cli_tops_up_by_card_and_prints_where_to_pay(server: LiveServer) -> None:
+    it = item(server, environment="live")
+    env = {
+        **os.environ,
+        "SVC_BASE_URL": server.url,
+        "SVC_OWNER_JWT": it.acct.owner_jwt,
+        "SVC_ENVIRONMENT": "live",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "svc.cli", "top-up", "5.00", "--card"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["status"] == "pending" and printed["method"] == "card"
+    assert "/_double/checkout/cs_" in printed["checkout_url"]
+    neither = subprocess.run(
+        [sys.executable, "-m", "svc.cli", "top-up", "5.00"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert neither.returncode != 0 and "--card" in neither.stderr
