@@ -33,6 +33,7 @@ from .routes import (
     processor,
     resources,
     sandbox,
+    sandbox_checkout,
     sandbox_connect,
     sellers,
     spend,
@@ -92,6 +93,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *rails.ENDPOINTS,
         *sandbox_connect.ENDPOINTS,
         *pay_page.ENDPOINTS,
+        *sandbox_checkout.ENDPOINTS,
         *health.ENDPOINTS,
     ]
 

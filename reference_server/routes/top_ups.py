@@ -17,7 +17,8 @@ on the top-up row: the same key answers the same top-up, never a second payment.
 ``method`` ``card`` (live with ``SVC_PROCESSOR=stripe``) answers at once with a
 ``pending`` top-up and the processor's ``checkout_url``; it is credited when
 ``checkout.session.completed`` arrives (:mod:`reference_server.processor.checkout`).
-``test`` has no card top-ups (422: top up with the sandbox's x402 faucet wallet).
+In ``test`` the ``checkout_url`` is the sandbox's own checkout page
+(:mod:`.sandbox_checkout`, the sandbox card form): one flow in both environments.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from . import sandbox_checkout
 
 __all__ = ["ENDPOINTS"]
 
@@ -126,14 +128,7 @@ async def create(call: Call) -> Reply:
 async def _card(call: Call, amount: int) -> Reply:
     """A pending card top-up and the processor's Checkout to pay it at."""
     env, settings = call.environment, call.ctx.settings
-    if env == "test":
-        raise ApiError(
-            "validation_error",
-            "Card top-ups are live only (they go through the card processor); in test, "
-            "top up with x402 from a sandbox faucet wallet.",
-            details={"errors": [{"field": "method", "message": "card is live only"}]},
-        )
-    if not uses_stripe(settings, env):
+    if env != "test" and not uses_stripe(settings, env):
         raise ApiError(
             "top_ups_unavailable",
             "Card top-ups in live need the card processor (SVC_PROCESSOR=stripe and its keys).",
@@ -145,6 +140,10 @@ async def _card(call: Call, amount: int) -> Reply:
             "idempotency_key_reused",
             "This Idempotency-Key already made another top-up.",
         )
+    headers = {"Idempotent-Replayed": "true"} if replayed else {}
+    if env == "test":  # the sandbox's own checkout page
+        sandbox_url = sandbox_checkout.checkout_url(call.public_url, row.id)
+        return Reply(top_ups.top_up_model(row, checkout_url=sandbox_url), 201, headers=headers)
     base = f"{call.public_url}/top-ups/{row.id}/done"
     opened = checkout.Checkout(
         id=checkout.checkout_id("top_up", row.id),
@@ -172,7 +171,6 @@ async def _card(call: Call, amount: int) -> Reply:
         if call.idempotency_key is None:  # no retry can reach this one: it is never paid
             await anyio.to_thread.run_sync(_unopened, call, row.id)
         raise
-    headers = {"Idempotent-Replayed": "true"} if replayed else {}
     return Reply(top_ups.top_up_model(row, checkout_url=url), 201, headers=headers)
 
 
@@ -288,7 +286,7 @@ def list_all(call: Call, request: PageRequest) -> Reply:
         scope=[tu.c.owner_id == call.caller.owner_id, tu.c.environment == call.environment],
         order="desc",
     )
-    urls = _checkout_urls(call.conn, [r.id for r in page.rows])
+    urls = _checkout_urls(call, [r.id for r in page.rows])
     data = [top_ups.top_up_model(r, checkout_url=urls.get(r.id)) for r in page.rows]
     return Reply(TopUpList(data=data, has_more=page.has_more))
 
@@ -300,14 +298,17 @@ def get_one(call: Call) -> Reply:
         owner_id=call.caller.owner_id,
         environment=call.environment,
     )
-    url = _checkout_urls(call.conn, [row.id]).get(row.id)
+    url = _checkout_urls(call, [row.id]).get(row.id)
     return Reply(top_ups.top_up_model(row, checkout_url=url))
 
 
-def _checkout_urls(conn: Connection, top_up_ids: list[str]) -> dict[str, str]:
-    """Where each pending card top-up among ``top_up_ids`` is paid."""
+def _checkout_urls(call: Call, top_up_ids: list[str]) -> dict[str, str]:
+    """Where each pending card top-up among ``top_up_ids`` is paid (in ``test``, the
+    sandbox's checkout page)."""
+    if call.environment == "test":
+        return {i: sandbox_checkout.checkout_url(call.public_url, i) for i in top_up_ids}
     cc = t.card_checkouts
-    rows = conn.execute(
+    rows = call.conn.execute(
         select(cc.c.top_up_id, cc.c.url).where(
             cc.c.top_up_id.in_(top_up_ids), cc.c.url.is_not(None)
         )

@@ -1,0 +1,65 @@
+"""Card top-ups in ``test``: the same flow as live's Checkout, paid on the sandbox's own
+checkout page with the sandbox card form -- pending, then credited once, ``funding.paid``
+with ``source`` ``card``; a declined card or another site's POST credits nothing."""
+
+from __future__ import annotations
+
+import httpx
+from sqlalchemy import select
+
+from reference_server.store import tables as t
+
+from ..paypage.helpers import BROWSER, DECLINED, FUTURE, PAYING
+from ..support import LiveServer, new_account
+from .helpers import account_wallet, owner_client
+
+
+def _card(url: str, number: str, headers: dict[str, str] = BROWSER) -> httpx.Response:
+    form = {"token": "", "number": number, "expiry": FUTURE, "cvc": "123"}
+    return httpx.post(url, data=form, headers=headers)
+
+
+def _funding(live: LiveServer) -> list[dict[str, object]]:
+    ev = t.events
+    with live.ctx.db.read() as conn:
+        rows = conn.execute(select(ev.c.data).where(ev.c.type == "funding.paid")).all()
+    return [dict(r.data) for r in rows]
+
+
+def test_a_card_top_up_is_paid_on_the_sandbox_checkout_page(server: LiveServer) -> None:
+    acct = new_account(server.url)
+    client = owner_client(server.url, acct.owner_jwt)
+    top_up = client.top_ups.create("25.00", method="card")
+    assert (top_up.status, top_up.method, top_up.tx_hash) == ("pending", "card", None)
+    url = f"{server.url}/top-ups/{top_up.id}/pay"
+    assert top_up.checkout_url == url
+    assert client.top_ups.get(top_up.id).checkout_url == url
+
+    page = httpx.get(url)
+    assert page.status_code == 200 and "25.00 USD" in page.text
+    assert '<label for="number">Card number</label>' in page.text
+    refused = _card(url, PAYING, headers={"Origin": "https://evil.example"})
+    assert refused.status_code == 403
+    declined = _card(url, DECLINED)
+    assert declined.status_code == 402 and "was declined" in declined.text
+    assert account_wallet(server, acct.owner_id, "test") == 0
+    assert client.top_ups.get(top_up.id).status == "pending"
+
+    paid = _card(url, PAYING)
+    assert paid.status_code == 303
+    assert paid.headers["location"] == f"{server.url}/top-ups/{top_up.id}/done"
+    assert "credited" in httpx.get(paid.headers["location"]).text
+    again = _card(url, PAYING)  # the form resent: credited already, nothing more
+    assert again.status_code == 303
+    credited = client.top_ups.get(top_up.id)
+    assert credited.status == "succeeded" and credited.checkout_url is None
+    assert credited.tx_hash is not None and credited.tx_hash.startswith("pi_")
+    assert account_wallet(server, acct.owner_id, "test") == 25_000_000
+    funded = _funding(server)
+    assert len(funded) == 1 and funded[0]["source"] == "card"
+    assert funded[0]["processor_payment_intent_id"] == credited.tx_hash
+
+
+def test_the_sandbox_checkout_serves_only_test_card_top_ups(server: LiveServer) -> None:
+    assert httpx.get(f"{server.url}/top-ups/tu_nobody/pay").status_code == 404
+    assert _card(f"{server.url}/top-ups/tu_nobody/pay", PAYING).status_code == 404
