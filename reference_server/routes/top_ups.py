@@ -58,7 +58,8 @@ PATH = "/owners/me/top-ups"
 
 async def create(call: Call) -> Reply:
     """Top up the account wallet: 402 with the x402/MPP challenges for the amount, paying
-    the environment's deposit address; retried with the credential, 201 once settled."""
+    the environment's deposit address; retried with the credential, 201 once settled.
+    ``method: card``: 201 at once, a pending top-up paid at its ``checkout_url``."""
     owner_id, env = call.caller.owner_id, call.environment
     amount = _amount(call)
     if call.input(CreateTopUp).method == "card":

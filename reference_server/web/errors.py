@@ -132,11 +132,13 @@ CODES: dict[str, tuple[int, str]] = {
     "payouts_unavailable": (503, "Live payouts need a payout processor this server is not given."),
     "top_ups_unavailable": (
         503,
-        "Live top-ups need a facilitator and a deposit address this server is not given.",
+        "Live top-ups need a facilitator and a deposit address (crypto) or the card "
+        "processor (card) this server is not given.",
     ),
     "settlement_unavailable": (
         503,
-        "An open-rail payment could not be settled now; do not pay again, retry shortly.",
+        "An open-rail payment could not be settled now, or the card processor not reached; "
+        "do not pay again, retry shortly.",
     ),
 }
 
