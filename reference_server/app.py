@@ -94,6 +94,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *sandbox_connect.ENDPOINTS,
         *pay_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
+        *top_ups.PAGES,
         *health.ENDPOINTS,
     ]
 

@@ -27,6 +27,7 @@ from svc.money import format_micros, from_micros
 
 from ..ids import new_id
 from ..store import tables as t
+from ..timeutil import as_utc
 from . import ledger
 from .errors import DomainError
 from .events import record_event
@@ -255,7 +256,7 @@ def top_up_model(row: Row[Any], *, checkout_url: str | None = None) -> TopUp:
         network=row.network,
         tx_hash=row.tx_hash,
         payer=row.payer,
-        created_at=row.created_at,
+        created_at=as_utc(row.created_at),
         method=CARD if row.rail == CARD else "crypto",
         checkout_url=checkout_url if row.status == "pending" else None,
     )

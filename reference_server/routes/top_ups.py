@@ -51,7 +51,7 @@ from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from . import sandbox_checkout
 
-__all__ = ["ENDPOINTS"]
+__all__ = ["ENDPOINTS", "PAGES"]
 
 PATH = "/owners/me/top-ups"
 
@@ -365,7 +365,6 @@ ENDPOINTS = [
         ),
     ),
     Endpoint(method="GET", path=PATH, handler=list_all, auth=Role.OWNER, response=TopUpList),
-    Endpoint(method="GET", path="/top-ups/{top_up_id}/done", handler=done, listed=False, page=True),
     Endpoint(
         method="GET",
         path=PATH + "/{top_up_id}",
@@ -373,4 +372,9 @@ ENDPOINTS = [
         auth=Role.OWNER,
         response=TopUp,
     ),
+]
+
+#: The page a card payer comes back to (a page for people, beside the pay pages).
+PAGES = [
+    Endpoint(method="GET", path="/top-ups/{top_up_id}/done", handler=done, listed=False, page=True),
 ]
