@@ -133,6 +133,19 @@ def devchain() -> Iterator[RunningDevchain]:
     yield from running_devchain()
 
 
+@pytest.fixture(scope="session")
+def stripe_double() -> Iterator[Any]:
+    """The local Stripe (``tests.stripe_double``: the double in front of a localstripe
+    process), one per run; skipped, saying how to install localstripe, where it is missing."""
+    try:
+        import localstripe  # noqa: F401
+    except ImportError:
+        pytest.skip("localstripe is not installed: pip install -e '.[dev]' (or localstripe)")
+    from .stripe_double import running_stripe_double
+
+    yield from running_stripe_double()
+
+
 @pytest.fixture
 def database_url(tmp_path: Path) -> Iterator[str]:
     with fresh_database(tmp_path) as url:
