@@ -17,10 +17,21 @@ from contextlib import contextmanager
 
 __all__ = ["keeping_recursion_limit"]
 
+#: The module whose import raises the limit.
+_SIDE_EFFECT_SOURCE = "py_ecc"
+
 
 @contextmanager
 def keeping_recursion_limit() -> Iterator[None]:
-    """Import inside this block; the recursion limit afterwards is what it was before."""
+    """Import inside this block; the recursion limit afterwards is what it was before.
+
+    Once py_ecc is imported its side effect is spent, and the block does nothing: putting
+    back a limit read on entry would race with any thread that changed the limit
+    meanwhile (a test framework raising it for a while, say) and could leave that change
+    in place for good."""
+    if _SIDE_EFFECT_SOURCE in sys.modules:
+        yield
+        return
     limit = sys.getrecursionlimit()
     try:
         yield

@@ -42,7 +42,7 @@ from . import _webhook_headers
 from ._errors import WebhookVerificationError
 from ._models import EVENT_DATA_TYPES, Event
 from ._webhook_headers import SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK_ID_HEADER
-from .wire import structure
+from .wire import nesting_depth, structure
 
 
 class HeadersLike(Protocol):
@@ -400,6 +400,9 @@ def _reject_constant(name: str) -> NoReturn:
 
 # One decoder for every call: ``json.loads`` with any keyword builds a new one each time.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+#: The deepest event body read, checked before parsing: the parser recurses, and a library
+#: in the same process may have raised the recursion limit (:func:`svc.wire.nesting_depth`).
+MAX_DEPTH = 64
 # What the decoder itself scans with (typeshed's stub wants a scanner as the context; CPython
 # takes the decoder, as JSONDecoder.__init__ does).
 _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
@@ -433,6 +436,8 @@ def _decode(raw: bytes) -> Any:
 def _read_event(raw: bytes, webhook_id: str) -> Event:
     """The event of a verified body: its envelope checked (``id`` matching the header,
     ``type``, ``created_at``, ``data``), its ``data`` left to be typed on first read."""
+    if nesting_depth(raw, above=MAX_DEPTH) > MAX_DEPTH:
+        _fail("body JSON is nested too deeply")
     try:
         # The usual body, one compact JSON value: the decoder's scanner directly, without
         # the Python layers around it.  Anything else (not UTF-8, bad JSON, data after the

@@ -30,7 +30,7 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from ._models import EVENT_DATA_TYPES, Event, ResourceMetadata
 from .money import format_amount, parse_amount
 
-__all__ = ["converter", "structure", "unstructure"]
+__all__ = ["converter", "nesting_depth", "structure", "unstructure"]
 
 T = TypeVar("T")
 
@@ -167,3 +167,33 @@ def structure(data: Any, cls: type[T]) -> T:
 def unstructure(value: Any) -> Any:
     """Turn a model into JSON-ready data (decimal strings, ISO timestamps)."""
     return converter.unstructure(value)
+
+
+def nesting_depth(raw: bytes, *, above: int) -> int:
+    """How deep ``[``/``{`` nest outside strings in the JSON text ``raw``, found without
+    parsing; 0 when it cannot exceed ``above`` (fewer openers than that, found in C).
+
+    Check it before ``json.loads`` on untrusted bytes: the parser recurses, and where a
+    library has raised the process's recursion limit (py_ecc, under eth-account, sets
+    100 000) a deep enough body overflows the C stack and kills the process instead of
+    raising ``RecursionError``."""
+    if raw.count(b"[") + raw.count(b"{") <= above:
+        return 0
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest

@@ -36,6 +36,8 @@ from typing import Any, Literal
 
 import attrs
 
+from svc.wire import nesting_depth
+
 from ._core import RECEIPT_META_KEY, Refusal
 from ._prices import PriceTable
 
@@ -66,6 +68,9 @@ INVALID_PARAMS = -32602
 PAYMENT_SERVICE_ERROR = -32000
 #: ``_meta`` key of the machine-readable 402 details in an unpaid tool result.
 PAYMENT_REQUIRED_META_KEY = "svc/payment_required"
+#: The deepest body read: checked before parsing, so that a deep body is refused however
+#: high another library has set the process's recursion limit (:func:`svc.wire.nesting_depth`).
+MAX_DEPTH = 64
 _MISSING = object()
 
 
@@ -84,6 +89,8 @@ def _no_constants(name: str) -> Any:
 
 def parse_body(body: bytes) -> Any:
     """The JSON-RPC body, strictly: raises ``ValueError`` for anything ambiguous."""
+    if nesting_depth(body, above=MAX_DEPTH) > MAX_DEPTH:
+        raise ValueError("nested too deeply")
     try:
         return json.loads(body, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except RecursionError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,6 +113,17 @@ def _no_subquery_in_returning() -> Iterator[None]:
     yield
     found, _SUBQUERY_IN_RETURNING[:] = list(_SUBQUERY_IN_RETURNING), []
     assert found == [], f"a subquery in RETURNING (unqualified on SQLite): {found[0]}"
+
+
+@pytest.fixture(autouse=True)
+def _recursion_limit_kept() -> Iterator[None]:
+    """No test leaves the recursion limit changed (py_ecc's 100 000, leaked by a guard
+    that raced another thread, let a deep JSON body crash the whole run)."""
+    limit = sys.getrecursionlimit()
+    yield
+    assert sys.getrecursionlimit() == limit, (
+        f"the recursion limit was left at {sys.getrecursionlimit()} (was {limit})"
+    )
 
 
 @pytest.fixture(scope="session")

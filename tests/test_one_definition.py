@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,10 +45,31 @@ def test_one_recursion_limit_guard() -> None:
 
 
 def test_the_guard_puts_the_limit_back() -> None:
+    """In a fresh interpreter: the first import of eth-account, inside the guard, leaves the
+    limit as it was."""
+    check = (
+        "import sys\n"
+        "from reference_server.recursion import keeping_recursion_limit\n"
+        "limit = sys.getrecursionlimit()\n"
+        "with keeping_recursion_limit():\n"
+        "    import eth_account\n"
+        "assert 'py_ecc' in sys.modules\n"
+        "assert sys.getrecursionlimit() == limit, sys.getrecursionlimit()\n"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True, cwd=ROOT)
+
+
+def test_a_guard_never_undoes_a_change_made_while_it_was_open() -> None:
+    """Server threads open the guard at every signing.  One that outlived a change of the
+    limit made meanwhile (a test framework putting back a limit it had raised) used to
+    restore what it read on entry, leaving the raised limit for good: deep JSON then
+    overflowed the C stack and killed the test process."""
+    assert "py_ecc" in sys.modules  # imported by tests/conftest.py, inside the guard
     limit = sys.getrecursionlimit()
     try:
+        sys.setrecursionlimit(limit + 1000)  # raised for a while by someone else...
         with keeping_recursion_limit():
-            sys.setrecursionlimit(limit + 1000)  # as py_ecc's import does, process-wide
+            sys.setrecursionlimit(limit)  # ...and put back while the guard is open
         assert sys.getrecursionlimit() == limit
     finally:
         sys.setrecursionlimit(limit)

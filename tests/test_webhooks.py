@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import pickle
+import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -565,6 +566,20 @@ def test_bodies_that_are_not_one_readable_event_are_refused(name: str) -> None:
     _, headers = delivery(body=body, webhook_id="evt_test_1")
     with pytest.raises(WebhookVerificationError, match=message):
         verify_at_now(body, headers)
+
+
+def test_a_deep_body_is_refused_where_a_library_raised_the_recursion_limit() -> None:
+    """py_ecc (under eth-account, which x402 and pympp import) sets the limit to 100 000
+    process-wide; there the parser overflowed the C stack on a deep body and killed the
+    receiver instead of raising.  The depth is now checked before parsing."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        _, headers = delivery(body=_DEEP, webhook_id="evt_test_1")
+        with pytest.raises(WebhookVerificationError, match="too deeply"):
+            verify_at_now(_DEEP, headers)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 @pytest.mark.parametrize("name", BAD_DATA)

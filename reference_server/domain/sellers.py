@@ -170,9 +170,11 @@ def take_from_balance(
     amount: int | None,
     purpose: str,
     now: datetime,
+    unit_micros: int = 1,
 ) -> tuple[str, str, int]:
     """Money leaving a seller balance (a recycle, a withdrawal): the seller's account and
-    the one it goes to, both locked, and the micros to move (``None``: all available).
+    the one it goes to, both locked, and the micros to move (``None``: all available, in
+    whole ``unit_micros``).
     Refused with 402 ``insufficient_funds`` (naming what is available to ``purpose``)
     when there is nothing, or not enough, available."""
     env = seller.environment
@@ -182,7 +184,14 @@ def take_from_balance(
     to_acct = ledger.ensure_account(conn, environment=env, kind=to_kind, ref_id=to_ref, now=now)
     ledger.lock_accounts(conn, [seller_acct, to_acct])
     available = ledger.available_micros(conn, seller_acct)
-    moved = available if amount is None else amount
+    if amount is not None and amount % unit_micros:
+        raise DomainError(
+            "validation_error",
+            f"The amount must be a whole multiple of {format_micros(unit_micros)} "
+            f"(the smallest amount the payout processor moves) to {purpose}.",
+            details={"errors": [{"field": "amount", "message": "not a whole cent"}]},
+        )
+    moved = available - available % unit_micros if amount is None else amount
     if moved <= 0 or moved > available:
         raise insufficient_balance(available, purpose)
     return seller_acct, to_acct, moved

@@ -116,6 +116,7 @@ def withdraw(call: Call) -> Reply:
         processor=processor.name,
         request_id=call.request_id,
         now=call.now,
+        unit_micros=processor.unit_micros,
     )
     return Reply(withdrawals.withdrawal_model(row), 201)
 

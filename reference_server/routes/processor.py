@@ -8,8 +8,10 @@ server without that secret answers 404, as for any route it does not serve.
 from __future__ import annotations
 
 import anyio.to_thread
+from starlette.responses import Response
 
 from ..processor import webhooks
+from ..web import pages
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
@@ -36,7 +38,48 @@ async def processor_webhook(call: Call) -> Reply:
     return Reply({"id": event.id, "type": event.type, "received": received})
 
 
+async def connect_return(call: Call) -> Response:
+    """Where Stripe sends a seller back after its onboarding form."""
+    return pages.render(
+        "pay_message.html",
+        200,
+        title="Payout account details sent",
+        lines=[
+            "Stripe has what you entered. Your payout account is updated as soon as Stripe "
+            "confirms it: check it with `svc connect status` (or GET /sellers/me/connect); "
+            "if it still needs something, `svc connect onboard` gives you a new link.",
+        ],
+    )
+
+
+async def connect_refresh(call: Call) -> Response:
+    """Where Stripe sends a seller whose onboarding link expired or was used."""
+    return pages.render(
+        "pay_message.html",
+        200,
+        title="This onboarding link has expired",
+        lines=[
+            "Onboarding links work once and for a few minutes. Get a new one with "
+            "`svc connect onboard` (or POST /sellers/me/connect/onboard) and open it.",
+        ],
+    )
+
+
 ENDPOINTS = [
+    Endpoint(
+        method="GET",
+        path="/processor/connect/return",
+        handler=connect_return,
+        listed=False,
+        page=True,
+    ),
+    Endpoint(
+        method="GET",
+        path="/processor/connect/refresh",
+        handler=connect_refresh,
+        listed=False,
+        page=True,
+    ),
     Endpoint(
         method="POST",
         path="/processor/webhooks",

@@ -125,6 +125,14 @@ CODES: dict[str, tuple[int, str]] = {
         502,
         "Live pay-url: the URL did not confirm the payment; the amount stays reserved.",
     ),
+    "processor_refused": (
+        502,
+        "The payment processor refused the call; details.processor_code carries its code.",
+    ),
+    "processor_unavailable": (
+        503,
+        "The payment processor could not be reached or is failing; nothing changed, retry.",
+    ),
     "not_ready": (503, "A dependency (the database) is not reachable."),
     "payment_service_unavailable": (503, "A gate could not reach the payment service."),
     "gate_misconfigured": (503, "A gate's seller key or resource ids are wrong."),

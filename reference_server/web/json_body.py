@@ -20,6 +20,8 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 
+from svc.wire import nesting_depth
+
 from .errors import ApiError
 from .text import first_forbidden_in_body_text, name_of
 
@@ -76,7 +78,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def parse_json_body(raw: bytes) -> Any:
     """Parse ``raw`` under the body rules; every way it can fail is an :class:`ApiError`."""
-    if _nesting_depth(raw) > MAX_JSON_DEPTH:
+    if nesting_depth(raw, above=MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise ApiError("invalid_json", f"The body nests deeper than {MAX_JSON_DEPTH} levels.")
     try:
         value = json.loads(
@@ -175,27 +177,3 @@ def _text_problems(value: Any, at: str) -> list[dict[str, str]]:
         for index, item in enumerate(value):
             problems.extend(_text_problems(item, f"{at}[{index}]"))
     return problems
-
-
-def _nesting_depth(raw: bytes) -> int:
-    """Deepest ``[``/``{`` nesting outside strings, found without parsing."""
-    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
-        return 0  # cannot be deeper than the number of openers: skip the scan
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest

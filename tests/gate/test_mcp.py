@@ -5,6 +5,7 @@ the legacy initialize handshake)."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -212,3 +213,29 @@ def test_service_down_is_a_jsonrpc_error(shop: Shop, serve_app: Callable[..., Li
     assert (
         error["code"] == -32000 and error["data"]["error"]["code"] == "payment_service_unavailable"
     )
+
+
+def test_a_deep_body_is_refused_where_a_library_raised_the_recursion_limit() -> None:
+    """A seller's app that also imports x402 or pympp has py_ecc's limit of 100 000, at
+    which the parser overflowed the C stack on a deep body and killed the app."""
+    from svc_asgi._mcp import MAX_DEPTH, parse_body
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        with pytest.raises(ValueError, match="too deeply"):
+            parse_body(b"[" * 200_000 + b"]" * 200_000)
+        with pytest.raises(ValueError, match="too deeply"):
+            parse_body(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
+        assert parse_body(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH) == _nested(MAX_DEPTH)
+        # Brackets inside strings are text, not nesting.
+        assert parse_body(json.dumps({"q": "[" * 1000}).encode()) == {"q": "[" * 1000}
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value

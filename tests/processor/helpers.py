@@ -1,16 +1,15 @@
-"""Processor events as Stripe sends them: signed with the endpoint's secret by Stripe's
-documented scheme (``t=<unix>,v1=<hex HMAC-SHA256 of "t.payload">``)."""
+"""Processor events as Stripe sends them, signed with the endpoint's secret by the SDK's own
+signing helper."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import secrets
 import time
 from typing import Any
 
 import httpx
+import stripe
 
 WEBHOOK_SECRET = "whsec_test_" + "a" * 32
 
@@ -32,9 +31,10 @@ def event(type: str, obj: dict[str, Any], *, account: str | None = None) -> dict
 
 
 def sign(payload: bytes, secret: str = WEBHOOK_SECRET, *, at: int | None = None) -> str:
-    stamp = int(time.time()) if at is None else at
-    mac = hmac.new(secret.encode(), f"{stamp}.".encode() + payload, hashlib.sha256)
-    return f"t={stamp},v1={mac.hexdigest()}"
+    header: str = stripe.WebhookSignature.generate_signature_header(
+        payload.decode(), secret, timestamp=at
+    )
+    return header
 
 
 def deliver(base_url: str, body: dict[str, Any], *, signature: str | None = None) -> httpx.Response:

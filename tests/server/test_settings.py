@@ -47,6 +47,18 @@ STRING_EXAMPLES: dict[str, str] = {
     "live_asset_version": "3",
     "live_deposit_address": "0x" + "2" * 40,
     "live_hot_wallet_key": "0x" + "ab" * 32,
+    "stripe_secret_key": "sk_test_" + "k" * 24,
+    "stripe_webhook_secret": "whsec_" + "w" * 32,
+    "stripe_api_base": "https://stripe.internal.example.com",
+    "processor": "stripe",
+}
+#: What the other settings must say for a non-default one to be taken.
+NEEDS: dict[str, dict[str, str]] = {
+    "env": KEYS_ENV,  # production needs its keys
+    "processor": {
+        env_variable(name): STRING_EXAMPLES[name]
+        for name in ("stripe_secret_key", "stripe_webhook_secret")
+    },
 }
 
 
@@ -85,9 +97,8 @@ def test_every_setting_is_read_from_its_variable(
 ) -> None:
     attrs.resolve_types(Settings)
     raw, expected = example(field)
-    if field.name == "env":  # production needs its keys
-        for name, value in KEYS_ENV.items():
-            clean_environment.setenv(name, value)
+    for name, value in NEEDS.get(field.name, {}).items():
+        clean_environment.setenv(name, value)
     clean_environment.setenv(env_variable(field.name), raw)
     assert getattr(Settings.from_env(), field.name) == expected
 

@@ -1,17 +1,15 @@
 """Events the double emits, delivered in the background to the configured webhook URL and
-signed exactly as Stripe signs them, so ``stripe.Webhook.construct_event`` verifies them."""
+signed by the SDK's own signing helper, so ``stripe.Webhook.construct_event`` verifies them."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
-import time
 from typing import Any
 
 import attrs
 import httpx
+import stripe
 
 from .objects import API_VERSION, new_id, now
 
@@ -22,9 +20,10 @@ RETRY_DELAYS = (0.2, 0.5, 1.0)
 
 
 def sign(payload: bytes, secret: str, at: int | None = None) -> str:
-    stamp = int(time.time()) if at is None else at
-    mac = hmac.new(secret.encode(), f"{stamp}.".encode() + payload, hashlib.sha256)
-    return f"t={stamp},v1={mac.hexdigest()}"
+    header: str = stripe.WebhookSignature.generate_signature_header(
+        payload.decode(), secret, timestamp=at
+    )
+    return header
 
 
 @attrs.define

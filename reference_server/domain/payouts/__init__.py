@@ -25,13 +25,18 @@ __all__ = [
 
 
 def processor_for(settings: Settings, environment: str, *, public_url: str) -> PayoutProcessor:
-    """The processor that pays sellers of ``environment``: the sandbox, but for ``live`` in
-    production, which needs a real processor (one new module behind
-    :class:`PayoutProcessor`, chosen here) and refuses until it has one."""
+    """The processor that pays sellers of ``environment``: Stripe Connect for ``live`` with
+    ``SVC_PROCESSOR=stripe``; otherwise the sandbox, but for ``live`` in production, which
+    needs a real processor and refuses until it has one."""
+    if environment == "live" and settings.processor == "stripe":
+        from ...processor.connect import stripe_connect  # the stripe SDK, only when used
+
+        return stripe_connect(settings, public_url=public_url)
     if environment == "live" and settings.production:
         raise DomainError(
             "payouts_unavailable",
-            "Live payouts need a payout processor; this server has only the sandbox.",
+            "Live payouts need a payout processor (SVC_PROCESSOR=stripe with its keys); "
+            "this server has only the sandbox.",
         )
     return SandboxProcessor(
         public_url=public_url.rstrip("/"),

@@ -20,10 +20,11 @@ from ...invariant import InvariantError
 from ...store import tables as t
 from ...timeutil import as_utc
 from ..errors import DomainError
-from .processor import Link, PayoutProcessor
+from .processor import AccountStatus, Link, PayoutProcessor
 
 __all__ = [
     "account_of",
+    "apply_status",
     "connect_model",
     "effective_minimum",
     "login",
@@ -54,7 +55,12 @@ def onboard(
     if row is None:
         kind = type or "express"
         account_id = processor.create_account(
-            conn, environment=seller.environment, country=country, type=kind, now=now
+            conn,
+            seller_id=seller.id,
+            environment=seller.environment,
+            country=country,
+            type=kind,
+            now=now,
         )
         conn.execute(
             insert(_pa).values(
@@ -103,6 +109,15 @@ def sync(
     """Read the account's readiness from the processor; ``sellers.payouts_enabled`` follows."""
     row = _require(conn, seller)
     status = processor.account_status(conn, row.processor_account_id)
+    apply_status(conn, row, status, synced_at=now, now=now)
+    return _require(conn, seller)
+
+
+def apply_status(
+    conn: Connection, row: Row[Any], status: AccountStatus, *, synced_at: datetime, now: datetime
+) -> None:
+    """The account's readiness as the processor reported it (a sync, or its event);
+    ``sellers.payouts_enabled`` follows, and with it auto payout."""
     conn.execute(
         update(_pa)
         .where(_pa.c.id == row.id)
@@ -110,16 +125,15 @@ def sync(
             details_submitted=status.details_submitted,
             payouts_enabled=status.payouts_enabled,
             requirements_due=list(status.requirements_due),
-            synced_at=now,
+            synced_at=synced_at,
             updated_at=now,
         )
     )
     conn.execute(
         update(t.sellers)
-        .where(t.sellers.c.id == seller.id)
+        .where(t.sellers.c.id == row.seller_id)
         .values(payouts_enabled=status.payouts_enabled)
     )
-    return _require(conn, seller)
 
 
 def login(conn: Connection, seller: Row[Any], processor: PayoutProcessor, *, now: datetime) -> Link:

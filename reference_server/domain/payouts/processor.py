@@ -8,7 +8,8 @@ methods, chosen in :func:`processor_for`.
 
 Every method takes the caller's open transaction (``conn``): the sandbox keeps its state
 there, so an account, a link or a payout commits together with the row that names it.  A
-processor behind the network ignores it.
+processor behind the network (``remote``) ignores it, and the worker calls it with
+``None``, outside any transaction, so that no database lock waits on the network.
 """
 
 from __future__ import annotations
@@ -60,27 +61,45 @@ class PayoutProcessor(Protocol):
         """Stored beside every account and withdrawal it holds (``sandbox``)."""
         ...
 
-    def create_account(
-        self, conn: Connection, *, environment: str, country: str, type: str, now: datetime
-    ) -> str:
-        """Open a payout account; its id at the processor."""
+    @property
+    def remote(self) -> bool:
+        """Behind the network: called outside transactions where the caller can."""
         ...
 
-    def onboarding_link(self, conn: Connection, account_id: str, *, now: datetime) -> Link:
+    @property
+    def unit_micros(self) -> int:
+        """The smallest amount it pays out (a cent is 10 000 micros); withdrawals are whole
+        multiples of it."""
+        ...
+
+    def create_account(
+        self,
+        conn: Connection | None,
+        *,
+        seller_id: str,
+        environment: str,
+        country: str,
+        type: str,
+        now: datetime,
+    ) -> str:
+        """Open a payout account for the seller; its id at the processor."""
+        ...
+
+    def onboarding_link(self, conn: Connection | None, account_id: str, *, now: datetime) -> Link:
         """A fresh link where a human completes the account (KYC, bank account)."""
         ...
 
-    def login_link(self, conn: Connection, account_id: str, *, now: datetime) -> Link:
+    def login_link(self, conn: Connection | None, account_id: str, *, now: datetime) -> Link:
         """A fresh link to the account's dashboard (once onboarded)."""
         ...
 
-    def account_status(self, conn: Connection, account_id: str) -> AccountStatus:
+    def account_status(self, conn: Connection | None, account_id: str) -> AccountStatus:
         """The account's readiness flags now."""
         ...
 
     def create_payout(
         self,
-        conn: Connection,
+        conn: Connection | None,
         account_id: str,
         *,
         amount_micros: int,
@@ -91,6 +110,8 @@ class PayoutProcessor(Protocol):
         it again with the same ``reference`` returns the same payout."""
         ...
 
-    def payout_status(self, conn: Connection, payout_id: str, *, now: datetime) -> PayoutStatus:
+    def payout_status(
+        self, conn: Connection | None, account_id: str, payout_id: str, *, now: datetime
+    ) -> PayoutStatus:
         """Where the payout is now."""
         ...

@@ -27,9 +27,10 @@ from ..errors import DomainError
 from ..events import NEW_DELIVERIES, record_event
 from . import processor_for
 from .connect import account_of, effective_minimum
+from .processor import PayoutProcessor, PayoutStatus
 from .withdrawals import ACTIVE, withdraw
 
-__all__ = ["advance_due", "run_payouts", "start_auto_payouts"]
+__all__ = ["advance_due", "conclude", "run_payouts", "start_auto_payouts"]
 
 _w = t.withdrawals
 _pa = t.payout_accounts
@@ -42,6 +43,10 @@ def run_payouts(db: Database, settings: Settings, clock: Callable[[], datetime])
     return start_auto_payouts(db, settings, clock, limit=settings.worker_batch_size) or queued
 
 
+#: A remote processor's payout is followed by its events; this poll is the fallback.
+_REMOTE_POLL = timedelta(hours=1)
+
+
 def _check_delay(settings: Settings) -> timedelta:
     """How long until the processor is asked again about a payout in flight."""
     return timedelta(seconds=min(60.0, max(0.2, settings.sandbox_payout_seconds / 2)))
@@ -52,39 +57,49 @@ def advance_due(
 ) -> bool:
     now = clock()
     with db.read() as conn:
-        due = (
-            conn.execute(
-                select(_w.c.id)
-                .where(_w.c.status.in_(ACTIVE), _w.c.next_check_at <= now)
-                .order_by(_w.c.next_check_at)
-                .limit(limit)
-            )
-            .scalars()
-            .all()
-        )
+        due = conn.execute(
+            select(_w.c.id, _w.c.environment)
+            .where(_w.c.status.in_(ACTIVE), _w.c.next_check_at <= now)
+            .order_by(_w.c.next_check_at)
+            .limit(limit)
+        ).all()
     queued = False
-    for withdrawal_id in due:
+    for withdrawal_id, environment in due:
+        processor = processor_for(settings, environment, public_url=settings.public_url or "")
+        if processor.remote:
+            queued = _advance_remote(db, processor, withdrawal_id, settings, clock) or queued
+            continue
         with db.write() as conn:
-            _advance_one(conn, withdrawal_id, settings, clock())
+            _advance_one(conn, processor, withdrawal_id, settings, clock())
             queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
     return queued
 
 
-def _advance_one(conn: Connection, withdrawal_id: str, settings: Settings, now: datetime) -> None:
+def _due(conn: Connection, withdrawal_id: str, now: datetime) -> Row[Any] | None:
     query = select(_w).where(
         _w.c.id == withdrawal_id, _w.c.status.in_(ACTIVE), _w.c.next_check_at <= now
     )
     if conn.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
-    row = conn.execute(query).first()
+    return conn.execute(query).first()
+
+
+def _advance_one(
+    conn: Connection,
+    processor: PayoutProcessor,
+    withdrawal_id: str,
+    settings: Settings,
+    now: datetime,
+) -> None:
+    """The sandbox: its state is rows here, so it is asked inside the transaction."""
+    row = _due(conn, withdrawal_id, now)
     if row is None:  # advanced meanwhile by another worker
         return
-    processor = processor_for(settings, row.environment, public_url=settings.public_url or "")
-    if row.processor_payout_id is None:
-        account = account_of(conn, row.seller_id)
-        try:
-            if account is None:
-                raise DomainError("payouts_not_enabled", "The seller has no payout account.")
+    account = account_of(conn, row.seller_id)
+    try:
+        if account is None:
+            raise DomainError("payouts_not_enabled", "The seller has no payout account.")
+        if row.processor_payout_id is None:
             payout_id = processor.create_payout(
                 conn,
                 account.processor_account_id,
@@ -92,29 +107,90 @@ def _advance_one(conn: Connection, withdrawal_id: str, settings: Settings, now: 
                 reference=row.id,
                 now=now,
             )
-        except DomainError as exc:
-            _conclude(conn, row, "failed", exc.message, now)
+            _set(
+                conn,
+                row,
+                now,
+                processor_payout_id=payout_id,
+                next_check_at=now + _check_delay(settings),
+            )
             return
-        _set(
-            conn,
-            row,
-            now,
-            processor_payout_id=payout_id,
-            next_check_at=now + _check_delay(settings),
+        status = processor.payout_status(
+            conn, account.processor_account_id, row.processor_payout_id, now=now
         )
+    except DomainError as exc:
+        conclude(conn, row, "failed", exc.message, now)
         return
-    status = processor.payout_status(conn, row.processor_payout_id, now=now)
+    _follow(conn, row, status, _check_delay(settings), now)
+
+
+def _advance_remote(
+    db: Database,
+    processor: PayoutProcessor,
+    withdrawal_id: str,
+    settings: Settings,
+    clock: Callable[[], datetime],
+) -> bool:
+    """A processor behind the network, asked outside any transaction (no lock waits on
+    it); what it answered is then written if the withdrawal is still where it was.  Its
+    calls are idempotent by withdrawal id, so two workers asking at once pay once."""
+    now = clock()
+    with db.read() as conn:
+        row = _due(conn, withdrawal_id, now)
+        account = None if row is None else account_of(conn, row.seller_id)
+    if row is None:
+        return False
+    payout_id: str | None = None
+    status: PayoutStatus | None = None
+    failure: str | None = None
+    try:
+        if account is None:
+            raise DomainError("payouts_not_enabled", "The seller has no payout account.")
+        if row.processor_payout_id is None:
+            payout_id = processor.create_payout(
+                None,
+                account.processor_account_id,
+                amount_micros=row.amount_micros,
+                reference=row.id,
+                now=now,
+            )
+        else:
+            status = processor.payout_status(
+                None, account.processor_account_id, row.processor_payout_id, now=now
+            )
+    except DomainError as exc:
+        if exc.code != "processor_unavailable":
+            failure = exc.message
+    now = clock()
+    with db.write() as conn:
+        fresh = _due(conn, withdrawal_id, now)
+        if fresh is None or fresh.processor_payout_id != row.processor_payout_id:
+            return False  # concluded by its event meanwhile, or advanced by another worker
+        if failure is not None:
+            conclude(conn, fresh, "failed", failure, now)
+        elif payout_id is not None:
+            _set(conn, fresh, now, processor_payout_id=payout_id, next_check_at=now + _REMOTE_POLL)
+        elif status is not None:
+            _follow(conn, fresh, status, _REMOTE_POLL, now)
+        else:  # unreachable: pending, asked again soon
+            _set(conn, fresh, now, next_check_at=now + _check_delay(settings))
+        return bool(conn.info.pop(NEW_DELIVERIES, False))
+
+
+def _follow(
+    conn: Connection, row: Row[Any], status: PayoutStatus, delay: timedelta, now: datetime
+) -> None:
     if status.status in ("paid", "failed"):
-        _conclude(conn, row, status.status, status.failure_reason, now)
+        conclude(conn, row, status.status, status.failure_reason, now)
     else:
-        _set(conn, row, now, status=status.status, next_check_at=now + _check_delay(settings))
+        _set(conn, row, now, status=status.status, next_check_at=now + delay)
 
 
 def _set(conn: Connection, row: Row[Any], now: datetime, **values: Any) -> None:
     conn.execute(update(_w).where(_w.c.id == row.id).values(updated_at=now, **values))
 
 
-def _conclude(
+def conclude(
     conn: Connection, row: Row[Any], status: str, reason: str | None, now: datetime
 ) -> None:
     """Paid: the held money moves out.  Failed: it is released back to the balance."""
@@ -204,6 +280,7 @@ def _auto_payout(conn: Connection, seller_id: str, settings: Settings, now: date
             request_id=None,
             now=now,
             automatic=True,
+            unit_micros=processor.unit_micros,
         )
     except DomainError:  # not enabled any more, or the balance went meanwhile
         return

@@ -22,6 +22,7 @@ import attrs
 from sqlalchemy import Connection, Row, insert, select, update
 
 from ...ids import hash_key, new_id
+from ...invariant import InvariantError
 from ...store import tables as t
 from ...timeutil import as_utc
 from ..errors import DomainError
@@ -58,10 +59,20 @@ class SandboxProcessor:
     link_seconds: float
     step_seconds: float
     name: str = "sandbox"
+    remote: bool = False
+    unit_micros: int = 1
 
     def create_account(
-        self, conn: Connection, *, environment: str, country: str, type: str, now: datetime
+        self,
+        conn: Connection | None,
+        *,
+        seller_id: str,
+        environment: str,
+        country: str,
+        type: str,
+        now: datetime,
     ) -> str:
+        conn = _here(conn)
         account_id = new_id("sbacct")
         conn.execute(
             insert(_acct).values(
@@ -79,11 +90,11 @@ class SandboxProcessor:
         )
         return account_id
 
-    def onboarding_link(self, conn: Connection, account_id: str, *, now: datetime) -> Link:
-        return self._link(conn, account_id, "onboarding", now)
+    def onboarding_link(self, conn: Connection | None, account_id: str, *, now: datetime) -> Link:
+        return self._link(_here(conn), account_id, "onboarding", now)
 
-    def login_link(self, conn: Connection, account_id: str, *, now: datetime) -> Link:
-        return self._link(conn, account_id, "login", now)
+    def login_link(self, conn: Connection | None, account_id: str, *, now: datetime) -> Link:
+        return self._link(_here(conn), account_id, "login", now)
 
     def _link(self, conn: Connection, account_id: str, kind: str, now: datetime) -> Link:
         token = secrets.token_urlsafe(32)
@@ -100,8 +111,8 @@ class SandboxProcessor:
         path = "onboard" if kind == "onboarding" else "login"
         return Link(url=f"{self.public_url}/sandbox/connect/{path}/{token}", expires_at=expires)
 
-    def account_status(self, conn: Connection, account_id: str) -> AccountStatus:
-        row = _account(conn, account_id)
+    def account_status(self, conn: Connection | None, account_id: str) -> AccountStatus:
+        row = _account(_here(conn), account_id)
         return AccountStatus(
             details_submitted=row.details_submitted,
             payouts_enabled=row.payouts_enabled,
@@ -110,13 +121,14 @@ class SandboxProcessor:
 
     def create_payout(
         self,
-        conn: Connection,
+        conn: Connection | None,
         account_id: str,
         *,
         amount_micros: int,
         reference: str,
         now: datetime,
     ) -> str:
+        conn = _here(conn)
         existing = conn.execute(
             select(_payouts.c.id).where(_payouts.c.reference == reference)
         ).scalar()
@@ -140,7 +152,10 @@ class SandboxProcessor:
         )
         return payout_id
 
-    def payout_status(self, conn: Connection, payout_id: str, *, now: datetime) -> PayoutStatus:
+    def payout_status(
+        self, conn: Connection | None, account_id: str, payout_id: str, *, now: datetime
+    ) -> PayoutStatus:
+        conn = _here(conn)
         row = conn.execute(select(_payouts).where(_payouts.c.id == payout_id)).one()
         status: PayoutState = row.status
         if status in ("pending", "in_transit"):
@@ -158,6 +173,13 @@ class SandboxProcessor:
         return PayoutStatus(
             status=status, failure_reason=FAILURE_REASON if status == "failed" else None
         )
+
+
+def _here(conn: Connection | None) -> Connection:
+    """The caller's transaction, which the sandbox keeps its state in."""
+    if conn is None:
+        raise InvariantError("the sandbox processor is called inside a transaction")
+    return conn
 
 
 def _account(conn: Connection, account_id: str) -> Row[Any]:

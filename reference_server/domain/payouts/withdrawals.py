@@ -57,10 +57,13 @@ def withdraw(
     request_id: str | None,
     now: datetime,
     automatic: bool = False,
+    unit_micros: int = 1,
 ) -> Row[Any]:
     """Hold ``amount`` (``None``: all that is available) of the seller balance for a new
     payout; records ``seller.withdrawn``.  Refused before payouts are enabled, and beyond
-    the available balance (402 ``insufficient_funds``, nothing held)."""
+    the available balance (402 ``insufficient_funds``, nothing held).  The processor moves
+    whole ``unit_micros`` (Stripe: cents): all that is available is rounded down to them,
+    and an amount that is not a whole number of them is refused."""
     account = account_of(conn, seller.id)
     if account is None or not account.payouts_enabled or not seller.payouts_enabled:
         raise _not_enabled()
@@ -73,6 +76,7 @@ def withdraw(
         amount=amount,
         purpose="withdraw",
         now=now,
+        unit_micros=unit_micros,
     )
     withdrawal_id = new_id("wd")
     try:
