@@ -68,7 +68,6 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *resources.ENDPOINTS,
         *directory.ENDPOINTS,
         *payouts.ENDPOINTS,
-        *processor.ENDPOINTS,
         *wallet_keys.ENDPOINTS,
         *top_ups.ENDPOINTS,
         *handles.ENDPOINTS,
@@ -84,7 +83,8 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
 def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
     """Every endpoint the app serves but the discovery documents' own: the JSON API, the
     gates (the demonstration gate, hosted gates, the open rails a seller's own gate asks),
-    the pages for people (pay pages, the sandbox payout processor's) and the probes.  All
+    the pages for people (pay pages, the sandbox payout processor's), what the card
+    processor sends (its webhooks, its people coming back) and the probes.  All
     take the one pipeline (:mod:`.web.endpoint`)."""
     return [
         *endpoints(sandbox_routes=sandbox_routes),
@@ -95,6 +95,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *pay_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
         *top_ups.PAGES,
+        *processor.ENDPOINTS,
         *health.ENDPOINTS,
     ]
 
