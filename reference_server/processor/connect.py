@@ -16,7 +16,7 @@ message, and fails a withdrawal with them as its reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -140,7 +140,7 @@ class StripeConnect:
     def account_status(self, conn: Connection | None, account_id: str) -> AccountStatus:
         with _calling_stripe():
             account = self.client.v1.accounts.retrieve(account_id)
-        return status_of(account)
+        return status_of(account.to_dict())
 
     def create_payout(
         self,
@@ -189,19 +189,15 @@ def _later(now: datetime, seconds: int) -> datetime:
     return datetime.fromtimestamp(now.timestamp() + seconds, UTC)
 
 
-def status_of(account: Any) -> AccountStatus:
-    """An account object (the SDK's, or an event's) as our readiness flags."""
-    requirements = _get(account, "requirements") or {}
-    due = _get(requirements, "currently_due") or []
+def status_of(account: Mapping[str, Any]) -> AccountStatus:
+    """An account object (as JSON: an event's, or the SDK's ``to_dict()``) as our
+    readiness flags."""
+    due = (account.get("requirements") or {}).get("currently_due") or []
     return AccountStatus(
-        details_submitted=bool(_get(account, "details_submitted")),
-        payouts_enabled=bool(_get(account, "payouts_enabled")),
+        details_submitted=bool(account.get("details_submitted")),
+        payouts_enabled=bool(account.get("payouts_enabled")),
         requirements_due=tuple(str(item) for item in due),
     )
-
-
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if hasattr(obj, "get") else getattr(obj, key, None)
 
 
 def _payout_status(status: str, code: str | None, message: str | None) -> PayoutStatus:
@@ -229,9 +225,13 @@ def _account_updated(
     ).first()
     if row is None:
         return  # not one of ours (another platform's account, or not opened here)
-    if row.synced_at is not None and _aware(row.synced_at) > event.created_at:
+    last = row.processor_event_at
+    if last is not None and _aware(last) > event.created_at:
         return
-    apply_status(conn, row, status_of(event.object), synced_at=event.created_at, now=now)
+    # Compared with events only: a sync reads the account at our clock, and an event
+    # stamped (in whole seconds) just before it may still carry a later change.
+    apply_status(conn, row, status_of(event.object), synced_at=now, now=now)
+    conn.execute(update(_pa).where(_pa.c.id == row.id).values(processor_event_at=event.created_at))
 
 
 def _payout_concluded(

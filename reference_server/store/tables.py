@@ -527,6 +527,9 @@ payout_accounts = Table(
     Column("auto_payout", Boolean, nullable=False, default=True),
     Column("auto_payout_minimum_micros", BigInteger),
     Column("synced_at", Timestamp),
+    #: When the processor made the last account event applied (its own clock): an older
+    #: event, delivered late, is not applied over it.
+    Column("processor_event_at", Timestamp),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
 )
