@@ -225,7 +225,9 @@ def _spawn_server(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 30
+    # A wait, not a timing: a new interpreter imports the whole server (seconds on a busy
+    # machine running both database legs at once).
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server died")
