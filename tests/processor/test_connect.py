@@ -260,14 +260,16 @@ def test_requirements_that_reappear_stop_payouts(
     assert _sent(stripe_double, "POST", "/v1/transfers") == []
 
 
+@pytest.mark.parametrize("status", [500, 429], ids=["failing", "rate-limiting"])
 def test_an_unreachable_processor_keeps_the_withdrawal_pending_then_it_pays_once(
-    live: LiveServer, stripe_double: StripeDouble
+    live: LiveServer, stripe_double: StripeDouble, status: int
 ) -> None:
     seller = live_seller(live, sales=1)
     onboarded(seller, stripe_double)
     until(lambda: seller.balance()["payouts_enabled"])
-    # Every try of the worker's first rounds fails (the SDK retries each twice).
-    stripe_double.fault("/v1/transfers", status=500, times=6)
+    # Every try of the worker's first rounds fails: a 500 is retried by the SDK (twice
+    # each round), a 429 by the worker's next round.
+    stripe_double.fault("/v1/transfers", status=status, times=6)
     withdrawal = seller.withdraw("3.00").json()
     until(lambda: len(_sent(stripe_double, "POST", "/v1/transfers")) >= 6)
     assert seller.withdrawal(withdrawal["id"])["status"] == "pending"
