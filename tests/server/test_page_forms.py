@@ -48,10 +48,22 @@ def _onboarding(live: LiveServer) -> str:
     return str(r.json()["onboard_url"])
 
 
+def _card_top_up(live: LiveServer) -> str:
+    acct = new_account(live.url)
+    r = httpx.post(
+        live.url + "/owners/me/top-ups",
+        json={"amount": "1.00", "method": "card"},
+        headers={"Authorization": f"Bearer {acct.owner_jwt}", "X-Svc-Environment": "test"},
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["checkout_url"])
+
+
 #: How a test opens each page with a form: a page added tomorrow needs a line here.
 PAGES: dict[str, Callable[[LiveServer], str]] = {
     "/pay/{short_id}": _pay_page,
     "/sandbox/connect/onboard/{token}": _onboarding,
+    "/top-ups/{top_up_id}/pay": _card_top_up,
 }
 FORM_ROUTES = sorted(ep.path for ep in served() if ep.page and ep.method == "POST")
 
