@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 import httpx
-import stripe
+
+from ..stripe_double import events
 
 WEBHOOK_SECRET = "whsec_test_" + "a" * 32
 
@@ -31,10 +32,8 @@ def event(type: str, obj: dict[str, Any], *, account: str | None = None) -> dict
 
 
 def sign(payload: bytes, secret: str = WEBHOOK_SECRET, *, at: int | None = None) -> str:
-    header: str = stripe.WebhookSignature.generate_signature_header(
-        payload.decode(), secret, timestamp=at
-    )
-    return header
+    """The double's signing (the SDK's own helper), with this endpoint's secret."""
+    return events.sign(payload, secret, at)
 
 
 def deliver(base_url: str, body: dict[str, Any], *, signature: str | None = None) -> httpx.Response:
