@@ -21,13 +21,13 @@ from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
     access,
+    buy_page,
     directory,
     discovery,
     handles,
     health,
     mcp,
     owners,
-    pay_page,
     pay_url,
     payouts,
     processor,
@@ -83,7 +83,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
 def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
     """Every endpoint the app serves but the discovery documents' own: the JSON API, the
     gates (the demonstration gate, hosted gates, the open rails a seller's own gate asks),
-    the pages for people (pay pages, the sandbox payout processor's), what the card
+    the pages for people (buy pages, the sandbox payout processor's), what the card
     processor sends (its webhooks, its people coming back) and the probes.  All
     take the one pipeline (:mod:`.web.endpoint`)."""
     return [
@@ -92,7 +92,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *hosted.ENDPOINTS,
         *rails.ENDPOINTS,
         *sandbox_connect.ENDPOINTS,
-        *pay_page.ENDPOINTS,
+        *buy_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
         *top_ups.PAGES,
         *processor.ENDPOINTS,

@@ -287,7 +287,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         description: str | None = None,
         upstream_url: str | None = None,
     ) -> Any:
-        """What to share to get paid: ``gate_url`` and ``pay_url`` (the pay page).  With
+        """What to share to get paid: ``gate_url`` and ``pay_url`` (the buy page).  With
         ``resource_id``, for that resource; otherwise a new HTTP resource is created at
         ``amount`` (and ``path``, default "/")."""
 

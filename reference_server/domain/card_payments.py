@@ -1,4 +1,4 @@
-"""Card payments on a resource's pay page (``/pay/{short_id}``), through the sandbox card
+"""Card payments on a resource's buy page (``/buy/{short_id}``), through the sandbox card
 processor in ``test``.
 
 :func:`check_card` reads what a person typed (number, expiry, CVC) and says, field by
@@ -38,7 +38,7 @@ __all__ = [
     "sandbox_outcome",
 ]
 
-#: The rail a pay-page payment is recorded with (receipts, ``payment.succeeded``).
+#: The rail a buy-page payment is recorded with (receipts, ``payment.succeeded``).
 CARD_RAIL = "card"
 PROCESSOR_DEPOSIT = "processor_deposit"
 #: The sandbox processor's test cards.

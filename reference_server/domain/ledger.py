@@ -113,7 +113,7 @@ WALLET_KEY = "wallet_key"
 PLATFORM_FEES = "platform_fees"
 #: Where test money comes from: instant sandbox funding.
 SANDBOX_FUNDING = "sandbox_funding"
-#: Where card money comes from: the card processor's clearing account (the pay page's
+#: Where card money comes from: the card processor's clearing account (the buy page's
 #: payments; the sandbox card processor's in ``test``).
 PROCESSOR_CLEARING = "processor_clearing"
 #: Where open-rail money comes from: tokens that arrived at the service's deposit address

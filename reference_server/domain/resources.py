@@ -1,7 +1,8 @@
 """Priced resources (SKUs): what a seller charges for, and the URLs agents and humans pay.
 
-``gate_url`` (``/g/<short_id>``) is what an agent pays; ``pay_url`` (``/pay/<short_id>``)
-is the human pay page for the same resource.  Both hang off the server's public URL.
+``gate_url`` (``/g/<short_id>``) is what an agent pays; ``pay_url`` (``/buy/<short_id>``)
+is the buy page where a person pays for the same resource by card.  Both hang off the
+server's public URL.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def find_resource(
 
 
 def find_any_resource(conn: Connection, resource_id: str) -> Row[Any] | None:
-    """A resource whoever sells it (for gates and pay pages, which are public)."""
+    """A resource whoever sells it (for gates and buy pages, which are public)."""
     return conn.execute(select(_r).where(_r.c.id == resource_id)).first()
 
 
@@ -197,7 +198,7 @@ def resource_model(row: Row[Any], public_url: str) -> Resource:
         method=row.method,
         body_hint=row.body_hint,
         gate_url=f"{base}/g/{row.short_id}",
-        pay_url=f"{base}/pay/{row.short_id}",
+        pay_url=f"{base}/buy/{row.short_id}",
         seller_id=row.seller_id,
         environment=row.environment,
         created_at=as_utc(row.created_at),

@@ -41,7 +41,7 @@ async def processor_webhook(call: Call) -> Reply:
 async def connect_return(call: Call) -> Response:
     """Where Stripe sends a seller back after its onboarding form."""
     return pages.render(
-        "pay_message.html",
+        "page_message.html",
         200,
         title="Payout account details sent",
         lines=[
@@ -55,7 +55,7 @@ async def connect_return(call: Call) -> Response:
 async def connect_refresh(call: Call) -> Response:
     """Where Stripe sends a seller whose onboarding link expired or was used."""
     return pages.render(
-        "pay_message.html",
+        "page_message.html",
         200,
         title="This onboarding link has expired",
         lines=[

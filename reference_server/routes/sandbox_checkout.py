@@ -2,7 +2,7 @@
 the ``checkout_url`` of a pending card top-up there, as the processor's Checkout is in
 ``live``, so card top-ups are one flow in both environments.
 
-It shows the sandbox card form (the pay page's, :mod:`.pay_page`); an approved test card
+It shows the sandbox card form (the buy page's, :mod:`.buy_page`); an approved test card
 credits the top-up at once through the same booking as the processor's
 ``checkout.session.completed`` (:func:`~reference_server.domain.top_ups.book_card`, once:
 a second submit finds it credited) and sends the payer on to ``/top-ups/{id}/done``.  A
@@ -72,7 +72,7 @@ def _form(
 
 def _not_found() -> Response:
     return pages.render(
-        "pay_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
+        "page_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
     )
 
 
@@ -88,7 +88,7 @@ async def page(call: Call) -> Response:
 async def pay(call: Call) -> Response:
     if pages.cross_site(call):
         return pages.render(
-            "pay_message.html", 403, title="Refused", lines=["Send this form from its own page."]
+            "page_message.html", 403, title="Refused", lines=["Send this form from its own page."]
         )
     form = await pages.read_form(call)
     row = await anyio.to_thread.run_sync(_load, call)

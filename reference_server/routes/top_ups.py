@@ -324,7 +324,7 @@ async def done(call: Call) -> Response:
     row = await anyio.to_thread.run_sync(_top_up, call, top_up_id)
     if row is None or row.rail != top_ups.CARD:
         return pages.render(
-            "pay_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
+            "page_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
         )
     amount = format_micros(int(row.amount_micros))
     if row.status == "succeeded":
@@ -336,7 +336,7 @@ async def done(call: Call) -> Response:
         ]
     else:
         lines = [f"This top-up of {amount} USD was not paid, and nothing was charged."]
-    return pages.render("pay_message.html", 200, title="Account wallet top-up", lines=lines)
+    return pages.render("page_message.html", 200, title="Account wallet top-up", lines=lines)
 
 
 def _top_up(call: Call, top_up_id: str) -> Row[Any] | None:
@@ -374,7 +374,7 @@ ENDPOINTS = [
     ),
 ]
 
-#: The page a card payer comes back to (a page for people, beside the pay pages).
+#: The page a card payer comes back to (a page for people, beside the buy pages).
 PAGES = [
     Endpoint(method="GET", path="/top-ups/{top_up_id}/done", handler=done, listed=False, page=True),
 ]

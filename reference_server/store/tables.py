@@ -418,7 +418,7 @@ processor_events = Table(
     Column("received_at", Timestamp, nullable=False),
 )
 
-#: Checkout Sessions at the processor: a live card payment on a pay page (``kind``
+#: Checkout Sessions at the processor: a live card payment on a buy page (``kind``
 #: ``sale``, ``resource_id``) or a card top-up (``top_up``, ``owner_id``), booked once
 #: when ``checkout.session.completed`` arrives (``status`` ``complete``, with its
 #: ``receipt_id`` or ``top_up_id``).  The row is written before the session is created, so

@@ -5,9 +5,9 @@ whoever reads the access log could use it.  Routes whose path holds one declare
 ``secret_path`` (:class:`.endpoint.Endpoint`), and uvicorn's access log line of any
 request under such a route -- its path up to the secret, bare or under ``/api`` -- shows
 the template without the query string, whatever the answer (the page, a 404, a
-trailing-slash redirect, a refusal at the input boundary).  A pay page's ``short_id`` is
+trailing-slash redirect, a refusal at the input boundary).  A buy page's ``short_id`` is
 not a secret (it is in every ``pay_url`` and ``gate_url`` the API and the directory
-answer, and it lets one pay, not take), so ``/pay/...`` is logged as requested.
+answer, and it lets one pay, not take), so ``/buy/...`` is logged as requested.
 """
 
 from __future__ import annotations

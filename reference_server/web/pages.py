@@ -1,6 +1,6 @@
 """Pages for people: server-rendered HTML served through the one pipeline.
 
-The sandbox payout processor's onboarding page and every resource's pay page share these
+The sandbox payout processor's onboarding page and every resource's buy page share these
 rules: answers may not be framed, cached or leak their URL in a ``Referer``; no script
 runs (the CSP allows none, and the pages need none); a form is a short urlencoded body,
 and a POST from another site is refused.

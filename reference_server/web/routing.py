@@ -17,7 +17,7 @@ change to ``routes`` after construction (the bench puts its baseline route in fr
 test may swap a route in place, or assign a new list) is indexed again at the next
 request: ``routes`` is a list that counts its changes, so a request checks one number.
 
-Its trailing-slash redirect (``/pay/abc/`` -> ``/pay/abc``, when only the other form is a
+Its trailing-slash redirect (``/buy/abc/`` -> ``/buy/abc``, when only the other form is a
 route) answers a *relative* ``Location``: Starlette's names the request's ``Host`` header,
 which the client chooses, so a request with ``Host: evil.example`` was sent on to
 ``http://evil.example/...`` (a cache or a proxy in front could serve that to others).

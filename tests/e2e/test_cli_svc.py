@@ -46,7 +46,7 @@ def test_seller_flow_from_the_shell(server: LiveServer) -> None:
     assert code == 0, out
     link = json.loads(out)
     assert link["gate_url"].startswith(server.url + "/g/")
-    assert link["pay_url"].startswith(server.url + "/pay/")
+    assert link["pay_url"].startswith(server.url + "/buy/")
     # pay_url everywhere; pay_page_url beside it because the spec's tool table names it so
     assert set(link) == {"resource_id", "gate_url", "pay_url", "pay_page_url"}
     assert link["pay_page_url"] == link["pay_url"]

@@ -76,7 +76,7 @@ async def test_each_credential_its_own_tools(server: LiveServer) -> None:
         link = await _tool(seller, "svc_create_pay_link", amount="0.05", path="/v1/x")
         # URLs as the API gives them: the caller's host, not an in-process one.
         assert link["gate_url"].startswith(server.url + "/g/")
-        assert link["pay_page_url"].startswith(server.url + "/pay/")
+        assert link["pay_page_url"].startswith(server.url + "/buy/")
         # A seller key on an owner tool: the API's own refusal, as a tool error.
         refused = await _error(seller, "svc_sellers", action="list")
         assert "wrong_credential (403)" in refused and "request_id=req_" in refused

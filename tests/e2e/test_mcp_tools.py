@@ -55,7 +55,7 @@ async def test_seller_go_live_and_agent_pay_through_the_tools(server: LiveServer
 
     link = await _tool(seller, "svc_create_pay_link", amount="0.05", path="/v1/report")
     assert link["gate_url"].startswith(server.url + "/g/")
-    assert link["pay_url"].startswith(server.url + "/pay/")
+    assert link["pay_url"].startswith(server.url + "/buy/")
     # pay_url everywhere; pay_page_url beside it because the spec's tool table names it so
     assert set(link) == {"resource_id", "gate_url", "pay_url", "pay_page_url"}
     assert link["pay_page_url"] == link["pay_url"]

@@ -35,7 +35,7 @@ def test_go_live_flow_sync(server: LiveServer) -> None:
         )
         assert report.amount == Decimal("0.05")
         assert report.gate_url == f"{server.url}/g/{report.short_id}"
-        assert report.pay_url == f"{server.url}/pay/{report.short_id}"
+        assert report.pay_url == f"{server.url}/buy/{report.short_id}"
         assert report.metadata.credits == Decimal(100)
         tool = sc.resources.create(kind="mcp", tool="search", amount=Decimal("0.001"))
         assert tool.path_or_tool == "search" and tool.path is None

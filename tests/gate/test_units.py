@@ -220,7 +220,7 @@ class FakeBackend:
             kind="http",
             amount=Decimal("0.05"),
             gate_url="https://svc.example/g/Ab3dE5gH7j",
-            pay_url="https://svc.example/pay/Ab3dE5gH7j",
+            pay_url="https://svc.example/buy/Ab3dE5gH7j",
             path_or_tool="/v1/report",
         )
 

@@ -1,5 +1,5 @@
 """Cards in live through Stripe Checkout, against the local Stripe (``tests.stripe_double``
-in front of localstripe): the pay page sends the payer to a Checkout Session and the sale is
+in front of localstripe): the buy page sends the payer to a Checkout Session and the sale is
 booked only when ``checkout.session.completed`` arrives, once, with localstripe's real
 PaymentIntent id; a declined or abandoned checkout books nothing; a card top-up is pending
 until paid, then credited once with ``funding.paid``."""
@@ -26,8 +26,8 @@ from sqlalchemy import func, select
 from reference_server import Settings
 from reference_server.store import tables as t
 
+from ..buypage.helpers import BROWSER, Item, item, receipt_of, token_of
 from ..conftest import fresh_database
-from ..paypage.helpers import BROWSER, Item, item, receipt_of, token_of
 from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server
 from ..topups.helpers import account_wallet, owner_client, owner_headers
 from .helpers import WEBHOOK_SECRET, deliver, event
@@ -100,7 +100,7 @@ def _session_of(url: str) -> str:
 
 
 def _start(it: Item, token: str | None = None) -> httpx.Response:
-    """Press "Pay with card" on the live pay page."""
+    """Press "Pay with card" on the live buy page."""
     if token is None:
         token = token_of(httpx.get(it.pay_url).text)
     return httpx.post(it.pay_url, data={"token": token}, headers=BROWSER)

@@ -164,7 +164,7 @@ async def test_seller_flow(replay: Replay) -> None:
                 "/v1/report",
             )
             assert report.gate_url == f"{PUBLIC_URL}/g/{report.short_id}"
-            assert report.pay_url == f"{PUBLIC_URL}/pay/{report.short_id}"
+            assert report.pay_url == f"{PUBLIC_URL}/buy/{report.short_id}"
             assert report.metadata == svc.ResourceMetadata(
                 sku_kind="credit_topup",
                 credits=Decimal(100),

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from reference_server.app import served
 from reference_server.store import tables as t
 
-from ..paypage.helpers import BROWSER, FUTURE, PAYING, item
+from ..buypage.helpers import BROWSER, FUTURE, PAYING, item
 from ..support import LiveServer, new_account
 
 #: What goes into the middle of a good value: control characters, then bytes that are
@@ -33,7 +33,7 @@ BAD: list[bytes] = [b"\x00", b"\x7f", b"\x1b", "\x85".encode(), "\x9f".encode(),
 GOOD_TEXT = {"legal_name": "Ada Lovelace", "number": PAYING, "expiry": FUTURE, "cvc": "123"}
 
 
-def _pay_page(live: LiveServer) -> str:
+def _buy_page(live: LiveServer) -> str:
     return item(live).pay_url
 
 
@@ -61,7 +61,7 @@ def _card_top_up(live: LiveServer) -> str:
 
 #: How a test opens each page with a form: a page added tomorrow needs a line here.
 PAGES: dict[str, Callable[[LiveServer], str]] = {
-    "/pay/{short_id}": _pay_page,
+    "/buy/{short_id}": _buy_page,
     "/sandbox/connect/onboard/{token}": _onboarding,
     "/top-ups/{top_up_id}/pay": _card_top_up,
 }

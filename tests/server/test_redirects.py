@@ -3,7 +3,7 @@
 Generated from the route table: every route's path, with and without a trailing slash
 (the slash twin is what the router redirects), bare and under ``/api``, by GET and POST,
 sent to a real server with ``Host: evil.example``.  A redirect's ``Location`` is relative
-(``/pay/abc``), never another host: not ``http://evil.example/...`` as Starlette's own
+(``/buy/abc``), never another host: not ``http://evil.example/...`` as Starlette's own
 redirect answered, nor ``//...`` or ``/\\...``, which a browser reads as another host.
 """
 
@@ -51,8 +51,8 @@ def test_no_redirect_names_the_host_header(server: LiveServer) -> None:
 
 def test_the_redirect_keeps_the_query_and_lands_on_the_route(server: LiveServer) -> None:
     r = httpx.get(
-        server.url + "/api/pay/abc/?x=1&y=%C3%A9", headers={"Host": EVIL}, follow_redirects=False
+        server.url + "/api/buy/abc/?x=1&y=%C3%A9", headers={"Host": EVIL}, follow_redirects=False
     )
-    assert r.status_code == 307 and r.headers["location"] == "/api/pay/abc?x=1&y=%C3%A9"
+    assert r.status_code == 307 and r.headers["location"] == "/api/buy/abc?x=1&y=%C3%A9"
     followed = httpx.get(server.url + r.headers["location"])
     assert followed.status_code == 404 and "Payment page not found" in followed.text

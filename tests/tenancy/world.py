@@ -19,8 +19,8 @@ from eth_account.signers.local import LocalAccount
 
 import svc
 
+from ..buypage.helpers import pay_by_card
 from ..payouts.helpers import complete_onboarding
-from ..paypage.helpers import pay_by_card
 from ..payurl.helpers import deposit_live, hot_address
 from ..sandbox.helpers import USDC, fund, new_account
 from ..support import LiveServer, assert_ledger_sound
@@ -157,7 +157,7 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
 
 def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
     """``payer``'s agents buy from ``seller`` on the ledger, x402 and MPP (pay-url), a
-    handle, and (``test``) the card on the pay page."""
+    handle, and (``test``) the card on the buy page."""
     for env in ENVIRONMENTS:
         agent = payer.wallet_keys[(env, "agent")].key
         deposit, wallet = seller.sellers[(env, "deposit")], seller.sellers[(env, "wallet")]

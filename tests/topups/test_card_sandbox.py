@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from reference_server.store import tables as t
 
-from ..paypage.helpers import BROWSER, DECLINED, FUTURE, PAYING
+from ..buypage.helpers import BROWSER, DECLINED, FUTURE, PAYING
 from ..support import LiveServer, new_account
 from .helpers import account_wallet, owner_client
 

@@ -1,4 +1,4 @@
-"""The pay page in a real browser (headless Debian chromium): a person fills the card form
+"""The buy page in a real browser (headless Debian chromium): a person fills the card form
 by its labels and presses **Pay**, with and without JavaScript.  Screenshots are kept in
 ``$SVC_TEST_ARTIFACTS`` (default: the test's temporary folder)."""
 
@@ -54,11 +54,11 @@ def test_a_person_pays_with_the_sandbox_card(
         assert page.get_by_role("heading", level=1).inner_text() == "Pay shop"
         assert page.get_by_text("Monthly weather report").is_visible()
         assert page.get_by_text("4.00 USD", exact=True).is_visible()
-        page.screenshot(path=str(artifacts / "pay-page-form.png"), full_page=True)
+        page.screenshot(path=str(artifacts / "buy-page-form.png"), full_page=True)
         fill_and_pay(page)
         assert page.get_by_role("heading", level=1).inner_text() == "Payment received"
         receipt_id = receipt_on(page)
-        page.screenshot(path=str(artifacts / "pay-page-receipt.png"), full_page=True)
+        page.screenshot(path=str(artifacts / "buy-page-receipt.png"), full_page=True)
 
         verified = it.verify(receipt_id)
         assert verified["valid"] is True and verified["amount"] == "4.00"
@@ -84,7 +84,7 @@ def test_declined_card_then_the_paying_card(server: LiveServer, page: Any, artif
     fill_and_pay(page, number=DECLINED)
     alert = page.get_by_role("alert")
     assert "The card ending in 0002 was declined, and nothing was charged" in alert.inner_text()
-    page.screenshot(path=str(artifacts / "pay-page-declined.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "buy-page-declined.png"), full_page=True)
     assert it.payments() == 0
     # a refused card is not shown back: its number and CVC are typed again
     assert page.get_by_label("Card number").input_value() == ""
@@ -119,7 +119,7 @@ def test_the_button_says_what_it_pays_and_the_receipt_what_to_do(
     assert page.get_by_role("button", name="Pay 0.05 USD", exact=True).is_visible()
     fill_and_pay(page)
     receipt_on(page)
-    page.screenshot(path=str(artifacts / "pay-page-receipt-small.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "buy-page-receipt-small.png"), full_page=True)
     next_step = page.locator("#next").inner_text()
     assert next_step.startswith("Keep this receipt id") and "/" not in next_step
     page.get_by_role("link", name="Back to the payment page").click()
@@ -133,8 +133,8 @@ def test_gone_unknown_and_live_pages(server: LiveServer, page: Any, artifacts: P
     answer = page.goto(it.pay_url)
     assert answer.status == 410
     assert page.get_by_role("heading", level=1).inner_text() == "No longer for sale"
-    page.screenshot(path=str(artifacts / "pay-page-gone.png"), full_page=True)
-    answer = page.goto(server.url + "/pay/unknown123")
+    page.screenshot(path=str(artifacts / "buy-page-gone.png"), full_page=True)
+    answer = page.goto(server.url + "/buy/unknown123")
     assert answer.status == 404
     assert page.get_by_role("heading", level=1).inner_text() == "Payment page not found"
     live_item = item(server, environment="live")

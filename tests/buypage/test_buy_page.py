@@ -1,5 +1,6 @@
-"""The human pay page at every ``pay_url``, as a browser's HTTP sees it: what is sold, the
-sandbox card form, a payment booked once, refusals said clearly, 404 and 410 as HTML."""
+"""The buy page at every ``pay_url``, as a browser's HTTP sees it: what is sold, the
+sandbox card form, a payment booked once, refusals said clearly, 404 and 410 as HTML, and
+the old ``/pay/{short_id}`` addresses redirected here."""
 
 from __future__ import annotations
 
@@ -15,12 +16,22 @@ from svc import webhooks
 
 from ..support import LiveServer
 from ..webhooks.receiver import start_receiver
-from .helpers import DECLINED, FUTURE, PAYING, item, pay, receipt_of, token_of
+from .helpers import (
+    BROWSER,
+    DECLINED,
+    FUTURE,
+    PAYING,
+    item,
+    pay,
+    pay_by_card,
+    receipt_of,
+    token_of,
+)
 
 
 def test_page_shows_what_is_sold_and_a_labelled_card_form(server: LiveServer) -> None:
     it = item(server)
-    assert it.pay_url == f"{server.url}/pay/{it.resource['short_id']}"
+    assert it.pay_url == f"{server.url}/buy/{it.resource['short_id']}"
     r = httpx.get(it.pay_url)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/html")
@@ -37,7 +48,7 @@ def test_page_shows_what_is_sold_and_a_labelled_card_form(server: LiveServer) ->
     assert '<button type="submit">Pay 2.50 USD</button>' in html
     assert "<script" not in html
     # the API keeps answering JSON at /pay, and the page is also under /api
-    assert httpx.get(server.url + "/api/pay/" + it.resource["short_id"]).status_code == 200
+    assert httpx.get(server.url + "/api/buy/" + it.resource["short_id"]).status_code == 200
 
 
 def test_sandbox_card_pays_once_and_the_receipt_verifies(
@@ -147,7 +158,7 @@ def test_a_forged_or_cross_site_form_is_refused(server: LiveServer) -> None:
 
 
 def test_unknown_page_is_404_and_deactivated_410_as_html(server: LiveServer) -> None:
-    r = httpx.get(server.url + "/pay/nosuchpage")
+    r = httpx.get(server.url + "/buy/nosuchpage")
     assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
     assert "There is no payment page at this address" in r.text
     it = item(server)
@@ -199,3 +210,37 @@ def test_an_expired_form_charges_nothing_and_comes_back_fresh(
     assert receipt_of(pay(it, token=paid_token).text) == receipt_of(paid.text)
     assert receipt_of(pay(it, token=fresh).text) != receipt_of(paid.text)
     assert it.payments() == 2
+
+
+def test_old_pay_addresses_redirect_and_an_open_form_still_pays_once(server: LiveServer) -> None:
+    it = item(server)
+    short_id = it.resource["short_id"]
+    token = token_of(httpx.get(it.pay_url).text)
+    for old, new in (
+        (f"/pay/{short_id}", f"/buy/{short_id}"),
+        (f"/api/pay/{short_id}?x=1&y=%C3%A9", f"/api/buy/{short_id}?x=1&y=%C3%A9"),
+        (f"/pay/{short_id}/done?session=cs_1", f"/buy/{short_id}/done?session=cs_1"),
+    ):
+        r = httpx.get(server.url + old, headers={"Host": "evil.example"})
+        assert r.status_code == 308 and r.headers["location"] == new, old
+    # a form opened before the move posts to the old address: resent there, paid once
+    old_form = it.pay_url.replace("/buy/", "/pay/")
+    first = httpx.post(
+        old_form,
+        data={"token": token, "number": PAYING, "expiry": FUTURE, "cvc": "123"},
+        headers=BROWSER,
+    )
+    assert first.status_code == 308 and first.headers["location"] == f"/buy/{short_id}"
+    paid = pay_by_card(it.pay_url, token=token)
+    assert receipt_of(paid.text) and it.payments() == 1
+    with httpx.Client(follow_redirects=True) as client:  # resent, as a browser does
+        again = client.post(
+            old_form,
+            data={"token": token, "number": PAYING, "expiry": FUTURE, "cvc": "123"},
+            headers=BROWSER,
+        )
+    assert again.status_code == 200 and receipt_of(again.text) == receipt_of(paid.text)
+    assert it.payments() == 1
+    # POST /pay is still the agents' JSON API, not a redirect
+    r = httpx.post(server.url + "/pay", json={"resource_id": it.resource["id"]})
+    assert r.status_code == 401 and r.headers["content-type"] == "application/json"

@@ -1,4 +1,5 @@
-"""Every resource's human pay page: ``pay_url`` (``/pay/{short_id}``), server-rendered HTML.
+"""Every resource's buy page, where a person pays by card: ``pay_url`` (``/buy/{short_id}``),
+server-rendered HTML.
 
 ``GET`` shows what is sold (description, price, seller) and, in ``test``, the sandbox card
 form (**Card number**, **Expiry**, **CVC**, **Pay**).  ``POST`` pays it: an approved
@@ -8,7 +9,7 @@ the page shows the receipt id, which ``POST /access/verify`` accepts.
 In ``live`` with the processor (``SVC_PROCESSOR=stripe``) the page shows a **Pay with
 card** button instead: its ``POST`` opens a Checkout Session at the processor
 (:mod:`reference_server.processor.checkout`) and answers ``303`` to it.  The payer comes
-back to ``/pay/{short_id}/done?session=…``, which shows the receipt once
+back to ``/buy/{short_id}/done?session=…``, which shows the receipt once
 ``checkout.session.completed`` booked it, and says the payment is being confirmed until
 then.  ``live`` without a processor says plainly that card payment needs one and shows no
 form.
@@ -23,7 +24,9 @@ pays with it).  A token lives an hour, never longer than its record is kept.
 
 These are pages for people, not API: the endpoints are not ``listed`` in the discovery
 documents (an agent pays the same resource at its ``gate_url`` or by ``POST /pay``).
-Unknown short ids are 404 and deactivated resources 410, both as HTML.
+Unknown short ids are 404 and deactivated resources 410, both as HTML.  The page was at
+``/pay/{short_id}`` (beside ``POST /pay``, the agents' API): those paths answer ``308`` to
+the same path under ``/buy/``, so links already shared and forms open in a tab still work.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import hmac
 import secrets
 from datetime import timedelta
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -54,7 +58,12 @@ from ..web.errors import ApiError
 
 __all__ = ["ENDPOINTS"]
 
-_PATH = "/pay/{short_id}"
+_PATH = "/buy/{short_id}"
+#: Where the page was first served: its paths answer a redirect to ``_PATH``'s.
+_OLD_PATH = "/pay/{short_id}"
+#: The name its tokens, idempotency records (route ``POST _OLD_PATH``) and Checkout ids are
+#: signed and stored under, kept from ``/pay/...``: a form opened before the move pays once.
+_STORED = "pay_page"
 #: How long a form's payment token may be used.
 _TOKEN_SECONDS = 3600
 #: How long a second submit waits for the first one's answer before saying so.
@@ -117,7 +126,7 @@ def _load(call: Call) -> _Sale | None:
 
 
 def _key(call: Call) -> bytes:
-    return call.ctx.secret("pay_page_token").encode()
+    return call.ctx.secret(f"{_STORED}_token").encode()
 
 
 def _sign(key: bytes, short_id: str, nonce: str, expires: int) -> str:
@@ -154,7 +163,7 @@ def _read_token(call: Call, short_id: str, token: str) -> _Token | None:
 
 def _not_found() -> Response:
     return pages.render(
-        "pay_message.html",
+        "page_message.html",
         404,
         title="Payment page not found",
         lines=[
@@ -166,7 +175,7 @@ def _not_found() -> Response:
 
 def _gone(sale: _Sale) -> Response:
     return pages.render(
-        "pay_message.html",
+        "page_message.html",
         410,
         title="No longer for sale",
         lines=[
@@ -177,11 +186,11 @@ def _gone(sale: _Sale) -> Response:
 
 
 def _refused(message: str, status: int) -> Response:
-    return pages.render("pay_message.html", status, title="Refused", lines=[message])
+    return pages.render("page_message.html", status, title="Refused", lines=[message])
 
 
-async def pay_page(call: Call) -> Response:
-    """The pay page: what is sold, and in ``test`` the sandbox card form."""
+async def buy_page(call: Call) -> Response:
+    """The buy page: what is sold, and in ``test`` the sandbox card form."""
     sale = await _payable(call, unpayable_status=200)  # live: no card processor, no form
     if not isinstance(sale, _Sale):
         return sale
@@ -200,7 +209,7 @@ def _form(
 ) -> Response:
     title = f"Pay {sale.seller_name}"
     page = pages.render(
-        "pay_page.html",
+        "buy_page.html",
         status,
         title=title,
         sale=sale.values,
@@ -288,7 +297,7 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
     a little while another submit of the same form is still paying)."""
     ctx = call.ctx
     fingerprint = idempotency.request_fingerprint(
-        "POST", _PATH, {"short_id": sale.resource.short_id}
+        "POST", _OLD_PATH, {"short_id": sale.resource.short_id}
     )
     waited = 0.0
     while True:
@@ -296,8 +305,8 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
             begun = await anyio.to_thread.run_sync(
                 lambda: idempotency.begin(
                     ctx.db,
-                    scope=f"pay_page:{sale.resource.id}",
-                    route=f"POST {_PATH}",
+                    scope=f"{_STORED}:{sale.resource.id}",
+                    route=f"POST {_OLD_PATH}",
                     key=token.nonce,
                     fingerprint=fingerprint,
                     now=ctx.now(),
@@ -311,7 +320,7 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
                 raise
             if waited >= _WAIT_SECONDS:
                 return pages.render(
-                    "pay_message.html",
+                    "page_message.html",
                     409,
                     title="Payment in progress",
                     lines=[
@@ -411,9 +420,9 @@ async def _checkout(
         return _form(sale, fresh, notice=notice, status=422)
     if sale.card_problem is not None:
         return _refused(sale.card_problem + " Nothing was charged.", 422)
-    r, base = sale.resource, f"{call.public_url}/pay/{sale.resource.short_id}"
+    r, base = sale.resource, f"{call.public_url}/buy/{sale.resource.short_id}"
     opened = checkout.Checkout(
-        id=checkout.checkout_id(f"pay_page:{r.id}", token.nonce),
+        id=checkout.checkout_id(f"{_STORED}:{r.id}", token.nonce),
         kind=checkout.SALE,
         environment=r.environment,
         amount_micros=int(r.amount_micros),
@@ -437,7 +446,7 @@ async def _checkout(
         return await anyio.to_thread.run_sync(start)
     except DomainError as exc:
         return pages.render(
-            "pay_message.html",
+            "page_message.html",
             503,
             title="Card payment unavailable",
             lines=[exc.message, "Go back to the payment page and try again in a moment."],
@@ -461,7 +470,7 @@ async def done(call: Call) -> Response:
     row = await anyio.to_thread.run_sync(_session_receipt, call, session_id)
     if row is None or row.resource_id != sale.resource.id:
         return pages.render(
-            "pay_message.html",
+            "page_message.html",
             404,
             title="Payment not found",
             lines=["This page knows no such card payment. Check the link, or pay again."],
@@ -487,7 +496,7 @@ async def done(call: Call) -> Response:
             "You will not be charged twice.",
         ],
     )
-    return pages.render("pay_message.html", 200, title="Confirming your payment", lines=lines)
+    return pages.render("page_message.html", 200, title="Confirming your payment", lines=lines)
 
 
 def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:
@@ -502,7 +511,7 @@ def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:
 
 def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
     return pages.render(
-        "pay_receipt.html",
+        "buy_receipt.html",
         200,
         title="Payment received",
         sale=sale.values,
@@ -514,14 +523,28 @@ def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
             "where they ask for a receipt, and it unlocks what you paid for."
         ),
         back={
-            "url": f"{call.public_url}/pay/{sale.resource.short_id}",
+            "url": f"{call.public_url}/buy/{sale.resource.short_id}",
             "label": "Back to the payment page",
         },
     )
 
 
+async def moved(call: Call) -> Response:
+    """An old ``/pay/{short_id}...`` address: ``308`` to its ``/buy/`` twin, relative (never
+    naming the ``Host`` the client chose), the query kept; a POST is resent there."""
+    path = str(call.request.scope["path"])
+    before, _, after = path.partition("/pay/")
+    location = quote(f"{before}/buy/{after}", safe="/:@!$&'()*+,;=~")
+    query = call.request.scope.get("query_string", b"").decode("latin-1")
+    return RedirectResponse(location + (f"?{query}" if query else ""), 308, headers=pages.HEADERS)
+
+
 ENDPOINTS = [
-    Endpoint(method="GET", path=_PATH, handler=pay_page, listed=False, page=True),
+    Endpoint(method="GET", path=_PATH, handler=buy_page, listed=False, page=True),
     Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False, page=True),
     Endpoint(method="GET", path=_PATH + "/done", handler=done, listed=False, page=True),
+    # Redirects, not pages: they answer no HTML of their own.
+    Endpoint(method="GET", path=_OLD_PATH, handler=moved, listed=False),
+    Endpoint(method="POST", path=_OLD_PATH, handler=moved, raw=True, listed=False),
+    Endpoint(method="GET", path=_OLD_PATH + "/done", handler=moved, listed=False),
 ]

@@ -1,4 +1,4 @@
-"""Set-ups for the pay page tests: a seller's resource and its page's form, as a browser
+"""Set-ups for the buy page tests: a seller's resource and its page's form, as a browser
 reads and sends it."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ BROWSER = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
 
 @attrs.frozen
 class Item:
-    """A seller's resource and its pay page."""
+    """A seller's resource and its buy page."""
 
     live: LiveServer
     acct: Account
@@ -127,7 +127,7 @@ def pay(
     token: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> httpx.Response:
-    """:func:`pay_by_card` on the item's pay page."""
+    """:func:`pay_by_card` on the item's buy page."""
     return pay_by_card(
         it.pay_url, number=number, expiry=expiry, cvc=cvc, token=token, headers=headers
     )
