@@ -1,50 +1,64 @@
-"""Requests/s through ``svc_asgi.PaymentGate`` with a known receipt, as a ratio to the same
-app without the gate, measured in the same run with ``wrk`` (a C load generator).
+"""What ``svc_asgi.PaymentGate`` costs a request with a known receipt: requests/s as a ratio
+to the same app *setting the gate's two response headers itself* (``X-Svc-Receipt``,
+``Cache-Control: private``), with ``wrk``; and the gate's own instructions per request over
+that app, with callgrind; under uvicorn's h11 and httptools protocols both.
 
-Run: ``python bench/gate_overhead.py`` (about 1.5 minutes with the defaults; ``--quick``
-about 30 s; needs the ``[server]`` extras and ``wrk``: ``apt-get install wrk``).
+Run: ``python bench/gate_overhead.py`` (about 6 minutes with the defaults; ``--quick``
+about 2; needs the ``[server]`` and ``[dev]`` extras, ``wrk`` and ``valgrind``:
+``apt-get install wrk valgrind``).
+
+The baseline answers what the gate lets through, byte for byte, so the ratio isolates the
+gate's own work (finding the credential, the memo of paid decisions, the ``send`` that
+adds the headers) from what any app pays to write two more headers.
 
 The bench starts a reference server (``python -m reference_server run``, a fresh SQLite
 file) and, over the SDK, sets up a seller selling ``GET /v1/report`` at 0.01 and an agent
-who pays it once: that receipt is sent with every request.  Then it starts four uvicorn
-servers, each its own process on loopback (this script with ``--serve``):
+who pays it once: that receipt is sent with every request.  Then it starts one uvicorn
+server per app and protocol (``--http``), each its own process on loopback (this script
+with ``--serve``):
 
-- ``starlette``: a Starlette app whose ``GET /v1/report`` answers a small JSON document;
-- ``starlette+gate``: the same app wrapped in ``PaymentGate(prices={"GET /v1/report": …})``;
+- ``starlette``: a Starlette app whose ``GET /v1/report`` answers a small JSON document
+  with the two headers;
+- ``starlette+gate``: the same app without them, wrapped in
+  ``PaymentGate(prices={"GET /v1/report": …})``;
 - ``bare`` and ``bare+gate``: the same with a bare ASGI callable instead of Starlette,
   the harshest comparison (the app itself costs next to nothing).
 
-Why wrk: a load client written in Python spends as much CPU per request as the server it
-loads, on the same cores, so its own noise swamps a difference of a few percent; wrk's
-per-request cost is a small fraction of uvicorn's.  Each server is warmed up (the gated
-server's first request verifies the receipt with the service; later ones are decided from
-the gate's memory), then loaded by ``wrk -t THREADS -c CONNECTIONS`` (keep-alive
-HTTP/1.1, closed loops).  Each pair is measured in ``--rounds`` rounds of ``--seconds``
-per variant, alternating which goes first (A B, B A, ...); each round gives one
-gated/plain ratio and the table shows the median ratio, so that the drift and bursts of a
+**Throughput (wrk).**  A load client written in Python spends as much CPU per request as
+the server it loads, on the same cores, so its own noise swamps a difference of a few
+percent; wrk's per-request cost is a small fraction of uvicorn's.  Each server is warmed
+up (the gated server's first request verifies the receipt with the service; later ones
+are decided from the gate's memory), then loaded by ``wrk -t THREADS -c CONNECTIONS``
+(keep-alive HTTP/1.1, closed loops).  Each pair is measured in ``--rounds`` rounds of
+``--seconds`` per variant, alternating which goes first (A B, B A, ...); each round gives
+one gated/plain ratio and the table shows the median, so that the drift and bursts of a
 shared machine, which move whole seconds up and down, cancel instead of landing on one
-variant.  Both variants receive byte-identical requests (the receipt header included).
-After the run each gated server reports how often it asked the service
+variant.  Both variants receive byte-identical requests and answer byte-identical
+headers.  After the run each gated server reports how often it asked the service
 (``POST /access/verify``): once, so the measured requests were all decided from memory.
-
 With ``--pin`` (Linux, two CPUs or more) the app servers are pinned to CPU 1 and wrk to
-CPU 0; on a machine shared with other work, leaving placement to the scheduler is usually
-steadier.  The server's CPU time per request (from ``/proc``) is shown beside each rate:
-its ratio is what the throughput ratio would be on a core of the server's own.
+CPU 0.  The server's CPU time per request (from ``/proc``) is shown beside each rate.
 
-A second table measures what the gate adds per request without any network: the same
-apps called in process, directly through ASGI, many thousands of times, as microseconds
-per request; this isolates the gate's own CPU cost from the HTTP server's.
+**Instructions (callgrind).**  A shared machine moves wall-clock figures by several
+percent; instruction counts do not move.  Each app is served in process by uvicorn's own
+protocol class (``--http``'s h11 or httptools, fed the same request bytes through a
+transport that keeps what it is written), ``--calls`` requests on one keep-alive
+connection after a warm-up, under ``valgrind --tool=callgrind`` collecting only inside
+the measured loop (it runs as a ``ctypes`` callback, so ``--toggle-collect=ffi_call``
+brackets it).  Instructions per request = collected / calls; the gate's own cost is the
+gated app's minus its baseline's, the server's parsing and writing included in both.
 
-``--json PATH`` writes the two rows of the issue's table (bare ASGI, Starlette) in the
-bench JSON protocol; the script exits non-zero if any request failed (a non-2xx answer or
-a socket error) or a gated server asked the service more than once.
+``--json PATH`` writes the rows (bench JSON protocol): per app kind and protocol, the
+throughput ratio (target >= 0.97) and the gate's own instructions per request (target
+<= 20,000).  The script exits non-zero if any request failed (a non-2xx answer or a
+socket error) or a gated server asked the service more than once.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import math
 import os
@@ -56,7 +70,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -71,22 +84,28 @@ from _harness import (
     serving,
     sqlite_database,
 )
+from _report import row
 
 import svc
 
 PRICE = "0.01"
 VARIANTS = ("starlette", "starlette+gate", "bare", "bare+gate")
 PAIRS = (("starlette", "starlette+gate"), ("bare", "bare+gate"))
-TARGET = 0.95
+#: uvicorn's two HTTP/1.1 protocols (``uvicorn --http``).
+SERVERS = ("h11", "httptools")
+TARGET = 0.97
+#: The gate's own instructions per request over its baseline.
+INSTRUCTIONS_TARGET = 20_000
 #: The issue's names of the two app kinds.
 KINDS = {"bare": "bare ASGI", "starlette": "Starlette"}
 #: Long enough that the whole run is served from the cache (the default, 60 s, would
 #: add one verify call per minute: nothing measurable, but not what is measured here).
 CACHE_TTL = 3600.0
 _BODY = json.dumps({"report": "all systems nominal", "rows": list(range(20))}).encode()
+_COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
-# --- the apps (run in the --serve processes) ---------------------------------------------
+# --- the apps (run in the --serve and --count processes) ---------------------------------
 
 
 class CountingTransport(httpx.AsyncBaseTransport):
@@ -102,6 +121,7 @@ class CountingTransport(httpx.AsyncBaseTransport):
 
 
 def build_app(variant: str) -> Any:
+    """The variant's app; the plain ones answer the gate's two headers themselves."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -110,38 +130,45 @@ def build_app(variant: str) -> Any:
     from svc_asgi import PaymentGate
 
     counting = CountingTransport()
-
-    async def stats_body() -> bytes:
-        return json.dumps(dict(counting.calls)).encode()
+    gated = variant.endswith("+gate")
+    paid_headers = (
+        []
+        if gated
+        else [
+            (b"x-svc-receipt", os.environ["BENCH_RECEIPT_ID"].encode()),
+            (b"cache-control", b"private"),
+        ]
+    )
 
     if variant.startswith("starlette"):
+        as_text = {k.decode(): v.decode() for k, v in paid_headers}
 
         async def report(request: Request) -> Response:
-            return Response(_BODY, media_type="application/json")
+            return Response(_BODY, media_type="application/json", headers=as_text)
 
         async def stats(request: Request) -> Response:
             return JSONResponse(dict(counting.calls))
 
         app: Any = Starlette(routes=[Route("/v1/report", report), Route("/_stats", stats)])
     else:
+        report_headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(_BODY)).encode()),
+            *paid_headers,
+        ]
 
         async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope["type"] != "http":
                 return
-            body = await stats_body() if scope["path"] == "/_stats" else _BODY
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
+            if scope["path"] == "/_stats":
+                body = json.dumps(dict(counting.calls)).encode()
+                headers = [(b"content-type", b"application/json")]
+            else:
+                body, headers = _BODY, report_headers
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
 
-    if variant.endswith("+gate"):
+    if gated:
         client = svc.AsyncClient(
             base_url=os.environ["SVC_BASE_URL"],
             seller_key=os.environ["SVC_SELLER_KEY"],
@@ -163,7 +190,7 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def serve(variant: str, port: int, pinned: bool) -> None:
+def serve(variant: str, port: int, http: str, pinned: bool) -> None:
     import uvicorn
 
     if pinned:
@@ -173,10 +200,110 @@ def serve(variant: str, port: int, pinned: bool) -> None:
         build_app(variant),
         host="127.0.0.1",
         port=port,
+        http=http,
         log_level="warning",
         access_log=False,
         lifespan="off",
     )
+
+
+# --- instructions per request (run under callgrind with --count) ---------------------------
+
+
+class _Transport(asyncio.Transport):
+    """What uvicorn's protocol writes to, kept; a connection that never closes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        peers = {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}
+        return peers.get(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def request_bytes(receipt_id: str) -> bytes:
+    """The one request every variant and both load paths send."""
+    return (
+        "GET /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\n"
+        f"Accept: application/json\r\nX-Svc-Receipt: {receipt_id}\r\n\r\n"
+    ).encode()
+
+
+def count(variant: str, http: str, calls: int, warm_up: int = 50) -> None:
+    """Serve ``calls`` requests through uvicorn's ``http`` protocol in process, the
+    measured loop inside a ``ctypes`` callback (``ffi_call``, which callgrind brackets)."""
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    loop = asyncio.new_event_loop()
+    config = Config(
+        app=build_app(variant), http=http, log_level="warning", access_log=False, lifespan="off"
+    )
+    config.load()
+    state = ServerState()
+    protocol = config.http_protocol_class(
+        config=config, server_state=state, app_state={}, _loop=loop
+    )
+    transport = _Transport()
+    protocol.connection_made(transport)
+    request = request_bytes(os.environ["BENCH_RECEIPT_ID"])
+
+    async def requests(n: int) -> None:
+        for _ in range(n):
+            protocol.data_received(request)
+            await asyncio.gather(*state.tasks)  # the request's answer, written
+
+    loop.run_until_complete(requests(warm_up))  # the gated app verifies once, over the network
+    measured = ctypes.CFUNCTYPE(None)(lambda: loop.run_until_complete(requests(calls)))
+    measured()
+    answers = bytes(transport.written).split(b"HTTP/1.1 ")[1:]
+    expected = f"x-svc-receipt: {os.environ['BENCH_RECEIPT_ID']}".encode()
+    good = [a for a in answers if a.startswith(b"200 ") and expected in a.lower()]
+    if len(good) != warm_up + calls or len(answers) != len(good):
+        raise SystemExit(f"{variant} ({http}): {len(good)} good answers of {len(answers)}")
+
+
+def instructions_per_request(
+    variant: str, http: str, calls: int, env: dict[str, str], log: Path
+) -> float:
+    """``count`` under callgrind, collecting in the measured loop only."""
+    out = log.with_suffix(".callgrind")
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        "--toggle-collect=ffi_call",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        __file__,
+        "--count",
+        variant,
+        "--http",
+        http,
+        "--calls",
+        str(calls),
+    ]
+    done = subprocess.run(
+        command, env={**env, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=False
+    )
+    log.write_text(done.stdout + done.stderr)
+    found = _COLLECTED.findall(done.stderr)
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"callgrind failed ({done.returncode}), see {log}:\n{done.stderr[-2000:]}")
+    return int(found[-1]) / calls
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -292,59 +419,6 @@ def wrk(
     )
 
 
-def in_process(variant: str, receipt_id: str, calls: int) -> float:
-    """Microseconds per request of an app called directly through ASGI (no network).
-
-    The gated app's first call verifies the receipt with the service, as a server's first
-    request would; the timed calls are served from the gate's cache.
-    """
-    app = build_app(variant)
-    headers = [
-        (b"host", b"127.0.0.1"),
-        (b"user-agent", b"bench"),
-        (b"accept", b"application/json"),
-        (b"x-svc-receipt", receipt_id.encode()),
-    ]
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    statuses: list[int] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            statuses.append(message["status"])
-
-    def scope() -> dict[str, Any]:
-        return {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": "/v1/report",
-            "raw_path": b"/v1/report",
-            "root_path": "",
-            "query_string": b"",
-            "headers": headers,
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000),
-            "state": {},
-        }
-
-    async def run() -> float:
-        await app(scope(), receive, send)  # the gated app verifies once, over the network
-        started = time.perf_counter()
-        for _ in range(calls):
-            await app(scope(), receive, send)
-        elapsed = time.perf_counter() - started
-        if set(statuses) != {200}:
-            raise SystemExit(f"{variant}: in-process statuses {sorted(set(statuses))}")
-        return elapsed / calls * 1e6
-
-    return asyncio.run(run())
-
-
 def cpu_us_per_request(runs: list[WrkRun]) -> float | None:
     """The server's CPU time per answered request over ``runs`` (``None``: not on Linux)."""
     if any(r.cpu_seconds is None for r in runs):
@@ -359,6 +433,9 @@ def _rps(runs: list[WrkRun]) -> float:
 
 # --- main -----------------------------------------------------------------------------------
 
+#: A server: (protocol, variant).
+Server = tuple[str, str]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -367,19 +444,30 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="wrk -t")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--pin", action="store_true", help="servers on CPU 1, wrk on CPU 0")
-    parser.add_argument("--calls", type=int, default=50_000, help="in-process calls per app")
+    parser.add_argument("--calls", type=int, default=300, help="requests counted by callgrind")
+    parser.add_argument("--http", nargs="+", choices=SERVERS, default=list(SERVERS))
     parser.add_argument("--quick", action="store_true", help="a short run (smoke test)")
     parser.add_argument("--json", type=Path, help="also write the bench rows (JSON) here")
     parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--count", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.port, args.pin)
+        serve(args.serve, args.port, args.http[0], args.pin)
+        return
+    if args.count:
+        count(args.count, args.http[0], args.calls)
         return
     if args.quick:
-        args.seconds, args.rounds, args.calls = 1, 4, min(args.calls, 5_000)
-    if shutil.which("wrk") is None:
-        raise SystemExit("this bench needs wrk (Debian/Ubuntu: apt-get install wrk)")
+        args.seconds, args.rounds, args.calls = 1, 4, min(args.calls, 100)
+    measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The whole bench: the service, the servers, wrk's rounds, callgrind's counts."""
+    for tool in ("wrk", "valgrind"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"this bench needs {tool} (Debian/Ubuntu: apt-get install {tool})")
 
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -406,13 +494,15 @@ def main() -> None:
             "SVC_BASE_URL": service,
             "SVC_SELLER_KEY": seller_key,
             "BENCH_RESOURCE_ID": resource_id,
+            "BENCH_RECEIPT_ID": receipt_id,
         }
-        ports, pids = _start_variants(stack, env, tmpdir, pinned=args.pin)
+        servers = [(http, v) for http in args.http for v in VARIANTS]
+        ports, pids = _start_servers(stack, env, tmpdir, servers, pinned=args.pin)
 
-        def load(variant: str, seconds: int) -> WrkRun:
+        def load(server: Server, seconds: int) -> WrkRun:
             return wrk(
-                ports[variant],
-                pids[variant],
+                ports[server],
+                pids[server],
                 receipt_id,
                 seconds=seconds,
                 connections=args.connections,
@@ -420,28 +510,30 @@ def main() -> None:
                 cpu=0 if args.pin else None,
             )
 
-        for variant in VARIANTS:  # warm up: the gate verifies once and remembers
+        for server in servers:  # warm up: the gate verifies once and remembers
             if args.quick:
                 httpx.get(
-                    f"http://127.0.0.1:{ports[variant]}/v1/report",
+                    f"http://127.0.0.1:{ports[server]}/v1/report",
                     headers={"X-Svc-Receipt": receipt_id},
                 ).raise_for_status()
             else:
-                load(variant, 1)
+                load(server, 1)
 
-        results, ratios = _alternating_rounds(args.rounds, args.seconds, load)
-
-        os.environ.update(
-            {k: env[k] for k in ("SVC_BASE_URL", "SVC_SELLER_KEY", "BENCH_RESOURCE_ID")}
-        )
-        micros = {v: in_process(v, receipt_id, args.calls) for v in VARIANTS}
+        results, ratios = _alternating_rounds(args.http, args.rounds, args.seconds, load)
         verify_calls = {
-            v: httpx.get(f"http://127.0.0.1:{ports[v]}/_stats").json().get("POST /access/verify", 0)
-            for v in VARIANTS
-            if v.endswith("+gate")
+            s: httpx.get(f"http://127.0.0.1:{ports[s]}/_stats").json().get("POST /access/verify", 0)
+            for s in servers
+            if s[1].endswith("+gate")
+        }
+        print(f"\ncallgrind: {args.calls} requests per app and protocol ...", flush=True)
+        instructions = {
+            s: instructions_per_request(
+                s[1], s[0], args.calls, env, tmpdir / f"{s[0]}-{s[1]}-callgrind.log"
+            )
+            for s in servers
         }
 
-    rows = _report(args, results, ratios, micros, verify_calls)
+    rows = _report(args, results, ratios, instructions, verify_calls)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
     errors = sum(r.errors for runs in results.values() for r in runs)
@@ -453,119 +545,146 @@ def main() -> None:
 
 def _report(
     args: argparse.Namespace,
-    results: dict[str, list[WrkRun]],
-    ratios: dict[str, list[float]],
-    micros: dict[str, float],
-    verify_calls: dict[str, int],
+    results: dict[Server, list[WrkRun]],
+    ratios: dict[Server, list[float]],
+    instructions: dict[Server, float],
+    verify_calls: dict[Server, int],
 ) -> list[dict[str, Any]]:
-    """Print the tables; the JSON rows (one per app kind)."""
+    """Print the tables; the JSON rows (per app kind and protocol: ratio, instructions)."""
     print(
         f"\nsvc_asgi.PaymentGate overhead, known receipt: wrk {args.threads} thread(s), "
         f"{args.connections} keep-alive connections, {args.rounds} alternating rounds of "
         f"{args.seconds} s per variant{', pinned' if args.pin else ''}; uvicorn "
         f"{_version('uvicorn')} (one process each), Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs\n"
+        f"{os.cpu_count()} CPUs; baseline: the same app answering the gate's two headers\n"
     )
     header = (
-        f"{'app':<16}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>8}"
-        f"{'ratio':>7}{'min..max':>12}{'server CPU/req':>16}{'CPU ratio':>10}  verifies"
+        f"{'http':<10}{'app':<16}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'errors':>8}"
+        f"{'ratio':>7}{'min..max':>12}{'CPU/req':>9}{'instr/req':>11}{'gate adds':>11}"
+        "  verifies"
     )
     print(header)
     print("-" * len(header))
     rows: list[dict[str, Any]] = []
-    for plain, gated in PAIRS:
-        base_cpu = cpu_us_per_request(results[plain])
-        for variant in (plain, gated):
-            runs = results[variant]
-            cpu = cpu_us_per_request(runs)
-            p50 = statistics.median(r.p50_ms for r in runs)
-            p99 = statistics.median(r.p99_ms for r in runs)
-            errors = sum(r.errors for r in runs)
-            if variant == gated:
-                ratio = statistics.median(ratios[gated])
-                spread = f"{min(ratios[gated]):.2f}..{max(ratios[gated]):.2f}"
-                calls = str(verify_calls[variant])
-                cpu_ratio = f"{base_cpu / cpu:.3f}" if cpu and base_cpu else "n/a"
-                rows.append(
-                    {
-                        "measure": f"gate with known receipt, {KINDS[plain]}",
-                        "database": "-",
-                        "setting": f"wrk -t{args.threads} -c{args.connections}, uvicorn",
-                        "value": round(_rps(runs), 1),
-                        "unit": "req/s",
-                        "baseline_name": f"same {KINDS[plain]} app ungated",
-                        "baseline": round(_rps(results[plain]), 1),
-                        "ratio": round(ratio, 3),
-                        "target": f">= {TARGET}",
-                        "met": ratio >= TARGET,
-                    }
+    for http in args.http:
+        for plain, gated in PAIRS:
+            base = (http, plain)
+            for variant in (plain, gated):
+                server = (http, variant)
+                runs = results[server]
+                cpu = cpu_us_per_request(runs)
+                p50 = statistics.median(r.p50_ms for r in runs)
+                p99 = statistics.median(r.p99_ms for r in runs)
+                errors = sum(r.errors for r in runs)
+                instr = instructions[server]
+                if variant == gated:
+                    ratio = statistics.median(ratios[server])
+                    spread = f"{min(ratios[server]):.2f}..{max(ratios[server]):.2f}"
+                    added = instr - instructions[base]
+                    calls, adds = str(verify_calls[server]), f"{added:,.0f}"
+                    rows += _rows(args, http, plain, runs, results[base], ratio, instr, added)
+                else:
+                    ratio, spread, calls, adds = 1.0, "", "-", ""
+                cpu_text = f"{cpu:.0f} us" if cpu is not None else "n/a"
+                print(
+                    f"{http:<10}{variant:<16}{_rps(runs):>8.0f}{p50:>8.2f}{p99:>8.2f}"
+                    f"{errors:>8}{ratio:>7.3f}{spread:>12}{cpu_text:>9}{instr:>11,.0f}"
+                    f"{adds:>11}  {calls}"
                 )
-            else:
-                ratio, spread, calls, cpu_ratio = 1.0, "", "-", "1.000"
-            cpu_text = f"{cpu:.0f} us" if cpu is not None else "n/a"
-            print(
-                f"{variant:<16}{_rps(runs):>8.0f}{p50:>8.2f}{p99:>8.2f}{errors:>8}"
-                f"{ratio:>7.3f}{spread:>12}{cpu_text:>16}{cpu_ratio:>10}  {calls}"
-            )
     print(
         "\nratio: median over the rounds of gated req/s / plain req/s in the same round;"
-        "\nCPU ratio: plain / gated server CPU time per request (the throughput ratio on a"
-        "\ncore of its own, unaffected by what else the machine runs)"
+        f"\ninstr/req: callgrind, {args.calls} requests through uvicorn's protocol in process"
+        "\n(the server's parsing and writing included); gate adds: gated - plain"
     )
-    print(f"\nin process (ASGI calls, no server, no network), {args.calls} calls each:\n")
-    header = f"{'app':<16}{'us/request':>12}{'gate adds':>12}"
-    print(header)
-    print("-" * len(header))
-    for plain, gated in PAIRS:
-        print(f"{plain:<16}{micros[plain]:>12.2f}{'':>12}")
-        print(f"{gated:<16}{micros[gated]:>12.2f}{micros[gated] - micros[plain]:>10.2f}us")
-    worst = min(row["ratio"] for row in rows)
-    verdict = "meets" if worst >= TARGET else "MISSES"
-    print(f"\nworst median ratio {worst:.3f}: {verdict} the >= {TARGET} target")
+    missed = [r["measure"] + f" ({r['setting']})" for r in rows if not r["met"]]
+    print("\nevery target met" if not missed else "\nMISSED: " + "; ".join(missed))
     return rows
 
 
-def _start_variants(
-    stack: ExitStack, env: dict[str, str], tmpdir: Path, *, pinned: bool
-) -> tuple[dict[str, int], dict[str, int]]:
-    """One uvicorn process per variant (stopped with ``stack``): their ports and pids."""
-    ports: dict[str, int] = {}
-    pids: dict[str, int] = {}
-    for variant in VARIANTS:
-        ports[variant] = free_port()
-        _, pids[variant] = stack.enter_context(
+def _rows(
+    args: argparse.Namespace,
+    http: str,
+    kind: str,
+    gated: list[WrkRun],
+    plain: list[WrkRun],
+    ratio: float,
+    instructions: float,
+    added: float,
+) -> list[dict[str, Any]]:
+    """The two rows of one app kind under one protocol."""
+    baseline_name = f"same {KINDS[kind]} app setting the headers"
+    return [
+        row(
+            f"gate with known receipt, {KINDS[kind]}",
+            setting=f"wrk -t{args.threads} -c{args.connections}, uvicorn --http {http}",
+            value=round(_rps(gated), 1),
+            unit="req/s",
+            baseline_name=baseline_name,
+            baseline=round(_rps(plain), 1),
+            ratio=round(ratio, 3),
+            target=f">= {TARGET}",
+            met=ratio >= TARGET,
+        ),
+        row(
+            f"gate's own cost, {KINDS[kind]}",
+            setting=f"callgrind, uvicorn --http {http} in process",
+            value=round(added),
+            unit="instructions/req",
+            baseline_name=f"{baseline_name}: all",
+            baseline=round(instructions - added),
+            ratio=round(instructions / (instructions - added), 3),
+            target=f"<= {INSTRUCTIONS_TARGET}",
+            met=added <= INSTRUCTIONS_TARGET,
+        ),
+    ]
+
+
+def _start_servers(
+    stack: ExitStack, env: dict[str, str], tmpdir: Path, servers: list[Server], *, pinned: bool
+) -> tuple[dict[Server, int], dict[Server, int]]:
+    """One uvicorn process per server (stopped with ``stack``): their ports and pids."""
+    ports: dict[Server, int] = {}
+    pids: dict[Server, int] = {}
+    for server in servers:
+        http, variant = server
+        ports[server] = free_port()
+        _, pids[server] = stack.enter_context(
             process(
                 [
                     sys.executable,
                     __file__,
                     "--serve",
                     variant,
+                    "--http",
+                    http,
                     "--port",
-                    str(ports[variant]),
+                    str(ports[server]),
                     *(["--pin"] if pinned else []),
                 ],
                 env,
-                f"http://127.0.0.1:{ports[variant]}/_stats",
-                tmpdir / f"{variant}.log",
+                f"http://127.0.0.1:{ports[server]}/_stats",
+                tmpdir / f"{http}-{variant}.log",
             )
         )
     return ports, pids
 
 
 def _alternating_rounds(
-    rounds: int, seconds: int, load: Callable[[str, int], WrkRun]
-) -> tuple[dict[str, list[WrkRun]], dict[str, list[float]]]:
-    """Each variant's runs, and each gated variant's per-round ratio to its plain twin:
+    protocols: list[str], rounds: int, seconds: int, load: Callable[[Server, int], WrkRun]
+) -> tuple[dict[Server, list[WrkRun]], dict[Server, list[float]]]:
+    """Each server's runs, and each gated server's per-round ratio to its plain twin:
     the two take turns going first, so drift on a shared machine falls on both alike."""
-    results: dict[str, list[WrkRun]] = {v: [] for v in VARIANTS}
-    ratios: dict[str, list[float]] = {gated: [] for _, gated in PAIRS}
-    for plain, gated in PAIRS:
-        for round_ in range(rounds):
-            order = (plain, gated) if round_ % 2 == 0 else (gated, plain)
-            done = {v: load(v, seconds) for v in order}
-            for variant, run in done.items():
-                results[variant].append(run)
-            ratios[gated].append(done[gated].rps / done[plain].rps)
+    results: dict[Server, list[WrkRun]] = {}
+    ratios: dict[Server, list[float]] = {}
+    for http in protocols:
+        for plain, gated in PAIRS:
+            a, b = (http, plain), (http, gated)
+            for round_ in range(rounds):
+                order = (a, b) if round_ % 2 == 0 else (b, a)
+                done = {s: load(s, seconds) for s in order}
+                for server, run in done.items():
+                    results.setdefault(server, []).append(run)
+                ratios.setdefault(b, []).append(done[b].rps / done[a].rps)
     return results, ratios
 
 
