@@ -120,14 +120,14 @@ def credential_headers(scope: Scope) -> tuple[tuple[bytes, bytes] | None, bool]:
     best_rank = _SIGNATURE
     rail = False
     budget = MAX_HEADER_BYTES
-    rank_of = _CREDENTIAL_RANK.get
+    ranks = _CREDENTIAL_RANK
     for raw_name, raw_value in scope.get("headers", ()):
         budget -= len(raw_name) + len(raw_value)
         if budget < 0:
             break
-        rank = rank_of(raw_name)
-        if rank is None:
+        if raw_name not in ranks:  # most headers: one lookup, no call
             continue
+        rank = ranks[raw_name]
         if rank < best_rank:
             best, best_rank = (raw_name, raw_value), rank
         elif rank == _SIGNATURE or (
@@ -293,6 +293,8 @@ def add_paid_headers(
                 headers = list(headers)  # any iterable, read twice below
             private = True
             for name, _ in headers:
+                if name not in watched and name.islower():
+                    continue  # the usual header: lowercase (as ASGI asks) and not watched
                 lowered = name.lower()
                 if lowered in watched:
                     if lowered in replaced:
