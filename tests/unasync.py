@@ -1,20 +1,18 @@
 """Generate the blocking twins from their async sources: ``python -m tests.unasync``.
 
-The SDK client, its namespaces and the outbound send path exist twice, once with
-``async``/``await`` and once blocking.  Only the async file is written by hand; its twin
-is this script's output: every line goes through the substitution table below (whole
-words only), then ``ruff`` sorts the imports, drops the ones left unused and formats it.
-``--check`` writes nothing and exits 1 if a generated file is not what its source gives
-(the test suite runs it: tests/sdk/test_twins.py).
+The SDK client and its namespaces exist twice, once with ``async``/``await`` and once
+blocking.  Only the async file is written by hand; its twin is this script's output:
+every line goes through the substitution table below (whole words only), then ``ruff``
+sorts the imports, drops the ones left unused and formats it.  ``--check`` writes
+nothing and exits 1 if a generated file is not what its source gives (the test suite
+runs it: tests/sdk/test_twins.py).
 
 What cannot be a word-for-word substitution lives in hand-written code the source
-imports: ``svc/_paging.py`` (``aiterate`` / ``iterate``) and
-``reference_server/outbound/_async_io.py`` / ``_sync_io.py`` (how the total deadline is
-enforced, how a resolver is waited for, how a connection is closed).
+imports: ``svc/_paging.py`` (``aiterate`` / ``iterate``).
 
 The script lives in ``tests/`` because it is a development tool, not part of any shipped
-package, and because it knows both ``svc`` and ``reference_server`` (a module inside
-``svc`` must not know where the server's files are).  Like httpcore's
+package, and because it uses ``reference_server.generated`` (which ``svc`` must not
+import).  Like httpcore's
 ``scripts/unasync.py``, it also fails when a substitution is used by no file, so the
 table holds only rules that are needed.
 """
@@ -36,7 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {
     "svc/_async_client.py": "svc/_client.py",
     "svc/_async_namespaces.py": "svc/_namespaces.py",
-    "reference_server/outbound/_async.py": "reference_server/outbound/_sync.py",
 }
 
 #: (regex, replacement), applied in order to every line.  A pattern that starts or ends
@@ -44,17 +41,14 @@ PAIRS = {
 SUBS: list[tuple[str, str]] = [
     # the per-flavour pieces each source imports
     (r"\._async_namespaces", "._namespaces"),
-    (r"\._async_io", "._sync_io"),
     # AsyncClient, AsyncIterator, AsyncWebhooks, httpx.AsyncBaseTransport...
     (r"Async([A-Z]\w*)", r"\1"),
     (r"async def", "def"),
     (r"async with", "with"),
-    (r"async for", "for"),
     (r"await ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
     (r"aclose", "close"),
-    (r"aiter_raw", "iter_raw"),
     (r"aiterate", "iterate"),
     (r"Awaitable\[None\]", "None"),
     (r"import anyio", "import time"),
