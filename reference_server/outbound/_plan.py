@@ -119,7 +119,8 @@ class Plan:
 
     method: str
     target: Target
-    headers: tuple[tuple[str, str], ...]
+    #: As sent, ``Host`` and ``Content-Length`` included (``Connection`` added per pool).
+    headers: tuple[tuple[bytes, bytes], ...]
     content: bytes | None
     policy: OutboundPolicy
     started: float = attrs.field(factory=time.monotonic)
@@ -158,8 +159,14 @@ class Plan:
         method = method.upper()
         if content is None and method in _BODY_METHODS:
             content = b""
+        if content is not None:
+            kept.append(("Content-Length", str(len(content))))
         return cls(
-            method=method, target=target, headers=tuple(kept), content=content, policy=policy
+            method=method,
+            target=target,
+            headers=tuple((name.encode(), value.encode()) for name, value in kept),
+            content=content,
+            policy=policy,
         )
 
     # -- resolution ---------------------------------------------------------------------
@@ -187,30 +194,32 @@ class Plan:
     def tls(self) -> ssl.SSLContext:
         return self.policy.tls or default_tls_context()
 
-    def send_headers(self, *, keep_alive: bool) -> list[tuple[str, str]]:
-        """The headers to send.  Without ``keep_alive`` (a pool used for this request
-        alone) the server is told the connection carries one request."""
-        return [*self.headers] if keep_alive else [*self.headers, ("Connection", "close")]
-
-    def url(self) -> httpcore.URL:
-        """The URL as checked, with the *name*: httpcore's TLS sends it as SNI and
-        verifies the certificate against it; the network backend under the pool
-        (:class:`~._pool.AsyncPinnedClients`) connects to the checked address instead of
-        resolving it, so there is no second DNS lookup to rebind."""
+    def request(self, *, keep_alive: bool) -> httpcore.Request:
+        """The request for httpcore, its URL on the checked *name*: httpcore's TLS sends
+        it as SNI and verifies the certificate against it, while the network backend
+        under the pool (:class:`~._pool.AsyncPinnedClients`) connects to the checked
+        address instead of resolving it, so there is no second lookup to rebind.  Without
+        ``keep_alive`` (a pool used for this request alone) the server is told the
+        connection carries one request.  Each timeout is bounded by the time left."""
         target = self.target
-        return httpcore.URL(
+        url = httpcore.URL(
             scheme=target.scheme.encode(),
             host=target.host.encode(),
             port=target.port,
             target=target.path.encode(),
         )
-
-    def timeouts(self) -> dict[str, dict[str, float]]:
-        """httpcore's ``timeout`` extension, each bounded by the time left."""
+        headers = [*self.headers] if keep_alive else [*self.headers, (b"Connection", b"close")]
         budget = max(self.remaining(), 0.001)
         read = min(self.policy.read_timeout, budget)
         connect = min(self.policy.connect_timeout, budget)
-        return {"timeout": {"connect": connect, "read": read, "write": read, "pool": read}}
+        timeouts = {"connect": connect, "read": read, "write": read, "pool": read}
+        return httpcore.Request(
+            self.method,
+            url,
+            headers=headers,
+            content=self.content,
+            extensions={"timeout": timeouts},
+        )
 
     def next_address_worth_trying(self, exc: httpcore.ConnectError) -> bool:
         """Whether a failed connect may fall through to the host's next checked address.

@@ -46,18 +46,13 @@ async def _read_capped(response: httpcore.Response, cap: int) -> tuple[bytes, bo
 async def _exchange(
     plan: Plan, pools: AsyncPinnedClients, ip: str, deadline: anyio.CancelScope
 ) -> OutboundResponse:
-    async with (
-        pools.pool(plan, ip) as pool,
-        pool.stream(
-            plan.method,
-            plan.url(),
-            headers=plan.send_headers(keep_alive=pools.keep_alive),
-            content=plan.content,
-            extensions=plan.timeouts(),
-        ) as response,
-    ):
-        body, truncated = await _read_capped(response, plan.policy.max_response_bytes)
-        deadline.deadline = math.inf  # the body is in: closing is not bound by the deadline
+    async with pools.pool(plan, ip) as pool:
+        response = await pool.handle_async_request(plan.request(keep_alive=pools.keep_alive))
+        try:
+            body, truncated = await _read_capped(response, plan.policy.max_response_bytes)
+            deadline.deadline = math.inf  # the body is in: closing is not bound by the deadline
+        finally:
+            await response.aclose()
     return plan.response(response, body, truncated, ip)
 
 
