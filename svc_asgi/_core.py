@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 import attrs
+from cachetools import LRUCache
 
 from svc import ReceiptVerification, Resource, SvcError
 from svc.money import format_amount
@@ -273,8 +274,8 @@ class GateCore:
         # The Paid outcome of a (cached verification, cached offer, source): reused while
         # both cache entries are the very same objects, so a repeat request builds nothing.
         # Both memos are LRU-bounded like the caches, so a full memo drops one cold entry.
-        self._paid: LruCache[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = (
-            LruCache(max_cache_entries, clock)
+        self._paid: LRUCache[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = (
+            LRUCache(max_cache_entries)
         )
         # check_header()'s decided requests: (resource, raw header) -> Paid, until the
         # earlier expiry of the two cached answers it rests on.
@@ -464,7 +465,7 @@ class GateCore:
         if memo is not None and memo[0] is verification and memo[1] is offer:
             return memo[2]
         paid = self._paid_outcome(verification, offer, source, ())
-        self._paid.put(key, (verification, offer, paid))
+        self._paid[key] = (verification, offer, paid)
         return paid
 
     async def _redeemed(
