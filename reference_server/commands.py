@@ -117,9 +117,7 @@ def _when_started(
 
 
 def _with_public_url(settings: Settings, url: str) -> Settings:
-    import attrs
-
-    return attrs.evolve(settings, public_url=url)
+    return settings.evolve(public_url=url)
 
 
 def _walk_demo(server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]) -> None:
