@@ -16,9 +16,9 @@ forged receipts cannot grow memory without limit, and cannot push out the hot en
 busy gate keeps using either: the bound evicts one cold entry at a time.
 
 Expiry is checked here, on top of ``LRUCache``, rather than by cachetools' ``TLRUCache``:
-a fresh hit took 1.2-2.3 us through ``TLRUCache.get`` and 0.3-0.5 us through
-:meth:`LruCache.get` in the same runs (``python bench/library_choices.py``, see
-docs/performance.md), and a gate makes one such lookup on every paid request.
+a fresh hit took 1.2-4.1 us through ``TLRUCache.get`` and 0.3-0.5 us through
+:meth:`LruCache.get`, 4-8 times as long in each run (``python bench/library_choices.py``,
+see docs/performance.md), and a gate makes one such lookup on every paid request.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ class LruCache(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         """The value if present and not expired, now the most recently used."""
-        entry = self._entries.get(key)
-        if entry is None:
+        try:  # one lookup on a hit (``LRUCache.get`` asks ``in`` first)
+            entry = self._entries[key]
+        except KeyError:
             return None
         if entry[0] <= self._clock():
             del self._entries[key]

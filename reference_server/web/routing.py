@@ -7,8 +7,8 @@ regular expression apiece: this app has 138 routes (each path bare and under
 101st.  Profiled (yappi, CPU clock) a pay-url made 303 ``Route.matches`` calls -- its own
 request and the facilitator's two -- the largest self time of any function in the server.
 Timed alone (``python bench/library_choices.py``, docs/performance.md): routing
-``/spend/pay-url`` took 73-126 us by the scan and 1.1-3.2 us by the index, ``/pay`` (the
-71st) 54-59 us and 2.5-2.8 us.
+``/spend/pay-url`` took 73-159 us by the scan and 1.1-3.3 us by the index, ``/pay`` (the
+71st) 54-104 us and 1.9-3.3 us, 20-65 times as long by the scan in each run.
 
 :class:`IndexedRouter` answers the same as Starlette's: a request for a path in its index
 is tried against only the routes whose patterns match that very path, in their order
