@@ -173,11 +173,8 @@ def _all_modules() -> dict[str, Path]:
     return modules
 
 
-def _type_checking(node: ast.AST) -> bool:
-    """``if TYPE_CHECKING:`` (bare or as ``typing.TYPE_CHECKING``)."""
-    if not isinstance(node, ast.If):
-        return False
-    test = node.test
+def _type_checking(test: ast.expr) -> bool:
+    """An ``if``'s test that is ``TYPE_CHECKING`` (bare or as ``typing.TYPE_CHECKING``)."""
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
@@ -193,8 +190,8 @@ def _runtime_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str
     pending: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path))]
     while pending:
         node = pending.pop()
-        if _type_checking(node):
-            pending.extend(node.orelse)  # type: ignore[attr-defined]
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            pending.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
