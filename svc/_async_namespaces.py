@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from . import _endpoints as ep
-from ._endpoints import (
+from ._convert import (
     Amount,
     ConnectType,
     Metadata,
@@ -172,7 +172,9 @@ class AsyncSellers(_Namespace):
         the owner (owner JWT).
         """
         spec = ep.sellers_enable_payments(
-            processor_profile_id, payout_wallet_address, seller_id=seller_id
+            processor_profile_id=processor_profile_id,
+            payout_wallet_address=payout_wallet_address,
+            seller_id=seller_id,
         )
         return await self._client._request(spec, options)
 

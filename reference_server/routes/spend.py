@@ -15,6 +15,7 @@ from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS"]
@@ -208,6 +209,10 @@ ENDPOINTS = [
         handler=balance,
         auth=Role.WALLET,
         response=SpendBalance,
+        sdk=Sdk(
+            "spend.balance",
+            doc="""Prepaid balance, policy and what is left of the allowance and budget.""",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -228,6 +233,12 @@ ENDPOINTS = [
             "budget_exceeded",
             "rail_not_allowed",
         ),
+        sdk=Sdk(
+            "pay",
+            "*, resource_id: str | None = None, destination: str | None = None, "
+            "amount: Amount | None = None",
+            build="pay_body",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -235,5 +246,10 @@ ENDPOINTS = [
         handler=resolve,
         auth=Role.WALLET,
         response=HandleResolution,
+        sdk=Sdk(
+            "handles.resolve",
+            "destination: str",
+            doc="""Check a transfer destination before paying it (wallet key).""",
+        ),
     ),
 ]

@@ -1,0 +1,390 @@
+"""The SDK's request specs and namespaces, generated from the route table.
+
+    python -m reference_server.sdk_codegen           # write the SDK's generated files
+    python -m reference_server.sdk_codegen --check   # exit 1 if one is out of date
+
+Every route the SDK calls declares it beside its ``Endpoint`` (``sdk=Sdk(...)``,
+:mod:`.web.sdk`): the SDK's name and signature, where the route table cannot say them.
+The method, path, credential, body class, answer and paging come from the ``Endpoint``.
+From each this writes one function of ``svc/_endpoints.py`` returning the call's
+``RequestSpec``, and one method of a namespace class in ``svc/_async_namespaces.py`` (plus
+``<method>_all`` for a list) sending it; ``python -m tests.unasync`` then writes the
+blocking namespaces from that.  What a conversion needs beyond a field's type is a
+hand-written function of ``svc/_convert.py``, named by the route (``Sdk(build=...)``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import typing
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from pathlib import Path
+
+import attrs
+
+from .app import served
+from .generated import checking, refresh
+from .web.auth import Role
+from .web.endpoint import Endpoint
+from .web.sdk import Sdk
+
+__all__ = ["ROOT", "Call", "calls", "endpoints_module", "main"]
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMAND = "python -m reference_server.sdk_codegen"
+ENDPOINTS = "svc/_endpoints.py"
+NAMESPACES = "svc/_async_namespaces.py"
+#: The owner dashboard's twins of the seller routes live under this path.
+OWNER_ROOT = "/sellers/{seller_id}"
+SELLER_ROOT = "/sellers/me"
+
+#: Each namespace's class docstring, in the order the classes are written.
+NAMESPACE_DOCS = {
+    "owners": "Owner sign-up (``POST /owners``), where the server has it enabled.",
+    "sellers": "Seller accounts: owner routes (create, list) and seller-key routes "
+    "(``/sellers/me``).",
+    "connect": """The seller's payout account at the processor (Connect): onboarding, readiness, the
+    payout dashboard and auto payout.
+
+    Seller key; every method also takes ``seller_id`` to act on one of the owner's sellers
+    through the owner dashboard (owner JWT).  No call completes onboarding: hand the
+    ``onboard_url`` of :meth:`onboard` to a human, then :meth:`sync`.
+    """,
+    "withdrawals": """Seller balance out to the payout account: ``pending`` ->
+    ``in_transit`` -> ``paid``, or ``failed`` (the money is back in the balance).
+
+    Seller key; every method also takes ``seller_id`` for one of the owner's sellers
+    (owner JWT).  Withdrawals need ``payouts_enabled`` (see :class:`AsyncConnect`).
+    """,
+    "resources": "Priced resources (SKUs) of the seller the seller key belongs to.",
+    "directory": """The directory: resources their sellers listed, in the client's
+    environment.  No credential is needed (none is sent).""",
+    "wallet_keys": """Wallet keys (``svc_vw_*``) of the owner: mint, inspect, change policy,
+    fund, revoke.
+
+    Owner JWT; the client's ``environment`` picks Test or Live keys.  Amounts are
+    ``Decimal``, ``str`` or ``int``, never ``float``.
+    """,
+    "top_ups": """Money in: the owner pays their account wallet from a wallet they control
+    (owner JWT).
+
+    ``POST /owners/me/top-ups`` answers 402 with an x402 ``PAYMENT-REQUIRED`` and an MPP
+    ``WWW-Authenticate: Payment`` challenge paying the environment's deposit address (Test:
+    the sandbox chain; pay from a faucet wallet).  The same request retried with the
+    credential answers the settled :class:`~svc.TopUp`, credited to the account wallet.
+    """,
+    "spend": "The wallet key's (``svc_vw_*``) spending: what is left, and paying any 402 URL.",
+    "handles": "Handles (``@name``): ledger addresses of an owner's account wallet.",
+    "access": "Receipt checks for sellers; the route is public.",
+    "gates": """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
+    the service.
+
+    A gate in front of the seller's app gets the x402 / MPP challenge for an unpaid
+    request with :meth:`challenge`, verifies and claims a presented credential with
+    :meth:`redeem`, serves the request, then :meth:`settle` s the claim when the answer
+    succeeded or :meth:`release` s it when it failed; the service holds every key and
+    settles, the app holds none.
+    """,
+    "webhooks": """Webhook endpoints of the owner (owner JWT), in the client's ``environment``.
+
+    An endpoint receives the signed events of its environment (all of them, or the
+    ``events`` it lists); check each delivery with :func:`svc.webhooks.verify`.
+    """,
+}
+
+
+@attrs.frozen
+class Param:
+    """One parameter of a generated signature."""
+
+    name: str
+    annotation: str
+    default: str | None
+    keyword: bool
+
+    def __str__(self) -> str:
+        text = f"{self.name}: {self.annotation}"
+        return text if self.default is None else f"{text} = {self.default}"
+
+
+@attrs.frozen
+class Call:
+    """One SDK call of a route: its ``Endpoint`` and its ``Sdk`` declaration."""
+
+    ep: Endpoint
+    sdk: Sdk
+
+    @property
+    def function(self) -> str:
+        """Its function in ``svc/_endpoints.py``: ``resources.list`` -> ``resources_list``."""
+        return self.sdk.name.replace(".", "_")
+
+    @property
+    def namespace(self) -> str | None:
+        return self.sdk.name.split(".")[0] if "." in self.sdk.name else None
+
+    @property
+    def method(self) -> str:
+        return self.sdk.name.rsplit(".", 1)[-1]
+
+    @property
+    def model(self) -> str:
+        if self.sdk.response is not None:
+            return self.sdk.response.__name__
+        if not isinstance(self.ep.response, type):
+            raise ValueError(f"{self.ep.method} {self.ep.path}: the SDK reads one answer model")
+        return self.ep.response.__name__
+
+    @property
+    def item(self) -> str:
+        """What a list's pages hold: its model's ``data`` items."""
+        data = typing.get_type_hints(self.ep.response)["data"]
+        return str(typing.get_args(data)[0].__name__)
+
+    @property
+    def path_names(self) -> list[str]:
+        """The path's parameters as the SDK names them."""
+        names = re.findall(r"{(\w+)}", self.ep.path)
+        return [self.sdk.path_names.get(name, name) for name in names]
+
+    @property
+    def path(self) -> str:
+        """The path template with the SDK's parameter names."""
+        names = self.sdk.path_names
+        return re.sub(r"{(\w+)}", lambda m: "{" + names.get(m[1], m[1]) + "}", self.ep.path)
+
+    def params(self) -> list[Param]:
+        """The signature: the declared ``params``, then paging's and ``seller_id``."""
+        tree = ast.parse(f"def f({self.sdk.params}): pass").body[0]
+        if not isinstance(tree, ast.FunctionDef):
+            raise TypeError("a signature parses as a function")
+        args = tree.args
+        positional = args.args
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        params = [
+            Param(arg.arg, _unparse(arg.annotation), _unparse(d) if d else None, keyword=False)
+            for arg, d in zip(positional, defaults, strict=True)
+        ]
+        if self.ep.paged:
+            params += [
+                Param("limit", "int | None", "None", keyword=True),
+                Param("starting_after", "str | None", "None", keyword=True),
+            ]
+        params += [
+            Param(arg.arg, _unparse(arg.annotation), _unparse(d) if d else None, keyword=True)
+            for arg, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+        ]
+        if self.sdk.owner:
+            params.append(Param("seller_id", "str | None", "None", keyword=True))
+        missing = set(self.path_names) - {p.name for p in params}
+        if missing:
+            raise ValueError(f"{self.sdk.name}: no parameter for the path's {sorted(missing)}")
+        return params
+
+    def spec_params(self) -> list[Param]:
+        """The request spec function's parameters: the namespace method's but ``sdk_only``."""
+        return [p for p in self.params() if p.name not in self.sdk.sdk_only]
+
+    def sent(self) -> list[Param]:
+        """The parameters the body (or a list's query) is made of."""
+        skip = {*self.path_names, "seller_id", *self.sdk.sdk_only}
+        return [p for p in self.params() if p.name not in skip]
+
+
+def _unparse(node: ast.expr | None) -> str:
+    if node is None:
+        raise ValueError("every SDK parameter is annotated")
+    return ast.unparse(node)
+
+
+def calls(endpoints: Sequence[Endpoint] | None = None) -> list[Call]:
+    """Every SDK call the route table declares, in its order."""
+    found = []
+    for ep in served() if endpoints is None else endpoints:
+        declared = () if ep.sdk is None else ep.sdk
+        for sdk in (declared,) if isinstance(declared, Sdk) else declared:
+            found.append(Call(ep, sdk))
+    return found
+
+
+# --- svc/_endpoints.py --------------------------------------------------------------------
+
+
+def _signature(params: list[Param]) -> str:
+    parts = [str(p) for p in params if not p.keyword]
+    keyword = [str(p) for p in params if p.keyword]
+    if keyword:
+        parts += ["*", *keyword]
+    return ", ".join(parts)
+
+
+def _body(call: Call) -> str | None:
+    """The ``json=`` expression, or ``None`` for a call that sends no body."""
+    sent = call.sent()
+    if call.sdk.build is not None:
+        return f"{call.sdk.build}({', '.join(f'{p.name}={p.name}' for p in sent)})"
+    if call.ep.body is None:
+        return None if call.ep.method == "DELETE" else "{}"
+    hints = typing.get_type_hints(call.ep.body, include_extras=False)
+    fields = []
+    for p in sent:
+        if p.name not in hints:
+            raise ValueError(f"{call.sdk.name}: {p.name} is no field of {call.ep.body.__name__}")
+        value = p.name
+        if Decimal in (hints[p.name], *typing.get_args(hints[p.name])):
+            value = f"positive({p.name})"
+            if p.default == "None":
+                value = f"None if {p.name} is None else {value}"
+        fields.append(f"{p.name}={value}")
+    return f"to_json({call.ep.body.__name__}({', '.join(fields)}))"
+
+
+def _spec_arguments(call: Call) -> list[str]:
+    ep = call.ep
+    args = [f'method="{ep.method}"']
+    if call.sdk.owner:
+        seller_path = call.path
+        owner_path = (
+            OWNER_ROOT + seller_path.removeprefix(SELLER_ROOT)
+            if seller_path.startswith(SELLER_ROOT)
+            else OWNER_ROOT + seller_path
+        )
+        extra = "".join(f", {name}={name}" for name in call.path_names)
+        args.append(f'**seller_route(seller_id, "{seller_path}", "{owner_path}"{extra})')
+    else:
+        args.append(f'path="{call.path}"')
+        if ep.auth is not None:
+            args.append(f"role=Role.{Role(ep.auth).name}")
+        if call.path_names:
+            pairs = ", ".join(f'"{name}": {name}' for name in call.path_names)
+            args.append(f"path_params={{{pairs}}}")
+    if ep.auth_optional:
+        args.append("role_optional=True")
+    if ep.writes:
+        body = _body(call)
+        if body is not None:
+            args.append(f"json={body}")
+    elif call.sdk.build is not None:
+        args.append(f"query={_body(call)}")
+    elif ep.paged:
+        args.append("query=page_query(limit, starting_after)")
+    if call.sdk.keep_null:
+        args.append("keep_null=True")
+    args.append(f"parse=as_model({call.model})")
+    return args
+
+
+def _function(call: Call) -> str:
+    params = _signature(call.spec_params())
+    arguments = ",\n        ".join(_spec_arguments(call))
+    return (
+        f"def {call.function}({params}) -> RequestSpec[{call.model}]:\n"
+        f'    """``{call.ep.method} {call.ep.path}``."""\n'
+        f"    return RequestSpec(\n        {arguments},\n    )\n"
+    )
+
+
+def _header(what: str) -> str:
+    return f"# Generated from the route table by `{COMMAND}` -- do not edit.\n{what}"
+
+
+_ENDPOINTS_DOC = '''"""Every route the SDK calls, as a function returning its ``RequestSpec``.
+
+The namespace classes of the sync and async clients only call these functions and send
+the result, so the route, credential, body and response model of an endpoint live in
+exactly one place: its ``Endpoint`` in the reference server's route table, from which
+this file is written.  Arguments are checked (:mod:`svc._convert`) before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._convert import *  # noqa: F403
+from ._models import *  # noqa: F403
+from ._spec import RequestSpec, Role, as_model
+from ._types import NOT_GIVEN, NotGiven
+from .bodies import *  # noqa: F403
+'''
+
+
+def endpoints_module(found: Sequence[Call]) -> str:
+    """The text of ``svc/_endpoints.py``."""
+    names = sorted(call.function for call in found)
+    body = "\n\n".join(_function(call) for call in found)
+    exported = "".join(f'    "{name}",\n' for name in names)
+    text = _header(_ENDPOINTS_DOC) + f"\n__all__ = [\n{exported}]\n\n\n{body}"
+    return _format(_explicit_imports(text), ENDPOINTS)
+
+
+def _explicit_imports(text: str) -> str:
+    """Replace each ``import *`` by the names the text uses from that module (read from
+    the SDK's files, not imported: the server uses no private ``svc`` module)."""
+    words = set(re.findall(r"\b\w+\b", text))
+    for module in ("_convert", "_models", "bodies"):
+        used = sorted(words & _exported(ROOT / "svc" / f"{module}.py") - {"__all__"})
+        words -= set(used)
+        line = f"from .{module} import *  # noqa: F403\n"
+        text = text.replace(line, f"from .{module} import {', '.join(used)}\n" if used else "")
+    return text
+
+
+def _exported(path: Path) -> set[str]:
+    """The names a module of the SDK defines or lists in ``__all__``."""
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                names |= set(ast.literal_eval(node.value)) if node.value else set()
+    return names
+
+
+def _format(text: str, filename: str) -> str:
+    text = _ruff(["check", "--fix-only", "--exit-zero", "--select", "I,F401"], text, filename)
+    return _ruff(["format"], text, filename)
+
+
+def _ruff(args: list[str], text: str, filename: str) -> str:
+    done = subprocess.run(  # noqa: S603 (this interpreter's ruff, fixed arguments)
+        [sys.executable, "-m", "ruff", *args, "--stdin-filename", filename, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ruff {' '.join(args)} failed on {filename}:\n{done.stderr}")
+    return done.stdout
+
+
+def _targets() -> Iterator[tuple[str, str]]:
+    found = calls()
+    yield ENDPOINTS, endpoints_module(found)
+
+
+def main(argv: list[str] | None = None) -> int:
+    check = checking(argv)
+    stale = [
+        name
+        for name, text in _targets()
+        if not refresh(ROOT / name, text, check=check, name=name, source="the route table")
+    ]
+    if check and stale:
+        print(f"out of date: {', '.join(stale)}; run `{COMMAND}`")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
