@@ -16,6 +16,7 @@ hand-written function of ``svc/_convert.py``, named by the route (``Sdk(build=..
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from .web.auth import Role
 from .web.endpoint import Endpoint
 from .web.sdk import Sdk
 
-__all__ = ["ROOT", "Call", "calls", "endpoints_module", "main"]
+__all__ = ["ROOT", "Call", "calls", "endpoints_module", "main", "namespaces_module"]
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python -m reference_server.sdk_codegen"
@@ -368,9 +369,116 @@ def _ruff(args: list[str], text: str, filename: str) -> str:
     return done.stdout
 
 
+# --- svc/_async_namespaces.py ------------------------------------------------------------
+
+
+_NAMESPACES_DOC = '''"""Endpoint namespaces of the clients (``client.sellers.me()``...).
+
+Each method builds its spec with ``_endpoints`` and sends it through the client, so every
+namespace is the same API on both clients by construction.  Both are generated: this
+file from the route table, ``_namespaces`` from this one by ``python -m tests.unasync``.
+Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, one
+attribute in ``_async_client``, then regenerate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from . import _endpoints as ep
+from ._async_send import AsyncRequester, send_top_up
+from ._convert import *  # noqa: F403
+from ._models import *  # noqa: F403
+from ._options import RequestOptions
+from ._paging import aiterate
+from ._types import NOT_GIVEN, NotGiven
+'''
+
+_NAMESPACE_BASE = """
+
+class _Namespace:
+    def __init__(self, client: AsyncRequester) -> None:
+        self._client = client
+"""
+
+
+def _class_name(namespace: str) -> str:
+    return "Async" + "".join(part.title() for part in namespace.split("_"))
+
+
+def _docstring(text: str, indent: str) -> str:
+    """A docstring as written in the class body: closing quotes on their own line after
+    several paragraphs."""
+    lines = inspect.cleandoc(text).split("\n")
+    body = lines[0] + "".join("\n" + (indent + line if line else "") for line in lines[1:])
+    closing = "\n" + indent if "" in lines else ""
+    return f'{indent}"""{body}{closing}"""\n'
+
+
+def _arguments(params: list[Param], **override: str) -> str:
+    """The call passing ``params`` on as they were taken."""
+    values = [override.get(p.name, p.name) for p in params]
+    return ", ".join(
+        f"{p.name}={value}" if p.keyword else value for p, value in zip(params, values, strict=True)
+    )
+
+
+def _method(call: Call) -> str:
+    params = call.params()
+    options = Param("options", "RequestOptions | None", "None", keyword=True)
+    signature = _signature([*params, options])
+    text = f"    async def {call.method}(self, {signature}) -> {call.model}:\n"
+    if call.sdk.doc:
+        text += _docstring(call.sdk.doc, " " * 8)
+    text += f"        spec = ep.{call.function}({_arguments(call.spec_params())})\n"
+    if call.sdk.send is None:
+        return text + "        return await self._client._request(spec, options)\n"
+    sent = ", ".join(f"{p.name}={p.name}" for p in params)
+    return text + f"        return await {call.sdk.send}(self._client, spec, options, {sent})\n"
+
+
+def _pager(call: Call) -> str:
+    """``<method>_all``: every item of a list, page by page."""
+    params = [p for p in call.params() if p.name != "starting_after"]
+    options = Param("options", "RequestOptions | None", "None", keyword=True)
+    signature = _signature([*params, options])
+    text = f"    def {call.method}_all(self, {signature}) -> AsyncIterator[{call.item}]:\n"
+    if call.sdk.all_doc:
+        text += _docstring(call.sdk.all_doc, " " * 8)
+    page = call.params()
+    arguments = _arguments([*page, options], starting_after="after")
+    return text + f"        return aiterate(lambda after: self.{call.method}({arguments}))\n"
+
+
+def _namespace_class(namespace: str, members: list[Call]) -> str:
+    text = f"class {_class_name(namespace)}(_Namespace):\n"
+    text += _docstring(NAMESPACE_DOCS[namespace], " " * 4)
+    for call in members:
+        text += "\n" + _method(call)
+        if call.ep.paged:
+            text += "\n" + _pager(call)
+    return text
+
+
+def namespaces_module(found: Sequence[Call]) -> str:
+    """The text of ``svc/_async_namespaces.py``."""
+    by_namespace: dict[str, list[Call]] = {name: [] for name in NAMESPACE_DOCS}
+    for call in found:
+        if call.namespace is not None:
+            by_namespace[call.namespace].append(call)
+    classes = [_namespace_class(name, members) for name, members in by_namespace.items()]
+    names = sorted(["AsyncRequester", *(_class_name(name) for name in by_namespace)])
+    exported = "".join(f'    "{name}",\n' for name in names)
+    text = _header(_NAMESPACES_DOC) + f"\n__all__ = [\n{exported}]\n{_NAMESPACE_BASE}"
+    text += "".join(f"\n\n{cls}" for cls in classes)
+    return _format(_explicit_imports(text), NAMESPACES)
+
+
 def _targets() -> Iterator[tuple[str, str]]:
     found = calls()
     yield ENDPOINTS, endpoints_module(found)
+    yield NAMESPACES, namespaces_module(found)
 
 
 def main(argv: list[str] | None = None) -> int:

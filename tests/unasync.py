@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {
     "svc/_async_client.py": "svc/_client.py",
     "svc/_async_namespaces.py": "svc/_namespaces.py",
+    "svc/_async_send.py": "svc/_send.py",
 }
 
 #: (regex, replacement), applied in order to every line.  A pattern that starts or ends
@@ -41,6 +42,7 @@ PAIRS = {
 SUBS: list[tuple[str, str]] = [
     # the per-flavour pieces each source imports
     (r"\._async_namespaces", "._namespaces"),
+    (r"\._async_send", "._send"),
     # AsyncClient, AsyncIterator, AsyncWebhooks, httpx.AsyncBaseTransport...
     (r"Async([A-Z]\w*)", r"\1"),
     (r"async def", "def"),
