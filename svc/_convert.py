@@ -424,26 +424,15 @@ def top_up_body(*, amount: Amount, method: str | None) -> dict[str, Any]:
 def pay_body(
     *, resource_id: str | None, destination: str | None, amount: Amount | None
 ) -> dict[str, Any]:
-    """A resource (``resource_id``) or a transfer (``destination``, ``amount``): exactly
-    one of the two forms; anything else is a ``ValueError`` before sending."""
-    body: Pay
-    if resource_id is not None:
-        if destination is not None or amount is not None:
-            raise ValueError(
-                "pay takes resource_id=... alone (the resource sets the price), or "
-                "destination=... with amount=..., not both"
-            )
-        body = Pay(resource_id=_text("resource_id", resource_id))
-    elif destination is not None:
-        if amount is None:
-            raise ValueError("a transfer to destination=... needs amount=...")
-        body = Pay(destination=_text("destination", destination), amount=positive(amount))
-    else:
-        raise ValueError(
-            "pay needs resource_id=... (pay a resource) or destination=... and amount=... "
-            "(transfer to a handle)"
+    """A resource (``resource_id``) or a transfer (``destination``, ``amount``): ``Pay``
+    refuses anything else with a ``ValueError`` before sending."""
+    return to_json(
+        Pay(
+            resource_id=None if resource_id is None else _text("resource_id", resource_id),
+            destination=None if destination is None else _text("destination", destination),
+            amount=None if amount is None else positive(amount),
         )
-    return to_json(body)
+    )
 
 
 def pay_url_body(*, url: str, method: PayUrlMethod, json: Any) -> dict[str, Any]:
@@ -553,8 +542,6 @@ def update_webhook_body(
 def _pay_url_body(url: str, method: str, json: Any, *, dry_run: bool | None = None) -> PayUrl:
     if method not in PAY_URL_METHODS:
         raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
-    if json is not None and method != "POST":
-        raise ValueError("a JSON body (json=...) is sent with method='POST' only")
     verb: PayUrlMethod = "POST" if method == "POST" else "GET"
     return PayUrl(url=_text("url", url), method=verb, json=json, dry_run=dry_run)
 

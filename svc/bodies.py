@@ -8,6 +8,11 @@ left out or sent as ``null`` means "not given", except where a route documents `
 "clear this".
 
 ``EXAMPLE`` on a class is the example the OpenAPI document shows.
+
+A rule across fields (``Pay``: a resource alone, or a destination with an amount) is
+written once, on its class, and raises :class:`BodyRuleError` when the body is built: the
+SDK raises it before sending, and the server (which builds every body it reads) answers
+its ``errors`` in the 422.
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ _METADATA = JsonObject(
         "credit_unit": {"type": "string", "maxLength": 64},
     },
 )
+
+
+class BodyRuleError(ValueError):
+    """Fields of a body that disagree.  ``str()`` says it to a Python caller; ``errors``
+    (``{"field", "message"}`` each) are what the server's 422 lists."""
+
+    def __init__(self, sentence: str, *errors: tuple[str, str]) -> None:
+        super().__init__(sentence)
+        self.errors = [{"field": field, "message": message} for field, message in errors]
 
 
 def to_json(body: Any) -> dict[str, Any]:
@@ -269,6 +283,29 @@ class Pay:
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"destination": "@weather-bot", "amount": "0.25"}
 
+    def __attrs_post_init__(self) -> None:
+        either = ("body", "needs either resource_id, or destination and amount")
+        if self.resource_id is not None:
+            errors = [either] if self.destination is not None else []
+            if self.amount is not None:
+                errors.append(("amount", "is the resource's price; send resource_id alone"))
+            if errors:
+                raise BodyRuleError(
+                    "pay takes resource_id=... alone (the resource sets the price), or "
+                    "destination=... with amount=..., not both",
+                    *errors,
+                )
+        elif self.destination is None:
+            raise BodyRuleError(
+                "pay needs resource_id=... (pay a resource) or destination=... and "
+                "amount=... (transfer to a handle)",
+                either,
+            )
+        elif self.amount is None:
+            raise BodyRuleError(
+                "a transfer to destination=... needs amount=...", ("amount", "is required")
+            )
+
 
 # --- access -------------------------------------------------------------------------------
 
@@ -454,6 +491,13 @@ class PayUrl:
     )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"url": "https://api.example/v1/report", "method": "GET"}
+
+    def __attrs_post_init__(self) -> None:
+        if self.json is not None and self.method != "POST":
+            raise BodyRuleError(
+                "a JSON body (json=...) is sent with method='POST' only",
+                ("json", "is sent with method POST only (a GET has no body)"),
+            )
 
 
 # --- gate rails ---------------------------------------------------------------------------
