@@ -291,20 +291,18 @@ class Pay:
                 errors.append(("amount", "is the resource's price; send resource_id alone"))
             if errors:
                 raise BodyRuleError(
-                    "pay takes resource_id=... alone (the resource sets the price), or "
-                    "destination=... with amount=..., not both",
+                    "pay takes resource_id alone (the resource sets the price), or "
+                    "destination with amount, not both",
                     *errors,
                 )
         elif self.destination is None:
             raise BodyRuleError(
-                "pay needs resource_id=... (pay a resource) or destination=... and "
-                "amount=... (transfer to a handle)",
+                "pay needs resource_id (pay a resource) or destination and amount "
+                "(transfer to a handle)",
                 either,
             )
         elif self.amount is None:
-            raise BodyRuleError(
-                "a transfer to destination=... needs amount=...", ("amount", "is required")
-            )
+            raise BodyRuleError("a transfer to destination needs amount", ("amount", "is required"))
 
 
 # --- access -------------------------------------------------------------------------------
@@ -495,7 +493,7 @@ class PayUrl:
     def __attrs_post_init__(self) -> None:
         if self.json is not None and self.method != "POST":
             raise BodyRuleError(
-                "a JSON body (json=...) is sent with method='POST' only",
+                "a JSON body (json) is sent with method POST only",
                 ("json", "is sent with method POST only (a GET has no body)"),
             )
 

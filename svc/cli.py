@@ -23,6 +23,7 @@ from ._client import Client
 from ._errors import APIError, SvcError
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
+from .bodies import BodyRuleError
 from .money import AmountError
 from .wire import unstructure
 
@@ -112,6 +113,8 @@ def _run(
     except AmountError as exc:
         # Refused before sending (the SDK's own amount check): a usage error, not a crash.
         raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
+    except BodyRuleError as exc:  # the body's own rule across its fields (svc.bodies)
+        raise click.UsageError(str(exc)) from None
 
 
 def _in_cli_terms(exc: SvcError) -> str:
@@ -559,12 +562,13 @@ def _add_payment_commands(cli: click.Group) -> None:
         ctx: Any, /, resource_id: str | None, destination: str | None, amount: str | None
     ) -> None:
         """Pay a resource on the ledger (wallet key), or a handle with --destination."""
-        if resource_id is not None:
-            _run(ctx, lambda c: c.pay(resource_id=resource_id))
-        elif destination is not None and amount is not None:
-            _run(ctx, lambda c: c.pay(destination=destination, amount=amount))
-        else:
-            raise click.UsageError("give RESOURCE_ID, or --destination and --amount")
+        # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
+        form: dict[str, Any] = {
+            "resource_id": resource_id,
+            "destination": destination,
+            "amount": amount,
+        }
+        _run(ctx, lambda c: c.pay(**form))
 
     @cli.command("pay-url")
     @click.argument("url")

@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 from ._async_client import AsyncClient
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
+from .bodies import BodyRuleError
 from .wire import unstructure
 
 try:
@@ -117,7 +118,7 @@ async def _call(
         raise _fail(
             f"{exc.code} ({exc.status}): {exc.message} [request_id={exc.request_id}]"
         ) from None
-    except SvcError as exc:
+    except (SvcError, BodyRuleError) as exc:  # BodyRuleError: refused before sending
         raise _fail(str(exc)) from None
 
 
@@ -348,13 +349,13 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         """Pay on the service ledger (wallet key): an in-service resource by
         ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
         returned ``receipt_id`` to the gate in X-Svc-Receipt."""
-        if resource_id is not None:
-            if destination is not None or amount is not None:
-                raise _fail("give resource_id alone, or destination and amount")
-            return await _call(factory, ctx, lambda c: c.pay(resource_id=resource_id))
-        to = _need(destination, "destination", "pay")
-        value = _need(amount, "amount", "pay")
-        return await _call(factory, ctx, lambda c: c.pay(destination=to, amount=value))
+        # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
+        form: dict[str, Any] = {
+            "resource_id": resource_id,
+            "destination": destination,
+            "amount": amount,
+        }
+        return await _call(factory, ctx, lambda c: c.pay(**form))
 
     @server.tool()
     async def svc_pay_url(
