@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import subprocess
 import sys
 import typing
 from collections.abc import Iterator, Sequence
@@ -28,14 +27,13 @@ from pathlib import Path
 import attrs
 
 from .app import served
-from .generated import checking, refresh
+from .generated import ROOT, checking, formatted, refresh
 from .web.auth import Role
 from .web.endpoint import Endpoint
 from .web.sdk import Sdk
 
 __all__ = ["ROOT", "Call", "calls", "endpoints_module", "main", "namespaces_module"]
 
-ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python -m reference_server.sdk_codegen"
 ENDPOINTS = "svc/_endpoints.py"
 NAMESPACES = "svc/_async_namespaces.py"
@@ -202,14 +200,25 @@ def _unparse(node: ast.expr | None) -> str:
     return ast.unparse(node)
 
 
-def calls(endpoints: Sequence[Endpoint] | None = None) -> list[Call]:
+def calls() -> list[Call]:
     """Every SDK call the route table declares, in its order."""
+    served_routes = served()
     found = []
-    for ep in served() if endpoints is None else endpoints:
+    for ep in served_routes:
         declared = () if ep.sdk is None else ep.sdk
         for sdk in (declared,) if isinstance(declared, Sdk) else declared:
             found.append(Call(ep, sdk))
+    routes = {(ep.method, ep.path) for ep in served_routes}
+    for call in found:
+        if call.sdk.owner and (call.ep.method, _owner_path(call.ep.path)) not in routes:
+            raise ValueError(f"{call.sdk.name}: no owner dashboard twin of {call.ep.path}")
     return found
+
+
+def _owner_path(path: str) -> str:
+    """The owner dashboard's twin of a seller route: ``/sellers/me/x`` (or ``/x``) is
+    ``/sellers/{seller_id}/x``."""
+    return OWNER_ROOT + (path.removeprefix(SELLER_ROOT) if path.startswith(SELLER_ROOT) else path)
 
 
 # --- svc/_endpoints.py --------------------------------------------------------------------
@@ -248,14 +257,9 @@ def _spec_arguments(call: Call) -> list[str]:
     ep = call.ep
     args = [f'method="{ep.method}"']
     if call.sdk.owner:
-        seller_path = call.path
-        owner_path = (
-            OWNER_ROOT + seller_path.removeprefix(SELLER_ROOT)
-            if seller_path.startswith(SELLER_ROOT)
-            else OWNER_ROOT + seller_path
-        )
+        paths = f'"{call.path}", "{_owner_path(call.path)}"'
         extra = "".join(f", {name}={name}" for name in call.path_names)
-        args.append(f'**seller_route(seller_id, "{seller_path}", "{owner_path}"{extra})')
+        args.append(f"**seller_route(seller_id, {paths}{extra})")
     else:
         args.append(f'path="{call.path}"')
         if ep.auth is not None:
@@ -320,14 +324,14 @@ def endpoints_module(found: Sequence[Call]) -> str:
     body = "\n\n".join(_function(call) for call in found)
     exported = "".join(f'    "{name}",\n' for name in names)
     text = _header(_ENDPOINTS_DOC) + f"\n__all__ = [\n{exported}]\n\n\n{body}"
-    return _format(_explicit_imports(text), ENDPOINTS)
+    return formatted(_explicit_imports(text), ENDPOINTS)
 
 
 def _explicit_imports(text: str) -> str:
     """Replace each ``import *`` by the names the text uses from that module (read from
     the SDK's files, not imported: the server uses no private ``svc`` module)."""
     words = set(re.findall(r"\b\w+\b", text))
-    for module in ("_convert", "_models", "bodies"):
+    for module in ("_async_send", "_convert", "_models", "bodies"):
         used = sorted(words & _exported(ROOT / "svc" / f"{module}.py") - {"__all__"})
         words -= set(used)
         line = f"from .{module} import *  # noqa: F403\n"
@@ -350,25 +354,6 @@ def _exported(path: Path) -> set[str]:
     return names
 
 
-def _format(text: str, filename: str) -> str:
-    text = _ruff(["check", "--fix-only", "--exit-zero", "--select", "I,F401"], text, filename)
-    return _ruff(["format"], text, filename)
-
-
-def _ruff(args: list[str], text: str, filename: str) -> str:
-    done = subprocess.run(  # noqa: S603 (this interpreter's ruff, fixed arguments)
-        [sys.executable, "-m", "ruff", *args, "--stdin-filename", filename, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ruff {' '.join(args)} failed on {filename}:\n{done.stderr}")
-    return done.stdout
-
-
 # --- svc/_async_namespaces.py ------------------------------------------------------------
 
 
@@ -387,7 +372,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from . import _endpoints as ep
-from ._async_send import AsyncRequester, send_top_up
+from ._async_send import *  # noqa: F403
 from ._convert import *  # noqa: F403
 from ._models import *  # noqa: F403
 from ._options import RequestOptions
@@ -472,7 +457,7 @@ def namespaces_module(found: Sequence[Call]) -> str:
     exported = "".join(f'    "{name}",\n' for name in names)
     text = _header(_NAMESPACES_DOC) + f"\n__all__ = [\n{exported}]\n{_NAMESPACE_BASE}"
     text += "".join(f"\n\n{cls}" for cls in classes)
-    return _format(_explicit_imports(text), NAMESPACES)
+    return formatted(_explicit_imports(text), NAMESPACES)
 
 
 def _targets() -> Iterator[tuple[str, str]]:

@@ -20,11 +20,10 @@ table holds only rules that are needed.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from reference_server.generated import checking, refresh
+from reference_server.generated import checking, formatted, refresh
 
 __all__ = ["PAIRS", "ROOT", "generate", "main"]
 
@@ -82,28 +81,13 @@ def _unasync(text: str, used: set[int]) -> str:
     return "".join(lines)
 
 
-def _ruff(args: list[str], text: str, filename: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", *args, "--stdin-filename", filename, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ruff {' '.join(args)} failed on {filename}:\n{done.stderr}")
-    return done.stdout
-
-
 def generate(source: str, target: str, used: set[int] | None = None) -> str:
     """The text ``target`` must hold: ``source`` unasynced, imports fixed, formatted."""
     text = _header(source) + _unasync(
         (ROOT / source).read_text(), used if used is not None else set()
     )
-    # I: the imports sort differently once renamed; F401: Awaitable & co. are left unused
-    text = _ruff(["check", "--fix-only", "--exit-zero", "--select", "I,F401"], text, target)
-    return _ruff(["format"], text, target)
+    # the imports sort differently once renamed; Awaitable & co. are left unused
+    return formatted(text, target)
 
 
 def main(argv: list[str] | None = None) -> int:
