@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ._models import Capabilities, Health, ResourceMetadata
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
@@ -20,20 +20,26 @@ from ._types import NOT_GIVEN, NotGiven
 from .bodies import (
     ClaimHandle,
     ConnectOnboard,
+    ConnectType,
     CreateTopUp,
     CreateWalletKey,
     CreateWebhook,
     Pay,
     PayUrl,
+    PayUrlMethod,
+    Period,
     RedeemCredential,
     ReleaseClaim,
     RequestChallenge,
+    ResourceKind,
+    ResourceMethod,
     SettleClaim,
     UpdateConnect,
     UpdateWalletKey,
     UpdateWebhook,
     VerifyReceipt,
     WalletKeyPolicy,
+    WebhookStatus,
     to_json,
 )
 from .money import format_amount, parse_amount
@@ -91,22 +97,13 @@ __all__ = [
 Amount = Decimal | str | int
 #: Resource metadata as a plain dict or the typed model.
 Metadata = Mapping[str, Any] | ResourceMetadata
-ResourceKind = Literal["http", "mcp"]
-ResourceMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
-#: How often a wallet key's ``allowance`` resets; ``"none"``: it never does.
-Period = Literal["day", "week", "month", "none"]
-PERIODS: tuple[str, ...] = ("day", "week", "month", "none")
-#: What an owner may set a webhook endpoint to (``deleted`` is reached by deleting it).
-WebhookStatus = Literal["enabled", "disabled"]
-WEBHOOK_STATUSES: tuple[str, ...] = ("enabled", "disabled")
-#: The payout account's kind at the processor (``express`` when left out).
-ConnectType = Literal["express", "standard"]
-CONNECT_TYPES: tuple[str, ...] = ("express", "standard")
+#: The choices of the types above (from :mod:`svc.bodies`, which the server reads by).
+PERIODS: tuple[str, ...] = get_args(Period)
+WEBHOOK_STATUSES: tuple[str, ...] = get_args(WebhookStatus)
+CONNECT_TYPES: tuple[str, ...] = get_args(ConnectType)
+PAY_URL_METHODS: tuple[str, ...] = get_args(PayUrlMethod)
 #: Most items one page of any list holds (``limit``; the service's default is 20).
 MAX_PAGE_LIMIT = 100
-#: How ``pay-url`` requests the URL; a POST-only 402 needs ``POST`` and a JSON body.
-PayUrlMethod = Literal["GET", "POST"]
-PAY_URL_METHODS: tuple[str, ...] = ("GET", "POST")
 TextDocument = Literal["llms.txt", "llms-full.txt"]
 JSONDocument = Literal[".well-known/agent.json", "agent-openapi.json"]
 DiscoveryDocument = TextDocument | JSONDocument

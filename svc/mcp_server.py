@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 from ._async_client import AsyncClient
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
-from .bodies import BodyRuleError
+from .bodies import BodyRuleError, ConnectType, PayUrlMethod, ResourceKind
 from .wire import unstructure
 
 try:
@@ -224,7 +224,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         ctx: Context,
         action: Literal["list", "get", "create", "update", "deactivate"],
         resource_id: str | None = None,
-        kind: Literal["http", "mcp"] | None = None,
+        kind: ResourceKind | None = None,
         path: str | None = None,
         tool: str | None = None,
         amount: str | None = None,
@@ -361,7 +361,7 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
     async def svc_pay_url(
         ctx: Context,
         url: str,
-        method: Literal["GET", "POST"] = "GET",
+        method: PayUrlMethod = "GET",
         json: Any = None,
         dry_run: bool = False,
     ) -> Any:
@@ -382,7 +382,7 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         ctx: Context,
         action: Literal["onboard", "sync", "status", "login"],
         country: str | None = None,
-        type: Literal["express", "standard"] | None = None,
+        type: ConnectType | None = None,
     ) -> Any:
         """The seller's payout account (seller key).  onboard (needs ``country``, two
         letters such as "US"; ``type`` express by default) returns an ``onboard_url``
