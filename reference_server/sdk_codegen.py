@@ -96,6 +96,13 @@ NAMESPACE_DOCS = {
 }
 
 
+#: What every list's method and its pager say of paging, after their own docstring.
+PAGE_DOC = """One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+:meth:`{pager}`."""
+PAGER_DOC = "Pages of ``limit`` are fetched as the iteration reaches them."
+
+
 @attrs.frozen
 class Param:
     """One parameter of a generated signature."""
@@ -401,6 +408,10 @@ def _docstring(text: str, indent: str) -> str:
     return f'{indent}"""{body}{closing}"""\n'
 
 
+def _paragraphs(*texts: str) -> str:
+    return "\n\n".join(inspect.cleandoc(text) for text in texts if text)
+
+
 def _arguments(params: list[Param], **override: str) -> str:
     """The call passing ``params`` on as they were taken."""
     values = [override.get(p.name, p.name) for p in params]
@@ -414,8 +425,11 @@ def _method(call: Call) -> str:
     options = Param("options", "RequestOptions | None", "None", keyword=True)
     signature = _signature([*params, options])
     text = f"    async def {call.method}(self, {signature}) -> {call.model}:\n"
-    if call.sdk.doc:
-        text += _docstring(call.sdk.doc, " " * 8)
+    doc = call.sdk.doc
+    if call.ep.paged:
+        doc = _paragraphs(doc, PAGE_DOC.format(pager=f"{call.method}_all"))
+    if doc:
+        text += _docstring(doc, " " * 8)
     text += f"        spec = ep.{call.function}({_arguments(call.spec_params())})\n"
     if call.sdk.send is None:
         return text + "        return await self._client._request(spec, options)\n"
@@ -429,8 +443,7 @@ def _pager(call: Call) -> str:
     options = Param("options", "RequestOptions | None", "None", keyword=True)
     signature = _signature([*params, options])
     text = f"    def {call.method}_all(self, {signature}) -> AsyncIterator[{call.item}]:\n"
-    if call.sdk.all_doc:
-        text += _docstring(call.sdk.all_doc, " " * 8)
+    text += _docstring(_paragraphs(call.sdk.all_doc, PAGER_DOC), " " * 8)
     page = call.params()
     arguments = _arguments([*page, options], starting_after="after")
     return text + f"        return aiterate(lambda after: self.{call.method}({arguments}))\n"

@@ -370,11 +370,12 @@ class Resources(_Namespace):
         seller_id: str | None = None,
         options: RequestOptions | None = None,
     ) -> ResourceList:
-        """The seller's resources, oldest first, inactive ones included.
+        """The seller's resources, oldest first, inactive ones included.  With
+        ``seller_id``, that seller's of the owner (owner JWT).
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-        :meth:`list_all`.  With ``seller_id``, that seller's of the owner (owner JWT).
+        :meth:`list_all`.
         """
         spec = ep.resources_list(limit=limit, starting_after=starting_after, seller_id=seller_id)
         return self._client._request(spec, options)
@@ -476,7 +477,10 @@ class Directory(_Namespace):
         options: RequestOptions | None = None,
     ) -> Iterator[DirectoryEntry]:
         """Every entry of the directory (with the filters given), in the order of
-        :meth:`list`.  Pages of ``limit`` are fetched as the iteration reaches them."""
+        :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
         return iterate(
             lambda after: self.list(
                 limit=limit,
@@ -533,7 +537,8 @@ class WalletKeys(_Namespace):
         starting_after: str | None = None,
         options: RequestOptions | None = None,
     ) -> WalletKeyList:
-        """The owner's wallet keys in this environment, oldest first, revoked ones included.
+        """The owner's wallet keys in this environment, oldest first, revoked ones
+        included.
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
@@ -648,14 +653,22 @@ class TopUps(_Namespace):
         starting_after: str | None = None,
         options: RequestOptions | None = None,
     ) -> TopUpList:
-        """The owner's top-ups in this environment, newest first (one page)."""
+        """The owner's top-ups in this environment, newest first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
         spec = ep.top_ups_list(limit=limit, starting_after=starting_after)
         return self._client._request(spec, options)
 
     def list_all(
         self, *, limit: int | None = None, options: RequestOptions | None = None
     ) -> Iterator[TopUp]:
-        """Every top-up of the owner, in the order of :meth:`list`."""
+        """Every top-up of the owner, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
         return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     def get(self, top_up_id: str, *, options: RequestOptions | None = None) -> TopUp:
@@ -862,7 +875,8 @@ class Webhooks(_Namespace):
         starting_after: str | None = None,
         options: RequestOptions | None = None,
     ) -> WebhookEndpointList:
-        """The owner's endpoints in this environment, oldest first; deleted ones are gone.
+        """The owner's endpoints in this environment, oldest first; deleted ones are
+        gone.
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use

@@ -116,15 +116,9 @@ ENDPOINTS = [
             "*, kind: ResourceKind | None = None, q: str | None = None, "
             "max_amount: Amount | None = None",
             doc="""Listed, active resources, oldest first: of one ``kind``, whose description
-            contains ``q`` (case ignored), priced at most ``max_amount``, as given.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`list_all`.
-            """,
+            contains ``q`` (case ignored), priced at most ``max_amount``, as given.""",
             all_doc="""Every entry of the directory (with the filters given), in the order of
-            :meth:`list`.  Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            :meth:`list`.""",
             build="directory_query",
         ),
     ),

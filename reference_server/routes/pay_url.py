@@ -157,16 +157,8 @@ ENDPOINTS = [
         response=SpendAttemptList,
         sdk=Sdk(
             "spend.attempts",
-            doc="""The key's ``pay-url`` attempts, newest first, with their status and error.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`attempts_all`.
-            """,
-            all_doc="""Every ``pay-url`` attempt of the key, in the order of :meth:`attempts`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The key's ``pay-url`` attempts, newest first, with their status and error.""",
+            all_doc="""Every ``pay-url`` attempt of the key, in the order of :meth:`attempts`.""",
         ),
     ),
 ]

@@ -259,16 +259,8 @@ SELLER_ENDPOINTS = [
         sdk=Sdk(
             "withdrawals.list",
             owner=True,
-            doc="""The seller's withdrawals, newest first.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`list_all`.
-            """,
-            all_doc="""Every withdrawal of the seller, in the order of :meth:`list`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The seller's withdrawals, newest first.""",
+            all_doc="""Every withdrawal of the seller, in the order of :meth:`list`.""",
         ),
     ),
     Endpoint(

@@ -268,16 +268,9 @@ ENDPOINTS = [
         sdk=Sdk(
             "resources.list",
             owner=True,
-            doc="""The seller's resources, oldest first, inactive ones included.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`list_all`.  With ``seller_id``, that seller's of the owner (owner JWT).
-            """,
-            all_doc="""Every resource of the seller, in the order of :meth:`list`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The seller's resources, oldest first, inactive ones included.  With
+            ``seller_id``, that seller's of the owner (owner JWT).""",
+            all_doc="""Every resource of the seller, in the order of :meth:`list`.""",
         ),
     ),
     Endpoint(

@@ -144,16 +144,8 @@ ENDPOINTS = [
         response=SellerList,
         sdk=Sdk(
             "sellers.list",
-            doc="""The owner's sellers in this environment (owner JWT), oldest first.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`list_all`.
-            """,
-            all_doc="""Every seller of the owner, in the order of :meth:`list`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The owner's sellers in this environment (owner JWT), oldest first.""",
+            all_doc="""Every seller of the owner, in the order of :meth:`list`.""",
         ),
     ),
     Endpoint(

@@ -395,7 +395,7 @@ ENDPOINTS = [
         response=TopUpList,
         sdk=Sdk(
             "top_ups.list",
-            doc="""The owner's top-ups in this environment, newest first (one page).""",
+            doc="""The owner's top-ups in this environment, newest first.""",
             all_doc="""Every top-up of the owner, in the order of :meth:`list`.""",
         ),
     ),

@@ -298,16 +298,9 @@ ENDPOINTS = [
         response=WalletKeyList,
         sdk=Sdk(
             "wallet_keys.list",
-            doc="""The owner's wallet keys in this environment, oldest first, revoked ones included.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`list_all`.
-            """,
-            all_doc="""Every wallet key of the owner, in the order of :meth:`list`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The owner's wallet keys in this environment, oldest first, revoked ones
+            included.""",
+            all_doc="""Every wallet key of the owner, in the order of :meth:`list`.""",
         ),
     ),
     Endpoint(

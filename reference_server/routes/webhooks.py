@@ -314,16 +314,9 @@ ENDPOINTS = [
         response=WebhookEndpointList,
         sdk=Sdk(
             "webhooks.list",
-            doc="""The owner's endpoints in this environment, oldest first; deleted ones are gone.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`list_all`.
-            """,
-            all_doc="""Every endpoint of the owner, in the order of :meth:`list`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The owner's endpoints in this environment, oldest first; deleted ones are
+            gone.""",
+            all_doc="""Every endpoint of the owner, in the order of :meth:`list`.""",
         ),
     ),
     Endpoint(
@@ -383,16 +376,8 @@ ENDPOINTS = [
         sdk=Sdk(
             "webhooks.deliveries",
             "webhook_id: str",
-            doc="""The delivery log, newest first, each with its ``attempt_log``.
-
-            One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-            ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-            :meth:`deliveries_all`.
-            """,
-            all_doc="""Every delivery of the endpoint, in the order of :meth:`deliveries`.
-
-            Pages of ``limit`` are fetched as the iteration reaches them.
-            """,
+            doc="""The delivery log, newest first, each with its ``attempt_log``.""",
+            all_doc="""Every delivery of the endpoint, in the order of :meth:`deliveries`.""",
         ),
     ),
     Endpoint(
