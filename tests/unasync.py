@@ -1,7 +1,9 @@
 """Generate the blocking twins from their async sources: ``python -m tests.unasync``.
 
-The SDK client and its namespaces exist twice, once with ``async``/``await`` and once
-blocking.  Only the async file is written by hand; its twin is this script's output:
+The SDK client, its namespaces and their send helpers exist twice, once with
+``async``/``await`` and once blocking.  The async file is the source (the namespaces are
+themselves generated from the route table by ``python -m reference_server.sdk_codegen``);
+its twin is this script's output:
 every line goes through the substitution table below (whole words only), then ``ruff``
 sorts the imports, drops the ones left unused and formats it.  ``--check`` writes
 nothing and exits 1 if a generated file is not what its source gives (the test suite
