@@ -9,6 +9,7 @@ from ..domain import handles
 from ..web.auth import Role
 from ..web.endpoint import Call, Endpoint
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS"]
@@ -43,5 +44,11 @@ ENDPOINTS = [
         response=Handle,
         status=201,
         errors=("handle_taken",),
+        sdk=Sdk(
+            "handles.create",
+            "handle: str",
+            doc="""Claim ``handle`` (``"name"`` or ``"@name"``) for the owner (owner JWT).""",
+            build="handle_body",
+        ),
     ),
 ]

@@ -10,6 +10,7 @@ from ..web.auth import issue_owner_jwt
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 
 __all__ = ["ENDPOINTS"]
 
@@ -43,5 +44,10 @@ ENDPOINTS = [
         response=OwnerCreated,
         status=201,
         errors=("signup_disabled", "email_taken"),
+        sdk=Sdk(
+            "owners.create",
+            "email: str",
+            doc="""Create an owner; the returned ``owner_jwt`` authorizes the owner routes.""",
+        ),
     ),
 ]

@@ -18,6 +18,7 @@ from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -241,6 +242,22 @@ ENDPOINTS = [
         body=CreateResource,
         response=Resource,
         status=201,
+        sdk=Sdk(
+            "resources.create",
+            "*, kind: ResourceKind, amount: Amount, path: str | None = None, "
+            "tool: str | None = None, description: str | None = None, "
+            "metadata: Metadata | None = None, upstream_url: str | None = None, "
+            "listed: bool | None = None, method: ResourceMethod | None = None, "
+            "body_hint: Mapping[str, Any] | None = None",
+            doc="""Create an HTTP (``path``) or MCP (``tool``) SKU; agents pay its ``gate_url``.
+
+            ``amount`` is validated locally (no floats, at most 6 decimal places).  ``listed``
+            shows it in the directory; ``method`` sells one HTTP method only (any when left
+            out); ``body_hint`` is a JSON object callers copy with their own values (only with
+            ``method`` POST, PUT or PATCH).
+            """,
+            build="create_resource_body",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -248,6 +265,13 @@ ENDPOINTS = [
         handler=list_all,
         auth=Role.SELLER,
         response=ResourceList,
+        sdk=Sdk(
+            "resources.list",
+            owner=True,
+            doc="""The seller's resources, oldest first, inactive ones included.  With
+            ``seller_id``, that seller's of the owner (owner JWT).""",
+            all_doc="""Every resource of the seller, in the order of :meth:`list`.""",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -255,6 +279,10 @@ ENDPOINTS = [
         handler=get_one,
         auth=Role.SELLER,
         response=Resource,
+        sdk=Sdk(
+            "resources.get",
+            "resource_id: str",
+        ),
     ),
     Endpoint(
         method="PATCH",
@@ -264,6 +292,19 @@ ENDPOINTS = [
         idempotency="required",
         body=UpdateResource,
         response=Resource,
+        sdk=Sdk(
+            "resources.update",
+            "resource_id: str, *, path: str | None = None, tool: str | None = None, "
+            "amount: Amount | None = None, description: str | None = None, "
+            "metadata: Metadata | None = None, upstream_url: str | None = None, "
+            "listed: bool | None = None, active: bool | None = None, "
+            "method: ResourceMethod | NotGiven | None = NOT_GIVEN, body_hint: Mapping[str, "
+            "Any] | NotGiven | None = NOT_GIVEN",
+            doc="""Change the fields given; ``None`` leaves a field as it is, except ``method``
+            and ``body_hint``, which ``None`` clears (any method; no hint).""",
+            build="update_resource_body",
+            keep_null=True,
+        ),
     ),
     Endpoint(
         method="POST",
@@ -272,5 +313,11 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         response=Resource,
+        sdk=Sdk(
+            "resources.deactivate",
+            "resource_id: str",
+            doc="""Stop selling the resource (``active`` becomes false); its gate stops
+            unlocking.""",
+        ),
     ),
 ]

@@ -16,6 +16,7 @@ from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -129,11 +130,35 @@ ENDPOINTS = [
         body=CreateSeller,
         response=SellerCreated,
         status=201,
+        sdk=Sdk(
+            "sellers.create",
+            "name: str | None = None",
+            doc="""Create a seller (owner JWT).  Keep ``seller_key``: it is never shown again.""",
+        ),
     ),
     Endpoint(
-        method="GET", path="/sellers", handler=list_sellers, auth=Role.OWNER, response=SellerList
+        method="GET",
+        path="/sellers",
+        handler=list_sellers,
+        auth=Role.OWNER,
+        response=SellerList,
+        sdk=Sdk(
+            "sellers.list",
+            doc="""The owner's sellers in this environment (owner JWT), oldest first.""",
+            all_doc="""Every seller of the owner, in the order of :meth:`list`.""",
+        ),
     ),
-    Endpoint(method="GET", path="/sellers/me", handler=get_me, auth=Role.SELLER, response=Seller),
+    Endpoint(
+        method="GET",
+        path="/sellers/me",
+        handler=get_me,
+        auth=Role.SELLER,
+        response=Seller,
+        sdk=Sdk(
+            "sellers.me",
+            doc="""The seller the seller key belongs to.""",
+        ),
+    ),
     Endpoint(
         method="PATCH",
         path="/sellers/me/payments",
@@ -142,6 +167,17 @@ ENDPOINTS = [
         idempotency="optional",
         body=EnablePayments,
         response=Seller,
+        sdk=Sdk(
+            "sellers.enable_payments",
+            "*, processor_profile_id: str | None = None, payout_wallet_address: str | None = None",
+            owner=True,
+            doc="""Turn on MPP and x402 for the seller's gates; check ``mpp_enabled`` on the result.
+
+            With ``payout_wallet_address`` (EVM) open-rail USDC goes straight to that wallet
+            and the seller balance is not credited.  With ``seller_id``, for that seller of
+            the owner (owner JWT).
+            """,
+        ),
     ),
     Endpoint(
         method="GET",
@@ -149,6 +185,14 @@ ENDPOINTS = [
         handler=balance,
         auth=Role.SELLER,
         response=Balance,
+        sdk=Sdk(
+            "sellers.balance",
+            owner=True,
+            doc="""Balance and the payout readiness flags to check before a withdraw.
+
+            With ``seller_id``, that seller's of the owner (owner JWT).
+            """,
+        ),
     ),
     Endpoint(
         method="POST",
@@ -159,5 +203,10 @@ ENDPOINTS = [
         body=RecycleBalance,
         response=Recycled,
         errors=("insufficient_funds",),
+        sdk=Sdk(
+            "sellers.recycle",
+            "seller_id: str, amount: Amount | None = None",
+            doc="""Owner call: move seller balance (all, or ``amount``) into the account wallet.""",
+        ),
     ),
 ]

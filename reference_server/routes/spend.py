@@ -15,7 +15,8 @@ from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
-from ..web.validate import Fields, checked
+from ..web.sdk import Sdk
+from ..web.validate import checked
 
 __all__ = ["ENDPOINTS"]
 
@@ -28,22 +29,11 @@ def balance(call: Call) -> Reply:
 
 
 def _checked_pay(call: Call) -> tuple[Principal, Pay]:
-    """The payer and the body, its fields checked against each other."""
+    """The payer and the body (whose fields ``Pay`` itself checks against each other)."""
     agent = call.caller
-    b = call.input(Pay)
-    resource_id, destination, amount = b.resource_id, b.destination, b.amount
-    f = Fields.rules(call.body)
-    # A handle is paid the amount sent; a resource is paid its price, so none is sent.
-    if destination is not None and resource_id is None and amount is None:
-        f.error("amount", "is required")
-    if (resource_id is None) == (destination is None):
-        f.error("body", "needs either resource_id, or destination and amount")
-    if resource_id is not None and f.present("amount"):
-        f.error("amount", "is the resource's price; send resource_id alone")
-    f.done()
     if agent.subject_id is None:
         raise InvariantError("expected agent.subject_id is not None")
-    return agent, b
+    return agent, call.input(Pay)
 
 
 def pay(call: Call) -> Reply:
@@ -208,6 +198,10 @@ ENDPOINTS = [
         handler=balance,
         auth=Role.WALLET,
         response=SpendBalance,
+        sdk=Sdk(
+            "spend.balance",
+            doc="""Prepaid balance, policy and what is left of the allowance and budget.""",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -228,6 +222,12 @@ ENDPOINTS = [
             "budget_exceeded",
             "rail_not_allowed",
         ),
+        sdk=Sdk(
+            "pay",
+            "*, resource_id: str | None = None, destination: str | None = None, "
+            "amount: Amount | None = None",
+            build="pay_body",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -235,5 +235,10 @@ ENDPOINTS = [
         handler=resolve,
         auth=Role.WALLET,
         response=HandleResolution,
+        sdk=Sdk(
+            "handles.resolve",
+            "destination: str",
+            doc="""Check a transfer destination before paying it (wallet key).""",
+        ),
     ),
 ]

@@ -22,6 +22,7 @@ from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -274,6 +275,20 @@ ENDPOINTS = [
         body=CreateWalletKey,
         response=WalletKeyCreated,
         status=201,
+        sdk=Sdk(
+            "wallet_keys.create",
+            "name: str | None = None, *, allowance: Amount | None = None, "
+            "max_per_tx: Amount | None = None, budget: Amount | None = None, "
+            "period: Period | None = None, allowed_hosts: Sequence[str] | None = None, "
+            "allowed_rails: Sequence[str] | None = None",
+            doc="""Mint a key with a policy; limits left out (or ``None``) are unlimited.
+
+            ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
+            ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
+            never shown again.  A new key has no money until :meth:`fund`.
+            """,
+            build="create_wallet_key_body",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -281,6 +296,12 @@ ENDPOINTS = [
         handler=list_all,
         auth=Role.OWNER,
         response=WalletKeyList,
+        sdk=Sdk(
+            "wallet_keys.list",
+            doc="""The owner's wallet keys in this environment, oldest first, revoked ones
+            included.""",
+            all_doc="""Every wallet key of the owner, in the order of :meth:`list`.""",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -288,6 +309,11 @@ ENDPOINTS = [
         handler=get_one,
         auth=Role.OWNER,
         response=WalletKey,
+        sdk=Sdk(
+            "wallet_keys.get",
+            "wallet_key_id: str",
+            path_names={"key_id": "wallet_key_id"},
+        ),
     ),
     Endpoint(
         method="PATCH",
@@ -297,6 +323,22 @@ ENDPOINTS = [
         idempotency="optional",
         body=UpdateWalletKey,
         response=WalletKey,
+        sdk=Sdk(
+            "wallet_keys.update",
+            "wallet_key_id: str, *, name: str | NotGiven = NOT_GIVEN, "
+            "allowance: Amount | NotGiven | None = NOT_GIVEN, "
+            "max_per_tx: Amount | NotGiven | None = NOT_GIVEN, "
+            "budget: Amount | NotGiven | None = NOT_GIVEN, "
+            "period: Period | NotGiven = NOT_GIVEN, "
+            "allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN",
+            doc="""Change the fields given.  ``None`` removes that limit; a field left out is kept.
+
+            ``period="none"`` stops the allowance from resetting.
+            """,
+            build="update_wallet_key_body",
+            path_names={"key_id": "wallet_key_id"},
+        ),
     ),
     Endpoint(
         method="POST",
@@ -307,6 +349,13 @@ ENDPOINTS = [
         body=WalletKeyAmount,
         response=WalletKey,
         errors=("insufficient_funds", "wallet_key_revoked"),
+        sdk=Sdk(
+            "wallet_keys.fund",
+            "wallet_key_id: str, amount: Amount",
+            doc="""Add prepaid balance from the owner's account wallet (Test: instant sandbox
+            money).""",
+            path_names={"key_id": "wallet_key_id"},
+        ),
     ),
     Endpoint(
         method="POST",
@@ -317,6 +366,12 @@ ENDPOINTS = [
         body=WalletKeyAmount,
         response=WalletKey,
         errors=("insufficient_funds",),
+        sdk=Sdk(
+            "wallet_keys.refund",
+            "wallet_key_id: str, amount: Amount",
+            doc="""Move unspent balance back to the owner's account wallet.""",
+            path_names={"key_id": "wallet_key_id"},
+        ),
     ),
     Endpoint(
         method="POST",
@@ -325,5 +380,11 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         response=WalletKey,
+        sdk=Sdk(
+            "wallet_keys.revoke",
+            "wallet_key_id: str",
+            doc="""Stop the key for good; every later call with it is refused.""",
+            path_names={"key_id": "wallet_key_id"},
+        ),
     ),
 ]

@@ -37,6 +37,7 @@ from ..web.endpoint import Call, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -293,6 +294,17 @@ ENDPOINTS = [
         body=CreateWebhook,
         response=WebhookEndpointCreated,
         status=201,
+        sdk=Sdk(
+            "webhooks.create",
+            "url: str, *, events: Sequence[str] | None = None, description: str | None = None",
+            doc="""Register ``url`` (HTTPS; ``http://localhost`` outside production).
+
+            ``events`` limits it to those event types (see :meth:`events`); ``None``: every
+            event, including types added later.  Keep ``signing_secret``: it is never shown
+            again.  An ``Idempotency-Key`` is always sent, so a retried create registers once.
+            """,
+            build="create_webhook_body",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -300,6 +312,12 @@ ENDPOINTS = [
         handler=list_all,
         auth=Role.OWNER,
         response=WebhookEndpointList,
+        sdk=Sdk(
+            "webhooks.list",
+            doc="""The owner's endpoints in this environment, oldest first; deleted ones are
+            gone.""",
+            all_doc="""Every endpoint of the owner, in the order of :meth:`list`.""",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -307,6 +325,10 @@ ENDPOINTS = [
         handler=catalog,
         auth=Role.OWNER,
         response=EventCatalog,
+        sdk=Sdk(
+            "webhooks.events",
+            doc="""The event catalog: every event type the service emits, with what causes it.""",
+        ),
     ),
     Endpoint(
         method="PATCH",
@@ -316,6 +338,20 @@ ENDPOINTS = [
         idempotency="optional",
         body=UpdateWebhook,
         response=WebhookEndpoint,
+        sdk=Sdk(
+            "webhooks.update",
+            "webhook_id: str, *, events: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "description: str | NotGiven = NOT_GIVEN, "
+            "status: WebhookStatus | NotGiven = NOT_GIVEN",
+            doc="""Change the fields given; a field left out keeps its value.
+
+            ``events=None`` (sent as JSON ``null``) subscribes the endpoint to every event;
+            ``description=""`` clears the description; ``status="enabled"`` re-enables an
+            endpoint that was disabled (by you, or after failing deliveries).
+            """,
+            build="update_webhook_body",
+            keep_null=True,
+        ),
     ),
     Endpoint(
         method="DELETE",
@@ -323,6 +359,13 @@ ENDPOINTS = [
         handler=delete,
         auth=Role.OWNER,
         response=WebhookEndpoint,
+        sdk=Sdk(
+            "webhooks.delete",
+            "webhook_id: str",
+            doc="""Delete the endpoint: the result has ``status`` ``deleted``, its pending
+            deliveries are cancelled, and later calls with its id raise
+            :class:`~svc.NotFoundError`.""",
+        ),
     ),
     Endpoint(
         method="GET",
@@ -330,6 +373,12 @@ ENDPOINTS = [
         handler=deliveries,
         auth=Role.OWNER,
         response=DeliveryList,
+        sdk=Sdk(
+            "webhooks.deliveries",
+            "webhook_id: str",
+            doc="""The delivery log, newest first, each with its ``attempt_log``.""",
+            all_doc="""Every delivery of the endpoint, in the order of :meth:`deliveries`.""",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -337,6 +386,12 @@ ENDPOINTS = [
         handler=test,
         auth=Role.OWNER,
         response=Delivery,
+        sdk=Sdk(
+            "webhooks.test",
+            "webhook_id: str",
+            doc="""Send a signed sample ``payment.succeeded`` (``test: true``) now; returns its
+            delivery, with the receiver's answer in ``attempt_log``.""",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -344,5 +399,11 @@ ENDPOINTS = [
         handler=retry,
         auth=Role.OWNER,
         response=Delivery,
+        sdk=Sdk(
+            "webhooks.retry",
+            "webhook_id: str, delivery_id: str",
+            doc="""Send one delivery again now, whatever its state; the delivery keeps its ``id``
+            and the attempt joins its ``attempt_log``.""",
+        ),
     ),
 ]

@@ -51,6 +51,7 @@ from .group_commit import GroupCommit, Outcome
 from .json_body import read_json_body
 from .paging import FILTERS, PAGED, Filter
 from .responses import Reply, error_response, json_response, to_json_body
+from .sdk import Sdk
 from .validate import read_body
 
 __all__ = ["API_PREFIX", "Call", "Endpoint", "dispatch", "is_transient", "routes_for"]
@@ -215,6 +216,10 @@ class Endpoint:
     #: call, in order; the calls share one transaction): to decide the group in fewer
     #: statements than its calls one by one.  Without it, ``handler`` runs on each.
     group_handler: Callable[[list[Call]], list[Reply]] | None = None
+    #: How the SDK calls the route (:class:`.sdk.Sdk`; several: one route, several SDK
+    #: methods); ``None``: the SDK does not.  ``python -m reference_server.sdk_codegen``
+    #: writes the SDK's request specs and namespaces from it.
+    sdk: Sdk | tuple[Sdk, ...] | None = None
 
     @property
     def writes(self) -> bool:

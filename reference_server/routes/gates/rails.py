@@ -50,6 +50,7 @@ from ...web.auth import Principal, Role
 from ...web.endpoint import Call, Endpoint
 from ...web.errors import ApiError
 from ...web.responses import Reply
+from ...web.sdk import Sdk
 from ...web.text import first_forbidden
 from ...web.validate import Fields, checked
 
@@ -251,6 +252,13 @@ ENDPOINTS = [
         summary="Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an "
         "unpaid request {resource_id, method, url} to the seller's own gate; empty until "
         "payments are enabled.",
+        sdk=Sdk(
+            "gates.challenge",
+            "resource_id: str, *, method: str, url: str",
+            doc="""The 402's challenge headers for ``method`` ``url`` (absolute, as the client
+            addressed it); empty while the seller has not enabled payments.""",
+            build="gate_challenge_body",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -264,6 +272,14 @@ ENDPOINTS = [
         summary="Verify an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment credential "
         "{resource_id, method, url, headers} presented at the seller's own gate and claim "
         "it (nothing moves): settle the claim once the answer succeeded, or release it.",
+        sdk=Sdk(
+            "gates.redeem",
+            "resource_id: str, *, method: str, url: str, headers: Mapping[str, str]",
+            doc="""Verify the credential in ``headers`` (only ``PAYMENT-SIGNATURE`` and
+            ``Authorization: Payment …`` are sent) for the request ``method`` ``url`` and claim
+            it: a verified one comes back with ``claim`` set, nothing moved yet.""",
+            build="gate_redeem_body",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -276,6 +292,13 @@ ENDPOINTS = [
         summary="Settle a claimed open-rail credential {claim} whose answer succeeded "
         "(status below 400): paid with the receipt headers, or refused (nothing moved; "
         "withhold the answer and answer 402).",
+        sdk=Sdk(
+            "gates.settle",
+            "claim: str",
+            doc="""Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
+            answer's headers, or refused (nothing moved: withhold the answer, answer 402).""",
+            build="gate_settle_body",
+        ),
     ),
     Endpoint(
         method="POST",
@@ -287,5 +310,12 @@ ENDPOINTS = [
         errors=("not_found",),
         summary="Release a claimed open-rail credential {claim, reason, status} whose "
         "answer failed or never came: nothing is charged, payment.failed records why.",
+        sdk=Sdk(
+            "gates.release",
+            "claim: str, *, status: int | None = None, reason: str = 'answer_failed'",
+            doc="""Release a claim whose answer failed (``status``) or never came
+            (``reason="answer_missing"``): nothing is charged.""",
+            build="gate_release_body",
+        ),
     ),
 ]
