@@ -7,7 +7,7 @@ from svc.bodies import VerifyReceipt
 
 from ..domain import payments
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, OptionalAuth
 from ..web.responses import Reply
 
 __all__ = ["ENDPOINTS"]
@@ -33,9 +33,8 @@ ENDPOINTS = [
         method="POST",
         path="/access/verify",
         handler=verify,
-        auth=Role.SELLER,
-        auth_optional=True,
+        auth=OptionalAuth(Role.SELLER),
         body=VerifyReceipt,
-        response=ReceiptVerification,
+        contract=Contract(response=ReceiptVerification),
     ),
 ]

@@ -23,7 +23,7 @@ from svc import DirectoryEntry, DirectoryList
 from svc.money import AMOUNT_PATTERN, GRAMMAR_HINT, parse_amount
 
 from ..domain import open_rails, resources
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import Filter, PageRequest, paged
 from ..web.responses import Reply
 
@@ -108,7 +108,6 @@ ENDPOINTS = [
         method="GET",
         path="/directory",
         handler=list_directory,
-        response=DirectoryList,
-        errors=("invalid_environment",),
+        contract=Contract(response=DirectoryList, errors=("invalid_environment",)),
     ),
 ]

@@ -7,7 +7,7 @@ from svc.bodies import ClaimHandle
 
 from ..domain import handles
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.responses import Reply
 from ..web.validate import Fields, checked
 
@@ -40,8 +40,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=ClaimHandle,
-        response=Handle,
-        status=201,
-        errors=("handle_taken",),
+        contract=Contract(response=Handle, status=201, errors=("handle_taken",)),
     ),
 ]

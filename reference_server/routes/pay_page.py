@@ -49,7 +49,7 @@ from ..processor import checkout, uses_stripe
 from ..settings import Settings
 from ..store import tables as t
 from ..web import idempotency, pages
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow, Page
 from ..web.errors import ApiError
 
 __all__ = ["ENDPOINTS"]
@@ -521,7 +521,29 @@ def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
 
 
 ENDPOINTS = [
-    Endpoint(method="GET", path=_PATH, handler=pay_page, listed=False, page=True),
-    Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False, page=True),
-    Endpoint(method="GET", path=_PATH + "/done", handler=done, listed=False, page=True),
+    Endpoint(
+        method="GET",
+        path=_PATH,
+        handler=pay_page,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
+    Endpoint(
+        method="POST",
+        path=_PATH,
+        handler=pay,
+        run=Flow(),
+        body=RAW_BODY,
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
+    Endpoint(
+        method="GET",
+        path=_PATH + "/done",
+        handler=done,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
 ]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from functools import partial
 from urllib.parse import urlsplit
 
-from sqlalchemy import Connection
 from starlette.responses import Response
 
 from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
@@ -25,12 +24,12 @@ from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
-from ..domain.pay_url.hot_wallet import hot_wallet
-from ..invariant import InvariantError
+from ..domain.pay_url.hot_wallet import hot_wallet, known_hot_wallet
 from ..web import idempotency
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.paging import PageRequest, paged
+from ..web.pipeline import MakeFirst
 from ..web.responses import Reply, error_response, json_response, to_json_body
 from ..web.validate import Fields, checked
 
@@ -47,38 +46,30 @@ async def pay_url(call: Call) -> Response:
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded."""
-    prepared = call.prepared
-    if isinstance(prepared, flow.Job):
-        return _respond_quote(await flow.quote(prepared), call.request_id)
-    job, begun = prepared
+    started = call.started
+    if isinstance(started, flow.Job):
+        return _respond_quote(await flow.quote(started), call.request_id)
+    job, begun = started
     return _respond(await flow.pay(job, begun), call.request_id)
 
 
-def _prepare(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
-    """Blocking, in a worker thread before the handler: what a dry run needs, or the
-    attempt begun in the transaction that authenticates the caller (and loads the key).
-
-    The body as sent says which (``dry_run`` is a JSON ``true`` or it is not one: the
-    body's shape is checked, after the credential, in either transaction)."""
-    if call.body.get("dry_run") is True:
-        with call.ctx.db.read() as conn:
-            call.authenticate(conn)
-        order, _ = _order(call)
-        return _job(call, order)
-    return flow.begin(call.ctx, read=partial(_request, call), request_id=call.request_id)
-
-
-def _request(call: Call, conn: Connection) -> flow.PayRequest:
-    """Authenticate the caller with ``conn`` and read what they ask to pay."""
-    call.authenticate(conn)
-    if call.input(PayUrl).dry_run:
-        raise InvariantError("a dry run is prepared without beginning an attempt")
+def _start(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
+    """The flow's first step, in the transaction that authenticated the caller: what a
+    dry run needs, or that and the attempt begun."""
     order, fingerprint = _order(call)
-    return flow.PayRequest(
-        agent=_agent(call),
-        order=order,
-        idempotency_key=call.idempotency_key,
-        fingerprint=fingerprint,
+    agent = _agent(call)
+    wallet = known_hot_wallet(call.ctx, agent.environment)
+    if wallet is None:
+        # The first call of a process may create the sealed hot-wallet key, in a
+        # transaction of its own (or refuse, live with none configured).
+        raise MakeFirst(partial(hot_wallet, call.ctx, agent.environment))
+    job = flow.load_job(
+        call.ctx, call.conn, agent=agent, order=order, wallet=wallet, request_id=call.request_id
+    )
+    if call.input(PayUrl).dry_run:
+        return job
+    return job, flow.begin(
+        call.conn, job, idempotency_key=call.idempotency_key, fingerprint=fingerprint
     )
 
 
@@ -106,14 +97,6 @@ def _host(ctx: ServerContext, url: str) -> str:
     except outbound.OutboundRefused:  # refused again, and recorded, when probed
         parts = urlsplit(url)
         return (parts.netloc.rpartition("@")[2] or "?").lower()[:255]
-
-
-def _job(call: Call, order: Order) -> flow.Job:
-    """Load what a dry run needs for the authenticated wallet key (blocking)."""
-    agent = _agent(call)
-    hot_wallet(call.ctx, agent.environment)  # may write its key: before the read opens
-    with call.ctx.db.read() as conn:
-        return flow.load_job(call.ctx, conn, agent=agent, order=order, request_id=call.request_id)
 
 
 def _respond(answer: flow.Answer, request_id: str) -> Response:
@@ -157,7 +140,7 @@ ENDPOINTS = [
         path="/spend/attempts",
         handler=list_attempts,
         auth=Role.WALLET,
-        response=SpendAttemptList,
+        contract=Contract(response=SpendAttemptList),
     ),
 ]
 
@@ -166,29 +149,30 @@ PAY_URL = Endpoint(
     method="POST",
     path=PATH,
     handler=pay_url,
-    prepare=_prepare,
-    prepare_authenticates=True,
+    run=Flow(start=_start),
     auth=Role.WALLET,
     idempotency="optional",
     body=PayUrl,
-    response=(PayUrlResult, PayUrlQuote),
-    errors=(
-        # the wallet key's policy and balance
-        "insufficient_funds",
-        "max_per_tx_exceeded",
-        "allowance_exceeded",
-        "budget_exceeded",
-        "rail_not_allowed",
-        "host_not_allowed",
-        # the URL and its challenge
-        "url_not_allowed",
-        "not_payable",
-        "unsupported_challenge",
-        "upstream_refused",
-        "upstream_failed",
-        "upstream_unavailable",
-        "payment_unconfirmed",
-        "conflict",
-        "rails_not_configured",
+    contract=Contract(
+        response=(PayUrlResult, PayUrlQuote),
+        errors=(
+            # the wallet key's policy and balance
+            "insufficient_funds",
+            "max_per_tx_exceeded",
+            "allowance_exceeded",
+            "budget_exceeded",
+            "rail_not_allowed",
+            "host_not_allowed",
+            # the URL and its challenge
+            "url_not_allowed",
+            "not_payable",
+            "unsupported_challenge",
+            "upstream_refused",
+            "upstream_failed",
+            "upstream_unavailable",
+            "payment_unconfirmed",
+            "conflict",
+            "rails_not_configured",
+        ),
     ),
 )

@@ -23,7 +23,7 @@ from ..domain.payouts import PayoutProcessor, processor_for, withdrawals
 from ..domain.payouts import connect as accounts
 from ..invariant import InvariantError
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.validate import Fields
@@ -145,7 +145,7 @@ SELLER_ENDPOINTS = [
         path=f"{_ME}/connect",
         handler=connect_status,
         auth=Role.SELLER,
-        response=ConnectAccount,
+        contract=Contract(response=ConnectAccount),
     ),
     Endpoint(
         method="PATCH",
@@ -154,8 +154,7 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=UpdateConnect,
-        response=ConnectAccount,
-        errors=("conflict",),
+        contract=Contract(response=ConnectAccount, errors=("conflict",)),
     ),
     Endpoint(
         method="POST",
@@ -164,8 +163,7 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=ConnectOnboard,
-        response=ConnectOnboarding,
-        errors=("conflict", "payouts_unavailable"),
+        contract=Contract(response=ConnectOnboarding, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
         method="POST",
@@ -173,8 +171,7 @@ SELLER_ENDPOINTS = [
         handler=connect_sync,
         auth=Role.SELLER,
         idempotency="optional",
-        response=ConnectAccount,
-        errors=("conflict", "payouts_unavailable"),
+        contract=Contract(response=ConnectAccount, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
         method="POST",
@@ -182,8 +179,7 @@ SELLER_ENDPOINTS = [
         handler=connect_login,
         auth=Role.SELLER,
         idempotency="optional",
-        response=ConnectLogin,
-        errors=("conflict", "payouts_unavailable"),
+        contract=Contract(response=ConnectLogin, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
         method="POST",
@@ -192,23 +188,25 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="required",
         body=Withdraw,
-        response=Withdrawal,
-        status=201,
-        errors=("insufficient_funds", "payouts_not_enabled", "payouts_unavailable"),
+        contract=Contract(
+            response=Withdrawal,
+            status=201,
+            errors=("insufficient_funds", "payouts_not_enabled", "payouts_unavailable"),
+        ),
     ),
     Endpoint(
         method="GET",
         path=f"{_ME}/withdrawals",
         handler=list_withdrawals,
         auth=Role.SELLER,
-        response=WithdrawalList,
+        contract=Contract(response=WithdrawalList),
     ),
     Endpoint(
         method="GET",
         path=f"{_ME}/withdrawals/{{withdrawal_id}}",
         handler=get_withdrawal,
         auth=Role.SELLER,
-        response=Withdrawal,
+        contract=Contract(response=Withdrawal),
     ),
 ]
 
@@ -245,9 +243,8 @@ def owner_twin(ep: Endpoint, path: str) -> Endpoint:
         return handler(_as_seller(call))
 
     summary = ep.summary or (handler.__doc__ or "").strip().splitlines()[0]
-    return attrs.evolve(
-        ep, path=path, handler=run, auth=Role.OWNER, summary=f"Owner dashboard: {summary}"
-    )
+    contract = attrs.evolve(ep.contract, summary=f"Owner dashboard: {summary}")
+    return attrs.evolve(ep, path=path, handler=run, auth=Role.OWNER, contract=contract)
 
 
 def _find(endpoints: list[Endpoint], method: str, path: str) -> Endpoint:

@@ -14,7 +14,7 @@ from ..invariant import InvariantError
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..settings import Settings
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -239,22 +239,21 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=CreateResource,
-        response=Resource,
-        status=201,
+        contract=Contract(response=Resource, status=201),
     ),
     Endpoint(
         method="GET",
         path="/resources",
         handler=list_all,
         auth=Role.SELLER,
-        response=ResourceList,
+        contract=Contract(response=ResourceList),
     ),
     Endpoint(
         method="GET",
         path="/resources/{resource_id}",
         handler=get_one,
         auth=Role.SELLER,
-        response=Resource,
+        contract=Contract(response=Resource),
     ),
     Endpoint(
         method="PATCH",
@@ -263,7 +262,7 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="required",
         body=UpdateResource,
-        response=Resource,
+        contract=Contract(response=Resource),
     ),
     Endpoint(
         method="POST",
@@ -271,6 +270,6 @@ ENDPOINTS = [
         handler=deactivate,
         auth=Role.SELLER,
         idempotency="optional",
-        response=Resource,
+        contract=Contract(response=Resource),
     ),
 ]

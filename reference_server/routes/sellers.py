@@ -12,7 +12,7 @@ from svc.money import to_micros
 
 from ..domain import sellers
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -127,13 +127,22 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateSeller,
-        response=SellerCreated,
-        status=201,
+        contract=Contract(response=SellerCreated, status=201),
     ),
     Endpoint(
-        method="GET", path="/sellers", handler=list_sellers, auth=Role.OWNER, response=SellerList
+        method="GET",
+        path="/sellers",
+        handler=list_sellers,
+        auth=Role.OWNER,
+        contract=Contract(response=SellerList),
     ),
-    Endpoint(method="GET", path="/sellers/me", handler=get_me, auth=Role.SELLER, response=Seller),
+    Endpoint(
+        method="GET",
+        path="/sellers/me",
+        handler=get_me,
+        auth=Role.SELLER,
+        contract=Contract(response=Seller),
+    ),
     Endpoint(
         method="PATCH",
         path="/sellers/me/payments",
@@ -141,14 +150,14 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=EnablePayments,
-        response=Seller,
+        contract=Contract(response=Seller),
     ),
     Endpoint(
         method="GET",
         path="/sellers/me/balance",
         handler=balance,
         auth=Role.SELLER,
-        response=Balance,
+        contract=Contract(response=Balance),
     ),
     Endpoint(
         method="POST",
@@ -157,7 +166,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="required",
         body=RecycleBalance,
-        response=Recycled,
-        errors=("insufficient_funds",),
+        contract=Contract(response=Recycled, errors=("insufficient_funds",)),
     ),
 ]

@@ -12,7 +12,7 @@ from ..domain import handles, ledger, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Grouped
 from ..web.errors import ApiError
 from ..web.responses import Reply
 from ..web.validate import Fields, checked
@@ -207,26 +207,27 @@ ENDPOINTS = [
         path="/spend/balance",
         handler=balance,
         auth=Role.WALLET,
-        response=SpendBalance,
+        contract=Contract(response=SpendBalance),
     ),
     Endpoint(
         method="POST",
         path="/pay",
         handler=pay,
+        run=Grouped(),
         auth=Role.WALLET,
         idempotency="required",
-        group_commit=True,
-        group_handler=pay_group,
         body=Pay,
-        response=PayResult,
-        errors=(
-            "not_found",
-            "resource_inactive",
-            "insufficient_funds",
-            "max_per_tx_exceeded",
-            "allowance_exceeded",
-            "budget_exceeded",
-            "rail_not_allowed",
+        contract=Contract(
+            response=PayResult,
+            errors=(
+                "not_found",
+                "resource_inactive",
+                "insufficient_funds",
+                "max_per_tx_exceeded",
+                "allowance_exceeded",
+                "budget_exceeded",
+                "rail_not_allowed",
+            ),
         ),
     ),
     Endpoint(
@@ -234,6 +235,6 @@ ENDPOINTS = [
         path="/handles/resolve/{destination}",
         handler=resolve,
         auth=Role.WALLET,
-        response=HandleResolution,
+        contract=Contract(response=HandleResolution),
     ),
 ]

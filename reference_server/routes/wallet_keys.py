@@ -18,7 +18,7 @@ from ..invariant import InvariantError
 from ..store import tables as t
 from ..web import paging
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -272,22 +272,21 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateWalletKey,
-        response=WalletKeyCreated,
-        status=201,
+        contract=Contract(response=WalletKeyCreated, status=201),
     ),
     Endpoint(
         method="GET",
         path="/wallet-keys",
         handler=list_all,
         auth=Role.OWNER,
-        response=WalletKeyList,
+        contract=Contract(response=WalletKeyList),
     ),
     Endpoint(
         method="GET",
         path="/wallet-keys/{key_id}",
         handler=get_one,
         auth=Role.OWNER,
-        response=WalletKey,
+        contract=Contract(response=WalletKey),
     ),
     Endpoint(
         method="PATCH",
@@ -296,7 +295,7 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=UpdateWalletKey,
-        response=WalletKey,
+        contract=Contract(response=WalletKey),
     ),
     Endpoint(
         method="POST",
@@ -305,8 +304,7 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=WalletKeyAmount,
-        response=WalletKey,
-        errors=("insufficient_funds", "wallet_key_revoked"),
+        contract=Contract(response=WalletKey, errors=("insufficient_funds", "wallet_key_revoked")),
     ),
     Endpoint(
         method="POST",
@@ -315,8 +313,7 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=WalletKeyAmount,
-        response=WalletKey,
-        errors=("insufficient_funds",),
+        contract=Contract(response=WalletKey, errors=("insufficient_funds",)),
     ),
     Endpoint(
         method="POST",
@@ -324,6 +321,6 @@ ENDPOINTS = [
         handler=revoke,
         auth=Role.OWNER,
         idempotency="optional",
-        response=WalletKey,
+        contract=Contract(response=WalletKey),
     ),
 ]

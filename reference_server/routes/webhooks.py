@@ -33,7 +33,7 @@ from ..store import tables as t
 from ..timeutil import as_utc
 from ..web import paging
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -291,22 +291,21 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="required",
         body=CreateWebhook,
-        response=WebhookEndpointCreated,
-        status=201,
+        contract=Contract(response=WebhookEndpointCreated, status=201),
     ),
     Endpoint(
         method="GET",
         path="/webhooks",
         handler=list_all,
         auth=Role.OWNER,
-        response=WebhookEndpointList,
+        contract=Contract(response=WebhookEndpointList),
     ),
     Endpoint(
         method="GET",
         path="/webhooks/events",
         handler=catalog,
         auth=Role.OWNER,
-        response=EventCatalog,
+        contract=Contract(response=EventCatalog),
     ),
     Endpoint(
         method="PATCH",
@@ -315,34 +314,34 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=UpdateWebhook,
-        response=WebhookEndpoint,
+        contract=Contract(response=WebhookEndpoint),
     ),
     Endpoint(
         method="DELETE",
         path="/webhooks/{webhook_id}",
         handler=delete,
         auth=Role.OWNER,
-        response=WebhookEndpoint,
+        contract=Contract(response=WebhookEndpoint),
     ),
     Endpoint(
         method="GET",
         path="/webhooks/{webhook_id}/deliveries",
         handler=deliveries,
         auth=Role.OWNER,
-        response=DeliveryList,
+        contract=Contract(response=DeliveryList),
     ),
     Endpoint(
         method="POST",
         path="/webhooks/{webhook_id}/test",
         handler=test,
         auth=Role.OWNER,
-        response=Delivery,
+        contract=Contract(response=Delivery),
     ),
     Endpoint(
         method="POST",
         path="/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
         handler=retry,
         auth=Role.OWNER,
-        response=Delivery,
+        contract=Contract(response=Delivery),
     ),
 ]

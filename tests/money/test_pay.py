@@ -274,9 +274,9 @@ def test_bad_pay_bodies_are_422(server: LiveServer, body: dict[str, Any]) -> Non
 
 
 def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: Any) -> None:
-    """A payment runs in a group of its own first (``payments.pay_resources``); a
-    deadlock there runs it again alone (``payments.pay_resource``), and a deadlock there
-    once more runs that transaction again: paid once in the end."""
+    """A payment runs in a group of its own first (``strategies.Grouped``); a deadlock
+    there runs it again alone, and a deadlock there once more runs that transaction
+    again: paid once in the end."""
     from sqlalchemy.exc import DBAPIError
 
     from reference_server.domain import payments
@@ -284,25 +284,21 @@ def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: 
     class Deadlock(Exception):
         sqlstate = "40P01"
 
-    calls: dict[str, int] = {"pay_resource": 0, "pay_resources": 0}
+    calls = 0
+    real = payments.pay_resource
 
-    def flaky(name: str) -> Any:
-        real = getattr(payments, name)
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        result = real(*args, **kwargs)  # writes, then the database aborts the transaction
+        if calls <= 2:
+            raise DBAPIError("UPDATE ledger_accounts ...", {}, Deadlock())
+        return result
 
-        def run(*args: Any, **kwargs: Any) -> Any:
-            calls[name] += 1
-            result = real(*args, **kwargs)  # writes, then the database aborts the transaction
-            if calls[name] == 1:
-                raise DBAPIError("UPDATE ledger_accounts ...", {}, Deadlock())
-            return result
-
-        return run
-
-    for name in calls:
-        monkeypatch.setattr(payments, name, flaky(name))
+    monkeypatch.setattr(payments, "pay_resource", flaky)
     m = market(server)
     paid = m.agent.pay(resource_id=m.resource.id)
-    assert calls == {"pay_resources": 1, "pay_resource": 2} and paid.receipt_id
+    assert calls == 3 and paid.receipt_id
     assert m.agent.spend.balance().balance == D("99.00")  # charged once, not twice
     assert len(events_of(server, m.seller_owner_id, "payment.succeeded")) == 1
 

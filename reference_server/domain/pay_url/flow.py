@@ -6,7 +6,7 @@ The phases that touch the database are short transactions in worker threads
 (:func:`_write`); the ones that touch the network are awaited with no transaction open and
 no thread held.  Between two network waits there is one worker-thread hop and at most one
 write transaction: authenticating the caller, loading the wallet key and beginning the
-attempt (:func:`begin`, run by the route's ``prepare``); signing and reserving; the chain's
+attempt (:func:`begin`, the route's first step); signing and reserving; the chain's
 verdict, concluding and reading the answer.  That matters beyond throughput:
 the paid URL may call back into this very server before it answers (in ``test`` its
 facilitator *is* ``/sandbox/x402`` here), and a request holding a transaction or a worker
@@ -50,12 +50,12 @@ from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
 from .confirmation import confirmed_on_chain, confirmed_transaction
-from .hot_wallet import HotWallet, hot_wallet, known_hot_wallet
+from .hot_wallet import HotWallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "PayRequest", "begin", "encode_json", "load_job", "pay", "quote"]
+__all__ = ["Answer", "Job", "begin", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -92,84 +92,43 @@ class Answer:
 
 
 def load_job(
-    ctx: ServerContext, conn: Connection, *, agent: Principal, order: Order, request_id: str
+    ctx: ServerContext,
+    conn: Connection,
+    *,
+    agent: Principal,
+    order: Order,
+    wallet: HotWallet,
+    request_id: str,
 ) -> Job:
-    """What paying needs for the authenticated wallet key, read with ``conn`` (the hot
-    wallet is cached per process: see :func:`~.hot_wallet.hot_wallet`)."""
+    """What paying needs for the authenticated wallet key, read with ``conn`` (the
+    route's first transaction, which authenticated the caller)."""
     if agent.subject_id is None:
         raise InvariantError("expected agent.subject_id is not None")
     return Job(
         ctx=ctx,
         agent=agent,
         key=wallets.get_wallet_key(conn, agent.subject_id),
-        wallet=hot_wallet(ctx, agent.environment),
+        wallet=wallet,
         order=order,
         request_id=request_id,
     )
 
 
-@attrs.frozen(kw_only=True)
-class PayRequest:
-    """A ``pay-url`` request as authenticated and read: who pays what, under which key."""
-
-    agent: Principal
-    order: Order
-    idempotency_key: str | None
-    #: The request's idempotency fingerprint (a reused key must carry the same request).
-    fingerprint: str
-
-
-class _HotWalletNeeded(Exception):
-    """The environment's hot wallet is not loaded yet (see :func:`begin`)."""
-
-    def __init__(self, environment: str) -> None:
-        super().__init__(environment)
-        self.environment = environment
-
-
 def begin(
-    ctx: ServerContext, *, read: Callable[[Connection], PayRequest], request_id: str
-) -> tuple[Job, Started | Replay]:
-    """Blocking (the route runs it in a worker thread before the handler): authenticate
-    the caller and read the request (``read``, in this transaction), load the wallet key
-    and begin the attempt -- one transaction, one commit."""
-
-    def run(conn: Connection) -> tuple[Job, Started | Replay]:
-        _commit_without_waiting_for_the_disk(conn)
-        request = read(conn)
-        agent = request.agent
-        wallet = known_hot_wallet(ctx, agent.environment)
-        if wallet is None:
-            raise _HotWalletNeeded(agent.environment)
-        if agent.subject_id is None:
-            raise InvariantError("expected agent.subject_id is not None")
-        job = Job(
-            ctx=ctx,
-            agent=agent,
-            key=wallets.get_wallet_key(conn, agent.subject_id),
-            wallet=wallet,
-            order=request.order,
-            request_id=request_id,
-        )
-        begun = attempts.begin(
-            conn,
-            agent=agent,
-            order=request.order,
-            idempotency_key=request.idempotency_key,
-            fingerprint=request.fingerprint,
-            request_id=request_id,
-            now=ctx.now(),
-        )
-        return job, begun
-
-    try:
-        return _write_blocking(ctx, run)
-    except _HotWalletNeeded as needed:
-        # The first call of a process may create the sealed hot-wallet key, in a
-        # transaction of its own, never inside this one (which had only read): make it
-        # (or refuse, live with none configured), then begin again.
-        hot_wallet(ctx, needed.environment)
-        return _write_blocking(ctx, run)
+    conn: Connection, job: Job, *, idempotency_key: str | None, fingerprint: str
+) -> Started | Replay:
+    """Begin the attempt in ``conn``, the transaction that authenticated the caller and
+    loaded the wallet key (the route's first step): one transaction, one commit."""
+    _commit_without_waiting_for_the_disk(conn)
+    return attempts.begin(
+        conn,
+        agent=job.agent,
+        order=job.order,
+        idempotency_key=idempotency_key,
+        fingerprint=fingerprint,
+        request_id=job.request_id,
+        now=job.ctx.now(),
+    )
 
 
 def _commit_without_waiting_for_the_disk(conn: Connection) -> None:
