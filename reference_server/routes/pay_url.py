@@ -4,16 +4,20 @@
 neither a transaction nor a worker thread across it, nor be retried whole on a transient
 database error (see :mod:`reference_server.domain.pay_url.flow`), so the pipeline awaits it on the
 event loop with no transaction.  The rate limit, the JSON body rules, the wallet-key
-authentication, the envelope and ``request_id`` are the pipeline's; its ``Idempotency-Key``
-(checked by the pipeline) is recorded by the attempt itself
-(:mod:`reference_server.domain.pay_url.attempts`).
+authentication, the envelope and ``request_id`` are the pipeline's; its first step
+(``_start``) runs in the transaction that authenticates the wallet key, claims the
+``Idempotency-Key`` in the one store (:mod:`reference_server.web.idempotency`) and begins
+the attempt, which references it (:mod:`reference_server.domain.pay_url.attempts`).
 """
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
+from sqlalchemy import Connection, Row
 from starlette.responses import Response
 
 from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
@@ -21,6 +25,7 @@ from svc.bodies import PayUrl
 
 from .. import outbound
 from ..context import ServerContext
+from ..crypto import SecretBox
 from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
@@ -28,8 +33,9 @@ from ..domain.pay_url.hot_wallet import hot_wallet, known_hot_wallet
 from ..web import idempotency
 from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow
+from ..web.errors import http_error
 from ..web.paging import PageRequest, paged
-from ..web.pipeline import MakeFirst
+from ..web.pipeline import MakeFirst, replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
 from ..web.validate import Fields, checked
 
@@ -49,13 +55,21 @@ async def pay_url(call: Call) -> Response:
     started = call.started
     if isinstance(started, flow.Job):
         return _respond_quote(await flow.quote(started), call.request_id)
+    if isinstance(started, idempotency.Replay):
+        status, body, headers = replayed(started, call.request_id)
+        return json_response(body, status, headers | _NO_STORE)
     job, begun = started
     return _respond(await flow.pay(job, begun), call.request_id)
 
 
-def _start(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _start(
+    call: Call,
+) -> flow.Job | idempotency.Replay | tuple[flow.Job, Started | Replay]:
     """The flow's first step, in the transaction that authenticated the caller: what a
-    dry run needs, or that and the attempt begun."""
+    dry run needs; or the key claimed and the attempt begun (or the key's stored answer)."""
     order, fingerprint = _order(call)
     agent = _agent(call)
     wallet = known_hot_wallet(call.ctx, agent.environment)
@@ -67,10 +81,41 @@ def _start(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
         call.ctx, call.conn, agent=agent, order=order, wallet=wallet, request_id=call.request_id
     )
     if call.input(PayUrl).dry_run:
-        return job
-    return job, flow.begin(
-        call.conn, job, idempotency_key=call.idempotency_key, fingerprint=fingerprint
-    )
+        return job  # records nothing, its key neither
+    record: idempotency.Begun | None = None
+    if call.key is not None:
+        # Kept for good: a key never pays twice.
+        want = attrs.evolve(call.key, fingerprint=fingerprint, ttl=None)
+        claimed = idempotency.claim(call.conn, want, call.ctx.box)
+        if isinstance(claimed, idempotency.Replay):
+            return claimed
+        record = claimed
+        job = attrs.evolve(job, on_answer=partial(_store_answer, record, call.ctx.box))
+    record_id = None if record is None else record.record_id
+    begun = flow.begin(call.conn, job, record_id=record_id, fingerprint=fingerprint)
+    if record is not None and isinstance(begun, Replay):
+        idempotency.lapse(call.conn, record)  # the attempt answers until it has ended
+    return job, begun
+
+
+def _store_answer(
+    claimed: idempotency.Begun,
+    box: SecretBox,
+    conn: Connection,
+    row: Row[Any],
+    result: PayUrlResult | DomainError,
+) -> None:
+    """Store the ended attempt's answer under its key (sealed: it holds the unlock body);
+    a pending one leaves the key to its attempt, which answers until the chain decides."""
+    if row.status not in ("succeeded", "failed"):
+        idempotency.lapse(conn, claimed)
+        return
+    if isinstance(result, PayUrlResult):
+        status, body = 200, to_json_body(result, row.request_id)
+    else:
+        error = http_error(result)
+        status, body = error.status, error.body(row.request_id)
+    idempotency.complete(conn, claimed, status, body, box=box)
 
 
 def _order(call: Call) -> tuple[Order, str]:

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from ..context import ServerContext
 from ..invariant import InvariantError
 from .auth import Principal, requested_environment
+from .idempotency import KeyClaim
 from .responses import Reply
 
 __all__ = ["AsyncHandler", "Call", "Handler"]
@@ -40,14 +41,20 @@ class Call:
     now: datetime
     #: The body read by the endpoint's declared shape (``Endpoint.body``); see :meth:`input`.
     parsed: Any = None
-    #: The validated ``Idempotency-Key`` a flow honours itself (``None``: none).
-    idempotency_key: str | None = None
+    #: The request's ``Idempotency-Key`` as the store claims it, for a flow to claim
+    #: (``idempotency.claim``) in its own transaction (``None``: none to honour).
+    key: KeyClaim | None = None
     #: What the flow's first step returned (``strategies.Flow(start=...)``).
     started: Any = None
     _environment: str | None = None
     _conn: Connection | None = None
     #: Stores an answer under the request's Idempotency-Key at once (see :meth:`answer_ahead`).
     _store_answer: Callable[[Reply], None] | None = None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The validated ``Idempotency-Key`` a flow honours (``None``: none)."""
+        return None if self.key is None else self.key.key
 
     @property
     def caller(self) -> Principal:

@@ -46,7 +46,6 @@ __all__ = [
     "MakeFirst",
     "caller",
     "dispatch",
-    "idempotency_key",
     "in_transaction",
     "key_claim",
     "new_call",
@@ -159,7 +158,7 @@ def new_call(
     )
 
 
-def idempotency_key(ep: Endpoint, request: Request) -> str | None:
+def _idempotency_key(ep: Endpoint, request: Request) -> str | None:
     """The request's Idempotency-Key, checked; ``None`` when the route or the request has
     no key to honour."""
     key = request.headers.get("idempotency-key")
@@ -177,7 +176,7 @@ def idempotency_key(ep: Endpoint, request: Request) -> str | None:
 def key_claim(ep: Endpoint, ctx: ServerContext, call: Call) -> idempotency.KeyClaim | None:
     """What the request's Idempotency-Key claims; ``None`` when the route or the request
     has no key to honour."""
-    key = idempotency_key(ep, call.request)
+    key = _idempotency_key(ep, call.request)
     if key is None:
         return None
     principal = call.principal

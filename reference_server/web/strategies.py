@@ -41,7 +41,6 @@ from .group_commit import GroupCommit, Outcome
 from .pipeline import (
     Answer,
     caller,
-    idempotency_key,
     in_transaction,
     key_claim,
     new_call,
@@ -333,8 +332,8 @@ def _async_handler(ep: Endpoint) -> AsyncHandler:
 class Flow:
     """An ``async`` handler awaited on the event loop, holding no transaction and no
     thread across its network I/O; ``call.conn`` is not there, so it opens short
-    transactions of its own and owns its idempotency record (the pipeline checks the
-    key's presence and form and hands it over as ``call.idempotency_key``).  It may
+    transactions of its own and claims its Idempotency-Key itself (the pipeline checks
+    the key's presence and form and hands its claim over as ``call.key``).  It may
     answer any :class:`~starlette.responses.Response` (a gate relays its upstream's).
 
     ``start``: a blocking first step run in the worker thread and the transaction that
@@ -382,7 +381,7 @@ class Flow:
             if ep.auth is not None:
                 who = caller(conn, ep, ctx, request.headers, now)
             call = new_call(ep, ctx, request, request_id, body, who, now)
-            call.idempotency_key = idempotency_key(ep, request)
+            call.key = key_claim(ep, ctx, call)
             call.parsed = read_declared_body(ep, call)
             if self.start is not None and conn is not None:
                 call.started = self.start(attrs.evolve(call, conn=conn))

@@ -82,6 +82,9 @@ class Job:
     wallet: HotWallet
     order: Order
     request_id: str
+    #: Stores the attempt's answer under its ``Idempotency-Key``, in the transaction that
+    #: ends the attempt (the route's, which claimed the key; ``None``: no key).
+    on_answer: Callable[[Connection, Row[Any], PayUrlResult | DomainError], None] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -115,7 +118,7 @@ def load_job(
 
 
 def begin(
-    conn: Connection, job: Job, *, idempotency_key: str | None, fingerprint: str
+    conn: Connection, job: Job, *, record_id: int | None, fingerprint: str
 ) -> Started | Replay:
     """Begin the attempt in ``conn``, the transaction that authenticated the caller and
     loaded the wallet key (the route's first step): one transaction, one commit."""
@@ -124,7 +127,7 @@ def begin(
         conn,
         agent=job.agent,
         order=job.order,
-        idempotency_key=idempotency_key,
+        record_id=record_id,
         fingerprint=fingerprint,
         request_id=job.request_id,
         now=job.ctx.now(),
@@ -194,8 +197,10 @@ async def _run(job: Job, attempt_id: str) -> _Answered | None:
         if reserved is None:
             return await _fail(job, attempt_id, _unsupported(job), response_status=402)
         signed, reservation = reserved
-        if reservation is Reservation.REFUSED:
-            return None
+        if reservation is Reservation.REFUSED:  # recorded: its answer, under the key
+            return await _write(
+                job.ctx, lambda conn: _recorded(job, conn, _answered(conn, attempt_id))
+            )
         if reservation is Reservation.RESERVED:
             return await _pay_and_conclude(job, attempt_id, signed)
     return await _fail(
@@ -345,12 +350,10 @@ async def _conclude(
             locked=row,
         )
         if concluded is None:  # by a racing retry: read what it concluded
-            return _answered(conn, attempt_id)
-        return _Answered(
-            concluded,
-            attempts.seller_receipt_id(conn, concluded),
-            body=None if answer is None else answer.body,
-        )
+            return _recorded(job, conn, _answered(conn, attempt_id))
+        body = None if answer is None else answer.body
+        seller_receipt = attempts.seller_receipt_id(conn, concluded)
+        return _recorded(job, conn, _Answered(concluded, seller_receipt, body=body))
 
     return await _write(job.ctx, run)
 
@@ -608,9 +611,22 @@ async def _fail(
         row = attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
-        return _Answered(row, attempts.seller_receipt_id(conn, row))  # none: it failed
+        return _recorded(job, conn, _Answered(row, attempts.seller_receipt_id(conn, row)))
 
     return await _write(job.ctx, record)
+
+
+def _record_refusal(job: Job, attempt_id: str, conn: Connection) -> _Answered:
+    """A refused reservation's answer (recorded by :func:`_sign_and_reserve`), stored."""
+    return _recorded(job, conn, _answered(conn, attempt_id))
+
+
+def _recorded(job: Job, conn: Connection, answered: _Answered) -> _Answered:
+    """``answered``, stored under the request's key (:attr:`Job.on_answer`) in ``conn``,
+    the transaction that ended the attempt."""
+    if job.on_answer is not None:
+        job.on_answer(conn, answered.row, answered.outcome(job.ctx.box))
+    return answered
 
 
 # --- the database ---------------------------------------------------------------------------
