@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Row
 from starlette.responses import Response
 
 from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
-from svc.bodies import PayUrl
+from svc.bodies import PayUrl, to_json
 
 from .. import outbound
 from ..context import ServerContext
@@ -121,16 +121,16 @@ def _store_answer(
 def _order(call: Call) -> tuple[Order, str]:
     """The validated request, and its idempotency fingerprint."""
     b = call.input(PayUrl)
+    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
+    sent = to_json(attrs.evolve(b, dry_run=None))
     method = b.method or "GET"
-    f = Fields.rules(call.body)
+    f = Fields.rules(sent)
     if b.json is not None and method != "POST":
         f.error("json", "is sent with method POST only (a GET has no body)")
     f.done()
     content = None if b.json is None else flow.encode_json(b.json)
     order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))
-    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
-    paid = {name: value for name, value in call.body.items() if name != "dry_run"}
-    return order, idempotency.request_fingerprint("POST", PATH, paid)
+    return order, idempotency.request_fingerprint("POST", PATH, sent)
 
 
 def _host(ctx: ServerContext, url: str) -> str:
