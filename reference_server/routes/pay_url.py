@@ -33,7 +33,7 @@ from ..domain.pay_url.hot_wallet import hot_wallet, known_hot_wallet
 from ..web import idempotency
 from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow
-from ..web.errors import http_error
+from ..web.errors import ApiError, http_error
 from ..web.paging import PageRequest, paged
 from ..web.pipeline import MakeFirst, replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
@@ -86,7 +86,13 @@ def _start(
     if call.key is not None:
         # Kept for good: a key never pays twice.
         want = attrs.evolve(call.key, fingerprint=fingerprint, ttl=None)
-        claimed = idempotency.claim(call.conn, want, call.ctx.box)
+        try:
+            claimed = idempotency.claim(call.conn, want, call.ctx.box)
+        except ApiError as taken:  # still running, or another request: name its attempt
+            named = attempts.named_by(call.conn, scope=want.scope, route=want.route, key=want.key)
+            if named is not None:
+                taken.details = {**(taken.details or {}), "attempt_id": named}
+            raise
         if isinstance(claimed, idempotency.Replay):
             return claimed
         record = claimed

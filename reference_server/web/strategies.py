@@ -20,6 +20,7 @@ import inspect
 import json
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -130,7 +131,7 @@ def _attempt(
     request: Request,
     request_id: str,
     body: Any,
-    now: Any,
+    now: datetime,
     claimed: list[idempotency.KeyClaim],
     conn: Connection,
 ) -> _Done | Answer:
@@ -367,7 +368,7 @@ class Flow:
         request: Request,
         request_id: str,
         body: Any,
-        now: Any,
+        now: datetime,
     ) -> Call:
         """The call the handler gets: authenticated (blocking when the route takes a
         credential) and started (in the transaction that authenticated it)."""

@@ -49,6 +49,7 @@ __all__ = [
     "get_to_conclude",
     "get_to_reserve",
     "list_attempts",
+    "named_by",
     "outcome",
     "seller_receipt_id",
     "update_and_get",
@@ -144,6 +145,18 @@ def begin(
             retry_after_seconds=1,
         )
     return Replay(row.id, stale=row.status == "paying")
+
+
+def named_by(conn: Connection, *, scope: str, route: str, key: str) -> str | None:
+    """The attempt that references this key's record, if one does."""
+    _ti = t.idempotency_keys
+    query = (
+        select(_sa.c.id)
+        .join(_ti, _ti.c.id == _sa.c.idempotency_record_id)
+        .where(_ti.c.scope == scope, _ti.c.route == route, _ti.c.key == key)
+    )
+    found = conn.execute(query).scalar()
+    return None if found is None else str(found)
 
 
 # Every pay-url runs the statements below several times: they are built once, with
