@@ -15,81 +15,14 @@ import click
 if TYPE_CHECKING:
     from .context import ServerContext
 
+from .command_setup import command_settings, require_server_database, say_database
 from .reconcile_command import reconcile_command
-from .settings import Settings, SettingsError, env_variable
+from .settings import Settings, env_variable
 
 __all__ = ["main"]
 
 #: How long the sandbox takes per payout step in ``run --demo`` (the default is 5 s).
 _DEMO_PAYOUT_SECONDS = 1.0
-
-
-def _settings(**overrides: object) -> Settings:
-    """Settings from the environment; a bad one stops the command with one line naming
-    the variable (exit status 1), never a traceback."""
-    try:
-        return Settings.from_env(**overrides)
-    except SettingsError as exc:
-        raise click.ClickException(f"invalid configuration: {exc}") from None
-
-
-def database_line(url: str) -> str:
-    """``database: sqlite:////abs/path/svc.db``: which database a command opened, a file
-    named by its absolute path (a relative one is the current folder's, wherever that
-    is), a server's password hidden."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        parsed = parsed.set(database=os.path.abspath(parsed.database or ""))
-    return f"database: {parsed.render_as_string(hide_password=True)}"
-
-
-#: How to point a command at the server's database, for the refusals below.
-_NAME_THE_SERVERS = (
-    "pass the running server's database with --database-url or SVC_DATABASE_URL "
-    "(svc-server run names it on its first line), or create this one with svc-server migrate"
-)
-
-
-def _require_server_database(settings: Settings) -> None:
-    """Refuse a database no server has run on: a missing SQLite file (opening it would
-    make an empty ./svc.db) or one without the schema.  An owner written there would hold
-    a JWT no running server accepts, which is how a command run from the wrong folder,
-    or without the server's SVC_DATABASE_URL, used to fail silently."""
-    from sqlalchemy import inspect
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import OperationalError
-
-    from .store import Database
-
-    where = database_line(settings.database_url).removeprefix("database: ")
-    url = make_url(settings.database_url)
-    a_file = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
-    if a_file and not os.path.exists(url.database or ""):
-        raise click.ClickException(
-            f"there is no database at {where}, so no server runs on it: {_NAME_THE_SERVERS}"
-        )
-    db = Database(settings.database_url)
-    try:
-        with db.engine.connect() as conn:
-            migrated = inspect(conn).has_table("alembic_version")
-    except OperationalError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        raise click.ClickException(f"cannot open the database at {where}: {reason}") from None
-    finally:
-        db.dispose()
-    if not migrated:
-        raise click.ClickException(
-            f"the database at {where} has no svc tables, so no server has run on it: "
-            f"{_NAME_THE_SERVERS}"
-        )
-
-
-def _say_database(settings: Settings) -> Settings:
-    """Say on stderr which database the command opens (stdout stays its output)."""
-    click.echo(database_line(settings.database_url), err=True)
-    return settings
 
 
 @click.group()
@@ -107,7 +40,7 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     """Serve the API with uvicorn."""
     from .serving import build_server
 
-    settings = _settings(
+    settings = command_settings(
         database_url=database_url,
         # The demo follows a withdrawal until paid: the sandbox moves it a step a second
         # (unless SVC_SANDBOX_PAYOUT_SECONDS says otherwise).
@@ -115,7 +48,7 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
         if (demo or exit_after_demo) and env_variable("sandbox_payout_seconds") not in os.environ
         else None,
     )
-    _say_database(settings)
+    say_database(settings)
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = _with_public_url(settings, f"http://{host}:{port}")
@@ -184,9 +117,7 @@ def _when_started(
 
 
 def _with_public_url(settings: Settings, url: str) -> Settings:
-    import attrs
-
-    return attrs.evolve(settings, public_url=url)
+    return settings.evolve(public_url=url)
 
 
 def _walk_demo(server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]) -> None:
@@ -214,7 +145,7 @@ def worker(database_url: str | None) -> None:
     from .serving import freeze_heap
     from .store import upgrade
 
-    ctx = ServerContext(_say_database(_settings(database_url=database_url)))
+    ctx = ServerContext(say_database(command_settings(database_url=database_url)))
     upgrade(ctx.db)
     ctx.load_secrets()
     freeze_heap()
@@ -264,7 +195,7 @@ def migrate(database_url: str | None) -> None:
     """Bring the database schema up to date (run also at server start)."""
     from .store import Database, upgrade
 
-    upgrade(Database(_say_database(_settings(database_url=database_url)).database_url))
+    upgrade(Database(say_database(command_settings(database_url=database_url)).database_url))
     click.echo("database is up to date")
 
 
@@ -301,8 +232,8 @@ def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
     from .store import upgrade
     from .web.auth import issue_owner_jwt
 
-    settings = _say_database(_settings(database_url=database_url))
-    _require_server_database(settings)
+    settings = say_database(command_settings(database_url=database_url))
+    require_server_database(settings)
     ctx = ServerContext(settings)
     upgrade(ctx.db)
     secret = ctx.jwt_secret
@@ -329,8 +260,8 @@ def ledger_audit(database_url: str | None) -> None:
     from .domain import ledger as books
     from .store import Database
 
-    settings = _say_database(_settings(database_url=database_url))
-    _require_server_database(settings)
+    settings = say_database(command_settings(database_url=database_url))
+    require_server_database(settings)
     db = Database(settings.database_url)
     with db.read() as conn:
         problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]

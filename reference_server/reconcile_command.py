@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from .command_setup import command_settings, require_server_database, say_database
+
 __all__ = ["reconcile_command"]
 
 
@@ -41,11 +43,10 @@ def reconcile_command(
     """Compare the deposit address, the hot wallet and direct-wallet settlements with the
     chain (live: SVC_LIVE_RPC_URL from SVC_LIVE_RECONCILE_FROM_BLOCK; test: the sandbox
     chain); print a table; exit 1 on any drift.  Each run is recorded (see --history)."""
-    from .commands import _require_server_database, _say_database, _settings
     from .context import ServerContext
 
-    settings = _say_database(_settings(database_url=database_url))
-    _require_server_database(settings)
+    settings = say_database(command_settings(database_url=database_url))
+    require_server_database(settings)
     ctx = ServerContext(settings)
     try:
         if history:

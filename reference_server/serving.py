@@ -38,6 +38,13 @@ A server that owns its process (``svc-server run``; ``own_process=True``) also m
 start-up left on the heap out of the garbage collector's reach, see :func:`freeze_heap`.
 
 Build servers with :func:`build_server` only, so every one has these protections.
+
+uvicorn (0.54) has no public hook or setting for the head, unread-body and stalled-answer
+deadlines or the 400's envelope (``timeout_keep_alive`` and
+``h11_max_incomplete_event_size`` are used for what they do cover), so
+:class:`_GuardedProtocol` subclasses its internal ``H11Protocol``:
+``tests/server/test_serving_internals.py`` fails, by name, when a uvicorn release changes
+what it overrides or reads, or adds a timeout setting that might replace part of it.
 """
 
 from __future__ import annotations

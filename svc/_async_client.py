@@ -14,6 +14,7 @@ from typing import Any, Literal, Self, TypeVar, overload
 import anyio
 import httpx
 
+from . import _convert
 from . import _endpoints as ep
 from ._async_namespaces import (
     AsyncAccess,
@@ -31,7 +32,7 @@ from ._async_namespaces import (
     AsyncWithdrawals,
 )
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
-from ._endpoints import Amount
+from ._convert import Amount
 from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._options import Environment, RequestOptions, Timeout
@@ -137,15 +138,15 @@ class AsyncClient(BaseClient):
 
     async def health(self, *, options: RequestOptions | None = None) -> Health:
         """Liveness: the process answers."""
-        return await self._request(ep.health(), options)
+        return await self._request(_convert.health(), options)
 
     async def ready(self, *, options: RequestOptions | None = None) -> Health:
         """Readiness: dependencies answer; raises :class:`~svc.ServerError` (503) if not."""
-        return await self._request(ep.ready(), options)
+        return await self._request(_convert.ready(), options)
 
     async def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
         """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
-        return await self._request(ep.capabilities(), options)
+        return await self._request(_convert.capabilities(), options)
 
     @overload
     async def pay(
@@ -201,7 +202,7 @@ class AsyncClient(BaseClient):
         self, name: str, *, options: RequestOptions | None = None
     ) -> str | dict[str, Any]:
         """A discovery document: ``str`` for ``llms*.txt``, ``dict`` for the JSON ones."""
-        return await self._request(ep.discovery(name), options)
+        return await self._request(_convert.discovery(name), options)
 
     # --- lifecycle --------------------------------------------------------------------------
 

@@ -1,22 +1,21 @@
+# Generated from the route table by `python -m reference_server.sdk_codegen` -- do not edit.
 """Endpoint namespaces of the clients (``client.sellers.me()``...).
 
-Each method is one line: build the spec with ``_endpoints`` and send it through the
-client, so every namespace is the same API on both clients by construction.
-``_async_namespaces`` is the source; ``_namespaces`` is generated from it by
-``python -m tests.unasync``.  Adding a namespace: a class in the source, one attribute
-in ``_async_client``, then regenerate.
+Each method builds its spec with ``_endpoints`` and sends it through the client, so every
+namespace is the same API on both clients by construction.  Both are generated: this
+file from the route table, ``_namespaces`` from this one by ``python -m tests.unasync``.
+Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, one
+attribute in ``_async_client``, then regenerate.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
-
-import attrs
+from typing import Any
 
 from . import _endpoints as ep
-from ._endpoints import (
+from ._async_send import AsyncRequester, send_top_up
+from ._convert import (
     Amount,
     ConnectType,
     Metadata,
@@ -26,7 +25,6 @@ from ._endpoints import (
     ResourceMethod,
     WebhookStatus,
 )
-from ._errors import PaymentRequiredError
 from ._models import (
     Balance,
     ConnectAccount,
@@ -68,10 +66,7 @@ from ._models import (
 )
 from ._options import RequestOptions
 from ._paging import aiterate
-from ._spec import RequestSpec
-from ._top_up_payer import payment_headers
 from ._types import NOT_GIVEN, NotGiven
-from .money import parse_amount, to_micros
 
 __all__ = [
     "AsyncAccess",
@@ -90,14 +85,6 @@ __all__ = [
     "AsyncWithdrawals",
 ]
 
-T = TypeVar("T")
-
-
-class AsyncRequester(Protocol):
-    """What a namespace needs from its client: send a spec, get the model."""
-
-    async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T: ...
-
 
 class _Namespace:
     def __init__(self, client: AsyncRequester) -> None:
@@ -109,7 +96,8 @@ class AsyncOwners(_Namespace):
 
     async def create(self, email: str, *, options: RequestOptions | None = None) -> OwnerCreated:
         """Create an owner; the returned ``owner_jwt`` authorizes the owner routes."""
-        return await self._client._request(ep.owners_create(email), options)
+        spec = ep.owners_create(email)
+        return await self._client._request(spec, options)
 
 
 class AsyncSellers(_Namespace):
@@ -119,7 +107,8 @@ class AsyncSellers(_Namespace):
         self, name: str | None = None, *, options: RequestOptions | None = None
     ) -> SellerCreated:
         """Create a seller (owner JWT).  Keep ``seller_key``: it is never shown again."""
-        return await self._client._request(ep.sellers_create(name), options)
+        spec = ep.sellers_create(name)
+        return await self._client._request(spec, options)
 
     async def list(
         self,
@@ -138,10 +127,7 @@ class AsyncSellers(_Namespace):
         return await self._client._request(spec, options)
 
     def list_all(
-        self,
-        *,
-        limit: int | None = None,
-        options: RequestOptions | None = None,
+        self, *, limit: int | None = None, options: RequestOptions | None = None
     ) -> AsyncIterator[Seller]:
         """Every seller of the owner, in the order of :meth:`list`.
 
@@ -151,11 +137,8 @@ class AsyncSellers(_Namespace):
 
     async def me(self, *, options: RequestOptions | None = None) -> Seller:
         """The seller the seller key belongs to."""
-        return await self._client._request(ep.sellers_me(), options)
-
-    async def get(self, seller_id: str, *, options: RequestOptions | None = None) -> Seller:
-        """One of the owner's sellers (owner JWT; the owner dashboard's :meth:`me`)."""
-        return await self._client._request(ep.sellers_get(seller_id), options)
+        spec = ep.sellers_me()
+        return await self._client._request(spec, options)
 
     async def enable_payments(
         self,
@@ -172,19 +155,11 @@ class AsyncSellers(_Namespace):
         the owner (owner JWT).
         """
         spec = ep.sellers_enable_payments(
-            processor_profile_id, payout_wallet_address, seller_id=seller_id
+            processor_profile_id=processor_profile_id,
+            payout_wallet_address=payout_wallet_address,
+            seller_id=seller_id,
         )
         return await self._client._request(spec, options)
-
-    async def recycle(
-        self,
-        seller_id: str,
-        amount: Amount | None = None,
-        *,
-        options: RequestOptions | None = None,
-    ) -> Recycled:
-        """Owner call: move seller balance (all, or ``amount``) into the account wallet."""
-        return await self._client._request(ep.sellers_recycle(seller_id, amount), options)
 
     async def balance(
         self, *, seller_id: str | None = None, options: RequestOptions | None = None
@@ -193,7 +168,20 @@ class AsyncSellers(_Namespace):
 
         With ``seller_id``, that seller's of the owner (owner JWT).
         """
-        return await self._client._request(ep.sellers_balance(seller_id=seller_id), options)
+        spec = ep.sellers_balance(seller_id=seller_id)
+        return await self._client._request(spec, options)
+
+    async def recycle(
+        self, seller_id: str, amount: Amount | None = None, *, options: RequestOptions | None = None
+    ) -> Recycled:
+        """Owner call: move seller balance (all, or ``amount``) into the account wallet."""
+        spec = ep.sellers_recycle(seller_id, amount)
+        return await self._client._request(spec, options)
+
+    async def get(self, seller_id: str, *, options: RequestOptions | None = None) -> Seller:
+        """One of the owner's sellers (owner JWT; the owner dashboard's :meth:`me`)."""
+        spec = ep.sellers_get(seller_id)
+        return await self._client._request(spec, options)
 
 
 class AsyncConnect(_Namespace):
@@ -204,6 +192,32 @@ class AsyncConnect(_Namespace):
     through the owner dashboard (owner JWT).  No call completes onboarding: hand the
     ``onboard_url`` of :meth:`onboard` to a human, then :meth:`sync`.
     """
+
+    async def status(
+        self, *, seller_id: str | None = None, options: RequestOptions | None = None
+    ) -> ConnectAccount:
+        """The payout account and its flags as of the last :meth:`sync`
+        (no processor call)."""
+        spec = ep.connect_status(seller_id=seller_id)
+        return await self._client._request(spec, options)
+
+    async def update(
+        self,
+        *,
+        auto_payout: bool | NotGiven = NOT_GIVEN,
+        auto_payout_minimum: Amount | NotGiven | None = NOT_GIVEN,
+        seller_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ConnectAccount:
+        """Auto payout on or off, and the balance it waits for; a field left out is kept.
+
+        ``auto_payout_minimum=None`` (sent as JSON ``null``) returns to the server's
+        default minimum.
+        """
+        spec = ep.connect_update(
+            auto_payout=auto_payout, auto_payout_minimum=auto_payout_minimum, seller_id=seller_id
+        )
+        return await self._client._request(spec, options)
 
     async def onboard(
         self,
@@ -227,42 +241,21 @@ class AsyncConnect(_Namespace):
     ) -> ConnectAccount:
         """Read the readiness flags from the processor: ``payouts_enabled`` once a human
         has completed onboarding, ``requirements_due`` otherwise."""
-        return await self._client._request(ep.connect_sync(seller_id=seller_id), options)
-
-    async def status(
-        self, *, seller_id: str | None = None, options: RequestOptions | None = None
-    ) -> ConnectAccount:
-        """The payout account and its flags as of the last :meth:`sync` (no processor call)."""
-        return await self._client._request(ep.connect_status(seller_id=seller_id), options)
+        spec = ep.connect_sync(seller_id=seller_id)
+        return await self._client._request(spec, options)
 
     async def login(
         self, *, seller_id: str | None = None, options: RequestOptions | None = None
     ) -> ConnectLogin:
-        """A ``login_url`` to the payout account's dashboard, for a human, once onboarded."""
-        return await self._client._request(ep.connect_login(seller_id=seller_id), options)
-
-    async def update(
-        self,
-        *,
-        auto_payout: bool | NotGiven = NOT_GIVEN,
-        auto_payout_minimum: Amount | NotGiven | None = NOT_GIVEN,
-        seller_id: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> ConnectAccount:
-        """Auto payout on or off, and the balance it waits for; a field left out is kept.
-
-        ``auto_payout_minimum=None`` (sent as JSON ``null``) returns to the server's
-        default minimum.
-        """
-        spec = ep.connect_update(
-            auto_payout=auto_payout, auto_payout_minimum=auto_payout_minimum, seller_id=seller_id
-        )
+        """A ``login_url`` to the payout account's dashboard, for a human, once
+        onboarded."""
+        spec = ep.connect_login(seller_id=seller_id)
         return await self._client._request(spec, options)
 
 
 class AsyncWithdrawals(_Namespace):
-    """Seller balance out to the payout account: ``pending`` -> ``in_transit`` -> ``paid``,
-    or ``failed`` (the money is back in the balance).
+    """Seller balance out to the payout account: ``pending`` ->
+    ``in_transit`` -> ``paid``, or ``failed`` (the money is back in the balance).
 
     Seller key; every method also takes ``seller_id`` for one of the owner's sellers
     (owner JWT).  Withdrawals need ``payouts_enabled`` (see :class:`AsyncConnect`).
@@ -376,11 +369,12 @@ class AsyncResources(_Namespace):
         seller_id: str | None = None,
         options: RequestOptions | None = None,
     ) -> ResourceList:
-        """The seller's resources, oldest first, inactive ones included.
+        """The seller's resources, oldest first, inactive ones included.  With
+        ``seller_id``, that seller's of the owner (owner JWT).
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-        :meth:`list_all`.  With ``seller_id``, that seller's of the owner (owner JWT).
+        :meth:`list_all`.
         """
         spec = ep.resources_list(limit=limit, starting_after=starting_after, seller_id=seller_id)
         return await self._client._request(spec, options)
@@ -403,7 +397,8 @@ class AsyncResources(_Namespace):
         )
 
     async def get(self, resource_id: str, *, options: RequestOptions | None = None) -> Resource:
-        return await self._client._request(ep.resources_get(resource_id), options)
+        spec = ep.resources_get(resource_id)
+        return await self._client._request(spec, options)
 
     async def update(
         self,
@@ -441,13 +436,15 @@ class AsyncResources(_Namespace):
     async def deactivate(
         self, resource_id: str, *, options: RequestOptions | None = None
     ) -> Resource:
-        """Stop selling the resource (``active`` becomes false); its gate stops unlocking."""
-        return await self._client._request(ep.resources_deactivate(resource_id), options)
+        """Stop selling the resource (``active`` becomes false); its gate stops
+        unlocking."""
+        spec = ep.resources_deactivate(resource_id)
+        return await self._client._request(spec, options)
 
 
 class AsyncDirectory(_Namespace):
-    """The directory: resources their sellers listed, in the client's environment.  No
-    credential is needed (none is sent)."""
+    """The directory: resources their sellers listed, in the client's
+    environment.  No credential is needed (none is sent)."""
 
     async def list(
         self,
@@ -467,11 +464,7 @@ class AsyncDirectory(_Namespace):
         :meth:`list_all`.
         """
         spec = ep.directory_list(
-            limit=limit,
-            starting_after=starting_after,
-            kind=kind,
-            q=q,
-            max_amount=max_amount,
+            limit=limit, starting_after=starting_after, kind=kind, q=q, max_amount=max_amount
         )
         return await self._client._request(spec, options)
 
@@ -485,7 +478,9 @@ class AsyncDirectory(_Namespace):
         options: RequestOptions | None = None,
     ) -> AsyncIterator[DirectoryEntry]:
         """Every entry of the directory (with the filters given), in the order of
-        :meth:`list`.  Pages of ``limit`` are fetched as the iteration reaches them.
+        :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
         """
         return aiterate(
             lambda after: self.list(
@@ -500,7 +495,8 @@ class AsyncDirectory(_Namespace):
 
 
 class AsyncWalletKeys(_Namespace):
-    """Wallet keys (``svc_vw_*``) of the owner: mint, inspect, change policy, fund, revoke.
+    """Wallet keys (``svc_vw_*``) of the owner: mint, inspect, change policy,
+    fund, revoke.
 
     Owner JWT; the client's ``environment`` picks Test or Live keys.  Amounts are
     ``Decimal``, ``str`` or ``int``, never ``float``.
@@ -542,7 +538,8 @@ class AsyncWalletKeys(_Namespace):
         starting_after: str | None = None,
         options: RequestOptions | None = None,
     ) -> WalletKeyList:
-        """The owner's wallet keys in this environment, oldest first, revoked ones included.
+        """The owner's wallet keys in this environment, oldest first, revoked ones
+        included.
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
@@ -552,10 +549,7 @@ class AsyncWalletKeys(_Namespace):
         return await self._client._request(spec, options)
 
     def list_all(
-        self,
-        *,
-        limit: int | None = None,
-        options: RequestOptions | None = None,
+        self, *, limit: int | None = None, options: RequestOptions | None = None
     ) -> AsyncIterator[WalletKey]:
         """Every wallet key of the owner, in the order of :meth:`list`.
 
@@ -564,7 +558,8 @@ class AsyncWalletKeys(_Namespace):
         return aiterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     async def get(self, wallet_key_id: str, *, options: RequestOptions | None = None) -> WalletKey:
-        return await self._client._request(ep.wallet_keys_get(wallet_key_id), options)
+        spec = ep.wallet_keys_get(wallet_key_id)
+        return await self._client._request(spec, options)
 
     async def update(
         self,
@@ -598,24 +593,29 @@ class AsyncWalletKeys(_Namespace):
     async def fund(
         self, wallet_key_id: str, amount: Amount, *, options: RequestOptions | None = None
     ) -> WalletKey:
-        """Add prepaid balance from the owner's account wallet (Test: instant sandbox money)."""
-        return await self._client._request(ep.wallet_keys_fund(wallet_key_id, amount), options)
+        """Add prepaid balance from the owner's account wallet (Test: instant sandbox
+        money)."""
+        spec = ep.wallet_keys_fund(wallet_key_id, amount)
+        return await self._client._request(spec, options)
 
     async def refund(
         self, wallet_key_id: str, amount: Amount, *, options: RequestOptions | None = None
     ) -> WalletKey:
         """Move unspent balance back to the owner's account wallet."""
-        return await self._client._request(ep.wallet_keys_refund(wallet_key_id, amount), options)
+        spec = ep.wallet_keys_refund(wallet_key_id, amount)
+        return await self._client._request(spec, options)
 
     async def revoke(
         self, wallet_key_id: str, *, options: RequestOptions | None = None
     ) -> WalletKey:
         """Stop the key for good; every later call with it is refused."""
-        return await self._client._request(ep.wallet_keys_revoke(wallet_key_id), options)
+        spec = ep.wallet_keys_revoke(wallet_key_id)
+        return await self._client._request(spec, options)
 
 
 class AsyncTopUps(_Namespace):
-    """Money in: the owner pays their account wallet from a wallet they control (owner JWT).
+    """Money in: the owner pays their account wallet from a wallet they control
+    (owner JWT).
 
     ``POST /owners/me/top-ups`` answers 402 with an x402 ``PAYMENT-REQUIRED`` and an MPP
     ``WWW-Authenticate: Payment`` challenge paying the environment's deposit address (Test:
@@ -647,17 +647,9 @@ class AsyncTopUps(_Namespace):
         ...})``, as any x402 client would.
         """
         spec = ep.top_ups_create(amount, method=method)
-        opts = options or RequestOptions()
-        if payer is None or method == "card":
-            return await self._client._request(spec, opts)
-        # One key for the challenge and the paid retry: a retry of the call pays once.
-        opts = attrs.evolve(opts, idempotency_key=opts.idempotency_key or str(uuid.uuid4()))
-        try:
-            return await self._client._request(spec, opts)  # paid under this key already
-        except PaymentRequiredError as challenge:
-            signed = payment_headers(challenge, payer, to_micros(parse_amount(amount)))
-        extra = {**(opts.extra_headers or {}), **signed}
-        return await self._client._request(spec, attrs.evolve(opts, extra_headers=extra))
+        return await send_top_up(
+            self._client, spec, options, amount=amount, payer=payer, method=method
+        )
 
     async def list(
         self,
@@ -666,18 +658,27 @@ class AsyncTopUps(_Namespace):
         starting_after: str | None = None,
         options: RequestOptions | None = None,
     ) -> TopUpList:
-        """The owner's top-ups in this environment, newest first (one page)."""
+        """The owner's top-ups in this environment, newest first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
         spec = ep.top_ups_list(limit=limit, starting_after=starting_after)
         return await self._client._request(spec, options)
 
     def list_all(
         self, *, limit: int | None = None, options: RequestOptions | None = None
     ) -> AsyncIterator[TopUp]:
-        """Every top-up of the owner, in the order of :meth:`list`."""
+        """Every top-up of the owner, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
         return aiterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
 
     async def get(self, top_up_id: str, *, options: RequestOptions | None = None) -> TopUp:
-        return await self._client._request(ep.top_ups_get(top_up_id), options)
+        spec = ep.top_ups_get(top_up_id)
+        return await self._client._request(spec, options)
 
 
 class AsyncSpend(_Namespace):
@@ -685,7 +686,35 @@ class AsyncSpend(_Namespace):
 
     async def balance(self, *, options: RequestOptions | None = None) -> SpendBalance:
         """Prepaid balance, policy and what is left of the allowance and budget."""
-        return await self._client._request(ep.spend_balance(), options)
+        spec = ep.spend_balance()
+        return await self._client._request(spec, options)
+
+    async def attempts(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> SpendAttemptList:
+        """The key's ``pay-url`` attempts, newest first, with their status and error.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`attempts_all`.
+        """
+        spec = ep.spend_attempts(limit=limit, starting_after=starting_after)
+        return await self._client._request(spec, options)
+
+    def attempts_all(
+        self, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> AsyncIterator[SpendAttempt]:
+        """Every ``pay-url`` attempt of the key, in the order of :meth:`attempts`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return aiterate(
+            lambda after: self.attempts(limit=limit, starting_after=after, options=options)
+        )
 
     async def pay_url(
         self,
@@ -705,7 +734,8 @@ class AsyncSpend(_Namespace):
         :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
         """
-        return await self._client._request(ep.spend_pay_url(url, method=method, json=json), options)
+        spec = ep.spend_pay_url(url, method=method, json=json)
+        return await self._client._request(spec, options)
 
     async def pay_url_quote(
         self,
@@ -729,49 +759,21 @@ class AsyncSpend(_Namespace):
         spec = ep.spend_pay_url_quote(url, method=method, json=json)
         return await self._client._request(spec, options)
 
-    async def attempts(
-        self,
-        *,
-        limit: int | None = None,
-        starting_after: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> SpendAttemptList:
-        """The key's ``pay-url`` attempts, newest first, with their status and error.
-
-        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
-        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
-        :meth:`attempts_all`.
-        """
-        spec = ep.spend_attempts(limit=limit, starting_after=starting_after)
-        return await self._client._request(spec, options)
-
-    def attempts_all(
-        self,
-        *,
-        limit: int | None = None,
-        options: RequestOptions | None = None,
-    ) -> AsyncIterator[SpendAttempt]:
-        """Every ``pay-url`` attempt of the key, in the order of :meth:`attempts`.
-
-        Pages of ``limit`` are fetched as the iteration reaches them.
-        """
-        return aiterate(
-            lambda after: self.attempts(limit=limit, starting_after=after, options=options)
-        )
-
 
 class AsyncHandles(_Namespace):
     """Handles (``@name``): ledger addresses of an owner's account wallet."""
 
     async def create(self, handle: str, *, options: RequestOptions | None = None) -> Handle:
         """Claim ``handle`` (``"name"`` or ``"@name"``) for the owner (owner JWT)."""
-        return await self._client._request(ep.handles_create(handle), options)
+        spec = ep.handles_create(handle)
+        return await self._client._request(spec, options)
 
     async def resolve(
         self, destination: str, *, options: RequestOptions | None = None
     ) -> HandleResolution:
         """Check a transfer destination before paying it (wallet key)."""
-        return await self._client._request(ep.handles_resolve(destination), options)
+        spec = ep.handles_resolve(destination)
+        return await self._client._request(spec, options)
 
 
 class AsyncAccess(_Namespace):
@@ -794,7 +796,8 @@ class AsyncAccess(_Namespace):
 
 
 class AsyncGates(_Namespace):
-    """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks the service.
+    """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
+    the service.
 
     A gate in front of the seller's app gets the x402 / MPP challenge for an unpaid
     request with :meth:`challenge`, verifies and claims a presented credential with
@@ -804,12 +807,7 @@ class AsyncGates(_Namespace):
     """
 
     async def challenge(
-        self,
-        resource_id: str,
-        *,
-        method: str,
-        url: str,
-        options: RequestOptions | None = None,
+        self, resource_id: str, *, method: str, url: str, options: RequestOptions | None = None
     ) -> GateChallenge:
         """The 402's challenge headers for ``method`` ``url`` (absolute, as the client
         addressed it); empty while the seller has not enabled payments."""
@@ -882,7 +880,8 @@ class AsyncWebhooks(_Namespace):
         starting_after: str | None = None,
         options: RequestOptions | None = None,
     ) -> WebhookEndpointList:
-        """The owner's endpoints in this environment, oldest first; deleted ones are gone.
+        """The owner's endpoints in this environment, oldest first; deleted ones are
+        gone.
 
         One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
         ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
@@ -892,10 +891,7 @@ class AsyncWebhooks(_Namespace):
         return await self._client._request(spec, options)
 
     def list_all(
-        self,
-        *,
-        limit: int | None = None,
-        options: RequestOptions | None = None,
+        self, *, limit: int | None = None, options: RequestOptions | None = None
     ) -> AsyncIterator[WebhookEndpoint]:
         """Every endpoint of the owner, in the order of :meth:`list`.
 
@@ -905,7 +901,8 @@ class AsyncWebhooks(_Namespace):
 
     async def events(self, *, options: RequestOptions | None = None) -> EventCatalog:
         """The event catalog: every event type the service emits, with what causes it."""
-        return await self._client._request(ep.webhooks_events(), options)
+        spec = ep.webhooks_events()
+        return await self._client._request(spec, options)
 
     async def update(
         self,
@@ -929,8 +926,10 @@ class AsyncWebhooks(_Namespace):
         self, webhook_id: str, *, options: RequestOptions | None = None
     ) -> WebhookEndpoint:
         """Delete the endpoint: the result has ``status`` ``deleted``, its pending
-        deliveries are cancelled, and later calls with its id raise :class:`~svc.NotFoundError`."""
-        return await self._client._request(ep.webhooks_delete(webhook_id), options)
+        deliveries are cancelled, and later calls with its id raise
+        :class:`~svc.NotFoundError`."""
+        spec = ep.webhooks_delete(webhook_id)
+        return await self._client._request(spec, options)
 
     async def deliveries(
         self,
@@ -950,11 +949,7 @@ class AsyncWebhooks(_Namespace):
         return await self._client._request(spec, options)
 
     def deliveries_all(
-        self,
-        webhook_id: str,
-        *,
-        limit: int | None = None,
-        options: RequestOptions | None = None,
+        self, webhook_id: str, *, limit: int | None = None, options: RequestOptions | None = None
     ) -> AsyncIterator[Delivery]:
         """Every delivery of the endpoint, in the order of :meth:`deliveries`.
 
@@ -969,11 +964,13 @@ class AsyncWebhooks(_Namespace):
     async def test(self, webhook_id: str, *, options: RequestOptions | None = None) -> Delivery:
         """Send a signed sample ``payment.succeeded`` (``test: true``) now; returns its
         delivery, with the receiver's answer in ``attempt_log``."""
-        return await self._client._request(ep.webhooks_test(webhook_id), options)
+        spec = ep.webhooks_test(webhook_id)
+        return await self._client._request(spec, options)
 
     async def retry(
         self, webhook_id: str, delivery_id: str, *, options: RequestOptions | None = None
     ) -> Delivery:
         """Send one delivery again now, whatever its state; the delivery keeps its ``id``
         and the attempt joins its ``attempt_log``."""
-        return await self._client._request(ep.webhooks_retry(webhook_id, delivery_id), options)
+        spec = ep.webhooks_retry(webhook_id, delivery_id)
+        return await self._client._request(spec, options)

@@ -15,9 +15,10 @@ from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
 
+from . import _convert
 from . import _endpoints as ep
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
-from ._endpoints import Amount
+from ._convert import Amount
 from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import (
@@ -138,15 +139,15 @@ class Client(BaseClient):
 
     def health(self, *, options: RequestOptions | None = None) -> Health:
         """Liveness: the process answers."""
-        return self._request(ep.health(), options)
+        return self._request(_convert.health(), options)
 
     def ready(self, *, options: RequestOptions | None = None) -> Health:
         """Readiness: dependencies answer; raises :class:`~svc.ServerError` (503) if not."""
-        return self._request(ep.ready(), options)
+        return self._request(_convert.ready(), options)
 
     def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
         """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
-        return self._request(ep.capabilities(), options)
+        return self._request(_convert.capabilities(), options)
 
     @overload
     def pay(self, *, resource_id: str, options: RequestOptions | None = None) -> PayResult: ...
@@ -200,7 +201,7 @@ class Client(BaseClient):
         self, name: str, *, options: RequestOptions | None = None
     ) -> str | dict[str, Any]:
         """A discovery document: ``str`` for ``llms*.txt``, ``dict`` for the JSON ones."""
-        return self._request(ep.discovery(name), options)
+        return self._request(_convert.discovery(name), options)
 
     # --- lifecycle --------------------------------------------------------------------------
 

@@ -8,6 +8,11 @@ left out or sent as ``null`` means "not given", except where a route documents `
 "clear this".
 
 ``EXAMPLE`` on a class is the example the OpenAPI document shows.
+
+A rule across fields (``Pay``: a resource alone, or a destination with an amount) is
+written once, on its class, and raises :class:`BodyRuleError` when the body is built: the
+SDK raises it before sending, and the server (which builds every body it reads) answers
+its ``errors`` in the 422.
 """
 
 from __future__ import annotations
@@ -36,6 +41,15 @@ _METADATA = JsonObject(
 )
 
 
+class BodyRuleError(ValueError):
+    """Fields of a body that disagree.  ``str()`` says it to a Python caller; ``errors``
+    (``{"field", "message"}`` each) are what the server's 422 lists."""
+
+    def __init__(self, sentence: str, *errors: tuple[str, str]) -> None:
+        super().__init__(sentence)
+        self.errors = [{"field": field, "message": message} for field, message in errors]
+
+
 def to_json(body: Any) -> dict[str, Any]:
     """A body as the JSON object sent: fields not given (``None``) are left out."""
     return {k: v for k, v in unstructure(body).items() if v is not None}
@@ -45,6 +59,8 @@ def to_json(body: Any) -> dict[str, Any]:
 
 #: A country as ISO 3166-1 alpha-2.
 COUNTRY = r"^[A-Za-z]{2}$"
+#: The payout account's kind at the processor (``express`` when left out).
+ConnectType = Literal["express", "standard"]
 
 
 @attrs.frozen(kw_only=True)
@@ -55,7 +71,7 @@ class ConnectOnboard:
     country: Annotated[
         str, Text(max_length=2, pattern=COUNTRY, hint="a two-letter country code, e.g. US")
     ]
-    type: Literal["express", "standard"] | None = None
+    type: ConnectType | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"country": "US", "type": "express"}
 
@@ -87,6 +103,8 @@ class Withdraw:
 
 #: The methods a resource can be sold for (left out: any method).
 ResourceMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+#: What a resource sells: an HTTP path or an MCP tool.
+ResourceKind = Literal["http", "mcp"]
 #: The methods that carry a request body, the only ones a ``body_hint`` goes with.
 BODY_METHODS = ("POST", "PUT", "PATCH")
 #: The most a ``body_hint`` holds, as JSON.
@@ -107,7 +125,7 @@ class CreateResource:
     """A priced HTTP path (``kind: http`` with ``path``) or MCP tool (``kind: mcp`` with
     ``tool``)."""
 
-    kind: Literal["http", "mcp"]
+    kind: ResourceKind
     amount: Decimal
     path: Annotated[
         str | None, Text(max_length=2048, pattern=HTTP_PATH, hint="a path starting with /")
@@ -269,6 +287,27 @@ class Pay:
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"destination": "@weather-bot", "amount": "0.25"}
 
+    def __attrs_post_init__(self) -> None:
+        either = ("body", "needs either resource_id, or destination and amount")
+        if self.resource_id is not None:
+            errors = [either] if self.destination is not None else []
+            if self.amount is not None:
+                errors.append(("amount", "is the resource's price; send resource_id alone"))
+            if errors:
+                raise BodyRuleError(
+                    "pay takes resource_id alone (the resource sets the price), or "
+                    "destination with amount, not both",
+                    *errors,
+                )
+        elif self.destination is None:
+            raise BodyRuleError(
+                "pay needs resource_id (pay a resource) or destination and amount "
+                "(transfer to a handle)",
+                either,
+            )
+        elif self.amount is None:
+            raise BodyRuleError("a transfer to destination needs amount", ("amount", "is required"))
+
 
 # --- access -------------------------------------------------------------------------------
 
@@ -309,6 +348,8 @@ class SandboxFaucet:
 HOST_NAME = r"^(?=.{1,253}$)[a-z0-9*]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?$"
 #: The rails a wallet key may pay on.
 RAILS = ("x402", "mpp", "rill")
+#: How often a wallet key's ``allowance`` resets; ``"none"``: it never does.
+Period = Literal["day", "week", "month", "none"]
 
 
 @attrs.frozen(kw_only=True)
@@ -325,7 +366,7 @@ class WalletKeyPolicy:
     budget: Decimal | None = attrs.field(
         default=None, metadata={"doc": "The most the key may ever spend."}
     )
-    period: Literal["day", "week", "month", "none"] | None = attrs.field(
+    period: Period | None = attrs.field(
         default=None, metadata={"doc": "When the allowance resets (none: never)."}
     )
     allowed_hosts: Annotated[
@@ -391,6 +432,8 @@ class CreateTopUp:
 
 #: Every event type a webhook endpoint may subscribe to (``GET /webhooks/events``).
 EVENT_TYPES = tuple(EVENT_DATA_TYPES)
+#: What an owner may set a webhook endpoint to (``deleted`` is reached by deleting it).
+WebhookStatus = Literal["enabled", "disabled"]
 _EVENTS = Items(
     max_items=len(EVENT_TYPES),
     choices=EVENT_TYPES,
@@ -424,12 +467,15 @@ class UpdateWebhook:
 
     events: Annotated[list[str] | None, _EVENTS] = None
     description: Annotated[str | None, Text(max_length=500)] = None
-    status: Literal["enabled", "disabled"] | None = None
+    status: WebhookStatus | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"status": "enabled"}
 
 
 # --- pay-url ------------------------------------------------------------------------------
+
+#: How ``pay-url`` requests the URL; a POST-only 402 needs ``POST`` and a JSON body.
+PayUrlMethod = Literal["GET", "POST"]
 
 
 @attrs.frozen(kw_only=True)
@@ -438,7 +484,7 @@ class PayUrl:
     ``method: POST`` (a GET sends none)."""
 
     url: Annotated[str, Url()]
-    method: Literal["GET", "POST"] | None = attrs.field(
+    method: PayUrlMethod | None = attrs.field(
         default=None, metadata={"doc": "How the URL is requested; GET when left out."}
     )
     json: Any = attrs.field(
@@ -454,6 +500,13 @@ class PayUrl:
     )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"url": "https://api.example/v1/report", "method": "GET"}
+
+    def __attrs_post_init__(self) -> None:
+        if self.json is not None and self.method != "POST":
+            raise BodyRuleError(
+                "a JSON body (json) is sent with method POST only",
+                ("json", "is sent with method POST only (a GET has no body)"),
+            )
 
 
 # --- gate rails ---------------------------------------------------------------------------

@@ -16,13 +16,15 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, get_args
 
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
+from ._convert import CONNECT_TYPES, PAY_URL_METHODS, PERIODS
 from ._errors import APIError, SvcError
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
+from .bodies import RAILS, BodyRuleError, ResourceKind, ResourceMethod
 from .money import AmountError
 from .wire import unstructure
 
@@ -112,6 +114,8 @@ def _run(
     except AmountError as exc:
         # Refused before sending (the SDK's own amount check): a usage error, not a crash.
         raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
+    except BodyRuleError as exc:  # the body's own rule across its fields (svc.bodies)
+        raise click.UsageError(str(exc)) from None
 
 
 def _in_cli_terms(exc: SvcError) -> str:
@@ -377,7 +381,7 @@ def _json_object(ctx: Any, param: Any, value: str | None) -> Any:
     return data
 
 
-_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+_METHODS = list(get_args(ResourceMethod))
 
 
 def _resource_options(fn: Any) -> Any:
@@ -501,7 +505,10 @@ def _add_directory_command(cli: click.Group) -> None:
     @cli.command("directory")
     @_page_options
     @click.option(
-        "--kind", default=None, type=click.Choice(["http", "mcp"]), help="HTTP paths or MCP tools."
+        "--kind",
+        default=None,
+        type=click.Choice(get_args(ResourceKind)),
+        help="HTTP paths or MCP tools.",
     )
     @click.option("-q", "--q", "q", default=None, help="Text the description contains.")
     @click.option("--max-amount", default=None, help="Prices at most this amount.")
@@ -559,12 +566,13 @@ def _add_payment_commands(cli: click.Group) -> None:
         ctx: Any, /, resource_id: str | None, destination: str | None, amount: str | None
     ) -> None:
         """Pay a resource on the ledger (wallet key), or a handle with --destination."""
-        if resource_id is not None:
-            _run(ctx, lambda c: c.pay(resource_id=resource_id))
-        elif destination is not None and amount is not None:
-            _run(ctx, lambda c: c.pay(destination=destination, amount=amount))
-        else:
-            raise click.UsageError("give RESOURCE_ID, or --destination and --amount")
+        # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
+        form: dict[str, Any] = {
+            "resource_id": resource_id,
+            "destination": destination,
+            "amount": amount,
+        }
+        _run(ctx, lambda c: c.pay(**form))
 
     @cli.command("pay-url")
     @click.argument("url")
@@ -572,7 +580,7 @@ def _add_payment_commands(cli: click.Group) -> None:
         "--method",
         default="GET",
         show_default=True,
-        type=click.Choice(["GET", "POST"]),
+        type=click.Choice(PAY_URL_METHODS),
         help="The HTTP method to call the URL with.",
     )
     @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
@@ -659,7 +667,7 @@ def _add_connect_commands(cli: click.Group) -> None:
         "--type",
         "kind",
         default=None,
-        type=click.Choice(["express", "standard"]),
+        type=click.Choice(CONNECT_TYPES),
         help="The kind of payout account (default: the processor's).",
     )
     @_seller_id_option
@@ -784,7 +792,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     @click.option(
         "--period",
         default=None,
-        type=click.Choice(["day", "week", "month", "none"]),
+        type=click.Choice(PERIODS),
         help="What --allowance is per.",
     )
     @click.option("--max-per-tx", default=None, help="Most one payment may be, e.g. 0.50.")
@@ -794,7 +802,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         "--allowed-rail",
         "rails",
         multiple=True,
-        type=click.Choice(["x402", "mpp", "rill"]),
+        type=click.Choice(RAILS),
         help="Repeat for several; none = every rail.",
     )
     @click.pass_context

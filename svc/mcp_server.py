@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 from ._async_client import AsyncClient
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
+from .bodies import BodyRuleError, ConnectType, PayUrlMethod, ResourceKind
 from .wire import unstructure
 
 try:
@@ -117,7 +118,7 @@ async def _call(
         raise _fail(
             f"{exc.code} ({exc.status}): {exc.message} [request_id={exc.request_id}]"
         ) from None
-    except SvcError as exc:
+    except (SvcError, BodyRuleError) as exc:  # BodyRuleError: refused before sending
         raise _fail(str(exc)) from None
 
 
@@ -223,7 +224,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         ctx: Context,
         action: Literal["list", "get", "create", "update", "deactivate"],
         resource_id: str | None = None,
-        kind: Literal["http", "mcp"] | None = None,
+        kind: ResourceKind | None = None,
         path: str | None = None,
         tool: str | None = None,
         amount: str | None = None,
@@ -348,19 +349,19 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         """Pay on the service ledger (wallet key): an in-service resource by
         ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
         returned ``receipt_id`` to the gate in X-Svc-Receipt."""
-        if resource_id is not None:
-            if destination is not None or amount is not None:
-                raise _fail("give resource_id alone, or destination and amount")
-            return await _call(factory, ctx, lambda c: c.pay(resource_id=resource_id))
-        to = _need(destination, "destination", "pay")
-        value = _need(amount, "amount", "pay")
-        return await _call(factory, ctx, lambda c: c.pay(destination=to, amount=value))
+        # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
+        form: dict[str, Any] = {
+            "resource_id": resource_id,
+            "destination": destination,
+            "amount": amount,
+        }
+        return await _call(factory, ctx, lambda c: c.pay(**form))
 
     @server.tool()
     async def svc_pay_url(
         ctx: Context,
         url: str,
-        method: Literal["GET", "POST"] = "GET",
+        method: PayUrlMethod = "GET",
         json: Any = None,
         dry_run: bool = False,
     ) -> Any:
@@ -381,7 +382,7 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         ctx: Context,
         action: Literal["onboard", "sync", "status", "login"],
         country: str | None = None,
-        type: Literal["express", "standard"] | None = None,
+        type: ConnectType | None = None,
     ) -> Any:
         """The seller's payout account (seller key).  onboard (needs ``country``, two
         letters such as "US"; ``type`` express by default) returns an ``onboard_url``

@@ -13,8 +13,8 @@ The decisions live in :class:`GateCore`, shared with the reference server's host
 and parameterised by a :class:`GateBackend` (the service's API here, a database there).
 :class:`PaymentRail` is where open rails (x402, MPP) plug in; :class:`ServiceRails`, the
 default of a gate talking to the service, has the service challenge and settle them, so
-the app holds no keys.  Everything else is in private modules.  Depends on ``svc`` only:
-no web framework, x402 or MPP package is needed at run time.
+the app holds no keys.  Everything else is in private modules.  Depends on ``svc`` and
+``cachetools`` only: no web framework, x402 or MPP package is needed at run time.
 """
 
 from ._asgi import new_request_id
@@ -24,7 +24,6 @@ from ._core import (
     FailedOpen,
     GateCore,
     Held,
-    Offer,
     OnServiceError,
     Outcome,
     Paid,
@@ -32,6 +31,7 @@ from ._core import (
 )
 from ._mcp import PAYMENT_REQUIRED_META_KEY, McpChallenge
 from ._middleware import PaymentGate
+from ._offer import Offer
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY, Payment, payment_of
 from ._prices import PriceTable
 from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource

@@ -23,18 +23,18 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from decimal import Decimal
 from typing import Any, Literal
 
 import attrs
+from cachetools import LRUCache
 
-from svc import ReceiptVerification, Resource, SvcError
-from svc.money import format_amount
+from svc import ReceiptVerification, SvcError
 from svc.receipts import MalformedReceipt, receipt_id_from_headers
 
 from ._asgi import paid_watched
 from ._backend import BackendUnavailable, GateBackend
 from ._cache import FlightCache, LruCache
+from ._offer import Offer
 from ._payment import Payment
 from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource
 
@@ -43,7 +43,6 @@ __all__ = [
     "FailedOpen",
     "GateCore",
     "Held",
-    "Offer",
     "OnServiceError",
     "Outcome",
     "Paid",
@@ -61,74 +60,6 @@ NEGATIVE_TTL = 5.0
 RETRY_AFTER_SECONDS = 5
 
 OnServiceError = Literal["fail_closed", "fail_open"]
-_RECEIPT_HEADER_NAMES = ("X-Svc-Receipt", "Payment-Receipt", "PAYMENT-RESPONSE")
-
-
-def _plain_number(value: Decimal) -> int | float | str:
-    if value == value.to_integral_value():
-        return int(value)
-    return str(value)
-
-
-@attrs.frozen(kw_only=True)
-class Offer:
-    """What a resource costs and where it is paid: the substance of every 402."""
-
-    resource_id: str
-    amount: Decimal
-    currency: str = "USD"
-    gate_url: str
-    pay_url: str
-    active: bool = True
-    kind: str = "http"
-    path_or_tool: str | None = None
-    description: str | None = None
-    environment: str | None = None
-    sku_kind: str = "one_shot"
-    credits: Decimal | None = None
-    credit_unit: str | None = None
-
-    @classmethod
-    def from_resource(cls, resource: Resource) -> Offer:
-        meta = resource.metadata
-        return cls(
-            resource_id=resource.id,
-            amount=resource.amount,
-            gate_url=resource.gate_url,
-            pay_url=resource.pay_url,
-            active=resource.active,
-            kind=resource.kind,
-            path_or_tool=resource.path_or_tool,
-            description=resource.description,
-            environment=resource.environment,
-            sku_kind=meta.sku_kind,
-            credits=meta.credits,
-            credit_unit=meta.credit_unit,
-        )
-
-    def details(self) -> dict[str, Any]:
-        """The 402's ``error.details``: enough for an agent to pay without a second look."""
-        details: dict[str, Any] = {
-            "resource_id": self.resource_id,
-            "amount": format_amount(self.amount),
-            "currency": self.currency,
-            "gate_url": self.gate_url,
-            "pay_url": self.pay_url,
-            "sku_kind": self.sku_kind,
-        }
-        if self.environment is not None:
-            details["environment"] = self.environment
-        if self.credits is not None:
-            details["credits"] = _plain_number(self.credits)
-            details["credit_unit"] = self.credit_unit
-        if self.description:
-            details["description"] = self.description
-        details["pay_with"] = (
-            f'POST /pay {{"resource_id": "{self.resource_id}"}} with a wallet key, '
-            "then send the receipt id in X-Svc-Receipt"
-        )
-        details["receipt_headers"] = list(_RECEIPT_HEADER_NAMES)
-        return details
 
 
 @attrs.frozen(kw_only=True)
@@ -273,8 +204,8 @@ class GateCore:
         # The Paid outcome of a (cached verification, cached offer, source): reused while
         # both cache entries are the very same objects, so a repeat request builds nothing.
         # Both memos are LRU-bounded like the caches, so a full memo drops one cold entry.
-        self._paid: LruCache[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = (
-            LruCache(max_cache_entries, clock)
+        self._paid: LRUCache[tuple[str, str, str], tuple[ReceiptVerification, Offer, Paid]] = (
+            LRUCache(max_cache_entries)
         )
         # check_header()'s decided requests: (resource, raw header) -> Paid, until the
         # earlier expiry of the two cached answers it rests on.
@@ -464,7 +395,7 @@ class GateCore:
         if memo is not None and memo[0] is verification and memo[1] is offer:
             return memo[2]
         paid = self._paid_outcome(verification, offer, source, ())
-        self._paid.put(key, (verification, offer, paid))
+        self._paid[key] = (verification, offer, paid)
         return paid
 
     async def _redeemed(

@@ -37,14 +37,13 @@ Nothing here knows x402 or MPP; the core only calls the hooks.  :class:`ServiceR
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import attrs
 
 from svc import GateRedemption, ReceiptVerification
 
-if TYPE_CHECKING:
-    from ._core import Offer
+from ._offer import Offer
 
 __all__ = ["HoldingRail", "PaymentRail", "RailRedemption", "RailRequest", "RailRequestSource"]
 

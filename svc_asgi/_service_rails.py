@@ -22,7 +22,7 @@ import svc
 from svc.receipts import MalformedReceipt, rail_credentials
 
 from ._backend import BackendUnavailable
-from ._core import Offer
+from ._offer import Offer
 from ._rails import RailRedemption, RailRequest
 
 __all__ = ["ServiceRails"]

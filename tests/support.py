@@ -99,7 +99,7 @@ def start_server(settings: Settings) -> LiveServer:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     if settings.public_url is None and not settings.production:
-        settings = attrs.evolve(settings, public_url=url)
+        settings = settings.evolve(public_url=url)
     server = build_server(settings, host="127.0.0.1", port=port, log_level="warning")
     app = server.config.app
     thread = threading.Thread(target=server.run, daemon=True)

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import attrs
 import click
 import pytest
 
@@ -20,7 +19,7 @@ from reference_server.settings import env_variable
 from svc.cli import _build
 
 #: The Settings fields: an option named after one is read as that ``SVC_*`` variable too.
-SETTINGS_FIELDS = {field.name for field in attrs.fields(Settings)}
+SETTINGS_FIELDS = set(Settings.model_fields)
 
 
 def _walk(command: click.Command, path: tuple[str, ...]) -> Iterator[tuple[str, click.Command]]:

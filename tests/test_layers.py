@@ -156,3 +156,92 @@ def test_the_sdk_is_used_through_its_public_surface(package: str) -> None:
             if any(_private_to_svc(name) for name in names):
                 private.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert private == [], private
+
+
+# --- no import circles ----------------------------------------------------------------------
+
+PACKAGES = ("svc", "svc_asgi", "reference_server")
+
+
+def _all_modules() -> dict[str, Path]:
+    """Every module of the three packages, by dotted name, found on disk."""
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """An ``if``'s test that is ``TYPE_CHECKING`` (bare or as ``typing.TYPE_CHECKING``)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of ``modules`` that ``name`` imports when it runs: at the top or inside a
+    function (a deferred import is still a dependency), not under ``if TYPE_CHECKING:``.
+    ``from pkg import sub`` depends on ``pkg.sub`` only: a package's ``__init__`` runs
+    before any of its modules anyway."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    pending: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path))]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            pending.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            submodules = {f"{module}.{alias.name}" for alias in node.names} & modules.keys()
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(module)
+        pending.extend(ast.iter_child_nodes(node))
+    return {imported for imported in found if imported in modules and imported != name}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: each set of modules that reach one another
+    through their imports."""
+
+    def reached(start: str) -> set[str]:
+        seen: set[str] = set()
+        pending = list(graph[start])
+        while pending:
+            name = pending.pop()
+            if name not in seen:
+                seen.add(name)
+                pending.extend(graph[name])
+        return seen
+
+    reach = {name: reached(name) for name in graph}
+    circles = {
+        frozenset({name} | {other for other in reach[name] if name in reach[other]})
+        for name in graph
+        if name in reach[name]
+    }
+    return sorted(sorted(circle) for circle in circles)
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"d", "f"}, "f": {"e"}}
+    assert _circles(graph) == [["a", "b", "c"], ["e", "f"]]
+
+
+def test_no_import_circles() -> None:
+    """No module of svc, svc_asgi or reference_server imports, at run time, a module that
+    imports it back, however far round: each depends on what is below it only."""
+    modules = _all_modules()
+    assert {"svc", "svc_asgi._core", "reference_server.settings"} <= modules.keys()
+    graph = {name: _runtime_imports(name, path, modules) for name, path in modules.items()}
+    assert graph["svc_asgi._core"], "the scan reads imports"
+    assert _circles(graph) == []

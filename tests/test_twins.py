@@ -1,8 +1,8 @@
 """The blocking twins are generated, current, and the same API as their async sources.
 
-``svc/_client.py``, ``svc/_namespaces.py`` and ``reference_server/outbound/_sync.py`` are
-written by ``python -m tests.unasync`` from their async sources; the first test fails
-when one was edited by hand or not regenerated.  The parity test is found, not listed:
+``svc/_client.py`` and ``svc/_namespaces.py`` are written by ``python -m tests.unasync``
+from their async sources; the first test fails when one was edited by hand or not
+regenerated.  The parity test is found, not listed:
 every namespace each client declares and every public method on it, plus the clients'
 own methods, compared by signature (modulo ``async``) and docstring.
 """

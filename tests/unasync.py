@@ -1,20 +1,20 @@
 """Generate the blocking twins from their async sources: ``python -m tests.unasync``.
 
-The SDK client, its namespaces and the outbound send path exist twice, once with
-``async``/``await`` and once blocking.  Only the async file is written by hand; its twin
-is this script's output: every line goes through the substitution table below (whole
-words only), then ``ruff`` sorts the imports, drops the ones left unused and formats it.
-``--check`` writes nothing and exits 1 if a generated file is not what its source gives
-(the test suite runs it: tests/sdk/test_twins.py).
+The SDK client, its namespaces and their send helpers exist twice, once with
+``async``/``await`` and once blocking.  The async file is the source (the namespaces are
+themselves generated from the route table by ``python -m reference_server.sdk_codegen``);
+its twin is this script's output:
+every line goes through the substitution table below (whole words only), then ``ruff``
+sorts the imports, drops the ones left unused and formats it.  ``--check`` writes
+nothing and exits 1 if a generated file is not what its source gives (the test suite
+runs it: tests/sdk/test_twins.py).
 
 What cannot be a word-for-word substitution lives in hand-written code the source
-imports: ``svc/_paging.py`` (``aiterate`` / ``iterate``) and
-``reference_server/outbound/_async_io.py`` / ``_sync_io.py`` (how the total deadline is
-enforced, how a resolver is waited for, how a connection is closed).
+imports: ``svc/_paging.py`` (``aiterate`` / ``iterate``).
 
 The script lives in ``tests/`` because it is a development tool, not part of any shipped
-package, and because it knows both ``svc`` and ``reference_server`` (a module inside
-``svc`` must not know where the server's files are).  Like httpcore's
+package, and because it uses ``reference_server.generated`` (which ``svc`` must not
+import).  Like httpcore's
 ``scripts/unasync.py``, it also fails when a substitution is used by no file, so the
 table holds only rules that are needed.
 """
@@ -22,11 +22,10 @@ table holds only rules that are needed.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-from reference_server.generated import checking, refresh
+from reference_server.generated import checking, formatted, refresh
 
 __all__ = ["PAIRS", "ROOT", "generate", "main"]
 
@@ -36,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS = {
     "svc/_async_client.py": "svc/_client.py",
     "svc/_async_namespaces.py": "svc/_namespaces.py",
-    "reference_server/outbound/_async.py": "reference_server/outbound/_sync.py",
+    "svc/_async_send.py": "svc/_send.py",
 }
 
 #: (regex, replacement), applied in order to every line.  A pattern that starts or ends
@@ -44,17 +43,15 @@ PAIRS = {
 SUBS: list[tuple[str, str]] = [
     # the per-flavour pieces each source imports
     (r"\._async_namespaces", "._namespaces"),
-    (r"\._async_io", "._sync_io"),
+    (r"\._async_send", "._send"),
     # AsyncClient, AsyncIterator, AsyncWebhooks, httpx.AsyncBaseTransport...
     (r"Async([A-Z]\w*)", r"\1"),
     (r"async def", "def"),
     (r"async with", "with"),
-    (r"async for", "for"),
     (r"await ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
     (r"aclose", "close"),
-    (r"aiter_raw", "iter_raw"),
     (r"aiterate", "iterate"),
     (r"Awaitable\[None\]", "None"),
     (r"import anyio", "import time"),
@@ -86,28 +83,13 @@ def _unasync(text: str, used: set[int]) -> str:
     return "".join(lines)
 
 
-def _ruff(args: list[str], text: str, filename: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", *args, "--stdin-filename", filename, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ruff {' '.join(args)} failed on {filename}:\n{done.stderr}")
-    return done.stdout
-
-
 def generate(source: str, target: str, used: set[int] | None = None) -> str:
     """The text ``target`` must hold: ``source`` unasynced, imports fixed, formatted."""
     text = _header(source) + _unasync(
         (ROOT / source).read_text(), used if used is not None else set()
     )
-    # I: the imports sort differently once renamed; F401: Awaitable & co. are left unused
-    text = _ruff(["check", "--fix-only", "--exit-zero", "--select", "I,F401"], text, target)
-    return _ruff(["format"], text, target)
+    # the imports sort differently once renamed; Awaitable & co. are left unused
+    return formatted(text, target)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,11 @@ may even show them the answer.  Every such request goes through :func:`send` /
 * bound everything: connect, read and total timeouts, the request body, and the response
   body, of which only ``max_response_bytes`` are read -- the rest is never downloaded.
 
+The HTTP is httpcore's (``AsyncConnectionPool``, :class:`AsyncPinnedClients` for
+kept-alive connections); the pinning is its network backend, which connects to the
+checked address whatever name the URL carries, so the name still drives the ``Host``
+header, SNI and the certificate check.
+
 Outside production (:meth:`OutboundPolicy.from_settings`), private and loopback addresses
 and plain HTTP are allowed, so a developer's ``http://localhost:8000/hooks`` works.
 
@@ -31,12 +36,11 @@ and plain HTTP are allowed, so a developer's ``http://localhost:8000/hooks`` wor
 """
 
 from ._addresses import address_refusal
-from ._async import send
-from ._async_io import AsyncPinnedClients
 from ._errors import OutboundError, OutboundFailed, OutboundRefused
 from ._plan import Headers, OutboundResponse
-from ._policy import OutboundPolicy, Resolver, system_resolve, system_resolve_async
-from ._sync import send as send_sync
+from ._policy import OutboundPolicy, Resolver, system_resolve_async
+from ._pool import AsyncPinnedClients
+from ._send import send, send_sync
 from ._target import Target, check_url, pin_addresses
 
 __all__ = [
@@ -54,6 +58,5 @@ __all__ = [
     "pin_addresses",
     "send",
     "send_sync",
-    "system_resolve",
     "system_resolve_async",
 ]

@@ -1,10 +1,8 @@
-"""What both send paths share: the checked plan of one request, and its result.
+"""The checked plan of one request, and its result: everything that does no I/O.
 
-As in httpx's own ``BaseClient`` / ``Client`` / ``AsyncClient`` split, everything that
-does not do I/O -- checking the URL and headers, checking the resolved addresses,
-building the pinned request, mapping errors, shaping the result -- lives in :class:`Plan`;
-:func:`~._async.send` and :func:`~._sync.send` (generated from it) only add resolution,
-the connection attempts and the capped body read, each in its own I/O style.
+Checking the URL and headers, checking the resolved addresses, building the request for
+httpcore, mapping httpcore's errors and shaping the result live in :class:`Plan`;
+:func:`~._send.send` only adds resolution, the connection attempts and the capped read.
 """
 
 from __future__ import annotations
@@ -14,19 +12,29 @@ import re
 import ssl
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import attrs
+import httpcore
 import httpx
 
 from ._errors import OutboundFailed, OutboundRefused
 from ._policy import OutboundPolicy
 from ._target import Target, check_url, pin_addresses
 
-__all__ = ["Headers", "OutboundResponse", "Plan", "default_tls_context", "take"]
+__all__ = ["HTTP_ERRORS", "Headers", "OutboundResponse", "Plan", "PoolKey", "take"]
 
 #: Request headers as a mapping or as ``(name, value)`` pairs.
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+#: What a kept-alive connection must match to be reused: scheme, checked name, port, the
+#: checked address, and the TLS context that verified the name.
+PoolKey = tuple[str, str, int, str, ssl.SSLContext]
+#: Every error httpcore raises for a request that was tried and did not work.
+HTTP_ERRORS = (
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+)
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\x00\r\n]")
@@ -48,6 +56,8 @@ _CONTROLLED = frozenset(
         "expect",
     }
 )
+#: Methods whose request always states its length (``Content-Length: 0`` without a body).
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 @attrs.frozen
@@ -105,11 +115,12 @@ def _tls_error(exc: BaseException) -> ssl.SSLError | None:
 
 @attrs.frozen
 class Plan:
-    """One checked request: everything but the I/O, shared by both send paths."""
+    """One checked request: everything but the I/O."""
 
     method: str
     target: Target
-    headers: tuple[tuple[str, str], ...]
+    #: As sent, ``Host`` and ``Content-Length`` included (``Connection`` added per pool).
+    headers: tuple[tuple[bytes, bytes], ...]
     content: bytes | None
     policy: OutboundPolicy
     started: float = attrs.field(factory=time.monotonic)
@@ -135,7 +146,7 @@ class Plan:
         pairs = headers.items() if isinstance(headers, Mapping) else (headers or ())
         kept: list[tuple[str, str]] = []
         for name, value in pairs:
-            if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value):
+            if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value) or not value.isascii():
                 raise OutboundRefused(f"the request header {name!r} is malformed")
             if name.lower() not in _CONTROLLED:
                 kept.append((name, value))
@@ -145,10 +156,15 @@ class Plan:
         if "accept-encoding" not in names:
             kept.append(("Accept-Encoding", "identity"))  # the cap counts the bytes as sent
         kept.append(("Host", target.host_header))
+        method = method.upper()
+        if content is None and method in _BODY_METHODS:
+            content = b""
+        if content is not None:
+            kept.append(("Content-Length", str(len(content))))
         return cls(
-            method=method.upper(),
+            method=method,
             target=target,
-            headers=tuple(kept),
+            headers=tuple((name.encode(), value.encode()) for name, value in kept),
             content=content,
             policy=policy,
         )
@@ -169,58 +185,43 @@ class Plan:
 
     # -- the pinned request -------------------------------------------------------------
 
-    def pool_key(self, ip: str) -> tuple[str, str, int, str]:
-        """What a kept-alive connection must match to be reused for this request: the
-        scheme, the checked name (its TLS certificate was verified for it) and port, and
-        the checked address it was pinned to."""
-        return (self.target.scheme, self.target.host, self.target.port, ip)
+    def pool_key(self, ip: str) -> PoolKey:
+        """A kept-alive connection is reused only for the same scheme, checked name (its
+        certificate was verified for it), port, checked address and TLS context."""
+        target = self.target
+        return (target.scheme, target.host, target.port, ip, self.tls())
 
-    def request(self, ip: str, trace: Any = None, *, keep_alive: bool = False) -> httpx.Request:
-        """The request to send: to ``ip`` itself, with Host and TLS on the original name.
+    def tls(self) -> ssl.SSLContext:
+        return self.policy.tls or default_tls_context()
 
-        Without ``keep_alive`` the connection carries this one request (``Connection:
-        close``): a client's own pool is keyed by address alone, so a connection to the
-        same IP but verified for another name (or pinned for another URL) could otherwise
-        be reused.  With it, the caller guarantees the client only ever sends requests of
-        one :meth:`pool_key` (:class:`~._async_io.AsyncPinnedClients`).
-
-        The URL's host is the checked IP, so the HTTP stack has nothing left to resolve:
-        no second DNS lookup, hence no DNS rebinding between check and connect.  The
-        ``Host`` header carries the name, and httpcore's ``sni_hostname`` extension makes
-        the TLS handshake send that name as SNI *and* verify the certificate against it
-        (``server_hostname`` in :meth:`ssl.SSLContext.wrap_socket`), so HTTPS stays as
-        strict as a normal request to the name.
-        """
-        host = f"[{ip}]" if ":" in ip else ip
-        url = httpx.URL(f"{self.target.scheme}://{host}:{self.target.port}{self.target.path}")
-        if url.host != ip:  # the parsed URL must point exactly where we checked
-            raise OutboundRefused("the URL could not be pinned to its checked address")
+    def request(self, *, keep_alive: bool) -> httpcore.Request:
+        """The request for httpcore, its URL on the checked *name*: httpcore's TLS sends
+        it as SNI and verifies the certificate against it, while the network backend
+        under the pool (:class:`~._pool.AsyncPinnedClients`) connects to the checked
+        address instead of resolving it, so there is no second lookup to rebind.  Without
+        ``keep_alive`` (a pool used for this request alone) the server is told the
+        connection carries one request.  Each timeout is bounded by the time left."""
+        target = self.target
+        url = httpcore.URL(
+            scheme=target.scheme.encode(),
+            host=target.host.encode(),
+            port=target.port,
+            target=target.path.encode(),
+        )
+        headers = [*self.headers] if keep_alive else [*self.headers, (b"Connection", b"close")]
         budget = max(self.remaining(), 0.001)
         read = min(self.policy.read_timeout, budget)
-        extensions: dict[str, Any] = {
-            "timeout": {
-                "connect": min(self.policy.connect_timeout, budget),
-                "read": read,
-                "write": read,
-                "pool": read,
-            }
-        }
-        if self.target.scheme == "https" and self.target.ip is None:
-            extensions["sni_hostname"] = self.target.host
-        if trace is not None:
-            extensions["trace"] = trace
-        headers = list(self.headers)
-        if not keep_alive:
-            headers.append(("Connection", "close"))
-        return httpx.Request(
+        connect = min(self.policy.connect_timeout, budget)
+        timeouts = {"connect": connect, "read": read, "write": read, "pool": read}
+        return httpcore.Request(
             self.method,
             url,
             headers=headers,
             content=self.content,
-            extensions=extensions,
+            extensions={"timeout": timeouts},
         )
 
-    def next_address_worth_trying(self, exc: httpx.ConnectError) -> bool:
+    def next_address_worth_trying(self, exc: httpcore.ConnectError) -> bool:
         """Whether a failed connect may fall through to the host's next checked address.
 
         Refused / unreachable: yes (e.g. an IPv6 address on a host without IPv6).  A TLS
@@ -228,19 +229,19 @@ class Plan:
         """
         return _tls_error(exc) is None
 
-    def failed(self, exc: httpx.HTTPError) -> OutboundFailed:
+    def failed(self, exc: Exception) -> OutboundFailed:
         origin = self.target.origin
         tls = _tls_error(exc)
         if tls is not None:
             detail = getattr(tls, "verify_message", None) or tls.reason or str(tls)
             return OutboundFailed(f"TLS with {origin} failed: {detail}")
-        if isinstance(exc, httpx.ConnectTimeout):
+        if isinstance(exc, httpcore.ConnectTimeout):
             return OutboundFailed(f"timed out connecting to {origin}")
-        if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, httpcore.TimeoutException):
             return OutboundFailed(f"timed out waiting for {origin}")
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, httpcore.ConnectError):
             return OutboundFailed(f"could not connect to {origin}: {exc}")
-        if isinstance(exc, httpx.RemoteProtocolError):
+        if isinstance(exc, httpcore.RemoteProtocolError):
             return OutboundFailed(f"{origin} sent a malformed HTTP response: {exc}")
         return OutboundFailed(f"the request to {origin} failed: {exc or type(exc).__name__}")
 
@@ -250,10 +251,10 @@ class Plan:
         )
 
     def response(
-        self, response: httpx.Response, body: bytes, truncated: bool, ip: str
+        self, response: httpcore.Response, body: bytes, truncated: bool, ip: str
     ) -> OutboundResponse:
         return OutboundResponse(
-            status=response.status_code,
+            status=response.status,
             headers=httpx.Headers(response.headers),
             body=body,
             truncated=truncated,
@@ -265,7 +266,7 @@ class Plan:
 @functools.cache
 def default_tls_context() -> ssl.SSLContext:
     """httpx's default verifying context (certifi's CA bundle), built once: loading the
-    bundle costs tens of milliseconds, too much to repeat for every fresh client."""
+    bundle costs tens of milliseconds, too much to repeat for every fresh pool."""
     return httpx.create_ssl_context()
 
 

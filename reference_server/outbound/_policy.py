@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,10 +14,10 @@ import attrs
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["OutboundPolicy", "Resolver", "system_resolve", "system_resolve_async"]
+__all__ = ["OutboundPolicy", "Resolver", "system_resolve_async"]
 
 #: ``resolver(host, port)`` -> the IP addresses (strings) ``host`` resolves to.  May be a
-#: plain function or a coroutine function; both work on both send paths.
+#: plain function or a coroutine function.
 Resolver = Callable[[str, int], Awaitable[list[str]] | list[str]]
 
 _MAX_SECONDS = 300.0
@@ -30,12 +31,6 @@ def _seconds(instance: object, attribute: attrs.Attribute[Any], value: float) ->
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
     if not (isinstance(value, int) and value > 0):
         raise ValueError(f"{attribute.name} must be a positive number of bytes")
-
-
-def system_resolve(host: str, port: int) -> list[str]:
-    """The operating system's resolver (``getaddrinfo``), blocking."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
 
 
 async def system_resolve_async(host: str, port: int) -> list[str]:
@@ -68,11 +63,13 @@ class OutboundPolicy:
     max_response_bytes: int = attrs.field(default=64 * 1024, validator=_positive)
     #: Largest request body allowed out.
     max_request_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
-    #: ``None``: the system resolver (:func:`system_resolve` on the sync path,
-    #: :func:`system_resolve_async` on the async one).  Tests inject their own.
+    #: ``None``: the system resolver (:func:`system_resolve_async`).  Tests inject their own.
     resolver: Resolver | None = None
     #: Sent unless the caller sets a ``User-Agent`` header.
     user_agent: str = "svc-reference-server"
+    #: The TLS context that verifies servers' certificates; ``None``: httpx's default
+    #: (certifi's CA bundle).  Tests trust a CA of their own here.
+    tls: ssl.SSLContext | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> OutboundPolicy:

@@ -1,6 +1,6 @@
 """Connect payouts through Stripe: :class:`StripeConnect` behind
-:class:`~reference_server.domain.payouts.PayoutProcessor`, and the events that move
-accounts and payouts (``account.updated``, ``payout.paid``, ``payout.failed``).
+:class:`~reference_server.domain.payouts.PayoutProcessor` (the events that move accounts
+and payouts are :mod:`.connect_events`').
 
 A withdrawal is two calls: a Transfer from the platform's balance to the seller's
 connected account, then a Payout on that account to its bank.  Each is sent with an
@@ -23,19 +23,14 @@ from typing import Any
 
 import attrs
 import stripe
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection
 
 from ..domain.errors import DomainError
-from ..domain.payouts import progress
-from ..domain.payouts.connect import apply_status
 from ..domain.payouts.processor import AccountStatus, Link, PayoutState, PayoutStatus
-from ..domain.payouts.withdrawals import ACTIVE
 from ..settings import Settings
-from ..store import tables as t
 from .client import stripe_client
-from .events import Handler, ProcessorEvent
 
-__all__ = ["HANDLERS", "StripeConnect", "stripe_connect"]
+__all__ = ["StripeConnect", "payout_status", "status_of", "stripe_connect"]
 
 #: Micros in a cent: Stripe's smallest unit of USD.
 CENT_MICROS = 10_000
@@ -182,7 +177,7 @@ class StripeConnect:
             payout = self.client.v1.payouts.retrieve(
                 payout_id, options={"stripe_account": account_id}
             )
-        return _payout_status(payout.status, payout.failure_code, payout.failure_message)
+        return payout_status(payout.status, payout.failure_code, payout.failure_message)
 
 
 def _later(now: datetime, seconds: int) -> datetime:
@@ -200,73 +195,9 @@ def status_of(account: Mapping[str, Any]) -> AccountStatus:
     )
 
 
-def _payout_status(status: str, code: str | None, message: str | None) -> PayoutStatus:
+def payout_status(status: str, code: str | None, message: str | None) -> PayoutStatus:
     state = _STATES.get(status, "pending")
     reason = None
     if state == "failed":
         reason = f"{code or 'failed'}: {message or 'the payout failed at the processor'}"
     return PayoutStatus(status=state, failure_reason=reason)
-
-
-# --- events ---------------------------------------------------------------------------------
-
-_pa = t.payout_accounts
-_w = t.withdrawals
-
-
-def _account_updated(
-    conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime
-) -> None:
-    """The account's readiness as the event states it, unless we already hold a later
-    reading (Stripe does not promise to deliver events in order)."""
-    account_id = str(event.object.get("id"))
-    row = conn.execute(
-        select(_pa).where(_pa.c.processor == "stripe", _pa.c.processor_account_id == account_id)
-    ).first()
-    if row is None:
-        return  # not one of ours (another platform's account, or not opened here)
-    last = row.processor_event_at
-    if last is not None and _aware(last) > event.created_at:
-        return
-    # Compared with events only: a sync reads the account at our clock, and an event
-    # stamped (in whole seconds) just before it may still carry a later change.
-    apply_status(conn, row, status_of(event.object), synced_at=now, now=now)
-    conn.execute(update(_pa).where(_pa.c.id == row.id).values(processor_event_at=event.created_at))
-
-
-def _payout_concluded(
-    conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime
-) -> None:
-    payout = event.object
-    query = select(_w).where(
-        _w.c.processor == "stripe",
-        _w.c.processor_payout_id == str(payout.get("id")),
-        _w.c.status.in_(ACTIVE),
-    )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = conn.execute(query).first()
-    if row is None:
-        return  # concluded already (by the worker's poll), or not ours
-    status = _payout_status(
-        str(payout.get("status")), payout.get("failure_code"), payout.get("failure_message")
-    )
-    if status.status in ("paid", "failed"):
-        progress.conclude(conn, row, status.status, status.failure_reason, now)
-    elif status.status != row.status:
-        conn.execute(
-            update(_w).where(_w.c.id == row.id).values(status=status.status, updated_at=now)
-        )
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-#: Event type -> what applying it does.
-HANDLERS: dict[str, Handler] = {
-    "account.updated": _account_updated,
-    "payout.paid": _payout_concluded,
-    "payout.failed": _payout_concluded,
-    "payout.updated": _payout_concluded,
-}

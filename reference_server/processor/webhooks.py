@@ -24,13 +24,13 @@ from ..domain.events import NEW_DELIVERIES
 from ..settings import Settings
 from ..store import Database
 from ..store import tables as t
-from . import checkout, connect
+from . import checkout, connect_events
 from .events import Handler, ProcessorEvent
 
 __all__ = ["HANDLERS", "Received", "receive", "verify"]
 
 #: Every event type the server acts on, and what applying it does.
-HANDLERS: Mapping[str, Handler] = {**connect.HANDLERS, **checkout.HANDLERS}
+HANDLERS: Mapping[str, Handler] = {**connect_events.HANDLERS, **checkout.HANDLERS}
 
 Received = Literal["applied", "ignored", "duplicate"]
 

@@ -9,6 +9,7 @@ from ..domain import payments
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, OptionalAuth
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 
 __all__ = ["ENDPOINTS"]
 
@@ -35,6 +36,16 @@ ENDPOINTS = [
         handler=verify,
         auth=OptionalAuth(Role.SELLER),
         body=VerifyReceipt,
+        sdk=Sdk(
+            "access.verify",
+            "receipt_id: str, resource_id: str | None = None",
+            doc="""Whether ``receipt_id`` is a valid receipt (for ``resource_id``, when given).
+
+            An unknown receipt is ``valid=False``, not an error.  The seller key is sent when
+            the client (or ``options``) has one, and nothing otherwise.
+            """,
+            build="verify_receipt_body",
+        ),
         contract=Contract(response=ReceiptVerification),
     ),
 ]

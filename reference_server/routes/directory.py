@@ -26,6 +26,7 @@ from ..domain import open_rails, resources
 from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import Filter, PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 
 __all__ = ["ENDPOINTS", "FILTERS"]
 
@@ -108,6 +109,16 @@ ENDPOINTS = [
         method="GET",
         path="/directory",
         handler=list_directory,
+        sdk=Sdk(
+            "directory.list",
+            "*, kind: ResourceKind | None = None, q: str | None = None, "
+            "max_amount: Amount | None = None",
+            doc="""Listed, active resources, oldest first: of one ``kind``, whose description
+            contains ``q`` (case ignored), priced at most ``max_amount``, as given.""",
+            all_doc="""Every entry of the directory (with the filters given), in the order of
+            :meth:`list`.""",
+            build="directory_query",
+        ),
         contract=Contract(response=DirectoryList, errors=("invalid_environment",)),
     ),
 ]

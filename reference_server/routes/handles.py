@@ -9,6 +9,7 @@ from ..domain import handles
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields, checked
 
 __all__ = ["ENDPOINTS"]
@@ -40,6 +41,12 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=ClaimHandle,
+        sdk=Sdk(
+            "handles.create",
+            "handle: str",
+            doc="""Claim ``handle`` (``"name"`` or ``"@name"``) for the owner (owner JWT).""",
+            build="handle_body",
+        ),
         contract=Contract(response=Handle, status=201, errors=("handle_taken",)),
     ),
 ]

@@ -10,6 +10,7 @@ from ..web.auth import issue_owner_jwt
 from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 
 __all__ = ["ENDPOINTS"]
 
@@ -38,6 +39,11 @@ ENDPOINTS = [
         idempotency="none",
         rate_limit="signup_rate_limit",
         body=CreateOwner,
+        sdk=Sdk(
+            "owners.create",
+            "email: str",
+            doc="""Create an owner; the returned ``owner_jwt`` authorizes the owner routes.""",
+        ),
         contract=Contract(
             response=OwnerCreated, status=201, errors=("signup_disabled", "email_taken")
         ),

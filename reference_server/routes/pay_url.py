@@ -37,7 +37,8 @@ from ..web.errors import ApiError, http_error
 from ..web.paging import PageRequest, paged
 from ..web.pipeline import MakeFirst, replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
-from ..web.validate import Fields, checked
+from ..web.sdk import Sdk
+from ..web.validate import checked
 
 __all__ = ["ENDPOINTS", "PAY_URL"]
 
@@ -130,10 +131,6 @@ def _order(call: Call) -> tuple[Order, str]:
     # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
     sent = to_json(attrs.evolve(b, dry_run=None))
     method = b.method or "GET"
-    f = Fields.rules(sent)
-    if b.json is not None and method != "POST":
-        f.error("json", "is sent with method POST only (a GET has no body)")
-    f.done()
     content = None if b.json is None else flow.encode_json(b.json)
     order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))
     return order, idempotency.request_fingerprint("POST", PATH, sent)
@@ -192,6 +189,11 @@ ENDPOINTS = [
         handler=list_attempts,
         auth=Role.WALLET,
         contract=Contract(response=SpendAttemptList),
+        sdk=Sdk(
+            "spend.attempts",
+            doc="""The key's ``pay-url`` attempts, newest first, with their status and error.""",
+            all_doc="""Every ``pay-url`` attempt of the key, in the order of :meth:`attempts`.""",
+        ),
     ),
 ]
 
@@ -224,6 +226,41 @@ PAY_URL = Endpoint(
             "payment_unconfirmed",
             "conflict",
             "rails_not_configured",
+        ),
+    ),
+    sdk=(
+        Sdk(
+            "spend.pay_url",
+            "url: str, *, method: PayUrlMethod = 'GET', json: Any = None",
+            doc="""Pay ``url``'s x402 or MPP 402 under the key's policy and return its answer.
+
+            ``json`` is a JSON body for the URL (``method="POST"`` only).  The service probes
+            the URL, pays on a rail the policy allows, and returns the unlocked body (cut at
+            8 KB, ``body_truncated``) with ``receipt_id`` and ``tx_hash``.  An
+            ``Idempotency-Key`` is sent and reused by retries, so a retried call pays once
+            and gets the stored answer.  A policy limit raises
+            :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
+            in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+            """,
+            build="pay_url_body",
+            response=PayUrlResult,
+        ),
+        Sdk(
+            "spend.pay_url_quote",
+            "url: str, *, method: PayUrlMethod = 'GET', json: Any = None",
+            doc="""A dry run of :meth:`pay_url`: probe ``url`` and say what paying it would do.
+
+            Nothing is paid, reserved or recorded.  The answer names the ``rail``, ``amount``,
+            ``network`` and ``pay_to`` the service would pay, whether the key's policy and
+            balance allow it (``allowed``), and if not the rule that blocks it
+            (``blocked_by.code``: ``max_per_tx_exceeded``, ``allowance_exceeded`` with
+            ``details.next_reset_at``, ``budget_exceeded``, ``host_not_allowed``,
+            ``rail_not_allowed``, ``insufficient_funds``) with its numbers in
+            ``blocked_by.details``.  A URL that cannot be paid at all raises as
+            :meth:`pay_url` does.
+            """,
+            build="pay_url_quote_body",
+            response=PayUrlQuote,
         ),
     ),
 )

@@ -26,6 +26,7 @@ from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 from . import resources
 from . import sellers as seller_routes
@@ -145,6 +146,12 @@ SELLER_ENDPOINTS = [
         path=f"{_ME}/connect",
         handler=connect_status,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "connect.status",
+            owner=True,
+            doc="""The payout account and its flags as of the last :meth:`sync`
+            (no processor call).""",
+        ),
         contract=Contract(response=ConnectAccount),
     ),
     Endpoint(
@@ -154,6 +161,19 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=UpdateConnect,
+        sdk=Sdk(
+            "connect.update",
+            "*, auto_payout: bool | NotGiven = NOT_GIVEN, "
+            "auto_payout_minimum: Amount | NotGiven | None = NOT_GIVEN",
+            owner=True,
+            doc="""Auto payout on or off, and the balance it waits for; a field left out is kept.
+
+            ``auto_payout_minimum=None`` (sent as JSON ``null``) returns to the server's
+            default minimum.
+            """,
+            build="connect_update_body",
+            keep_null=True,
+        ),
         contract=Contract(response=ConnectAccount, errors=("conflict",)),
     ),
     Endpoint(
@@ -163,6 +183,18 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=ConnectOnboard,
+        sdk=Sdk(
+            "connect.onboard",
+            "country: str, type: ConnectType | None = None",
+            owner=True,
+            doc="""Open the payout account (first call) and get a fresh ``onboard_url``.
+
+            ``country`` is two letters (``"US"``); ``type`` ``"express"`` (the default) or
+            ``"standard"``.  A person completes the page in a browser; the link expires
+            (``expires_at``), and calling again gives a fresh one.
+            """,
+            build="connect_onboard_body",
+        ),
         contract=Contract(response=ConnectOnboarding, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
@@ -171,6 +203,12 @@ SELLER_ENDPOINTS = [
         handler=connect_sync,
         auth=Role.SELLER,
         idempotency="optional",
+        sdk=Sdk(
+            "connect.sync",
+            owner=True,
+            doc="""Read the readiness flags from the processor: ``payouts_enabled`` once a human
+            has completed onboarding, ``requirements_due`` otherwise.""",
+        ),
         contract=Contract(response=ConnectAccount, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
@@ -179,6 +217,12 @@ SELLER_ENDPOINTS = [
         handler=connect_login,
         auth=Role.SELLER,
         idempotency="optional",
+        sdk=Sdk(
+            "connect.login",
+            owner=True,
+            doc="""A ``login_url`` to the payout account's dashboard, for a human, once
+            onboarded.""",
+        ),
         contract=Contract(response=ConnectLogin, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
@@ -188,6 +232,16 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="required",
         body=Withdraw,
+        sdk=Sdk(
+            "withdrawals.create",
+            "amount: Amount | None = None",
+            owner=True,
+            doc="""Withdraw ``amount``, or the whole available balance when it is ``None``.
+
+            The amount leaves the balance at once; watch ``status`` with :meth:`get`.  An
+            ``Idempotency-Key`` is sent and reused by retries, so a retried call withdraws once.
+            """,
+        ),
         contract=Contract(
             response=Withdrawal,
             status=201,
@@ -199,6 +253,12 @@ SELLER_ENDPOINTS = [
         path=f"{_ME}/withdrawals",
         handler=list_withdrawals,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "withdrawals.list",
+            owner=True,
+            doc="""The seller's withdrawals, newest first.""",
+            all_doc="""Every withdrawal of the seller, in the order of :meth:`list`.""",
+        ),
         contract=Contract(response=WithdrawalList),
     ),
     Endpoint(
@@ -206,6 +266,12 @@ SELLER_ENDPOINTS = [
         path=f"{_ME}/withdrawals/{{withdrawal_id}}",
         handler=get_withdrawal,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "withdrawals.get",
+            "withdrawal_id: str",
+            owner=True,
+            doc="""One withdrawal and its ``status`` (``failure_reason`` when ``failed``).""",
+        ),
         contract=Contract(response=Withdrawal),
     ),
 ]
@@ -235,7 +301,8 @@ def _as_seller(call: Call) -> Call:
 
 def owner_twin(ep: Endpoint, path: str) -> Endpoint:
     """``ep`` (a seller-key route) for the owner JWT at ``path`` (under
-    ``/sellers/{seller_id}``): same handler, body, answer and errors."""
+    ``/sellers/{seller_id}``): same handler, body, answer and errors.  The SDK reaches it
+    as ``ep``'s method with ``seller_id=`` (``Sdk(owner=True)``), one exception aside."""
     handler = ep.handler
 
     @functools.wraps(handler)  # keeps the paging mark of a list route
@@ -243,8 +310,14 @@ def owner_twin(ep: Endpoint, path: str) -> Endpoint:
         return handler(_as_seller(call))
 
     summary = ep.summary or (handler.__doc__ or "").strip().splitlines()[0]
-    contract = attrs.evolve(ep.contract, summary=f"Owner dashboard: {summary}")
-    return attrs.evolve(ep, path=path, handler=run, auth=Role.OWNER, contract=contract)
+    return attrs.evolve(
+        ep,
+        path=path,
+        handler=run,
+        auth=Role.OWNER,
+        contract=attrs.evolve(ep.contract, summary=f"Owner dashboard: {summary}"),
+        sdk=_OWNER_SDK.get(path),
+    )
 
 
 def _find(endpoints: list[Endpoint], method: str, path: str) -> Endpoint:
@@ -255,6 +328,14 @@ def _find(endpoints: list[Endpoint], method: str, path: str) -> Endpoint:
 
 
 _OWNER = "/sellers/{seller_id}"
+#: The one twin the SDK names apart: ``sellers.get(seller_id)``, not ``sellers.me(seller_id=)``.
+_OWNER_SDK = {
+    _OWNER: Sdk(
+        "sellers.get",
+        "seller_id: str",
+        doc="""One of the owner's sellers (owner JWT; the owner dashboard's :meth:`me`).""",
+    )
+}
 
 #: The seller routes an owner reaches for each of its sellers: the seller itself, its
 #: balance and payments, its resources, and everything of payouts above.

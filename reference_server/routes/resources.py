@@ -18,6 +18,7 @@ from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -239,6 +240,22 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=CreateResource,
+        sdk=Sdk(
+            "resources.create",
+            "*, kind: ResourceKind, amount: Amount, path: str | None = None, "
+            "tool: str | None = None, description: str | None = None, "
+            "metadata: Metadata | None = None, upstream_url: str | None = None, "
+            "listed: bool | None = None, method: ResourceMethod | None = None, "
+            "body_hint: Mapping[str, Any] | None = None",
+            doc="""Create an HTTP (``path``) or MCP (``tool``) SKU; agents pay its ``gate_url``.
+
+            ``amount`` is validated locally (no floats, at most 6 decimal places).  ``listed``
+            shows it in the directory; ``method`` sells one HTTP method only (any when left
+            out); ``body_hint`` is a JSON object callers copy with their own values (only with
+            ``method`` POST, PUT or PATCH).
+            """,
+            build="create_resource_body",
+        ),
         contract=Contract(response=Resource, status=201),
     ),
     Endpoint(
@@ -246,6 +263,13 @@ ENDPOINTS = [
         path="/resources",
         handler=list_all,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "resources.list",
+            owner=True,
+            doc="""The seller's resources, oldest first, inactive ones included.  With
+            ``seller_id``, that seller's of the owner (owner JWT).""",
+            all_doc="""Every resource of the seller, in the order of :meth:`list`.""",
+        ),
         contract=Contract(response=ResourceList),
     ),
     Endpoint(
@@ -253,6 +277,10 @@ ENDPOINTS = [
         path="/resources/{resource_id}",
         handler=get_one,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "resources.get",
+            "resource_id: str",
+        ),
         contract=Contract(response=Resource),
     ),
     Endpoint(
@@ -262,6 +290,19 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="required",
         body=UpdateResource,
+        sdk=Sdk(
+            "resources.update",
+            "resource_id: str, *, path: str | None = None, tool: str | None = None, "
+            "amount: Amount | None = None, description: str | None = None, "
+            "metadata: Metadata | None = None, upstream_url: str | None = None, "
+            "listed: bool | None = None, active: bool | None = None, "
+            "method: ResourceMethod | NotGiven | None = NOT_GIVEN, body_hint: Mapping[str, "
+            "Any] | NotGiven | None = NOT_GIVEN",
+            doc="""Change the fields given; ``None`` leaves a field as it is, except ``method``
+            and ``body_hint``, which ``None`` clears (any method; no hint).""",
+            build="update_resource_body",
+            keep_null=True,
+        ),
         contract=Contract(response=Resource),
     ),
     Endpoint(
@@ -270,6 +311,12 @@ ENDPOINTS = [
         handler=deactivate,
         auth=Role.SELLER,
         idempotency="optional",
+        sdk=Sdk(
+            "resources.deactivate",
+            "resource_id: str",
+            doc="""Stop selling the resource (``active`` becomes false); its gate stops
+            unlocking.""",
+        ),
         contract=Contract(response=Resource),
     ),
 ]

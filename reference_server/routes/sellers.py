@@ -16,6 +16,7 @@ from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -127,6 +128,11 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateSeller,
+        sdk=Sdk(
+            "sellers.create",
+            "name: str | None = None",
+            doc="""Create a seller (owner JWT).  Keep ``seller_key``: it is never shown again.""",
+        ),
         contract=Contract(response=SellerCreated, status=201),
     ),
     Endpoint(
@@ -134,6 +140,11 @@ ENDPOINTS = [
         path="/sellers",
         handler=list_sellers,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "sellers.list",
+            doc="""The owner's sellers in this environment (owner JWT), oldest first.""",
+            all_doc="""Every seller of the owner, in the order of :meth:`list`.""",
+        ),
         contract=Contract(response=SellerList),
     ),
     Endpoint(
@@ -141,6 +152,10 @@ ENDPOINTS = [
         path="/sellers/me",
         handler=get_me,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "sellers.me",
+            doc="""The seller the seller key belongs to.""",
+        ),
         contract=Contract(response=Seller),
     ),
     Endpoint(
@@ -150,6 +165,17 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=EnablePayments,
+        sdk=Sdk(
+            "sellers.enable_payments",
+            "*, processor_profile_id: str | None = None, payout_wallet_address: str | None = None",
+            owner=True,
+            doc="""Turn on MPP and x402 for the seller's gates; check ``mpp_enabled`` on the result.
+
+            With ``payout_wallet_address`` (EVM) open-rail USDC goes straight to that wallet
+            and the seller balance is not credited.  With ``seller_id``, for that seller of
+            the owner (owner JWT).
+            """,
+        ),
         contract=Contract(response=Seller),
     ),
     Endpoint(
@@ -157,6 +183,14 @@ ENDPOINTS = [
         path="/sellers/me/balance",
         handler=balance,
         auth=Role.SELLER,
+        sdk=Sdk(
+            "sellers.balance",
+            owner=True,
+            doc="""Balance and the payout readiness flags to check before a withdraw.
+
+            With ``seller_id``, that seller's of the owner (owner JWT).
+            """,
+        ),
         contract=Contract(response=Balance),
     ),
     Endpoint(
@@ -166,6 +200,11 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="required",
         body=RecycleBalance,
+        sdk=Sdk(
+            "sellers.recycle",
+            "seller_id: str, amount: Amount | None = None",
+            doc="""Owner call: move seller balance (all, or ``amount``) into the account wallet.""",
+        ),
         contract=Contract(response=Recycled, errors=("insufficient_funds",)),
     ),
 ]

@@ -15,7 +15,8 @@ from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Contract, Endpoint, Grouped
 from ..web.errors import ApiError
 from ..web.responses import Reply
-from ..web.validate import Fields, checked
+from ..web.sdk import Sdk
+from ..web.validate import checked
 
 __all__ = ["ENDPOINTS"]
 
@@ -28,22 +29,11 @@ def balance(call: Call) -> Reply:
 
 
 def _checked_pay(call: Call) -> tuple[Principal, Pay]:
-    """The payer and the body, its fields checked against each other."""
+    """The payer and the body (whose fields ``Pay`` itself checks against each other)."""
     agent = call.caller
-    b = call.input(Pay)
-    resource_id, destination, amount = b.resource_id, b.destination, b.amount
-    f = Fields.rules(call.body)
-    # A handle is paid the amount sent; a resource is paid its price, so none is sent.
-    if destination is not None and resource_id is None and amount is None:
-        f.error("amount", "is required")
-    if (resource_id is None) == (destination is None):
-        f.error("body", "needs either resource_id, or destination and amount")
-    if resource_id is not None and f.present("amount"):
-        f.error("amount", "is the resource's price; send resource_id alone")
-    f.done()
     if agent.subject_id is None:
         raise InvariantError("expected agent.subject_id is not None")
-    return agent, b
+    return agent, call.input(Pay)
 
 
 def pay(call: Call) -> Reply:
@@ -207,6 +197,10 @@ ENDPOINTS = [
         path="/spend/balance",
         handler=balance,
         auth=Role.WALLET,
+        sdk=Sdk(
+            "spend.balance",
+            doc="""Prepaid balance, policy and what is left of the allowance and budget.""",
+        ),
         contract=Contract(response=SpendBalance),
     ),
     Endpoint(
@@ -217,6 +211,12 @@ ENDPOINTS = [
         auth=Role.WALLET,
         idempotency="required",
         body=Pay,
+        sdk=Sdk(
+            "pay",
+            "*, resource_id: str | None = None, destination: str | None = None, "
+            "amount: Amount | None = None",
+            build="pay_body",
+        ),
         contract=Contract(
             response=PayResult,
             errors=(
@@ -235,6 +235,11 @@ ENDPOINTS = [
         path="/handles/resolve/{destination}",
         handler=resolve,
         auth=Role.WALLET,
+        sdk=Sdk(
+            "handles.resolve",
+            "destination: str",
+            doc="""Check a transfer destination before paying it (wallet key).""",
+        ),
         contract=Contract(response=HandleResolution),
     ),
 ]

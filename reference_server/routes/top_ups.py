@@ -49,6 +49,7 @@ from ..web.endpoint import Call, Contract, Endpoint, Flow, Page
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from . import sandbox_checkout
 
 __all__ = ["ENDPOINTS", "PAGES"]
@@ -354,6 +355,28 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateTopUp,
+        sdk=Sdk(
+            "top_ups.create",
+            "amount: Amount, *, payer: Any = None, method: str | None = None",
+            sdk_only=("payer",),
+            send="send_top_up",
+            doc="""Top up the account wallet by ``amount``.
+
+            ``method="card"`` (live, with the processor): a ``pending`` top-up comes back at
+            once; pay it at its ``checkout_url``, and it is ``succeeded`` once the processor
+            says it was paid (``funding.paid``).
+
+            With ``payer`` (an eth-account ``LocalAccount`` or a ``0x…`` private key; needs
+            the ``rails`` extra) the SDK pays the challenge itself with the official x402
+            client, signing only for exactly ``amount``, and retries with the same
+            ``Idempotency-Key``: one call, one payment.  Without it the challenge comes back
+            as :class:`~svc.PaymentRequiredError`, its ``headers`` holding
+            ``PAYMENT-REQUIRED`` and ``WWW-Authenticate``, for you to pay and retry with
+            ``options=RequestOptions(idempotency_key=..., extra_headers={"PAYMENT-SIGNATURE":
+            ...})``, as any x402 client would.
+            """,
+            build="top_up_body",
+        ),
         contract=Contract(
             response=TopUp,
             status=201,
@@ -372,6 +395,11 @@ ENDPOINTS = [
         path=PATH,
         handler=list_all,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "top_ups.list",
+            doc="""The owner's top-ups in this environment, newest first.""",
+            all_doc="""Every top-up of the owner, in the order of :meth:`list`.""",
+        ),
         contract=Contract(response=TopUpList),
     ),
     Endpoint(
@@ -379,6 +407,10 @@ ENDPOINTS = [
         path=PATH + "/{top_up_id}",
         handler=get_one,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "top_ups.get",
+            "top_up_id: str",
+        ),
         contract=Contract(response=TopUp),
     ),
 ]

@@ -22,6 +22,7 @@ from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -272,6 +273,20 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateWalletKey,
+        sdk=Sdk(
+            "wallet_keys.create",
+            "name: str | None = None, *, allowance: Amount | None = None, "
+            "max_per_tx: Amount | None = None, budget: Amount | None = None, "
+            "period: Period | None = None, allowed_hosts: Sequence[str] | None = None, "
+            "allowed_rails: Sequence[str] | None = None",
+            doc="""Mint a key with a policy; limits left out (or ``None``) are unlimited.
+
+            ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
+            ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
+            never shown again.  A new key has no money until :meth:`fund`.
+            """,
+            build="create_wallet_key_body",
+        ),
         contract=Contract(response=WalletKeyCreated, status=201),
     ),
     Endpoint(
@@ -279,6 +294,12 @@ ENDPOINTS = [
         path="/wallet-keys",
         handler=list_all,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "wallet_keys.list",
+            doc="""The owner's wallet keys in this environment, oldest first, revoked ones
+            included.""",
+            all_doc="""Every wallet key of the owner, in the order of :meth:`list`.""",
+        ),
         contract=Contract(response=WalletKeyList),
     ),
     Endpoint(
@@ -286,6 +307,11 @@ ENDPOINTS = [
         path="/wallet-keys/{key_id}",
         handler=get_one,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "wallet_keys.get",
+            "wallet_key_id: str",
+            path_names={"key_id": "wallet_key_id"},
+        ),
         contract=Contract(response=WalletKey),
     ),
     Endpoint(
@@ -295,6 +321,22 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=UpdateWalletKey,
+        sdk=Sdk(
+            "wallet_keys.update",
+            "wallet_key_id: str, *, name: str | NotGiven = NOT_GIVEN, "
+            "allowance: Amount | NotGiven | None = NOT_GIVEN, "
+            "max_per_tx: Amount | NotGiven | None = NOT_GIVEN, "
+            "budget: Amount | NotGiven | None = NOT_GIVEN, "
+            "period: Period | NotGiven = NOT_GIVEN, "
+            "allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN",
+            doc="""Change the fields given.  ``None`` removes that limit; a field left out is kept.
+
+            ``period="none"`` stops the allowance from resetting.
+            """,
+            build="update_wallet_key_body",
+            path_names={"key_id": "wallet_key_id"},
+        ),
         contract=Contract(response=WalletKey),
     ),
     Endpoint(
@@ -304,6 +346,13 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=WalletKeyAmount,
+        sdk=Sdk(
+            "wallet_keys.fund",
+            "wallet_key_id: str, amount: Amount",
+            doc="""Add prepaid balance from the owner's account wallet (Test: instant sandbox
+            money).""",
+            path_names={"key_id": "wallet_key_id"},
+        ),
         contract=Contract(response=WalletKey, errors=("insufficient_funds", "wallet_key_revoked")),
     ),
     Endpoint(
@@ -313,6 +362,12 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=WalletKeyAmount,
+        sdk=Sdk(
+            "wallet_keys.refund",
+            "wallet_key_id: str, amount: Amount",
+            doc="""Move unspent balance back to the owner's account wallet.""",
+            path_names={"key_id": "wallet_key_id"},
+        ),
         contract=Contract(response=WalletKey, errors=("insufficient_funds",)),
     ),
     Endpoint(
@@ -321,6 +376,12 @@ ENDPOINTS = [
         handler=revoke,
         auth=Role.OWNER,
         idempotency="optional",
+        sdk=Sdk(
+            "wallet_keys.revoke",
+            "wallet_key_id: str",
+            doc="""Stop the key for good; every later call with it is refused.""",
+            path_names={"key_id": "wallet_key_id"},
+        ),
         contract=Contract(response=WalletKey),
     ),
 ]

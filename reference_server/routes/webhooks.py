@@ -37,6 +37,7 @@ from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
+from ..web.sdk import Sdk
 from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
@@ -291,6 +292,17 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="required",
         body=CreateWebhook,
+        sdk=Sdk(
+            "webhooks.create",
+            "url: str, *, events: Sequence[str] | None = None, description: str | None = None",
+            doc="""Register ``url`` (HTTPS; ``http://localhost`` outside production).
+
+            ``events`` limits it to those event types (see :meth:`events`); ``None``: every
+            event, including types added later.  Keep ``signing_secret``: it is never shown
+            again.  An ``Idempotency-Key`` is always sent, so a retried create registers once.
+            """,
+            build="create_webhook_body",
+        ),
         contract=Contract(response=WebhookEndpointCreated, status=201),
     ),
     Endpoint(
@@ -298,6 +310,12 @@ ENDPOINTS = [
         path="/webhooks",
         handler=list_all,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "webhooks.list",
+            doc="""The owner's endpoints in this environment, oldest first; deleted ones are
+            gone.""",
+            all_doc="""Every endpoint of the owner, in the order of :meth:`list`.""",
+        ),
         contract=Contract(response=WebhookEndpointList),
     ),
     Endpoint(
@@ -305,6 +323,10 @@ ENDPOINTS = [
         path="/webhooks/events",
         handler=catalog,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "webhooks.events",
+            doc="""The event catalog: every event type the service emits, with what causes it.""",
+        ),
         contract=Contract(response=EventCatalog),
     ),
     Endpoint(
@@ -314,6 +336,20 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=UpdateWebhook,
+        sdk=Sdk(
+            "webhooks.update",
+            "webhook_id: str, *, events: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "description: str | NotGiven = NOT_GIVEN, "
+            "status: WebhookStatus | NotGiven = NOT_GIVEN",
+            doc="""Change the fields given; a field left out keeps its value.
+
+            ``events=None`` (sent as JSON ``null``) subscribes the endpoint to every event;
+            ``description=""`` clears the description; ``status="enabled"`` re-enables an
+            endpoint that was disabled (by you, or after failing deliveries).
+            """,
+            build="update_webhook_body",
+            keep_null=True,
+        ),
         contract=Contract(response=WebhookEndpoint),
     ),
     Endpoint(
@@ -321,6 +357,13 @@ ENDPOINTS = [
         path="/webhooks/{webhook_id}",
         handler=delete,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "webhooks.delete",
+            "webhook_id: str",
+            doc="""Delete the endpoint: the result has ``status`` ``deleted``, its pending
+            deliveries are cancelled, and later calls with its id raise
+            :class:`~svc.NotFoundError`.""",
+        ),
         contract=Contract(response=WebhookEndpoint),
     ),
     Endpoint(
@@ -328,6 +371,12 @@ ENDPOINTS = [
         path="/webhooks/{webhook_id}/deliveries",
         handler=deliveries,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "webhooks.deliveries",
+            "webhook_id: str",
+            doc="""The delivery log, newest first, each with its ``attempt_log``.""",
+            all_doc="""Every delivery of the endpoint, in the order of :meth:`deliveries`.""",
+        ),
         contract=Contract(response=DeliveryList),
     ),
     Endpoint(
@@ -335,6 +384,12 @@ ENDPOINTS = [
         path="/webhooks/{webhook_id}/test",
         handler=test,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "webhooks.test",
+            "webhook_id: str",
+            doc="""Send a signed sample ``payment.succeeded`` (``test: true``) now; returns its
+            delivery, with the receiver's answer in ``attempt_log``.""",
+        ),
         contract=Contract(response=Delivery),
     ),
     Endpoint(
@@ -342,6 +397,12 @@ ENDPOINTS = [
         path="/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
         handler=retry,
         auth=Role.OWNER,
+        sdk=Sdk(
+            "webhooks.retry",
+            "webhook_id: str, delivery_id: str",
+            doc="""Send one delivery again now, whatever its state; the delivery keeps its ``id``
+            and the attempt joins its ``attempt_log``.""",
+        ),
         contract=Contract(response=Delivery),
     ),
 ]

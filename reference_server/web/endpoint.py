@@ -5,7 +5,8 @@ Starlette route table for it), run the way its strategy says (:mod:`.strategies`
 An endpoint declares who may call (``auth``), whether it takes an Idempotency-Key, its
 body (a class of :mod:`svc.bodies`, or a marker for a body the pipeline leaves to the
 handler), how it runs (``run``), whether it is a page for people (``page``), and its
-documented contract (``contract``: answer, status, errors, summary).
+documented contract (``contract``: answer, status, errors, summary), and how the SDK
+calls it (``sdk``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .auth import Role
 from .call import AsyncHandler, Call, Handler
 from .paging import FILTERS, PAGED, Filter
 from .pipeline import API_PREFIX, dispatch
+from .sdk import Sdk
 from .strategies import Flow, Grouped, Strategy, Transaction
 
 __all__ = [
@@ -119,6 +121,10 @@ class Endpoint:
     rate_limit: str | None = "rate_limit"
     page: Page | None = None
     contract: Contract = attrs.field(factory=Contract)
+    #: How the SDK calls the route (:class:`.sdk.Sdk`; several: one route, several SDK
+    #: methods); ``None``: the SDK does not.  ``python -m reference_server.sdk_codegen``
+    #: writes the SDK's request specs and namespaces from it.
+    sdk: Sdk | tuple[Sdk, ...] | None = None
 
     @property
     def auth(self) -> Role | None:

@@ -6,8 +6,9 @@ regular expression apiece: this app has 138 routes (each path bare and under
 ``/sandbox/x402/verify`` and ``/settle`` (which every test payment calls) the 99th and
 101st.  Profiled (yappi, CPU clock) a pay-url made 303 ``Route.matches`` calls -- its own
 request and the facilitator's two -- the largest self time of any function in the server.
-Timed alone: routing ``/spend/pay-url`` took 40 us by the scan and 1.6 us by the index,
-``/pay`` (the 71st) 27 us and 1.5 us.
+Timed alone (``python bench/library_choices.py``, docs/performance.md): routing
+``/spend/pay-url`` took 73-159 us by the scan and 1.1-3.3 us by the index, ``/pay`` (the
+71st) 54-104 us and 1.9-3.3 us, 20-65 times as long by the scan in each run.
 
 :class:`IndexedRouter` answers the same as Starlette's: a request for a path in its index
 is tried against only the routes whose patterns match that very path, in their order
@@ -30,7 +31,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Self, SupportsIndex
 from urllib.parse import quote
 
-from starlette._utils import get_route_path
 from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Receive, Scope, Send
@@ -146,7 +146,7 @@ class IndexedRouter(Router):
         if scope["type"] == "http":
             if self._routes.changes != self._indexed_at:  # routes changed since
                 self._reindex()
-            candidates = self._by_path.get(get_route_path(scope))
+            candidates = self._by_path.get(_route_path(scope))
         if candidates is None:
             await super().app(scope, receive, send)
             return
@@ -171,6 +171,19 @@ class IndexedRouter(Router):
         await route.handle(scope, receive, send)
 
 
+def _route_path(scope: Scope) -> str:
+    """The path routes match: ``path`` less the ``root_path`` the app is mounted under,
+    computed as Starlette's own routes do (``tests/server/test_routing.py`` compares the
+    two routers under a root path)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if not root or not path.startswith(root):
+        return path
+    if path == root:
+        return ""
+    return path[len(root) :] if path[len(root)] == "/" else path
+
+
 def _index(routes: Sequence[BaseRoute]) -> dict[str, list[BaseRoute]]:
     """Each static route path -> every route, in order, that may match that path: those
     whose pattern matches it, and any route without a pattern to ask (kept, to be asked)."""
@@ -186,7 +199,7 @@ def _slash_twin(routes: Sequence[BaseRoute], scope: Scope) -> str | None:
     """The relative URL of the request's path with its trailing slash added or removed,
     when a route matches that path (as Starlette's ``Router`` decides); else ``None``.
     Never ``//...``, which a browser reads as another host."""
-    if get_route_path(scope) == "/":
+    if _route_path(scope) == "/":
         return None
     path = str(scope["path"])
     twin = dict(scope, path=path.rstrip("/") if path.endswith("/") else path + "/")

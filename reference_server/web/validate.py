@@ -227,10 +227,14 @@ class Fields:
             self.error("body", f"names no field to change (one of {names})")
         for shape in schema.fields_of(cls):
             values[shape.name] = self._read_field(shape, production)
-        if self.errors:
-            # Some field is bad: the instance is never used, but must still be built.
-            return cls.__new__(cls)
-        return cls(**values)
+        if not self.errors:
+            try:
+                return cls(**values)
+            except bodies.BodyRuleError as refused:  # a rule across the class's fields
+                for error in refused.errors:
+                    self.error(error["field"], error["message"])
+        # Some field is bad: the instance is never used, but must still be built.
+        return cls.__new__(cls)
 
     def _read_field(self, shape: schema.FieldShape, production: bool) -> Any:
         name, tp, required = shape.name, shape.type, shape.required

@@ -6,7 +6,7 @@ import typing
 
 from reference_server.domain import wallets
 from svc import bodies
-from svc._endpoints import PERIODS
+from svc._convert import PERIODS
 from svc.schema import fields_of
 
 

@@ -1,9 +1,9 @@
 """SSRF-safe outbound requests (``reference_server.outbound``), against real loopback servers.
 
 No internet: every request that is allowed goes to a server in this process on
-127.0.0.1; every request that must be refused is sent through a client whose transport
-records anything it is handed (and, for loopback targets, to the real server, which counts
-its hits), so "nothing was sent" is checked, not assumed.
+127.0.0.1; every request that must be refused is sent through a pool whose network
+records any connection asked of it (and, for loopback targets, to the real server, which
+counts its hits), so "nothing was sent" is checked, not assumed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import attrs
+import httpcore
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -289,15 +290,70 @@ class _AsyncResolver(_Resolver):
         return super().__call__(host, port)
 
 
-def _recording() -> tuple[list[httpx.Request], httpx.MockTransport]:
-    """A transport that records whatever it is asked to send (answers 200)."""
-    sent: list[httpx.Request] = []
+class _Recording(httpcore.AsyncNetworkBackend):
+    """A network that records every connection asked of it, the TLS name it is asked to
+    verify and every byte written to it; each connection answers one empty 200."""
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        sent.append(request)
-        return httpx.Response(200)
+    def __init__(self) -> None:
+        self.connects: list[tuple[str, int]] = []
+        self.sni: list[str | None] = []
+        self.written = bytearray()
 
-    return sent, httpx.MockTransport(handle)
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's signature
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        self.connects.append((host, port))
+        return _RecordingStream(self)
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+    def pool(self) -> AsyncPinnedClients:
+        """A pool over this network (one request per connection, as without a pool)."""
+        return AsyncPinnedClients(keep_alive=False, network_backend=self)
+
+    def request(self) -> tuple[str, dict[str, str], bytes]:
+        """The one request written: its request line, headers (lowercased names), body."""
+        head, _, body = bytes(self.written).partition(b"\r\n\r\n")
+        line, *fields = head.decode().split("\r\n")
+        headers = {}
+        for field in fields:
+            name, _, value = field.partition(":")
+            headers[name.lower()] = value.strip()
+        return line, headers, body
+
+
+class _RecordingStream(httpcore.AsyncNetworkStream):
+    def __init__(self, network: _Recording) -> None:
+        self._network = network
+        self._answer = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        answer, self._answer = self._answer, b""
+        return answer
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        self._network.written += buffer
+
+    async def aclose(self) -> None:
+        pass
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> httpcore.AsyncNetworkStream:
+        self._network.sni.append(server_hostname)
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        return None
 
 
 DNS = {
@@ -513,18 +569,17 @@ async def test_refused_in_production_sends_nothing(web: _Server, template: str) 
     url = template.format(port=web.port)
     before = len(web.hits)
     resolver = _Resolver(DNS)
-    sent, transport = _recording()
-    async with httpx.AsyncClient(transport=transport) as recording:
-        with pytest.raises(OutboundRefused):
-            await send(
-                "POST", url, content=b"{}", policy=production(resolver=resolver), client=recording
-            )
-    # and with the real network stack (a fresh client), for the loopback ones
+    recording = _Recording()
+    with pytest.raises(OutboundRefused):
+        await send(
+            "POST", url, content=b"{}", policy=production(resolver=resolver), pool=recording.pool()
+        )
+    # and with the real network stack (no pool), for the loopback ones
     with pytest.raises(OutboundRefused):
         await send("POST", url, content=b"{}", policy=production(resolver=resolver))
     with pytest.raises(OutboundRefused):
         send_sync("POST", url, content=b"{}", policy=production(resolver=resolver))
-    assert sent == []
+    assert recording.connects == []
     assert len(web.hits) == before
     assert len(resolver.calls) <= 3  # never more than one lookup per send
 
@@ -532,60 +587,61 @@ async def test_refused_in_production_sends_nothing(web: _Server, template: str) 
 @pytest.mark.anyio
 async def test_one_private_address_among_public_ones_is_refused() -> None:
     resolver = _Resolver({"mixed.test": ["93.184.216.34", "2606:4700::1", "127.0.0.1"]})
-    sent, transport = _recording()
-    async with httpx.AsyncClient(transport=transport) as recording:
-        with pytest.raises(OutboundRefused, match=r"resolves to 127\.0\.0\.1, a loopback"):
-            await send(
-                "GET", "https://mixed.test/", policy=production(resolver=resolver), client=recording
-            )
-    assert sent == []
+    recording = _Recording()
+    with pytest.raises(OutboundRefused, match=r"resolves to 127\.0\.0\.1, a loopback"):
+        await send(
+            "GET",
+            "https://mixed.test/",
+            policy=production(resolver=resolver),
+            pool=recording.pool(),
+        )
+    assert recording.connects == []
 
 
 @pytest.mark.anyio
 async def test_allowed_public_name_is_pinned_to_its_address() -> None:
-    """With a recording transport (no network): what would go out for a public name."""
+    """With a recording network (no internet): what would go out for a public name."""
     resolver = _Resolver(DNS)
-    sent, transport = _recording()
-    async with httpx.AsyncClient(transport=transport) as recording:
-        response = await send(
-            "post",
-            "https://public.test/hooks?x=1",
-            headers={"X-Svc-Signature": "v1,abc", "Host": "evil.test", "Content-Length": "9"},
-            content=b'{"a": 1}',
-            policy=production(resolver=resolver),
-            client=recording,
-        )
+    recording = _Recording()
+    response = await send(
+        "post",
+        "https://public.test/hooks?x=1",
+        headers={"X-Svc-Signature": "v1,abc", "Host": "evil.test", "Content-Length": "9"},
+        content=b'{"a": 1}',
+        policy=production(resolver=resolver),
+        pool=recording.pool(),
+    )
     assert response.status == 200 and response.ip == "93.184.216.34"
-    [request] = sent
-    assert request.method == "POST"
-    assert str(request.url) == "https://93.184.216.34/hooks?x=1"
-    assert request.headers["host"] == "public.test"  # the caller's Host is not used
-    assert request.headers["content-length"] == "8"
-    assert request.headers["x-svc-signature"] == "v1,abc"
-    assert request.headers["connection"] == "close"
-    assert request.extensions["sni_hostname"] == "public.test"
+    # connected to the checked address; TLS (SNI and verification) on the name
+    assert recording.connects == [("93.184.216.34", 443)]
+    assert recording.sni == ["public.test"]
+    line, headers, body = recording.request()
+    assert line == "POST /hooks?x=1 HTTP/1.1"
+    assert headers["host"] == "public.test"  # the caller's Host is not used
+    assert headers["content-length"] == "8" and body == b'{"a": 1}'
+    assert headers["x-svc-signature"] == "v1,abc"
+    assert headers["connection"] == "close"
     assert resolver.calls == [("public.test", 443)]
 
 
-def test_request_checks_before_sending() -> None:
-    sent, transport = _recording()
+@pytest.mark.anyio
+async def test_request_checks_before_sending() -> None:
+    recording = _Recording()
     policy = production(resolver=_Resolver(DNS), max_request_bytes=10)
-    with httpx.Client(transport=transport) as recording:
-        with pytest.raises(OutboundRefused, match="larger than"):
-            send_sync(
-                "POST", "https://public.test/", content=b"x" * 11, policy=policy, client=recording
+    url = "https://public.test/"
+    for method, headers, content, refusal in [
+        ("POST", None, b"x" * 11, "larger than"),
+        ("POST", {"X-A": "1\r\nX-B: 2"}, None, "malformed"),
+        ("POST", {"X-A": "caf\u00e9"}, None, "malformed"),
+        ("GET /x", None, None, "method"),
+    ]:
+        with pytest.raises(OutboundRefused, match=refusal):
+            await send(
+                method, url, headers=headers, content=content, policy=policy, pool=recording.pool()
             )
-        with pytest.raises(OutboundRefused, match="malformed"):
-            send_sync(
-                "POST",
-                "https://public.test/",
-                headers={"X-A": "1\r\nX-B: 2"},
-                policy=policy,
-                client=recording,
-            )
-        with pytest.raises(OutboundRefused, match="method"):
-            send_sync("GET /x", "https://public.test/", policy=policy, client=recording)
-    assert sent == []
+        with pytest.raises(OutboundRefused, match=refusal):
+            send_sync(method, url, headers=headers, content=content, policy=policy)
+    assert recording.connects == []
 
 
 # -- allowed outside production, against the real loopback server --------------------------
@@ -670,15 +726,9 @@ async def test_falls_through_to_next_checked_address_once_resolved(web: _Server)
 
 @pytest.mark.anyio
 async def test_redirect_is_returned_not_followed(fresh: _Server) -> None:
-    # Even a client configured to follow redirects does not follow them here.
-    async with httpx.AsyncClient(follow_redirects=True) as following:
-        response = await send(
-            "POST",
-            f"http://127.0.0.1:{fresh.port}/redirect",
-            content=b"{}",
-            policy=development(),
-            client=following,
-        )
+    response = await send(
+        "POST", f"http://127.0.0.1:{fresh.port}/redirect", content=b"{}", policy=development()
+    )
     assert response.status == 302 and response.is_redirect and not response.is_success
     assert response.location == METADATA_URL
     assert [path for path, _, _ in fresh.hits] == ["/redirect"]  # one request, no follow-up
@@ -837,17 +887,15 @@ def test_sync_twin(web: _Server) -> None:
 @pytest.mark.anyio
 async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
     resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-    policy = development(resolver=resolver, https_only=True)
+    policy = development(resolver=resolver, https_only=True, tls=tls.client_context())
     url = f"https://hooks.test:{tls.server.port}/echo"
-    async with httpx.AsyncClient(verify=tls.client_context()) as client:
-        response = await send("POST", url, content=b"secure", policy=policy, client=client)
+    response = await send("POST", url, content=b"secure", policy=policy)
     assert response.status == 200 and response.ip == "127.0.0.1"
     echoed = json.loads(response.body)
     assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
     assert tls.sni[-1] == "hooks.test"
 
-    with httpx.Client(verify=tls.client_context()) as sync_client:
-        sync = send_sync("GET", url, policy=policy, client=sync_client)
+    sync = send_sync("GET", url, policy=policy)
     assert sync.status == 200 and tls.sni[-1] == "hooks.test"
     assert resolver.calls == [("hooks.test", tls.server.port)] * 2
 
@@ -855,19 +903,15 @@ async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
     # fails -- verification is against the name, not the address connected to.
     hits = len(tls.server.hits)
     other = f"https://other.test:{tls.server.port}/echo"
-    async with httpx.AsyncClient(verify=tls.client_context()) as client:
-        with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
-            await send("GET", other, policy=policy, client=client)
+    with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
+        await send("GET", other, policy=policy)
     assert "other.test" in str(info.value)
     assert tls.sni[-1] == "other.test"
-    with (
-        httpx.Client(verify=tls.client_context()) as sync_client,
-        pytest.raises(OutboundFailed, match="TLS"),
-    ):
-        send_sync("GET", other, policy=policy, client=sync_client)
-    # And an untrusting client (the default CA bundle) refuses the private CA.
     with pytest.raises(OutboundFailed, match="TLS"):
-        await send("GET", url, policy=policy)
+        send_sync("GET", other, policy=policy)
+    # And an untrusting policy (the default CA bundle) refuses the private CA.
+    with pytest.raises(OutboundFailed, match="TLS"):
+        await send("GET", url, policy=attrs.evolve(policy, tls=None))
     assert len(tls.server.hits) == hits
 
 
@@ -886,7 +930,7 @@ def test_link_local_is_refused_even_where_private_addresses_are_allowed(url: str
         check_url(url, OutboundPolicy(allow_private=True, https_only=False))
 
 
-# -- the kept-alive pool's own transport (outbound/_transport.py) ----------------------------
+# -- the kept-alive pool (outbound/_pool.py) -------------------------------------------------
 
 
 async def _pooled(
@@ -1020,8 +1064,8 @@ async def test_pool_timeouts_and_failures(web: _Server) -> None:
 @pytest.mark.anyio
 async def test_pool_https_verifies_the_checked_name(tls: _TLS) -> None:
     resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-    policy = development(resolver=resolver, https_only=True)
-    pool = AsyncPinnedClients(tls=tls.client_context())
+    policy = development(resolver=resolver, https_only=True, tls=tls.client_context())
+    pool = AsyncPinnedClients()
     try:
         url = f"https://hooks.test:{tls.server.port}/echo"
         response = await _pooled(url, policy, pool, method="POST", content=b"secure")
@@ -1036,4 +1080,4 @@ async def test_pool_https_verifies_the_checked_name(tls: _TLS) -> None:
         await pool.aclose()
     # the default CA bundle does not trust the private CA
     with pytest.raises(OutboundFailed, match="TLS"):
-        await _pooled(f"https://hooks.test:{tls.server.port}/echo", policy)
+        await _pooled(f"https://hooks.test:{tls.server.port}/echo", attrs.evolve(policy, tls=None))

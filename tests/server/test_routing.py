@@ -34,10 +34,10 @@ def _answering(path: str, methods: set[str] | None) -> Route:
     return Route(path, endpoint, methods=sorted(methods) if methods else None)
 
 
-def _answers(router: Router, paths: list[str]) -> list[tuple[object, ...]]:
+def _answers(router: Router, paths: list[str], root_path: str = "") -> list[tuple[object, ...]]:
     app = Starlette()
     app.router = router
-    with TestClient(app) as client:
+    with TestClient(app, root_path=root_path) as client:
         return [
             (path, method, r.status_code, r.text, r.headers.get("allow"), _relative(r))
             for path in paths
@@ -52,8 +52,9 @@ def _relative(r: Any) -> str | None:
     return None if location is None else str(location).removeprefix("http://testserver")
 
 
-def _same_answers(routes: list[BaseRoute], paths: list[str]) -> None:
-    assert _answers(IndexedRouter(routes), paths) == _answers(Router(routes), paths)
+def _same_answers(routes: list[BaseRoute], paths: list[str], root_path: str = "") -> None:
+    indexed = _answers(IndexedRouter(routes), paths, root_path)
+    assert indexed == _answers(Router(routes), paths, root_path)
 
 
 def test_shadowed_and_overlapping_routes() -> None:
@@ -68,6 +69,25 @@ def test_shadowed_and_overlapping_routes() -> None:
     ]
     paths = ["/sellers/me", "/sellers/x", "/pay", "/pay/", "/items/7", "/items/x", "/docs"]
     _same_answers([_answering(p, m) for p, m in routes], [*paths, "/docs/", "/nope", "/"])
+
+
+def test_under_a_root_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mounted under ``root_path``, a path is routed by what follows the root (the router
+    computes that itself, as Starlette's routes do), and found in the index."""
+    routes = [_answering("/pay", {"POST"}), _answering("/docs/", {"GET"}), _answering("/", None)]
+    paths = ["/mnt/pay", "/mnt/pay/", "/mnt", "/mnt/", "/mntpay", "/pay", "/mnt/docs", "/x/pay"]
+    _same_answers(routes, paths, root_path="/mnt")
+    scanned: list[str] = []
+    scan = Router.app
+
+    async def counted(self: Router, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            scanned.append(scope["path"])
+        await scan(self, scope, receive, send)
+
+    monkeypatch.setattr(Router, "app", counted)
+    _answers(IndexedRouter(routes), ["/mnt/pay", "/mnt/docs/", "/mnt/"], root_path="/mnt")
+    assert scanned == []
 
 
 @pytest.mark.parametrize("sandbox", [True, False])

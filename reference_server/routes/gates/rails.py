@@ -50,6 +50,7 @@ from ...web.auth import Principal, Role
 from ...web.endpoint import Call, Contract, Endpoint, Flow
 from ...web.errors import ApiError
 from ...web.responses import Reply
+from ...web.sdk import Sdk
 from ...web.text import first_forbidden
 from ...web.validate import Fields, checked
 
@@ -246,6 +247,13 @@ ENDPOINTS = [
         run=Flow(),
         auth=Role.SELLER,
         body=RequestChallenge,
+        sdk=Sdk(
+            "gates.challenge",
+            "resource_id: str, *, method: str, url: str",
+            doc="""The 402's challenge headers for ``method`` ``url`` (absolute, as the client
+            addressed it); empty while the seller has not enabled payments.""",
+            build="gate_challenge_body",
+        ),
         contract=Contract(
             invalid_body="invalid_rail_request",
             response=GateChallenge,
@@ -262,6 +270,14 @@ ENDPOINTS = [
         run=Flow(),
         auth=Role.SELLER,
         body=RedeemCredential,
+        sdk=Sdk(
+            "gates.redeem",
+            "resource_id: str, *, method: str, url: str, headers: Mapping[str, str]",
+            doc="""Verify the credential in ``headers`` (only ``PAYMENT-SIGNATURE`` and
+            ``Authorization: Payment …`` are sent) for the request ``method`` ``url`` and claim
+            it: a verified one comes back with ``claim`` set, nothing moved yet.""",
+            build="gate_redeem_body",
+        ),
         contract=Contract(
             invalid_body="invalid_rail_request",
             response=GateRedemption,
@@ -278,6 +294,13 @@ ENDPOINTS = [
         run=Flow(),
         auth=Role.SELLER,
         body=SettleClaim,
+        sdk=Sdk(
+            "gates.settle",
+            "claim: str",
+            doc="""Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
+            answer's headers, or refused (nothing moved: withhold the answer, answer 402).""",
+            build="gate_settle_body",
+        ),
         contract=Contract(
             response=GateRedemption,
             errors=("not_found", "settlement_unavailable"),
@@ -293,6 +316,13 @@ ENDPOINTS = [
         run=Flow(),
         auth=Role.SELLER,
         body=ReleaseClaim,
+        sdk=Sdk(
+            "gates.release",
+            "claim: str, *, status: int | None = None, reason: str = 'answer_failed'",
+            doc="""Release a claim whose answer failed (``status``) or never came
+            (``reason="answer_missing"``): nothing is charged.""",
+            build="gate_release_body",
+        ),
         contract=Contract(
             response=GateRelease,
             errors=("not_found",),

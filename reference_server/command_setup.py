@@ -1,0 +1,81 @@
+"""What every ``svc-server`` command does first: read the settings (a bad one is one line,
+never a traceback), say which database it opens, and refuse a database no server has run
+on.  Shared by :mod:`.commands` and :mod:`.reconcile_command`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from .settings import Settings, SettingsError
+
+__all__ = ["command_settings", "database_line", "require_server_database", "say_database"]
+
+
+def command_settings(**overrides: object) -> Settings:
+    """Settings from the environment; a bad one stops the command with one line naming
+    the variable (exit status 1), never a traceback."""
+    try:
+        return Settings.from_env(**overrides)
+    except SettingsError as exc:
+        raise click.ClickException(f"invalid configuration: {exc}") from None
+
+
+def database_line(url: str) -> str:
+    """``database: sqlite:////abs/path/svc.db``: which database a command opened, a file
+    named by its absolute path (a relative one is the current folder's, wherever that
+    is), a server's password hidden."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        parsed = parsed.set(database=os.path.abspath(parsed.database or ""))
+    return f"database: {parsed.render_as_string(hide_password=True)}"
+
+
+#: How to point a command at the server's database, for the refusals below.
+NAME_THE_SERVERS = (
+    "pass the running server's database with --database-url or SVC_DATABASE_URL "
+    "(svc-server run names it on its first line), or create this one with svc-server migrate"
+)
+
+
+def require_server_database(settings: Settings) -> None:
+    """Refuse a database no server has run on: a missing SQLite file (opening it would
+    make an empty ./svc.db) or one without the schema.  An owner written there would hold
+    a JWT no running server accepts, which is how a command run from the wrong folder,
+    or without the server's SVC_DATABASE_URL, used to fail silently."""
+    from sqlalchemy import inspect
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    from .store import Database
+
+    where = database_line(settings.database_url).removeprefix("database: ")
+    url = make_url(settings.database_url)
+    a_file = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+    if a_file and not os.path.exists(url.database or ""):
+        raise click.ClickException(
+            f"there is no database at {where}, so no server runs on it: {NAME_THE_SERVERS}"
+        )
+    db = Database(settings.database_url)
+    try:
+        with db.engine.connect() as conn:
+            migrated = inspect(conn).has_table("alembic_version")
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise click.ClickException(f"cannot open the database at {where}: {reason}") from None
+    finally:
+        db.dispose()
+    if not migrated:
+        raise click.ClickException(
+            f"the database at {where} has no svc tables, so no server has run on it: "
+            f"{NAME_THE_SERVERS}"
+        )
+
+
+def say_database(settings: Settings) -> Settings:
+    """Say on stderr which database the command opens (stdout stays its output)."""
+    click.echo(database_line(settings.database_url), err=True)
+    return settings

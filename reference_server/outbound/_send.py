@@ -1,0 +1,122 @@
+"""The send path, :func:`send`, and its blocking form :func:`send_sync`."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import math
+from collections.abc import Awaitable, Iterable
+
+import anyio
+import httpcore
+
+from ._plan import HTTP_ERRORS, Headers, OutboundResponse, Plan, take
+from ._policy import OutboundPolicy, system_resolve_async
+from ._pool import AsyncPinnedClients
+
+__all__ = ["send", "send_sync"]
+
+
+async def _resolve(plan: Plan) -> Iterable[str]:
+    """The addresses to check (none for an IP literal); the resolver may be sync or async."""
+    if plan.target.ip is not None:
+        return ()
+    resolver = plan.policy.resolver or system_resolve_async
+    try:
+        result = resolver(plan.target.host, plan.target.port)
+        return await result if isinstance(result, Awaitable) else result
+    except OSError as exc:
+        raise plan.resolve_failed(exc) from exc
+
+
+async def _read_capped(response: httpcore.Response, cap: int) -> tuple[bytes, bool]:
+    """At most ``cap`` bytes of the body; the rest is left unread (closing the response
+    then closes its connection rather than drain it)."""
+    body = bytearray()
+    chunks = response.aiter_stream()
+    try:
+        async for chunk in chunks:
+            if take(body, chunk, cap):
+                return bytes(body), True
+    finally:
+        await chunks.aclose()  # type: ignore[attr-defined]  # an async generator
+    return bytes(body), False
+
+
+async def _exchange(
+    plan: Plan, pools: AsyncPinnedClients, ip: str, deadline: anyio.CancelScope
+) -> OutboundResponse:
+    async with pools.pool(plan, ip) as pool:
+        response = await pool.handle_async_request(plan.request(keep_alive=pools.keep_alive))
+        try:
+            body, truncated = await _read_capped(response, plan.policy.max_response_bytes)
+            deadline.deadline = math.inf  # the body is in: closing is not bound by the deadline
+        finally:
+            await response.aclose()
+    return plan.response(response, body, truncated, ip)
+
+
+async def _attempt(
+    plan: Plan, addresses: list[str], pools: AsyncPinnedClients, deadline: anyio.CancelScope
+) -> OutboundResponse:
+    """Try the checked addresses in turn, the next one only after a refused connect."""
+    *others, last = addresses
+    for ip in others:
+        try:
+            return await _exchange(plan, pools, ip, deadline)
+        except httpcore.ConnectError as exc:
+            if not plan.next_address_worth_trying(exc):
+                raise
+    return await _exchange(plan, pools, last, deadline)
+
+
+async def send(
+    method: str,
+    url: str,
+    *,
+    headers: Headers | None = None,
+    content: bytes | None = None,
+    policy: OutboundPolicy,
+    pool: AsyncPinnedClients | None = None,
+) -> OutboundResponse:
+    """Send one request to a user-supplied URL, safely; see the package docstring.
+
+    Raises :class:`OutboundRefused` (nothing was sent) or :class:`OutboundFailed`.  A
+    ``pool`` keeps connections alive between sends, each reused only for the same checked
+    name and address; without one, the request has a connection of its own.  The total
+    deadline (``policy.total_timeout``, resolution included) is a cancel scope: passing
+    it fails the send as too slow.
+    """
+    plan = Plan.make(method, url, headers, content, policy)
+    pools = pool or AsyncPinnedClients(size=1, connections=1, keep_alive=False)
+    try:
+        with anyio.move_on_after(plan.remaining()) as deadline:
+            addresses = plan.pin(await _resolve(plan))
+            if plan.remaining() <= 0:  # a blocking resolver cannot be cancelled
+                raise plan.too_slow()
+            try:
+                return await _attempt(plan, addresses, pools, deadline)
+            except HTTP_ERRORS as exc:
+                if deadline.cancel_called:
+                    raise plan.too_slow() from exc
+                raise plan.failed(exc) from exc
+        raise plan.too_slow()
+    finally:
+        if pool is None:
+            await pools.aclose()
+
+
+def send_sync(
+    method: str,
+    url: str,
+    *,
+    headers: Headers | None = None,
+    content: bytes | None = None,
+    policy: OutboundPolicy,
+) -> OutboundResponse:
+    """:func:`send` for blocking code (the API's worker threads), with a connection of its
+    own: it runs in an event loop of its own, on a thread of its own, so the caller may
+    even be inside a running event loop; the total deadline is the same cancel scope."""
+    call = functools.partial(send, method, url, headers=headers, content=content, policy=policy)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as runner:
+        return runner.submit(anyio.run, call).result()

@@ -1,0 +1,610 @@
+"""What the generated request specs (:mod:`svc._endpoints`) call: the SDK's argument
+types, the checks and conversions of arguments, and the body builders of the routes whose
+arguments are not their body's fields one to one.
+
+Hand-written, unlike ``_endpoints``: a route declares the builder it needs by name
+(``Sdk(build=...)`` beside its ``Endpoint``) and ``python -m reference_server.sdk_codegen``
+writes the call.  Arguments are checked here, before anything is sent: a float price or
+seven decimal places fail locally with ``ValueError`` instead of reaching the service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Literal, get_args
+
+from ._models import Capabilities, Health, ResourceMetadata
+from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
+from ._types import NOT_GIVEN, NotGiven
+from .bodies import (
+    ClaimHandle,
+    ConnectOnboard,
+    ConnectType,
+    CreateTopUp,
+    CreateWalletKey,
+    CreateWebhook,
+    Pay,
+    PayUrl,
+    PayUrlMethod,
+    Period,
+    RedeemCredential,
+    ReleaseClaim,
+    RequestChallenge,
+    ResourceKind,
+    ResourceMethod,
+    SettleClaim,
+    UpdateConnect,
+    UpdateWalletKey,
+    UpdateWebhook,
+    VerifyReceipt,
+    WalletKeyPolicy,
+    WebhookStatus,
+    to_json,
+)
+from .money import format_amount, parse_amount
+from .receipts import rail_credentials
+from .wire import unstructure
+
+__all__ = [
+    "CONNECT_TYPES",
+    "DISCOVERY_DOCUMENTS",
+    "MAX_PAGE_LIMIT",
+    "PAY_URL_METHODS",
+    "PERIODS",
+    "WEBHOOK_STATUSES",
+    "Amount",
+    "ConnectType",
+    "DiscoveryDocument",
+    "JSONDocument",
+    "Metadata",
+    "PayUrlMethod",
+    "Period",
+    "ResourceKind",
+    "ResourceMethod",
+    "TextDocument",
+    "WebhookStatus",
+    "capabilities",
+    "connect_onboard_body",
+    "connect_update_body",
+    "create_resource_body",
+    "create_wallet_key_body",
+    "create_webhook_body",
+    "directory_query",
+    "discovery",
+    "gate_challenge_body",
+    "gate_redeem_body",
+    "gate_release_body",
+    "gate_settle_body",
+    "handle_body",
+    "health",
+    "page_query",
+    "pay_body",
+    "pay_url_body",
+    "pay_url_quote_body",
+    "positive",
+    "ready",
+    "seller_route",
+    "top_up_body",
+    "update_resource_body",
+    "update_wallet_key_body",
+    "update_webhook_body",
+    "verify_receipt_body",
+]
+
+
+#: A price: ``Decimal("0.05")``, ``"0.05"`` or a whole number of dollars.  Never a float.
+Amount = Decimal | str | int
+#: Resource metadata as a plain dict or the typed model.
+Metadata = Mapping[str, Any] | ResourceMetadata
+#: The choices of the types above (from :mod:`svc.bodies`, which the server reads by).
+PERIODS: tuple[str, ...] = get_args(Period)
+WEBHOOK_STATUSES: tuple[str, ...] = get_args(WebhookStatus)
+CONNECT_TYPES: tuple[str, ...] = get_args(ConnectType)
+PAY_URL_METHODS: tuple[str, ...] = get_args(PayUrlMethod)
+#: Most items one page of any list holds (``limit``; the service's default is 20).
+MAX_PAGE_LIMIT = 100
+TextDocument = Literal["llms.txt", "llms-full.txt"]
+JSONDocument = Literal[".well-known/agent.json", "agent-openapi.json"]
+DiscoveryDocument = TextDocument | JSONDocument
+DISCOVERY_DOCUMENTS: tuple[str, ...] = (
+    "llms.txt",
+    "llms-full.txt",
+    ".well-known/agent.json",
+    "agent-openapi.json",
+)
+
+
+def _amount(value: Amount, name: str = "amount") -> str:
+    """A sum of money to move or a price: in the amount grammar, more than zero, sent in
+    canonical form.  The grammar is :func:`parse_amount`'s, the one the server reads with."""
+    return format_amount(positive(value, name))
+
+
+def positive(value: Amount, name: str = "amount") -> Decimal:
+    """:func:`_amount` as the :class:`~decimal.Decimal` a body of :mod:`svc.bodies` holds
+    (sent in canonical form)."""
+    amount = parse_amount(value, name=name)
+    if amount <= 0:
+        raise ValueError(f"{name} must be greater than zero, got {format_amount(amount)}")
+    return amount
+
+
+def _metadata(value: Metadata) -> dict[str, Any]:
+    if isinstance(value, ResourceMetadata):
+        # The typed model writes unset optional keys as null; leave them out instead.
+        flat: dict[str, Any] = unstructure(value)
+        return {k: v for k, v in flat.items() if v is not None}
+    return dict(value)
+
+
+def _limit(name: str, value: Amount) -> str:
+    """A policy limit: an amount that may be zero (nothing allowed); never negative."""
+    return format_amount(parse_amount(value, name=name))
+
+
+def _period(value: object) -> str:
+    if not isinstance(value, str) or value not in PERIODS:
+        raise ValueError(
+            f"period must be one of {PERIODS} ('none': the allowance never resets), got {value!r}"
+        )
+    return value
+
+
+def _names(name: str, value: Sequence[str]) -> list[str]:
+    """A list of hosts or rails; a lone string is refused rather than split into letters."""
+    if isinstance(value, str):
+        raise ValueError(f"{name} must be a list of strings, not a single string")
+    items = list(value)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"{name} must hold non-empty strings, got {item!r}")
+    return items
+
+
+def page_query(limit: int | None, starting_after: str | None) -> dict[str, str] | None:
+    """The one paging contract of every list: ``limit`` (1 to :data:`MAX_PAGE_LIMIT`) and
+    ``starting_after`` (the id of the previous page's last item), sent only when given."""
+    query: dict[str, str] = {}
+    if limit is not None:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_PAGE_LIMIT
+        ):
+            raise ValueError(
+                f"limit must be a whole number from 1 to {MAX_PAGE_LIMIT}, got {limit!r}"
+            )
+        query["limit"] = str(limit)
+    if starting_after is not None:
+        query["starting_after"] = _text("starting_after", starting_after)
+    return query or None
+
+
+def _text(name: str, value: object) -> str:
+    """A required string sent in a body (path parameters are checked by the client)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _policy(
+    *,
+    allowance: Amount | NotGiven | None,
+    max_per_tx: Amount | NotGiven | None,
+    budget: Amount | NotGiven | None,
+    period: Period | NotGiven,
+    allowed_hosts: Sequence[str] | NotGiven | None,
+    allowed_rails: Sequence[str] | NotGiven | None,
+) -> dict[str, Any]:
+    """The ``policy`` object: fields not given are left out, ``None`` is sent as ``null``
+    (which clears that limit on update; on create it is the same as leaving it out).
+
+    Built from :class:`~svc.bodies.WalletKeyPolicy`; :func:`~svc.bodies.to_json` leaves
+    out every ``None``, so the fields given as ``None`` are added back as ``null`` after
+    it.  The object is nested in the body, so its ``null`` values survive encoding (only
+    top-level ``None`` values are dropped by the client).
+    """
+    given: dict[str, Any] = {}
+    cleared: list[str] = []
+    limits = (("allowance", allowance), ("max_per_tx", max_per_tx), ("budget", budget))
+    for name, amount in limits:
+        if amount is None:
+            cleared.append(name)
+        elif not isinstance(amount, NotGiven):
+            given[name] = parse_amount(_limit(name, amount))
+    if not isinstance(period, NotGiven):
+        given["period"] = _period(period)
+    for name, names in (("allowed_hosts", allowed_hosts), ("allowed_rails", allowed_rails)):
+        if names is None:
+            cleared.append(name)
+        elif not isinstance(names, NotGiven):
+            given[name] = _names(name, names)
+    policy = {**to_json(WalletKeyPolicy(**given)), **dict.fromkeys(cleared)}
+    return {name: policy[name] for name in _POLICY_FIELDS if name in policy}
+
+
+_POLICY_FIELDS = ("allowance", "max_per_tx", "budget", "period", "allowed_hosts", "allowed_rails")
+
+
+def _given(value: Any) -> Any:
+    """On create, ``None`` means "no limit", which is what leaving the field out means."""
+    return NOT_GIVEN if value is None else value
+
+
+def seller_route(
+    seller_id: str | None, path: str, owner_path: str, **path_params: str
+) -> dict[str, Any]:
+    """Where a seller route is: ``path`` with the seller key, or, given ``seller_id``, its
+    owner dashboard twin ``owner_path`` (under ``/sellers/{seller_id}``) with the owner JWT
+    (the same body and answer; the service answers 404 for another owner's seller)."""
+    if seller_id is None:
+        return {"path": path, "role": Role.SELLER, "path_params": path_params}
+    return {
+        "path": owner_path,
+        "role": Role.OWNER,
+        "path_params": {"seller_id": seller_id, **path_params},
+    }
+
+
+# --- body builders: one per route whose arguments are not its body's fields one to one ----
+
+
+def connect_onboard_body(country: str, type: ConnectType | None) -> dict[str, Any]:
+    if not isinstance(country, str) or len(country) != 2 or not country.isascii():
+        raise ValueError(f"country must be a two-letter country code such as 'US', got {country!r}")
+    if type is not None and type not in CONNECT_TYPES:
+        raise ValueError(f"type must be one of {CONNECT_TYPES}, got {type!r}")
+    return to_json(ConnectOnboard(country=country.upper(), type=type))
+
+
+def connect_update_body(
+    auto_payout: bool | NotGiven, auto_payout_minimum: Amount | NotGiven | None
+) -> dict[str, Any]:
+    """Only the fields given; ``auto_payout_minimum=None`` is sent as ``null`` (back to the
+    server's default)."""
+    if not isinstance(auto_payout, NotGiven) and not isinstance(auto_payout, bool):
+        raise ValueError(f"auto_payout must be True or False, got {auto_payout!r}")
+    minimum = auto_payout_minimum
+    body = to_json(
+        UpdateConnect(
+            auto_payout=None if isinstance(auto_payout, NotGiven) else auto_payout,
+            auto_payout_minimum=(
+                None
+                if minimum is None or isinstance(minimum, NotGiven)
+                else parse_amount(_limit("auto_payout_minimum", minimum))
+            ),
+        )
+    )
+    if minimum is None:  # to_json dropped it: null is "the server's default", on purpose
+        body["auto_payout_minimum"] = None
+    if not body:
+        raise ValueError("update needs auto_payout=... or auto_payout_minimum=...")
+    return body
+
+
+def create_resource_body(
+    *,
+    kind: ResourceKind,
+    amount: Amount,
+    path: str | None,
+    tool: str | None,
+    description: str | None,
+    metadata: Metadata | None,
+    upstream_url: str | None,
+    listed: bool | None,
+    method: ResourceMethod | None,
+    body_hint: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "path": path,
+        "tool": tool,
+        "amount": _amount(amount),
+        "description": description,
+        "metadata": None if metadata is None else _metadata(metadata),
+        "upstream_url": upstream_url,
+        "listed": listed,
+        "method": method,
+        "body_hint": None if body_hint is None else dict(body_hint),
+    }
+
+
+def update_resource_body(
+    *,
+    path: str | None,
+    tool: str | None,
+    amount: Amount | None,
+    description: str | None,
+    metadata: Metadata | None,
+    upstream_url: str | None,
+    listed: bool | None,
+    active: bool | None,
+    method: ResourceMethod | NotGiven | None,
+    body_hint: Mapping[str, Any] | NotGiven | None,
+) -> dict[str, Any]:
+    """``None`` leaves a field as it is, except ``method`` and ``body_hint``, where
+    ``None`` clears (any method; no hint) and leaving them out keeps them."""
+    given = {
+        "path": path,
+        "tool": tool,
+        "amount": None if amount is None else _amount(amount),
+        "description": description,
+        "metadata": None if metadata is None else _metadata(metadata),
+        "upstream_url": upstream_url,
+        "listed": listed,
+        "active": active,
+    }
+    body: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+    if not isinstance(method, NotGiven):
+        body["method"] = method
+    if not isinstance(body_hint, NotGiven):
+        body["body_hint"] = None if body_hint is None else dict(body_hint)
+    return body
+
+
+def directory_query(
+    *,
+    limit: int | None,
+    starting_after: str | None,
+    kind: ResourceKind | None,
+    q: str | None,
+    max_amount: Amount | None,
+) -> dict[str, str] | None:
+    query = dict(page_query(limit, starting_after) or {})
+    if kind is not None:
+        query["kind"] = kind
+    if q is not None:
+        query["q"] = q
+    if max_amount is not None:
+        query["max_amount"] = _amount(max_amount, "max_amount")
+    return query or None
+
+
+def create_wallet_key_body(
+    *,
+    name: str | None,
+    allowance: Amount | None,
+    max_per_tx: Amount | None,
+    budget: Amount | None,
+    period: Period | None,
+    allowed_hosts: Sequence[str] | None,
+    allowed_rails: Sequence[str] | None,
+) -> dict[str, Any]:
+    policy = _policy(
+        allowance=_given(allowance),
+        max_per_tx=_given(max_per_tx),
+        budget=_given(budget),
+        period=_given(period),
+        allowed_hosts=_given(allowed_hosts),
+        allowed_rails=_given(allowed_rails),
+    )
+    # The policy goes in as built (see _policy), after to_json has dropped None.
+    return {**to_json(CreateWalletKey(name=name)), "policy": policy}
+
+
+def update_wallet_key_body(
+    *,
+    name: str | NotGiven,
+    allowance: Amount | NotGiven | None,
+    max_per_tx: Amount | NotGiven | None,
+    budget: Amount | NotGiven | None,
+    period: Period | NotGiven,
+    allowed_hosts: Sequence[str] | NotGiven | None,
+    allowed_rails: Sequence[str] | NotGiven | None,
+) -> dict[str, Any]:
+    body = to_json(
+        UpdateWalletKey(name=None if isinstance(name, NotGiven) else _text("name", name))
+    )
+    policy = _policy(
+        allowance=allowance,
+        max_per_tx=max_per_tx,
+        budget=budget,
+        period=period,
+        allowed_hosts=allowed_hosts,
+        allowed_rails=allowed_rails,
+    )
+    if policy:
+        body["policy"] = policy
+    if not body:
+        raise ValueError("update needs at least one field to change")
+    return body
+
+
+def top_up_body(*, amount: Amount, method: str | None) -> dict[str, Any]:
+    body = to_json(CreateTopUp(amount=parse_amount(_amount(amount))))
+    if method is not None:
+        body["method"] = method
+    return body
+
+
+def pay_body(
+    *, resource_id: str | None, destination: str | None, amount: Amount | None
+) -> dict[str, Any]:
+    """A resource (``resource_id``) or a transfer (``destination``, ``amount``): ``Pay``
+    refuses anything else with a ``ValueError`` before sending."""
+    return to_json(
+        Pay(
+            resource_id=None if resource_id is None else _text("resource_id", resource_id),
+            destination=None if destination is None else _text("destination", destination),
+            amount=None if amount is None else positive(amount),
+        )
+    )
+
+
+def pay_url_body(*, url: str, method: PayUrlMethod, json: Any) -> dict[str, Any]:
+    return to_json(_pay_url_body(url, method, json))
+
+
+def pay_url_quote_body(*, url: str, method: PayUrlMethod, json: Any) -> dict[str, Any]:
+    return to_json(_pay_url_body(url, method, json, dry_run=True))
+
+
+def handle_body(*, handle: str) -> dict[str, Any]:
+    if _text("handle", handle) == "@":
+        raise ValueError("handle must have a name after '@'")
+    return to_json(ClaimHandle(handle=handle))
+
+
+def verify_receipt_body(*, receipt_id: str, resource_id: str | None) -> dict[str, Any]:
+    return to_json(
+        VerifyReceipt(
+            receipt_id=_text("receipt_id", receipt_id),
+            resource_id=None if resource_id is None else _text("resource_id", resource_id),
+        )
+    )
+
+
+def gate_challenge_body(*, resource_id: str, method: str, url: str) -> dict[str, Any]:
+    return to_json(
+        RequestChallenge(
+            resource_id=_text("resource_id", resource_id),
+            method=_method(method),
+            url=_absolute_url(url),
+        )
+    )
+
+
+def gate_redeem_body(
+    *, resource_id: str, method: str, url: str, headers: Mapping[str, str]
+) -> dict[str, Any]:
+    """Only ``PAYMENT-SIGNATURE`` (x402) and ``Authorization`` (MPP's ``Payment`` scheme)
+    are sent: any other header, and an ``Authorization`` of another scheme (the app's own
+    login), stays with the seller's app."""
+    credentials = rail_credentials(headers)
+    if not credentials:
+        raise ValueError("headers hold no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
+    return to_json(
+        RedeemCredential(
+            resource_id=_text("resource_id", resource_id),
+            method=_method(method),
+            url=_absolute_url(url),
+            headers=dict(credentials),
+        )
+    )
+
+
+def gate_settle_body(*, claim: str) -> dict[str, Any]:
+    return to_json(SettleClaim(claim=_text("claim", claim)))
+
+
+def gate_release_body(*, claim: str, status: int | None, reason: str) -> dict[str, Any]:
+    if reason not in ("answer_failed", "answer_missing"):
+        raise ValueError('reason must be "answer_failed" or "answer_missing"')
+    return to_json(
+        ReleaseClaim(
+            claim=_text("claim", claim),
+            reason=reason,  # type: ignore[arg-type]
+            status=status,
+        )
+    )
+
+
+def create_webhook_body(
+    *, url: str, events: Sequence[str] | None, description: str | None
+) -> dict[str, Any]:
+    if description is not None and not isinstance(description, str):
+        raise ValueError(f"description must be a string, got {description!r}")
+    return to_json(
+        CreateWebhook(url=_text("url", url), events=_events(events), description=description)
+    )
+
+
+def update_webhook_body(
+    *,
+    events: Sequence[str] | NotGiven | None,
+    description: str | NotGiven,
+    status: WebhookStatus | NotGiven,
+) -> dict[str, Any]:
+    """Only the fields given; ``events=None`` is sent as ``null`` (all events)."""
+    new_events = None if isinstance(events, NotGiven) else _events(events)
+    if not isinstance(description, NotGiven) and not isinstance(description, str):
+        raise ValueError(f"description must be a string ('' clears it), got {description!r}")
+    if not isinstance(status, NotGiven) and status not in WEBHOOK_STATUSES:
+        raise ValueError(f"status must be one of {WEBHOOK_STATUSES}, got {status!r}")
+    body = to_json(
+        UpdateWebhook(
+            events=new_events,
+            description=None if isinstance(description, NotGiven) else description,
+            status=None if isinstance(status, NotGiven) else status,
+        )
+    )
+    if events is None:  # to_json dropped it: null is "every event", sent on purpose
+        body = {"events": None, **body}
+    if not body:
+        raise ValueError("update needs at least one field to change")
+    return body
+
+
+def _pay_url_body(url: str, method: str, json: Any, *, dry_run: bool | None = None) -> PayUrl:
+    if method not in PAY_URL_METHODS:
+        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
+    verb: PayUrlMethod = "POST" if method == "POST" else "GET"
+    return PayUrl(url=_text("url", url), method=verb, json=json, dry_run=dry_run)
+
+
+def _absolute_url(value: object) -> str:
+    url = _text("url", value)
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest or rest[0] in "/?#":
+        raise ValueError(f"url must be an absolute http(s) URL, got {url!r}")
+    return url
+
+
+def _method(value: object) -> str:
+    method = _text("method", value)
+    if not method.isascii() or not method.isalpha() or len(method) > 16:
+        raise ValueError(f"method must be an HTTP method such as 'GET', got {method!r}")
+    return method.upper()
+
+
+def _events(value: Sequence[str] | None) -> list[str] | None:
+    """An endpoint's event allowlist; ``None`` is every event, including future ones."""
+    if value is None:
+        return None
+    names = _names("events", value)
+    if not names:
+        raise ValueError(
+            "events must name at least one event type; pass None to receive every event"
+        )
+    return names
+
+
+# --- not a route of its own: the discovery documents ------------------------------------
+
+
+def _discovery_path(name: str) -> str:
+    name = name.lstrip("/")
+    if name not in DISCOVERY_DOCUMENTS:
+        raise ValueError(
+            f"unknown discovery document {name!r}; expected one of {DISCOVERY_DOCUMENTS}"
+        )
+    return "/" + name
+
+
+def discovery(name: str) -> RequestSpec[str | dict[str, Any]]:
+    """A discovery document: ``str`` for the ``.txt`` ones, ``dict`` for the JSON ones."""
+    path = _discovery_path(name)
+    if path.endswith(".txt"):  # prose for language models; the others are JSON
+        return RequestSpec(
+            method="GET",
+            path=path,
+            accept="text/plain, text/markdown;q=0.9, */*;q=0.1",
+            parse=as_text,
+        )
+    return RequestSpec(method="GET", path=path, parse=as_json_object)
+
+
+# --- the probes: no route of the API (the route table's ``listed=False``) --------------------
+
+
+def health() -> RequestSpec[Health]:
+    return RequestSpec(method="GET", path="/health", parse=as_model(Health))
+
+
+def ready() -> RequestSpec[Health]:
+    return RequestSpec(method="GET", path="/ready", parse=as_model(Health))
+
+
+def capabilities() -> RequestSpec[Capabilities]:
+    return RequestSpec(method="GET", path="/agent/capabilities", parse=as_model(Capabilities))
