@@ -46,7 +46,7 @@ class ServerContext:
         self._demo: dict[str, str] | None = None
         self._wakeup: anyio.Event | None = None
         self._secrets: dict[str, str] = {}
-        #: The group-commit queues of the routes that group (``Endpoint.group_commit``),
+        #: The group-commit queues of the routes that group (``strategies.Grouped``),
         #: by route; used on the event loop only.
         self.group_commits: dict[str, Any] = {}
 

@@ -7,7 +7,7 @@ from svc.bodies import VerifyReceipt
 
 from ..domain import payments
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, OptionalAuth
 from ..web.responses import Reply
 from ..web.sdk import Sdk
 
@@ -34,10 +34,8 @@ ENDPOINTS = [
         method="POST",
         path="/access/verify",
         handler=verify,
-        auth=Role.SELLER,
-        auth_optional=True,
+        auth=OptionalAuth(Role.SELLER),
         body=VerifyReceipt,
-        response=ReceiptVerification,
         sdk=Sdk(
             "access.verify",
             "receipt_id: str, resource_id: str | None = None",
@@ -48,5 +46,6 @@ ENDPOINTS = [
             """,
             build="verify_receipt_body",
         ),
+        contract=Contract(response=ReceiptVerification),
     ),
 ]

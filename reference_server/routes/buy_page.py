@@ -53,7 +53,7 @@ from ..processor import checkout, uses_stripe
 from ..settings import Settings
 from ..store import tables as t
 from ..web import idempotency, pages
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow, Page
 from ..web.errors import ApiError
 
 __all__ = ["ENDPOINTS"]
@@ -540,11 +540,48 @@ async def moved(call: Call) -> Response:
 
 
 ENDPOINTS = [
-    Endpoint(method="GET", path=_PATH, handler=buy_page, listed=False, page=True),
-    Endpoint(method="POST", path=_PATH, handler=pay, raw=True, listed=False, page=True),
-    Endpoint(method="GET", path=_PATH + "/done", handler=done, listed=False, page=True),
+    Endpoint(
+        method="GET",
+        path=_PATH,
+        handler=buy_page,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
+    Endpoint(
+        method="POST",
+        path=_PATH,
+        handler=pay,
+        run=Flow(),
+        body=RAW_BODY,
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
+    Endpoint(
+        method="GET",
+        path=_PATH + "/done",
+        handler=done,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
     # Redirects, not pages: they answer no HTML of their own.
-    Endpoint(method="GET", path=_OLD_PATH, handler=moved, listed=False),
-    Endpoint(method="POST", path=_OLD_PATH, handler=moved, raw=True, listed=False),
-    Endpoint(method="GET", path=_OLD_PATH + "/done", handler=moved, listed=False),
+    Endpoint(
+        method="GET", path=_OLD_PATH, handler=moved, run=Flow(), contract=Contract(listed=False)
+    ),
+    Endpoint(
+        method="POST",
+        path=_OLD_PATH,
+        handler=moved,
+        run=Flow(),
+        body=RAW_BODY,
+        contract=Contract(listed=False),
+    ),
+    Endpoint(
+        method="GET",
+        path=_OLD_PATH + "/done",
+        handler=moved,
+        run=Flow(),
+        contract=Contract(listed=False),
+    ),
 ]

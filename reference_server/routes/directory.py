@@ -23,7 +23,7 @@ from svc import DirectoryEntry, DirectoryList
 from svc.money import AMOUNT_PATTERN, GRAMMAR_HINT, parse_amount
 
 from ..domain import open_rails, resources
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import Filter, PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -109,8 +109,6 @@ ENDPOINTS = [
         method="GET",
         path="/directory",
         handler=list_directory,
-        response=DirectoryList,
-        errors=("invalid_environment",),
         sdk=Sdk(
             "directory.list",
             "*, kind: ResourceKind | None = None, q: str | None = None, "
@@ -121,5 +119,6 @@ ENDPOINTS = [
             :meth:`list`.""",
             build="directory_query",
         ),
+        contract=Contract(response=DirectoryList, errors=("invalid_environment",)),
     ),
 ]

@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from svc import __version__
 
 from ..web import pages
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.errors import CODES
 from ..web.openapi import document as openapi_document
 from ..web.openapi import summary
@@ -214,6 +214,13 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         ("/agent-openapi.json", openapi),
     ]
     return [
-        Endpoint(method="GET", path=path, handler=handler, rate_limit=None, listed=False)
+        Endpoint(
+            method="GET",
+            path=path,
+            handler=handler,
+            run=Flow(),
+            rate_limit=None,
+            contract=Contract(listed=False),
+        )
         for path, handler in table
     ]

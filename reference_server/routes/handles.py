@@ -7,7 +7,7 @@ from svc.bodies import ClaimHandle
 
 from ..domain import handles
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.responses import Reply
 from ..web.sdk import Sdk
 from ..web.validate import Fields, checked
@@ -41,14 +41,12 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=ClaimHandle,
-        response=Handle,
-        status=201,
-        errors=("handle_taken",),
         sdk=Sdk(
             "handles.create",
             "handle: str",
             doc="""Claim ``handle`` (``"name"`` or ``"@name"``) for the owner (owner JWT).""",
             build="handle_body",
         ),
+        contract=Contract(response=Handle, status=201, errors=("handle_taken",)),
     ),
 ]

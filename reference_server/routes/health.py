@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import anyio.to_thread
 
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError
 from ..web.responses import Reply
 
@@ -36,6 +36,13 @@ async def ready(call: Call) -> Reply:
 
 
 ENDPOINTS = [
-    Endpoint(method="GET", path=path, handler=handler, rate_limit=None, listed=False)
+    Endpoint(
+        method="GET",
+        path=path,
+        handler=handler,
+        run=Flow(),
+        rate_limit=None,
+        contract=Contract(listed=False),
+    )
     for path, handler in (("/health", health), ("/ready", ready))
 ]

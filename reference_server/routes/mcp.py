@@ -46,7 +46,7 @@ from svc.mcp_server import create_server, request_credentials
 
 from ..invariant import InvariantError
 from ..web.auth import authenticate
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError
 
 __all__ = ["PATH", "McpService"]
@@ -121,9 +121,9 @@ class McpService:
                 method="POST",
                 path=PATH,
                 handler=mcp,
-                raw=True,
-                listed=False,
-                summary="The svc MCP tools over streamable HTTP.",
+                run=Flow(),
+                body=RAW_BODY,
+                contract=Contract(listed=False, summary="The svc MCP tools over streamable HTTP."),
             )
         ]
 

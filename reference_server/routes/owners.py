@@ -7,7 +7,7 @@ from svc.bodies import CreateOwner
 
 from ..domain.owners import create_owner
 from ..web.auth import issue_owner_jwt
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -36,18 +36,16 @@ ENDPOINTS = [
         method="POST",
         path="/owners",
         handler=sign_up,
-        # No credential to scope a key to: a shared address (a proxy) would let one
-        # caller replay another's sign-up, JWT included.  A retry gets email_taken.
         idempotency="none",
         rate_limit="signup_rate_limit",
         body=CreateOwner,
-        response=OwnerCreated,
-        status=201,
-        errors=("signup_disabled", "email_taken"),
         sdk=Sdk(
             "owners.create",
             "email: str",
             doc="""Create an owner; the returned ``owner_jwt`` authorizes the owner routes.""",
+        ),
+        contract=Contract(
+            response=OwnerCreated, status=201, errors=("signup_disabled", "email_taken")
         ),
     ),
 ]

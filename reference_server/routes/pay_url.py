@@ -4,33 +4,38 @@
 neither a transaction nor a worker thread across it, nor be retried whole on a transient
 database error (see :mod:`reference_server.domain.pay_url.flow`), so the pipeline awaits it on the
 event loop with no transaction.  The rate limit, the JSON body rules, the wallet-key
-authentication, the envelope and ``request_id`` are the pipeline's; its ``Idempotency-Key``
-(checked by the pipeline) is recorded by the attempt itself
-(:mod:`reference_server.domain.pay_url.attempts`).
+authentication, the envelope and ``request_id`` are the pipeline's; its first step
+(``_start``) runs in the transaction that authenticates the wallet key, claims the
+``Idempotency-Key`` in the one store (:mod:`reference_server.web.idempotency`) and begins
+the attempt, which references it (:mod:`reference_server.domain.pay_url.attempts`).
 """
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Connection
+import attrs
+from sqlalchemy import Connection, Row
 from starlette.responses import Response
 
 from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
-from svc.bodies import PayUrl
+from svc.bodies import PayUrl, to_json
 
 from .. import outbound
 from ..context import ServerContext
+from ..crypto import SecretBox
 from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
-from ..domain.pay_url.hot_wallet import hot_wallet
-from ..invariant import InvariantError
+from ..domain.pay_url.hot_wallet import hot_wallet, known_hot_wallet
 from ..web import idempotency
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Flow
+from ..web.errors import ApiError, http_error
 from ..web.paging import PageRequest, paged
+from ..web.pipeline import MakeFirst, replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
 from ..web.sdk import Sdk
 from ..web.validate import checked
@@ -48,50 +53,87 @@ async def pay_url(call: Call) -> Response:
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded."""
-    prepared = call.prepared
-    if isinstance(prepared, flow.Job):
-        return _respond_quote(await flow.quote(prepared), call.request_id)
-    job, begun = prepared
+    started = call.started
+    if isinstance(started, flow.Job):
+        return _respond_quote(await flow.quote(started), call.request_id)
+    if isinstance(started, idempotency.Replay):
+        status, body, headers = replayed(started, call.request_id)
+        return json_response(body, status, headers | _NO_STORE)
+    job, begun = started
     return _respond(await flow.pay(job, begun), call.request_id)
 
 
-def _prepare(call: Call) -> flow.Job | tuple[flow.Job, Started | Replay]:
-    """Blocking, in a worker thread before the handler: what a dry run needs, or the
-    attempt begun in the transaction that authenticates the caller (and loads the key).
-
-    The body as sent says which (``dry_run`` is a JSON ``true`` or it is not one: the
-    body's shape is checked, after the credential, in either transaction)."""
-    if call.body.get("dry_run") is True:
-        with call.ctx.db.read() as conn:
-            call.authenticate(conn)
-        order, _ = _order(call)
-        return _job(call, order)
-    return flow.begin(call.ctx, read=partial(_request, call), request_id=call.request_id)
+_NO_STORE = {"Cache-Control": "no-store"}
 
 
-def _request(call: Call, conn: Connection) -> flow.PayRequest:
-    """Authenticate the caller with ``conn`` and read what they ask to pay."""
-    call.authenticate(conn)
-    if call.input(PayUrl).dry_run:
-        raise InvariantError("a dry run is prepared without beginning an attempt")
+def _start(
+    call: Call,
+) -> flow.Job | idempotency.Replay | tuple[flow.Job, Started | Replay]:
+    """The flow's first step, in the transaction that authenticated the caller: what a
+    dry run needs; or the key claimed and the attempt begun (or the key's stored answer)."""
     order, fingerprint = _order(call)
-    return flow.PayRequest(
-        agent=_agent(call),
-        order=order,
-        idempotency_key=call.idempotency_key,
-        fingerprint=fingerprint,
+    agent = _agent(call)
+    wallet = known_hot_wallet(call.ctx, agent.environment)
+    if wallet is None:
+        # The first call of a process may create the sealed hot-wallet key, in a
+        # transaction of its own (or refuse, live with none configured).
+        raise MakeFirst(partial(hot_wallet, call.ctx, agent.environment))
+    job = flow.load_job(
+        call.ctx, call.conn, agent=agent, order=order, wallet=wallet, request_id=call.request_id
     )
+    if call.input(PayUrl).dry_run:
+        return job  # records nothing, its key neither
+    record: idempotency.Begun | None = None
+    if call.key is not None:
+        # Kept for good: a key never pays twice.
+        want = attrs.evolve(call.key, fingerprint=fingerprint, ttl=None)
+        try:
+            claimed = idempotency.claim(call.conn, want, call.ctx.box)
+        except ApiError as taken:  # still running, or another request: name its attempt
+            named = attempts.named_by(call.conn, scope=want.scope, route=want.route, key=want.key)
+            if named is not None:
+                taken.details = {**(taken.details or {}), "attempt_id": named}
+            raise
+        if isinstance(claimed, idempotency.Replay):
+            return claimed
+        record = claimed
+        job = attrs.evolve(job, on_answer=partial(_store_answer, record, call.ctx.box))
+    record_id = None if record is None else record.record_id
+    begun = flow.begin(call.conn, job, record_id=record_id, fingerprint=fingerprint)
+    if record is not None and isinstance(begun, Replay):
+        idempotency.lapse(call.conn, record)  # the attempt answers until it has ended
+    return job, begun
+
+
+def _store_answer(
+    claimed: idempotency.Begun,
+    box: SecretBox,
+    conn: Connection,
+    row: Row[Any],
+    result: PayUrlResult | DomainError,
+) -> None:
+    """Store the ended attempt's answer under its key (sealed: it holds the unlock body);
+    a pending one leaves the key to its attempt, which answers until the chain decides."""
+    if row.status not in ("succeeded", "failed"):
+        idempotency.lapse(conn, claimed)
+        return
+    if isinstance(result, PayUrlResult):
+        status, body = 200, to_json_body(result, row.request_id)
+    else:
+        error = http_error(result)
+        status, body = error.status, error.body(row.request_id)
+    idempotency.complete(conn, claimed, status, body, box=box)
 
 
 def _order(call: Call) -> tuple[Order, str]:
     """The validated request, and its idempotency fingerprint."""
     b = call.input(PayUrl)
+    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
+    sent = to_json(attrs.evolve(b, dry_run=None))
     method = b.method or "GET"
     content = None if b.json is None else flow.encode_json(b.json)
     order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))
-    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
-    paid = {name: value for name, value in call.body.items() if name != "dry_run"}
-    return order, idempotency.request_fingerprint("POST", PATH, paid)
+    return order, idempotency.request_fingerprint("POST", PATH, sent)
 
 
 def _host(ctx: ServerContext, url: str) -> str:
@@ -103,14 +145,6 @@ def _host(ctx: ServerContext, url: str) -> str:
     except outbound.OutboundRefused:  # refused again, and recorded, when probed
         parts = urlsplit(url)
         return (parts.netloc.rpartition("@")[2] or "?").lower()[:255]
-
-
-def _job(call: Call, order: Order) -> flow.Job:
-    """Load what a dry run needs for the authenticated wallet key (blocking)."""
-    agent = _agent(call)
-    hot_wallet(call.ctx, agent.environment)  # may write its key: before the read opens
-    with call.ctx.db.read() as conn:
-        return flow.load_job(call.ctx, conn, agent=agent, order=order, request_id=call.request_id)
 
 
 def _respond(answer: flow.Answer, request_id: str) -> Response:
@@ -154,7 +188,7 @@ ENDPOINTS = [
         path="/spend/attempts",
         handler=list_attempts,
         auth=Role.WALLET,
-        response=SpendAttemptList,
+        contract=Contract(response=SpendAttemptList),
         sdk=Sdk(
             "spend.attempts",
             doc="""The key's ``pay-url`` attempts, newest first, with their status and error.""",
@@ -168,30 +202,31 @@ PAY_URL = Endpoint(
     method="POST",
     path=PATH,
     handler=pay_url,
-    prepare=_prepare,
-    prepare_authenticates=True,
+    run=Flow(start=_start),
     auth=Role.WALLET,
     idempotency="optional",
     body=PayUrl,
-    response=(PayUrlResult, PayUrlQuote),
-    errors=(
-        # the wallet key's policy and balance
-        "insufficient_funds",
-        "max_per_tx_exceeded",
-        "allowance_exceeded",
-        "budget_exceeded",
-        "rail_not_allowed",
-        "host_not_allowed",
-        # the URL and its challenge
-        "url_not_allowed",
-        "not_payable",
-        "unsupported_challenge",
-        "upstream_refused",
-        "upstream_failed",
-        "upstream_unavailable",
-        "payment_unconfirmed",
-        "conflict",
-        "rails_not_configured",
+    contract=Contract(
+        response=(PayUrlResult, PayUrlQuote),
+        errors=(
+            # the wallet key's policy and balance
+            "insufficient_funds",
+            "max_per_tx_exceeded",
+            "allowance_exceeded",
+            "budget_exceeded",
+            "rail_not_allowed",
+            "host_not_allowed",
+            # the URL and its challenge
+            "url_not_allowed",
+            "not_payable",
+            "unsupported_challenge",
+            "upstream_refused",
+            "upstream_failed",
+            "upstream_unavailable",
+            "payment_unconfirmed",
+            "conflict",
+            "rails_not_configured",
+        ),
     ),
     sdk=(
         Sdk(

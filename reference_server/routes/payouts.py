@@ -23,7 +23,7 @@ from ..domain.payouts import PayoutProcessor, processor_for, withdrawals
 from ..domain.payouts import connect as accounts
 from ..invariant import InvariantError
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -146,13 +146,13 @@ SELLER_ENDPOINTS = [
         path=f"{_ME}/connect",
         handler=connect_status,
         auth=Role.SELLER,
-        response=ConnectAccount,
         sdk=Sdk(
             "connect.status",
             owner=True,
             doc="""The payout account and its flags as of the last :meth:`sync`
             (no processor call).""",
         ),
+        contract=Contract(response=ConnectAccount),
     ),
     Endpoint(
         method="PATCH",
@@ -161,8 +161,6 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=UpdateConnect,
-        response=ConnectAccount,
-        errors=("conflict",),
         sdk=Sdk(
             "connect.update",
             "*, auto_payout: bool | NotGiven = NOT_GIVEN, "
@@ -176,6 +174,7 @@ SELLER_ENDPOINTS = [
             build="connect_update_body",
             keep_null=True,
         ),
+        contract=Contract(response=ConnectAccount, errors=("conflict",)),
     ),
     Endpoint(
         method="POST",
@@ -184,8 +183,6 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=ConnectOnboard,
-        response=ConnectOnboarding,
-        errors=("conflict", "payouts_unavailable"),
         sdk=Sdk(
             "connect.onboard",
             "country: str, type: ConnectType | None = None",
@@ -198,6 +195,7 @@ SELLER_ENDPOINTS = [
             """,
             build="connect_onboard_body",
         ),
+        contract=Contract(response=ConnectOnboarding, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
         method="POST",
@@ -205,14 +203,13 @@ SELLER_ENDPOINTS = [
         handler=connect_sync,
         auth=Role.SELLER,
         idempotency="optional",
-        response=ConnectAccount,
-        errors=("conflict", "payouts_unavailable"),
         sdk=Sdk(
             "connect.sync",
             owner=True,
             doc="""Read the readiness flags from the processor: ``payouts_enabled`` once a human
             has completed onboarding, ``requirements_due`` otherwise.""",
         ),
+        contract=Contract(response=ConnectAccount, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
         method="POST",
@@ -220,14 +217,13 @@ SELLER_ENDPOINTS = [
         handler=connect_login,
         auth=Role.SELLER,
         idempotency="optional",
-        response=ConnectLogin,
-        errors=("conflict", "payouts_unavailable"),
         sdk=Sdk(
             "connect.login",
             owner=True,
             doc="""A ``login_url`` to the payout account's dashboard, for a human, once
             onboarded.""",
         ),
+        contract=Contract(response=ConnectLogin, errors=("conflict", "payouts_unavailable")),
     ),
     Endpoint(
         method="POST",
@@ -236,9 +232,6 @@ SELLER_ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="required",
         body=Withdraw,
-        response=Withdrawal,
-        status=201,
-        errors=("insufficient_funds", "payouts_not_enabled", "payouts_unavailable"),
         sdk=Sdk(
             "withdrawals.create",
             "amount: Amount | None = None",
@@ -249,32 +242,37 @@ SELLER_ENDPOINTS = [
             ``Idempotency-Key`` is sent and reused by retries, so a retried call withdraws once.
             """,
         ),
+        contract=Contract(
+            response=Withdrawal,
+            status=201,
+            errors=("insufficient_funds", "payouts_not_enabled", "payouts_unavailable"),
+        ),
     ),
     Endpoint(
         method="GET",
         path=f"{_ME}/withdrawals",
         handler=list_withdrawals,
         auth=Role.SELLER,
-        response=WithdrawalList,
         sdk=Sdk(
             "withdrawals.list",
             owner=True,
             doc="""The seller's withdrawals, newest first.""",
             all_doc="""Every withdrawal of the seller, in the order of :meth:`list`.""",
         ),
+        contract=Contract(response=WithdrawalList),
     ),
     Endpoint(
         method="GET",
         path=f"{_ME}/withdrawals/{{withdrawal_id}}",
         handler=get_withdrawal,
         auth=Role.SELLER,
-        response=Withdrawal,
         sdk=Sdk(
             "withdrawals.get",
             "withdrawal_id: str",
             owner=True,
             doc="""One withdrawal and its ``status`` (``failure_reason`` when ``failed``).""",
         ),
+        contract=Contract(response=Withdrawal),
     ),
 ]
 
@@ -317,7 +315,7 @@ def owner_twin(ep: Endpoint, path: str) -> Endpoint:
         path=path,
         handler=run,
         auth=Role.OWNER,
-        summary=f"Owner dashboard: {summary}",
+        contract=attrs.evolve(ep.contract, summary=f"Owner dashboard: {summary}"),
         sdk=_OWNER_SDK.get(path),
     )
 

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from ..processor import webhooks
 from ..web import pages
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow, Page
 from ..web.errors import ApiError
 from ..web.responses import Reply
 
@@ -70,22 +70,26 @@ ENDPOINTS = [
         method="GET",
         path="/processor/connect/return",
         handler=connect_return,
-        listed=False,
-        page=True,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
     ),
     Endpoint(
         method="GET",
         path="/processor/connect/refresh",
         handler=connect_refresh,
-        listed=False,
-        page=True,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
     ),
     Endpoint(
         method="POST",
         path="/processor/webhooks",
         handler=processor_webhook,
-        raw=True,
-        listed=False,
-        errors=("invalid_signature", "not_found", "payload_too_large"),
+        run=Flow(),
+        body=RAW_BODY,
+        contract=Contract(
+            listed=False, errors=("invalid_signature", "not_found", "payload_too_large")
+        ),
     ),
 ]

@@ -14,7 +14,7 @@ from ..invariant import InvariantError
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..settings import Settings
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -240,8 +240,6 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=CreateResource,
-        response=Resource,
-        status=201,
         sdk=Sdk(
             "resources.create",
             "*, kind: ResourceKind, amount: Amount, path: str | None = None, "
@@ -258,13 +256,13 @@ ENDPOINTS = [
             """,
             build="create_resource_body",
         ),
+        contract=Contract(response=Resource, status=201),
     ),
     Endpoint(
         method="GET",
         path="/resources",
         handler=list_all,
         auth=Role.SELLER,
-        response=ResourceList,
         sdk=Sdk(
             "resources.list",
             owner=True,
@@ -272,17 +270,18 @@ ENDPOINTS = [
             ``seller_id``, that seller's of the owner (owner JWT).""",
             all_doc="""Every resource of the seller, in the order of :meth:`list`.""",
         ),
+        contract=Contract(response=ResourceList),
     ),
     Endpoint(
         method="GET",
         path="/resources/{resource_id}",
         handler=get_one,
         auth=Role.SELLER,
-        response=Resource,
         sdk=Sdk(
             "resources.get",
             "resource_id: str",
         ),
+        contract=Contract(response=Resource),
     ),
     Endpoint(
         method="PATCH",
@@ -291,7 +290,6 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="required",
         body=UpdateResource,
-        response=Resource,
         sdk=Sdk(
             "resources.update",
             "resource_id: str, *, path: str | None = None, tool: str | None = None, "
@@ -305,6 +303,7 @@ ENDPOINTS = [
             build="update_resource_body",
             keep_null=True,
         ),
+        contract=Contract(response=Resource),
     ),
     Endpoint(
         method="POST",
@@ -312,12 +311,12 @@ ENDPOINTS = [
         handler=deactivate,
         auth=Role.SELLER,
         idempotency="optional",
-        response=Resource,
         sdk=Sdk(
             "resources.deactivate",
             "resource_id: str",
             doc="""Stop selling the resource (``active`` becomes false); its gate stops
             unlocking.""",
         ),
+        contract=Contract(response=Resource),
     ),
 ]

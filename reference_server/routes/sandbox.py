@@ -41,7 +41,7 @@ from ..sandbox.eip3009 import InvalidSignature, recover_signer
 from ..sandbox.token import SANDBOX_TOKEN
 from ..store.database import is_transient
 from ..web.auth import requested_environment
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import FOREIGN_JSON, Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError
 from ..web.responses import Reply
 from ..web.validate import EVM_ADDRESS, Fields
@@ -213,44 +213,40 @@ ENDPOINTS = [
         handler=faucet,
         idempotency="optional",
         body=SandboxFaucet,
-        response=SandboxMint,
-        errors=_TEST_ONLY,
+        contract=Contract(response=SandboxMint, errors=_TEST_ONLY),
     ),
     Endpoint(
         method="GET",
         path="/sandbox/balances/{address}",
         handler=balance,
-        response=SandboxBalance,
-        errors=(*_TEST_ONLY, "validation_error"),
+        contract=Contract(response=SandboxBalance, errors=(*_TEST_ONLY, "validation_error")),
     ),
     Endpoint(
         method="GET",
         path="/sandbox/transactions/{tx_hash}",
         handler=transaction,
-        response=SandboxTransaction,
-        errors=_TEST_ONLY,
+        contract=Contract(response=SandboxTransaction, errors=_TEST_ONLY),
     ),
     Endpoint(
         method="GET",
         path="/sandbox/x402/supported",
         handler=x402_supported,
-        response=FacilitatorSupport,
-        errors=_TEST_ONLY,
+        contract=Contract(response=FacilitatorSupport, errors=_TEST_ONLY),
     ),
     Endpoint(
         method="POST",
         path="/sandbox/x402/verify",
         handler=x402_verify,
-        foreign_body=True,
-        response=FacilitatorVerdict,
-        errors=_TEST_ONLY,
+        run=Flow(),
+        body=FOREIGN_JSON,
+        contract=Contract(response=FacilitatorVerdict, errors=_TEST_ONLY),
     ),
     Endpoint(
         method="POST",
         path="/sandbox/x402/settle",
         handler=x402_settle,
-        foreign_body=True,
-        response=FacilitatorSettlement,
-        errors=_TEST_ONLY,
+        run=Flow(),
+        body=FOREIGN_JSON,
+        contract=Contract(response=FacilitatorSettlement, errors=_TEST_ONLY),
     ),
 ]

@@ -23,7 +23,7 @@ from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..domain.payouts import sandbox
 from ..web import pages
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow, Page
 
 __all__ = ["ENDPOINTS"]
 
@@ -226,20 +226,25 @@ ENDPOINTS = [
         method="GET",
         path=_ONBOARD,
         handler=onboarding_page,
-        listed=False,
-        page=True,
-        secret_path=True,
+        run=Flow(),
+        page=Page(secret_path=True),
+        contract=Contract(listed=False),
     ),
     Endpoint(
         method="POST",
         path=_ONBOARD,
         handler=submit_onboarding,
-        raw=True,
-        listed=False,
-        page=True,
-        secret_path=True,
+        run=Flow(),
+        body=RAW_BODY,
+        page=Page(secret_path=True),
+        contract=Contract(listed=False),
     ),
     Endpoint(
-        method="GET", path=_LOGIN, handler=login_page, listed=False, page=True, secret_path=True
+        method="GET",
+        path=_LOGIN,
+        handler=login_page,
+        run=Flow(),
+        page=Page(secret_path=True),
+        contract=Contract(listed=False),
     ),
 ]

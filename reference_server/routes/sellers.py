@@ -12,7 +12,7 @@ from svc.money import to_micros
 
 from ..domain import sellers
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -128,36 +128,35 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateSeller,
-        response=SellerCreated,
-        status=201,
         sdk=Sdk(
             "sellers.create",
             "name: str | None = None",
             doc="""Create a seller (owner JWT).  Keep ``seller_key``: it is never shown again.""",
         ),
+        contract=Contract(response=SellerCreated, status=201),
     ),
     Endpoint(
         method="GET",
         path="/sellers",
         handler=list_sellers,
         auth=Role.OWNER,
-        response=SellerList,
         sdk=Sdk(
             "sellers.list",
             doc="""The owner's sellers in this environment (owner JWT), oldest first.""",
             all_doc="""Every seller of the owner, in the order of :meth:`list`.""",
         ),
+        contract=Contract(response=SellerList),
     ),
     Endpoint(
         method="GET",
         path="/sellers/me",
         handler=get_me,
         auth=Role.SELLER,
-        response=Seller,
         sdk=Sdk(
             "sellers.me",
             doc="""The seller the seller key belongs to.""",
         ),
+        contract=Contract(response=Seller),
     ),
     Endpoint(
         method="PATCH",
@@ -166,7 +165,6 @@ ENDPOINTS = [
         auth=Role.SELLER,
         idempotency="optional",
         body=EnablePayments,
-        response=Seller,
         sdk=Sdk(
             "sellers.enable_payments",
             "*, processor_profile_id: str | None = None, payout_wallet_address: str | None = None",
@@ -178,13 +176,13 @@ ENDPOINTS = [
             the owner (owner JWT).
             """,
         ),
+        contract=Contract(response=Seller),
     ),
     Endpoint(
         method="GET",
         path="/sellers/me/balance",
         handler=balance,
         auth=Role.SELLER,
-        response=Balance,
         sdk=Sdk(
             "sellers.balance",
             owner=True,
@@ -193,6 +191,7 @@ ENDPOINTS = [
             With ``seller_id``, that seller's of the owner (owner JWT).
             """,
         ),
+        contract=Contract(response=Balance),
     ),
     Endpoint(
         method="POST",
@@ -201,12 +200,11 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="required",
         body=RecycleBalance,
-        response=Recycled,
-        errors=("insufficient_funds",),
         sdk=Sdk(
             "sellers.recycle",
             "seller_id: str, amount: Amount | None = None",
             doc="""Owner call: move seller balance (all, or ``amount``) into the account wallet.""",
         ),
+        contract=Contract(response=Recycled, errors=("insufficient_funds",)),
     ),
 ]

@@ -12,7 +12,7 @@ from ..domain import handles, ledger, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..web.auth import Principal, Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Grouped
 from ..web.errors import ApiError
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -197,36 +197,37 @@ ENDPOINTS = [
         path="/spend/balance",
         handler=balance,
         auth=Role.WALLET,
-        response=SpendBalance,
         sdk=Sdk(
             "spend.balance",
             doc="""Prepaid balance, policy and what is left of the allowance and budget.""",
         ),
+        contract=Contract(response=SpendBalance),
     ),
     Endpoint(
         method="POST",
         path="/pay",
         handler=pay,
+        run=Grouped(batch=pay_group),
         auth=Role.WALLET,
         idempotency="required",
-        group_commit=True,
-        group_handler=pay_group,
         body=Pay,
-        response=PayResult,
-        errors=(
-            "not_found",
-            "resource_inactive",
-            "insufficient_funds",
-            "max_per_tx_exceeded",
-            "allowance_exceeded",
-            "budget_exceeded",
-            "rail_not_allowed",
-        ),
         sdk=Sdk(
             "pay",
             "*, resource_id: str | None = None, destination: str | None = None, "
             "amount: Amount | None = None",
             build="pay_body",
+        ),
+        contract=Contract(
+            response=PayResult,
+            errors=(
+                "not_found",
+                "resource_inactive",
+                "insufficient_funds",
+                "max_per_tx_exceeded",
+                "allowance_exceeded",
+                "budget_exceeded",
+                "rail_not_allowed",
+            ),
         ),
     ),
     Endpoint(
@@ -234,11 +235,11 @@ ENDPOINTS = [
         path="/handles/resolve/{destination}",
         handler=resolve,
         auth=Role.WALLET,
-        response=HandleResolution,
         sdk=Sdk(
             "handles.resolve",
             "destination: str",
             doc="""Check a transfer destination before paying it (wallet key).""",
         ),
+        contract=Contract(response=HandleResolution),
     ),
 ]

@@ -45,7 +45,7 @@ from ..processor import checkout, uses_stripe
 from ..store import tables as t
 from ..web import pages, paging
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint, Flow, Page
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -351,19 +351,10 @@ ENDPOINTS = [
         method="POST",
         path=PATH,
         handler=create,
+        run=Flow(),
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateTopUp,
-        response=TopUp,
-        status=201,
-        gate=True,
-        errors=(
-            "payment_required",
-            "settlement_unavailable",
-            "top_ups_unavailable",
-            "idempotency_key_reused",
-            "idempotency_in_progress",
-        ),
         sdk=Sdk(
             "top_ups.create",
             "amount: Amount, *, payer: Any = None, method: str | None = None",
@@ -386,33 +377,52 @@ ENDPOINTS = [
             """,
             build="top_up_body",
         ),
+        contract=Contract(
+            response=TopUp,
+            status=201,
+            gate=True,
+            errors=(
+                "payment_required",
+                "settlement_unavailable",
+                "top_ups_unavailable",
+                "idempotency_key_reused",
+                "idempotency_in_progress",
+            ),
+        ),
     ),
     Endpoint(
         method="GET",
         path=PATH,
         handler=list_all,
         auth=Role.OWNER,
-        response=TopUpList,
         sdk=Sdk(
             "top_ups.list",
             doc="""The owner's top-ups in this environment, newest first.""",
             all_doc="""Every top-up of the owner, in the order of :meth:`list`.""",
         ),
+        contract=Contract(response=TopUpList),
     ),
     Endpoint(
         method="GET",
         path=PATH + "/{top_up_id}",
         handler=get_one,
         auth=Role.OWNER,
-        response=TopUp,
         sdk=Sdk(
             "top_ups.get",
             "top_up_id: str",
         ),
+        contract=Contract(response=TopUp),
     ),
 ]
 
 #: The page a card payer comes back to (a page for people, beside the buy pages).
 PAGES = [
-    Endpoint(method="GET", path="/top-ups/{top_up_id}/done", handler=done, listed=False, page=True),
+    Endpoint(
+        method="GET",
+        path="/top-ups/{top_up_id}/done",
+        handler=done,
+        run=Flow(),
+        page=Page(),
+        contract=Contract(listed=False),
+    ),
 ]

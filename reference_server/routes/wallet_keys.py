@@ -18,7 +18,7 @@ from ..invariant import InvariantError
 from ..store import tables as t
 from ..web import paging
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -273,8 +273,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateWalletKey,
-        response=WalletKeyCreated,
-        status=201,
         sdk=Sdk(
             "wallet_keys.create",
             "name: str | None = None, *, allowance: Amount | None = None, "
@@ -289,31 +287,32 @@ ENDPOINTS = [
             """,
             build="create_wallet_key_body",
         ),
+        contract=Contract(response=WalletKeyCreated, status=201),
     ),
     Endpoint(
         method="GET",
         path="/wallet-keys",
         handler=list_all,
         auth=Role.OWNER,
-        response=WalletKeyList,
         sdk=Sdk(
             "wallet_keys.list",
             doc="""The owner's wallet keys in this environment, oldest first, revoked ones
             included.""",
             all_doc="""Every wallet key of the owner, in the order of :meth:`list`.""",
         ),
+        contract=Contract(response=WalletKeyList),
     ),
     Endpoint(
         method="GET",
         path="/wallet-keys/{key_id}",
         handler=get_one,
         auth=Role.OWNER,
-        response=WalletKey,
         sdk=Sdk(
             "wallet_keys.get",
             "wallet_key_id: str",
             path_names={"key_id": "wallet_key_id"},
         ),
+        contract=Contract(response=WalletKey),
     ),
     Endpoint(
         method="PATCH",
@@ -322,7 +321,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=UpdateWalletKey,
-        response=WalletKey,
         sdk=Sdk(
             "wallet_keys.update",
             "wallet_key_id: str, *, name: str | NotGiven = NOT_GIVEN, "
@@ -339,6 +337,7 @@ ENDPOINTS = [
             build="update_wallet_key_body",
             path_names={"key_id": "wallet_key_id"},
         ),
+        contract=Contract(response=WalletKey),
     ),
     Endpoint(
         method="POST",
@@ -347,8 +346,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=WalletKeyAmount,
-        response=WalletKey,
-        errors=("insufficient_funds", "wallet_key_revoked"),
         sdk=Sdk(
             "wallet_keys.fund",
             "wallet_key_id: str, amount: Amount",
@@ -356,6 +353,7 @@ ENDPOINTS = [
             money).""",
             path_names={"key_id": "wallet_key_id"},
         ),
+        contract=Contract(response=WalletKey, errors=("insufficient_funds", "wallet_key_revoked")),
     ),
     Endpoint(
         method="POST",
@@ -364,14 +362,13 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=WalletKeyAmount,
-        response=WalletKey,
-        errors=("insufficient_funds",),
         sdk=Sdk(
             "wallet_keys.refund",
             "wallet_key_id: str, amount: Amount",
             doc="""Move unspent balance back to the owner's account wallet.""",
             path_names={"key_id": "wallet_key_id"},
         ),
+        contract=Contract(response=WalletKey, errors=("insufficient_funds",)),
     ),
     Endpoint(
         method="POST",
@@ -379,12 +376,12 @@ ENDPOINTS = [
         handler=revoke,
         auth=Role.OWNER,
         idempotency="optional",
-        response=WalletKey,
         sdk=Sdk(
             "wallet_keys.revoke",
             "wallet_key_id: str",
             doc="""Stop the key for good; every later call with it is refused.""",
             path_names={"key_id": "wallet_key_id"},
         ),
+        contract=Contract(response=WalletKey),
     ),
 ]

@@ -33,7 +33,7 @@ from ..store import tables as t
 from ..timeutil import as_utc
 from ..web import paging
 from ..web.auth import Role
-from ..web.endpoint import Call, Endpoint
+from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
@@ -292,8 +292,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="required",
         body=CreateWebhook,
-        response=WebhookEndpointCreated,
-        status=201,
         sdk=Sdk(
             "webhooks.create",
             "url: str, *, events: Sequence[str] | None = None, description: str | None = None",
@@ -305,30 +303,31 @@ ENDPOINTS = [
             """,
             build="create_webhook_body",
         ),
+        contract=Contract(response=WebhookEndpointCreated, status=201),
     ),
     Endpoint(
         method="GET",
         path="/webhooks",
         handler=list_all,
         auth=Role.OWNER,
-        response=WebhookEndpointList,
         sdk=Sdk(
             "webhooks.list",
             doc="""The owner's endpoints in this environment, oldest first; deleted ones are
             gone.""",
             all_doc="""Every endpoint of the owner, in the order of :meth:`list`.""",
         ),
+        contract=Contract(response=WebhookEndpointList),
     ),
     Endpoint(
         method="GET",
         path="/webhooks/events",
         handler=catalog,
         auth=Role.OWNER,
-        response=EventCatalog,
         sdk=Sdk(
             "webhooks.events",
             doc="""The event catalog: every event type the service emits, with what causes it.""",
         ),
+        contract=Contract(response=EventCatalog),
     ),
     Endpoint(
         method="PATCH",
@@ -337,7 +336,6 @@ ENDPOINTS = [
         auth=Role.OWNER,
         idempotency="optional",
         body=UpdateWebhook,
-        response=WebhookEndpoint,
         sdk=Sdk(
             "webhooks.update",
             "webhook_id: str, *, events: Sequence[str] | NotGiven | None = NOT_GIVEN, "
@@ -352,13 +350,13 @@ ENDPOINTS = [
             build="update_webhook_body",
             keep_null=True,
         ),
+        contract=Contract(response=WebhookEndpoint),
     ),
     Endpoint(
         method="DELETE",
         path="/webhooks/{webhook_id}",
         handler=delete,
         auth=Role.OWNER,
-        response=WebhookEndpoint,
         sdk=Sdk(
             "webhooks.delete",
             "webhook_id: str",
@@ -366,44 +364,45 @@ ENDPOINTS = [
             deliveries are cancelled, and later calls with its id raise
             :class:`~svc.NotFoundError`.""",
         ),
+        contract=Contract(response=WebhookEndpoint),
     ),
     Endpoint(
         method="GET",
         path="/webhooks/{webhook_id}/deliveries",
         handler=deliveries,
         auth=Role.OWNER,
-        response=DeliveryList,
         sdk=Sdk(
             "webhooks.deliveries",
             "webhook_id: str",
             doc="""The delivery log, newest first, each with its ``attempt_log``.""",
             all_doc="""Every delivery of the endpoint, in the order of :meth:`deliveries`.""",
         ),
+        contract=Contract(response=DeliveryList),
     ),
     Endpoint(
         method="POST",
         path="/webhooks/{webhook_id}/test",
         handler=test,
         auth=Role.OWNER,
-        response=Delivery,
         sdk=Sdk(
             "webhooks.test",
             "webhook_id: str",
             doc="""Send a signed sample ``payment.succeeded`` (``test: true``) now; returns its
             delivery, with the receiver's answer in ``attempt_log``.""",
         ),
+        contract=Contract(response=Delivery),
     ),
     Endpoint(
         method="POST",
         path="/webhooks/{webhook_id}/deliveries/{delivery_id}/retry",
         handler=retry,
         auth=Role.OWNER,
-        response=Delivery,
         sdk=Sdk(
             "webhooks.retry",
             "webhook_id: str, delivery_id: str",
             doc="""Send one delivery again now, whatever its state; the delivery keeps its ``id``
             and the attempt joins its ``attempt_log``.""",
         ),
+        contract=Contract(response=Delivery),
     ),
 ]

@@ -463,8 +463,9 @@ spend_attempts = Table(
     Column("environment", String(8), nullable=False),
     Column("owner_id", String(40), nullable=False),
     Column("wallet_key_id", String(40), nullable=False),
-    #: The caller's ``Idempotency-Key`` (unique per wallet key when given).
-    Column("idempotency_key", String(255)),
+    #: The caller's ``Idempotency-Key``, when given: its record in the one store
+    #: (``web/idempotency.py``), kept for good while an attempt names it.
+    Column("idempotency_record_id", Integer, ForeignKey("idempotency_keys.id")),
     Column("request_hash", String(64)),
     Column("method", String(8), nullable=False),
     Column("url", Text, nullable=False),
@@ -500,7 +501,7 @@ spend_attempts = Table(
     Column("request_id", String(40), nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
-    UniqueConstraint("wallet_key_id", "idempotency_key"),
+    UniqueConstraint("idempotency_record_id"),
     UniqueConstraint("payer", "nonce"),
     Index(None, "wallet_key_id", "created_at"),
 )

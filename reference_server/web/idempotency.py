@@ -17,7 +17,12 @@ Protocol, all in the database so it holds across processes:
    An unexpected failure ``release``\\s an in-flight key so a retry can run.
 
 An in-flight record carries a lease; a process that died mid-request therefore blocks
-its key only until ``locked_until``.  Records expire after the configured TTL (24 h).
+its key only until ``locked_until``.  Records expire after the configured TTL (24 h),
+but for those a pay-url attempt references (``spend_attempts.idempotency_record_id``):
+those keep their key for good, so that a key never pays twice.  While such an attempt
+is pending, or was recorded before the attempts kept their keys here, its record stays
+in flight with its lease lapsed (:func:`lapse`): a repeat takes it over and is answered
+from the attempt.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, exists, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -49,6 +54,7 @@ __all__ = [
     "claim_many",
     "complete",
     "complete_many",
+    "lapse",
     "purge_expired",
     "release",
     "request_fingerprint",
@@ -135,7 +141,8 @@ class KeyClaim:
     key: str
     fingerprint: str
     now: datetime
-    ttl: timedelta
+    #: ``None``: kept for good (pay-url's, :mod:`reference_server.domain.pay_url.attempts`).
+    ttl: timedelta | None
     lease: timedelta
 
 
@@ -277,7 +284,7 @@ def _begin(
     key: str,
     fingerprint: str,
     now: datetime,
-    ttl: timedelta,
+    ttl: timedelta | None,
     lease: timedelta,
     box: SecretBox,
 ) -> Begun | Replay:
@@ -285,7 +292,7 @@ def _begin(
     if conn.dialect.name == "postgresql":
         query = query.with_for_update()
     row = conn.execute(query).first()
-    if row is not None and as_utc(row.created_at) + ttl <= now:
+    if row is not None and ttl is not None and as_utc(row.created_at) + ttl <= now:
         conn.execute(delete(_ti).where(_ti.c.id == row.id))
         row = None
     if row is None:
@@ -362,11 +369,24 @@ def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None
         complete(conn, begun, status, body)
 
 
+_sa = t.spend_attempts
+
+
 def purge_expired(db: Database, *, now: datetime, ttl: timedelta) -> int:
-    """Delete records past their TTL (run periodically by the server)."""
+    """Delete records past their TTL (run periodically by the server), but those a
+    pay-url attempt references: those keep their key for good."""
+    referenced = exists().where(_sa.c.idempotency_record_id == _ti.c.id)
     with db.write() as conn:
-        result = conn.execute(delete(_ti).where(_ti.c.created_at <= now - ttl))
+        result = conn.execute(delete(_ti).where(_ti.c.created_at <= now - ttl, ~referenced))
     return int(result.rowcount or 0)
+
+
+def lapse(conn: Connection, begun: Begun) -> None:
+    """Leave an in-flight record in flight with its lease lapsed: the next request with
+    its key takes it over at once (pay-url's, while its attempt is the answer)."""
+    conn.execute(
+        update(_ti).where(_ti.c.id == begun.record_id).values(locked_until=_ti.c.created_at)
+    )
 
 
 def release(db: Database, begun: Begun) -> None:

@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import select
 
 import svc
-from reference_server.domain import payments, wallets
-from reference_server.domain.errors import PaymentRefused
+from reference_server.domain import wallets
 from reference_server.store import tables as t
+from reference_server.web import strategies
 
 from ..support import LiveServer, assert_ledger_sound
 from .helpers import D, events_of, market
@@ -28,17 +28,23 @@ from .helpers import D, events_of, market
 
 @contextmanager
 def groups_seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]:
-    """Each group ``payments.pay_resources`` decided, as its answers ("paid" or a code)."""
+    """Each group decided in one transaction (``strategies.Grouped``), as the answers of
+    the requests it ran ("paid" or a code; a replay is not run)."""
     seen: list[list[str]] = []
-    real = payments.pay_resources
+    real = strategies._in_one_transaction
 
-    def spy(conn: Any, **kwargs: Any) -> Any:
-        results = real(conn, **kwargs)
-        if results is not None:
-            seen.append([r.code if isinstance(r, PaymentRefused) else "paid" for r in results])
-        return results
+    def spy(*args: Any) -> Any:
+        answers = real(*args)
+        seen.append(
+            [
+                "paid" if status == 200 else body["error"]["code"]
+                for status, body, headers in answers
+                if "Idempotent-Replayed" not in headers
+            ]
+        )
+        return answers
 
-    monkeypatch.setattr(payments, "pay_resources", spy)
+    monkeypatch.setattr(strategies, "_in_one_transaction", spy)
     yield seen
 
 

@@ -89,11 +89,25 @@ async def _die_after_reserving(server: LiveServer, agent: Agent, url: str, key: 
     order = Order(url=url, method="GET", content=None, host=url.split("/")[2])
     fingerprint = idempotency.request_fingerprint("POST", "/spend/pay-url", {"url": url})
     with ctx.db.write() as conn:
+        record = idempotency.claim(
+            conn,
+            idempotency.KeyClaim(
+                scope=principal.credential_id,
+                route="POST /spend/pay-url",
+                key=key,
+                fingerprint=fingerprint,
+                now=then,
+                ttl=None,
+                lease=timedelta(seconds=ctx.settings.idempotency_lease_seconds),
+            ),
+            ctx.box,
+        )
+        assert isinstance(record, idempotency.Begun)
         started = attempts.begin(
             conn,
             agent=principal,
             order=order,
-            idempotency_key=key,
+            record_id=record.record_id,
             fingerprint=fingerprint,
             request_id="req_died",
             now=then,

@@ -9,7 +9,7 @@ import threading
 import anyio
 import pytest
 
-from reference_server.web.endpoint import Endpoint, routes_for
+from reference_server.web.endpoint import Endpoint, Grouped, routes_for
 from reference_server.web.group_commit import GroupCommit, Outcome
 from reference_server.web.responses import Reply
 
@@ -82,15 +82,7 @@ def test_group_commit_needs_a_sync_write_route_with_a_required_key() -> None:
         return Reply({})
 
     with pytest.raises(Exception, match="group commit needs"):
-        routes_for([Endpoint(method="POST", path="/x", handler=handler, group_commit=True)])
+        routes_for([Endpoint(method="POST", path="/x", handler=handler, run=Grouped())])
     routes_for(
-        [
-            Endpoint(
-                method="POST",
-                path="/x",
-                handler=handler,
-                group_commit=True,
-                idempotency="required",
-            )
-        ]
+        [Endpoint(method="POST", path="/x", handler=handler, run=Grouped(), idempotency="required")]
     )

@@ -1,5 +1,5 @@
 """One request pipeline: every route the app serves is an ``Endpoint`` dispatched by
-``web.endpoint.dispatch``, and its cross-cutting rules hold on the routes that used to
+``web.pipeline.dispatch``, and its cross-cutting rules hold on the routes that used to
 re-implement them (the gates, pay-url, the gate rails, the probes).
 
 The route table is read from the Starlette app itself, so a raw route cannot creep back.
@@ -20,7 +20,8 @@ from starlette.routing import Route
 
 from reference_server import Settings, create_app
 from reference_server.app import served
-from reference_server.web.endpoint import API_PREFIX, Endpoint, dispatch
+from reference_server.web.endpoint import API_PREFIX, Endpoint
+from reference_server.web.pipeline import dispatch
 
 from ..support import Account, LiveServer, new_account
 

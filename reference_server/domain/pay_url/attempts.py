@@ -5,9 +5,12 @@ An attempt is written before anything is sent or reserved and moves
 did not confirm a payment it may have settled).  Each step is its own short transaction,
 so a crash leaves a row that says how far the attempt got.
 
-The row is also the ``Idempotency-Key`` record of ``pay-url``: the key is unique per wallet
-key, and the answer -- success or error, unlock body included -- is rendered from the row
-by :func:`outcome`, for the first request and for every replay alike.
+The ``Idempotency-Key`` is kept in the one store every route's key is
+(``web/idempotency.py``): an attempt references its key's record
+(``idempotency_record_id``, one attempt per record).  The answer -- success or error,
+unlock body included -- is rendered from the row by :func:`outcome` and stored under the
+key when the attempt ends; a repeat that finds the attempt itself (it is still running,
+pending, or was left by a process that died) is answered from the row.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "get_to_conclude",
     "get_to_reserve",
     "list_attempts",
+    "named_by",
     "outcome",
     "seller_receipt_id",
     "update_and_get",
@@ -91,15 +95,13 @@ def begin(
     *,
     agent: Principal,
     order: Order,
-    idempotency_key: str | None,
+    record_id: int | None,
     fingerprint: str,
     request_id: str,
     now: datetime,
 ) -> Started | Replay:
-    """A new attempt, or the one this ``Idempotency-Key`` already names.
-
-    Same key with another request: 422 ``idempotency_key_reused``; while the first still
-    runs: 409 ``idempotency_in_progress``.
+    """A new attempt, or the one the key's record (``record_id``, claimed in this
+    transaction) already names: while it still runs, 409 ``idempotency_in_progress``.
     """
     if agent.subject_id is None:
         raise InvariantError("expected agent.subject_id is not None")
@@ -109,7 +111,7 @@ def begin(
         "environment": agent.environment,
         "owner_id": agent.owner_id,
         "wallet_key_id": agent.subject_id,
-        "idempotency_key": idempotency_key,
+        "idempotency_record_id": record_id,
         "request_hash": fingerprint,
         "method": order.method,
         "url": order.url,
@@ -120,25 +122,16 @@ def begin(
         "updated_at": now,
     }
     # One statement in the usual case (a new key, or none): no savepoint to survive the
-    # conflict, which only a taken ``Idempotency-Key`` can cause.
+    # conflict, which only a key taken over from an attempt can cause.
     inserted = conn.execute(_INSERT[conn.dialect.name == "postgresql"], values).scalar()
     if inserted is not None:
         return Started(attempt_id)
-    if idempotency_key is None:
+    if record_id is None:
         raise InvariantError(f"attempt id {attempt_id} collided")
-    query = select(_sa).where(
-        _sa.c.wallet_key_id == agent.subject_id, _sa.c.idempotency_key == idempotency_key
-    )
+    query = select(_sa).where(_sa.c.idempotency_record_id == record_id)
     if conn.dialect.name == "postgresql":
         query = query.with_for_update()
     row = conn.execute(query).one()
-    if row.request_hash != fingerprint:
-        raise DomainError(
-            "idempotency_key_reused",
-            "This Idempotency-Key was already used with a different request; "
-            "use a new key for a new request.",
-            details={"attempt_id": row.id},
-        )
     stale = as_utc(row.updated_at) + STALE_AFTER <= now
     if row.status == "probing" and stale:
         # Its process died before reserving anything: this request takes it over.
@@ -152,6 +145,18 @@ def begin(
             retry_after_seconds=1,
         )
     return Replay(row.id, stale=row.status == "paying")
+
+
+def named_by(conn: Connection, *, scope: str, route: str, key: str) -> str | None:
+    """The attempt that references this key's record, if one does."""
+    _ti = t.idempotency_keys
+    query = (
+        select(_sa.c.id)
+        .join(_ti, _ti.c.id == _sa.c.idempotency_record_id)
+        .where(_ti.c.scope == scope, _ti.c.route == route, _ti.c.key == key)
+    )
+    found = conn.execute(query).scalar()
+    return None if found is None else str(found)
 
 
 # Every pay-url runs the statements below several times: they are built once, with

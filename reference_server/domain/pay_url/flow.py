@@ -6,7 +6,7 @@ The phases that touch the database are short transactions in worker threads
 (:func:`_write`); the ones that touch the network are awaited with no transaction open and
 no thread held.  Between two network waits there is one worker-thread hop and at most one
 write transaction: authenticating the caller, loading the wallet key and beginning the
-attempt (:func:`begin`, run by the route's ``prepare``); signing and reserving; the chain's
+attempt (:func:`begin`, the route's first step); signing and reserving; the chain's
 verdict, concluding and reading the answer.  That matters beyond throughput:
 the paid URL may call back into this very server before it answers (in ``test`` its
 facilitator *is* ``/sandbox/x402`` here), and a request holding a transaction or a worker
@@ -50,12 +50,12 @@ from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
 from .confirmation import confirmed_on_chain, confirmed_transaction
-from .hot_wallet import HotWallet, hot_wallet, known_hot_wallet
+from .hot_wallet import HotWallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
 from .unlocked import Unlocked, unlocked
 
-__all__ = ["Answer", "Job", "PayRequest", "begin", "encode_json", "load_job", "pay", "quote"]
+__all__ = ["Answer", "Job", "begin", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -82,6 +82,9 @@ class Job:
     wallet: HotWallet
     order: Order
     request_id: str
+    #: Stores the attempt's answer under its ``Idempotency-Key``, in the transaction that
+    #: ends the attempt (the route's, which claimed the key; ``None``: no key).
+    on_answer: Callable[[Connection, Row[Any], PayUrlResult | DomainError], None] | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -92,84 +95,43 @@ class Answer:
 
 
 def load_job(
-    ctx: ServerContext, conn: Connection, *, agent: Principal, order: Order, request_id: str
+    ctx: ServerContext,
+    conn: Connection,
+    *,
+    agent: Principal,
+    order: Order,
+    wallet: HotWallet,
+    request_id: str,
 ) -> Job:
-    """What paying needs for the authenticated wallet key, read with ``conn`` (the hot
-    wallet is cached per process: see :func:`~.hot_wallet.hot_wallet`)."""
+    """What paying needs for the authenticated wallet key, read with ``conn`` (the
+    route's first transaction, which authenticated the caller)."""
     if agent.subject_id is None:
         raise InvariantError("expected agent.subject_id is not None")
     return Job(
         ctx=ctx,
         agent=agent,
         key=wallets.get_wallet_key(conn, agent.subject_id),
-        wallet=hot_wallet(ctx, agent.environment),
+        wallet=wallet,
         order=order,
         request_id=request_id,
     )
 
 
-@attrs.frozen(kw_only=True)
-class PayRequest:
-    """A ``pay-url`` request as authenticated and read: who pays what, under which key."""
-
-    agent: Principal
-    order: Order
-    idempotency_key: str | None
-    #: The request's idempotency fingerprint (a reused key must carry the same request).
-    fingerprint: str
-
-
-class _HotWalletNeeded(Exception):
-    """The environment's hot wallet is not loaded yet (see :func:`begin`)."""
-
-    def __init__(self, environment: str) -> None:
-        super().__init__(environment)
-        self.environment = environment
-
-
 def begin(
-    ctx: ServerContext, *, read: Callable[[Connection], PayRequest], request_id: str
-) -> tuple[Job, Started | Replay]:
-    """Blocking (the route runs it in a worker thread before the handler): authenticate
-    the caller and read the request (``read``, in this transaction), load the wallet key
-    and begin the attempt -- one transaction, one commit."""
-
-    def run(conn: Connection) -> tuple[Job, Started | Replay]:
-        _commit_without_waiting_for_the_disk(conn)
-        request = read(conn)
-        agent = request.agent
-        wallet = known_hot_wallet(ctx, agent.environment)
-        if wallet is None:
-            raise _HotWalletNeeded(agent.environment)
-        if agent.subject_id is None:
-            raise InvariantError("expected agent.subject_id is not None")
-        job = Job(
-            ctx=ctx,
-            agent=agent,
-            key=wallets.get_wallet_key(conn, agent.subject_id),
-            wallet=wallet,
-            order=request.order,
-            request_id=request_id,
-        )
-        begun = attempts.begin(
-            conn,
-            agent=agent,
-            order=request.order,
-            idempotency_key=request.idempotency_key,
-            fingerprint=request.fingerprint,
-            request_id=request_id,
-            now=ctx.now(),
-        )
-        return job, begun
-
-    try:
-        return _write_blocking(ctx, run)
-    except _HotWalletNeeded as needed:
-        # The first call of a process may create the sealed hot-wallet key, in a
-        # transaction of its own, never inside this one (which had only read): make it
-        # (or refuse, live with none configured), then begin again.
-        hot_wallet(ctx, needed.environment)
-        return _write_blocking(ctx, run)
+    conn: Connection, job: Job, *, record_id: int | None, fingerprint: str
+) -> Started | Replay:
+    """Begin the attempt in ``conn``, the transaction that authenticated the caller and
+    loaded the wallet key (the route's first step): one transaction, one commit."""
+    _commit_without_waiting_for_the_disk(conn)
+    return attempts.begin(
+        conn,
+        agent=job.agent,
+        order=job.order,
+        record_id=record_id,
+        fingerprint=fingerprint,
+        request_id=job.request_id,
+        now=job.ctx.now(),
+    )
 
 
 def _commit_without_waiting_for_the_disk(conn: Connection) -> None:
@@ -235,8 +197,10 @@ async def _run(job: Job, attempt_id: str) -> _Answered | None:
         if reserved is None:
             return await _fail(job, attempt_id, _unsupported(job), response_status=402)
         signed, reservation = reserved
-        if reservation is Reservation.REFUSED:
-            return None
+        if reservation is Reservation.REFUSED:  # recorded: its answer, under the key
+            return await _write(
+                job.ctx, lambda conn: _recorded(job, conn, _answered(conn, attempt_id))
+            )
         if reservation is Reservation.RESERVED:
             return await _pay_and_conclude(job, attempt_id, signed)
     return await _fail(
@@ -386,12 +350,10 @@ async def _conclude(
             locked=row,
         )
         if concluded is None:  # by a racing retry: read what it concluded
-            return _answered(conn, attempt_id)
-        return _Answered(
-            concluded,
-            attempts.seller_receipt_id(conn, concluded),
-            body=None if answer is None else answer.body,
-        )
+            return _recorded(job, conn, _answered(conn, attempt_id))
+        body = None if answer is None else answer.body
+        seller_receipt = attempts.seller_receipt_id(conn, concluded)
+        return _recorded(job, conn, _Answered(concluded, seller_receipt, body=body))
 
     return await _write(job.ctx, run)
 
@@ -649,9 +611,22 @@ async def _fail(
         row = attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
-        return _Answered(row, attempts.seller_receipt_id(conn, row))  # none: it failed
+        return _recorded(job, conn, _Answered(row, attempts.seller_receipt_id(conn, row)))
 
     return await _write(job.ctx, record)
+
+
+def _record_refusal(job: Job, attempt_id: str, conn: Connection) -> _Answered:
+    """A refused reservation's answer (recorded by :func:`_sign_and_reserve`), stored."""
+    return _recorded(job, conn, _answered(conn, attempt_id))
+
+
+def _recorded(job: Job, conn: Connection, answered: _Answered) -> _Answered:
+    """``answered``, stored under the request's key (:attr:`Job.on_answer`) in ``conn``,
+    the transaction that ended the attempt."""
+    if job.on_answer is not None:
+        job.on_answer(conn, answered.row, answered.outcome(job.ctx.box))
+    return answered
 
 
 # --- the database ---------------------------------------------------------------------------

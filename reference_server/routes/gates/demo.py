@@ -10,7 +10,7 @@ from svc_asgi import GateCore, Paid, Refusal
 from ...context import ServerContext
 from ...domain.demo_gate import DEMO_PATH
 from ...invariant import InvariantError
-from ...web.endpoint import Call, Endpoint
+from ...web.endpoint import Call, Contract, Endpoint, Flow
 from ...web.responses import json_response
 from .backend import DatabaseGateBackend
 from .hosted import GATE_REFUSALS, paid_headers, receipt_json, refusal_response
@@ -59,10 +59,12 @@ ENDPOINTS = [
         method="GET",
         path=DEMO_PATH,
         handler=echo,
-        gate=True,
-        summary="Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with "
-        "POST /pay).",
-        # Paid: the echo and the receipt (no svc model); unpaid: 402 with what to pay.
-        errors=(*GATE_REFUSALS, "invalid_environment"),
+        run=Flow(),
+        contract=Contract(
+            gate=True,
+            summary="Demonstration gate, unlocked with X-Svc-Receipt (pay its resource with "
+            "POST /pay).",
+            errors=(*GATE_REFUSALS, "invalid_environment"),
+        ),
     )
 ]

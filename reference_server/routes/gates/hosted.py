@@ -51,7 +51,7 @@ from ...context import ServerContext
 from ...domain import open_rails
 from ...domain.resources import resource_model
 from ...invariant import InvariantError
-from ...web.endpoint import Call, Endpoint
+from ...web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow
 from ...web.errors import ApiError
 from ...web.json_body import read_body
 from ...web.responses import error_response, json_response
@@ -370,22 +370,24 @@ ENDPOINTS = [
         method=method,
         path="/g/{short_id}",
         handler=hosted_gate,
-        raw=True,
-        listed=method in _LISTED,
-        gate=True,
-        # Paid: the upstream's answer as it is, or the receipt (no svc model).
-        errors=(
-            *GATE_REFUSALS,
-            "method_not_allowed",
-            "payload_too_large",
-            "bad_request",
-            "upstream_refused",
-            "upstream_unavailable",
-            "upstream_too_large",
+        run=Flow(),
+        body=RAW_BODY,
+        contract=Contract(
+            listed=method in _LISTED,
+            gate=True,
+            errors=(
+                *GATE_REFUSALS,
+                "method_not_allowed",
+                "payload_too_large",
+                "bad_request",
+                "upstream_refused",
+                "upstream_unavailable",
+                "upstream_too_large",
+            ),
+            summary="Hosted gate of a resource (any method): 402 until paid (a receipt in "
+            "X-Svc-Receipt, or the x402 / MPP challenge it carries once the seller enabled "
+            "payments), then the upstream's answer or the receipt.",
         ),
-        summary="Hosted gate of a resource (any method): 402 until paid (a receipt in "
-        "X-Svc-Receipt, or the x402 / MPP challenge it carries once the seller enabled "
-        "payments), then the upstream's answer or the receipt.",
     )
     for method in _METHODS
 ]

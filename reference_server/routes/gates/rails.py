@@ -47,7 +47,7 @@ from svc_asgi import RailRequest
 from ...context import ServerContext
 from ...domain import gate_origins, open_rails
 from ...web.auth import Principal, Role
-from ...web.endpoint import Call, Endpoint
+from ...web.endpoint import Call, Contract, Endpoint, Flow
 from ...web.errors import ApiError
 from ...web.responses import Reply
 from ...web.sdk import Sdk
@@ -244,14 +244,9 @@ ENDPOINTS = [
         method="POST",
         path="/gates/challenge",
         handler=challenge,
+        run=Flow(),
         auth=Role.SELLER,
         body=RequestChallenge,
-        invalid_body="invalid_rail_request",
-        response=GateChallenge,
-        errors=("not_found", "url_not_owned"),
-        summary="Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an "
-        "unpaid request {resource_id, method, url} to the seller's own gate; empty until "
-        "payments are enabled.",
         sdk=Sdk(
             "gates.challenge",
             "resource_id: str, *, method: str, url: str",
@@ -259,19 +254,22 @@ ENDPOINTS = [
             addressed it); empty while the seller has not enabled payments.""",
             build="gate_challenge_body",
         ),
+        contract=Contract(
+            invalid_body="invalid_rail_request",
+            response=GateChallenge,
+            errors=("not_found", "url_not_owned"),
+            summary="Open-rail challenge (x402 PAYMENT-REQUIRED, MPP WWW-Authenticate) for an "
+            "unpaid request {resource_id, method, url} to the seller's own gate; empty until "
+            "payments are enabled.",
+        ),
     ),
     Endpoint(
         method="POST",
         path="/gates/redeem",
         handler=redeem,
+        run=Flow(),
         auth=Role.SELLER,
         body=RedeemCredential,
-        invalid_body="invalid_rail_request",
-        response=GateRedemption,
-        errors=("not_found", "url_not_owned", "resource_inactive", "settlement_unavailable"),
-        summary="Verify an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment credential "
-        "{resource_id, method, url, headers} presented at the seller's own gate and claim "
-        "it (nothing moves): settle the claim once the answer succeeded, or release it.",
         sdk=Sdk(
             "gates.redeem",
             "resource_id: str, *, method: str, url: str, headers: Mapping[str, str]",
@@ -280,18 +278,22 @@ ENDPOINTS = [
             it: a verified one comes back with ``claim`` set, nothing moved yet.""",
             build="gate_redeem_body",
         ),
+        contract=Contract(
+            invalid_body="invalid_rail_request",
+            response=GateRedemption,
+            errors=("not_found", "url_not_owned", "resource_inactive", "settlement_unavailable"),
+            summary="Verify an x402 PAYMENT-SIGNATURE or MPP Authorization: Payment credential "
+            "{resource_id, method, url, headers} presented at the seller's own gate and claim "
+            "it (nothing moves): settle the claim once the answer succeeded, or release it.",
+        ),
     ),
     Endpoint(
         method="POST",
         path="/gates/settle",
         handler=settle,
+        run=Flow(),
         auth=Role.SELLER,
         body=SettleClaim,
-        response=GateRedemption,
-        errors=("not_found", "settlement_unavailable"),
-        summary="Settle a claimed open-rail credential {claim} whose answer succeeded "
-        "(status below 400): paid with the receipt headers, or refused (nothing moved; "
-        "withhold the answer and answer 402).",
         sdk=Sdk(
             "gates.settle",
             "claim: str",
@@ -299,23 +301,33 @@ ENDPOINTS = [
             answer's headers, or refused (nothing moved: withhold the answer, answer 402).""",
             build="gate_settle_body",
         ),
+        contract=Contract(
+            response=GateRedemption,
+            errors=("not_found", "settlement_unavailable"),
+            summary="Settle a claimed open-rail credential {claim} whose answer succeeded "
+            "(status below 400): paid with the receipt headers, or refused (nothing moved; "
+            "withhold the answer and answer 402).",
+        ),
     ),
     Endpoint(
         method="POST",
         path="/gates/release",
         handler=release,
+        run=Flow(),
         auth=Role.SELLER,
         body=ReleaseClaim,
-        response=GateRelease,
-        errors=("not_found",),
-        summary="Release a claimed open-rail credential {claim, reason, status} whose "
-        "answer failed or never came: nothing is charged, payment.failed records why.",
         sdk=Sdk(
             "gates.release",
             "claim: str, *, status: int | None = None, reason: str = 'answer_failed'",
             doc="""Release a claim whose answer failed (``status``) or never came
             (``reason="answer_missing"``): nothing is charged.""",
             build="gate_release_body",
+        ),
+        contract=Contract(
+            response=GateRelease,
+            errors=("not_found",),
+            summary="Release a claimed open-rail credential {claim, reason, status} whose "
+            "answer failed or never came: nothing is charged, payment.failed records why.",
         ),
     ),
 ]
