@@ -128,7 +128,11 @@ def begin(
         return Started(attempt_id)
     if record_id is None:
         raise InvariantError(f"attempt id {attempt_id} collided")
-    query = select(_sa).where(_sa.c.idempotency_record_id == record_id)
+    # The record is the caller's own (its scope is the wallet key); the key is named here
+    # too, so the query itself never reaches another tenant's attempt.
+    query = select(_sa).where(
+        _sa.c.idempotency_record_id == record_id, _sa.c.wallet_key_id == agent.subject_id
+    )
     if conn.dialect.name == "postgresql":
         query = query.with_for_update()
     row = conn.execute(query).one()
