@@ -369,13 +369,14 @@ _NAMESPACES_DOC = '''"""Endpoint namespaces of the clients (``client.sellers.me(
 Each method builds its spec with ``_endpoints`` and sends it through the client, so every
 namespace is the same API on both clients by construction.  Both are generated: this
 file from the route table, ``_namespaces`` from this one by ``python -m tests.unasync``.
-Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, one
-attribute in ``_async_client``, then regenerate.
+Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, then
+regenerate; the client takes every namespace from :class:`AsyncNamespaces`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from . import _endpoints as ep
@@ -459,6 +460,17 @@ def _namespace_class(namespace: str, members: list[Call]) -> str:
     return text
 
 
+_NAMESPACES_CLASS = '''class AsyncNamespaces:
+    """Every namespace of the client (``client.sellers``...), made on first use and kept:
+    the client inherits them, so a new namespace needs no line of the client."""
+
+'''
+
+
+def _attribute(namespace: str) -> str:
+    return f"    {namespace} = cached_property({_class_name(namespace)})\n"
+
+
 def namespaces_module(found: Sequence[Call]) -> str:
     """The text of ``svc/_async_namespaces.py``."""
     by_namespace: dict[str, list[Call]] = {name: [] for name in NAMESPACE_DOCS}
@@ -466,8 +478,9 @@ def namespaces_module(found: Sequence[Call]) -> str:
         if call.namespace is not None:
             by_namespace[call.namespace].append(call)
     classes = [_namespace_class(name, members) for name, members in by_namespace.items()]
-    names = sorted(["AsyncRequester", *(_class_name(name) for name in by_namespace)])
-    exported = "".join(f'    "{name}",\n' for name in names)
+    classes.append(_NAMESPACES_CLASS + "".join(_attribute(name) for name in by_namespace))
+    names = ["AsyncNamespaces", "AsyncRequester", *(_class_name(name) for name in by_namespace)]
+    exported = "".join(f'    "{name}",\n' for name in sorted(names))
     text = _header(_NAMESPACES_DOC) + f"\n__all__ = [\n{exported}]\n{_NAMESPACE_BASE}"
     text += "".join(f"\n\n{cls}" for cls in classes)
     return formatted(_explicit_imports(text), NAMESPACES)

@@ -16,21 +16,7 @@ import httpx
 
 from . import _convert
 from . import _endpoints as ep
-from ._async_namespaces import (
-    AsyncAccess,
-    AsyncConnect,
-    AsyncDirectory,
-    AsyncGates,
-    AsyncHandles,
-    AsyncOwners,
-    AsyncResources,
-    AsyncSellers,
-    AsyncSpend,
-    AsyncTopUps,
-    AsyncWalletKeys,
-    AsyncWebhooks,
-    AsyncWithdrawals,
-)
+from ._async_namespaces import AsyncNamespaces
 from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
 from ._convert import Amount
 from ._errors import ConfigurationError
@@ -45,7 +31,7 @@ __all__ = ["AsyncClient"]
 T = TypeVar("T")
 
 
-class AsyncClient(BaseClient):
+class AsyncClient(BaseClient, AsyncNamespaces):
     """Client for the svc API.
 
     ::
@@ -60,20 +46,6 @@ class AsyncClient(BaseClient):
     ``sleep`` is how retries wait (``anyio.sleep`` by default), injectable so tests need
     not.
     """
-
-    owners: AsyncOwners
-    sellers: AsyncSellers
-    resources: AsyncResources
-    directory: AsyncDirectory
-    wallet_keys: AsyncWalletKeys
-    top_ups: AsyncTopUps
-    spend: AsyncSpend
-    handles: AsyncHandles
-    access: AsyncAccess
-    gates: AsyncGates
-    webhooks: AsyncWebhooks
-    connect: AsyncConnect
-    withdrawals: AsyncWithdrawals
 
     def __init__(
         self,
@@ -106,19 +78,6 @@ class AsyncClient(BaseClient):
             raise ConfigurationError("pass transport= or http_client=, not both")
         self._http = AsyncSender(http_client, transport)
         self._sleep = sleep or anyio.sleep
-        self.owners = AsyncOwners(self)
-        self.sellers = AsyncSellers(self)
-        self.resources = AsyncResources(self)
-        self.directory = AsyncDirectory(self)
-        self.wallet_keys = AsyncWalletKeys(self)
-        self.top_ups = AsyncTopUps(self)
-        self.spend = AsyncSpend(self)
-        self.handles = AsyncHandles(self)
-        self.access = AsyncAccess(self)
-        self.gates = AsyncGates(self)
-        self.webhooks = AsyncWebhooks(self)
-        self.connect = AsyncConnect(self)
-        self.withdrawals = AsyncWithdrawals(self)
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)

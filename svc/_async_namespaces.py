@@ -4,13 +4,14 @@
 Each method builds its spec with ``_endpoints`` and sends it through the client, so every
 namespace is the same API on both clients by construction.  Both are generated: this
 file from the route table, ``_namespaces`` from this one by ``python -m tests.unasync``.
-Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, one
-attribute in ``_async_client``, then regenerate.
+Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, then
+regenerate; the client takes every namespace from :class:`AsyncNamespaces`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from . import _endpoints as ep
@@ -74,6 +75,7 @@ __all__ = [
     "AsyncDirectory",
     "AsyncGates",
     "AsyncHandles",
+    "AsyncNamespaces",
     "AsyncOwners",
     "AsyncRequester",
     "AsyncResources",
@@ -974,3 +976,22 @@ class AsyncWebhooks(_Namespace):
         and the attempt joins its ``attempt_log``."""
         spec = ep.webhooks_retry(webhook_id, delivery_id)
         return await self._client._request(spec, options)
+
+
+class AsyncNamespaces:
+    """Every namespace of the client (``client.sellers``...), made on first use and kept:
+    the client inherits them, so a new namespace needs no line of the client."""
+
+    owners = cached_property(AsyncOwners)
+    sellers = cached_property(AsyncSellers)
+    connect = cached_property(AsyncConnect)
+    withdrawals = cached_property(AsyncWithdrawals)
+    resources = cached_property(AsyncResources)
+    directory = cached_property(AsyncDirectory)
+    wallet_keys = cached_property(AsyncWalletKeys)
+    top_ups = cached_property(AsyncTopUps)
+    spend = cached_property(AsyncSpend)
+    handles = cached_property(AsyncHandles)
+    access = cached_property(AsyncAccess)
+    gates = cached_property(AsyncGates)
+    webhooks = cached_property(AsyncWebhooks)

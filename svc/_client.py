@@ -21,21 +21,7 @@ from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
 from ._convert import Amount
 from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
-from ._namespaces import (
-    Access,
-    Connect,
-    Directory,
-    Gates,
-    Handles,
-    Owners,
-    Resources,
-    Sellers,
-    Spend,
-    TopUps,
-    WalletKeys,
-    Webhooks,
-    Withdrawals,
-)
+from ._namespaces import Namespaces
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy
 from ._sender import Sender
@@ -46,7 +32,7 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client(BaseClient):
+class Client(BaseClient, Namespaces):
     """Client for the svc API.
 
     ::
@@ -61,20 +47,6 @@ class Client(BaseClient):
     ``sleep`` is how retries wait (``time.sleep`` by default), injectable so tests need
     not.
     """
-
-    owners: Owners
-    sellers: Sellers
-    resources: Resources
-    directory: Directory
-    wallet_keys: WalletKeys
-    top_ups: TopUps
-    spend: Spend
-    handles: Handles
-    access: Access
-    gates: Gates
-    webhooks: Webhooks
-    connect: Connect
-    withdrawals: Withdrawals
 
     def __init__(
         self,
@@ -107,19 +79,6 @@ class Client(BaseClient):
             raise ConfigurationError("pass transport= or http_client=, not both")
         self._http = Sender(http_client, transport)
         self._sleep = sleep or time.sleep
-        self.owners = Owners(self)
-        self.sellers = Sellers(self)
-        self.resources = Resources(self)
-        self.directory = Directory(self)
-        self.wallet_keys = WalletKeys(self)
-        self.top_ups = TopUps(self)
-        self.spend = Spend(self)
-        self.handles = Handles(self)
-        self.access = Access(self)
-        self.gates = Gates(self)
-        self.webhooks = Webhooks(self)
-        self.connect = Connect(self)
-        self.withdrawals = Withdrawals(self)
 
     def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T:
         call = self._prepare(spec, options)

@@ -5,13 +5,14 @@
 Each method builds its spec with ``_endpoints`` and sends it through the client, so every
 namespace is the same API on both clients by construction.  Both are generated: this
 file from the route table, ``_namespaces`` from this one by ``python -m tests.unasync``.
-Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, one
-attribute in ``_async_client``, then regenerate.
+Adding a namespace: its class docstring in ``reference_server.sdk_codegen``, then
+regenerate; the client takes every namespace from :class:`Namespaces`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from . import _endpoints as ep
@@ -75,6 +76,7 @@ __all__ = [
     "Directory",
     "Gates",
     "Handles",
+    "Namespaces",
     "Owners",
     "Requester",
     "Resources",
@@ -967,3 +969,22 @@ class Webhooks(_Namespace):
         and the attempt joins its ``attempt_log``."""
         spec = ep.webhooks_retry(webhook_id, delivery_id)
         return self._client._request(spec, options)
+
+
+class Namespaces:
+    """Every namespace of the client (``client.sellers``...), made on first use and kept:
+    the client inherits them, so a new namespace needs no line of the client."""
+
+    owners = cached_property(Owners)
+    sellers = cached_property(Sellers)
+    connect = cached_property(Connect)
+    withdrawals = cached_property(Withdrawals)
+    resources = cached_property(Resources)
+    directory = cached_property(Directory)
+    wallet_keys = cached_property(WalletKeys)
+    top_ups = cached_property(TopUps)
+    spend = cached_property(Spend)
+    handles = cached_property(Handles)
+    access = cached_property(Access)
+    gates = cached_property(Gates)
+    webhooks = cached_property(Webhooks)

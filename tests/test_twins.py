@@ -44,13 +44,13 @@ def test_the_generated_twins_are_current() -> None:
 
 
 def _namespace_pairs() -> list[tuple[str, type, type]]:
-    """(attribute, async class, sync class) for every namespace the clients declare."""
-    async_hints = typing.get_type_hints(svc.AsyncClient)
-    sync_hints = typing.get_type_hints(svc.Client)
+    """(attribute, async class, sync class) for every namespace the clients declare (the
+    ``cached_property`` attributes they inherit from the generated ``Namespaces``)."""
     pairs = []
-    for name, acls in async_hints.items():
+    for name, attr in inspect.getmembers(svc.AsyncClient):
+        acls = getattr(attr, "func", None)
         if inspect.isclass(acls) and issubclass(acls, _async_namespaces._Namespace):
-            pairs.append((name, acls, sync_hints[name]))
+            pairs.append((name, acls, getattr(svc.Client, name).func))
     return pairs
 
 
