@@ -10,9 +10,10 @@ seven decimal places fail locally with ``ValueError`` instead of reaching the se
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Literal, get_args
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ._models import Capabilities, Health, ResourceMetadata
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
@@ -65,6 +66,7 @@ __all__ = [
     "TextDocument",
     "WebhookStatus",
     "capabilities",
+    "checked",
     "connect_onboard_body",
     "connect_update_body",
     "create_resource_body",
@@ -250,6 +252,38 @@ def seller_route(
 # --- body builders: one per route whose arguments are not its body's fields one to one ----
 
 
+def checked(cls: type) -> Callable[..., dict[str, Any]]:
+    """The builder of a body whose fields are the arguments of their names, each checked
+    by its field's type before anything is sent: an amount more than zero, a string not
+    empty, a choice one of its values (``None`` is "not given")."""
+    hints = get_type_hints(cls)
+
+    def build(**fields: Any) -> dict[str, Any]:
+        return to_json(cls(**{name: _check(name, hints[name], v) for name, v in fields.items()}))
+
+    return build
+
+
+def _check(name: str, hint: Any, value: Any) -> Any:
+    types = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+    if value is None:
+        return None
+    if Decimal in types:
+        return positive(value, name)
+    for choices in (get_args(t) for t in types if get_origin(t) is Literal):
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return _text(name, value) if str in types else value
+
+
+#: Bodies whose arguments need no more than :func:`checked`.
+pay_body = checked(Pay)
+verify_receipt_body = checked(VerifyReceipt)
+gate_settle_body = checked(SettleClaim)
+gate_release_body = checked(ReleaseClaim)
+pay_url_body = checked(PayUrl)
+
+
 def connect_onboard_body(country: str, type: ConnectType | None) -> dict[str, Any]:
     if not isinstance(country, str) or len(country) != 2 or not country.isascii():
         raise ValueError(f"country must be a two-letter country code such as 'US', got {country!r}")
@@ -418,26 +452,8 @@ def top_up_body(*, amount: Amount, method: str | None) -> dict[str, Any]:
     return body
 
 
-def pay_body(
-    *, resource_id: str | None, destination: str | None, amount: Amount | None
-) -> dict[str, Any]:
-    """A resource (``resource_id``) or a transfer (``destination``, ``amount``): ``Pay``
-    refuses anything else with a ``ValueError`` before sending."""
-    return to_json(
-        Pay(
-            resource_id=None if resource_id is None else _text("resource_id", resource_id),
-            destination=None if destination is None else _text("destination", destination),
-            amount=None if amount is None else positive(amount),
-        )
-    )
-
-
-def pay_url_body(*, url: str, method: PayUrlMethod, json: Any) -> dict[str, Any]:
-    return to_json(_pay_url_body(url, method, json))
-
-
-def pay_url_quote_body(*, url: str, method: PayUrlMethod, json: Any) -> dict[str, Any]:
-    return to_json(_pay_url_body(url, method, json, dry_run=True))
+def pay_url_quote_body(**fields: Any) -> dict[str, Any]:
+    return pay_url_body(**fields, dry_run=True)
 
 
 def handle_body(*, handle: str) -> dict[str, Any]:
@@ -446,23 +462,10 @@ def handle_body(*, handle: str) -> dict[str, Any]:
     return to_json(ClaimHandle(handle=handle))
 
 
-def verify_receipt_body(*, receipt_id: str, resource_id: str | None) -> dict[str, Any]:
-    return to_json(
-        VerifyReceipt(
-            receipt_id=_text("receipt_id", receipt_id),
-            resource_id=None if resource_id is None else _text("resource_id", resource_id),
-        )
-    )
-
-
 def gate_challenge_body(*, resource_id: str, method: str, url: str) -> dict[str, Any]:
-    return to_json(
-        RequestChallenge(
-            resource_id=_text("resource_id", resource_id),
-            method=_method(method),
-            url=_absolute_url(url),
-        )
-    )
+    """``method`` an HTTP method's name (sent upper case), ``url`` absolute http(s)."""
+    build = checked(RequestChallenge)
+    return build(resource_id=resource_id, method=_method(method), url=_absolute_url(url))
 
 
 def gate_redeem_body(
@@ -474,30 +477,9 @@ def gate_redeem_body(
     credentials = rail_credentials(headers)
     if not credentials:
         raise ValueError("headers hold no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
-    return to_json(
-        RedeemCredential(
-            resource_id=_text("resource_id", resource_id),
-            method=_method(method),
-            url=_absolute_url(url),
-            headers=dict(credentials),
-        )
-    )
-
-
-def gate_settle_body(*, claim: str) -> dict[str, Any]:
-    return to_json(SettleClaim(claim=_text("claim", claim)))
-
-
-def gate_release_body(*, claim: str, status: int | None, reason: str) -> dict[str, Any]:
-    if reason not in ("answer_failed", "answer_missing"):
-        raise ValueError('reason must be "answer_failed" or "answer_missing"')
-    return to_json(
-        ReleaseClaim(
-            claim=_text("claim", claim),
-            reason=reason,  # type: ignore[arg-type]
-            status=status,
-        )
-    )
+    build = checked(RedeemCredential)
+    method, url = _method(method), _absolute_url(url)
+    return build(resource_id=resource_id, method=method, url=url, headers=dict(credentials))
 
 
 def create_webhook_body(
@@ -534,13 +516,6 @@ def update_webhook_body(
     if not body:
         raise ValueError("update needs at least one field to change")
     return body
-
-
-def _pay_url_body(url: str, method: str, json: Any, *, dry_run: bool | None = None) -> PayUrl:
-    if method not in PAY_URL_METHODS:
-        raise ValueError(f"method must be one of {PAY_URL_METHODS}, got {method!r}")
-    verb: PayUrlMethod = "POST" if method == "POST" else "GET"
-    return PayUrl(url=_text("url", url), method=verb, json=json, dry_run=dry_run)
 
 
 def _absolute_url(value: object) -> str:
