@@ -347,7 +347,7 @@ def _explicit_imports(text: str) -> str:
 
 
 def _exported(path: Path) -> set[str]:
-    """The names a module of the SDK defines or lists in ``__all__``."""
+    """The public names a module of the SDK defines or lists in ``__all__``."""
     tree = ast.parse(path.read_text())
     names: set[str] = set()
     for node in tree.body:
@@ -358,7 +358,7 @@ def _exported(path: Path) -> set[str]:
             names |= {t.id for t in targets if isinstance(t, ast.Name)}
             if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
                 names |= set(ast.literal_eval(node.value)) if node.value else set()
-    return names
+    return {name for name in names if not name.startswith("_")}
 
 
 # --- svc/_async_namespaces.py ------------------------------------------------------------
@@ -386,6 +386,7 @@ from ._models import *  # noqa: F403
 from ._options import RequestOptions
 from ._paging import aiterate
 from ._types import NOT_GIVEN, NotGiven
+from .bodies import *  # noqa: F403
 '''
 
 _NAMESPACE_BASE = """

@@ -16,16 +16,7 @@ from typing import Any
 
 from . import _endpoints as ep
 from ._async_send import AsyncRequester, send_top_up
-from ._convert import (
-    Amount,
-    ConnectType,
-    Metadata,
-    PayUrlMethod,
-    Period,
-    ResourceKind,
-    ResourceMethod,
-    WebhookStatus,
-)
+from ._convert import Amount, Metadata
 from ._models import (
     Balance,
     ConnectAccount,
@@ -68,6 +59,14 @@ from ._models import (
 from ._options import RequestOptions
 from ._paging import aiterate
 from ._types import NOT_GIVEN, NotGiven
+from .bodies import (
+    ConnectType,
+    PayUrlMethod,
+    Period,
+    ResourceKind,
+    ResourceMethod,
+    WebhookStatus,
+)
 
 __all__ = [
     "AsyncAccess",

@@ -4,7 +4,8 @@ arguments are not their body's fields one to one.
 
 Hand-written, unlike ``_endpoints``: a route declares the builder it needs by name
 (``Sdk(build=...)`` beside its ``Endpoint``) and ``python -m reference_server.sdk_codegen``
-writes the call.  Arguments are checked here, before anything is sent: a float price or
+writes the call, importing what it uses of the names this module defines (so it keeps no
+``__all__``).  Arguments are checked here, before anything is sent: a float price or
 seven decimal places fail locally with ``ValueError`` instead of reaching the service.
 """
 
@@ -46,54 +47,6 @@ from .bodies import (
 from .money import format_amount, parse_amount
 from .receipts import rail_credentials
 from .wire import unstructure
-
-__all__ = [
-    "CONNECT_TYPES",
-    "DISCOVERY_DOCUMENTS",
-    "MAX_PAGE_LIMIT",
-    "PAY_URL_METHODS",
-    "PERIODS",
-    "WEBHOOK_STATUSES",
-    "Amount",
-    "ConnectType",
-    "DiscoveryDocument",
-    "JSONDocument",
-    "Metadata",
-    "PayUrlMethod",
-    "Period",
-    "ResourceKind",
-    "ResourceMethod",
-    "TextDocument",
-    "WebhookStatus",
-    "capabilities",
-    "checked",
-    "connect_onboard_body",
-    "connect_update_body",
-    "create_resource_body",
-    "create_wallet_key_body",
-    "create_webhook_body",
-    "directory_query",
-    "discovery",
-    "gate_challenge_body",
-    "gate_redeem_body",
-    "gate_release_body",
-    "gate_settle_body",
-    "handle_body",
-    "health",
-    "page_query",
-    "pay_body",
-    "pay_url_body",
-    "pay_url_quote_body",
-    "positive",
-    "ready",
-    "seller_route",
-    "top_up_body",
-    "update_resource_body",
-    "update_wallet_key_body",
-    "update_webhook_body",
-    "verify_receipt_body",
-]
-
 
 #: A price: ``Decimal("0.05")``, ``"0.05"`` or a whole number of dollars.  Never a float.
 Amount = Decimal | str | int

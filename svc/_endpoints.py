@@ -14,13 +14,7 @@ from typing import Any
 
 from ._convert import (
     Amount,
-    ConnectType,
     Metadata,
-    PayUrlMethod,
-    Period,
-    ResourceKind,
-    ResourceMethod,
-    WebhookStatus,
     connect_onboard_body,
     connect_update_body,
     create_resource_body,
@@ -85,11 +79,17 @@ from ._models import (
 from ._spec import RequestSpec, Role, as_model
 from ._types import NOT_GIVEN, NotGiven
 from .bodies import (
+    ConnectType,
     CreateOwner,
     CreateSeller,
     EnablePayments,
+    PayUrlMethod,
+    Period,
     RecycleBalance,
+    ResourceKind,
+    ResourceMethod,
     WalletKeyAmount,
+    WebhookStatus,
     Withdraw,
     to_json,
 )

@@ -16,16 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from . import _endpoints as ep
-from ._convert import (
-    Amount,
-    ConnectType,
-    Metadata,
-    PayUrlMethod,
-    Period,
-    ResourceKind,
-    ResourceMethod,
-    WebhookStatus,
-)
+from ._convert import Amount, Metadata
 from ._models import (
     Balance,
     ConnectAccount,
@@ -69,6 +60,14 @@ from ._options import RequestOptions
 from ._paging import iterate
 from ._send import Requester, send_top_up
 from ._types import NOT_GIVEN, NotGiven
+from .bodies import (
+    ConnectType,
+    PayUrlMethod,
+    Period,
+    ResourceKind,
+    ResourceMethod,
+    WebhookStatus,
+)
 
 __all__ = [
     "Access",

@@ -70,9 +70,10 @@ def test_list_methods_take_the_paging_parameters_on_both_clients(
 
 
 def _namespace(client: Any, cls_name: str) -> Any:
-    for value in vars(client).values():
-        if type(value).__name__.removeprefix("Async") == cls_name:
-            return value
+    """The client's namespace of that class (each a ``cached_property`` of the client)."""
+    for name, attr in inspect.getmembers(type(client)):
+        if getattr(getattr(attr, "func", None), "__name__", "").removeprefix("Async") == cls_name:
+            return getattr(client, name)
     raise AssertionError(f"no {cls_name} namespace on {client!r}")
 
 
