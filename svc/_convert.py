@@ -18,7 +18,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ._models import Capabilities, Health, ResourceMetadata
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
-from ._types import NOT_GIVEN, NotGiven
+from ._types import NotGiven
 from .bodies import (
     ClaimHandle,
     ConnectOnboard,
@@ -34,7 +34,6 @@ from .bodies import (
     ReleaseClaim,
     RequestChallenge,
     ResourceKind,
-    ResourceMethod,
     SettleClaim,
     UpdateConnect,
     UpdateWalletKey,
@@ -93,12 +92,12 @@ def _metadata(value: Metadata) -> dict[str, Any]:
     return dict(value)
 
 
-def _limit(name: str, value: Amount) -> str:
+def _limit(name: str, value: Amount) -> Decimal:
     """A policy limit: an amount that may be zero (nothing allowed); never negative."""
-    return format_amount(parse_amount(value, name=name))
+    return parse_amount(value, name=name)
 
 
-def _period(value: object) -> str:
+def _period(_: str, value: object) -> str:
     if not isinstance(value, str) or value not in PERIODS:
         raise ValueError(
             f"period must be one of {PERIODS} ('none': the allowance never resets), got {value!r}"
@@ -143,48 +142,31 @@ def _text(name: str, value: object) -> str:
     return value
 
 
-def _policy(
-    *,
-    allowance: Amount | NotGiven | None,
-    max_per_tx: Amount | NotGiven | None,
-    budget: Amount | NotGiven | None,
-    period: Period | NotGiven,
-    allowed_hosts: Sequence[str] | NotGiven | None,
-    allowed_rails: Sequence[str] | NotGiven | None,
-) -> dict[str, Any]:
+def _policy(fields: Mapping[str, Any]) -> dict[str, Any]:
     """The ``policy`` object: fields not given are left out, ``None`` is sent as ``null``
-    (which clears that limit on update; on create it is the same as leaving it out).
+    (which clears that limit on update; ``period`` cannot be cleared).
 
     Built from :class:`~svc.bodies.WalletKeyPolicy`; :func:`~svc.bodies.to_json` leaves
     out every ``None``, so the fields given as ``None`` are added back as ``null`` after
     it.  The object is nested in the body, so its ``null`` values survive encoding (only
     top-level ``None`` values are dropped by the client).
     """
-    given: dict[str, Any] = {}
-    cleared: list[str] = []
-    limits = (("allowance", allowance), ("max_per_tx", max_per_tx), ("budget", budget))
-    for name, amount in limits:
-        if amount is None:
-            cleared.append(name)
-        elif not isinstance(amount, NotGiven):
-            given[name] = parse_amount(_limit(name, amount))
-    if not isinstance(period, NotGiven):
-        given["period"] = _period(period)
-    for name, names in (("allowed_hosts", allowed_hosts), ("allowed_rails", allowed_rails)):
-        if names is None:
-            cleared.append(name)
-        elif not isinstance(names, NotGiven):
-            given[name] = _names(name, names)
-    policy = {**to_json(WalletKeyPolicy(**given)), **dict.fromkeys(cleared)}
-    return {name: policy[name] for name in _POLICY_FIELDS if name in policy}
+    given = {n: v for n, v in fields.items() if not isinstance(v, NotGiven)}
+    cleared = [n for n, v in given.items() if v is None and n != "period"]
+    checked = {n: check(n, given[n]) for n, check in _POLICY.items() if n in given.keys() - cleared}
+    policy = {**to_json(WalletKeyPolicy(**checked)), **dict.fromkeys(cleared)}
+    return {name: policy[name] for name in _POLICY if name in policy}
 
 
-_POLICY_FIELDS = ("allowance", "max_per_tx", "budget", "period", "allowed_hosts", "allowed_rails")
-
-
-def _given(value: Any) -> Any:
-    """On create, ``None`` means "no limit", which is what leaving the field out means."""
-    return NOT_GIVEN if value is None else value
+#: The policy's fields in the order they are sent, each with its check.
+_POLICY: dict[str, Callable[[str, Any], Any]] = {
+    "allowance": _limit,
+    "max_per_tx": _limit,
+    "budget": _limit,
+    "period": _period,
+    "allowed_hosts": _names,
+    "allowed_rails": _names,
+}
 
 
 def seller_route(
@@ -259,7 +241,7 @@ def connect_update_body(
             auto_payout_minimum=(
                 None
                 if minimum is None or isinstance(minimum, NotGiven)
-                else parse_amount(_limit("auto_payout_minimum", minimum))
+                else _limit("auto_payout_minimum", minimum)
             ),
         )
     )
@@ -270,64 +252,40 @@ def connect_update_body(
     return body
 
 
-def create_resource_body(
-    *,
-    kind: ResourceKind,
-    amount: Amount,
-    path: str | None,
-    tool: str | None,
-    description: str | None,
-    metadata: Metadata | None,
-    upstream_url: str | None,
-    listed: bool | None,
-    method: ResourceMethod | None,
-    body_hint: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    return {
-        "kind": kind,
-        "path": path,
-        "tool": tool,
-        "amount": _amount(amount),
-        "description": description,
-        "metadata": None if metadata is None else _metadata(metadata),
-        "upstream_url": upstream_url,
-        "listed": listed,
-        "method": method,
-        "body_hint": None if body_hint is None else dict(body_hint),
-    }
+def create_resource_body(*, amount: Amount, **fields: Any) -> dict[str, Any]:
+    return _resource({**fields, "amount": _amount(amount)})
 
 
-def update_resource_body(
-    *,
-    path: str | None,
-    tool: str | None,
-    amount: Amount | None,
-    description: str | None,
-    metadata: Metadata | None,
-    upstream_url: str | None,
-    listed: bool | None,
-    active: bool | None,
-    method: ResourceMethod | NotGiven | None,
-    body_hint: Mapping[str, Any] | NotGiven | None,
-) -> dict[str, Any]:
+def update_resource_body(**fields: Any) -> dict[str, Any]:
     """``None`` leaves a field as it is, except ``method`` and ``body_hint``, where
     ``None`` clears (any method; no hint) and leaving them out keeps them."""
-    given = {
-        "path": path,
-        "tool": tool,
-        "amount": None if amount is None else _amount(amount),
-        "description": description,
-        "metadata": None if metadata is None else _metadata(metadata),
-        "upstream_url": upstream_url,
-        "listed": listed,
-        "active": active,
+    return {
+        name: value
+        for name, value in _resource(fields).items()
+        if not isinstance(value, NotGiven) and (value is not None or name in _CLEARED)
     }
-    body: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
-    if not isinstance(method, NotGiven):
-        body["method"] = method
-    if not isinstance(body_hint, NotGiven):
-        body["body_hint"] = None if body_hint is None else dict(body_hint)
+
+
+def _resource(fields: dict[str, Any]) -> dict[str, Any]:
+    """A resource's fields as sent, in this order: the amount checked, the metadata flat,
+    the body hint a plain dict."""
+    body = {name: fields[name] for name in _RESOURCE_FIELDS.split() if name in fields}
+    for name, convert in _RESOURCE_CONVERT.items():
+        if body.get(name) is not None and not isinstance(body[name], NotGiven):
+            body[name] = convert(body[name])
     return body
+
+
+_RESOURCE_FIELDS = (
+    "kind path tool amount description metadata upstream_url listed active method body_hint"
+)
+_RESOURCE_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "amount": _amount,
+    "metadata": _metadata,
+    "body_hint": dict,
+}
+#: The fields of an update that ``None`` clears (sent as ``null``).
+_CLEARED = ("method", "body_hint")
 
 
 def directory_query(
@@ -348,58 +306,26 @@ def directory_query(
     return query or None
 
 
-def create_wallet_key_body(
-    *,
-    name: str | None,
-    allowance: Amount | None,
-    max_per_tx: Amount | None,
-    budget: Amount | None,
-    period: Period | None,
-    allowed_hosts: Sequence[str] | None,
-    allowed_rails: Sequence[str] | None,
-) -> dict[str, Any]:
-    policy = _policy(
-        allowance=_given(allowance),
-        max_per_tx=_given(max_per_tx),
-        budget=_given(budget),
-        period=_given(period),
-        allowed_hosts=_given(allowed_hosts),
-        allowed_rails=_given(allowed_rails),
-    )
+def create_wallet_key_body(*, name: str | None, **policy: Any) -> dict[str, Any]:
+    """On create, a limit given as ``None`` is no limit: the same as leaving it out."""
+    limits = _policy({field: value for field, value in policy.items() if value is not None})
     # The policy goes in as built (see _policy), after to_json has dropped None.
-    return {**to_json(CreateWalletKey(name=name)), "policy": policy}
+    return {**to_json(CreateWalletKey(name=name)), "policy": limits}
 
 
-def update_wallet_key_body(
-    *,
-    name: str | NotGiven,
-    allowance: Amount | NotGiven | None,
-    max_per_tx: Amount | NotGiven | None,
-    budget: Amount | NotGiven | None,
-    period: Period | NotGiven,
-    allowed_hosts: Sequence[str] | NotGiven | None,
-    allowed_rails: Sequence[str] | NotGiven | None,
-) -> dict[str, Any]:
+def update_wallet_key_body(*, name: str | NotGiven, **policy: Any) -> dict[str, Any]:
     body = to_json(
         UpdateWalletKey(name=None if isinstance(name, NotGiven) else _text("name", name))
     )
-    policy = _policy(
-        allowance=allowance,
-        max_per_tx=max_per_tx,
-        budget=budget,
-        period=period,
-        allowed_hosts=allowed_hosts,
-        allowed_rails=allowed_rails,
-    )
-    if policy:
-        body["policy"] = policy
+    if limits := _policy(policy):
+        body["policy"] = limits
     if not body:
         raise ValueError("update needs at least one field to change")
     return body
 
 
 def top_up_body(*, amount: Amount, method: str | None) -> dict[str, Any]:
-    body = to_json(CreateTopUp(amount=parse_amount(_amount(amount))))
+    body = to_json(CreateTopUp(amount=positive(amount)))
     if method is not None:
         body["method"] = method
     return body
