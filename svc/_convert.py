@@ -16,6 +16,8 @@ from decimal import Decimal
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+import attrs
+
 from ._models import Capabilities, Health, ResourceMetadata
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
 from ._types import NotGiven
@@ -222,9 +224,7 @@ pay_url_body = checked(PayUrl)
 def connect_onboard_body(country: str, type: ConnectType | None) -> dict[str, Any]:
     if not isinstance(country, str) or len(country) != 2 or not country.isascii():
         raise ValueError(f"country must be a two-letter country code such as 'US', got {country!r}")
-    if type is not None and type not in CONNECT_TYPES:
-        raise ValueError(f"type must be one of {CONNECT_TYPES}, got {type!r}")
-    return to_json(ConnectOnboard(country=country.upper(), type=type))
+    return checked(ConnectOnboard)(country=country.upper(), type=type)
 
 
 def connect_update_body(
@@ -232,23 +232,24 @@ def connect_update_body(
 ) -> dict[str, Any]:
     """Only the fields given; ``auto_payout_minimum=None`` is sent as ``null`` (back to the
     server's default)."""
-    if not isinstance(auto_payout, NotGiven) and not isinstance(auto_payout, bool):
+    if not isinstance(auto_payout, NotGiven | bool):
         raise ValueError(f"auto_payout must be True or False, got {auto_payout!r}")
     minimum = auto_payout_minimum
-    body = to_json(
-        UpdateConnect(
-            auto_payout=None if isinstance(auto_payout, NotGiven) else auto_payout,
-            auto_payout_minimum=(
-                None
-                if minimum is None or isinstance(minimum, NotGiven)
-                else _limit("auto_payout_minimum", minimum)
-            ),
-        )
-    )
-    if minimum is None:  # to_json dropped it: null is "the server's default", on purpose
-        body["auto_payout_minimum"] = None
+    if minimum is not None and not isinstance(minimum, NotGiven):
+        minimum = _limit("auto_payout_minimum", minimum)
+    needs = "update needs auto_payout=... or auto_payout_minimum=..."
+    return _changes(UpdateConnect, needs, auto_payout=auto_payout, auto_payout_minimum=minimum)
+
+
+def _changes(cls: type, needs: str, **fields: Any) -> dict[str, Any]:
+    """An update's body: the fields given, in the class's order, one given as ``None`` sent
+    as ``null`` (it clears the field, or sets it back to the server's default); ``needs``
+    is the ``ValueError`` when none is given."""
+    given = {name: value for name, value in fields.items() if not isinstance(value, NotGiven)}
+    sent = to_json(cls(**given))
+    body = {n: sent.get(n) for n in attrs.fields_dict(cls) if n in sent or n in given}
     if not body:
-        raise ValueError("update needs auto_payout=... or auto_payout_minimum=...")
+        raise ValueError(needs)
     return body
 
 
@@ -378,23 +379,13 @@ def update_webhook_body(
     status: WebhookStatus | NotGiven,
 ) -> dict[str, Any]:
     """Only the fields given; ``events=None`` is sent as ``null`` (all events)."""
-    new_events = None if isinstance(events, NotGiven) else _events(events)
-    if not isinstance(description, NotGiven) and not isinstance(description, str):
+    events = events if isinstance(events, NotGiven) else _events(events)
+    if not isinstance(description, NotGiven | str):
         raise ValueError(f"description must be a string ('' clears it), got {description!r}")
     if not isinstance(status, NotGiven) and status not in WEBHOOK_STATUSES:
         raise ValueError(f"status must be one of {WEBHOOK_STATUSES}, got {status!r}")
-    body = to_json(
-        UpdateWebhook(
-            events=new_events,
-            description=None if isinstance(description, NotGiven) else description,
-            status=None if isinstance(status, NotGiven) else status,
-        )
-    )
-    if events is None:  # to_json dropped it: null is "every event", sent on purpose
-        body = {"events": None, **body}
-    if not body:
-        raise ValueError("update needs at least one field to change")
-    return body
+    needs = "update needs at least one field to change"
+    return _changes(UpdateWebhook, needs, events=events, description=description, status=status)
 
 
 def _absolute_url(value: object) -> str:
