@@ -7,7 +7,7 @@ Everything but sending and sleeping is in ``_base_client``; see there for the lo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
 
@@ -17,12 +17,10 @@ import httpx
 from . import _convert
 from . import _endpoints as ep
 from ._async_namespaces import AsyncNamespaces
-from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
+from ._base_client import BaseClient, Retry
 from ._convert import Amount
-from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
-from ._options import Environment, RequestOptions, Timeout
-from ._retry import RetryPolicy
+from ._options import RequestOptions
 from ._sender import AsyncSender
 from ._spec import RequestSpec
 
@@ -31,7 +29,10 @@ __all__ = ["AsyncClient"]
 T = TypeVar("T")
 
 
-class AsyncClient(BaseClient, AsyncNamespaces):
+class AsyncClient(
+    BaseClient[httpx.AsyncBaseTransport, httpx.AsyncClient, Callable[[float], Awaitable[None]]],
+    AsyncNamespaces,
+):
     """Client for the svc API.
 
     ::
@@ -47,35 +48,12 @@ class AsyncClient(BaseClient, AsyncNamespaces):
     not.
     """
 
-    def __init__(
+    def _open(
         self,
-        *,
-        base_url: str | None = None,
-        owner_jwt: str | None = None,
-        seller_key: str | None = None,
-        wallet_key: str | None = None,
-        environment: Environment | None = None,
-        timeout: Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int | None = None,
-        default_headers: Mapping[str, str] | None = None,
-        retry_policy: RetryPolicy | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        sleep: Callable[[float], Awaitable[None]] | None = None,
+        http_client: httpx.AsyncClient | None,
+        transport: httpx.AsyncBaseTransport | None,
+        sleep: Callable[[float], Awaitable[None]] | None,
     ) -> None:
-        super().__init__(
-            base_url=base_url,
-            owner_jwt=owner_jwt,
-            seller_key=seller_key,
-            wallet_key=wallet_key,
-            environment=environment,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=default_headers,
-            retry_policy=retry_policy,
-        )
-        if transport is not None and http_client is not None:
-            raise ConfigurationError("pass transport= or http_client=, not both")
         self._http = AsyncSender(http_client, transport)
         self._sleep = sleep or anyio.sleep
 

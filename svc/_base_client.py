@@ -59,6 +59,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+#: A flavour's transport, ``httpx`` client and sleep (``AsyncClient``'s or ``Client``'s).
+TransportT = TypeVar("TransportT")
+HttpClientT = TypeVar("HttpClientT")
+SleepT = TypeVar("SleepT")
 
 logger = logging.getLogger("svc")
 
@@ -127,14 +131,16 @@ class Call(Generic[T]):
         return Retry(delay)
 
 
-class BaseClient:
+class BaseClient(Generic[TransportT, HttpClientT, SleepT]):
     """Configuration and request building shared by :class:`~svc.Client` and ``AsyncClient``.
 
     Every argument left ``None`` is read from the environment (``SVC_BASE_URL``,
     ``SVC_OWNER_JWT``, ``SVC_SELLER_KEY``, ``SVC_WALLET_KEY``, ``SVC_ENVIRONMENT``), so the
     same code runs against a laptop server and production by changing variables only.
     ``max_retries`` (default 2) overrides the one in ``retry_policy``, which tunes the
-    backoff itself.
+    backoff itself.  ``transport``, ``http_client`` and ``sleep`` are of the client's
+    flavour (its type parameters), handed to its :meth:`_open`: the one constructor
+    serves both clients.
     """
 
     def __init__(
@@ -149,6 +155,9 @@ class BaseClient:
         max_retries: int | None = None,
         default_headers: Mapping[str, str] | None = None,
         retry_policy: RetryPolicy | None = None,
+        transport: TransportT | None = None,
+        http_client: HttpClientT | None = None,
+        sleep: SleepT | None = None,
     ) -> None:
         self._base_url = _check_base_url(base_url or _env("SVC_BASE_URL") or DEFAULT_BASE_URL)
         self._timeout = timeout
@@ -164,6 +173,15 @@ class BaseClient:
         if max_retries is not None:
             policy = attrs.evolve(policy, max_retries=max_retries)
         self._retry_policy = policy
+        if transport is not None and http_client is not None:
+            raise ConfigurationError("pass transport= or http_client=, not both")
+        self._open(http_client, transport, sleep)
+
+    def _open(
+        self, http_client: HttpClientT | None, transport: TransportT | None, sleep: SleepT | None
+    ) -> None:
+        """Make the sender and keep the sleep: the flavour's part of the constructor."""
+        raise NotImplementedError
 
     @property
     def base_url(self) -> str:

@@ -9,7 +9,7 @@ Everything but sending and sleeping is in ``_base_client``; see there for the lo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
 
@@ -17,13 +17,11 @@ import httpx
 
 from . import _convert
 from . import _endpoints as ep
-from ._base_client import DEFAULT_TIMEOUT, BaseClient, Retry
+from ._base_client import BaseClient, Retry
 from ._convert import Amount
-from ._errors import ConfigurationError
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import Namespaces
-from ._options import Environment, RequestOptions, Timeout
-from ._retry import RetryPolicy
+from ._options import RequestOptions
 from ._sender import Sender
 from ._spec import RequestSpec
 
@@ -32,7 +30,10 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client(BaseClient, Namespaces):
+class Client(
+    BaseClient[httpx.BaseTransport, httpx.Client, Callable[[float], None]],
+    Namespaces,
+):
     """Client for the svc API.
 
     ::
@@ -48,35 +49,12 @@ class Client(BaseClient, Namespaces):
     not.
     """
 
-    def __init__(
+    def _open(
         self,
-        *,
-        base_url: str | None = None,
-        owner_jwt: str | None = None,
-        seller_key: str | None = None,
-        wallet_key: str | None = None,
-        environment: Environment | None = None,
-        timeout: Timeout | None = DEFAULT_TIMEOUT,
-        max_retries: int | None = None,
-        default_headers: Mapping[str, str] | None = None,
-        retry_policy: RetryPolicy | None = None,
-        transport: httpx.BaseTransport | None = None,
-        http_client: httpx.Client | None = None,
-        sleep: Callable[[float], None] | None = None,
+        http_client: httpx.Client | None,
+        transport: httpx.BaseTransport | None,
+        sleep: Callable[[float], None] | None,
     ) -> None:
-        super().__init__(
-            base_url=base_url,
-            owner_jwt=owner_jwt,
-            seller_key=seller_key,
-            wallet_key=wallet_key,
-            environment=environment,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=default_headers,
-            retry_policy=retry_policy,
-        )
-        if transport is not None and http_client is not None:
-            raise ConfigurationError("pass transport= or http_client=, not both")
         self._http = Sender(http_client, transport)
         self._sleep = sleep or time.sleep
 
