@@ -35,7 +35,6 @@ from .bodies import (
     RedeemCredential,
     ReleaseClaim,
     RequestChallenge,
-    ResourceKind,
     SettleClaim,
     UpdateConnect,
     UpdateWalletKey,
@@ -290,20 +289,13 @@ _CLEARED = ("method", "body_hint")
 
 
 def directory_query(
-    *,
-    limit: int | None,
-    starting_after: str | None,
-    kind: ResourceKind | None,
-    q: str | None,
-    max_amount: Amount | None,
+    *, limit: int | None, starting_after: str | None, max_amount: Amount | None, **filters: Any
 ) -> dict[str, str] | None:
+    """A page of the directory and its filters (``kind``, ``q``, ``max_amount``) given."""
     query = dict(page_query(limit, starting_after) or {})
-    if kind is not None:
-        query["kind"] = kind
-    if q is not None:
-        query["q"] = q
     if max_amount is not None:
-        query["max_amount"] = _amount(max_amount, "max_amount")
+        filters["max_amount"] = _amount(max_amount, "max_amount")
+    query.update((name, value) for name, value in filters.items() if value is not None)
     return query or None
 
 
