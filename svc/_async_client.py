@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, overload
+from typing import Any, Self, TypeVar, overload
 
 import anyio
 import httpx
@@ -18,7 +18,7 @@ from . import _convert
 from . import _endpoints as ep
 from ._async_namespaces import AsyncNamespaces
 from ._base_client import BaseClient, Retry
-from ._convert import Amount
+from ._convert import Amount, JSONDocument, TextDocument
 from ._models import Capabilities, Health, PayResult
 from ._options import RequestOptions
 from ._sender import AsyncSender
@@ -119,17 +119,11 @@ class AsyncClient(
 
     @overload
     async def discovery(
-        self,
-        name: Literal["llms.txt", "llms-full.txt"],
-        *,
-        options: RequestOptions | None = None,
+        self, name: TextDocument, *, options: RequestOptions | None = None
     ) -> str: ...
     @overload
     async def discovery(
-        self,
-        name: Literal[".well-known/agent.json", "agent-openapi.json"],
-        *,
-        options: RequestOptions | None = None,
+        self, name: JSONDocument, *, options: RequestOptions | None = None
     ) -> dict[str, Any]: ...
     @overload
     async def discovery(

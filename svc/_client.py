@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, overload
+from typing import Any, Self, TypeVar, overload
 
 import httpx
 
 from . import _convert
 from . import _endpoints as ep
 from ._base_client import BaseClient, Retry
-from ._convert import Amount
+from ._convert import Amount, JSONDocument, TextDocument
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import Namespaces
 from ._options import RequestOptions
@@ -117,18 +117,10 @@ class Client(
         return self._request(spec, options)
 
     @overload
-    def discovery(
-        self,
-        name: Literal["llms.txt", "llms-full.txt"],
-        *,
-        options: RequestOptions | None = None,
-    ) -> str: ...
+    def discovery(self, name: TextDocument, *, options: RequestOptions | None = None) -> str: ...
     @overload
     def discovery(
-        self,
-        name: Literal[".well-known/agent.json", "agent-openapi.json"],
-        *,
-        options: RequestOptions | None = None,
+        self, name: JSONDocument, *, options: RequestOptions | None = None
     ) -> dict[str, Any]: ...
     @overload
     def discovery(

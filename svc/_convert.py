@@ -61,13 +61,7 @@ PAY_URL_METHODS: tuple[str, ...] = get_args(PayUrlMethod)
 MAX_PAGE_LIMIT = 100
 TextDocument = Literal["llms.txt", "llms-full.txt"]
 JSONDocument = Literal[".well-known/agent.json", "agent-openapi.json"]
-DiscoveryDocument = TextDocument | JSONDocument
-DISCOVERY_DOCUMENTS: tuple[str, ...] = (
-    "llms.txt",
-    "llms-full.txt",
-    ".well-known/agent.json",
-    "agent-openapi.json",
-)
+DISCOVERY_DOCUMENTS: tuple[str, ...] = get_args(TextDocument) + get_args(JSONDocument)
 
 
 def _amount(value: Amount, name: str = "amount") -> str:
