@@ -37,6 +37,7 @@ from .bodies import (
     RequestChallenge,
     SettleClaim,
     UpdateConnect,
+    UpdateResource,
     UpdateWalletKey,
     UpdateWebhook,
     VerifyReceipt,
@@ -195,6 +196,7 @@ def checked(cls: type) -> Callable[..., dict[str, Any]]:
 
 
 def _check(name: str, hint: Any, value: Any) -> Any:
+    """``value`` as the field typed ``hint`` takes it, or a ``ValueError`` naming it."""
     types = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
     if value is None:
         return None
@@ -263,16 +265,15 @@ def update_resource_body(**fields: Any) -> dict[str, Any]:
 def _resource(fields: dict[str, Any]) -> dict[str, Any]:
     """A resource's fields as sent, in this order: the amount checked, the metadata flat,
     the body hint a plain dict."""
-    body = {name: fields[name] for name in _RESOURCE_FIELDS.split() if name in fields}
+    body = {name: fields[name] for name in _RESOURCE_FIELDS if name in fields}
     for name, convert in _RESOURCE_CONVERT.items():
         if body.get(name) is not None and not isinstance(body[name], NotGiven):
             body[name] = convert(body[name])
     return body
 
 
-_RESOURCE_FIELDS = (
-    "kind path tool amount description metadata upstream_url listed active method body_hint"
-)
+#: The order a resource's fields are sent in: ``kind``, then ``UpdateResource``'s.
+_RESOURCE_FIELDS = ("kind", *attrs.fields_dict(UpdateResource))
 _RESOURCE_CONVERT: dict[str, Callable[[Any], Any]] = {
     "amount": _amount,
     "metadata": _metadata,
