@@ -4,21 +4,10 @@ Following httpx's ``BaseClient``, this module owns configuration (base URL, the 
 role credentials, environment, timeout, retries), turns an endpoint's
 :class:`~svc._spec.RequestSpec` into an :class:`httpx.Request`, and turns what came back
 -- a response or a transport exception -- into a model, an error to raise, or a
-:class:`Retry` instruction.  ``Client`` and ``AsyncClient`` only run the loop::
-
-    call = self._prepare(spec, options)
-    while True:
-        try:
-            response = send(call.request)
-        except httpx.RequestError as exc:
-            outcome = call.on_transport_error(exc)
-        else:
-            outcome = call.on_response(response)
-        if not isinstance(outcome, Retry):
-            return outcome
-        sleep(outcome.delay)
-
-so the two cannot disagree on headers, idempotency, error mapping or retry decisions.
+:class:`Retry` instruction.  ``Client`` and ``AsyncClient`` only run the loop (their
+``_request``: prepare the call once, then send, read the outcome, sleep and send again
+while it is a ``Retry``), so the two cannot disagree on headers, idempotency, error
+mapping or retry decisions.
 """
 
 from __future__ import annotations
