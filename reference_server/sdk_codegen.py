@@ -292,11 +292,11 @@ def _spec_arguments(call: Call) -> list[str]:
 
 def _function(call: Call) -> str:
     params = _signature(call.spec_params())
-    arguments = ",\n        ".join(_spec_arguments(call))
+    arguments = ", ".join(_spec_arguments(call))  # no trailing comma: ruff joins what fits
     return (
         f"def {call.function}({params}) -> RequestSpec[{call.model}]:\n"
         f'    """``{call.ep.method} {call.ep.path}``."""\n'
-        f"    return RequestSpec(\n        {arguments},\n    )\n"
+        f"    return RequestSpec({arguments})\n"
     )
 
 

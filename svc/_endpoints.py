@@ -186,12 +186,7 @@ def sellers_list(
 
 def sellers_me() -> RequestSpec[Seller]:
     """``GET /sellers/me``."""
-    return RequestSpec(
-        method="GET",
-        path="/sellers/me",
-        role=Role.SELLER,
-        parse=as_model(Seller),
-    )
+    return RequestSpec(method="GET", path="/sellers/me", role=Role.SELLER, parse=as_model(Seller))
 
 
 def sellers_enable_payments(
@@ -637,10 +632,7 @@ def handles_create(handle: str) -> RequestSpec[Handle]:
 def spend_balance() -> RequestSpec[SpendBalance]:
     """``GET /spend/balance``."""
     return RequestSpec(
-        method="GET",
-        path="/spend/balance",
-        role=Role.WALLET,
-        parse=as_model(SpendBalance),
+        method="GET", path="/spend/balance", role=Role.WALLET, parse=as_model(SpendBalance)
     )
 
 
@@ -724,10 +716,7 @@ def webhooks_list(
 def webhooks_events() -> RequestSpec[EventCatalog]:
     """``GET /webhooks/events``."""
     return RequestSpec(
-        method="GET",
-        path="/webhooks/events",
-        role=Role.OWNER,
-        parse=as_model(EventCatalog),
+        method="GET", path="/webhooks/events", role=Role.OWNER, parse=as_model(EventCatalog)
     )
 
 
