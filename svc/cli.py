@@ -14,17 +14,36 @@ from __future__ import annotations
 import json
 import sys
 import time
+import typing
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, get_args
 
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
-from ._convert import CONNECT_TYPES, PAY_URL_METHODS, PERIODS
 from ._errors import APIError, SvcError
+from ._params import choices, help_of, params
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
-from .bodies import RAILS, BodyRuleError, ResourceKind, ResourceMethod
+from .bodies import (
+    BodyRuleError,
+    ConnectOnboard,
+    CreateOwner,
+    CreateResource,
+    CreateSeller,
+    CreateTopUp,
+    CreateWalletKey,
+    CreateWebhook,
+    EnablePayments,
+    Pay,
+    PayUrl,
+    RecycleBalance,
+    ResourceKind,
+    ResourceMethod,
+    UpdateResource,
+    WalletKeyAmount,
+    Withdraw,
+)
 from .money import AmountError
 from .wire import unstructure
 
@@ -307,7 +326,7 @@ def _add_owner_commands(cli: click.Group) -> None:
         """Owner sign-up over HTTP (no credential), where the server allows it."""
 
     @owners.command("create")
-    @click.option("--email", required=True, help="The owner's email (one owner per email).")
+    @_body_options(CreateOwner)
     @click.option(
         "--jwt-only", is_flag=True, help="Print the owner JWT alone: export SVC_OWNER_JWT=$(...)."
     )
@@ -328,7 +347,7 @@ def _add_seller_commands(cli: click.Group) -> None:
         """Seller accounts (owner JWT)."""
 
     @sellers.command("create")
-    @click.option("--name", default=None, help="A name to tell the seller by.")
+    @_body_options(CreateSeller)
     @click.pass_context
     def sellers_create(ctx: Any, /, name: str | None) -> None:
         """Create a seller; its key is printed once."""
@@ -353,44 +372,77 @@ def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> di
 
 def _create_resource(c: Client, o: dict[str, Any]) -> Any:
     """``resources create`` and ``create-pay-link`` take the same options to the same call."""
-    return c.resources.create(
-        kind="mcp" if o["tool"] else "http",
-        path=o["path"],
-        tool=o["tool"],
-        amount=o["amount"],
-        description=o["description"],
-        metadata=_metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
-        upstream_url=o["upstream_url"],
-        listed=o["listed"] or None,
-        method=o["method"],
-        body_hint=o["body_hint"],
-    )
+    meta = _metadata(o.pop("sku_kind"), o.pop("credits"), o.pop("credit_unit"))
+    return c.resources.create(kind="mcp" if o["tool"] else "http", metadata=meta, **o)
 
 
-def _json_object(ctx: Any, param: Any, value: str | None) -> Any:
-    """A JSON object given on the command line (``--body-hint '{"city": "Lisbon"}'``);
-    ``null`` where the command takes it to clear."""
+def _json(ctx: Any, param: Any, value: str | None) -> Any:
+    """A JSON value given on the command line (``--json '{"q": 1}'``); for a field that
+    holds an object (``--body-hint``), an object or the ``null`` that clears it."""
     if value is None:
         return None
     try:
         data = json.loads(value)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}") from None
-    if data is not None and not isinstance(data, dict):
+    if param.name in _OBJECTS and data is not None and not isinstance(data, dict):
         raise click.BadParameter("must be a JSON object")
     return data
 
 
-_METHODS = list(get_args(ResourceMethod))
+#: Fields that hold a JSON object (the others given as JSON take any value).
+_OBJECTS = ("body_hint", "metadata")
+
+
+def _body_options(
+    cls: type, *names: str, arguments: tuple[str, ...] = (), **custom: dict[str, Any]
+) -> Callable[[Any], Any]:
+    """The fields ``names`` of the body class ``cls`` (every field when none are named) as
+    click parameters named as the fields: ``arguments`` positional, the others
+    ``--options`` whose type, choices and help come from the field (:mod:`svc._params`); a
+    list is a repeated option named in the singular (``--event``).  ``custom`` overrides a
+    field's click settings (``decls`` its flags)."""
+    decorators = []
+    for shape in params(cls, *names):
+        if shape.name in arguments:
+            decorators.append(click.argument(shape.name, required=shape.required))
+            continue
+        plural = typing.get_origin(shape.type) is list
+        flag = _flag(shape.name.removesuffix("s") if plural else shape.name)
+        kwargs: dict[str, Any] = {"default": None, "required": shape.required}
+        kwargs["help"] = help_of(shape)
+        chosen = choices(shape)
+        if chosen:
+            kwargs["type"] = click.Choice(chosen)
+        if shape.type is bool:
+            kwargs["is_flag"] = True
+        elif shape.type is int:
+            kwargs["type"] = int
+        elif plural:
+            kwargs.update(multiple=True, callback=lambda _c, _p, v: list(v) or None)
+        elif shape.type is Any or typing.get_origin(shape.type) is dict:
+            kwargs["callback"] = _json
+        kwargs.update(custom.get(shape.name, {}))
+        decls = kwargs.pop("decls", (flag,))
+        decorators.append(click.option(*decls, shape.name, **kwargs))
+
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+#: ``resources create`` and ``create-pay-link``: a resource's fields, and its metadata as
+#: three options of their own.
+_RESOURCE_FIELDS = ("path", "tool", "amount", "description", "upstream_url", "listed")
 
 
 def _resource_options(fn: Any) -> Any:
     """The options of ``resources create`` and ``create-pay-link`` (one resource each)."""
     options = [
-        click.option("--path", default=None, help="HTTP path the SKU gates (kind http)."),
-        click.option("--tool", default=None, help="MCP tool the SKU gates (kind mcp)."),
-        click.option("--amount", required=True, help='Price as a decimal string, e.g. "0.05".'),
-        click.option("--description", default=None, help="What the buyer gets, in words."),
+        _body_options(CreateResource, *_RESOURCE_FIELDS, "method", "body_hint"),
         click.option(
             "--sku-kind",
             default="one_shot",
@@ -400,22 +452,6 @@ def _resource_options(fn: Any) -> Any:
         ),
         click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
         click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
-        click.option(
-            "--upstream-url", default=None, help="Where a hosted gate forwards a paid call."
-        ),
-        click.option("--listed", is_flag=True, help="Show it in the directory."),
-        click.option(
-            "--method",
-            default=None,
-            type=click.Choice(_METHODS),
-            help="The one HTTP method the gate sells (default: any).",
-        ),
-        click.option(
-            "--body-hint",
-            default=None,
-            callback=_json_object,
-            help="A JSON object callers copy as their body (with --method POST, PUT or PATCH).",
-        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -470,19 +506,17 @@ def _add_resource_commands(cli: click.Group) -> None:
 def _add_update_resource_command(cli: click.Group) -> None:
     @cli.command("update-resource")
     @click.argument("resource_id")
-    @click.option("--amount", default=None, help='New price as a decimal string, e.g. "0.07".')
-    @click.option("--path", default=None, help="New HTTP path (kind http).")
-    @click.option("--tool", default=None, help="New MCP tool (kind mcp).")
-    @click.option("--description", default=None, help="New description.")
-    @click.option("--listed/--unlisted", default=None, help="In the directory or not.")
-    @click.option(
-        "--method",
-        default=None,
-        type=click.Choice([*_METHODS, "any"]),
-        help="The one HTTP method the gate sells; any: every method.",
-    )
-    @click.option(
-        "--body-hint", default=None, callback=_json_object, help="A JSON object; null clears it."
+    @_body_options(
+        UpdateResource,
+        *_RESOURCE_FIELDS[:4],
+        "listed",
+        "method",
+        "body_hint",
+        listed={"decls": ("--listed/--unlisted",), "help": "In the directory or not."},
+        method={
+            "type": click.Choice([*get_args(ResourceMethod), "any"]),
+            "help": "The one HTTP method the gate sells; any: every method.",
+        },
     )
     @click.pass_context
     def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
@@ -524,32 +558,13 @@ def _add_directory_command(cli: click.Group) -> None:
         )
 
 
-def _pay_url(c: Client, url: str, method: Any, payload: Any, *, dry_run: bool) -> Any:
-    if dry_run:
-        return c.spend.pay_url_quote(url, method=method, json=payload)
-    return c.spend.pay_url(url, method=method, json=payload)
-
-
 def _add_payment_commands(cli: click.Group) -> None:
     @cli.command("enable-payments")
-    @click.option(
-        "--payout-wallet-address", default=None, help="EVM address open-rail payments settle to."
-    )
-    @click.option(
-        "--processor-profile-id", default=None, help="The seller's profile at the processor."
-    )
+    @_body_options(EnablePayments)
     @click.pass_context
-    def enable_payments(
-        ctx: Any, payout_wallet_address: str | None, processor_profile_id: str | None
-    ) -> None:
+    def enable_payments(ctx: Any, /, **o: Any) -> None:
         """Turn on MPP and x402 for every gate of the seller."""
-        _run(
-            ctx,
-            lambda c: c.sellers.enable_payments(
-                processor_profile_id=processor_profile_id,
-                payout_wallet_address=payout_wallet_address,
-            ),
-        )
+        _run(ctx, lambda c: c.sellers.enable_payments(**o))
 
     @cli.command()
     @click.pass_context
@@ -558,47 +573,19 @@ def _add_payment_commands(cli: click.Group) -> None:
         _run(ctx, lambda c: c.sellers.balance())
 
     @cli.command()
-    @click.argument("resource_id", required=False)
-    @click.option("--destination", default=None, help="A handle such as @acme.")
-    @click.option("--amount", default=None, help="How much to pay the handle, e.g. 1.00.")
+    @_body_options(Pay, arguments=("resource_id",))
     @click.pass_context
-    def pay(
-        ctx: Any, /, resource_id: str | None, destination: str | None, amount: str | None
-    ) -> None:
+    def pay(ctx: Any, /, **form: Any) -> None:
         """Pay a resource on the ledger (wallet key), or a handle with --destination."""
         # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
-        form: dict[str, Any] = {
-            "resource_id": resource_id,
-            "destination": destination,
-            "amount": amount,
-        }
         _run(ctx, lambda c: c.pay(**form))
 
     @cli.command("pay-url")
-    @click.argument("url")
-    @click.option(
-        "--method",
-        default="GET",
-        show_default=True,
-        type=click.Choice(PAY_URL_METHODS),
-        help="The HTTP method to call the URL with.",
-    )
-    @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
-    @click.option(
-        "--dry-run",
-        is_flag=True,
-        help="Only probe: print the rail and price it would pay and whether the policy "
-        "allows it; nothing is paid.",
-    )
+    @_body_options(PayUrl, arguments=("url",), method={"default": "GET", "show_default": True})
     @click.pass_context
-    def pay_url(ctx: Any, /, url: str, method: str, body: str | None, dry_run: bool) -> None:
+    def pay_url(ctx: Any, /, url: str, dry_run: bool | None, **o: Any) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
-        try:
-            payload = None if body is None else json.loads(body)
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
-        verb: Any = method  # click.Choice has checked it is GET or POST
-        _run(ctx, lambda c: _pay_url(c, url, verb, payload, dry_run=dry_run))
+        _run(ctx, lambda c: (c.spend.pay_url_quote if dry_run else c.spend.pay_url)(url, **o))
 
     @cli.command()
     @_page_options
@@ -609,7 +596,7 @@ def _add_payment_commands(cli: click.Group) -> None:
 
     @cli.command()
     @click.argument("seller_id")
-    @click.option("--amount", default=None, help="Default: the whole balance.")
+    @_body_options(RecycleBalance)
     @click.pass_context
     def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
         """Move a seller's balance into the owner's account wallet (owner JWT)."""
@@ -662,21 +649,14 @@ def _add_connect_commands(cli: click.Group) -> None:
         completes onboarding in a browser, then `svc connect sync`."""
 
     @connect.command("onboard")
-    @click.option("--country", required=True, help="Two letters, e.g. US.")
-    @click.option(
-        "--type",
-        "kind",
-        default=None,
-        type=click.Choice(CONNECT_TYPES),
-        help="The kind of payout account (default: the processor's).",
-    )
+    @_body_options(ConnectOnboard)
     @_seller_id_option
     @click.pass_context
-    def connect_onboard(ctx: Any, /, country: str, kind: Any, seller_id: str | None) -> None:
+    def connect_onboard(ctx: Any, /, country: str, type: Any, seller_id: str | None) -> None:
         """Get an onboarding link (onboard_url) for a person to complete in a browser."""
 
         def call(c: Client) -> Any:
-            link = c.connect.onboard(country, kind, seller_id=seller_id)
+            link = c.connect.onboard(country, type, seller_id=seller_id)
             _progress(
                 "Open onboard_url in a browser and complete it (a person must: no command "
                 "can), then run: svc connect sync"
@@ -709,7 +689,7 @@ def _add_connect_commands(cli: click.Group) -> None:
 
 def _add_withdrawal_commands(cli: click.Group) -> None:
     @cli.command()
-    @click.option("--amount", default=None, help="Default: the whole available balance.")
+    @_body_options(Withdraw)
     @click.option("--wait", is_flag=True, help="Show progress until paid or failed.")
     @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
     @click.option("--interval", default=1.0, show_default=True, help="Seconds between polls.")
@@ -787,34 +767,13 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         """Agents' wallet keys and their spend policies (owner JWT)."""
 
     @wallet_keys.command("create")
-    @click.option("--name", default=None, help="A name to tell the key by.")
-    @click.option("--allowance", default=None, help="Per period, e.g. 5.00.")
-    @click.option(
-        "--period",
-        default=None,
-        type=click.Choice(PERIODS),
-        help="What --allowance is per.",
-    )
-    @click.option("--max-per-tx", default=None, help="Most one payment may be, e.g. 0.50.")
-    @click.option("--budget", default=None, help="Lifetime cap.")
-    @click.option("--allowed-host", "hosts", multiple=True, help="Repeat for several.")
-    @click.option(
-        "--allowed-rail",
-        "rails",
-        multiple=True,
-        type=click.Choice(RAILS),
-        help="Repeat for several; none = every rail.",
-    )
+    @_body_options(CreateWalletKey)
     @click.pass_context
-    def wallet_keys_create(
-        ctx: Any, /, hosts: tuple[str, ...], rails: tuple[str, ...], **o: Any
-    ) -> None:
+    def wallet_keys_create(ctx: Any, /, **o: Any) -> None:
         """Mint a wallet key; the key is printed once."""
         _run(
             ctx,
-            lambda c: c.wallet_keys.create(
-                **o, allowed_hosts=list(hosts) or None, allowed_rails=list(rails) or None
-            ),
+            lambda c: c.wallet_keys.create(**o),
             owner=True,
         )
 
@@ -827,14 +786,14 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
 
     @wallet_keys.command("fund")
     @click.argument("wallet_key_id")
-    @click.argument("amount")
+    @_body_options(WalletKeyAmount, arguments=("amount",))
     @click.pass_context
     def wallet_keys_fund(ctx: Any, /, wallet_key_id: str, amount: str) -> None:
         """Add prepaid balance from the account wallet (Test: sandbox money)."""
         _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount), owner=True)
 
     @cli.command("top-up")
-    @click.argument("amount")
+    @_body_options(CreateTopUp, "amount", arguments=("amount",))
     @click.option(
         "--private-key-file",
         type=click.File("r"),
@@ -876,12 +835,11 @@ def _add_webhook_commands(cli: click.Group) -> None:
         """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""
 
     @webhooks.command("create")
-    @click.argument("url")
-    @click.option("--event", "events", multiple=True, help="Repeat for several; none = all.")
+    @_body_options(CreateWebhook, "url", "events", arguments=("url",))
     @click.pass_context
-    def webhooks_create(ctx: Any, /, url: str, events: tuple[str, ...]) -> None:
+    def webhooks_create(ctx: Any, /, url: str, events: list[str] | None) -> None:
         """Register an endpoint; its signing secret is printed once."""
-        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None), owner=True)
+        _run(ctx, lambda c: c.webhooks.create(url, events=events), owner=True)
 
     @webhooks.command("list")
     @_page_options

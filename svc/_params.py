@@ -1,0 +1,46 @@
+"""The fields of a body class (:mod:`svc.bodies`) as the CLI's options and the MCP tools'
+parameters: where a command or tool mirrors a route, its parameters are read from the
+route's body here, so a field's name, type, choices and help are written once."""
+
+from __future__ import annotations
+
+import typing
+from decimal import Decimal
+
+import attrs
+
+from .schema import FieldShape, Items, fields_of
+
+#: What a field without a ``doc`` or a marker's hint is, by its type.
+_TYPE_HELP = {Decimal: 'An amount as a decimal string, e.g. "1.00".', bool: "true or false."}
+
+
+def params(cls: type, *names: str) -> list[FieldShape]:
+    """The fields ``names`` of ``cls`` (all when none are named), in the order named; a
+    field holding a nested body class (``CreateWalletKey.policy``) is its own fields."""
+    out: list[FieldShape] = []
+    for shape in fields_of(cls):
+        if attrs.has(shape.type):
+            out.extend(params(shape.type))
+        else:
+            out.append(shape)
+    if not names:
+        return out
+    by_name = {shape.name: shape for shape in out}
+    return [by_name[name] for name in names]
+
+
+def choices(shape: FieldShape) -> tuple[str, ...] | None:
+    """The values a field takes when they are a closed set (a ``Literal`` or ``Items``)."""
+    if typing.get_origin(shape.type) is typing.Literal:
+        return typing.get_args(shape.type)
+    return shape.marker.choices if isinstance(shape.marker, Items) else None
+
+
+def help_of(shape: FieldShape) -> str:
+    """A field's help: its ``doc``, else its marker's hint, else what its type takes."""
+    hint = getattr(shape.marker, "hint", "")
+    if shape.doc or hint:
+        return shape.doc or hint + "."
+    fallback = shape.name.replace("_", " ").capitalize() + "."
+    return _TYPE_HELP.get(shape.type, fallback)
