@@ -419,6 +419,7 @@ def _body_options(
         elif shape.type is int:
             kwargs["type"] = int
         elif plural:
+            kwargs["help"] += "  Repeat for several."
             kwargs.update(multiple=True, callback=lambda _c, _p, v: list(v) or None)
         elif shape.type is Any or typing.get_origin(shape.type) is dict:
             kwargs["callback"] = _json
@@ -581,7 +582,7 @@ def _add_payment_commands(cli: click.Group) -> None:
         _run(ctx, lambda c: c.pay(**form))
 
     @cli.command("pay-url")
-    @_body_options(PayUrl, arguments=("url",), method={"default": "GET", "show_default": True})
+    @_body_options(PayUrl, arguments=("url",), method={"default": "GET"})
     @click.pass_context
     def pay_url(ctx: Any, /, url: str, dry_run: bool | None, **o: Any) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
