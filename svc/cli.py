@@ -11,7 +11,10 @@ Needs the ``cli`` extra (``pip install 'svc-payments[cli]'``): click is not a de
 
 from __future__ import annotations
 
+import inspect
 import json
+import operator
+import re
 import sys
 import time
 import typing
@@ -211,6 +214,54 @@ def _page_options(fn: Any) -> Any:
     return click.option("--limit", default=None, type=int, help="Items per page, 1 to 100.")(fn)
 
 
+def _command(
+    group: Any,
+    name: str,
+    call: str,
+    *arguments: str,
+    body: type | None = None,
+    owner: bool = False,
+    seller_id: bool = False,
+    page: bool = False,
+) -> None:
+    """A command of ``group`` that is one client call (``call``, e.g. ``"webhooks.test"``),
+    helped by that method's docstring and given every parameter by its name: ``arguments``
+    positional, ``body``'s fields as options (:func:`_body_options`), ``--seller-id`` (an
+    owner acting for one of its sellers) and, for a list (``page``), :func:`_list`'s."""
+
+    def method(c: Client, suffix: str = "") -> Any:
+        return operator.attrgetter(call + suffix)(c)
+
+    def command(ctx: Any, /, **o: Any) -> None:
+        as_owner = owner or o.get("seller_id") is not None
+        if not page:
+            return _run(ctx, lambda c: method(c)(**o), owner=as_owner)
+        paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")}
+        one = lambda c: partial(method(c), **o)  # noqa: E731
+        return _list(ctx, paging, one, lambda c: partial(method(c, "_all"), **o), owner=as_owner)
+
+    fields = [shape.name for shape in params(body)] if body else []
+    decorators = [click.argument(arg) for arg in arguments if arg not in fields]
+    decorators += [_body_options(body, arguments=arguments)] if body else []
+    decorators += [_seller_id_option] if seller_id else []
+    decorators += [_page_options] if page else []
+    fn: Any = click.pass_context(command)
+    for decorator in reversed(decorators):
+        fn = decorator(fn)
+    group.command(name, help=_sdk_doc(call))(fn)
+
+
+def _sdk_doc(call: str) -> str:
+    """The first paragraph of the client method's docstring, its reST roles and literals
+    as plain words."""
+    where: Any = Client
+    *namespaces, name = call.split(".")
+    for namespace in namespaces:
+        where = typing.get_type_hints(where)[namespace]
+    doc = (inspect.getdoc(getattr(where, name)) or "").split("\n\n")[0]
+    return re.sub(r":\w+:`~?([^`]+)`|``([^`]+)``", lambda m: m[1] or m[2], doc)
+
+
 def _build() -> Any:
     """The ``svc`` group: global options, then each family of commands, one builder each
     (one function per family keeps each one short enough to read and to change alone)."""
@@ -253,11 +304,7 @@ def _build() -> Any:
         if options["environment"] is not None and source is not None:
             ctx.meta[_ENV_SOURCE] = "envvar" if source.name == "ENVIRONMENT" else "option"
 
-    @cli.command()
-    @click.pass_context
-    def health(ctx: Any) -> None:
-        """Is the service up?"""
-        _run(ctx, lambda c: c.health())
+    _command(cli, "health", "health")
 
     @cli.command()
     def mcp() -> None:
@@ -346,19 +393,8 @@ def _add_seller_commands(cli: click.Group) -> None:
     def sellers() -> None:
         """Seller accounts (owner JWT)."""
 
-    @sellers.command("create")
-    @_body_options(CreateSeller)
-    @click.pass_context
-    def sellers_create(ctx: Any, /, name: str | None) -> None:
-        """Create a seller; its key is printed once."""
-        _run(ctx, lambda c: c.sellers.create(name=name), owner=True)
-
-    @sellers.command("list")
-    @_page_options
-    @click.pass_context
-    def sellers_list(ctx: Any, /, **o: Any) -> None:
-        """The owner's sellers, oldest first."""
-        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all, owner=True)
+    _command(sellers, "create", "sellers.create", body=CreateSeller, owner=True)
+    _command(sellers, "list", "sellers.list", owner=True, page=True)
 
 
 def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
@@ -471,19 +507,8 @@ def _add_resource_commands(cli: click.Group) -> None:
         """Create a priced HTTP path (--path) or MCP tool (--tool)."""
         _run(ctx, lambda c: _create_resource(c, o))
 
-    @resources.command("list")
-    @_page_options
-    @click.pass_context
-    def resources_list(ctx: Any, /, **o: Any) -> None:
-        """The seller's resources, oldest first."""
-        _list(ctx, o, lambda c: c.resources.list, lambda c: c.resources.list_all)
-
-    @resources.command("deactivate")
-    @click.argument("resource_id")
-    @click.pass_context
-    def resources_deactivate(ctx: Any, /, resource_id: str) -> None:
-        """Stop selling a resource (``active`` becomes false)."""
-        _run(ctx, lambda c: c.resources.deactivate(resource_id))
+    _command(resources, "list", "resources.list", page=True)
+    _command(resources, "deactivate", "resources.deactivate", "resource_id")
 
     @cli.command("create-pay-link")
     @_resource_options
@@ -560,26 +585,10 @@ def _add_directory_command(cli: click.Group) -> None:
 
 
 def _add_payment_commands(cli: click.Group) -> None:
-    @cli.command("enable-payments")
-    @_body_options(EnablePayments)
-    @click.pass_context
-    def enable_payments(ctx: Any, /, **o: Any) -> None:
-        """Turn on MPP and x402 for every gate of the seller."""
-        _run(ctx, lambda c: c.sellers.enable_payments(**o))
-
-    @cli.command()
-    @click.pass_context
-    def balance(ctx: Any) -> None:
-        """The seller's balance and payout readiness."""
-        _run(ctx, lambda c: c.sellers.balance())
-
-    @cli.command()
-    @_body_options(Pay, arguments=("resource_id",))
-    @click.pass_context
-    def pay(ctx: Any, /, **form: Any) -> None:
-        """Pay a resource on the ledger (wallet key), or a handle with --destination."""
-        # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
-        _run(ctx, lambda c: c.pay(**form))
+    _command(cli, "enable-payments", "sellers.enable_payments", body=EnablePayments)
+    _command(cli, "balance", "sellers.balance")
+    # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
+    _command(cli, "pay", "pay", "resource_id", body=Pay)
 
     @cli.command("pay-url")
     @_body_options(PayUrl, arguments=("url",), method={"default": "GET"})
@@ -588,20 +597,8 @@ def _add_payment_commands(cli: click.Group) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
         _run(ctx, lambda c: (c.spend.pay_url_quote if dry_run else c.spend.pay_url)(url, **o))
 
-    @cli.command()
-    @_page_options
-    @click.pass_context
-    def attempts(ctx: Any, /, **o: Any) -> None:
-        """The wallet key's pay-url attempts, newest first."""
-        _list(ctx, o, lambda c: c.spend.attempts, lambda c: c.spend.attempts_all)
-
-    @cli.command()
-    @click.argument("seller_id")
-    @_body_options(RecycleBalance)
-    @click.pass_context
-    def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
-        """Move a seller's balance into the owner's account wallet (owner JWT)."""
-        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount), owner=True)
+    _command(cli, "attempts", "spend.attempts", page=True)
+    _command(cli, "recycle", "sellers.recycle", "seller_id", body=RecycleBalance, owner=True)
 
 
 #: A withdrawal's statuses that do not change any more.
@@ -666,26 +663,8 @@ def _add_connect_commands(cli: click.Group) -> None:
 
         _run(ctx, call, owner=seller_id is not None)
 
-    @connect.command("sync")
-    @_seller_id_option
-    @click.pass_context
-    def connect_sync(ctx: Any, /, seller_id: str | None) -> None:
-        """Read the readiness flags (payouts_enabled, requirements_due) from the processor."""
-        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id), owner=seller_id is not None)
-
-    @connect.command("status")
-    @_seller_id_option
-    @click.pass_context
-    def connect_status(ctx: Any, /, seller_id: str | None) -> None:
-        """The payout account as of the last sync."""
-        _run(ctx, lambda c: c.connect.status(seller_id=seller_id), owner=seller_id is not None)
-
-    @connect.command("login")
-    @_seller_id_option
-    @click.pass_context
-    def connect_login(ctx: Any, /, seller_id: str | None) -> None:
-        """A link (login_url) to the payout dashboard, for a person, once onboarded."""
-        _run(ctx, lambda c: c.connect.login(seller_id=seller_id), owner=seller_id is not None)
+    for name in ("sync", "status", "login"):
+        _command(connect, name, f"connect.{name}", seller_id=True)
 
 
 def _add_withdrawal_commands(cli: click.Group) -> None:
@@ -767,31 +746,11 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     def wallet_keys() -> None:
         """Agents' wallet keys and their spend policies (owner JWT)."""
 
-    @wallet_keys.command("create")
-    @_body_options(CreateWalletKey)
-    @click.pass_context
-    def wallet_keys_create(ctx: Any, /, **o: Any) -> None:
-        """Mint a wallet key; the key is printed once."""
-        _run(
-            ctx,
-            lambda c: c.wallet_keys.create(**o),
-            owner=True,
-        )
-
-    @wallet_keys.command("list")
-    @_page_options
-    @click.pass_context
-    def wallet_keys_list(ctx: Any, /, **o: Any) -> None:
-        """The owner's wallet keys, oldest first."""
-        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all, owner=True)
-
-    @wallet_keys.command("fund")
-    @click.argument("wallet_key_id")
-    @_body_options(WalletKeyAmount, arguments=("amount",))
-    @click.pass_context
-    def wallet_keys_fund(ctx: Any, /, wallet_key_id: str, amount: str) -> None:
-        """Add prepaid balance from the account wallet (Test: sandbox money)."""
-        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount), owner=True)
+    _command(wallet_keys, "create", "wallet_keys.create", body=CreateWalletKey, owner=True)
+    _command(wallet_keys, "list", "wallet_keys.list", owner=True, page=True)
+    fund = ("wallet_key_id", "amount")
+    _command(wallet_keys, "fund", "wallet_keys.fund", *fund, body=WalletKeyAmount, owner=True)
+    _command(wallet_keys, "revoke", "wallet_keys.revoke", "wallet_key_id", owner=True)
 
     @cli.command("top-up")
     @_body_options(CreateTopUp, "amount", arguments=("amount",))
@@ -822,60 +781,17 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
             return
         _list(ctx, o, lambda c: c.top_ups.list, lambda c: c.top_ups.list_all, owner=True)
 
-    @wallet_keys.command("revoke")
-    @click.argument("wallet_key_id")
-    @click.pass_context
-    def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
-        """Revoke a wallet key: it stops working at once."""
-        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id), owner=True)
-
 
 def _add_webhook_commands(cli: click.Group) -> None:
     @cli.group()
     def webhooks() -> None:
         """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""
 
-    @webhooks.command("create")
-    @_body_options(CreateWebhook, "url", "events", arguments=("url",))
-    @click.pass_context
-    def webhooks_create(ctx: Any, /, url: str, events: list[str] | None) -> None:
-        """Register an endpoint; its signing secret is printed once."""
-        _run(ctx, lambda c: c.webhooks.create(url, events=events), owner=True)
-
-    @webhooks.command("list")
-    @_page_options
-    @click.pass_context
-    def webhooks_list(ctx: Any, /, **o: Any) -> None:
-        """The owner's endpoints, oldest first."""
-        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all, owner=True)
-
-    @webhooks.command("deliveries")
-    @click.argument("webhook_id")
-    @_page_options
-    @click.pass_context
-    def webhooks_deliveries(ctx: Any, /, webhook_id: str, **o: Any) -> None:
-        """An endpoint's delivery log, newest first."""
-        _list(
-            ctx,
-            o,
-            lambda c: partial(c.webhooks.deliveries, webhook_id),
-            lambda c: partial(c.webhooks.deliveries_all, webhook_id),
-            owner=True,
-        )
-
-    @webhooks.command("test")
-    @click.argument("webhook_id")
-    @click.pass_context
-    def webhooks_test(ctx: Any, /, webhook_id: str) -> None:
-        """Send a signed payment.succeeded sample now."""
-        _run(ctx, lambda c: c.webhooks.test(webhook_id), owner=True)
-
-    @webhooks.command("delete")
-    @click.argument("webhook_id")
-    @click.pass_context
-    def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
-        """Delete an endpoint: nothing more is delivered to it."""
-        _run(ctx, lambda c: c.webhooks.delete(webhook_id), owner=True)
+    _command(webhooks, "create", "webhooks.create", "url", body=CreateWebhook, owner=True)
+    _command(webhooks, "list", "webhooks.list", owner=True, page=True)
+    _command(webhooks, "deliveries", "webhooks.deliveries", "webhook_id", owner=True, page=True)
+    _command(webhooks, "test", "webhooks.test", "webhook_id", owner=True)
+    _command(webhooks, "delete", "webhooks.delete", "webhook_id", owner=True)
 
 
 def main() -> None:
