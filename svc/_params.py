@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import typing
 from decimal import Decimal
+from typing import Any
 
 import attrs
 
@@ -44,3 +45,19 @@ def help_of(shape: FieldShape) -> str:
         return shape.doc or hint + "."
     fallback = shape.name.replace("_", " ").capitalize() + "."
     return _TYPE_HELP.get(shape.type, fallback)
+
+
+def resource_metadata(
+    sku_kind: str | None, credits: str | float | None, credit_unit: str | None
+) -> dict[str, Any] | None:
+    """A resource's ``metadata`` from the three options (parameters) that stand for it;
+    ``None`` when none is given.  Whole ``credits`` are sent as an integer."""
+    if sku_kind is None and credits is None and credit_unit is None:
+        return None
+    meta: dict[str, Any] = {"sku_kind": sku_kind or "one_shot"}
+    if credits is not None:
+        number = float(credits)
+        meta["credits"] = int(number) if number.is_integer() else number
+    if credit_unit is not None:
+        meta["credit_unit"] = credit_unit
+    return meta

@@ -25,7 +25,7 @@ from typing import Any, get_args
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
 from ._errors import APIError, SvcError
-from ._params import choices, help_of, params
+from ._params import choices, help_of, params, resource_metadata
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
 from .bodies import (
@@ -397,18 +397,9 @@ def _add_seller_commands(cli: click.Group) -> None:
     _command(sellers, "list", "sellers.list", owner=True, page=True)
 
 
-def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"sku_kind": sku_kind}
-    if credits is not None:
-        meta["credits"] = int(credits) if credits.isdigit() else float(credits)
-    if credit_unit is not None:
-        meta["credit_unit"] = credit_unit
-    return meta
-
-
 def _create_resource(c: Client, o: dict[str, Any]) -> Any:
     """``resources create`` and ``create-pay-link`` take the same options to the same call."""
-    meta = _metadata(o.pop("sku_kind"), o.pop("credits"), o.pop("credit_unit"))
+    meta = resource_metadata(o.pop("sku_kind"), o.pop("credits"), o.pop("credit_unit"))
     return c.resources.create(kind="mcp" if o["tool"] else "http", metadata=meta, **o)
 
 

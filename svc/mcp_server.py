@@ -31,11 +31,10 @@ from typing import Annotated, Any, Literal, TypeVar
 from ._async_client import AsyncClient
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
-from ._params import help_of, params
+from ._params import help_of, params, resource_metadata
 from .bodies import (
     BodyRuleError,
     ConnectOnboard,
-    ConnectType,
     CreateResource,
     CreateSeller,
     CreateWebhook,
@@ -176,19 +175,6 @@ def _with_body(
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
-def _resource_metadata(
-    sku_kind: str | None, credits: float | None, credit_unit: str | None
-) -> dict[str, Any] | None:
-    if sku_kind is None and credits is None and credit_unit is None:
-        return None
-    meta: dict[str, Any] = {"sku_kind": sku_kind or "one_shot"}
-    if credits is not None:
-        meta["credits"] = int(credits) if float(credits).is_integer() else credits
-    if credit_unit is not None:
-        meta["credit_unit"] = credit_unit
-    return meta
-
-
 def create_server(
     client_factory: ClientFactory | None = None, *, client_options: Mapping[str, Any] | None = None
 ) -> Any:
@@ -262,9 +248,7 @@ def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
             return await _call(
                 factory, ctx, lambda c: c.sellers.list(limit=limit, starting_after=starting_after)
             )
-        if action == "me":
-            return await _call(factory, ctx, lambda c: c.sellers.me())
-        return await _call(factory, ctx, lambda c: c.sellers.balance())
+        return await _call(factory, ctx, lambda c: getattr(c.sellers, action)())
 
 
 def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
@@ -293,7 +277,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         """Priced resources of the seller (seller key).  ``amount`` is a decimal string
         such as "0.05"; create needs ``path`` (kind http) or ``tool`` (kind mcp); list is
         one page (``limit`` 1-100, ``starting_after`` the last id while ``has_more``)."""
-        metadata = _resource_metadata(sku_kind, credits, credit_unit)
+        metadata = resource_metadata(sku_kind, credits, credit_unit)
         if action == "list":
             return await _call(
                 factory, ctx, lambda c: c.resources.list(limit=limit, starting_after=starting_after)
@@ -305,10 +289,8 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
                 factory, ctx, lambda c: c.resources.create(kind=kind, metadata=metadata, **body)
             )
         rid = _need(resource_id, "resource_id", action)
-        if action == "get":
-            return await _call(factory, ctx, lambda c: c.resources.get(rid))
-        if action == "deactivate":
-            return await _call(factory, ctx, lambda c: c.resources.deactivate(rid))
+        if action != "update":  # get or deactivate
+            return await _call(factory, ctx, lambda c: getattr(c.resources, action)(rid))
         del body["kind"]  # a resource keeps its kind
         return await _call(
             factory, ctx, lambda c: c.resources.update(rid, metadata=metadata, **body)
@@ -349,10 +331,10 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
 
     @server.tool()
     @_with_body(RecycleBalance)
-    async def svc_recycle(ctx: Context, seller_id: str, amount: str | None = None) -> Any:
+    async def svc_recycle(ctx: Context, seller_id: str, **body: Any) -> Any:
         """Move a seller's balance (all, or ``amount``) into the owner's account wallet
         (owner JWT)."""
-        return await _call(factory, ctx, lambda c: c.sellers.recycle(seller_id, amount))
+        return await _call(factory, ctx, lambda c: c.sellers.recycle(seller_id, **body))
 
     @server.tool()
     @_with_body(Pay)
@@ -381,10 +363,7 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     @_with_body(ConnectOnboard, optional=True)
     async def svc_connect(
-        ctx: Context,
-        action: Literal["onboard", "sync", "status", "login"],
-        country: str | None = None,
-        type: ConnectType | None = None,
+        ctx: Context, action: Literal["onboard", "sync", "status", "login"], **body: Any
     ) -> Any:
         """The seller's payout account (seller key).  onboard (needs ``country``, two
         letters such as "US"; ``type`` express by default) returns an ``onboard_url``
@@ -394,21 +373,15 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         last sync.  login returns a ``login_url`` to the payout dashboard, also for a
         human, once onboarded."""
         if action == "onboard":
-            where = _need(country, "country", action)
-            link = await _call(factory, ctx, lambda c: c.connect.onboard(where, type))
+            _need(body["country"], "country", action)
+            link = await _call(factory, ctx, lambda c: c.connect.onboard(**body))
             return {**link, "next_step": ONBOARD_NEXT_STEP}
-        if action == "sync":
-            return await _call(factory, ctx, lambda c: c.connect.sync())
-        if action == "status":
-            return await _call(factory, ctx, lambda c: c.connect.status())
-        login = await _call(factory, ctx, lambda c: c.connect.login())
-        return {**login, "next_step": LOGIN_NEXT_STEP}
+        answer = await _call(factory, ctx, lambda c: getattr(c.connect, action)())
+        return {**answer, "next_step": LOGIN_NEXT_STEP} if action == "login" else answer
 
     @server.tool()
     @_with_body(Withdraw)
-    async def svc_withdraw(
-        ctx: Context, withdrawal_id: str | None = None, amount: str | None = None
-    ) -> Any:
+    async def svc_withdraw(ctx: Context, withdrawal_id: str | None = None, **body: Any) -> Any:
         """Withdraw seller balance to the payout account (seller key; payouts must be
         enabled, see svc_connect): ``amount`` as a decimal string such as "5.00", or left
         out for the whole available balance.  Returns the withdrawal with its ``status``:
@@ -416,10 +389,10 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         money back in the balance.  With ``withdrawal_id`` (and no amount) nothing is
         withdrawn: that withdrawal's current status is returned."""
         if withdrawal_id is not None:
-            if amount is not None:
+            if body["amount"] is not None:
                 raise _fail("give amount to withdraw, or withdrawal_id to check one, not both")
             return await _call(factory, ctx, lambda c: c.withdrawals.get(withdrawal_id))
-        return await _call(factory, ctx, lambda c: c.withdrawals.create(amount))
+        return await _call(factory, ctx, lambda c: c.withdrawals.create(**body))
 
 
 def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
@@ -433,8 +406,7 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
         environment: Literal["test", "live"] | None = None,
         limit: int | None = None,
         starting_after: str | None = None,
-        url: str | None = None,
-        events: list[str] | None = None,
+        **body: Any,
     ) -> Any:
         """Webhook endpoints (owner JWT from the session, or ``owner_jwt``).  ``test``
         sends a signed payment.succeeded sample carrying a receipt_id.  Use environment
@@ -443,10 +415,8 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
         env: Environment | None = environment
         per_call = RequestOptions(owner_jwt=owner_jwt, environment=env)
         if action == "create":
-            target = _need(url, "url", action)
-            return await _call(
-                factory, ctx, lambda c: c.webhooks.create(target, events=events, options=per_call)
-            )
+            _need(body["url"], "url", action)
+            return await _call(factory, ctx, lambda c: c.webhooks.create(**body, options=per_call))
         if action == "list":
             return await _call(
                 factory,
@@ -455,10 +425,10 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
                     limit=limit, starting_after=starting_after, options=per_call
                 ),
             )
-        wid = _need(webhook_id, "webhook_id", action)
-        if action == "test":
-            return await _call(factory, ctx, lambda c: c.webhooks.test(wid, options=per_call))
-        return await _call(factory, ctx, lambda c: c.webhooks.delete(wid, options=per_call))
+        wid = _need(webhook_id, "webhook_id", action)  # test or delete
+        return await _call(
+            factory, ctx, lambda c: getattr(c.webhooks, action)(wid, options=per_call)
+        )
 
 
 def main() -> None:
