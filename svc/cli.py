@@ -223,32 +223,44 @@ def _command(
     owner: bool = False,
     seller_id: bool = False,
     page: bool = False,
+    get: tuple[str, str] | None = None,
 ) -> None:
     """A command of ``group`` that is one client call (``call``, e.g. ``"webhooks.test"``),
     helped by that method's docstring and given every parameter by its name: ``arguments``
     positional, ``body``'s fields as options (:func:`_body_options`), ``--seller-id`` (an
-    owner acting for one of its sellers) and, for a list (``page``), :func:`_list`'s."""
-
-    def method(c: Client, suffix: str = "") -> Any:
-        return operator.attrgetter(call + suffix)(c)
+    owner acting for one of its sellers) and, for a list (``page``), :func:`_list`'s.
+    ``get`` (an argument, a call): that optional argument, given, calls for that one item
+    instead."""
+    item_id, get_call = get or ("", "")
 
     def command(ctx: Any, /, **o: Any) -> None:
         as_owner = owner or o.get("seller_id") is not None
+        item = o.pop(item_id, None)
+        paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")} if page else {}
+        if item is not None:
+            return _run(ctx, lambda c: _method(c, get_call)(item, **o), owner=as_owner)
         if not page:
-            return _run(ctx, lambda c: method(c)(**o), owner=as_owner)
-        paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")}
-        one = lambda c: partial(method(c), **o)  # noqa: E731
-        return _list(ctx, paging, one, lambda c: partial(method(c, "_all"), **o), owner=as_owner)
+            return _run(ctx, lambda c: _method(c, call)(**o), owner=as_owner)
+        one = lambda c: partial(_method(c, call), **o)  # noqa: E731
+        every = lambda c: partial(_method(c, call + "_all"), **o)  # noqa: E731
+        return _list(ctx, paging, one, every, owner=as_owner)
 
     fields = [shape.name for shape in params(body)] if body else []
-    decorators = [click.argument(arg) for arg in arguments if arg not in fields]
+    decorators = [click.argument(item_id, required=False)] if get else []
+    decorators += [click.argument(arg) for arg in arguments if arg not in fields]
     decorators += [_body_options(body, arguments=arguments)] if body else []
     decorators += [_seller_id_option] if seller_id else []
     decorators += [_page_options] if page else []
     fn: Any = click.pass_context(command)
     for decorator in reversed(decorators):
         fn = decorator(fn)
-    group.command(name, help=_sdk_doc(call))(fn)
+    that_one = f"  With {item_id.upper()}, that one." if get else ""
+    group.command(name, help=_sdk_doc(call) + that_one)(fn)
+
+
+def _method(c: Client, call: str) -> Any:
+    """The client's method ``call`` (``"webhooks.test"``)."""
+    return operator.attrgetter(call)(c)
 
 
 def _sdk_doc(call: str) -> str:
@@ -696,29 +708,8 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
             )
             sys.exit(1)
 
-    @cli.command()
-    @click.argument("withdrawal_id", required=False)
-    @_seller_id_option
-    @_page_options
-    @click.pass_context
-    def withdrawals(
-        ctx: Any, /, withdrawal_id: str | None, seller_id: str | None, **o: Any
-    ) -> None:
-        """The seller's withdrawals, newest first; with WITHDRAWAL_ID, that one."""
-        if withdrawal_id is not None:
-            _run(
-                ctx,
-                lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id),
-                owner=seller_id is not None,
-            )
-            return
-        _list(
-            ctx,
-            o,
-            lambda c: partial(c.withdrawals.list, seller_id=seller_id),
-            lambda c: partial(c.withdrawals.list_all, seller_id=seller_id),
-            owner=seller_id is not None,
-        )
+    withdrawal = ("withdrawal_id", "withdrawals.get")
+    _command(cli, "withdrawals", "withdrawals.list", seller_id=True, page=True, get=withdrawal)
 
 
 def _top_up_call(amount: str, private_key_file: Any, *, card: bool) -> Callable[[Any], Any]:
@@ -761,16 +752,8 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         --private-key-file), or by card (--card; open the checkout_url it prints)."""
         _run(ctx, _top_up_call(amount, private_key_file, card=card), owner=True)
 
-    @cli.command("top-ups")
-    @click.argument("top_up_id", required=False)
-    @_page_options
-    @click.pass_context
-    def top_ups(ctx: Any, /, top_up_id: str | None, **o: Any) -> None:
-        """The owner's top-ups, newest first; with TOP_UP_ID, that one."""
-        if top_up_id is not None:
-            _run(ctx, lambda c: c.top_ups.get(top_up_id), owner=True)
-            return
-        _list(ctx, o, lambda c: c.top_ups.list, lambda c: c.top_ups.list_all, owner=True)
+    one_top_up = ("top_up_id", "top_ups.get")
+    _command(cli, "top-ups", "top_ups.list", owner=True, page=True, get=one_top_up)
 
 
 def _add_webhook_commands(cli: click.Group) -> None:
