@@ -96,9 +96,7 @@ class UpdateConnect:
 class Withdraw:
     """How much to withdraw; left out, the whole available balance."""
 
-    amount: Decimal | None = attrs.field(
-        default=None, metadata={"doc": "Left out: the whole available balance."}
-    )
+    amount: Decimal | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "25.00"}
 
@@ -261,9 +259,7 @@ class EnablePayments:
 class RecycleBalance:
     """Move seller balance into the owner's account wallet: all of it, or ``amount``."""
 
-    amount: Decimal | None = attrs.field(
-        default=None, metadata={"doc": "Left out: the whole balance."}
-    )
+    amount: Decimal | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"amount": "5.00"}
 
