@@ -224,13 +224,14 @@ def _command(
     seller_id: bool = False,
     page: bool = False,
     get: tuple[str, str] | None = None,
+    options: Iterable[Callable[[Any], Any]] = (),
 ) -> None:
     """A command of ``group`` that is one client call (``call``, e.g. ``"webhooks.test"``),
     helped by that method's docstring and given every parameter by its name: ``arguments``
     positional, ``body``'s fields as options (:func:`_body_options`), ``--seller-id`` (an
     owner acting for one of its sellers) and, for a list (``page``), :func:`_list`'s.
     ``get`` (an argument, a call): that optional argument, given, calls for that one item
-    instead."""
+    instead.  ``options``: click options of the command's own, passed on by name too."""
     item_id, get_call = get or ("", "")
 
     def command(ctx: Any, /, **o: Any) -> None:
@@ -251,11 +252,21 @@ def _command(
     decorators += [_body_options(body, arguments=arguments)] if body else []
     decorators += [_seller_id_option] if seller_id else []
     decorators += [_page_options] if page else []
-    fn: Any = click.pass_context(command)
-    for decorator in reversed(decorators):
-        fn = decorator(fn)
+    decorators += options
+    fn = _stack(decorators)(click.pass_context(command))
     that_one = f"  With {item_id.upper()}, that one." if get else ""
     group.command(name, help=_sdk_doc(call) + that_one)(fn)
+
+
+def _stack(decorators: Iterable[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """One decorator applying ``decorators`` as if written one above the other, in order."""
+
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(list(decorators)):
+            fn = decorator(fn)
+        return fn
+
+    return apply
 
 
 def _method(c: Client, call: str) -> Any:
@@ -465,13 +476,7 @@ def _body_options(
         kwargs.update(custom.get(shape.name, {}))
         decls = kwargs.pop("decls", (flag,))
         decorators.append(click.option(*decls, shape.name, **kwargs))
-
-    def apply(fn: Any) -> Any:
-        for decorator in reversed(decorators):
-            fn = decorator(fn)
-        return fn
-
-    return apply
+    return _stack(decorators)
 
 
 #: ``resources create`` and ``create-pay-link``: a resource's fields, and its metadata as
@@ -479,9 +484,9 @@ def _body_options(
 _RESOURCE_FIELDS = ("path", "tool", "amount", "description", "upstream_url", "listed")
 
 
-def _resource_options(fn: Any) -> Any:
-    """The options of ``resources create`` and ``create-pay-link`` (one resource each)."""
-    options = [
+#: The options of ``resources create`` and ``create-pay-link`` (one resource each).
+_resource_options = _stack(
+    [
         _body_options(CreateResource, *_RESOURCE_FIELDS, "method", "body_hint"),
         click.option(
             "--sku-kind",
@@ -493,9 +498,7 @@ def _resource_options(fn: Any) -> Any:
         click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
         click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
     ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+)
 
 
 def _add_resource_commands(cli: click.Group) -> None:
@@ -565,26 +568,13 @@ def _add_update_resource_command(cli: click.Group) -> None:
 
 
 def _add_directory_command(cli: click.Group) -> None:
-    @cli.command("directory")
-    @_page_options
-    @click.option(
-        "--kind",
-        default=None,
-        type=click.Choice(get_args(ResourceKind)),
-        help="HTTP paths or MCP tools.",
-    )
-    @click.option("-q", "--q", "q", default=None, help="Text the description contains.")
-    @click.option("--max-amount", default=None, help="Prices at most this amount.")
-    @click.pass_context
-    def directory(ctx: Any, /, **o: Any) -> None:
-        """Resources their sellers listed (no credential; --environment picks test or live)."""
-        filters = {"kind": o["kind"], "q": o["q"], "max_amount": o["max_amount"]}
-        _list(
-            ctx,
-            o,
-            lambda c: partial(c.directory.list, **filters),
-            lambda c: partial(c.directory.list_all, **filters),
-        )
+    kinds = click.Choice(get_args(ResourceKind))
+    filters = [
+        click.option("--kind", default=None, type=kinds, help="HTTP paths or MCP tools."),
+        click.option("-q", "--q", "q", default=None, help="Text the description contains."),
+        click.option("--max-amount", default=None, help="Prices at most this amount."),
+    ]
+    _command(cli, "directory", "directory.list", page=True, options=filters)
 
 
 def _add_payment_commands(cli: click.Group) -> None:
