@@ -1,6 +1,8 @@
 """The fields of a body class (:mod:`svc.bodies`) as the CLI's options and the MCP tools'
 parameters: where a command or tool mirrors a route, its parameters are read from the
-route's body here, so a field's name, type, choices and help are written once."""
+route's body here, so a field's name, type, choices and help are written once.  And what
+else the CLI and the tools share: a resource's metadata given as three parameters, and
+the answer of ``create-pay-link``."""
 
 from __future__ import annotations
 
@@ -61,3 +63,14 @@ def resource_metadata(
     if credit_unit is not None:
         meta["credit_unit"] = credit_unit
     return meta
+
+
+def pay_link(resource: Any) -> dict[str, Any]:
+    """What to share to get paid for ``resource``: its gate and its buy page."""
+    return {
+        "resource_id": resource.id,
+        "gate_url": resource.gate_url,
+        "pay_url": resource.pay_url,
+        # The spec's tool table calls the same URL pay_page_url: both, always equal.
+        "pay_page_url": resource.pay_url,
+    }

@@ -25,7 +25,7 @@ from typing import Any, get_args
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
 from ._errors import APIError, SvcError
-from ._params import choices, help_of, params, resource_metadata
+from ._params import choices, help_of, params, pay_link, resource_metadata
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
 from .bodies import (
@@ -522,17 +522,7 @@ def _add_resource_commands(cli: click.Group) -> None:
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
         """Create a priced resource and print what to share: gate_url and pay_url."""
 
-        def call(c: Client) -> dict[str, Any]:
-            resource = _create_resource(c, o)
-            return {
-                "resource_id": resource.id,
-                "gate_url": resource.gate_url,
-                "pay_url": resource.pay_url,
-                # The spec's tool table calls the same URL pay_page_url: both, always equal.
-                "pay_page_url": resource.pay_url,
-            }
-
-        _run(ctx, call)
+        _run(ctx, lambda c: pay_link(_create_resource(c, o)))
 
 
 def _add_update_resource_command(cli: click.Group) -> None:

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from ._async_client import AsyncClient
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
-from ._params import help_of, params, resource_metadata
+from ._params import help_of, params, pay_link, resource_metadata
 from .bodies import (
     BodyRuleError,
     ConnectOnboard,
@@ -251,18 +251,13 @@ def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
         return await _call(factory, ctx, lambda c: getattr(c.sellers, action)())
 
 
+#: The fields of a resource that ``svc_create_pay_link`` takes besides ``path``.
+_PAY_LINK = ("amount", "description", "upstream_url")
+
+
 def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
-    @_with_body(
-        CreateResource,
-        "kind",
-        "path",
-        "tool",
-        "amount",
-        "description",
-        "upstream_url",
-        optional=True,
-    )
+    @_with_body(CreateResource, "kind", "path", "tool", *_PAY_LINK, optional=True)
     async def svc_resources(
         ctx: Context,
         action: Literal["list", "get", "create", "update", "deactivate"],
@@ -297,7 +292,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         )
 
     @server.tool()
-    @_with_body(CreateResource, "amount", "path", "description", "upstream_url")
+    @_with_body(CreateResource, "path", *_PAY_LINK)
     async def svc_create_pay_link(ctx: Context, resource_id: str | None = None, **body: Any) -> Any:
         """What to share to get paid: ``gate_url`` and ``pay_url`` (the buy page).  With
         ``resource_id``, for that resource; otherwise a new HTTP resource is created at
@@ -309,13 +304,7 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
             else:
                 path = body.pop("path") or "/"
                 resource = await c.resources.create(kind="http", path=path, **body)
-            return {
-                "resource_id": resource.id,
-                "gate_url": resource.gate_url,
-                "pay_url": resource.pay_url,
-                # The spec's tool table calls the same URL pay_page_url: both, always equal.
-                "pay_page_url": resource.pay_url,
-            }
+            return pay_link(resource)
 
         return await _call(factory, ctx, link)
 
