@@ -207,11 +207,15 @@ def _global_option(flag: str, help: str, **kwargs: Any) -> Callable[[Any], Any]:
 
 def _page_options(fn: Any) -> Any:
     """``--limit``, ``--starting-after`` and ``--all``: the one paging contract of lists."""
-    fn = click.option("--all", "all", is_flag=True, help="Every item, page after page.")(fn)
-    fn = click.option("--starting-after", default=None, help="The last id of the previous page.")(
-        fn
-    )
-    return click.option("--limit", default=None, type=int, help="Items per page, 1 to 100.")(fn)
+    return _stack(
+        [
+            click.option("--limit", default=None, type=int, help="Items per page, 1 to 100."),
+            click.option(
+                "--starting-after", default=None, help="The last id of the previous page."
+            ),
+            click.option("--all", "all", is_flag=True, help="Every item, page after page."),
+        ]
+    )(fn)
 
 
 def _command(
@@ -484,21 +488,23 @@ def _body_options(
 _RESOURCE_FIELDS = ("path", "tool", "amount", "description", "upstream_url", "listed")
 
 
-#: The options of ``resources create`` and ``create-pay-link`` (one resource each).
-_resource_options = _stack(
-    [
-        _body_options(CreateResource, *_RESOURCE_FIELDS, "method", "body_hint"),
-        click.option(
-            "--sku-kind",
-            default="one_shot",
-            show_default=True,
-            type=click.Choice(["one_shot", "credit_topup"]),
-            help="One paid call, or a top-up of --credits.",
-        ),
-        click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
-        click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
-    ]
-)
+def _resource_options(fn: Any) -> Any:
+    """The options of ``resources create`` and ``create-pay-link`` (one resource each)."""
+    sku_kinds = click.Choice(["one_shot", "credit_topup"])
+    return _stack(
+        [
+            _body_options(CreateResource, *_RESOURCE_FIELDS, "method", "body_hint"),
+            click.option(
+                "--sku-kind",
+                default="one_shot",
+                show_default=True,
+                type=sku_kinds,
+                help="One paid call, or a top-up of --credits.",
+            ),
+            click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
+            click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
+        ]
+    )(fn)
 
 
 def _add_resource_commands(cli: click.Group) -> None:
