@@ -71,7 +71,9 @@ class ConnectOnboard:
     country: Annotated[
         str, Text(max_length=2, pattern=COUNTRY, hint="a two-letter country code, e.g. US")
     ]
-    type: ConnectType | None = None
+    type: ConnectType | None = attrs.field(
+        default=None, metadata={"doc": "The kind of payout account; express when left out."}
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"country": "US", "type": "express"}
 
@@ -119,6 +121,9 @@ _BODY_HINT_DOC = (
     "send; only with method POST, PUT or PATCH.  Shown in GET /directory."
 )
 
+_DESCRIPTION = "What the buyer gets, in words."
+_UPSTREAM_URL = "Where a hosted gate forwards a paid call."
+
 
 @attrs.frozen(kw_only=True)
 class CreateResource:
@@ -133,9 +138,13 @@ class CreateResource:
     tool: Annotated[
         str | None, Text(max_length=128, pattern=TOOL_NAME, hint="an MCP tool name")
     ] = None
-    description: Annotated[str | None, Text(max_length=1000)] = None
+    description: Annotated[str | None, Text(max_length=1000)] = attrs.field(
+        default=None, metadata={"doc": _DESCRIPTION}
+    )
     metadata: Annotated[dict[str, Any] | None, _METADATA] = None
-    upstream_url: Annotated[str | None, Url()] = None
+    upstream_url: Annotated[str | None, Url()] = attrs.field(
+        default=None, metadata={"doc": _UPSTREAM_URL}
+    )
     listed: bool | None = attrs.field(
         default=None, metadata={"doc": "Shown in GET /directory when true (default false)."}
     )
@@ -170,9 +179,13 @@ class UpdateResource:
         str | None, Text(max_length=128, pattern=TOOL_NAME, hint="an MCP tool name")
     ] = None
     amount: Decimal | None = None
-    description: Annotated[str | None, Text(max_length=1000)] = None
+    description: Annotated[str | None, Text(max_length=1000)] = attrs.field(
+        default=None, metadata={"doc": _DESCRIPTION}
+    )
     metadata: Annotated[dict[str, Any] | None, _METADATA] = None
-    upstream_url: Annotated[str | None, Url()] = None
+    upstream_url: Annotated[str | None, Url()] = attrs.field(
+        default=None, metadata={"doc": _UPSTREAM_URL}
+    )
     listed: bool | None = None
     active: bool | None = None
     method: ResourceMethod | None = attrs.field(
@@ -207,7 +220,9 @@ class CreateOwner:
 class CreateSeller:
     """A seller in the request's environment; ``name`` is a label of your own."""
 
-    name: Annotated[str | None, Text(max_length=200)] = None
+    name: Annotated[str | None, Text(max_length=200)] = attrs.field(
+        default=None, metadata={"doc": "A name to tell it by."}
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"name": "Weather API"}
 
@@ -217,7 +232,9 @@ class EnablePayments:
     """Turn on MPP and x402 for every gate of the seller; optionally set the processor
     profile and the wallet payouts go to."""
 
-    processor_profile_id: Annotated[str | None, Text(max_length=200)] = None
+    processor_profile_id: Annotated[str | None, Text(max_length=200)] = attrs.field(
+        default=None, metadata={"doc": "The seller's profile at the processor."}
+    )
     payout_wallet_address: Annotated[
         str | None,
         Text(
@@ -280,7 +297,9 @@ class Pay:
     to a handle (``destination`` and ``amount``); exactly one of the two."""
 
     resource_id: Annotated[str | None, Text(max_length=40)] = None
-    destination: Annotated[str | None, Text(max_length=31)] = None
+    destination: Annotated[str | None, Text(max_length=31)] = attrs.field(
+        default=None, metadata={"doc": "A handle such as @acme."}
+    )
     amount: Decimal | None = attrs.field(
         default=None, metadata={"doc": "With destination only: a resource is paid its price."}
     )
@@ -381,7 +400,9 @@ class WalletKeyPolicy:
 class CreateWalletKey:
     """A new wallet key (``svc_vw_*``, shown once) and its spend policy."""
 
-    name: Annotated[str | None, Text(max_length=200)] = None
+    name: Annotated[str | None, Text(max_length=200)] = attrs.field(
+        default=None, metadata={"doc": "A name to tell it by."}
+    )
     policy: WalletKeyPolicy | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {
@@ -398,7 +419,9 @@ class UpdateWalletKey:
     #: An update must name at least one field (the schema's ``minProperties``).
     NAMES_A_CHANGE: ClassVar[bool] = True
 
-    name: Annotated[str | None, Text(max_length=200)] = None
+    name: Annotated[str | None, Text(max_length=200)] = attrs.field(
+        default=None, metadata={"doc": "A name to tell it by."}
+    )
     policy: WalletKeyPolicy | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"policy": {"budget": None, "max_per_tx": "1.00"}}

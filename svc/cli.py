@@ -11,20 +11,42 @@ Needs the ``cli`` extra (``pip install 'svc-payments[cli]'``): click is not a de
 
 from __future__ import annotations
 
+import inspect
 import json
+import operator
+import re
 import sys
 import time
+import typing
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, get_args
 
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
-from ._convert import CONNECT_TYPES, PAY_URL_METHODS, PERIODS
 from ._errors import APIError, SvcError
+from ._params import choices, help_of, params, pay_link, resource_metadata
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
-from .bodies import RAILS, BodyRuleError, ResourceKind, ResourceMethod
+from .bodies import (
+    BodyRuleError,
+    ConnectOnboard,
+    CreateOwner,
+    CreateResource,
+    CreateSeller,
+    CreateTopUp,
+    CreateWalletKey,
+    CreateWebhook,
+    EnablePayments,
+    Pay,
+    PayUrl,
+    RecycleBalance,
+    ResourceKind,
+    ResourceMethod,
+    UpdateResource,
+    WalletKeyAmount,
+    Withdraw,
+)
 from .money import AmountError
 from .wire import unstructure
 
@@ -185,11 +207,86 @@ def _global_option(flag: str, help: str, **kwargs: Any) -> Callable[[Any], Any]:
 
 def _page_options(fn: Any) -> Any:
     """``--limit``, ``--starting-after`` and ``--all``: the one paging contract of lists."""
-    fn = click.option("--all", "all", is_flag=True, help="Every item, page after page.")(fn)
-    fn = click.option("--starting-after", default=None, help="The last id of the previous page.")(
-        fn
-    )
-    return click.option("--limit", default=None, type=int, help="Items per page, 1 to 100.")(fn)
+    return _stack(
+        [
+            click.option("--limit", default=None, type=int, help="Items per page, 1 to 100."),
+            click.option(
+                "--starting-after", default=None, help="The last id of the previous page."
+            ),
+            click.option("--all", "all", is_flag=True, help="Every item, page after page."),
+        ]
+    )(fn)
+
+
+def _command(
+    group: Any,
+    name: str,
+    call: str,
+    *arguments: str,
+    body: type | None = None,
+    owner: bool = False,
+    seller_id: bool = False,
+    page: bool = False,
+    get: tuple[str, str] | None = None,
+    options: Iterable[Callable[[Any], Any]] = (),
+) -> None:
+    """A command of ``group`` that is one client call (``call``, e.g. ``"webhooks.test"``),
+    helped by that method's docstring and given every parameter by its name: ``arguments``
+    positional, ``body``'s fields as options (:func:`_body_options`), ``--seller-id`` (an
+    owner acting for one of its sellers) and, for a list (``page``), :func:`_list`'s.
+    ``get`` (an argument, a call): that optional argument, given, calls for that one item
+    instead.  ``options``: click options of the command's own, passed on by name too."""
+    item_id, get_call = get or ("", "")
+
+    def command(ctx: Any, /, **o: Any) -> None:
+        as_owner = owner or o.get("seller_id") is not None
+        item = o.pop(item_id, None)
+        paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")} if page else {}
+        if item is not None:
+            return _run(ctx, lambda c: _method(c, get_call)(item, **o), owner=as_owner)
+        if not page:
+            return _run(ctx, lambda c: _method(c, call)(**o), owner=as_owner)
+        one = lambda c: partial(_method(c, call), **o)  # noqa: E731
+        every = lambda c: partial(_method(c, call + "_all"), **o)  # noqa: E731
+        return _list(ctx, paging, one, every, owner=as_owner)
+
+    fields = [shape.name for shape in params(body)] if body else []
+    decorators = [click.argument(item_id, required=False)] if get else []
+    decorators += [click.argument(arg) for arg in arguments if arg not in fields]
+    decorators += [_body_options(body, arguments=arguments)] if body else []
+    decorators += [_seller_id_option] if seller_id else []
+    decorators += [_page_options] if page else []
+    decorators += options
+    fn = _stack(decorators)(click.pass_context(command))
+    that_one = f"  With {item_id.upper()}, that one." if get else ""
+    group.command(name, help=_sdk_doc(call) + that_one)(fn)
+
+
+def _stack(decorators: Iterable[Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """One decorator applying ``decorators`` as if written one above the other, in order."""
+
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(list(decorators)):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+def _method(c: Client, call: str) -> Any:
+    """The client's method ``call`` (``"webhooks.test"``)."""
+    return operator.attrgetter(call)(c)
+
+
+def _sdk_doc(call: str) -> str:
+    """The first paragraph of the client method's docstring, its reST roles and literals
+    as plain words."""
+    where: Any = Client
+    *namespaces, name = call.split(".")
+    for namespace in namespaces:
+        where = typing.get_type_hints(where)[namespace]
+    doc = (inspect.getdoc(getattr(where, name)) or "").split("\n\n")[0]
+    return re.sub(r":\w+:`~?([^`]+)`|``([^`]+)``", lambda m: m[1] or m[2], doc)
 
 
 def _build() -> Any:
@@ -234,11 +331,7 @@ def _build() -> Any:
         if options["environment"] is not None and source is not None:
             ctx.meta[_ENV_SOURCE] = "envvar" if source.name == "ENVIRONMENT" else "option"
 
-    @cli.command()
-    @click.pass_context
-    def health(ctx: Any) -> None:
-        """Is the service up?"""
-        _run(ctx, lambda c: c.health())
+    _command(cli, "health", "health")
 
     @cli.command()
     def mcp() -> None:
@@ -307,7 +400,7 @@ def _add_owner_commands(cli: click.Group) -> None:
         """Owner sign-up over HTTP (no credential), where the server allows it."""
 
     @owners.command("create")
-    @click.option("--email", required=True, help="The owner's email (one owner per email).")
+    @_body_options(CreateOwner)
     @click.option(
         "--jwt-only", is_flag=True, help="Print the owner JWT alone: export SVC_OWNER_JWT=$(...)."
     )
@@ -327,99 +420,91 @@ def _add_seller_commands(cli: click.Group) -> None:
     def sellers() -> None:
         """Seller accounts (owner JWT)."""
 
-    @sellers.command("create")
-    @click.option("--name", default=None, help="A name to tell the seller by.")
-    @click.pass_context
-    def sellers_create(ctx: Any, /, name: str | None) -> None:
-        """Create a seller; its key is printed once."""
-        _run(ctx, lambda c: c.sellers.create(name=name), owner=True)
-
-    @sellers.command("list")
-    @_page_options
-    @click.pass_context
-    def sellers_list(ctx: Any, /, **o: Any) -> None:
-        """The owner's sellers, oldest first."""
-        _list(ctx, o, lambda c: c.sellers.list, lambda c: c.sellers.list_all, owner=True)
-
-
-def _metadata(sku_kind: str, credits: str | None, credit_unit: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"sku_kind": sku_kind}
-    if credits is not None:
-        meta["credits"] = int(credits) if credits.isdigit() else float(credits)
-    if credit_unit is not None:
-        meta["credit_unit"] = credit_unit
-    return meta
+    _command(sellers, "create", "sellers.create", body=CreateSeller, owner=True)
+    _command(sellers, "list", "sellers.list", owner=True, page=True)
 
 
 def _create_resource(c: Client, o: dict[str, Any]) -> Any:
     """``resources create`` and ``create-pay-link`` take the same options to the same call."""
-    return c.resources.create(
-        kind="mcp" if o["tool"] else "http",
-        path=o["path"],
-        tool=o["tool"],
-        amount=o["amount"],
-        description=o["description"],
-        metadata=_metadata(o["sku_kind"], o["credits"], o["credit_unit"]),
-        upstream_url=o["upstream_url"],
-        listed=o["listed"] or None,
-        method=o["method"],
-        body_hint=o["body_hint"],
-    )
+    meta = resource_metadata(o.pop("sku_kind"), o.pop("credits"), o.pop("credit_unit"))
+    return c.resources.create(kind="mcp" if o["tool"] else "http", metadata=meta, **o)
 
 
-def _json_object(ctx: Any, param: Any, value: str | None) -> Any:
-    """A JSON object given on the command line (``--body-hint '{"city": "Lisbon"}'``);
-    ``null`` where the command takes it to clear."""
+def _json(ctx: Any, param: Any, value: str | None) -> Any:
+    """A JSON value given on the command line (``--json '{"q": 1}'``); for a field that
+    holds an object (``--body-hint``), an object or the ``null`` that clears it."""
     if value is None:
         return None
     try:
         data = json.loads(value)
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}") from None
-    if data is not None and not isinstance(data, dict):
+    if param.name in _OBJECTS and data is not None and not isinstance(data, dict):
         raise click.BadParameter("must be a JSON object")
     return data
 
 
-_METHODS = list(get_args(ResourceMethod))
+#: Fields that hold a JSON object (the others given as JSON take any value).
+_OBJECTS = ("body_hint", "metadata")
+
+
+def _body_options(
+    cls: type, *names: str, arguments: tuple[str, ...] = (), **custom: dict[str, Any]
+) -> Callable[[Any], Any]:
+    """The fields ``names`` of the body class ``cls`` (every field when none are named) as
+    click parameters named as the fields: ``arguments`` positional, the others
+    ``--options`` whose type, choices and help come from the field (:mod:`svc._params`); a
+    list is a repeated option named in the singular (``--event``).  ``custom`` overrides a
+    field's click settings (``decls`` its flags)."""
+    decorators = []
+    for shape in params(cls, *names):
+        if shape.name in arguments:
+            decorators.append(click.argument(shape.name, required=shape.required))
+            continue
+        plural = typing.get_origin(shape.type) is list
+        flag = _flag(shape.name.removesuffix("s") if plural else shape.name)
+        kwargs: dict[str, Any] = {"default": None, "required": shape.required}
+        kwargs["help"] = help_of(shape)
+        chosen = choices(shape)
+        if chosen:
+            kwargs["type"] = click.Choice(chosen)
+        if shape.type is bool:
+            kwargs["is_flag"] = True
+        elif shape.type is int:
+            kwargs["type"] = int
+        elif plural:
+            kwargs["help"] += "  Repeat for several."
+            kwargs.update(multiple=True, callback=lambda _c, _p, v: list(v) or None)
+        elif shape.type is Any or typing.get_origin(shape.type) is dict:
+            kwargs["callback"] = _json
+        kwargs.update(custom.get(shape.name, {}))
+        decls = kwargs.pop("decls", (flag,))
+        decorators.append(click.option(*decls, shape.name, **kwargs))
+    return _stack(decorators)
+
+
+#: ``resources create`` and ``create-pay-link``: a resource's fields, and its metadata as
+#: three options of their own.
+_RESOURCE_FIELDS = ("path", "tool", "amount", "description", "upstream_url", "listed")
 
 
 def _resource_options(fn: Any) -> Any:
     """The options of ``resources create`` and ``create-pay-link`` (one resource each)."""
-    options = [
-        click.option("--path", default=None, help="HTTP path the SKU gates (kind http)."),
-        click.option("--tool", default=None, help="MCP tool the SKU gates (kind mcp)."),
-        click.option("--amount", required=True, help='Price as a decimal string, e.g. "0.05".'),
-        click.option("--description", default=None, help="What the buyer gets, in words."),
-        click.option(
-            "--sku-kind",
-            default="one_shot",
-            show_default=True,
-            type=click.Choice(["one_shot", "credit_topup"]),
-            help="One paid call, or a top-up of --credits.",
-        ),
-        click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
-        click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
-        click.option(
-            "--upstream-url", default=None, help="Where a hosted gate forwards a paid call."
-        ),
-        click.option("--listed", is_flag=True, help="Show it in the directory."),
-        click.option(
-            "--method",
-            default=None,
-            type=click.Choice(_METHODS),
-            help="The one HTTP method the gate sells (default: any).",
-        ),
-        click.option(
-            "--body-hint",
-            default=None,
-            callback=_json_object,
-            help="A JSON object callers copy as their body (with --method POST, PUT or PATCH).",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+    sku_kinds = click.Choice(["one_shot", "credit_topup"])
+    return _stack(
+        [
+            _body_options(CreateResource, *_RESOURCE_FIELDS, "method", "body_hint"),
+            click.option(
+                "--sku-kind",
+                default="one_shot",
+                show_default=True,
+                type=sku_kinds,
+                help="One paid call, or a top-up of --credits.",
+            ),
+            click.option("--credits", default=None, help="Credits a credit_topup buys, e.g. 10."),
+            click.option("--credit-unit", default=None, help="What a credit is, e.g. report."),
+        ]
+    )(fn)
 
 
 def _add_resource_commands(cli: click.Group) -> None:
@@ -434,19 +519,8 @@ def _add_resource_commands(cli: click.Group) -> None:
         """Create a priced HTTP path (--path) or MCP tool (--tool)."""
         _run(ctx, lambda c: _create_resource(c, o))
 
-    @resources.command("list")
-    @_page_options
-    @click.pass_context
-    def resources_list(ctx: Any, /, **o: Any) -> None:
-        """The seller's resources, oldest first."""
-        _list(ctx, o, lambda c: c.resources.list, lambda c: c.resources.list_all)
-
-    @resources.command("deactivate")
-    @click.argument("resource_id")
-    @click.pass_context
-    def resources_deactivate(ctx: Any, /, resource_id: str) -> None:
-        """Stop selling a resource (``active`` becomes false)."""
-        _run(ctx, lambda c: c.resources.deactivate(resource_id))
+    _command(resources, "list", "resources.list", page=True)
+    _command(resources, "deactivate", "resources.deactivate", "resource_id")
 
     @cli.command("create-pay-link")
     @_resource_options
@@ -454,35 +528,23 @@ def _add_resource_commands(cli: click.Group) -> None:
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
         """Create a priced resource and print what to share: gate_url and pay_url."""
 
-        def call(c: Client) -> dict[str, Any]:
-            resource = _create_resource(c, o)
-            return {
-                "resource_id": resource.id,
-                "gate_url": resource.gate_url,
-                "pay_url": resource.pay_url,
-                # The spec's tool table calls the same URL pay_page_url: both, always equal.
-                "pay_page_url": resource.pay_url,
-            }
-
-        _run(ctx, call)
+        _run(ctx, lambda c: pay_link(_create_resource(c, o)))
 
 
 def _add_update_resource_command(cli: click.Group) -> None:
     @cli.command("update-resource")
     @click.argument("resource_id")
-    @click.option("--amount", default=None, help='New price as a decimal string, e.g. "0.07".')
-    @click.option("--path", default=None, help="New HTTP path (kind http).")
-    @click.option("--tool", default=None, help="New MCP tool (kind mcp).")
-    @click.option("--description", default=None, help="New description.")
-    @click.option("--listed/--unlisted", default=None, help="In the directory or not.")
-    @click.option(
-        "--method",
-        default=None,
-        type=click.Choice([*_METHODS, "any"]),
-        help="The one HTTP method the gate sells; any: every method.",
-    )
-    @click.option(
-        "--body-hint", default=None, callback=_json_object, help="A JSON object; null clears it."
+    @_body_options(
+        UpdateResource,
+        *_RESOURCE_FIELDS[:4],
+        "listed",
+        "method",
+        "body_hint",
+        listed={"decls": ("--listed/--unlisted",), "help": "In the directory or not."},
+        method={
+            "type": click.Choice([*get_args(ResourceMethod), "any"]),
+            "help": "The one HTTP method the gate sells; any: every method.",
+        },
     )
     @click.pass_context
     def update_resource(ctx: Any, /, resource_id: str, **o: Any) -> None:
@@ -502,118 +564,30 @@ def _add_update_resource_command(cli: click.Group) -> None:
 
 
 def _add_directory_command(cli: click.Group) -> None:
-    @cli.command("directory")
-    @_page_options
-    @click.option(
-        "--kind",
-        default=None,
-        type=click.Choice(get_args(ResourceKind)),
-        help="HTTP paths or MCP tools.",
-    )
-    @click.option("-q", "--q", "q", default=None, help="Text the description contains.")
-    @click.option("--max-amount", default=None, help="Prices at most this amount.")
-    @click.pass_context
-    def directory(ctx: Any, /, **o: Any) -> None:
-        """Resources their sellers listed (no credential; --environment picks test or live)."""
-        filters = {"kind": o["kind"], "q": o["q"], "max_amount": o["max_amount"]}
-        _list(
-            ctx,
-            o,
-            lambda c: partial(c.directory.list, **filters),
-            lambda c: partial(c.directory.list_all, **filters),
-        )
-
-
-def _pay_url(c: Client, url: str, method: Any, payload: Any, *, dry_run: bool) -> Any:
-    if dry_run:
-        return c.spend.pay_url_quote(url, method=method, json=payload)
-    return c.spend.pay_url(url, method=method, json=payload)
+    kinds = click.Choice(get_args(ResourceKind))
+    filters = [
+        click.option("--kind", default=None, type=kinds, help="HTTP paths or MCP tools."),
+        click.option("-q", "--q", "q", default=None, help="Text the description contains."),
+        click.option("--max-amount", default=None, help="Prices at most this amount."),
+    ]
+    _command(cli, "directory", "directory.list", page=True, options=filters)
 
 
 def _add_payment_commands(cli: click.Group) -> None:
-    @cli.command("enable-payments")
-    @click.option(
-        "--payout-wallet-address", default=None, help="EVM address open-rail payments settle to."
-    )
-    @click.option(
-        "--processor-profile-id", default=None, help="The seller's profile at the processor."
-    )
-    @click.pass_context
-    def enable_payments(
-        ctx: Any, payout_wallet_address: str | None, processor_profile_id: str | None
-    ) -> None:
-        """Turn on MPP and x402 for every gate of the seller."""
-        _run(
-            ctx,
-            lambda c: c.sellers.enable_payments(
-                processor_profile_id=processor_profile_id,
-                payout_wallet_address=payout_wallet_address,
-            ),
-        )
-
-    @cli.command()
-    @click.pass_context
-    def balance(ctx: Any) -> None:
-        """The seller's balance and payout readiness."""
-        _run(ctx, lambda c: c.sellers.balance())
-
-    @cli.command()
-    @click.argument("resource_id", required=False)
-    @click.option("--destination", default=None, help="A handle such as @acme.")
-    @click.option("--amount", default=None, help="How much to pay the handle, e.g. 1.00.")
-    @click.pass_context
-    def pay(
-        ctx: Any, /, resource_id: str | None, destination: str | None, amount: str | None
-    ) -> None:
-        """Pay a resource on the ledger (wallet key), or a handle with --destination."""
-        # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
-        form: dict[str, Any] = {
-            "resource_id": resource_id,
-            "destination": destination,
-            "amount": amount,
-        }
-        _run(ctx, lambda c: c.pay(**form))
+    _command(cli, "enable-payments", "sellers.enable_payments", body=EnablePayments)
+    _command(cli, "balance", "sellers.balance")
+    # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
+    _command(cli, "pay", "pay", "resource_id", body=Pay)
 
     @cli.command("pay-url")
-    @click.argument("url")
-    @click.option(
-        "--method",
-        default="GET",
-        show_default=True,
-        type=click.Choice(PAY_URL_METHODS),
-        help="The HTTP method to call the URL with.",
-    )
-    @click.option("--json", "body", default=None, help="JSON body to send (with --method POST).")
-    @click.option(
-        "--dry-run",
-        is_flag=True,
-        help="Only probe: print the rail and price it would pay and whether the policy "
-        "allows it; nothing is paid.",
-    )
+    @_body_options(PayUrl, arguments=("url",), method={"default": "GET"})
     @click.pass_context
-    def pay_url(ctx: Any, /, url: str, method: str, body: str | None, dry_run: bool) -> None:
+    def pay_url(ctx: Any, /, url: str, dry_run: bool | None, **o: Any) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
-        try:
-            payload = None if body is None else json.loads(body)
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--json") from None
-        verb: Any = method  # click.Choice has checked it is GET or POST
-        _run(ctx, lambda c: _pay_url(c, url, verb, payload, dry_run=dry_run))
+        _run(ctx, lambda c: (c.spend.pay_url_quote if dry_run else c.spend.pay_url)(url, **o))
 
-    @cli.command()
-    @_page_options
-    @click.pass_context
-    def attempts(ctx: Any, /, **o: Any) -> None:
-        """The wallet key's pay-url attempts, newest first."""
-        _list(ctx, o, lambda c: c.spend.attempts, lambda c: c.spend.attempts_all)
-
-    @cli.command()
-    @click.argument("seller_id")
-    @click.option("--amount", default=None, help="Default: the whole balance.")
-    @click.pass_context
-    def recycle(ctx: Any, /, seller_id: str, amount: str | None) -> None:
-        """Move a seller's balance into the owner's account wallet (owner JWT)."""
-        _run(ctx, lambda c: c.sellers.recycle(seller_id, amount), owner=True)
+    _command(cli, "attempts", "spend.attempts", page=True)
+    _command(cli, "recycle", "sellers.recycle", "seller_id", body=RecycleBalance, owner=True)
 
 
 #: A withdrawal's statuses that do not change any more.
@@ -662,21 +636,14 @@ def _add_connect_commands(cli: click.Group) -> None:
         completes onboarding in a browser, then `svc connect sync`."""
 
     @connect.command("onboard")
-    @click.option("--country", required=True, help="Two letters, e.g. US.")
-    @click.option(
-        "--type",
-        "kind",
-        default=None,
-        type=click.Choice(CONNECT_TYPES),
-        help="The kind of payout account (default: the processor's).",
-    )
+    @_body_options(ConnectOnboard)
     @_seller_id_option
     @click.pass_context
-    def connect_onboard(ctx: Any, /, country: str, kind: Any, seller_id: str | None) -> None:
+    def connect_onboard(ctx: Any, /, country: str, type: Any, seller_id: str | None) -> None:
         """Get an onboarding link (onboard_url) for a person to complete in a browser."""
 
         def call(c: Client) -> Any:
-            link = c.connect.onboard(country, kind, seller_id=seller_id)
+            link = c.connect.onboard(country, type, seller_id=seller_id)
             _progress(
                 "Open onboard_url in a browser and complete it (a person must: no command "
                 "can), then run: svc connect sync"
@@ -685,31 +652,13 @@ def _add_connect_commands(cli: click.Group) -> None:
 
         _run(ctx, call, owner=seller_id is not None)
 
-    @connect.command("sync")
-    @_seller_id_option
-    @click.pass_context
-    def connect_sync(ctx: Any, /, seller_id: str | None) -> None:
-        """Read the readiness flags (payouts_enabled, requirements_due) from the processor."""
-        _run(ctx, lambda c: c.connect.sync(seller_id=seller_id), owner=seller_id is not None)
-
-    @connect.command("status")
-    @_seller_id_option
-    @click.pass_context
-    def connect_status(ctx: Any, /, seller_id: str | None) -> None:
-        """The payout account as of the last sync."""
-        _run(ctx, lambda c: c.connect.status(seller_id=seller_id), owner=seller_id is not None)
-
-    @connect.command("login")
-    @_seller_id_option
-    @click.pass_context
-    def connect_login(ctx: Any, /, seller_id: str | None) -> None:
-        """A link (login_url) to the payout dashboard, for a person, once onboarded."""
-        _run(ctx, lambda c: c.connect.login(seller_id=seller_id), owner=seller_id is not None)
+    for name in ("sync", "status", "login"):
+        _command(connect, name, f"connect.{name}", seller_id=True)
 
 
 def _add_withdrawal_commands(cli: click.Group) -> None:
     @cli.command()
-    @click.option("--amount", default=None, help="Default: the whole available balance.")
+    @_body_options(Withdraw)
     @click.option("--wait", is_flag=True, help="Show progress until paid or failed.")
     @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
     @click.option("--interval", default=1.0, show_default=True, help="Seconds between polls.")
@@ -745,29 +694,8 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
             )
             sys.exit(1)
 
-    @cli.command()
-    @click.argument("withdrawal_id", required=False)
-    @_seller_id_option
-    @_page_options
-    @click.pass_context
-    def withdrawals(
-        ctx: Any, /, withdrawal_id: str | None, seller_id: str | None, **o: Any
-    ) -> None:
-        """The seller's withdrawals, newest first; with WITHDRAWAL_ID, that one."""
-        if withdrawal_id is not None:
-            _run(
-                ctx,
-                lambda c: c.withdrawals.get(withdrawal_id, seller_id=seller_id),
-                owner=seller_id is not None,
-            )
-            return
-        _list(
-            ctx,
-            o,
-            lambda c: partial(c.withdrawals.list, seller_id=seller_id),
-            lambda c: partial(c.withdrawals.list_all, seller_id=seller_id),
-            owner=seller_id is not None,
-        )
+    withdrawal = ("withdrawal_id", "withdrawals.get")
+    _command(cli, "withdrawals", "withdrawals.list", seller_id=True, page=True, get=withdrawal)
 
 
 def _top_up_call(amount: str, private_key_file: Any, *, card: bool) -> Callable[[Any], Any]:
@@ -786,55 +714,14 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     def wallet_keys() -> None:
         """Agents' wallet keys and their spend policies (owner JWT)."""
 
-    @wallet_keys.command("create")
-    @click.option("--name", default=None, help="A name to tell the key by.")
-    @click.option("--allowance", default=None, help="Per period, e.g. 5.00.")
-    @click.option(
-        "--period",
-        default=None,
-        type=click.Choice(PERIODS),
-        help="What --allowance is per.",
-    )
-    @click.option("--max-per-tx", default=None, help="Most one payment may be, e.g. 0.50.")
-    @click.option("--budget", default=None, help="Lifetime cap.")
-    @click.option("--allowed-host", "hosts", multiple=True, help="Repeat for several.")
-    @click.option(
-        "--allowed-rail",
-        "rails",
-        multiple=True,
-        type=click.Choice(RAILS),
-        help="Repeat for several; none = every rail.",
-    )
-    @click.pass_context
-    def wallet_keys_create(
-        ctx: Any, /, hosts: tuple[str, ...], rails: tuple[str, ...], **o: Any
-    ) -> None:
-        """Mint a wallet key; the key is printed once."""
-        _run(
-            ctx,
-            lambda c: c.wallet_keys.create(
-                **o, allowed_hosts=list(hosts) or None, allowed_rails=list(rails) or None
-            ),
-            owner=True,
-        )
-
-    @wallet_keys.command("list")
-    @_page_options
-    @click.pass_context
-    def wallet_keys_list(ctx: Any, /, **o: Any) -> None:
-        """The owner's wallet keys, oldest first."""
-        _list(ctx, o, lambda c: c.wallet_keys.list, lambda c: c.wallet_keys.list_all, owner=True)
-
-    @wallet_keys.command("fund")
-    @click.argument("wallet_key_id")
-    @click.argument("amount")
-    @click.pass_context
-    def wallet_keys_fund(ctx: Any, /, wallet_key_id: str, amount: str) -> None:
-        """Add prepaid balance from the account wallet (Test: sandbox money)."""
-        _run(ctx, lambda c: c.wallet_keys.fund(wallet_key_id, amount), owner=True)
+    _command(wallet_keys, "create", "wallet_keys.create", body=CreateWalletKey, owner=True)
+    _command(wallet_keys, "list", "wallet_keys.list", owner=True, page=True)
+    fund = ("wallet_key_id", "amount")
+    _command(wallet_keys, "fund", "wallet_keys.fund", *fund, body=WalletKeyAmount, owner=True)
+    _command(wallet_keys, "revoke", "wallet_keys.revoke", "wallet_key_id", owner=True)
 
     @cli.command("top-up")
-    @click.argument("amount")
+    @_body_options(CreateTopUp, "amount", arguments=("amount",))
     @click.option(
         "--private-key-file",
         type=click.File("r"),
@@ -851,23 +738,8 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         --private-key-file), or by card (--card; open the checkout_url it prints)."""
         _run(ctx, _top_up_call(amount, private_key_file, card=card), owner=True)
 
-    @cli.command("top-ups")
-    @click.argument("top_up_id", required=False)
-    @_page_options
-    @click.pass_context
-    def top_ups(ctx: Any, /, top_up_id: str | None, **o: Any) -> None:
-        """The owner's top-ups, newest first; with TOP_UP_ID, that one."""
-        if top_up_id is not None:
-            _run(ctx, lambda c: c.top_ups.get(top_up_id), owner=True)
-            return
-        _list(ctx, o, lambda c: c.top_ups.list, lambda c: c.top_ups.list_all, owner=True)
-
-    @wallet_keys.command("revoke")
-    @click.argument("wallet_key_id")
-    @click.pass_context
-    def wallet_keys_revoke(ctx: Any, /, wallet_key_id: str) -> None:
-        """Revoke a wallet key: it stops working at once."""
-        _run(ctx, lambda c: c.wallet_keys.revoke(wallet_key_id), owner=True)
+    one_top_up = ("top_up_id", "top_ups.get")
+    _command(cli, "top-ups", "top_ups.list", owner=True, page=True, get=one_top_up)
 
 
 def _add_webhook_commands(cli: click.Group) -> None:
@@ -875,48 +747,11 @@ def _add_webhook_commands(cli: click.Group) -> None:
     def webhooks() -> None:
         """Webhook endpoints (owner JWT; --environment test keeps them in Test)."""
 
-    @webhooks.command("create")
-    @click.argument("url")
-    @click.option("--event", "events", multiple=True, help="Repeat for several; none = all.")
-    @click.pass_context
-    def webhooks_create(ctx: Any, /, url: str, events: tuple[str, ...]) -> None:
-        """Register an endpoint; its signing secret is printed once."""
-        _run(ctx, lambda c: c.webhooks.create(url, events=list(events) or None), owner=True)
-
-    @webhooks.command("list")
-    @_page_options
-    @click.pass_context
-    def webhooks_list(ctx: Any, /, **o: Any) -> None:
-        """The owner's endpoints, oldest first."""
-        _list(ctx, o, lambda c: c.webhooks.list, lambda c: c.webhooks.list_all, owner=True)
-
-    @webhooks.command("deliveries")
-    @click.argument("webhook_id")
-    @_page_options
-    @click.pass_context
-    def webhooks_deliveries(ctx: Any, /, webhook_id: str, **o: Any) -> None:
-        """An endpoint's delivery log, newest first."""
-        _list(
-            ctx,
-            o,
-            lambda c: partial(c.webhooks.deliveries, webhook_id),
-            lambda c: partial(c.webhooks.deliveries_all, webhook_id),
-            owner=True,
-        )
-
-    @webhooks.command("test")
-    @click.argument("webhook_id")
-    @click.pass_context
-    def webhooks_test(ctx: Any, /, webhook_id: str) -> None:
-        """Send a signed payment.succeeded sample now."""
-        _run(ctx, lambda c: c.webhooks.test(webhook_id), owner=True)
-
-    @webhooks.command("delete")
-    @click.argument("webhook_id")
-    @click.pass_context
-    def webhooks_delete(ctx: Any, /, webhook_id: str) -> None:
-        """Delete an endpoint: nothing more is delivered to it."""
-        _run(ctx, lambda c: c.webhooks.delete(webhook_id), owner=True)
+    _command(webhooks, "create", "webhooks.create", "url", body=CreateWebhook, owner=True)
+    _command(webhooks, "list", "webhooks.list", owner=True, page=True)
+    _command(webhooks, "deliveries", "webhooks.deliveries", "webhook_id", owner=True, page=True)
+    _command(webhooks, "test", "webhooks.test", "webhook_id", owner=True)
+    _command(webhooks, "delete", "webhooks.delete", "webhook_id", owner=True)
 
 
 def main() -> None:

@@ -21,20 +21,36 @@ Needs the ``mcp`` extra (``pip install 'svc-payments[mcp]'``).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from decimal import Decimal
+from typing import Annotated, Any, Literal, TypeVar
 
 from ._async_client import AsyncClient
 from ._errors import APIError, SvcError
 from ._options import Environment, RequestOptions
-from .bodies import BodyRuleError, ConnectType, PayUrlMethod, ResourceKind
+from ._params import help_of, params, pay_link, resource_metadata
+from .bodies import (
+    BodyRuleError,
+    ConnectOnboard,
+    CreateResource,
+    CreateSeller,
+    CreateWebhook,
+    EnablePayments,
+    Pay,
+    PayUrl,
+    RecycleBalance,
+    ResourceKind,
+    Withdraw,
+)
 from .wire import unstructure
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
 except ImportError:  # pragma: no cover - exercised by users without the extra
     MCPServer = None  # type: ignore[assignment,misc]
     Context = None  # type: ignore[assignment,misc]
@@ -128,17 +144,35 @@ def _need(value: T | None, name: str, action: str) -> T:
     return value
 
 
-def _resource_metadata(
-    sku_kind: str | None, credits: float | None, credit_unit: str | None
-) -> dict[str, Any] | None:
-    if sku_kind is None and credits is None and credit_unit is None:
-        return None
-    meta: dict[str, Any] = {"sku_kind": sku_kind or "one_shot"}
-    if credits is not None:
-        meta["credits"] = int(credits) if float(credits).is_integer() else credits
-    if credit_unit is not None:
-        meta["credit_unit"] = credit_unit
-    return meta
+def _with_body(
+    cls: type, *names: str, optional: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A tool whose parameters are its own and then the fields ``names`` of the body class
+    ``cls`` (every field when none are named), which its ``**body`` receives: the signature
+    the ``mcp`` package builds the tool's input schema from (name, type, choices, required
+    or not, description) is the body's.  ``optional``: no field is required (a tool of
+    several actions checks what its action needs).  An amount is a decimal string."""
+
+    def with_fields(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fields = params(cls, *names)
+        taken = {shape.name for shape in fields}
+        own = inspect.signature(fn, eval_str=True).parameters.values()
+        kept = [p for p in own if p.kind is not p.VAR_KEYWORD and p.name not in taken]
+        for shape in fields:
+            tp = str if shape.type is Decimal else shape.type
+            if shape.required and not optional:
+                default: Any = inspect.Parameter.empty
+            else:
+                tp, default = tp | None, None
+            tp = Annotated[tp, Field(description=help_of(shape))]
+            kept.append(inspect.Parameter(shape.name, _KEYWORD, annotation=tp, default=default))
+        fn.__signature__ = inspect.Signature(kept)  # type: ignore[attr-defined]
+        return fn
+
+    return with_fields
+
+
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
 def create_server(
@@ -197,97 +231,69 @@ def _new_server() -> Any:
 
 def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
+    @_with_body(CreateSeller)
     async def svc_sellers(
         ctx: Context,
         action: Literal["create", "list", "me", "balance"],
-        name: str | None = None,
         limit: int | None = None,
         starting_after: str | None = None,
+        **body: Any,
     ) -> Any:
         """Seller accounts: create (owner JWT; the seller key is shown once), list (owner
         JWT; one page: ``limit`` 1-100, ``starting_after`` the last id of the previous page
         while ``has_more``), me or balance (seller key)."""
         if action == "create":
-            return await _call(factory, ctx, lambda c: c.sellers.create(name))
+            return await _call(factory, ctx, lambda c: c.sellers.create(**body))
         if action == "list":
             return await _call(
                 factory, ctx, lambda c: c.sellers.list(limit=limit, starting_after=starting_after)
             )
-        if action == "me":
-            return await _call(factory, ctx, lambda c: c.sellers.me())
-        return await _call(factory, ctx, lambda c: c.sellers.balance())
+        return await _call(factory, ctx, lambda c: getattr(c.sellers, action)())
+
+
+#: The fields of a resource that ``svc_create_pay_link`` takes besides ``path``.
+_PAY_LINK = ("amount", "description", "upstream_url")
 
 
 def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
+    @_with_body(CreateResource, "kind", "path", "tool", *_PAY_LINK, optional=True)
     async def svc_resources(
         ctx: Context,
         action: Literal["list", "get", "create", "update", "deactivate"],
         resource_id: str | None = None,
-        kind: ResourceKind | None = None,
-        path: str | None = None,
-        tool: str | None = None,
-        amount: str | None = None,
-        description: str | None = None,
         sku_kind: Literal["one_shot", "credit_topup"] | None = None,
         credits: float | None = None,
         credit_unit: str | None = None,
-        upstream_url: str | None = None,
         limit: int | None = None,
         starting_after: str | None = None,
+        **body: Any,
     ) -> Any:
         """Priced resources of the seller (seller key).  ``amount`` is a decimal string
         such as "0.05"; create needs ``path`` (kind http) or ``tool`` (kind mcp); list is
         one page (``limit`` 1-100, ``starting_after`` the last id while ``has_more``)."""
-        metadata = _resource_metadata(sku_kind, credits, credit_unit)
+        metadata = resource_metadata(sku_kind, credits, credit_unit)
         if action == "list":
             return await _call(
                 factory, ctx, lambda c: c.resources.list(limit=limit, starting_after=starting_after)
             )
         if action == "create":
-            price = _need(amount, "amount", action)
-            chosen = kind or ("mcp" if tool else "http")
+            _need(body["amount"], "amount", action)
+            kind: ResourceKind = body.pop("kind") or ("mcp" if body["tool"] else "http")
             return await _call(
-                factory,
-                ctx,
-                lambda c: c.resources.create(
-                    kind=chosen,
-                    amount=price,
-                    path=path,
-                    tool=tool,
-                    description=description,
-                    metadata=metadata,
-                    upstream_url=upstream_url,
-                ),
+                factory, ctx, lambda c: c.resources.create(kind=kind, metadata=metadata, **body)
             )
         rid = _need(resource_id, "resource_id", action)
-        if action == "get":
-            return await _call(factory, ctx, lambda c: c.resources.get(rid))
-        if action == "deactivate":
-            return await _call(factory, ctx, lambda c: c.resources.deactivate(rid))
+        if action != "update":  # get or deactivate
+            return await _call(factory, ctx, lambda c: getattr(c.resources, action)(rid))
+        del body["kind"]  # a resource keeps its kind
         return await _call(
-            factory,
-            ctx,
-            lambda c: c.resources.update(
-                rid,
-                path=path,
-                tool=tool,
-                amount=amount,
-                description=description,
-                metadata=metadata,
-                upstream_url=upstream_url,
-            ),
+            factory, ctx, lambda c: c.resources.update(rid, metadata=metadata, **body)
         )
 
     @server.tool()
-    async def svc_create_pay_link(
-        ctx: Context,
-        amount: str,
-        resource_id: str | None = None,
-        path: str | None = None,
-        description: str | None = None,
-        upstream_url: str | None = None,
-    ) -> Any:
+    @_with_body(CreateResource, "path", *_PAY_LINK)
+    async def svc_create_pay_link(ctx: Context, resource_id: str | None = None, **body: Any) -> Any:
         """What to share to get paid: ``gate_url`` and ``pay_url`` (the buy page).  With
         ``resource_id``, for that resource; otherwise a new HTTP resource is created at
         ``amount`` (and ``path``, default "/")."""
@@ -296,93 +302,57 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
             if resource_id is not None:
                 resource = await c.resources.get(resource_id)
             else:
-                resource = await c.resources.create(
-                    kind="http",
-                    amount=amount,
-                    path=path or "/",
-                    description=description,
-                    upstream_url=upstream_url,
-                )
-            return {
-                "resource_id": resource.id,
-                "gate_url": resource.gate_url,
-                "pay_url": resource.pay_url,
-                # The spec's tool table calls the same URL pay_page_url: both, always equal.
-                "pay_page_url": resource.pay_url,
-            }
+                path = body.pop("path") or "/"
+                resource = await c.resources.create(kind="http", path=path, **body)
+            return pay_link(resource)
 
         return await _call(factory, ctx, link)
 
 
 def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
-    async def svc_enable_payments(
-        ctx: Context,
-        payout_wallet_address: str | None = None,
-        processor_profile_id: str | None = None,
-    ) -> Any:
+    @_with_body(EnablePayments)
+    async def svc_enable_payments(ctx: Context, **body: Any) -> Any:
         """Turn on MPP and x402 on every gate of the seller (seller key).  With
         ``payout_wallet_address`` USDC goes straight to that wallet; otherwise payments
         credit the seller balance."""
-        return await _call(
-            factory,
-            ctx,
-            lambda c: c.sellers.enable_payments(
-                payout_wallet_address=payout_wallet_address,
-                processor_profile_id=processor_profile_id,
-            ),
-        )
+        return await _call(factory, ctx, lambda c: c.sellers.enable_payments(**body))
 
     @server.tool()
-    async def svc_recycle(ctx: Context, seller_id: str, amount: str | None = None) -> Any:
+    @_with_body(RecycleBalance)
+    async def svc_recycle(ctx: Context, seller_id: str, **body: Any) -> Any:
         """Move a seller's balance (all, or ``amount``) into the owner's account wallet
         (owner JWT)."""
-        return await _call(factory, ctx, lambda c: c.sellers.recycle(seller_id, amount))
+        return await _call(factory, ctx, lambda c: c.sellers.recycle(seller_id, **body))
 
     @server.tool()
-    async def svc_pay(
-        ctx: Context,
-        resource_id: str | None = None,
-        destination: str | None = None,
-        amount: str | None = None,
-    ) -> Any:
+    @_with_body(Pay)
+    async def svc_pay(ctx: Context, **form: Any) -> Any:
         """Pay on the service ledger (wallet key): an in-service resource by
         ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
         returned ``receipt_id`` to the gate in X-Svc-Receipt."""
         # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
-        form: dict[str, Any] = {
-            "resource_id": resource_id,
-            "destination": destination,
-            "amount": amount,
-        }
         return await _call(factory, ctx, lambda c: c.pay(**form))
 
     @server.tool()
-    async def svc_pay_url(
-        ctx: Context,
-        url: str,
-        method: PayUrlMethod = "GET",
-        json: Any = None,
-        dry_run: bool = False,
-    ) -> Any:
+    @_with_body(PayUrl)
+    async def svc_pay_url(ctx: Context, **body: Any) -> Any:
         """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
         and return the unlocked response (body cut at 8 KB, ``body_truncated``).
         ``dry_run``: only probe, and return the rail and price it would pay and whether
         the policy allows it (``allowed``, ``blocked_by``); nothing is paid."""
-        if dry_run:
-            return await _call(
-                factory, ctx, lambda c: c.spend.pay_url_quote(url, method=method, json=json)
-            )
-        return await _call(factory, ctx, lambda c: c.spend.pay_url(url, method=method, json=json))
+        given = {k: v for k, v in body.items() if v is not None}
+        quote = given.pop("dry_run", False)
+        return await _call(
+            factory, ctx, lambda c: (c.spend.pay_url_quote if quote else c.spend.pay_url)(**given)
+        )
 
 
 def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
+    @_with_body(ConnectOnboard, optional=True)
     async def svc_connect(
-        ctx: Context,
-        action: Literal["onboard", "sync", "status", "login"],
-        country: str | None = None,
-        type: ConnectType | None = None,
+        ctx: Context, action: Literal["onboard", "sync", "status", "login"], **body: Any
     ) -> Any:
         """The seller's payout account (seller key).  onboard (needs ``country``, two
         letters such as "US"; ``type`` express by default) returns an ``onboard_url``
@@ -392,20 +362,15 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         last sync.  login returns a ``login_url`` to the payout dashboard, also for a
         human, once onboarded."""
         if action == "onboard":
-            where = _need(country, "country", action)
-            link = await _call(factory, ctx, lambda c: c.connect.onboard(where, type))
+            _need(body["country"], "country", action)
+            link = await _call(factory, ctx, lambda c: c.connect.onboard(**body))
             return {**link, "next_step": ONBOARD_NEXT_STEP}
-        if action == "sync":
-            return await _call(factory, ctx, lambda c: c.connect.sync())
-        if action == "status":
-            return await _call(factory, ctx, lambda c: c.connect.status())
-        login = await _call(factory, ctx, lambda c: c.connect.login())
-        return {**login, "next_step": LOGIN_NEXT_STEP}
+        answer = await _call(factory, ctx, lambda c: getattr(c.connect, action)())
+        return {**answer, "next_step": LOGIN_NEXT_STEP} if action == "login" else answer
 
     @server.tool()
-    async def svc_withdraw(
-        ctx: Context, amount: str | None = None, withdrawal_id: str | None = None
-    ) -> Any:
+    @_with_body(Withdraw)
+    async def svc_withdraw(ctx: Context, withdrawal_id: str | None = None, **body: Any) -> Any:
         """Withdraw seller balance to the payout account (seller key; payouts must be
         enabled, see svc_connect): ``amount`` as a decimal string such as "5.00", or left
         out for the whole available balance.  Returns the withdrawal with its ``status``:
@@ -413,24 +378,24 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         money back in the balance.  With ``withdrawal_id`` (and no amount) nothing is
         withdrawn: that withdrawal's current status is returned."""
         if withdrawal_id is not None:
-            if amount is not None:
+            if body["amount"] is not None:
                 raise _fail("give amount to withdraw, or withdrawal_id to check one, not both")
             return await _call(factory, ctx, lambda c: c.withdrawals.get(withdrawal_id))
-        return await _call(factory, ctx, lambda c: c.withdrawals.create(amount))
+        return await _call(factory, ctx, lambda c: c.withdrawals.create(**body))
 
 
 def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
+    @_with_body(CreateWebhook, "url", "events", optional=True)
     async def svc_webhooks(
         ctx: Context,
         action: Literal["create", "list", "test", "delete"],
-        url: str | None = None,
-        events: list[str] | None = None,
         webhook_id: str | None = None,
         owner_jwt: str | None = None,
         environment: Literal["test", "live"] | None = None,
         limit: int | None = None,
         starting_after: str | None = None,
+        **body: Any,
     ) -> Any:
         """Webhook endpoints (owner JWT from the session, or ``owner_jwt``).  ``test``
         sends a signed payment.succeeded sample carrying a receipt_id.  Use environment
@@ -439,10 +404,8 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
         env: Environment | None = environment
         per_call = RequestOptions(owner_jwt=owner_jwt, environment=env)
         if action == "create":
-            target = _need(url, "url", action)
-            return await _call(
-                factory, ctx, lambda c: c.webhooks.create(target, events=events, options=per_call)
-            )
+            _need(body["url"], "url", action)
+            return await _call(factory, ctx, lambda c: c.webhooks.create(**body, options=per_call))
         if action == "list":
             return await _call(
                 factory,
@@ -451,10 +414,10 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
                     limit=limit, starting_after=starting_after, options=per_call
                 ),
             )
-        wid = _need(webhook_id, "webhook_id", action)
-        if action == "test":
-            return await _call(factory, ctx, lambda c: c.webhooks.test(wid, options=per_call))
-        return await _call(factory, ctx, lambda c: c.webhooks.delete(wid, options=per_call))
+        wid = _need(webhook_id, "webhook_id", action)  # test or delete
+        return await _call(
+            factory, ctx, lambda c: getattr(c.webhooks, action)(wid, options=per_call)
+        )
 
 
 def main() -> None:
