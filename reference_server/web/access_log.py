@@ -29,7 +29,7 @@ def _templates(endpoints: Iterable[Endpoint]) -> dict[str, str]:
     """Each secret route's path up to its first parameter -> its template."""
     found = {}
     for ep in endpoints:
-        if ep.secret_path:
+        if ep.page is not None and ep.page.secret_path:
             for prefix in ("", API_PREFIX):
                 template = prefix + ep.path
                 found[template[: template.index("{")]] = template

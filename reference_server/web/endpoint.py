@@ -18,12 +18,13 @@ import attrs
 from starlette.routing import Route
 
 from ..invariant import InvariantError
-from .auth import Role
+from .auth import OptionalAuth, Role
 from .call import AsyncHandler, Call, Handler
-from .paging import FILTERS, PAGED, Filter
+from .paging import PAGED
 from .pipeline import API_PREFIX, dispatch
 from .sdk import Sdk
 from .strategies import Flow, Grouped, Strategy, Transaction
+from .validate import FOREIGN_JSON, RAW_BODY, Unread
 
 __all__ = [
     "API_PREFIX",
@@ -41,30 +42,6 @@ __all__ = [
 ]
 
 Idempotency = Literal["required", "optional", "none"]
-
-
-@attrs.frozen
-class OptionalAuth:
-    """Anonymous callers are served too; a credential, when sent, must be valid for
-    ``role``."""
-
-    role: Role
-
-
-@attrs.frozen
-class _Unread:
-    """A body the pipeline does not read by a declared shape (:data:`RAW_BODY`,
-    :data:`FOREIGN_JSON`)."""
-
-    name: str
-
-
-#: The body is not read as JSON: the handler reads ``call.request`` itself (to stream it,
-#: forward it, or read a form).
-RAW_BODY = _Unread("raw")
-#: The body is another protocol's JSON object (the x402 facilitator's), handed to the
-#: handler as sent.
-FOREIGN_JSON = _Unread("foreign JSON")
 
 
 @attrs.frozen
@@ -110,12 +87,12 @@ class Endpoint:
     #: How the request runs (:mod:`.strategies`).
     run: Strategy = attrs.field(factory=Transaction)
     #: Who may call: a role, :class:`OptionalAuth`, or ``None`` (anyone).
-    _credential: Role | OptionalAuth | None = attrs.field(default=None, alias="auth")
+    credential: Role | OptionalAuth | None = attrs.field(default=None, alias="auth")
     idempotency: Idempotency = "none"
     #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
     #: handler runs, :data:`RAW_BODY` or :data:`FOREIGN_JSON`; ``None``: the route takes
     #: no body.
-    _body: type | _Unread | None = attrs.field(default=None, alias="body")
+    declared_body: type | Unread | None = attrs.field(default=None, alias="body")
     #: Which ``Settings`` attribute holds this route's rate limit; ``None``: not limited
     #: (health probes and the discovery documents).
     rate_limit: str | None = "rate_limit"
@@ -128,56 +105,13 @@ class Endpoint:
 
     @property
     def auth(self) -> Role | None:
-        credential = self._credential
+        credential = self.credential
         return credential.role if isinstance(credential, OptionalAuth) else credential
 
     @property
-    def auth_optional(self) -> bool:
-        return isinstance(self._credential, OptionalAuth)
-
-    @property
     def body(self) -> type | None:
-        return None if isinstance(self._body, _Unread) else self._body
-
-    @property
-    def raw(self) -> bool:
-        return self._body is RAW_BODY
-
-    @property
-    def foreign_body(self) -> bool:
-        return self._body is FOREIGN_JSON
-
-    @property
-    def secret_path(self) -> bool:
-        return self.page is not None and self.page.secret_path
-
-    @property
-    def response(self) -> type | tuple[type, ...] | None:
-        return self.contract.response
-
-    @property
-    def status(self) -> int:
-        return self.contract.status
-
-    @property
-    def errors(self) -> tuple[str, ...]:
-        return self.contract.errors
-
-    @property
-    def invalid_body(self) -> str:
-        return self.contract.invalid_body
-
-    @property
-    def summary(self) -> str | None:
-        return self.contract.summary
-
-    @property
-    def listed(self) -> bool:
-        return self.contract.listed
-
-    @property
-    def gate(self) -> bool:
-        return self.contract.gate
+        """The body's declared class; ``None`` for a marker or no body."""
+        return self.declared_body if isinstance(self.declared_body, type) else None
 
     @property
     def writes(self) -> bool:
@@ -188,11 +122,6 @@ class Endpoint:
         """A list route: its handler is wrapped by ``paging.paged`` (``limit``,
         ``starting_after`` in; ``has_more`` out)."""
         return bool(getattr(self.handler, PAGED, False))
-
-    @property
-    def filters(self) -> tuple[Filter, ...]:
-        """A list route's own query parameters beside the paging ones."""
-        return tuple(getattr(self.handler, FILTERS, ()))
 
 
 def routes_for(endpoints: list[Endpoint]) -> list[Route]:

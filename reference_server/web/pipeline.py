@@ -30,12 +30,12 @@ from ..domain.events import NEW_DELIVERIES
 from ..invariant import InvariantError
 from ..store.database import is_transient
 from . import idempotency
-from .auth import Principal, authenticate, requested_environment
+from .auth import OptionalAuth, Principal, authenticate, requested_environment
 from .call import Call
 from .errors import ApiError
 from .json_body import read_json_body
 from .responses import error_response
-from .validate import read_body
+from .validate import FOREIGN_JSON, RAW_BODY, read_body
 
 if TYPE_CHECKING:
     from .endpoint import Endpoint
@@ -83,7 +83,7 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
                 )
             else:
                 limit_headers = ctx.limiter.hit(spec, ep.rate_limit, identity)
-        reads = ep.writes and not ep.raw
+        reads = ep.writes and ep.declared_body is not RAW_BODY
         body = await _read_json(ep, request, ctx.settings.max_body_bytes) if reads else None
         response = await ep.run.serve(ep, ctx, request, request_id, body)
     except DomainError as exc:
@@ -121,7 +121,9 @@ def caller(
     """Who calls (``None`` on a route that lets them stay anonymous) and in which
     environment: the credential's, or without one the header's (absent = live).  Read
     with ``conn`` (the request's own transaction), or in a read transaction of its own."""
-    anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
+    anonymous = isinstance(ep.credential, OptionalAuth) and not (
+        "authorization" in headers or "x-svc-vw-key" in headers
+    )
     if ep.auth is None or anonymous:
         return None, requested_environment(headers) or "live"
     if conn is None:
@@ -196,10 +198,10 @@ def read_declared_body(ep: Endpoint, call: Call) -> Any:
     for a route that declares none -- and then takes none: ``{"x": 1}`` is refused, not
     ignored (unless the body is another protocol's, ``FOREIGN_JSON``)."""
     if ep.body is None:
-        if call.body and not ep.foreign_body:
+        if call.body and ep.declared_body is not FOREIGN_JSON:
             errors = [{"field": name, "message": "is not a known field"} for name in call.body]
             raise ApiError(
-                ep.invalid_body,
+                ep.contract.invalid_body,
                 f"{ep.method} {ep.path} takes no body fields; send {{}} or no body.",
                 details={"errors": errors},
             )
@@ -283,9 +285,9 @@ def _object(body: Any) -> dict[str, Any]:
 def _as_invalid_body(ep: Endpoint, exc: ApiError) -> ApiError:
     """A field problem answered with the route's own code for a bad body (the gate rails
     document 400 ``invalid_rail_request``), wherever in the pipeline it was found."""
-    if exc.code != "validation_error" or ep.invalid_body == exc.code:
+    if exc.code != "validation_error" or ep.contract.invalid_body == exc.code:
         return exc
-    return ApiError(ep.invalid_body, exc.message, details=exc.details)
+    return ApiError(ep.contract.invalid_body, exc.message, details=exc.details)
 
 
 def _bare_path(request: Request) -> str:

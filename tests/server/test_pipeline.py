@@ -60,7 +60,7 @@ def test_discovery_lists_only_served_endpoints(server: LiveServer) -> None:
     """Every listed operation is a route that answers (no documentation-only entries)."""
     paths = httpx.get(server.url + "/agent-openapi.json").json()["paths"]
     listed = {(m.upper(), p) for p, ops in paths.items() for m in ops}
-    expected = {(ep.method, ep.path) for ep in served() if ep.listed}
+    expected = {(ep.method, ep.path) for ep in served() if ep.contract.listed}
     assert listed == expected
     for path in ("/gates/redeem", "/spend/pay-url", "/g/{short_id}", "/demo/echo"):
         assert path in paths
