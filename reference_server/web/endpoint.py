@@ -84,20 +84,31 @@ class Endpoint:
     #: ``def (Call) -> Reply`` run by :class:`Transaction` or :class:`Grouped`;
     #: ``async def (Call) -> Reply | Response`` run by :class:`Flow`.
     handler: Handler | AsyncHandler
+    #: A page for people; it implies the defaults every page takes (a :class:`Flow`, not
+    #: listed, a POST's form read by the handler: :data:`RAW_BODY`).
+    page: Page | None = None
     #: How the request runs (:mod:`.strategies`).
-    run: Strategy = attrs.field(factory=Transaction)
+    run: Strategy = attrs.field(
+        default=attrs.Factory(lambda ep: Flow() if ep.page else Transaction(), takes_self=True)
+    )
     #: Who may call: a role, :class:`OptionalAuth`, or ``None`` (anyone).
     credential: Role | OptionalAuth | None = attrs.field(default=None, alias="auth")
     idempotency: Idempotency = "none"
     #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
     #: handler runs, :data:`RAW_BODY` or :data:`FOREIGN_JSON`; ``None``: the route takes
     #: no body.
-    declared_body: type | Unread | None = attrs.field(default=None, alias="body")
+    declared_body: type | Unread | None = attrs.field(
+        default=attrs.Factory(
+            lambda ep: RAW_BODY if ep.page and ep.method != "GET" else None, takes_self=True
+        ),
+        alias="body",
+    )
     #: Which ``Settings`` attribute holds this route's rate limit; ``None``: not limited
     #: (health probes and the discovery documents).
     rate_limit: str | None = "rate_limit"
-    page: Page | None = None
-    contract: Contract = attrs.field(factory=Contract)
+    contract: Contract = attrs.field(
+        default=attrs.Factory(lambda ep: Contract(listed=ep.page is None), takes_self=True)
+    )
     #: How the SDK calls the route (:class:`.sdk.Sdk`; several: one route, several SDK
     #: methods); ``None``: the SDK does not.  ``python -m reference_server.sdk_codegen``
     #: writes the SDK's request specs and namespaces from it.
@@ -131,6 +142,15 @@ def routes_for(endpoints: list[Endpoint]) -> list[Route]:
     by_path: dict[str, dict[str, Endpoint]] = {}
     for ep in endpoints:
         ep.run.check(ep)
+        if ep.page and (
+            not isinstance(ep.run, Flow)
+            or ep.contract.listed
+            or ep.declared_body is not (RAW_BODY if ep.writes else None)
+        ):
+            raise InvariantError(
+                f"{ep.method} {ep.path}: a page runs as a Flow, is not listed, and reads "
+                "its own form (RAW_BODY)"
+            )
         methods = by_path.setdefault(ep.path, {})
         if ep.method in methods:
             raise InvariantError(f"{ep.method} {ep.path} is declared twice")

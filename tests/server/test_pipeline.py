@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from reference_server import Settings, create_app
 from reference_server.app import served
-from reference_server.web.endpoint import API_PREFIX, Endpoint
+from reference_server.web.endpoint import API_PREFIX, Contract, Endpoint, Flow, Page, routes_for
 from reference_server.web.pipeline import dispatch
 
 from ..support import Account, LiveServer, new_account
@@ -54,6 +54,19 @@ def test_every_route_is_an_endpoint_of_the_one_pipeline(sandbox: bool) -> None:
     assert {(ep.method, ep.path) for ep in served(sandbox_routes=sandbox)} <= {
         (m, p) for p, ms in bare.items() for m in ms
     }
+
+
+def test_a_page_implies_its_defaults_and_refuses_contradictions() -> None:
+    async def form(call: object) -> None:
+        return None
+
+    ep = Endpoint(method="POST", path="/p", handler=form, page=Page())
+    assert isinstance(ep.run, Flow) and not ep.contract.listed and ep.declared_body is not None
+    routes_for([ep])
+    with pytest.raises(Exception, match="a page runs as a Flow"):
+        routes_for(
+            [Endpoint(method="GET", path="/p", handler=form, page=Page(), contract=Contract())]
+        )
 
 
 def test_discovery_lists_only_served_endpoints(server: LiveServer) -> None:
