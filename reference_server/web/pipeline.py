@@ -13,22 +13,19 @@ takes the steps it shares with the others from here, in that order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import OperationalError
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..context import ServerContext
 from ..domain.errors import DomainError
-from ..domain.events import NEW_DELIVERIES
-from ..invariant import InvariantError
-from ..store.database import is_transient
+from ..store.database import in_transaction
 from . import idempotency
 from .auth import OptionalAuth, Principal, authenticate, requested_environment
 from .call import Call
@@ -43,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "API_PREFIX",
     "Answer",
-    "MakeFirst",
     "caller",
     "dispatch",
     "in_transaction",
@@ -221,52 +217,6 @@ def replayed(replay: idempotency.Replay, request_id: str) -> Answer:
         {**replay.body, "request_id": request_id},
         {"Idempotent-Replayed": "true", "Original-Request-Id": original},
     )
-
-
-_TRANSIENT_RETRIES = 3
-
-
-class MakeFirst(Exception):
-    """Raised by work in a transaction that needs something made first, in a transaction
-    of its own (never inside another: SQLite has one writer): :func:`in_transaction`
-    rolls back, runs ``make``, and runs the work again (pay-url's first call of a process
-    makes the environment's hot wallet this way)."""
-
-    def __init__(self, make: Callable[[], object]) -> None:
-        super().__init__("made first, outside the transaction")
-        self.make = make
-
-
-def in_transaction(ctx: ServerContext, writes: bool, work: Callable[[Connection], T]) -> T:
-    """``work`` in one transaction (blocking), run again from the start when the database
-    rolled it back as a deadlock, or when the connection turned out dead before the
-    commit was sent; the outbox worker is woken when it queued deliveries."""
-    try:
-        return _retrying(ctx, writes, work)
-    except MakeFirst as needed:
-        needed.make()
-        return _retrying(ctx, writes, work)
-
-
-def _retrying(ctx: ServerContext, writes: bool, work: Callable[[Connection], T]) -> T:
-    for attempt in range(_TRANSIENT_RETRIES + 1):
-        committing = False
-        try:
-            with ctx.db.write() if writes else ctx.db.read() as conn:
-                done = work(conn)
-                queued = bool(conn.info.pop(NEW_DELIVERIES, False))
-                committing = True
-            if queued:
-                ctx.notify_new_events()
-            return done
-        except DBAPIError as exc:
-            # A deadlock or serialization failure rolled the whole transaction back, as
-            # did a connection found dead before the commit: nothing was written, so
-            # running it again is safe.
-            dead = exc.connection_invalidated and not committing
-            if attempt == _TRANSIENT_RETRIES or not (is_transient(exc) or dead):
-                raise
-    raise InvariantError("the retry loop returns or raises on its last attempt")
 
 
 def client_of(request: Request) -> str | None:
