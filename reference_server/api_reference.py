@@ -44,7 +44,7 @@ _CONSTRAINTS = (
 def openapi_document(base_url: str = BASE_URL) -> dict[str, Any]:
     """The document a default server serves at ``/agent-openapi.json`` (sandbox routes
     included), naming ``base_url``."""
-    return document([ep for ep in served() if ep.listed], base_url)
+    return document([ep for ep in served() if ep.contract.listed], base_url)
 
 
 # --- schemas as table cells ---------------------------------------------------------------

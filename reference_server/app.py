@@ -166,7 +166,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             ctx.db.dispose()
 
     served_here = served(sandbox_routes=settings.sandbox_enabled)
-    listed = [ep for ep in served_here if ep.listed]
+    listed = [ep for ep in served_here if ep.contract.listed]
     app = Starlette(
         # The body deadline sits inside the request id (its 408 carries the id) and
         # outside everything that reads the body; the input boundary reads no body.

@@ -14,7 +14,7 @@ import anyio.from_thread
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from .crypto import SecretBox, new_data_key
+from .crypto import SecretBox, new_data_key, new_evm_key
 from .invariant import InvariantError
 from .settings import Settings
 from .store import Database
@@ -22,6 +22,9 @@ from .store import tables as t
 from .web.ratelimit import RateLimiter
 
 __all__ = ["ServerContext"]
+
+#: ``server_secrets`` row holding the sealed test hot-wallet key.
+_TEST_HOT_WALLET = "pay_url_hot_wallet_test"
 
 
 def _token() -> str:
@@ -128,14 +131,20 @@ class ServerContext:
         return found
 
     def load_secrets(self) -> None:
-        """Read (or create) the server's secrets up front, outside any request transaction."""
-        _ = self.jwt_secret, self.box
+        """Read (or create) the server's secrets up front, outside any request transaction
+        (SQLite has one writer: a request's transaction cannot create one in another)."""
+        _ = self.jwt_secret, self.box, self.test_hot_wallet_key
 
-    def sealed_secret(self, name: str, generate: Callable[[], str]) -> str:
-        """A secret generated once, kept in the database sealed with :attr:`box` and
-        shared by every process: the test environment's ``pay-url`` hot wallet key."""
-        box = self.box
-        return box.open(self._stored_secret(name, lambda: box.seal(generate())))
+    @property
+    def test_hot_wallet_key(self) -> str:
+        """The test environment's ``pay-url`` hot-wallet key: generated once, kept in the
+        database sealed with :attr:`box`, so that every process signs as one address."""
+        found = self._secrets.get(_TEST_HOT_WALLET)
+        if found is None:
+            box = self.box
+            sealed = self._stored_secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
+            found = self._secrets[_TEST_HOT_WALLET] = box.open(sealed)
+        return found
 
     def _stored_key(self, name: str, generate: Callable[[], str]) -> str:
         """The owner-JWT or data key kept in the database: a convenience for laptops

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from .recursion import keeping_recursion_limit
+
 __all__ = ["SecretBox", "new_data_key"]
 
 _PREFIX = "enc:v1:"
@@ -22,6 +24,14 @@ _PREFIX = "enc:v1:"
 
 def new_data_key() -> str:
     return Fernet.generate_key().decode()
+
+
+def new_evm_key() -> str:
+    """A new EVM account's private key, ``0x`` and hex (eth-account imported only here:
+    it is slow to import and needed once per database)."""
+    with keeping_recursion_limit():
+        from eth_account import Account
+    return "0x" + bytes(Account.create().key).hex()
 
 
 class SecretBox:

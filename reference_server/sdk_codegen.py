@@ -28,7 +28,7 @@ import attrs
 
 from .app import served
 from .generated import ROOT, checking, formatted, refresh
-from .web.auth import Role
+from .web.auth import OptionalAuth, Role
 from .web.endpoint import Endpoint
 from .web.sdk import Sdk
 
@@ -141,14 +141,14 @@ class Call:
     def model(self) -> str:
         if self.sdk.response is not None:
             return self.sdk.response.__name__
-        if not isinstance(self.ep.response, type):
+        if not isinstance(self.ep.contract.response, type):
             raise ValueError(f"{self.ep.method} {self.ep.path}: the SDK reads one answer model")
-        return self.ep.response.__name__
+        return self.ep.contract.response.__name__
 
     @property
     def item(self) -> str:
         """What a list's pages hold: its model's ``data`` items."""
-        data = typing.get_type_hints(self.ep.response)["data"]
+        data = typing.get_type_hints(self.ep.contract.response)["data"]
         return str(typing.get_args(data)[0].__name__)
 
     @property
@@ -274,7 +274,7 @@ def _spec_arguments(call: Call) -> list[str]:
         if call.path_names:
             pairs = ", ".join(f'"{name}": {name}' for name in call.path_names)
             args.append(f"path_params={{{pairs}}}")
-    if ep.auth_optional:
+    if isinstance(ep.credential, OptionalAuth):
         args.append("role_optional=True")
     if ep.writes:
         body = _body(call)

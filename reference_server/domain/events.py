@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Table
 
 from ..ids import new_id
 from ..store import tables as t
+from ..store.database import NEW_DELIVERIES
 from ..store.rows import insert_rows
 from .webhook_endpoints import matching_endpoints
 
@@ -28,9 +29,6 @@ __all__ = [
     "record_event",
     "record_events",
 ]
-
-#: Flag left on a connection whose transaction queued deliveries (wakes the worker).
-NEW_DELIVERIES = "svc_new_deliveries"
 
 #: The PostgreSQL ``NOTIFY`` channel a commit that queued deliveries signals.
 OUTBOX_CHANNEL = "svc_outbox"

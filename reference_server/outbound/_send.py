@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import concurrent.futures
+import atexit
 import functools
 import math
+import os
+import threading
 from collections.abc import Awaitable, Iterable
 
 import anyio
 import httpcore
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._plan import HTTP_ERRORS, Headers, OutboundResponse, Plan, take
 from ._policy import OutboundPolicy, system_resolve_async
@@ -115,8 +118,24 @@ def send_sync(
     policy: OutboundPolicy,
 ) -> OutboundResponse:
     """:func:`send` for blocking code (the API's worker threads), with a connection of its
-    own: it runs in an event loop of its own, on a thread of its own, so the caller may
+    own: it runs on the one background event loop (:func:`_portal`), so the caller may
     even be inside a running event loop; the total deadline is the same cancel scope."""
     call = functools.partial(send, method, url, headers=headers, content=content, policy=policy)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as runner:
-        return runner.submit(anyio.run, call).result()
+    return _portal().call(call)
+
+
+_lock = threading.Lock()
+_running: tuple[int, BlockingPortal] | None = None
+
+
+def _portal() -> BlockingPortal:
+    """One event loop on one background thread for every blocking send of this process,
+    started on first use (again in a forked child, which has not the parent's thread) and
+    stopped at exit, rather than a loop and a thread per send."""
+    global _running
+    with _lock:
+        if _running is None or _running[0] != os.getpid():
+            manager = start_blocking_portal()
+            _running = (os.getpid(), manager.__enter__())
+            atexit.register(manager.__exit__, None, None, None)
+        return _running[1]

@@ -540,31 +540,9 @@ async def moved(call: Call) -> Response:
 
 
 ENDPOINTS = [
-    Endpoint(
-        method="GET",
-        path=_PATH,
-        handler=buy_page,
-        run=Flow(),
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="POST",
-        path=_PATH,
-        handler=pay,
-        run=Flow(),
-        body=RAW_BODY,
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="GET",
-        path=_PATH + "/done",
-        handler=done,
-        run=Flow(),
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
+    Endpoint(method="GET", path=_PATH, handler=buy_page, page=Page()),
+    Endpoint(method="POST", path=_PATH, handler=pay, page=Page()),
+    Endpoint(method="GET", path=_PATH + "/done", handler=done, page=Page()),
     # Redirects, not pages: they answer no HTML of their own.
     Endpoint(
         method="GET", path=_OLD_PATH, handler=moved, run=Flow(), contract=Contract(listed=False)

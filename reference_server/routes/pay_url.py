@@ -29,13 +29,13 @@ from ..crypto import SecretBox
 from ..domain.errors import DomainError
 from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
-from ..domain.pay_url.hot_wallet import hot_wallet, known_hot_wallet
+from ..domain.pay_url.hot_wallet import hot_wallet
 from ..web import idempotency
 from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError, http_error
 from ..web.paging import PageRequest, paged
-from ..web.pipeline import MakeFirst, replayed
+from ..web.pipeline import replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
 from ..web.sdk import Sdk
 from ..web.validate import checked
@@ -73,11 +73,7 @@ def _start(
     dry run needs; or the key claimed and the attempt begun (or the key's stored answer)."""
     order, fingerprint = _order(call)
     agent = _agent(call)
-    wallet = known_hot_wallet(call.ctx, agent.environment)
-    if wallet is None:
-        # The first call of a process may create the sealed hot-wallet key, in a
-        # transaction of its own (or refuse, live with none configured).
-        raise MakeFirst(partial(hot_wallet, call.ctx, agent.environment))
+    wallet = hot_wallet(call.ctx, agent.environment)  # or refuse: live with none configured
     job = flow.load_job(
         call.ctx, call.conn, agent=agent, order=order, wallet=wallet, request_id=call.request_id
     )

@@ -309,7 +309,7 @@ def owner_twin(ep: Endpoint, path: str) -> Endpoint:
     def run(call: Call) -> Any:
         return handler(_as_seller(call))
 
-    summary = ep.summary or (handler.__doc__ or "").strip().splitlines()[0]
+    summary = ep.contract.summary or (handler.__doc__ or "").strip().splitlines()[0]
     return attrs.evolve(
         ep,
         path=path,

@@ -66,22 +66,8 @@ async def connect_refresh(call: Call) -> Response:
 
 
 ENDPOINTS = [
-    Endpoint(
-        method="GET",
-        path="/processor/connect/return",
-        handler=connect_return,
-        run=Flow(),
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="GET",
-        path="/processor/connect/refresh",
-        handler=connect_refresh,
-        run=Flow(),
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
+    Endpoint(method="GET", path="/processor/connect/return", handler=connect_return, page=Page()),
+    Endpoint(method="GET", path="/processor/connect/refresh", handler=connect_refresh, page=Page()),
     Endpoint(
         method="POST",
         path="/processor/webhooks",

@@ -23,7 +23,6 @@ from typing import Any
 
 import anyio.to_thread
 from eth_utils.address import is_checksum_address, to_checksum_address
-from sqlalchemy.exc import DBAPIError
 
 from svc.bodies import SandboxFaucet
 from svc.money import format_micros, to_micros
@@ -39,7 +38,7 @@ from ..sandbox.answers import (
 )
 from ..sandbox.eip3009 import InvalidSignature, recover_signer
 from ..sandbox.token import SANDBOX_TOKEN
-from ..store.database import is_transient
+from ..store.database import in_transaction
 from ..web.auth import requested_environment
 from ..web.endpoint import FOREIGN_JSON, Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError
@@ -166,7 +165,6 @@ async def x402_settle(call: Call) -> Reply:
 # Inside, it held SQLite's one write lock (and, settling, the payer's balance row) for
 # that long on every payment.  The chain still checks the signature in the transaction;
 # the recovery it asks for is then remembered (``eip3009.recover_signer``).
-_TRANSIENT_RETRIES = 3
 
 
 def _recover_first(call: Call) -> None:
@@ -187,15 +185,7 @@ async def _transaction(
 
     def run() -> dict[str, Any]:
         _recover_first(call)
-        db = call.ctx.db
-        for attempt in range(_TRANSIENT_RETRIES + 1):
-            try:
-                with db.write() if write else db.read() as conn:
-                    return work(conn, call.body, now=call.now)
-            except DBAPIError as exc:
-                if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
-                    raise
-        raise AssertionError("unreachable")
+        return in_transaction(call.ctx, write, lambda conn: work(conn, call.body, now=call.now))
 
     return await anyio.to_thread.run_sync(run)
 

@@ -25,7 +25,7 @@ from ..domain.events import NEW_DELIVERIES
 from ..ids import new_id
 from ..store import tables as t
 from ..web import pages
-from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow, Page
+from ..web.endpoint import Call, Endpoint, Page
 
 __all__ = ["ENDPOINTS", "checkout_url"]
 
@@ -135,21 +135,6 @@ def _book(call: Call, row: Row[Any]) -> None:
 
 
 ENDPOINTS = [
-    Endpoint(
-        method="GET",
-        path=_PATH,
-        handler=page,
-        run=Flow(),
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="POST",
-        path=_PATH,
-        handler=pay,
-        run=Flow(),
-        body=RAW_BODY,
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
+    Endpoint(method="GET", path=_PATH, handler=page, page=Page()),
+    Endpoint(method="POST", path=_PATH, handler=pay, page=Page()),
 ]

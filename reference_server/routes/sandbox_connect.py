@@ -23,7 +23,7 @@ from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..domain.payouts import sandbox
 from ..web import pages
-from ..web.endpoint import RAW_BODY, Call, Contract, Endpoint, Flow, Page
+from ..web.endpoint import Call, Endpoint, Page
 
 __all__ = ["ENDPOINTS"]
 
@@ -222,29 +222,7 @@ _LOGIN = "/sandbox/connect/login/{token}"
 
 # A link's token opens an account's pages: a secret path, never in the access log.
 ENDPOINTS = [
-    Endpoint(
-        method="GET",
-        path=_ONBOARD,
-        handler=onboarding_page,
-        run=Flow(),
-        page=Page(secret_path=True),
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="POST",
-        path=_ONBOARD,
-        handler=submit_onboarding,
-        run=Flow(),
-        body=RAW_BODY,
-        page=Page(secret_path=True),
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="GET",
-        path=_LOGIN,
-        handler=login_page,
-        run=Flow(),
-        page=Page(secret_path=True),
-        contract=Contract(listed=False),
-    ),
+    Endpoint(method="GET", path=_ONBOARD, handler=onboarding_page, page=Page(secret_path=True)),
+    Endpoint(method="POST", path=_ONBOARD, handler=submit_onboarding, page=Page(secret_path=True)),
+    Endpoint(method="GET", path=_LOGIN, handler=login_page, page=Page(secret_path=True)),
 ]

@@ -417,12 +417,5 @@ ENDPOINTS = [
 
 #: The page a card payer comes back to (a page for people, beside the buy pages).
 PAGES = [
-    Endpoint(
-        method="GET",
-        path="/top-ups/{top_up_id}/done",
-        handler=done,
-        run=Flow(),
-        page=Page(),
-        contract=Contract(listed=False),
-    ),
+    Endpoint(method="GET", path="/top-ups/{top_up_id}/done", handler=done, page=Page()),
 ]

@@ -14,15 +14,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 
-__all__ = ["Database", "is_transient", "normalize_url"]
+if TYPE_CHECKING:
+    from ..context import ServerContext
+
+__all__ = ["NEW_DELIVERIES", "Database", "in_transaction", "is_transient", "normalize_url"]
+
+T = TypeVar("T")
+#: Flag left on a connection whose transaction queued deliveries (wakes the worker).
+NEW_DELIVERIES = "svc_new_deliveries"
+#: How many times a transaction rolled back by the database is run again.
+_TRANSIENT_RETRIES = 3
 
 #: PostgreSQL serialization_failure and deadlock_detected.
 _TRANSIENT_SQLSTATES = {"40001", "40P01"}
@@ -37,6 +46,29 @@ def is_transient(exc: DBAPIError) -> bool:
     """A deadlock or serialization failure: the transaction was rolled back whole, so
     running it again is safe."""
     return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
+
+
+def in_transaction(ctx: ServerContext, writes: bool, work: Callable[[Connection], T]) -> T:
+    """``work`` in one transaction (blocking), run again from the start when the database
+    rolled it back as a deadlock or serialization failure, or when the connection turned
+    out dead before the commit was sent (nothing was written, so running it again is
+    safe); the outbox worker is woken when it queued deliveries.  The one retry loop of
+    the pipeline and of the flows that open their own short transactions."""
+    for attempt in range(_TRANSIENT_RETRIES + 1):
+        committing = False
+        try:
+            with ctx.db.write() if writes else ctx.db.read() as conn:
+                done = work(conn)
+                queued = bool(conn.info.pop(NEW_DELIVERIES, False))
+                committing = True
+            if queued:
+                ctx.notify_new_events()
+            return done
+        except DBAPIError as exc:
+            dead = exc.connection_invalidated and not committing
+            if attempt == _TRANSIENT_RETRIES or not (is_transient(exc) or dead):
+                raise
+    raise AssertionError("the retry loop returns or raises on its last attempt")
 
 
 def normalize_url(url: str) -> str:

@@ -2,7 +2,7 @@
 
 A one-time link's token (``/sandbox/connect/onboard/{token}``) opens an account's page:
 whoever reads the access log could use it.  Routes whose path holds one declare
-``secret_path`` (:class:`.endpoint.Endpoint`), and uvicorn's access log line of any
+``Page(secret_path=True)`` (:class:`.endpoint.Page`), and uvicorn's access log line of any
 request under such a route -- its path up to the secret, bare or under ``/api`` -- shows
 the template without the query string, whatever the answer (the page, a 404, a
 trailing-slash redirect, a refusal at the input boundary).  A buy page's ``short_id`` is
@@ -29,7 +29,7 @@ def _templates(endpoints: Iterable[Endpoint]) -> dict[str, str]:
     """Each secret route's path up to its first parameter -> its template."""
     found = {}
     for ep in endpoints:
-        if ep.secret_path:
+        if ep.page is not None and ep.page.secret_path:
             for prefix in ("", API_PREFIX):
                 template = prefix + ep.path
                 found[template[: template.index("{")]] = template

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+import attrs
 import jwt
 from sqlalchemy import Connection, bindparam, select
 
@@ -26,6 +27,7 @@ from .errors import ApiError
 __all__ = [
     "CREDENTIAL_HEADERS",
     "ENVIRONMENTS",
+    "OptionalAuth",
     "Principal",
     "Role",
     "authenticate",
@@ -39,6 +41,14 @@ ANY_CREDENTIAL = "an owner JWT, a seller key (svc_sk_...) or a wallet key (svc_v
 
 _JWT_ALGORITHM = "HS256"
 _JWT_ISSUER = "svc"
+
+
+@attrs.frozen
+class OptionalAuth:
+    """Anonymous callers are served too; a credential, when sent, must be valid for
+    ``role``."""
+
+    role: Role
 
 
 def issue_owner_jwt(owner_id: str, secret: str, now: datetime, ttl_seconds: int) -> str:

@@ -18,12 +18,13 @@ import attrs
 from starlette.routing import Route
 
 from ..invariant import InvariantError
-from .auth import Role
+from .auth import OptionalAuth, Role
 from .call import AsyncHandler, Call, Handler
-from .paging import FILTERS, PAGED, Filter
+from .paging import PAGED
 from .pipeline import API_PREFIX, dispatch
 from .sdk import Sdk
 from .strategies import Flow, Grouped, Strategy, Transaction
+from .validate import FOREIGN_JSON, RAW_BODY, Unread
 
 __all__ = [
     "API_PREFIX",
@@ -41,30 +42,6 @@ __all__ = [
 ]
 
 Idempotency = Literal["required", "optional", "none"]
-
-
-@attrs.frozen
-class OptionalAuth:
-    """Anonymous callers are served too; a credential, when sent, must be valid for
-    ``role``."""
-
-    role: Role
-
-
-@attrs.frozen
-class _Unread:
-    """A body the pipeline does not read by a declared shape (:data:`RAW_BODY`,
-    :data:`FOREIGN_JSON`)."""
-
-    name: str
-
-
-#: The body is not read as JSON: the handler reads ``call.request`` itself (to stream it,
-#: forward it, or read a form).
-RAW_BODY = _Unread("raw")
-#: The body is another protocol's JSON object (the x402 facilitator's), handed to the
-#: handler as sent.
-FOREIGN_JSON = _Unread("foreign JSON")
 
 
 @attrs.frozen
@@ -107,20 +84,31 @@ class Endpoint:
     #: ``def (Call) -> Reply`` run by :class:`Transaction` or :class:`Grouped`;
     #: ``async def (Call) -> Reply | Response`` run by :class:`Flow`.
     handler: Handler | AsyncHandler
+    #: A page for people; it implies the defaults every page takes (a :class:`Flow`, not
+    #: listed, a POST's form read by the handler: :data:`RAW_BODY`).
+    page: Page | None = None
     #: How the request runs (:mod:`.strategies`).
-    run: Strategy = attrs.field(factory=Transaction)
+    run: Strategy = attrs.field(
+        default=attrs.Factory(lambda ep: Flow() if ep.page else Transaction(), takes_self=True)
+    )
     #: Who may call: a role, :class:`OptionalAuth`, or ``None`` (anyone).
-    _credential: Role | OptionalAuth | None = attrs.field(default=None, alias="auth")
+    credential: Role | OptionalAuth | None = attrs.field(default=None, alias="auth")
     idempotency: Idempotency = "none"
     #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
     #: handler runs, :data:`RAW_BODY` or :data:`FOREIGN_JSON`; ``None``: the route takes
     #: no body.
-    _body: type | _Unread | None = attrs.field(default=None, alias="body")
+    declared_body: type | Unread | None = attrs.field(
+        default=attrs.Factory(
+            lambda ep: RAW_BODY if ep.page and ep.method != "GET" else None, takes_self=True
+        ),
+        alias="body",
+    )
     #: Which ``Settings`` attribute holds this route's rate limit; ``None``: not limited
     #: (health probes and the discovery documents).
     rate_limit: str | None = "rate_limit"
-    page: Page | None = None
-    contract: Contract = attrs.field(factory=Contract)
+    contract: Contract = attrs.field(
+        default=attrs.Factory(lambda ep: Contract(listed=ep.page is None), takes_self=True)
+    )
     #: How the SDK calls the route (:class:`.sdk.Sdk`; several: one route, several SDK
     #: methods); ``None``: the SDK does not.  ``python -m reference_server.sdk_codegen``
     #: writes the SDK's request specs and namespaces from it.
@@ -128,56 +116,13 @@ class Endpoint:
 
     @property
     def auth(self) -> Role | None:
-        credential = self._credential
+        credential = self.credential
         return credential.role if isinstance(credential, OptionalAuth) else credential
 
     @property
-    def auth_optional(self) -> bool:
-        return isinstance(self._credential, OptionalAuth)
-
-    @property
     def body(self) -> type | None:
-        return None if isinstance(self._body, _Unread) else self._body
-
-    @property
-    def raw(self) -> bool:
-        return self._body is RAW_BODY
-
-    @property
-    def foreign_body(self) -> bool:
-        return self._body is FOREIGN_JSON
-
-    @property
-    def secret_path(self) -> bool:
-        return self.page is not None and self.page.secret_path
-
-    @property
-    def response(self) -> type | tuple[type, ...] | None:
-        return self.contract.response
-
-    @property
-    def status(self) -> int:
-        return self.contract.status
-
-    @property
-    def errors(self) -> tuple[str, ...]:
-        return self.contract.errors
-
-    @property
-    def invalid_body(self) -> str:
-        return self.contract.invalid_body
-
-    @property
-    def summary(self) -> str | None:
-        return self.contract.summary
-
-    @property
-    def listed(self) -> bool:
-        return self.contract.listed
-
-    @property
-    def gate(self) -> bool:
-        return self.contract.gate
+        """The body's declared class; ``None`` for a marker or no body."""
+        return self.declared_body if isinstance(self.declared_body, type) else None
 
     @property
     def writes(self) -> bool:
@@ -189,11 +134,6 @@ class Endpoint:
         ``starting_after`` in; ``has_more`` out)."""
         return bool(getattr(self.handler, PAGED, False))
 
-    @property
-    def filters(self) -> tuple[Filter, ...]:
-        """A list route's own query parameters beside the paging ones."""
-        return tuple(getattr(self.handler, FILTERS, ()))
-
 
 def routes_for(endpoints: list[Endpoint]) -> list[Route]:
     """One Starlette route per path (bare and under ``/api``), dispatching on method so
@@ -202,6 +142,15 @@ def routes_for(endpoints: list[Endpoint]) -> list[Route]:
     by_path: dict[str, dict[str, Endpoint]] = {}
     for ep in endpoints:
         ep.run.check(ep)
+        if ep.page and (
+            not isinstance(ep.run, Flow)
+            or ep.contract.listed
+            or ep.declared_body is not (RAW_BODY if ep.writes else None)
+        ):
+            raise InvariantError(
+                f"{ep.method} {ep.path}: a page runs as a Flow, is not listed, and reads "
+                "its own form (RAW_BODY)"
+            )
         methods = by_path.setdefault(ep.path, {})
         if ep.method in methods:
             raise InvariantError(f"{ep.method} {ep.path} is declared twice")

@@ -18,8 +18,8 @@ from svc import ErrorBody, __version__
 from svc.schema import json_schema
 
 from . import paging
-from .auth import Role
-from .endpoint import Endpoint
+from .auth import OptionalAuth, Role
+from .endpoint import FOREIGN_JSON, RAW_BODY, Endpoint
 from .errors import CODES
 
 __all__ = ["document", "error_codes", "summary"]
@@ -71,8 +71,8 @@ _PATH_PARAM = re.compile(r"\{([a-z_]+)\}")
 
 def summary(ep: Endpoint) -> str:
     """The endpoint's one-line summary: declared, or the handler's first doc line."""
-    if ep.summary is not None:
-        return ep.summary
+    if ep.contract.summary is not None:
+        return ep.contract.summary
     doc = inspect.getdoc(ep.handler) or ep.handler.__name__.replace("_", " ")
     return doc.splitlines()[0]
 
@@ -80,14 +80,14 @@ def summary(ep: Endpoint) -> str:
 def error_codes(ep: Endpoint) -> list[str]:
     """Every error code ``ep`` may answer, the pipeline's and its handler's, in the order
     of :data:`~.errors.CODES` (so by status)."""
-    codes: set[str] = set(_ANY_ROUTE) | set(ep.errors)
+    codes: set[str] = set(_ANY_ROUTE) | set(ep.contract.errors)
     if ep.rate_limit is not None:
         codes.add("rate_limited")
-    if ep.writes and not ep.raw:
+    if ep.writes and ep.declared_body is not RAW_BODY:
         codes.update(_READS_BODY)
     if ep.body is not None:
         codes.discard("validation_error")
-        codes.add(ep.invalid_body)
+        codes.add(ep.contract.invalid_body)
     if ep.auth is not None:
         codes.update(_AUTHENTICATED)
     if ep.idempotency != "none":
@@ -182,7 +182,7 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
                 "schema": {"type": "string", "minLength": 1, "maxLength": 40},
             },
         ]
-        params += [_filter_parameter(spec) for spec in ep.filters]
+        params += [_filter_parameter(spec) for spec in getattr(ep.handler, paging.FILTERS, ())]
     if ep.idempotency != "none":
         params.append(
             {
@@ -199,7 +199,7 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
                 },
             }
         )
-    if ep.gate:
+    if ep.contract.gate:
         params += _GATE_HEADERS
     params.append(
         {
@@ -215,13 +215,13 @@ def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
 
 def _responses(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     success: dict[str, Any] = {"description": summary(ep)}
-    if isinstance(ep.response, tuple):
-        shapes = [json_schema(shape, components) for shape in ep.response]
+    if isinstance(ep.contract.response, tuple):
+        shapes = [json_schema(shape, components) for shape in ep.contract.response]
         success["content"] = {"application/json": {"schema": {"oneOf": shapes}}}
-    elif ep.response is not None:
-        schema = json_schema(ep.response, components)
+    elif ep.contract.response is not None:
+        schema = json_schema(ep.contract.response, components)
         success["content"] = {"application/json": {"schema": schema}}
-    responses: dict[str, Any] = {str(ep.status): success}
+    responses: dict[str, Any] = {str(ep.contract.status): success}
     by_status: dict[int, list[str]] = {}
     for code in error_codes(ep):
         by_status.setdefault(CODES[code][0], []).append(code)
@@ -232,7 +232,7 @@ def _responses(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
             "description": "\n".join(lines),
             "content": {"application/json": {"schema": error_schema}},
         }
-        if status == 402 and ep.gate:
+        if status == 402 and ep.contract.gate:
             responses["402"]["headers"] = _CHALLENGE_HEADERS
     return responses
 
@@ -250,7 +250,9 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     if ep.auth is None:
         op["security"] = []
     else:
-        op["security"] = [{ep.auth.value: []}] + ([{}] if ep.auth_optional else [])
+        op["security"] = [{ep.auth.value: []}] + (
+            [{}] if isinstance(ep.credential, OptionalAuth) else []
+        )
     if ep.body is not None:
         op["requestBody"] = {
             "required": True,
@@ -258,7 +260,7 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
                 "application/json": {"schema": json_schema(ep.body, components, request=True)}
             },
         }
-    elif ep.foreign_body:
+    elif ep.declared_body is FOREIGN_JSON:
         op["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": {"type": "object"}}},

@@ -13,29 +13,26 @@ takes the steps it shares with the others from here, in that order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import OperationalError
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..context import ServerContext
 from ..domain.errors import DomainError
-from ..domain.events import NEW_DELIVERIES
-from ..invariant import InvariantError
-from ..store.database import is_transient
+from ..store.database import in_transaction
 from . import idempotency
-from .auth import Principal, authenticate, requested_environment
+from .auth import OptionalAuth, Principal, authenticate, requested_environment
 from .call import Call
 from .errors import ApiError
 from .json_body import read_json_body
 from .responses import error_response
-from .validate import read_body
+from .validate import FOREIGN_JSON, RAW_BODY, read_body
 
 if TYPE_CHECKING:
     from .endpoint import Endpoint
@@ -43,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = [
     "API_PREFIX",
     "Answer",
-    "MakeFirst",
     "caller",
     "dispatch",
     "in_transaction",
@@ -83,7 +79,7 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
                 )
             else:
                 limit_headers = ctx.limiter.hit(spec, ep.rate_limit, identity)
-        reads = ep.writes and not ep.raw
+        reads = ep.writes and ep.declared_body is not RAW_BODY
         body = await _read_json(ep, request, ctx.settings.max_body_bytes) if reads else None
         response = await ep.run.serve(ep, ctx, request, request_id, body)
     except DomainError as exc:
@@ -121,7 +117,9 @@ def caller(
     """Who calls (``None`` on a route that lets them stay anonymous) and in which
     environment: the credential's, or without one the header's (absent = live).  Read
     with ``conn`` (the request's own transaction), or in a read transaction of its own."""
-    anonymous = ep.auth_optional and not ("authorization" in headers or "x-svc-vw-key" in headers)
+    anonymous = isinstance(ep.credential, OptionalAuth) and not (
+        "authorization" in headers or "x-svc-vw-key" in headers
+    )
     if ep.auth is None or anonymous:
         return None, requested_environment(headers) or "live"
     if conn is None:
@@ -196,10 +194,10 @@ def read_declared_body(ep: Endpoint, call: Call) -> Any:
     for a route that declares none -- and then takes none: ``{"x": 1}`` is refused, not
     ignored (unless the body is another protocol's, ``FOREIGN_JSON``)."""
     if ep.body is None:
-        if call.body and not ep.foreign_body:
+        if call.body and ep.declared_body is not FOREIGN_JSON:
             errors = [{"field": name, "message": "is not a known field"} for name in call.body]
             raise ApiError(
-                ep.invalid_body,
+                ep.contract.invalid_body,
                 f"{ep.method} {ep.path} takes no body fields; send {{}} or no body.",
                 details={"errors": errors},
             )
@@ -221,52 +219,6 @@ def replayed(replay: idempotency.Replay, request_id: str) -> Answer:
     )
 
 
-_TRANSIENT_RETRIES = 3
-
-
-class MakeFirst(Exception):
-    """Raised by work in a transaction that needs something made first, in a transaction
-    of its own (never inside another: SQLite has one writer): :func:`in_transaction`
-    rolls back, runs ``make``, and runs the work again (pay-url's first call of a process
-    makes the environment's hot wallet this way)."""
-
-    def __init__(self, make: Callable[[], object]) -> None:
-        super().__init__("made first, outside the transaction")
-        self.make = make
-
-
-def in_transaction(ctx: ServerContext, writes: bool, work: Callable[[Connection], T]) -> T:
-    """``work`` in one transaction (blocking), run again from the start when the database
-    rolled it back as a deadlock, or when the connection turned out dead before the
-    commit was sent; the outbox worker is woken when it queued deliveries."""
-    try:
-        return _retrying(ctx, writes, work)
-    except MakeFirst as needed:
-        needed.make()
-        return _retrying(ctx, writes, work)
-
-
-def _retrying(ctx: ServerContext, writes: bool, work: Callable[[Connection], T]) -> T:
-    for attempt in range(_TRANSIENT_RETRIES + 1):
-        committing = False
-        try:
-            with ctx.db.write() if writes else ctx.db.read() as conn:
-                done = work(conn)
-                queued = bool(conn.info.pop(NEW_DELIVERIES, False))
-                committing = True
-            if queued:
-                ctx.notify_new_events()
-            return done
-        except DBAPIError as exc:
-            # A deadlock or serialization failure rolled the whole transaction back, as
-            # did a connection found dead before the commit: nothing was written, so
-            # running it again is safe.
-            dead = exc.connection_invalidated and not committing
-            if attempt == _TRANSIENT_RETRIES or not (is_transient(exc) or dead):
-                raise
-    raise InvariantError("the retry loop returns or raises on its last attempt")
-
-
 def client_of(request: Request) -> str | None:
     return request.client.host if request.client else None
 
@@ -283,9 +235,9 @@ def _object(body: Any) -> dict[str, Any]:
 def _as_invalid_body(ep: Endpoint, exc: ApiError) -> ApiError:
     """A field problem answered with the route's own code for a bad body (the gate rails
     document 400 ``invalid_rail_request``), wherever in the pipeline it was found."""
-    if exc.code != "validation_error" or ep.invalid_body == exc.code:
+    if exc.code != "validation_error" or ep.contract.invalid_body == exc.code:
         return exc
-    return ApiError(ep.invalid_body, exc.message, details=exc.details)
+    return ApiError(ep.contract.invalid_body, exc.message, details=exc.details)
 
 
 def _bare_path(request: Request) -> str:

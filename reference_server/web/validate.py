@@ -33,11 +33,36 @@ from ..domain.ledger import MAX_AMOUNT
 from ..invariant import InvariantError
 from .errors import ApiError
 
-__all__ = ["EVM_ADDRESS", "MAX_AMOUNT", "Fields", "checked", "read_body"]
+__all__ = [
+    "EVM_ADDRESS",
+    "FOREIGN_JSON",
+    "MAX_AMOUNT",
+    "RAW_BODY",
+    "Fields",
+    "Unread",
+    "checked",
+    "read_body",
+]
 
 #: An EVM address (hex; its EIP-55 checksum is a route's rule), the pattern svc.bodies declares.
 EVM_ADDRESS = re.compile(bodies.EVM_ADDRESS)
 _MISSING = object()
+
+
+@attrs.frozen
+class Unread:
+    """A body the pipeline does not read by a declared shape (:data:`RAW_BODY`,
+    :data:`FOREIGN_JSON`)."""
+
+    name: str
+
+
+#: The body is not read as JSON: the handler reads ``call.request`` itself (to stream it,
+#: forward it, or read a form).
+RAW_BODY = Unread("raw")
+#: The body is another protocol's JSON object (the x402 facilitator's), handed to the
+#: handler as sent.
+FOREIGN_JSON = Unread("foreign JSON")
 T = TypeVar("T")
 
 

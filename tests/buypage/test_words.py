@@ -25,7 +25,7 @@ from .helpers import DECLINED, item, pay, token_of
 #: The API's paths, as far as they are fixed (``/sellers/me/connect/sync``,
 #: ``/access/verify``, ``/pay``...): none is for a person to read.
 API_PATHS = sorted(
-    {ep.path.split("{")[0].rstrip("/") for ep in served() if ep.listed} - {""},
+    {ep.path.split("{")[0].rstrip("/") for ep in served() if ep.contract.listed} - {""},
     key=len,
     reverse=True,
 )

@@ -58,4 +58,4 @@ def test_each_spec_names_its_route() -> None:
 def test_only_api_routes_declare_sdk_calls() -> None:
     for ep in served():
         if ep.sdk is not None:
-            assert ep.listed and not ep.page, f"{ep.method} {ep.path}"
+            assert ep.contract.listed and not ep.page, f"{ep.method} {ep.path}"

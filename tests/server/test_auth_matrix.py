@@ -9,13 +9,13 @@ import httpx
 import pytest
 
 from reference_server.app import endpoints
-from reference_server.web.auth import Role
+from reference_server.web.auth import OptionalAuth, Role
 from svc.schema import example_of
 
 from ..support import Account, LiveServer, new_account
 
 AUTHED = [ep for ep in endpoints() if ep.auth is not None]
-REQUIRED = [ep for ep in AUTHED if not ep.auth_optional]
+REQUIRED = [ep for ep in AUTHED if not isinstance(ep.credential, OptionalAuth)]
 OBJECT_ROUTES = [
     ep
     for ep in AUTHED

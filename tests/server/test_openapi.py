@@ -25,14 +25,14 @@ from reference_server import api_reference
 from reference_server.app import served
 from reference_server.cli import main as cli
 from reference_server.web.auth import Role
-from reference_server.web.endpoint import Endpoint
+from reference_server.web.endpoint import FOREIGN_JSON, RAW_BODY, Endpoint
 from reference_server.web.errors import CODES, ApiError
 from reference_server.web.validate import read_body
 from svc.schema import example_of, fields_of
 
 from ..support import LiveServer, new_account
 
-LISTED = [ep for ep in served() if ep.listed]
+LISTED = [ep for ep in served() if ep.contract.listed]
 DOC = api_reference.openapi_document()
 OPERATIONS = [
     (method, path, op) for path, item in DOC["paths"].items() for method, op in item.items()
@@ -224,7 +224,9 @@ def test_a_required_field_left_out_is_refused_by_both(ep: Endpoint, field: str) 
 
 # --- every route declares its shapes ---------------------------------------------------
 
-NO_BODY = [ep for ep in LISTED if ep.writes and not ep.raw and ep.body is None]
+NO_BODY = [
+    ep for ep in LISTED if ep.writes and ep.declared_body is not RAW_BODY and ep.body is None
+]
 
 
 @pytest.mark.parametrize("ep", NO_BODY, ids=_ids(NO_BODY))
@@ -242,10 +244,10 @@ def test_a_route_that_declares_no_body_takes_none(ep: Endpoint, module_server: L
         headers["Authorization"] = f"Bearer {credential[ep.auth]}"
     path = _PATH_PARAM.sub("unknown_id", ep.path)
     r = httpx.request(ep.method, module_server.url + path, json={"unexpected": 1}, headers=headers)
-    if ep.foreign_body:
+    if ep.declared_body is FOREIGN_JSON:
         assert r.status_code < 500
         return
-    assert r.status_code == CODES[ep.invalid_body][0], r.text
+    assert r.status_code == CODES[ep.contract.invalid_body][0], r.text
     assert r.json()["error"]["details"]["errors"] == [
         {"field": "unexpected", "message": "is not a known field"}
     ]
@@ -254,12 +256,12 @@ def test_a_route_that_declares_no_body_takes_none(ep: Endpoint, module_server: L
 def test_every_listed_json_route_declares_its_answer() -> None:
     # A gate (the demo gate, a hosted gate) answers 402 or its upstream's answer.
     gates = {"/demo/echo", "/g/{short_id}"}
-    missing = [ep for ep in LISTED if ep.response is None and ep.path not in gates]
+    missing = [ep for ep in LISTED if ep.contract.response is None and ep.path not in gates]
     assert _ids(missing) == []
 
 
 @pytest.mark.parametrize("ep", LISTED, ids=_ids(LISTED))
 def test_every_declared_error_code_is_a_known_code(ep: Endpoint) -> None:
     """A typo in ``errors=`` would vanish from the document silently: refuse it here."""
-    unknown = [code for code in ep.errors if code not in CODES]
+    unknown = [code for code in ep.contract.errors if code not in CODES]
     assert unknown == [], f"{ep.method} {ep.path} declares unknown codes {unknown}"

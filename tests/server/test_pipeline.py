@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from reference_server import Settings, create_app
 from reference_server.app import served
-from reference_server.web.endpoint import API_PREFIX, Endpoint
+from reference_server.web.endpoint import API_PREFIX, Contract, Endpoint, Flow, Page, routes_for
 from reference_server.web.pipeline import dispatch
 
 from ..support import Account, LiveServer, new_account
@@ -56,11 +56,24 @@ def test_every_route_is_an_endpoint_of_the_one_pipeline(sandbox: bool) -> None:
     }
 
 
+def test_a_page_implies_its_defaults_and_refuses_contradictions() -> None:
+    async def form(call: object) -> None:
+        return None
+
+    ep = Endpoint(method="POST", path="/p", handler=form, page=Page())
+    assert isinstance(ep.run, Flow) and not ep.contract.listed and ep.declared_body is not None
+    routes_for([ep])
+    with pytest.raises(Exception, match="a page runs as a Flow"):
+        routes_for(
+            [Endpoint(method="GET", path="/p", handler=form, page=Page(), contract=Contract())]
+        )
+
+
 def test_discovery_lists_only_served_endpoints(server: LiveServer) -> None:
     """Every listed operation is a route that answers (no documentation-only entries)."""
     paths = httpx.get(server.url + "/agent-openapi.json").json()["paths"]
     listed = {(m.upper(), p) for p, ops in paths.items() for m in ops}
-    expected = {(ep.method, ep.path) for ep in served() if ep.listed}
+    expected = {(ep.method, ep.path) for ep in served() if ep.contract.listed}
     assert listed == expected
     for path in ("/gates/redeem", "/spend/pay-url", "/g/{short_id}", "/demo/echo"):
         assert path in paths

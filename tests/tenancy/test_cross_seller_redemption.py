@@ -46,7 +46,7 @@ NAMED = ("sellers_a_url", "sellers_b_url_same_path")
 def test_every_gate_route_is_covered() -> None:
     """A new gate in the route table must join :data:`GATE_KINDS` (or say where its own
     cross-tenant case is tested)."""
-    gates = {ep.path for ep in served() if ep.gate}
+    gates = {ep.path for ep in served() if ep.contract.gate}
     # The demo gate takes only receipts.  A top-up credential presented by another owner
     # is refused in tests/topups/test_sandbox.py::test_refused_credentials_credit_nothing.
     assert gates == {"/g/{short_id}", "/demo/echo", "/owners/me/top-ups"}

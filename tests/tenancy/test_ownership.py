@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from reference_server.app import served
 from reference_server.store import tables as t
-from reference_server.web.endpoint import Endpoint
+from reference_server.web.endpoint import Endpoint, OptionalAuth
 from svc.schema import example_of
 
 from .oracle import PUBLIC, Oracle, ids_in
@@ -181,7 +181,11 @@ def calls(world: World) -> tuple[list[Call], list[Call]]:
         ):
             if caller.role is None and ep.auth is not None:
                 continue  # 401 for everyone: the auth matrix's subject
-            if ep.auth is not None and caller.role != ep.auth.value and not ep.auth_optional:
+            if (
+                ep.auth is not None
+                and caller.role != ep.auth.value
+                and not isinstance(ep.credential, OptionalAuth)
+            ):
                 continue  # 403 for everyone: the auth matrix's subject
             call = Call(caller, ep, path, body)
             (last if DESTRUCTIVE.search(ep.path) or ep.method == "DELETE" else safe).append(call)

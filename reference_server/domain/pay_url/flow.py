@@ -33,7 +33,6 @@ import anyio
 import anyio.to_thread
 import attrs
 from sqlalchemy import Connection, Row
-from sqlalchemy.exc import DBAPIError
 
 from svc import ErrorDetail, PayUrlQuote, PayUrlResult
 from svc.money import from_micros
@@ -42,10 +41,9 @@ from ... import outbound
 from ...context import ServerContext
 from ...crypto import SecretBox
 from ...invariant import InvariantError
-from ...store.database import is_transient
+from ...store.database import in_transaction
 from .. import wallets
 from ..errors import DomainError, PaymentRefused
-from ..events import NEW_DELIVERIES
 from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
@@ -226,8 +224,9 @@ def _sign_and_reserve(
         return None
     now = job.ctx.now()
     try:
-        _write_blocking(
+        in_transaction(
             job.ctx,
+            True,
             partial(
                 settlement.reserve, attempt_id=attempt_id, wallet=job.wallet, signed=signed, now=now
             ),
@@ -235,8 +234,9 @@ def _sign_and_reserve(
     except settlement.NonceTaken:
         return signed, Reservation.NONCE_TAKEN
     except DomainError as refused:
-        _write_blocking(
+        in_transaction(
             job.ctx,
+            True,
             partial(
                 settlement.record_refusal,
                 attempt_id=attempt_id,
@@ -634,24 +634,7 @@ def _recorded(job: Job, conn: Connection, answered: _Answered) -> _Answered:
 
 async def _write(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
     """``work`` in one short write transaction in a worker thread (see below)."""
-    return await anyio.to_thread.run_sync(_write_blocking, ctx, work)
-
-
-def _write_blocking(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
-    """``work`` in one short write transaction; a deadlock or serialization failure
-    (rolled back whole) runs it again."""
-    for attempt in range(_TRANSIENT_RETRIES + 1):
-        try:
-            with ctx.db.write() as conn:
-                result = work(conn)
-                queued = conn.info.pop(NEW_DELIVERIES, False)
-            if queued:
-                ctx.notify_new_events()
-            return result
-        except DBAPIError as exc:
-            if attempt == _TRANSIENT_RETRIES or not is_transient(exc):
-                raise
-    raise AssertionError("unreachable")
+    return await anyio.to_thread.run_sync(in_transaction, ctx, True, work)
 
 
 def _answered(conn: Connection, attempt_id: str) -> _Answered:

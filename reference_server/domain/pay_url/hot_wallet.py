@@ -1,7 +1,7 @@
 """What an environment pays ``pay-url`` challenges with: one token and one hot wallet.
 
 * ``test``: the sandbox token (Base Sepolia USDC's identity) and a hot wallet whose key the
-  service generates once and keeps sealed in the database (``ServerContext.sealed_secret``),
+  service generates once and keeps sealed in the database (``ServerContext.test_hot_wallet_key``),
   so every server process signs as the same address.  The wallet holds no float of its
   own: each payment mints it exactly the reserved amount on the sandbox chain, in the
   transaction that reserves the money in the ledger.
@@ -23,10 +23,8 @@ from ...recursion import keeping_recursion_limit
 from ...sandbox.token import SANDBOX_TOKEN, TokenIdentity
 from ..errors import DomainError
 
-__all__ = ["HotWallet", "hot_wallet", "known_hot_wallet"]
+__all__ = ["HotWallet", "hot_wallet"]
 
-#: ``server_secrets`` row holding the sealed test hot-wallet key.
-_TEST_KEY = "pay_url_hot_wallet_test"
 _cache: weakref.WeakKeyDictionary[ServerContext, dict[str, HotWallet]] = weakref.WeakKeyDictionary()
 
 
@@ -50,17 +48,13 @@ class HotWallet:
 
 
 def hot_wallet(ctx: ServerContext, environment: str) -> HotWallet:
-    """The environment's hot wallet (blocking: the first call may read the database)."""
+    """The environment's hot wallet.  It reads no database once the server's secrets are
+    loaded (``ServerContext.load_secrets``, before a request's transaction opens), so a
+    transaction may ask for it."""
     known = _cache.setdefault(ctx, {})
     if environment not in known:
         known[environment] = _test(ctx) if environment == "test" else _live(ctx)
     return known[environment]
-
-
-def known_hot_wallet(ctx: ServerContext, environment: str) -> HotWallet | None:
-    """The environment's hot wallet if :func:`hot_wallet` has made it (never blocks: a
-    transaction asks this, and makes it outside when it is not known yet)."""
-    return _cache.get(ctx, {}).get(environment)
 
 
 def _account_class() -> Any:
@@ -70,13 +64,8 @@ def _account_class() -> Any:
 
 
 def _test(ctx: ServerContext) -> HotWallet:
-    account = _account_class()
-
-    def generate() -> str:
-        return "0x" + bytes(account.create().key).hex()
-
-    key = ctx.sealed_secret(_TEST_KEY, generate)
-    return HotWallet(environment="test", token=SANDBOX_TOKEN, account=account.from_key(key))
+    account = _account_class().from_key(ctx.test_hot_wallet_key)
+    return HotWallet(environment="test", token=SANDBOX_TOKEN, account=account)
 
 
 def _live(ctx: ServerContext) -> HotWallet:
