@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FIELDS", "check_row", "row", "write_rows"]
+__all__ = ["FIELDS", "check_row", "row", "time_ratio_row", "write_rows"]
 
 #: Every key of a row, in the order the aggregator's table shows them.
 FIELDS = (
@@ -56,6 +56,33 @@ def row(
         "target": target,
         "met": met,
     }
+
+
+def time_ratio_row(
+    measure: str,
+    *,
+    database: str,
+    setting: str,
+    ours_ms: float,
+    theirs_ms: float,
+    baseline_name: str,
+    target: float,
+) -> dict[str, Any]:
+    """A latency in ms over its baseline's, met at or below ``target``, rounded as the
+    table shows it (the pay-url and live-settle figures)."""
+    value = ours_ms / theirs_ms if theirs_ms else math.nan
+    return row(
+        measure,
+        database=database,
+        setting=setting,
+        value=round(ours_ms, 2),
+        unit="ms",
+        baseline_name=baseline_name,
+        baseline=round(theirs_ms, 2),
+        ratio=round(value, 3),
+        target=f"<= {target}",
+        met=bool(value <= target),
+    )
 
 
 def write_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
