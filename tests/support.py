@@ -144,24 +144,11 @@ def new_account(base_url: str, environment: str = "test") -> Account:
         r = http.post("/owners", json={"email": f"o{secrets.token_hex(6)}@example.com"})
         r.raise_for_status()
         owner = r.json()
-        r = http.post(
-            "/sellers",
-            json={"name": "shop"},
-            headers={
-                "Authorization": f"Bearer {owner['owner_jwt']}",
-                "X-Svc-Environment": environment,
-            },
-        )
+        auth = {"Authorization": f"Bearer {owner['owner_jwt']}", "X-Svc-Environment": environment}
+        r = http.post("/sellers", json={"name": "shop"}, headers=auth)
         r.raise_for_status()
         seller = r.json()
-        r = http.post(
-            "/wallet-keys",
-            json={"name": "agent"},
-            headers={
-                "Authorization": f"Bearer {owner['owner_jwt']}",
-                "X-Svc-Environment": environment,
-            },
-        )
+        r = http.post("/wallet-keys", json={"name": "agent"}, headers=auth)
         r.raise_for_status()
         wallet = r.json()
     return Account(
