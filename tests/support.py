@@ -226,3 +226,17 @@ def _spawn_server(
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError("server process did not become ready")
+
+
+def migrate_to(db: Any, revision: str, *, down: bool = False) -> None:
+    """Upgrade (or with ``down`` downgrade) ``db`` to ``revision``: a migration test's steps
+    around the rows it writes in between."""
+    from alembic import command
+
+    from reference_server.store.migrate import alembic_config
+
+    cfg = alembic_config(db)
+    with db.engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+        conn.commit()
