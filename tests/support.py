@@ -139,6 +139,25 @@ class Account:
     wallet_key: str
 
 
+#: The event types the spec lists (docs/events.md), written out here once: the catalog
+#: the server serves and the SDK's typed models are each checked against it.
+SPEC_EVENT_TYPES = frozenset(
+    {
+        "payment.succeeded",
+        "payment.failed",
+        "transfer.received",
+        "funding.paid",
+        "funding.refunded",
+        "withdrawal.paid",
+        "withdrawal.failed",
+        "vw.revoked",
+        "allowance.reset",
+        "seller.withdrawn",
+        "resource.updated",
+    }
+)
+
+
 def new_account(base_url: str, environment: str = "test") -> Account:
     with httpx.Client(base_url=base_url) as http:
         r = http.post("/owners", json={"email": f"o{secrets.token_hex(6)}@example.com"})
