@@ -60,25 +60,26 @@ def row(
 
 def time_ratio_row(
     measure: str,
+    ours: float,
+    theirs: float,
     *,
-    database: str,
-    setting: str,
-    ours_ms: float,
-    theirs_ms: float,
+    unit: str,
     baseline_name: str,
     target: float,
+    database: str = "-",
+    setting: str = "",
 ) -> dict[str, Any]:
-    """A latency in ms over its baseline's, met at or below ``target``, rounded as the
-    table shows it (the pay-url and live-settle figures)."""
-    value = ours_ms / theirs_ms if theirs_ms else math.nan
+    """A time (in ``unit``) over its baseline's, met at or below ``target``: lower is
+    better; the times to 0.01 and the ratio to 0.001 (pay-url, live settle, verify)."""
+    value = ours / theirs if theirs else math.nan
     return row(
         measure,
         database=database,
         setting=setting,
-        value=round(ours_ms, 2),
-        unit="ms",
+        value=round(ours, 2),
+        unit=unit,
         baseline_name=baseline_name,
-        baseline=round(theirs_ms, 2),
+        baseline=round(theirs, 2),
         ratio=round(value, 3),
         target=f"<= {target}",
         met=bool(value <= target),

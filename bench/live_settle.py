@@ -299,10 +299,11 @@ def json_rows(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
             rows.append(
                 time_ratio_row(
                     "live gate settle p50 vs x402 middleware",
+                    percentile(paths[gate], 0.5) * 1e3,
+                    percentile(paths["x402"], 0.5) * 1e3,
                     database=name,
                     setting=f"{gate} gate, devchain",
-                    ours_ms=percentile(paths[gate], 0.5) * 1e3,
-                    theirs_ms=percentile(paths["x402"], 0.5) * 1e3,
+                    unit="ms",
                     baseline_name="x402 PaymentMiddlewareASGI",
                     target=TARGET,
                 )

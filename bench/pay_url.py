@@ -287,10 +287,11 @@ def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any
             rows.append(
                 time_ratio_row(
                     "pay-url p50 vs x402 client",
+                    cell["pay-url"].percentile(0.5) * 1e3,
+                    cell["x402"].percentile(0.5) * 1e3,
                     database=name,
                     setting=f"{concurrency} client" + ("s" if concurrency > 1 else ""),
-                    ours_ms=cell["pay-url"].percentile(0.5) * 1e3,
-                    theirs_ms=cell["x402"].percentile(0.5) * 1e3,
+                    unit="ms",
                     baseline_name="x402 httpx client, direct",
                     target=TARGETS[concurrency],
                 )
