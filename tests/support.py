@@ -23,18 +23,24 @@ from reference_server.serving import build_server
 
 
 @attrs.define
-class LiveServer:
-    """A reference server in a uvicorn thread on 127.0.0.1, on a free port."""
+class LiveApp:
+    """An ASGI app in a uvicorn thread on 127.0.0.1."""
 
     url: str
-    ctx: ServerContext
-    settings: Settings
     server: uvicorn.Server
     thread: threading.Thread
 
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@attrs.define
+class LiveServer(LiveApp):
+    """A reference server in a uvicorn thread on 127.0.0.1, on a free port."""
+
+    ctx: ServerContext
+    settings: Settings
 
 
 #: Where the tests that need Redis find it: ``SVC_TEST_REDIS_URL``, else Redis's own
@@ -59,19 +65,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@attrs.define
-class LiveApp:
-    """An ASGI app in a uvicorn thread on 127.0.0.1."""
-
-    url: str
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
