@@ -3,10 +3,14 @@ PostgreSQL schema dropped afterwards), and stopping a server process politely.""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import math
 import os
+import platform
 import secrets
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -21,17 +25,24 @@ import httpx
 
 __all__ = [
     "DEFAULT_POSTGRES",
+    "add_database_options",
+    "chosen_databases",
     "free_port",
     "fresh_database",
+    "ms",
+    "percentile",
     "post_json",
     "postgres_database",
     "postgres_version",
+    "print_heading",
     "process_cpu_seconds",
+    "ratio",
     "reference_server",
     "report_failures",
     "serving",
     "sqlite_database",
     "stop_process",
+    "versions_line",
     "wait_serving",
 ]
 
@@ -183,3 +194,53 @@ def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
     for example in examples[:limit]:
         print("  " + example)
     raise SystemExit(1)
+
+
+def add_database_options(parser: argparse.ArgumentParser) -> None:
+    """``--databases`` and ``--postgres-url``, the same in every bench with a database."""
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+
+
+def chosen_databases(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """``--databases`` as a list; ``parser.error`` for a name that is not one of the two."""
+    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
+    unknown = set(databases) - {"sqlite", "postgresql"}
+    if unknown or not databases:
+        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
+    return databases
+
+
+def versions_line(databases: list[str], postgres_url: str) -> str:
+    """``Python 3.x, SQLite 3.y, PostgreSQL z``: what a table's header says it ran on."""
+    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
+    if "postgresql" in databases:
+        versions["postgresql"] = postgres_version(postgres_url)
+    return f"Python {platform.python_version()}, " + ", ".join(versions[d] for d in databases)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (NaN of nothing)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds for a table cell (``-`` for NaN)."""
+    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
+
+
+def ratio(a: float, b: float) -> str:
+    """``a / b`` for a table cell (``-`` when either is NaN or ``b`` is zero)."""
+    if math.isnan(a) or math.isnan(b) or not b:
+        return "-"
+    return f"{a / b:.2f}" if a / b < 100 else f"{a / b:.0f}"
+
+
+def print_heading(header: list[str], above: str, columns: str) -> None:
+    """A table's header lines, a blank line, its two heading rows and a rule under them."""
+    for line in [*header, "", above, columns]:
+        print(line)
+    print("-" * len(columns))

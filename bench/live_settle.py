@@ -33,13 +33,10 @@ import argparse
 import asyncio
 import functools
 import json
-import math
 import os
-import platform
 import queue
 import secrets
 import shlex
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -52,16 +49,20 @@ from typing import Any
 
 import httpx
 from _harness import (
-    DEFAULT_POSTGRES,
+    add_database_options,
+    chosen_databases,
     free_port,
     fresh_database,
+    percentile,
     post_json,
-    postgres_version,
+    print_heading,
     reference_server,
     report_failures,
     serving,
     stop_process,
+    versions_line,
 )
+from _report import time_ratio_row
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = ("hosted", "svc_asgi", "x402")
@@ -271,24 +272,13 @@ def run_database(
 # --- report ---------------------------------------------------------------------------------
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def print_table(results: dict[str, dict[str, list[float]]], header: list[str]) -> None:
-    for line in header:
-        print(line)
     columns = (
         f"{'database':<10} {'gate':<9} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
         f" {'p95 ms':>7} | {'p50':>5} {'p95':>5}"
     )
-    print()
-    print(f"{'':<10} {'':<9} | {'live gate':<15} | {'x402 middleware':<15} | {'ratio':<11}")
-    print(columns)
-    print("-" * len(columns))
+    above = f"{'':<10} {'':<9} | {'live gate':<15} | {'x402 middleware':<15} | {'ratio':<11}"
+    print_heading(header, above, columns)
     for name, paths in results.items():
         base50, base95 = percentile(paths["x402"], 0.5), percentile(paths["x402"], 0.95)
         for gate in GATES:
@@ -305,23 +295,18 @@ def print_table(results: dict[str, dict[str, list[float]]], header: list[str]) -
 def json_rows(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
     rows = []
     for name, paths in results.items():
-        theirs = percentile(paths["x402"], 0.5) * 1e3
         for gate in GATES:
-            ours = percentile(paths[gate], 0.5) * 1e3
-            value = ours / theirs if theirs else math.nan
             rows.append(
-                {
-                    "measure": "live gate settle p50 vs x402 middleware",
-                    "database": name,
-                    "setting": f"{gate} gate, devchain",
-                    "value": round(ours, 2),
-                    "unit": "ms",
-                    "baseline_name": "x402 PaymentMiddlewareASGI",
-                    "baseline": round(theirs, 2),
-                    "ratio": round(value, 3),
-                    "target": f"<= {TARGET}",
-                    "met": bool(value <= TARGET),
-                }
+                time_ratio_row(
+                    "live gate settle p50 vs x402 middleware",
+                    percentile(paths[gate], 0.5) * 1e3,
+                    percentile(paths["x402"], 0.5) * 1e3,
+                    database=name,
+                    setting=f"{gate} gate, devchain",
+                    unit="ms",
+                    baseline_name="x402 PaymentMiddlewareASGI",
+                    target=TARGET,
+                )
             )
     return rows
 
@@ -329,8 +314,7 @@ def json_rows(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=60, help="paid requests per path")
-    parser.add_argument("--databases", default="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    add_database_options(parser)
     parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
     parser.add_argument(
         "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per path"
@@ -343,18 +327,11 @@ def main() -> None:
         return
     if args.quick:
         args.requests = QUICK_REQUESTS
-    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
-    unknown = set(databases) - {"sqlite", "postgresql"}
-    if unknown or not databases:
-        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
-    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
-    if "postgresql" in databases:
-        versions["postgresql"] = postgres_version(args.postgres_url)
+    databases = chosen_databases(parser, args)
     header = [
         "A live gate's paid request, settled through the official x402 facilitator on anvil,",
         "vs x402's PaymentMiddlewareASGI settling through the same facilitator (same run).",
-        f"Python {platform.python_version()}, "
-        + ", ".join(versions[d] for d in databases)
+        versions_line(databases, args.postgres_url)
         + f"; {args.requests} paid requests per path, one at a time (A B C C B A), at {PRICE}.",
         f"Client, server, sellers, anvil and facilitator share {os.cpu_count() or 0} cores.",
     ]

@@ -40,12 +40,10 @@ import argparse
 import bisect
 import json
 import os
-import platform
 import re
 import resource
 import secrets
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -58,13 +56,17 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
-    DEFAULT_POSTGRES,
+    add_database_options,
+    chosen_databases,
     fresh_database,
+    ms,
     post_json,
-    postgres_version,
+    print_heading,
     process_cpu_seconds,
+    ratio,
     reference_server,
     report_failures,
+    versions_line,
 )
 from sqlalchemy import func, select
 
@@ -461,22 +463,12 @@ def run_database(
 # --- report ---------------------------------------------------------------------
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f}"
-
-
 def cpu(sample: Sample) -> str:
     value = sample.cpu_ms_per_request
     return "-" if value is None else f"{value:.2f}"
 
 
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}" if b else "-"
-
-
 def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) -> None:
-    for line in header:
-        print(line)
     columns = (
         f"{'database':<10} {'clients':>7} | {'pay/s':>7} {'p50 ms':>7} {'p99 ms':>7}"
         f" {'cpu ms':>6} | {'base/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'cpu ms':>6}"
@@ -486,10 +478,7 @@ def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) 
         f"{'':<10} {'':>7} | {'POST /pay':<30} | {'POST /_bench/commit (baseline)':<30}"
         f" | {'pay / baseline':<17} |"
     )
-    print()
-    print(above)
-    print(columns)
-    print("-" * len(columns))
+    print_heading(header, above, columns)
     for name, cells in results.items():
         for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
             pay, base = cell["pay"], cell["commit"]
@@ -572,27 +561,19 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=1, help="wrk -t (at most the clients)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON rows")
-    parser.add_argument("--databases", default="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    add_database_options(parser)
     args = parser.parse_args()
     if args.quick:
         args.seconds = QUICK_SECONDS
-    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
-    unknown = set(databases) - {"sqlite", "postgresql"}
-    if unknown or not databases:
-        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
+    databases = chosen_databases(parser, args)
     if shutil.which("wrk") is None:
         raise SystemExit("this bench needs wrk (Debian/Ubuntu: apt-get install wrk)")
     half = max(1, args.seconds // 2)
 
-    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
-    if "postgresql" in databases:
-        versions["postgresql"] = postgres_version(args.postgres_url)
     cores = os.cpu_count() or 0
     header = [
         "POST /pay vs POST /_bench/commit (one row committed through the same pipeline)",
-        f"Python {platform.python_version()}, "
-        + ", ".join(versions[d] for d in databases)
+        versions_line(databases, args.postgres_url)
         + f"; wrk -t{args.threads}, closed loop at {' / '.join(map(str, CONCURRENCY))}"
         " connections,",
         f"2 x {half} s per route and cell (A B B A), a fresh Idempotency-Key per request,",

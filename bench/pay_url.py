@@ -37,11 +37,8 @@ import argparse
 import asyncio
 import functools
 import json
-import math
 import os
-import platform
 import secrets
-import sqlite3
 import sys
 import tempfile
 import time
@@ -54,15 +51,21 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
-    DEFAULT_POSTGRES,
+    add_database_options,
+    chosen_databases,
     free_port,
     fresh_database,
+    ms,
+    percentile,
     post_json,
-    postgres_version,
+    print_heading,
+    ratio,
     reference_server,
     report_failures,
     serving,
+    versions_line,
 )
+from _report import time_ratio_row
 
 CONCURRENCY = (1, 8)
 #: The issue's target for the pay-url p50 over the x402 client's, per client count.
@@ -83,10 +86,7 @@ class Sample:
 
     def percentile(self, q: float) -> float:
         """Nearest-rank percentile, in seconds."""
-        ordered = sorted(self.latencies)
-        if not ordered:
-            return math.nan
-        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+        return percentile(self.latencies, q)
 
 
 # --- the seller (run with --serve-seller) --------------------------------------------------
@@ -257,26 +257,13 @@ def run_database(name: str, database_url: str, requests: int) -> list[dict[str, 
 # --- report ---------------------------------------------------------------------------------
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f}"
-
-
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}" if b else "-"
-
-
 def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) -> None:
-    for line in header:
-        print(line)
     columns = (
         f"{'database':<10} {'clients':>7} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
         f" {'p95 ms':>7} | {'p50':>5} {'p95':>5} | {'errors':>6}"
     )
     above = f"{'':<10} {'':>7} | {'pay-url':<15} | {'x402 client':<15} | {'ratio':<11} |"
-    print()
-    print(above)
-    print(columns)
-    print("-" * len(columns))
+    print_heading(header, above, columns)
     for name, cells in results.items():
         for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
             via, direct = cell["pay-url"], cell["x402"]
@@ -297,23 +284,17 @@ def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any
     rows = []
     for name, cells in results.items():
         for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
-            ours = cell["pay-url"].percentile(0.5) * 1e3
-            theirs = cell["x402"].percentile(0.5) * 1e3
-            value = ours / theirs if theirs else math.nan
-            target = TARGETS[concurrency]
             rows.append(
-                {
-                    "measure": "pay-url p50 vs x402 client",
-                    "database": name,
-                    "setting": f"{concurrency} client" + ("s" if concurrency > 1 else ""),
-                    "value": round(ours, 2),
-                    "unit": "ms",
-                    "baseline_name": "x402 httpx client, direct",
-                    "baseline": round(theirs, 2),
-                    "ratio": round(value, 3),
-                    "target": f"<= {target}",
-                    "met": bool(value <= target),
-                }
+                time_ratio_row(
+                    "pay-url p50 vs x402 client",
+                    cell["pay-url"].percentile(0.5) * 1e3,
+                    cell["x402"].percentile(0.5) * 1e3,
+                    database=name,
+                    setting=f"{concurrency} client" + ("s" if concurrency > 1 else ""),
+                    unit="ms",
+                    baseline_name="x402 httpx client, direct",
+                    target=TARGETS[concurrency],
+                )
             )
     return rows
 
@@ -321,8 +302,7 @@ def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=200, help="paid requests per path and cell")
-    parser.add_argument("--databases", default="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    add_database_options(parser)
     parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
     parser.add_argument(
         "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per cell"
@@ -336,18 +316,10 @@ def main() -> None:
         return
     if args.quick:
         args.requests = QUICK_REQUESTS
-    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
-    unknown = set(databases) - {"sqlite", "postgresql"}
-    if unknown or not databases:
-        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
-
-    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
-    if "postgresql" in databases:
-        versions["postgresql"] = postgres_version(args.postgres_url)
+    databases = chosen_databases(parser, args)
     header = [
         "POST /spend/pay-url vs the official x402 httpx client paying the same endpoint",
-        f"Python {platform.python_version()}, "
-        + ", ".join(versions[d] for d in databases)
+        versions_line(databases, args.postgres_url)
         + f"; {args.requests} paid requests per path and cell (two halves, A B B A),",
         f"closed loops at {' / '.join(map(str, CONCURRENCY))} clients; a seller behind x402's "
         f"PaymentMiddlewareASGI at {PRICE[1:]} USDC,",

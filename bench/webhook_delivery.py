@@ -69,9 +69,7 @@ import functools
 import json
 import math
 import os
-import platform
 import secrets
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -86,15 +84,20 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
-    DEFAULT_POSTGRES,
+    add_database_options,
+    chosen_databases,
+    fresh_database,
+    ms,
+    percentile,
     post_json,
-    postgres_database,
-    postgres_version,
+    print_heading,
     process_cpu_seconds,
+    ratio,
     reference_server,
-    sqlite_database,
     stop_process,
+    versions_line,
 )
+from _report import row as protocol_row
 
 AMOUNT = "0.01"
 #: The worker's default ``worker_concurrency``: the baseline sends this many at once.
@@ -405,14 +408,6 @@ def stored_events(setup: Setup) -> dict[str, tuple[float, Decimal]]:
 
 
 # --- measuring ------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 @attrs.define
@@ -750,96 +745,60 @@ def json_rows(sections: list[Section]) -> list[dict[str, Any]]:
                 value = row.delivered_per_second
                 ratio = value / baseline if baseline and not math.isnan(baseline) else math.nan
                 rows.append(
-                    _json_row(
+                    rounded(
                         "webhook drain, standalone worker",
-                        section.name,
-                        f"{row.events} queued events vs raw signed posts, 8 at once",
-                        value,
-                        "events/s",
-                        "httpx keep-alive posts",
-                        baseline,
-                        ratio,
-                        f">= {DRAIN_RATIO_TARGET}",
-                        ratio >= DRAIN_RATIO_TARGET,
+                        database=section.name,
+                        setting=f"{row.events} queued events vs raw signed posts, 8 at once",
+                        value=value,
+                        unit="events/s",
+                        baseline_name="httpx keep-alive posts",
+                        baseline=baseline,
+                        ratio=ratio,
+                        target=f">= {DRAIN_RATIO_TARGET}",
+                        met=ratio >= DRAIN_RATIO_TARGET,
                     )
                 )
                 if section.name == "postgresql":
                     rows.append(
-                        _json_row(
+                        rounded(
                             "webhook drain events/s, standalone worker",
-                            section.name,
-                            f"{row.events} queued events",
-                            value,
-                            "events/s",
-                            None,
-                            None,
-                            None,
-                            f">= {DRAIN_RATE_TARGET:g} events/s",
-                            value >= DRAIN_RATE_TARGET,
+                            database=section.name,
+                            setting=f"{row.events} queued events",
+                            value=value,
+                            unit="events/s",
+                            target=f">= {DRAIN_RATE_TARGET:g} events/s",
+                            met=value >= DRAIN_RATE_TARGET,
                         )
                     )
             elif row.paced and "poll 0.05" not in row.configuration:
                 p50 = row.p(0.5)
+                worker = "standalone worker" if standalone else "in-server worker"
                 rows.append(
-                    _json_row(
+                    rounded(
                         "commit -> delivery p50, paced",
-                        section.name,
-                        ("standalone worker" if standalone else "in-server worker")
-                        + f", {row.load}",
-                        p50 * 1e3,
-                        "ms",
-                        None,
-                        None,
-                        None,
-                        f"< {LATENCY_TARGET * 1e3:g} ms",
-                        p50 < LATENCY_TARGET,
+                        database=section.name,
+                        setting=f"{worker}, {row.load}",
+                        value=p50 * 1e3,
+                        unit="ms",
+                        target=f"< {LATENCY_TARGET * 1e3:g} ms",
+                        met=p50 < LATENCY_TARGET,
                     )
                 )
     return rows
 
 
-def _json_row(
-    measure: str,
-    database: str,
-    setting: str,
-    value: float,
-    unit: str,
-    baseline_name: str | None,
-    baseline: float | None,
-    ratio: float | None,
-    target: str,
-    met: bool,
-) -> dict[str, Any]:
-    def number(x: float | None, digits: int) -> float | None:
-        return None if x is None or math.isnan(x) else round(x, digits)
-
-    return {
-        "measure": measure,
-        "database": database,
-        "setting": setting,
-        "value": number(value, 1),
-        "unit": unit,
-        "baseline_name": baseline_name,
-        "baseline": number(baseline, 1),
-        "ratio": number(ratio, 3),
-        "target": target,
-        "met": bool(met),
-    }
-
-
-def ms(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds * 1e3:.1f}"
-
-
-def ratio(a: float, b: float) -> str:
-    if math.isnan(a) or math.isnan(b) or not b:
-        return "-"
-    return f"{a / b:.2f}" if a / b < 100 else f"{a / b:.0f}"
+def rounded(measure: str, **fields: Any) -> dict[str, Any]:
+    """A protocol row with values to 0.1, the ratio to 0.001 and NaN as null, as the
+    table shows them."""
+    r = protocol_row(measure, **fields)
+    for key, digits in (("value", 1), ("baseline", 1), ("ratio", 3)):
+        x = r[key]
+        r[key] = None if x is None or math.isnan(x) else round(x, digits)
+    r["met"] = bool(r["met"])
+    return r
 
 
 def print_table(sections: list[Section], header: list[str]) -> None:
-    for line in header:
-        print(line)
     above = (
         f"{'':<10} {'':<29} {'':<24} {'':>6} | {'webhook delivery':<55} | {'baseline':<23}"
         f" | {'delivery / base':<17}"
@@ -850,10 +809,7 @@ def print_table(sections: list[Section], header: list[str]) -> None:
         f" {'idle cpu':>8} {'lost':>4} | {'post/s':>7} {'p50 ms':>7} {'p99 ms':>7} |"
         f" {'thr':>5} {'p50':>5} {'p99':>5}"
     )
-    print()
-    print(above)
-    print(columns)
-    print("-" * len(columns))
+    print_heading(header, above, columns)
     for section in sections:
         base = section.baseline or Baseline("none")
         for row in section.rows:
@@ -903,8 +859,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--paced-events", type=int, default=50, help="paced events per run")
     parser.add_argument("--rate", type=float, default=20.0, help="paced events per second")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for delivery")
-    parser.add_argument("--databases", default="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    add_database_options(parser)
     parser.add_argument("--json", type=Path, help="also write the issue's figures here")
     parser.add_argument(
         "--quick",
@@ -915,10 +870,7 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.events, args.paced_events = min(args.events, 200), min(args.paced_events, 40)
         args.drain_events = min(args.drain_events, 600)
-    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
-    unknown = set(databases) - {"sqlite", "postgresql"}
-    if unknown or not databases:
-        parser.error(f"--databases takes sqlite and/or postgresql, not {sorted(unknown)}")
+    databases = chosen_databases(parser, args)
     if (
         min(args.events, args.paced_events, args.drain_events) < 2
         or args.clients < 1
@@ -936,14 +888,10 @@ def main() -> None:
         return
     args = parse_args()
     databases = args.databases
-    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
-    if "postgresql" in databases:
-        versions["postgresql"] = postgres_version(args.postgres_url)
     cores = os.cpu_count() or 0
     header = [
         "Webhook delivery (funding.paid, to a local receiver) vs raw HTTP posts to it",
-        f"Python {platform.python_version()}, "
-        + ", ".join(versions[d] for d in databases)
+        versions_line(databases, args.postgres_url)
         + "; a fresh database and server process per configuration,",
         "worker batch 100 and concurrency 8 (defaults).  Funding clients, server, worker,",
         f"receiver and database share this machine's {cores} cores: read the ratios; the",
@@ -953,12 +901,7 @@ def main() -> None:
     sections: list[Section] = []
     with running_receiver() as receiver:
         for name in databases:
-
-            def make_database(name: str = name) -> AbstractContextManager[str]:
-                if name == "sqlite":
-                    return sqlite_database()
-                return postgres_database(args.postgres_url)
-
+            make_database = functools.partial(fresh_database, name, args.postgres_url)
             sections.append(run_database(name, make_database, receiver, args))
 
     print_table(sections, header)

@@ -35,6 +35,7 @@ from .support import (
     serve_asgi,
     start_server,
 )
+from .webhooks.receiver import Receiver, start_receiver
 
 POSTGRES_URL = os.environ.get("SVC_TEST_DATABASE_URL")
 
@@ -272,3 +273,11 @@ def page(browser: Any) -> Iterator[Any]:
         yield context.new_page()
     finally:
         context.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A local webhook receiver recording what it is sent (any suite's webhook tests)."""
+    r = start_receiver()
+    yield r
+    r.server.shutdown()

@@ -23,18 +23,24 @@ from reference_server.serving import build_server
 
 
 @attrs.define
-class LiveServer:
-    """A reference server in a uvicorn thread on 127.0.0.1, on a free port."""
+class LiveApp:
+    """An ASGI app in a uvicorn thread on 127.0.0.1."""
 
     url: str
-    ctx: ServerContext
-    settings: Settings
     server: uvicorn.Server
     thread: threading.Thread
 
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@attrs.define
+class LiveServer(LiveApp):
+    """A reference server in a uvicorn thread on 127.0.0.1, on a free port."""
+
+    ctx: ServerContext
+    settings: Settings
 
 
 #: Where the tests that need Redis find it: ``SVC_TEST_REDIS_URL``, else Redis's own
@@ -59,19 +65,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@attrs.define
-class LiveApp:
-    """An ASGI app in a uvicorn thread on 127.0.0.1."""
-
-    url: str
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
@@ -139,29 +132,35 @@ class Account:
     wallet_key: str
 
 
+#: The event types the spec lists (docs/events.md), written out here once: the catalog
+#: the server serves and the SDK's typed models are each checked against it.
+SPEC_EVENT_TYPES = frozenset(
+    {
+        "payment.succeeded",
+        "payment.failed",
+        "transfer.received",
+        "funding.paid",
+        "funding.refunded",
+        "withdrawal.paid",
+        "withdrawal.failed",
+        "vw.revoked",
+        "allowance.reset",
+        "seller.withdrawn",
+        "resource.updated",
+    }
+)
+
+
 def new_account(base_url: str, environment: str = "test") -> Account:
     with httpx.Client(base_url=base_url) as http:
         r = http.post("/owners", json={"email": f"o{secrets.token_hex(6)}@example.com"})
         r.raise_for_status()
         owner = r.json()
-        r = http.post(
-            "/sellers",
-            json={"name": "shop"},
-            headers={
-                "Authorization": f"Bearer {owner['owner_jwt']}",
-                "X-Svc-Environment": environment,
-            },
-        )
+        auth = {"Authorization": f"Bearer {owner['owner_jwt']}", "X-Svc-Environment": environment}
+        r = http.post("/sellers", json={"name": "shop"}, headers=auth)
         r.raise_for_status()
         seller = r.json()
-        r = http.post(
-            "/wallet-keys",
-            json={"name": "agent"},
-            headers={
-                "Authorization": f"Bearer {owner['owner_jwt']}",
-                "X-Svc-Environment": environment,
-            },
-        )
+        r = http.post("/wallet-keys", json={"name": "agent"}, headers=auth)
         r.raise_for_status()
         wallet = r.json()
     return Account(
@@ -239,3 +238,17 @@ def _spawn_server(
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError("server process did not become ready")
+
+
+def migrate_to(db: Any, revision: str, *, down: bool = False) -> None:
+    """Upgrade (or with ``down`` downgrade) ``db`` to ``revision``: a migration test's steps
+    around the rows it writes in between."""
+    from alembic import command
+
+    from reference_server.store.migrate import alembic_config
+
+    cfg = alembic_config(db)
+    with db.engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+        conn.commit()

@@ -22,6 +22,8 @@ import svc
 from svc import webhooks, wire
 from svc._models import EVENT_DATA_TYPES
 
+from .support import SPEC_EVENT_TYPES
+
 SECRET = "whsec_event_models"
 NOW = 1_795_003_200
 CREATED_AT = "2026-11-21T12:00:00Z"
@@ -306,20 +308,7 @@ def deliver(document: Any) -> svc.Event:
 
 
 def test_every_event_of_the_spec_has_a_model() -> None:
-    spec_events = {
-        "payment.succeeded",
-        "payment.failed",
-        "transfer.received",
-        "funding.paid",
-        "funding.refunded",
-        "withdrawal.paid",
-        "withdrawal.failed",
-        "vw.revoked",
-        "allowance.reset",
-        "seller.withdrawn",
-        "resource.updated",
-    }
-    assert set(EVENT_DATA_TYPES) == spec_events == set(SAMPLES)
+    assert set(EVENT_DATA_TYPES) == SPEC_EVENT_TYPES == set(SAMPLES)
     assert {type(expected) for _, expected in SAMPLES.values()} == set(REQUIRED)
     for event_type, (_, expected) in SAMPLES.items():
         assert EVENT_DATA_TYPES[event_type] is type(expected)

@@ -18,7 +18,7 @@ import pytest
 
 from reference_server.app import served
 
-from ..payouts.helpers import complete_onboarding, shop
+from ..payouts.helpers import complete_onboarding, onboard_url, shop
 from ..support import LiveServer
 from .helpers import DECLINED, item, pay, token_of
 
@@ -100,15 +100,10 @@ def test_the_receipt_page_speaks_to_a_person(server: LiveServer) -> None:
 def test_the_onboarding_pages_speak_to_a_person(server: LiveServer) -> None:
     s = shop(server)
 
-    def onboard_url() -> str:
-        r = s.post("/sellers/me/connect/onboard", {"country": "US", "type": "express"})
-        assert r.status_code == 200, r.text
-        return str(r.json()["onboard_url"])
-
-    later = complete_onboarding(onboard_url(), button="Finish later")
+    later = complete_onboarding(onboard_url(s), button="Finish later")
     assert later.status_code == 200 and "Saved with requirements due" in later.text
     assert_speaks_to_a_person(later)
-    url = onboard_url()
+    url = onboard_url(s)
     done = complete_onboarding(url)
     assert done.status_code == 200 and "Onboarding complete" in done.text
     assert_speaks_to_a_person(done)

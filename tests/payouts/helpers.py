@@ -12,6 +12,8 @@ from typing import Any
 import attrs
 import httpx
 
+from reference_server.domain import ledger
+
 from ..support import Account, LiveServer, new_account
 
 #: Payouts move a step every 0.2 s and the worker looks every 0.05 s: a test watches one
@@ -147,6 +149,22 @@ def complete_onboarding(
     (pressed,) = [b for b in form.buttons if (b["text"] or "").strip() == button]
     fields[str(pressed["name"])] = str(pressed["value"])
     return httpx.post(onboard_url, data=fields, timeout=30)
+
+
+def paid_out(live: LiveServer) -> Decimal:
+    """What the platform has paid out to sellers' banks so far, in dollars."""
+    with live.ctx.db.read() as conn:
+        micros = ledger.balance_micros(
+            conn, environment="test", kind=ledger.PROCESSOR_PAYOUTS, ref_id=ledger.PLATFORM
+        )
+    return Decimal(micros) / 1_000_000
+
+
+def onboard_url(s: Shop) -> str:
+    """The seller's onboarding link, as the dashboard asks for it."""
+    r = s.post("/sellers/me/connect/onboard", {"country": "US", "type": "express"})
+    assert r.status_code == 200, r.text
+    return str(r.json()["onboard_url"])
 
 
 def onboard(s: Shop, *, bank: str = "succeeds") -> dict[str, Any]:

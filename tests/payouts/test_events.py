@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
-import pytest
 
 import svc
 from svc import webhooks
 
 from ..support import LiveServer
-from ..webhooks.receiver import Receiver, start_receiver
+from ..webhooks.receiver import Receiver
 from .helpers import FAST_PAYOUTS, onboard, shop, wait_for
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = start_receiver()
-    yield r
-    r.server.shutdown()
 
 
 def test_withdrawal_events_are_delivered_signed(

@@ -6,7 +6,7 @@ accessibility basics, and the form is completed with JavaScript off."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -16,13 +16,12 @@ import pytest
 
 import svc
 from reference_server import app
-from reference_server.domain import ledger
 from reference_server.settings import utcnow
 from svc import webhooks
 
 from ..support import LiveServer, assert_ledger_sound
-from ..webhooks.receiver import Receiver, start_receiver
-from .helpers import FAST_PAYOUTS, Shop, shop, wait_for
+from ..webhooks.receiver import Receiver
+from .helpers import FAST_PAYOUTS, Shop, onboard_url, paid_out, shop, wait_for
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Response
@@ -40,19 +39,6 @@ TERMS = "I accept the sandbox terms of service"
 #: The bank accounts' labels on the page, by the sandbox's key for them.
 BANKS = {"succeeds": "payouts succeed", "fails": "payouts to it fail"}
 EVENTS = ["seller.withdrawn", "withdrawal.paid", "withdrawal.failed"]
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = start_receiver()
-    yield r
-    r.server.shutdown()
-
-
-def onboard_url(s: Shop) -> str:
-    r = s.post("/sellers/me/connect/onboard", {"country": "US", "type": "express"})
-    assert r.status_code == 200, r.text
-    return str(r.json()["onboard_url"])
 
 
 def sync(s: Shop) -> dict[str, Any]:
@@ -79,14 +65,6 @@ def delivered(receiver: Receiver, secret: str, count: int) -> dict[str, Any]:
     with pytest.raises(webhooks.WebhookVerificationError):  # the signature covers the body
         webhooks.verify(secret, got[0].body.replace(b"withdrawal", b"withdrawaI"), got[0].headers)
     return {e.type: e.data for e in events}
-
-
-def paid_out(live: LiveServer) -> Decimal:
-    with live.ctx.db.read() as conn:
-        micros = ledger.balance_micros(
-            conn, environment="test", kind=ledger.PROCESSOR_PAYOUTS, ref_id=ledger.PLATFORM
-        )
-    return Decimal(micros) / 1_000_000
 
 
 def fill_in(page: Page, *, bank: str | None = "succeeds", terms: bool = True) -> None:

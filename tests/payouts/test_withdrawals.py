@@ -14,24 +14,14 @@ import attrs
 import httpx
 import pytest
 
-from reference_server.domain import ledger
-
 from ..money.helpers import events_of
 from ..support import LiveServer, assert_ledger_sound, server_processes
-from .helpers import FAST_PAYOUTS, Shop, onboard, shop, wait_for
+from .helpers import FAST_PAYOUTS, Shop, onboard, paid_out, shop, wait_for
 
 
 @pytest.fixture
 def fast(make_server: Callable[..., LiveServer]) -> LiveServer:
     return make_server(**FAST_PAYOUTS)
-
-
-def paid_out(live: LiveServer) -> Decimal:
-    with live.ctx.db.read() as conn:
-        micros = ledger.balance_micros(
-            conn, environment="test", kind=ledger.PROCESSOR_PAYOUTS, ref_id=ledger.PLATFORM
-        )
-    return Decimal(micros) / 1_000_000
 
 
 def test_a_withdrawal_reaches_paid_and_the_ledger_shows_the_money_out(fast: LiveServer) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from sqlalchemy import text
 
 from reference_server.store import Database
-from reference_server.store.migrate import alembic_config
 
 from ..conftest import fresh_database
+from ..support import migrate_to
 
 _ATTEMPT = (
     "INSERT INTO spend_attempts (id, environment, owner_id, wallet_key_id, idempotency_key,"
@@ -22,24 +21,16 @@ _ATTEMPT = (
 )
 
 
-def _migrate(db: Database, revision: str, *, down: bool = False) -> None:
-    cfg = alembic_config(db)
-    with db.engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(cfg, revision)
-        conn.commit()
-
-
 def test_an_attempts_key_becomes_its_record_in_the_store(tmp_path: Path) -> None:
     (tmp_path / "migrated").mkdir()
     with fresh_database(tmp_path / "migrated") as url:
         db = Database(url)
         try:
-            _migrate(db, "0015")
+            migrate_to(db, "0015")
             with db.engine.begin() as conn:
                 conn.execute(text(_ATTEMPT), {"id": "att_1", "key": "k1"})
                 conn.execute(text(_ATTEMPT), {"id": "att_2", "key": None})
-            _migrate(db, "0016")
+            migrate_to(db, "0016")
             with db.engine.connect() as conn:
                 rows = conn.execute(
                     text(
@@ -53,7 +44,7 @@ def test_an_attempts_key_becomes_its_record_in_the_store(tmp_path: Path) -> None
                 ("att_1", "vw:wk_1", "POST /spend/pay-url", "k1", "h1", "in_flight", True),
                 ("att_2", None, None, None, None, None, None),
             ]
-            _migrate(db, "0015", down=True)
+            migrate_to(db, "0015", down=True)
             with db.engine.connect() as conn:
                 keys = conn.execute(
                     text("SELECT id, idempotency_key FROM spend_attempts ORDER BY id")
@@ -61,6 +52,6 @@ def test_an_attempts_key_becomes_its_record_in_the_store(tmp_path: Path) -> None
                 left = conn.execute(text("SELECT count(*) FROM idempotency_keys")).scalar()
             assert [tuple(row) for row in keys] == [("att_1", "k1"), ("att_2", None)]
             assert left == 0
-            _migrate(db, "head")
+            migrate_to(db, "head")
         finally:
             db.dispose()

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from reference_server import Settings
 from reference_server.store import tables as t
@@ -80,17 +80,6 @@ def _events(live: LiveServer, type: str) -> list[dict[str, Any]]:
     with live.ctx.db.read() as conn:
         rows = conn.execute(select(ev.c.data).where(ev.c.type == type)).all()
     return [dict(r.data) for r in rows]
-
-
-def _payments(it: Item) -> int:
-    tr = t.ledger_transfers
-    with it.live.ctx.db.read() as conn:
-        count = conn.execute(
-            select(func.count())
-            .select_from(tr)
-            .where(tr.c.kind == "payment", tr.c.reference == it.resource["id"])
-        ).scalar_one()
-    return int(count)
 
 
 def _session_of(url: str) -> str:
@@ -165,7 +154,7 @@ def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
     waiting = httpx.get(done_url)
     assert waiting.status_code == 200 and "confirming" in waiting.text
     assert waiting.headers["cache-control"] == "no-store"
-    assert _payments(it) == 0  # nothing booked before the processor says so
+    assert it.payments() == 0  # nothing booked before the processor says so
 
     paid = stripe_double.pay_checkout(cs, PAYING)
     assert paid["paid"] is True
@@ -179,7 +168,7 @@ def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
     assert "4.00 USD" in receipt.text
     verified = it.verify(receipt_id)
     assert verified["valid"] is True and verified["rail"] == "card"
-    assert _payments(it) == 1
+    assert it.payments() == 1
     assert it.balance() == Decimal("3.96")  # the price less the 1% platform fee
     succeeded = [e for e in _events(server, "payment.succeeded") if e["receipt_id"] == receipt_id]
     assert [e["processor_payment_intent_id"] for e in succeeded] == [intent]
@@ -204,7 +193,7 @@ def test_a_redelivered_completion_books_once(server: LiveServer, stripe_double: 
     assert session["payment_status"] == "paid"
     answer = deliver(server.url, event("checkout.session.completed", session))
     assert answer.status_code == 200, answer.text
-    assert _payments(it) == 1
+    assert it.payments() == 1
     assert len(_events(server, "payment.succeeded")) == 1
 
 
@@ -217,13 +206,13 @@ def test_a_declined_card_books_nothing_and_another_card_then_pays(
     assert refused["paid"] is False
     row = _wait(lambda: (r := _checkout(server, cs)).status == "failed" and r)
     assert row.failure_reason and "decline" in row.failure_reason
-    assert row.receipt_id is None and _payments(it) == 0
+    assert row.receipt_id is None and it.payments() == 0
     page = httpx.get(f"{it.pay_url}/done?session={cs}")
     assert "declined" in page.text and "nothing was charged" in page.text
     # Checkout lets the payer try another card on the same session
     assert stripe_double.pay_checkout(cs, PAYING)["paid"] is True
     _wait(lambda: _checkout(server, cs).receipt_id)
-    assert _payments(it) == 1
+    assert it.payments() == 1
 
 
 def test_an_abandoned_checkout_books_nothing(server: LiveServer, stripe_double: Any) -> None:
@@ -231,7 +220,7 @@ def test_an_abandoned_checkout_books_nothing(server: LiveServer, stripe_double: 
     cs = _session_of(_start(it).headers["location"])
     stripe_double.abandon_checkout(cs)
     _wait(lambda: _checkout(server, cs).status == "expired")
-    assert _payments(it) == 0
+    assert it.payments() == 0
     page = httpx.get(f"{it.pay_url}/done?session={cs}")
     assert "not completed" in page.text
     unknown = httpx.get(f"{it.pay_url}/done?session=cs_nobody")
@@ -346,7 +335,7 @@ def test_a_person_pays_by_card_in_a_browser(
     receipt_id = str(page.locator("#receipt-id").inner_text())
     assert receipt_id == _checkout(server, cs).receipt_id
     page.screenshot(path=str(tmp_path / "card-checkout-receipt.png"), full_page=True)
-    assert it.verify(receipt_id)["valid"] is True and _payments(it) == 1
+    assert it.verify(receipt_id)["valid"] is True and it.payments() == 1
 
 
 def test_completions_of_one_session_at_once_book_once(
@@ -366,7 +355,7 @@ def test_completions_of_one_session_at_once_book_once(
     with ThreadPoolExecutor(6) as pool:
         answers = list(pool.map(lambda body: deliver(server.url, body), events))
     assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
-    assert _payments(it) == 1
+    assert it.payments() == 1
     assert _checkout(server, cs).receipt_id is not None
     assert len(_events(server, "payment.succeeded")) == 1
 
@@ -394,7 +383,7 @@ def test_the_processor_failing_is_retried_and_then_said(
         if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
     }
     assert keys == {tried[0]["idempotency_key"]}
-    assert _payments(it) == 0
+    assert it.payments() == 0
 
     client_headers = owner_headers(it.acct.owner_jwt, "live")
     stripe_double.fault("/v1/checkout/sessions", 503, times=3)
@@ -432,7 +421,7 @@ def test_a_refund_at_the_processor_is_recorded_and_books_nothing(
     _settled(stripe_double, "charge.refunded")
     row = _checkout(server, cs)
     assert row.refunded_at is not None and row.status == "complete"
-    assert _payments(it) == 1 and it.balance() == balance  # refunds are booked by issue 28
+    assert it.payments() == 1 and it.balance() == balance  # refunds are booked by issue 28
 
 
 def test_the_cli_tops_up_by_card_and_prints_where_to_pay(server: LiveServer) -> None:

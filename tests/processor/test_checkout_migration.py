@@ -5,27 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from sqlalchemy import text
 
 from reference_server.store import Database
-from reference_server.store.migrate import alembic_config
 
 from ..conftest import fresh_database
+from ..support import migrate_to
 
 _TOP_UP = (
     "INSERT INTO top_ups (id, owner_id, environment, amount_micros, status, rail, network,"
     " tx_hash, payer, transfer_id, created_at) VALUES (:id, 'own_1', 'live', 1000000, :status,"
     " :rail, 'eip155:84532', :tx, NULL, :transfer, '2026-11-27 06:00:00+00:00')"
 )
-
-
-def _migrate(db: Database, revision: str, *, down: bool = False) -> None:
-    cfg = alembic_config(db)
-    with db.engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(cfg, revision)
-        conn.commit()
 
 
 def _ids(db: Database) -> list[str]:
@@ -37,7 +28,7 @@ def test_top_ups_survive_0014_and_a_pending_card_top_up_fits(tmp_path: Path) -> 
     with fresh_database(tmp_path) as url:
         db = Database(url)
         try:
-            _migrate(db, "0013")
+            migrate_to(db, "0013")
             with db.engine.begin() as conn:
                 conn.execute(
                     text(
@@ -55,7 +46,7 @@ def test_top_ups_survive_0014_and_a_pending_card_top_up_fits(tmp_path: Path) -> 
                         "transfer": "tr_1",
                     },
                 )
-            _migrate(db, "0014")
+            migrate_to(db, "0014")
             with db.engine.begin() as conn:
                 conn.execute(
                     text(_TOP_UP),
@@ -68,8 +59,8 @@ def test_top_ups_survive_0014_and_a_pending_card_top_up_fits(tmp_path: Path) -> 
                     },
                 )
             assert _ids(db) == ["tu_1", "tu_2"]
-            _migrate(db, "0013", down=True)
+            migrate_to(db, "0013", down=True)
             assert _ids(db) == ["tu_1"]  # only the pending card top-up could not stay
-            _migrate(db, "head")
+            migrate_to(db, "head")
         finally:
             db.dispose()

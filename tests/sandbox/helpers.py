@@ -1,7 +1,8 @@
 """Signing EIP-3009 authorizations the way a client does, independently of the server.
 
-The typed data is written out here rather than taken from ``reference_server.sandbox``,
-so that a mistake in the server's hashing cannot cancel out in the tests.
+The typed data comes from x402's client (its EIP-712 type tables) rather than from
+``reference_server.sandbox``, so that a mistake in the server's hashing cannot cancel out in
+the tests.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from sqlalchemy import Connection
+from x402.mechanisms.evm.types import AUTHORIZATION_TYPES, DOMAIN_TYPES
 
 from reference_server.sandbox import chain
 from reference_server.store import Database, upgrade
@@ -65,22 +67,7 @@ def sign(
 ) -> Signed:
     """Sign ``auth`` (x402 wire form) with ``signer`` under ``domain`` (USDC by default)."""
     message = {
-        "types": {
-            "EIP712Domain": [
-                {"name": "name", "type": "string"},
-                {"name": "version", "type": "string"},
-                {"name": "chainId", "type": "uint256"},
-                {"name": "verifyingContract", "type": "address"},
-            ],
-            "TransferWithAuthorization": [
-                {"name": "from", "type": "address"},
-                {"name": "to", "type": "address"},
-                {"name": "value", "type": "uint256"},
-                {"name": "validAfter", "type": "uint256"},
-                {"name": "validBefore", "type": "uint256"},
-                {"name": "nonce", "type": "bytes32"},
-            ],
-        },
+        "types": {**DOMAIN_TYPES, **AUTHORIZATION_TYPES},
         "primaryType": "TransferWithAuthorization",
         "domain": domain or DOMAIN,
         "message": {

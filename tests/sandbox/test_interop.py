@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from eth_account.signers.local import LocalAccount
 from mpp.client import Mpp as MppClient
 from mpp.methods.evm import BASE_SEPOLIA_USDC
 from mpp.methods.evm import client as mpp_evm_client
@@ -28,16 +27,17 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from x402 import x402Client, x402ResourceServer
+from x402 import x402ResourceServer
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient, HTTPFacilitatorClientSync
 from x402.http.clients import x402HttpxClient
 from x402.http.clients.httpx import x402AsyncTransport
 from x402.http.middleware.fastapi import PaymentMiddlewareASGI
-from x402.mechanisms.evm.exact import register_exact_evm_client, register_exact_evm_server
+from x402.mechanisms.evm.exact import register_exact_evm_server
 from x402.mechanisms.evm.exact.v1.client import ExactEvmSchemeV1
 from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequirementsV1
 
+from ..rails.helpers import x402_client
 from ..support import LiveServer
 from .helpers import USDC, Recording, balance, fund, get, new_account, serve, transaction
 from .test_routes import assert_chain_sound
@@ -71,12 +71,6 @@ def _x402_gated_app(facilitator_url: str, pay_to: str) -> Starlette:
     return app
 
 
-def _x402_client(payer: LocalAccount) -> x402Client:
-    client = x402Client()
-    register_exact_evm_client(client, EthAccountSigner(payer))
-    return client
-
-
 def _payment_response(response: httpx.Response) -> dict[str, Any]:
     return dict(json.loads(base64.b64decode(response.headers["payment-response"])))
 
@@ -107,7 +101,7 @@ async def test_official_x402_client_pays_an_x402_middleware_app(
         str(PRICE),
     )
 
-    async with x402HttpxClient(_x402_client(payer)) as http:
+    async with x402HttpxClient(x402_client(payer)) as http:
         paid = await http.get(url + "/report")
 
     assert paid.status_code == 200, paid.text
@@ -138,7 +132,7 @@ async def test_a_replayed_payment_signature_is_refused(
     payer = new_account()
     fund(server.url, payer.address, "1")
     wire = Recording()
-    transport = x402AsyncTransport(_x402_client(payer), transport=wire)
+    transport = x402AsyncTransport(x402_client(payer), transport=wire)
     async with httpx.AsyncClient(transport=transport) as http:
         assert (await http.get(url + "/report")).status_code == 200
     [signature] = [
@@ -159,7 +153,7 @@ async def test_an_unfunded_x402_client_is_refused_and_nothing_moves(
 ) -> None:
     url, pay_to = seller_app
     payer = new_account()  # never funded
-    async with x402HttpxClient(_x402_client(payer)) as http:
+    async with x402HttpxClient(x402_client(payer)) as http:
         refused = await http.get(url + "/report")
     assert refused.status_code == 402
     assert balance(server.url, pay_to) == 0
@@ -257,7 +251,7 @@ async def test_official_x402_client_pays_a_pympp_server(
     url, pay_to = mpp_app
     payer = new_account()
     fund(server.url, payer.address, "1")
-    async with x402HttpxClient(_x402_client(payer)) as http:
+    async with x402HttpxClient(x402_client(payer)) as http:
         paid = await http.get(url + "/report")
     assert paid.status_code == 200, paid.text
     receipt = _payment_response(paid)

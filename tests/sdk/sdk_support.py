@@ -13,6 +13,7 @@ puts the directory on ``sys.path``, and a generic name could clash with another 
 from __future__ import annotations
 
 import inspect
+import json
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,9 @@ SVC_ENV_VARS = (
 OWNER_JWT = "owner.jwt.token"
 SELLER_KEY = "svc_sk_test_seller"
 WALLET_KEY = "svc_vw_test_wallet"
+#: A route's role -> the credential it is sent with; and a client holding all three.
+CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY, "wallet": WALLET_KEY}
+ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 
 #: A scripted reply: a response, an exception the transport raises, or a function.
 Reply = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
@@ -59,6 +63,33 @@ def fail(
     if request_id is not None:
         body["request_id"] = request_id
     return httpx.Response(status, json=body, headers=headers)
+
+
+def body_of(request: httpx.Request) -> Any:
+    """The request's JSON body, ``None`` when it has none."""
+    return json.loads(request.content) if request.content else None
+
+
+def check_request(
+    request: httpx.Request, method: str, path: str, role: str | None, body: Any
+) -> None:
+    """The shape every route's request shares, checked once for every endpoint table: the
+    method and path, the role's credential (none without a role), the JSON body; a GET has
+    no body and no idempotency key, a write an automatic uuid4 one."""
+    assert request.method == method
+    assert request.url.path == path
+    if role is None:
+        assert "authorization" not in request.headers
+    else:
+        assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
+    assert body_of(request) == body
+    if body is not None:
+        assert request.headers["content-type"] == "application/json"
+    if method == "GET":
+        assert "idempotency-key" not in request.headers
+        assert request.content == b""
+    else:
+        assert len(request.headers["idempotency-key"]) == 36  # a uuid4
 
 
 class Twin:

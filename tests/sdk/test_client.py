@@ -7,14 +7,23 @@ async-only behaviour in ``test_async_client.py``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
-from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, fail, ok
+from sdk_support import (
+    ALL_CREDENTIALS,
+    OWNER_JWT,
+    SELLER_KEY,
+    WALLET_KEY,
+    Twin,
+    body_of,
+    check_request,
+    fail,
+    ok,
+)
 
 import svc
 from svc._spec import RequestSpec, as_json_object
@@ -130,14 +139,6 @@ ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type]] =
     (lambda c: c.ready(), "GET", "/ready", None, None, svc.Health),
     (lambda c: c.capabilities(), "GET", "/agent/capabilities", None, None, svc.Capabilities),
 ]
-CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY, "wallet": WALLET_KEY}
-ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
-
-
-def _body(request: httpx.Request) -> Any:
-    return json.loads(request.content) if request.content else None
-
-
 # --- request shape ----------------------------------------------------------------------------
 
 
@@ -162,21 +163,9 @@ async def test_endpoint_request_shape(
 
     assert isinstance(result, result_type)
     request = twin.last
-    assert request.method == method
-    assert request.url.path == path
+    check_request(request, method, path, role, body)
     assert request.url.host == "127.0.0.1"
     assert request.headers["user-agent"] == f"svc-python/{svc.__version__}"
-    if role is None:
-        assert "authorization" not in request.headers
-    else:
-        assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
-    assert _body(request) == body
-    if body is not None:
-        assert request.headers["content-type"] == "application/json"
-    if method == "GET":
-        assert "idempotency-key" not in request.headers
-    else:
-        assert len(request.headers["idempotency-key"]) == 36  # a uuid4
     assert "x-svc-environment" not in request.headers
 
 
@@ -437,7 +426,7 @@ async def test_amount_inputs_are_sent_as_decimal_strings(
 
     await twin.call(client, lambda c: c.resources.create(kind="http", path="/a", amount=amount))
 
-    assert _body(twin.last)["amount"] == wire
+    assert body_of(twin.last)["amount"] == wire
 
 
 @pytest.mark.parametrize("amount", [0.05, "0.0000001", "abc", True, Decimal("NaN")])
@@ -468,7 +457,7 @@ async def test_metadata_accepts_a_model_or_a_dict(twin: Twin) -> None:
         ),
     )
 
-    first, second = (_body(r)["metadata"] for r in twin.requests)
+    first, second = (body_of(r)["metadata"] for r in twin.requests)
     assert first == {"tier": "gold", "sku_kind": "credit_topup", "credits": 50}
     assert second == {"sku_kind": "one_shot", "n": "1.5"}
 

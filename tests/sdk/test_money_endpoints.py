@@ -8,15 +8,23 @@ flat JSON bodies with ``ok`` and ``request_id``, lists as ``{"data", "has_more"}
 from __future__ import annotations
 
 import copy
-import json
 import pickle
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import httpx
 import pytest
-from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, fail, ok
+from sdk_support import (
+    ALL_CREDENTIALS,
+    OWNER_JWT,
+    SELLER_KEY,
+    WALLET_KEY,
+    Twin,
+    body_of,
+    check_request,
+    fail,
+    ok,
+)
 
 import svc
 
@@ -93,8 +101,6 @@ BODIES: dict[type, dict[str, Any]] = {
     svc.HandleResolution: RESOLUTION,
     svc.ReceiptVerification: VERIFIED,
 }
-CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY, "wallet": WALLET_KEY}
-ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 
 # (call, method, path, role, JSON body or None, result type, status of success)
 ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type, int]] = [
@@ -256,10 +262,6 @@ ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type, in
 ]
 
 
-def _body(request: httpx.Request) -> Any:
-    return json.loads(request.content) if request.content else None
-
-
 # --- request shape ----------------------------------------------------------------------------
 
 
@@ -285,21 +287,10 @@ async def test_endpoint_request_shape(
 
     assert isinstance(result, result_type)
     assert result.request_id == "req_ok"
-    request = twin.last
-    assert request.method == method
-    assert request.url.path == path
-    if role is None:
-        assert "authorization" not in request.headers
-    else:
-        assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
-    assert request.headers["x-svc-environment"] == "test"
-    assert _body(request) == body
-    if method == "GET":
-        assert "idempotency-key" not in request.headers
-        assert request.content == b""
-    else:
-        assert request.headers["content-type"] == "application/json"
-        assert len(request.headers["idempotency-key"]) == 36  # a uuid4
+    check_request(twin.last, method, path, role, body)
+    assert twin.last.headers["x-svc-environment"] == "test"
+    if method != "GET":
+        assert twin.last.headers["content-type"] == "application/json"
 
 
 async def test_environment_header_follows_the_client_and_the_call(twin: Twin) -> None:
@@ -420,7 +411,7 @@ async def test_update_sends_null_for_none_and_omits_what_is_not_given(
     await twin.call(client, lambda c: c.wallet_keys.update("vw_1", **kwargs))
 
     assert twin.last.method == "PATCH"
-    assert _body(twin.last) == body
+    assert body_of(twin.last) == body
     assert len(twin.last.headers["idempotency-key"]) == 36
 
 
@@ -442,7 +433,7 @@ async def test_create_leaves_out_limits_passed_as_none(twin: Twin) -> None:
         lambda c: c.wallet_keys.create(None, allowance=None, budget="5", allowed_hosts=None),
     )
 
-    assert _body(twin.last) == {"policy": {"budget": "5.00"}}
+    assert body_of(twin.last) == {"policy": {"budget": "5.00"}}
 
 
 @pytest.mark.parametrize(
@@ -662,7 +653,7 @@ async def test_unknown_receipt_is_valid_false_not_an_error(twin: Twin) -> None:
     assert result.receipt_id == "rcpt_nope"
     assert result.amount is None
     assert "authorization" not in twin.last.headers  # no seller key: nothing is sent
-    assert _body(twin.last) == {"receipt_id": "rcpt_nope", "resource_id": "res_1"}
+    assert body_of(twin.last) == {"receipt_id": "rcpt_nope", "resource_id": "res_1"}
 
 
 async def test_verify_sends_the_seller_key_only_when_there_is_one(twin: Twin) -> None:

@@ -13,13 +13,16 @@ from typing import Any
 
 import attrs
 import pytest
-from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, ok
+from sdk_support import (
+    ALL_CREDENTIALS,
+    Twin,
+    ok,
+)
 
 from svc import _async_namespaces, _namespaces
 
 pytestmark = pytest.mark.anyio
 
-CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 #: Positional arguments the list methods that need one get.
 ARGS = {"deliveries": ("wh_1",)}
 
@@ -110,7 +113,7 @@ def _page(ids: list[str], has_more: bool) -> Any:
 async def test_one_page_sends_limit_and_starting_after(
     twin: Twin, cls_name: str, method: str
 ) -> None:
-    client = twin.client(**CREDENTIALS)
+    client = twin.client(**ALL_CREDENTIALS)
     ns = _namespace(client, cls_name)
     args = ARGS.get(method, ())
     twin.reply(_page(["x_1"], True), _page([], False))
@@ -136,7 +139,7 @@ async def _collect(twin: Twin, iterator: Any) -> list[str]:
 async def test_auto_paging_follows_starting_after_until_has_more_is_false(
     twin: Twin, cls_name: str, method: str
 ) -> None:
-    client = twin.client(**CREDENTIALS)
+    client = twin.client(**ALL_CREDENTIALS)
     ns = _namespace(client, cls_name)
     args = ARGS.get(method, ())
     iterator = getattr(ns, _all_name(method))(*args, limit=2)
@@ -154,7 +157,7 @@ async def test_auto_paging_follows_starting_after_until_has_more_is_false(
 
 
 async def test_an_empty_page_that_claims_more_ends_the_iteration(twin: Twin) -> None:
-    client = twin.client(**CREDENTIALS)
+    client = twin.client(**ALL_CREDENTIALS)
     twin.reply(_page([], True))
     assert await _collect(twin, client.resources.list_all()) == []
     assert len(twin.requests) == 1

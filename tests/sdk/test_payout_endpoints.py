@@ -7,13 +7,20 @@ server's contract (``tests/e2e/test_sdk_payouts.py`` drives a live server).
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
-from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, ok
+from sdk_support import (
+    ALL_CREDENTIALS,
+    OWNER_JWT,
+    SELLER_KEY,
+    WALLET_KEY,
+    Twin,
+    check_request,
+    ok,
+)
 
 import svc
 
@@ -63,8 +70,6 @@ BODIES: dict[type, dict[str, Any]] = {
     svc.Balance: BALANCE,
     svc.ResourceList: {"data": [], "has_more": False},
 }
-CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY}
-ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 
 # (call with the seller key, method, path under /sellers/me, JSON body, result type, status)
 SELLER_ROUTES: list[tuple[Any, str, str, dict[str, Any] | None, type, int]] = [
@@ -149,29 +154,13 @@ SELLER_ROUTES: list[tuple[Any, str, str, dict[str, Any] | None, type, int]] = [
 IDS = [f"{m} {p}" + (f" {b}" if b else "") for _, m, p, b, _, _ in SELLER_ROUTES]
 
 
-def _body(request: httpx.Request) -> Any:
-    return json.loads(request.content) if request.content else None
-
-
-def _check(
-    request: httpx.Request, method: str, path: str, role: str, body: dict[str, Any] | None
-) -> None:
-    assert request.method == method
-    assert request.url.path == path
-    assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
-    assert _body(request) == body
-    if method == "GET":
-        assert "idempotency-key" not in request.headers and request.content == b""
-    else:
-        assert request.headers["content-type"] == "application/json"
-        assert len(request.headers["idempotency-key"]) == 36  # a uuid4, automatic
-
-
+@pytest.mark.parametrize("role", ["seller", "owner"])
 @pytest.mark.parametrize(
     ("call", "method", "tail", "body", "result_type", "status"), SELLER_ROUTES, ids=IDS
 )
-async def test_seller_key_routes(
+async def test_seller_routes_and_their_owner_dashboard_twins(
     twin: Twin,
+    role: str,
     call: Any,
     method: str,
     tail: str,
@@ -179,34 +168,20 @@ async def test_seller_key_routes(
     result_type: type,
     status: int,
 ) -> None:
+    """Each route with the seller key under ``/sellers/me``, and its owner-dashboard twin
+    (``seller_id=``, owner JWT) under ``/sellers/{id}``."""
     client = twin.client(environment="test", **ALL_CREDENTIALS)
     twin.reply(ok(BODIES[result_type], status=status))
+    owner = role == "owner"
 
-    result = await twin.call(client, call)
+    result = await twin.call(client, (lambda c: call(c, seller_id="sel_1")) if owner else call)
 
     assert isinstance(result, result_type) and result.request_id == "req_ok"
-    _check(twin.last, method, "/sellers/me" + tail, "seller", body)
-
-
-@pytest.mark.parametrize(
-    ("call", "method", "tail", "body", "result_type", "status"), SELLER_ROUTES, ids=IDS
-)
-async def test_owner_dashboard_twins_take_seller_id(
-    twin: Twin,
-    call: Any,
-    method: str,
-    tail: str,
-    body: dict[str, Any] | None,
-    result_type: type,
-    status: int,
-) -> None:
-    client = twin.client(environment="test", **ALL_CREDENTIALS)
-    twin.reply(ok(BODIES[result_type], status=status))
-
-    result = await twin.call(client, lambda c: call(c, seller_id="sel_1"))
-
-    assert isinstance(result, result_type)
-    _check(twin.last, method, "/sellers/sel_1" + tail, "owner", body)
+    check_request(
+        twin.last, method, ("/sellers/sel_1" if owner else "/sellers/me") + tail, role, body
+    )
+    if method != "GET":
+        assert twin.last.headers["content-type"] == "application/json"
     assert twin.last.headers["x-svc-environment"] == "test"
 
 
@@ -218,7 +193,7 @@ async def test_owner_reads_a_seller_and_its_resources(twin: Twin) -> None:
     await twin.call(client, lambda c: c.resources.list(seller_id="sel_1", limit=5))
 
     assert seller.id == "sel_1"
-    _check(twin.requests[0], "GET", "/sellers/sel_1", "owner", None)
+    check_request(twin.requests[0], "GET", "/sellers/sel_1", "owner", None)
     assert twin.last.url.path == "/sellers/sel_1/resources"
     assert dict(twin.last.url.params) == {"limit": "5"}
 

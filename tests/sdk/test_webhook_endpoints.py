@@ -7,13 +7,21 @@ flat JSON bodies with ``ok`` and ``request_id``, lists as ``{"data", "has_more"}
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
-from sdk_support import OWNER_JWT, SELLER_KEY, WALLET_KEY, Twin, fail, ok
+from sdk_support import (
+    ALL_CREDENTIALS,
+    OWNER_JWT,
+    SELLER_KEY,
+    WALLET_KEY,
+    Twin,
+    body_of,
+    check_request,
+    fail,
+    ok,
+)
 
 import svc
 from svc import _async_namespaces, _namespaces
@@ -108,7 +116,6 @@ BODIES: dict[type, dict[str, Any]] = {
     svc.DeliveryList: {"data": [DELIVERY, PENDING], "has_more": True},
     svc.Delivery: DELIVERY,
 }
-ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 
 # (call, method, path, query, JSON body or None, result type, status of success)
 ENDPOINTS: list[tuple[Any, str, str, str, dict[str, Any] | None, type, int]] = [
@@ -215,10 +222,6 @@ ENDPOINTS: list[tuple[Any, str, str, str, dict[str, Any] | None, type, int]] = [
 ]
 
 
-def _body(request: httpx.Request) -> Any:
-    return json.loads(request.content) if request.content else None
-
-
 # --- request shape ----------------------------------------------------------------------------
 
 
@@ -248,22 +251,12 @@ async def test_endpoint_request_shape(
     assert type(result) is result_type
     assert result.request_id == "req_ok"
     request = twin.last
-    assert request.method == method
-    assert request.url.path == path
+    check_request(request, method, path, "owner", body)  # every route: owner
     assert request.url.query.decode() == query
-    assert request.headers["authorization"] == f"Bearer {OWNER_JWT}"  # every route: owner
     assert request.headers["x-svc-environment"] == "test"
-    assert _body(request) == body
-    if method == "GET":
-        assert "idempotency-key" not in request.headers
-        assert request.content == b""
-    else:
-        assert len(request.headers["idempotency-key"]) == 36  # a uuid4
     if body is None:
         assert request.content == b""
         assert "content-type" not in request.headers
-    else:
-        assert request.headers["content-type"] == "application/json"
 
 
 async def test_create_always_sends_an_idempotency_key_reused_on_retry(twin: Twin) -> None:
@@ -385,8 +378,8 @@ async def test_update_with_events_none_reads_back_all_events(twin: Twin) -> None
 
     endpoint = await twin.call(client, lambda c: c.webhooks.update("wh_1", events=None))
 
-    assert "events" in _body(twin.last)
-    assert _body(twin.last)["events"] is None
+    assert "events" in body_of(twin.last)
+    assert body_of(twin.last)["events"] is None
     assert endpoint.events is None
 
 

@@ -10,7 +10,7 @@ secret, and once a secret is retired its JWTs are refused.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -24,20 +24,13 @@ from reference_server.store import tables as t
 from svc import webhooks
 
 from ..support import LiveServer
-from ..webhooks.receiver import Receiver, start_receiver
+from ..webhooks.receiver import Receiver
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def key() -> str:
     return Fernet.generate_key().decode()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = start_receiver()
-    yield r
-    r.server.shutdown()
 
 
 def owner_headers(owner_jwt: str, **extra: str) -> dict[str, str]:

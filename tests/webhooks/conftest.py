@@ -18,13 +18,6 @@ FAST = {
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = start_receiver()
-    yield r
-    r.server.shutdown()
-
-
-@pytest.fixture
 def make_receiver() -> Iterator[Callable[[], Receiver]]:
     started: list[Receiver] = []
 

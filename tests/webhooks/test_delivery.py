@@ -15,7 +15,7 @@ import svc
 from svc import webhooks
 
 from ..money.helpers import market
-from ..support import LiveServer, new_account
+from ..support import SPEC_EVENT_TYPES, LiveServer, new_account
 from .receiver import Receiver
 
 
@@ -217,19 +217,7 @@ def test_registration_rules(server: LiveServer) -> None:
     listed = httpx.get(server.url + "/webhooks", headers=headers).json()["data"]
     assert "signing_secret" not in listed[0]
     catalog = httpx.get(server.url + "/webhooks/events", headers=headers).json()["data"]
-    assert {c["type"] for c in catalog} == {
-        "payment.succeeded",
-        "payment.failed",
-        "transfer.received",
-        "funding.paid",
-        "funding.refunded",
-        "withdrawal.paid",
-        "withdrawal.failed",
-        "vw.revoked",
-        "allowance.reset",
-        "seller.withdrawn",
-        "resource.updated",
-    }
+    assert {c["type"] for c in catalog} == SPEC_EVENT_TYPES
 
 
 def test_signing_secret_is_sealed_at_rest(server: LiveServer) -> None:
