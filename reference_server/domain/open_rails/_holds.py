@@ -34,7 +34,7 @@ from sqlalchemy import Connection, delete, insert, select
 
 from ...store import Database
 from ...store import tables as t
-from ..events import NEW_DELIVERIES
+from ..events import writing
 from ._credit import record_refusal
 from ._terms import terms_for
 
@@ -171,7 +171,7 @@ def release_hold(
     already deleted the hold's row (a settlement that failed).  False when somebody else
     took it first (settled, released or expired meanwhile).  ``unsettled``: release its
     unsettled row (the chain said it can never settle)."""
-    with db.write() as conn:
+    with writing(db, notify) as conn:
         if not taken and not take_hold(conn, hold.claim, unsettled=unsettled):
             return False
         if hold.claim_key is not None:
@@ -194,9 +194,6 @@ def release_hold(
                 now=now,
                 status=status,
             )
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        notify()
     return True
 
 

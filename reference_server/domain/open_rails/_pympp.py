@@ -74,7 +74,7 @@ from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...sandbox.eip3009 import MalformedAuthorization
 from ...store import tables as t
-from ..events import NEW_DELIVERIES
+from ..events import writing
 from ..payments import verify_receipt
 from ._claims import ClaimStore
 from ._credit import credit, receipt_for_transaction, record_refusal, settle_on_sandbox
@@ -251,7 +251,7 @@ class _Attempt(Charge):
     ) -> str:
         ctx, gate = self.ctx, self.gate
         try:
-            with ctx.db.write() as conn:
+            with writing(ctx.db, ctx.notify_new_events) as conn:
                 receipt_id = credit(
                     conn,
                     resource=gate.resource,
@@ -266,15 +266,12 @@ class _Attempt(Charge):
                     now=ctx.now(),
                     receipt_id=receipt_id,
                 )
-                queued = conn.info.pop(NEW_DELIVERIES, False)
         except IntegrityError:  # booked concurrently: the receipt exists now
             with ctx.db.read() as conn:
                 found = receipt_for_transaction(conn, gate.resource.environment, tx_hash)
             if found is None:
                 raise
             return found
-        if queued:
-            ctx.notify_new_events()
         return receipt_id
 
 
@@ -345,7 +342,7 @@ def _verification(attempt: _Attempt, receipt_id: str) -> Any:
 
 def _record_refusal(attempt: _Attempt, refusal: Redemption) -> None:
     ctx, gate = attempt.ctx, attempt.gate
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         record_refusal(
             conn,
             resource=gate.resource,
@@ -358,9 +355,6 @@ def _record_refusal(attempt: _Attempt, refusal: Redemption) -> None:
             request_id=attempt.request_id,
             now=ctx.now(),
         )
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
 
 
 def refusal_message(error: BaseException | None) -> str:
@@ -629,7 +623,7 @@ def _mark_settled(
 def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tuple[str, str]]]:
     """Take the hold, move the tokens and book them: one transaction, all or nothing."""
     ctx, gate = attempt.ctx, attempt.gate
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         if not take_hold(conn, hold.claim):
             raise _Gone()
         _, tx_hash = settle_on_sandbox(
@@ -649,9 +643,6 @@ def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tu
             conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
         headers = _receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
         record_settled(conn, hold, headers, ctx.now())
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
     return tx_hash, headers
 
 
