@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, update
 
 from ...store import Database
 from ...store import tables as t
@@ -102,9 +102,12 @@ def load_hold(db: Database, claim: str) -> Hold | None:
 
 
 def record_settled(
-    conn: Connection, hold: Hold, headers: list[tuple[str, str]], now: datetime
+    conn: Connection, hold: Hold, tx_hash: str, headers: list[tuple[str, str]], now: datetime
 ) -> None:
-    """Remember, in the settling transaction, what settling ``hold`` answered."""
+    """Remember, in the settling transaction, what settling ``hold`` answered; pympp's
+    claim of the authorization now names the transaction that paid it."""
+    if hold.claim_key is not None:
+        conn.execute(update(_c).where(_c.c.key == hold.claim_key).values(value=tx_hash))
     value = {
         "receipt_id": hold.receipt_id,
         "rail": hold.rail,

@@ -59,7 +59,6 @@ from mpp.x402 import (
     is_x402_credential,
 )
 from mpp.x402.facilitator import Facilitator, FacilitatorError, HttpFacilitator
-from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
 from svc import ReceiptVerification, ResourceMetadata
@@ -73,7 +72,6 @@ from ...onchain import ChainUnreachable, TokenReader
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...sandbox.eip3009 import MalformedAuthorization
-from ...store import tables as t
 from ..events import writing
 from ..payments import verify_receipt
 from ._claims import ClaimStore
@@ -546,10 +544,7 @@ def book_unsettled(
     with ctx.db.write() as conn:
         if not take_hold(conn, hold.claim, unsettled=True):
             return False
-        if hold.claim_key is not None:
-            c = t.rail_claims
-            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
-        record_settled(conn, hold, headers, ctx.now())
+        record_settled(conn, hold, tx_hash, headers, ctx.now())
     return True
 
 
@@ -611,12 +606,9 @@ def _take(attempt: _Attempt, hold: Hold) -> bool:
 def _mark_settled(
     attempt: _Attempt, hold: Hold, tx_hash: str, payer: str | None
 ) -> list[tuple[str, str]]:
-    c = t.rail_claims
     headers = _receipt_headers(hold, attempt.terms, tx_hash, payer)
     with attempt.ctx.db.write() as conn:
-        if hold.claim_key is not None:
-            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
-        record_settled(conn, hold, headers, attempt.ctx.now())
+        record_settled(conn, hold, tx_hash, headers, attempt.ctx.now())
     return headers
 
 
@@ -638,11 +630,8 @@ def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tu
             now=ctx.now(),
             receipt_id=hold.receipt_id,
         )
-        if hold.claim_key is not None:
-            c = t.rail_claims
-            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
         headers = _receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
-        record_settled(conn, hold, headers, ctx.now())
+        record_settled(conn, hold, tx_hash, headers, ctx.now())
     return tx_hash, headers
 
 
