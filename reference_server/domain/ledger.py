@@ -399,35 +399,11 @@ def _move_statement(count: int) -> Any:
     )
 
 
-def record_sale(
-    conn: Connection,
-    *,
-    environment: str,
-    debit: str,
-    seller: str,
-    fees: str,
-    amount: int,
-    fee: int,
-    now: datetime,
-    payment_refs: dict[str, Any],
-    fee_refs: dict[str, Any],
-) -> str:
-    """A sale's two posted transfers, in one ``INSERT``: ``amount`` from ``debit`` to
-    ``seller`` (``payment``) and ``fee`` from ``seller`` to ``fees`` (``platform_fee``,
-    none when 0); returns the payment's id.  The balances move by :func:`move_sale` in
-    the same transaction: written first, the rows need no lock, so the locks that
-    :func:`move_sale` takes are held for as short a time as possible."""
-    rows = sale_transfer_rows(
-        environment=environment,
-        debit=debit,
-        seller=seller,
-        fees=fees,
-        amount=amount,
-        fee=fee,
-        now=now,
-        payment_refs=payment_refs,
-        fee_refs=fee_refs,
-    )
+def record_sale(conn: Connection, rows: list[dict[str, Any]]) -> str:
+    """A sale's posted transfers (:func:`sale_transfer_rows`), in one ``INSERT``; returns
+    the payment's id.  The balances move by :func:`move_sale` in the same transaction:
+    written first, the rows need no lock, so the locks that :func:`move_sale` takes are
+    held for as short a time as possible."""
     conn.execute(insert(_t), rows)
     return str(rows[0]["id"])
 
@@ -444,8 +420,9 @@ def sale_transfer_rows(
     payment_refs: dict[str, Any],
     fee_refs: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """The rows :func:`record_sale` inserts (the payment's first), for a caller that
-    inserts several sales' at once."""
+    """A sale's two transfers, the payment's first: ``amount`` from ``debit`` to ``seller``
+    (``payment``) and ``fee`` from ``seller`` to ``fees`` (``platform_fee``, none when 0);
+    for :func:`record_sale`, or a caller that inserts several sales' at once."""
     _check(amount, debit, seller)
     if fee < 0 or fee > amount or (fee and seller == fees):
         raise LedgerError(f"a fee of {fee} micros cannot be taken from a sale of {amount}")
