@@ -586,8 +586,10 @@ def _transfer_row(
     kind: str,
     now: datetime,
     refs: dict[str, Any],
+    status: str = "posted",
 ) -> dict[str, Any]:
-    """A posted transfer's row, every column named (one ``INSERT`` takes several)."""
+    """A transfer's row, every column named (one ``INSERT`` takes several; a reference
+    not in the table is refused by it): posted now, or ``pending`` until settled."""
     return {
         "id": new_id("tr"),
         "environment": environment,
@@ -595,12 +597,13 @@ def _transfer_row(
         "credit_account_id": credit,
         "amount_micros": amount,
         "kind": kind,
-        "status": "posted",
+        "status": status,
         "created_at": now,
-        "settled_at": now,
-        "receipt_id": refs.get("receipt_id"),
-        "wallet_key_id": refs.get("wallet_key_id"),
-        "reference": refs.get("reference"),
+        "settled_at": now if status == "posted" else None,
+        "receipt_id": None,
+        "wallet_key_id": None,
+        "reference": None,
+        **refs,
     }
 
 
@@ -623,35 +626,9 @@ def _check(amount: int, debit: str, credit: str) -> None:
         raise LedgerError("a transfer needs two different accounts")
 
 
-def _record(
-    conn: Connection,
-    *,
-    environment: str,
-    debit: str,
-    credit: str,
-    amount: int,
-    kind: str,
-    status: str,
-    now: datetime,
-    refs: dict[str, Any],
-) -> str:
-    transfer_id = new_id("tr")
-    conn.execute(
-        _INSERT_TRANSFER,
-        {
-            "id": transfer_id,
-            "environment": environment,
-            "debit_account_id": debit,
-            "credit_account_id": credit,
-            "amount_micros": amount,
-            "kind": kind,
-            "status": status,
-            "created_at": now,
-            "settled_at": now if status == "posted" else None,
-            **refs,
-        },
-    )
-    return transfer_id
+def _record(conn: Connection, row: dict[str, Any]) -> str:
+    conn.execute(_INSERT_TRANSFER, row)
+    return str(row["id"])
 
 
 def transfer(
@@ -669,17 +646,7 @@ def transfer(
     _check(amount, debit, credit)
     _debit(conn, debit, amount)
     _credit(conn, credit, amount)
-    return _record(
-        conn,
-        environment=environment,
-        debit=debit,
-        credit=credit,
-        amount=amount,
-        kind=kind,
-        status="posted",
-        now=now,
-        refs=refs,
-    )
+    return _record(conn, _transfer_row(environment, debit, credit, amount, kind, now, refs))
 
 
 def reserve(
@@ -698,17 +665,8 @@ def reserve(
     held = conn.execute(_HOLD, {"account": debit, "amount": amount})
     if held.rowcount != 1:
         raise InsufficientFunds(debit, available_micros(conn, debit), amount)
-    return _record(
-        conn,
-        environment=environment,
-        debit=debit,
-        credit=credit,
-        amount=amount,
-        kind=kind,
-        status="pending",
-        now=now,
-        refs=refs,
-    )
+    row = _transfer_row(environment, debit, credit, amount, kind, now, refs, "pending")
+    return _record(conn, row)
 
 
 def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:
