@@ -7,8 +7,10 @@ does.  The delivery worker (``reference_server.outbox``) takes it from there.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from sqlalchemy import Connection, Table
@@ -19,6 +21,9 @@ from ..store.database import NEW_DELIVERIES
 from ..store.rows import insert_rows
 from .webhook_endpoints import matching_endpoints
 
+if TYPE_CHECKING:
+    from ..store import Database
+
 __all__ = [
     "EVENT_TYPES",
     "NEW_DELIVERIES",
@@ -28,6 +33,7 @@ __all__ = [
     "new_delivery",
     "record_event",
     "record_events",
+    "writing",
 ]
 
 #: The PostgreSQL ``NOTIFY`` channel a commit that queued deliveries signals.
@@ -170,3 +176,14 @@ def new_delivery(event_id: str, endpoint_id: str, now: datetime) -> dict[str, An
         "next_attempt_at": now,
         "created_at": now,
     }
+
+
+@contextmanager
+def writing(db: Database, notify: Callable[[], None]) -> Iterator[Connection]:
+    """``db.write()`` that calls ``notify`` once it committed deliveries: the worker is
+    woken only for rows it can already see, and no caller repeats the check."""
+    with db.write() as conn:
+        yield conn
+        queued = conn.info.pop(NEW_DELIVERIES, False)
+    if queued:
+        notify()

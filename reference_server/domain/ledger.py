@@ -399,35 +399,11 @@ def _move_statement(count: int) -> Any:
     )
 
 
-def record_sale(
-    conn: Connection,
-    *,
-    environment: str,
-    debit: str,
-    seller: str,
-    fees: str,
-    amount: int,
-    fee: int,
-    now: datetime,
-    payment_refs: dict[str, Any],
-    fee_refs: dict[str, Any],
-) -> str:
-    """A sale's two posted transfers, in one ``INSERT``: ``amount`` from ``debit`` to
-    ``seller`` (``payment``) and ``fee`` from ``seller`` to ``fees`` (``platform_fee``,
-    none when 0); returns the payment's id.  The balances move by :func:`move_sale` in
-    the same transaction: written first, the rows need no lock, so the locks that
-    :func:`move_sale` takes are held for as short a time as possible."""
-    rows = sale_transfer_rows(
-        environment=environment,
-        debit=debit,
-        seller=seller,
-        fees=fees,
-        amount=amount,
-        fee=fee,
-        now=now,
-        payment_refs=payment_refs,
-        fee_refs=fee_refs,
-    )
+def record_sale(conn: Connection, rows: list[dict[str, Any]]) -> str:
+    """A sale's posted transfers (:func:`sale_transfer_rows`), in one ``INSERT``; returns
+    the payment's id.  The balances move by :func:`move_sale` in the same transaction:
+    written first, the rows need no lock, so the locks that :func:`move_sale` takes are
+    held for as short a time as possible."""
     conn.execute(insert(_t), rows)
     return str(rows[0]["id"])
 
@@ -444,8 +420,9 @@ def sale_transfer_rows(
     payment_refs: dict[str, Any],
     fee_refs: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """The rows :func:`record_sale` inserts (the payment's first), for a caller that
-    inserts several sales' at once."""
+    """A sale's two transfers, the payment's first: ``amount`` from ``debit`` to ``seller``
+    (``payment``) and ``fee`` from ``seller`` to ``fees`` (``platform_fee``, none when 0);
+    for :func:`record_sale`, or a caller that inserts several sales' at once."""
     _check(amount, debit, seller)
     if fee < 0 or fee > amount or (fee and seller == fees):
         raise LedgerError(f"a fee of {fee} micros cannot be taken from a sale of {amount}")
@@ -609,8 +586,10 @@ def _transfer_row(
     kind: str,
     now: datetime,
     refs: dict[str, Any],
+    status: str = "posted",
 ) -> dict[str, Any]:
-    """A posted transfer's row, every column named (one ``INSERT`` takes several)."""
+    """A transfer's row, every column named (one ``INSERT`` takes several; a reference
+    not in the table is refused by it): posted now, or ``pending`` until settled."""
     return {
         "id": new_id("tr"),
         "environment": environment,
@@ -618,12 +597,13 @@ def _transfer_row(
         "credit_account_id": credit,
         "amount_micros": amount,
         "kind": kind,
-        "status": "posted",
+        "status": status,
         "created_at": now,
-        "settled_at": now,
-        "receipt_id": refs.get("receipt_id"),
-        "wallet_key_id": refs.get("wallet_key_id"),
-        "reference": refs.get("reference"),
+        "settled_at": now if status == "posted" else None,
+        "receipt_id": None,
+        "wallet_key_id": None,
+        "reference": None,
+        **refs,
     }
 
 
@@ -646,35 +626,9 @@ def _check(amount: int, debit: str, credit: str) -> None:
         raise LedgerError("a transfer needs two different accounts")
 
 
-def _record(
-    conn: Connection,
-    *,
-    environment: str,
-    debit: str,
-    credit: str,
-    amount: int,
-    kind: str,
-    status: str,
-    now: datetime,
-    refs: dict[str, Any],
-) -> str:
-    transfer_id = new_id("tr")
-    conn.execute(
-        _INSERT_TRANSFER,
-        {
-            "id": transfer_id,
-            "environment": environment,
-            "debit_account_id": debit,
-            "credit_account_id": credit,
-            "amount_micros": amount,
-            "kind": kind,
-            "status": status,
-            "created_at": now,
-            "settled_at": now if status == "posted" else None,
-            **refs,
-        },
-    )
-    return transfer_id
+def _record(conn: Connection, row: dict[str, Any]) -> str:
+    conn.execute(_INSERT_TRANSFER, row)
+    return str(row["id"])
 
 
 def transfer(
@@ -692,17 +646,7 @@ def transfer(
     _check(amount, debit, credit)
     _debit(conn, debit, amount)
     _credit(conn, credit, amount)
-    return _record(
-        conn,
-        environment=environment,
-        debit=debit,
-        credit=credit,
-        amount=amount,
-        kind=kind,
-        status="posted",
-        now=now,
-        refs=refs,
-    )
+    return _record(conn, _transfer_row(environment, debit, credit, amount, kind, now, refs))
 
 
 def reserve(
@@ -721,17 +665,8 @@ def reserve(
     held = conn.execute(_HOLD, {"account": debit, "amount": amount})
     if held.rowcount != 1:
         raise InsufficientFunds(debit, available_micros(conn, debit), amount)
-    return _record(
-        conn,
-        environment=environment,
-        debit=debit,
-        credit=credit,
-        amount=amount,
-        kind=kind,
-        status="pending",
-        now=now,
-        refs=refs,
-    )
+    row = _transfer_row(environment, debit, credit, amount, kind, now, refs, "pending")
+    return _record(conn, row)
 
 
 def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:

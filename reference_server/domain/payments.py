@@ -131,8 +131,7 @@ def book_sale(
         )
         fee = fee_for(amount, fee_bps)
         refs = {"receipt_id": receipt_id, "reference": resource.id}
-        transfer_id = ledger.record_sale(
-            conn,
+        rows = ledger.sale_transfer_rows(
             environment=env,
             debit=debit,
             seller=accounts[0],
@@ -143,6 +142,7 @@ def book_sale(
             payment_refs={**refs, "wallet_key_id": wallet_key_id},
             fee_refs=refs,
         )
+        transfer_id = ledger.record_sale(conn, rows)
     sale = _SaleRows(
         resource=resource,
         seller=seller,

@@ -306,15 +306,20 @@ def _book_sale(
 
 def _expired(conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime) -> None:
     row = _ours(conn, event.object)
-    if row is None:
-        return
+    if row is not None:
+        _close(conn, row, "expired", now)
+
+
+def _close(conn: Connection, row: Row[Any], status: str, now: datetime, **values: Any) -> None:
+    """End a checkout still payable as ``status`` (``expired``, ``failed``), and the card
+    top-up it was for with it: one rule for both events."""
     closed = conn.execute(
         update(_cc)
         .where(_cc.c.id == row.id, _cc.c.status.in_(_PAYABLE))
-        .values(status="expired", updated_at=now)
+        .values(status=status, updated_at=now, **values)
     ).rowcount
     if closed and row.top_up_id is not None:
-        top_ups.close_card(conn, row.top_up_id, status="expired")
+        top_ups.close_card(conn, row.top_up_id, status=status)
 
 
 def _failed(conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime) -> None:
@@ -328,18 +333,8 @@ def _failed(conn: Connection, event: ProcessorEvent, settings: Settings, now: da
         reason = str(error.get("decline_code") or error.get("code") or reason)
         if error.get("message"):
             reason = f"{reason}: {error['message']}"
-    failed = conn.execute(
-        update(_cc)
-        .where(_cc.c.id == row.id, _cc.c.status.in_(_PAYABLE))
-        .values(
-            status="failed",
-            failure_reason=reason[:500],
-            payment_intent=_intent_id(obj.get("id")),
-            updated_at=now,
-        )
-    ).rowcount
-    if failed and row.top_up_id is not None:
-        top_ups.close_card(conn, row.top_up_id, status="failed")
+    intent = _intent_id(obj.get("id"))
+    _close(conn, row, "failed", now, failure_reason=reason[:500], payment_intent=intent)
 
 
 def _refunded(conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime) -> None:

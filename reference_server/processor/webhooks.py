@@ -20,7 +20,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..domain.errors import DomainError
-from ..domain.events import NEW_DELIVERIES
+from ..domain.events import writing
 from ..settings import Settings
 from ..store import Database
 from ..store import tables as t
@@ -86,9 +86,8 @@ def receive(
     """Record ``event`` once and apply it in the same transaction; ``notify`` is called
     when applying it recorded events of ours (webhook deliveries are due)."""
     handler = HANDLERS.get(event.type)
-    queued = False
     try:
-        with db.write() as conn:
+        with writing(db, notify) as conn:
             seen = conn.execute(select(_pe.c.id).where(_pe.c.id == event.id)).first()
             if seen is not None:
                 return "duplicate"
@@ -105,12 +104,9 @@ def receive(
             )
             if handler is not None:
                 handler(conn, event, settings, now)
-            queued = bool(conn.info.pop(NEW_DELIVERIES, False))
     except IntegrityError:
         with db.read() as conn:
             if conn.execute(select(_pe.c.id).where(_pe.c.id == event.id)).first() is None:
                 raise
         return "duplicate"  # the same event delivered twice at once; the other recorded it
-    if queued:
-        notify()
     return "ignored" if handler is None else "applied"

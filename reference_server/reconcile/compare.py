@@ -224,44 +224,25 @@ def _totals(
     paid: tuple[int, int],
     direct_ok: int,
 ) -> Iterable[Finding]:
-    booked_in = sum(e.amount for e in books.deposits)
-    booked_out = sum(e.amount for e in books.payouts)
-    if deposit:
-        yield Finding(
-            kind=TOTAL,
-            account=DEPOSITS,
-            address=_cs(deposit),
-            ledger_micros=received[0],
-            chain_micros=received[1],
-            detail="received by the deposit address",
-        )
-    if booked_in != books.deposits_total or (books.deposits_total and not deposit):
-        yield Finding(
-            kind=LEDGER_WITHOUT_TX,
-            account=DEPOSITS,
-            address=_cs(deposit),
-            ledger_micros=books.deposits_total,
-            chain_micros=None,
-            detail=f"chain_deposits let in {books.deposits_total}; receipts book {booked_in}",
-        )
-    if hot:
-        yield Finding(
-            kind=TOTAL,
-            account=HOT_WALLET,
-            address=_cs(hot),
-            ledger_micros=paid[0],
-            chain_micros=paid[1],
-            detail="paid out by the hot wallet",
-        )
-    if booked_out != books.payouts_total or (books.payouts_total and not hot):
-        yield Finding(
-            kind=LEDGER_WITHOUT_TX,
-            account=HOT_WALLET,
-            address=_cs(hot),
-            ledger_micros=books.payouts_total,
-            chain_micros=None,
-            detail=f"chain_payouts holds {books.payouts_total}; pay-url receipts book {booked_out}",
-        )
+    """Each watched address's totals, ledger against chain, and a finding where the receipts
+    disagree with the table that lets the money in or out: the same checks for both sides."""
+    sides = (
+        (DEPOSITS, deposit, received, books.deposits, books.deposits_total),
+        (HOT_WALLET, hot, paid, books.payouts, books.payouts_total),
+    )
+    said = (
+        ("received by the deposit address", "chain_deposits let in {}; receipts book {}"),
+        ("paid out by the hot wallet", "chain_payouts holds {}; pay-url receipts book {}"),
+    )
+    for (account, address, sums, entries, total), (what, gap) in zip(sides, said, strict=True):
+        found = functools.partial(Finding, account=account, address=_cs(address))
+        if address:
+            yield found(kind=TOTAL, ledger_micros=sums[0], chain_micros=sums[1], detail=what)
+        booked = sum(e.amount for e in entries)
+        if booked != total or (total and not address):
+            yield found(
+                kind=LEDGER_WITHOUT_TX, ledger_micros=total, detail=gap.format(total, booked)
+            )
     if books.direct:
         yield Finding(
             kind=TOTAL,

@@ -48,7 +48,7 @@ from svc.money import format_micros
 
 from ..domain import card_payments
 from ..domain.errors import DomainError
-from ..domain.events import NEW_DELIVERIES
+from ..domain.events import writing
 from ..processor import checkout, uses_stripe
 from ..settings import Settings
 from ..store import tables as t
@@ -382,7 +382,7 @@ async def _charge(
 def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] | Response:
     ctx = call.ctx
     r = t.resources
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         query = select(r).where(r.c.id == sale.resource.id)
         if conn.dialect.name == "postgresql":
             query = query.with_for_update()
@@ -403,9 +403,6 @@ def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] |
             "created_at": now.strftime("%Y-%m-%d %H:%M:%S"),
         }
         idempotency.complete(conn, begun, 200, answer)
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
     return answer
 
 

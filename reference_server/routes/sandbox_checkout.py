@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from svc.money import format_micros
 
 from ..domain import card_payments, top_ups
-from ..domain.events import NEW_DELIVERIES
+from ..domain.events import writing
 from ..ids import new_id
 from ..store import tables as t
 from ..web import pages
@@ -127,11 +127,8 @@ def _book(call: Call, row: Row[Any]) -> None:
     """Credit it (once: a second submit finds it credited); a made-up PaymentIntent id,
     as the sandbox processor's card sales have."""
     ctx = call.ctx
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         top_ups.book_card(conn, row.id, payment_intent=new_id("pi"), now=ctx.now())
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
 
 
 ENDPOINTS = [

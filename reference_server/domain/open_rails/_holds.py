@@ -30,11 +30,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, update
 
 from ...store import Database
 from ...store import tables as t
-from ..events import NEW_DELIVERIES
+from ..events import writing
 from ._credit import record_refusal
 from ._terms import terms_for
 
@@ -102,9 +102,12 @@ def load_hold(db: Database, claim: str) -> Hold | None:
 
 
 def record_settled(
-    conn: Connection, hold: Hold, headers: list[tuple[str, str]], now: datetime
+    conn: Connection, hold: Hold, tx_hash: str, headers: list[tuple[str, str]], now: datetime
 ) -> None:
-    """Remember, in the settling transaction, what settling ``hold`` answered."""
+    """Remember, in the settling transaction, what settling ``hold`` answered; pympp's
+    claim of the authorization now names the transaction that paid it."""
+    if hold.claim_key is not None:
+        conn.execute(update(_c).where(_c.c.key == hold.claim_key).values(value=tx_hash))
     value = {
         "receipt_id": hold.receipt_id,
         "rail": hold.rail,
@@ -171,7 +174,7 @@ def release_hold(
     already deleted the hold's row (a settlement that failed).  False when somebody else
     took it first (settled, released or expired meanwhile).  ``unsettled``: release its
     unsettled row (the chain said it can never settle)."""
-    with db.write() as conn:
+    with writing(db, notify) as conn:
         if not taken and not take_hold(conn, hold.claim, unsettled=unsettled):
             return False
         if hold.claim_key is not None:
@@ -194,9 +197,6 @@ def release_hold(
                 now=now,
                 status=status,
             )
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        notify()
     return True
 
 

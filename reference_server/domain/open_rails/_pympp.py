@@ -59,7 +59,6 @@ from mpp.x402 import (
     is_x402_credential,
 )
 from mpp.x402.facilitator import Facilitator, FacilitatorError, HttpFacilitator
-from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 
 from svc import ReceiptVerification, ResourceMetadata
@@ -73,8 +72,7 @@ from ...onchain import ChainUnreachable, TokenReader
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...sandbox.eip3009 import MalformedAuthorization
-from ...store import tables as t
-from ..events import NEW_DELIVERIES
+from ..events import writing
 from ..payments import verify_receipt
 from ._claims import ClaimStore
 from ._credit import credit, receipt_for_transaction, record_refusal, settle_on_sandbox
@@ -251,7 +249,7 @@ class _Attempt(Charge):
     ) -> str:
         ctx, gate = self.ctx, self.gate
         try:
-            with ctx.db.write() as conn:
+            with writing(ctx.db, ctx.notify_new_events) as conn:
                 receipt_id = credit(
                     conn,
                     resource=gate.resource,
@@ -266,15 +264,12 @@ class _Attempt(Charge):
                     now=ctx.now(),
                     receipt_id=receipt_id,
                 )
-                queued = conn.info.pop(NEW_DELIVERIES, False)
         except IntegrityError:  # booked concurrently: the receipt exists now
             with ctx.db.read() as conn:
                 found = receipt_for_transaction(conn, gate.resource.environment, tx_hash)
             if found is None:
                 raise
             return found
-        if queued:
-            ctx.notify_new_events()
         return receipt_id
 
 
@@ -345,7 +340,7 @@ def _verification(attempt: _Attempt, receipt_id: str) -> Any:
 
 def _record_refusal(attempt: _Attempt, refusal: Redemption) -> None:
     ctx, gate = attempt.ctx, attempt.gate
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         record_refusal(
             conn,
             resource=gate.resource,
@@ -358,9 +353,6 @@ def _record_refusal(attempt: _Attempt, refusal: Redemption) -> None:
             request_id=attempt.request_id,
             now=ctx.now(),
         )
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
 
 
 def refusal_message(error: BaseException | None) -> str:
@@ -552,10 +544,7 @@ def book_unsettled(
     with ctx.db.write() as conn:
         if not take_hold(conn, hold.claim, unsettled=True):
             return False
-        if hold.claim_key is not None:
-            c = t.rail_claims
-            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
-        record_settled(conn, hold, headers, ctx.now())
+        record_settled(conn, hold, tx_hash, headers, ctx.now())
     return True
 
 
@@ -617,19 +606,16 @@ def _take(attempt: _Attempt, hold: Hold) -> bool:
 def _mark_settled(
     attempt: _Attempt, hold: Hold, tx_hash: str, payer: str | None
 ) -> list[tuple[str, str]]:
-    c = t.rail_claims
     headers = _receipt_headers(hold, attempt.terms, tx_hash, payer)
     with attempt.ctx.db.write() as conn:
-        if hold.claim_key is not None:
-            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
-        record_settled(conn, hold, headers, attempt.ctx.now())
+        record_settled(conn, hold, tx_hash, headers, attempt.ctx.now())
     return headers
 
 
 def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tuple[str, str]]]:
     """Take the hold, move the tokens and book them: one transaction, all or nothing."""
     ctx, gate = attempt.ctx, attempt.gate
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         if not take_hold(conn, hold.claim):
             raise _Gone()
         _, tx_hash = settle_on_sandbox(
@@ -644,14 +630,8 @@ def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tu
             now=ctx.now(),
             receipt_id=hold.receipt_id,
         )
-        if hold.claim_key is not None:
-            c = t.rail_claims
-            conn.execute(update(c).where(c.c.key == hold.claim_key).values(value=tx_hash))
         headers = _receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
-        record_settled(conn, hold, headers, ctx.now())
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
+        record_settled(conn, hold, tx_hash, headers, ctx.now())
     return tx_hash, headers
 
 

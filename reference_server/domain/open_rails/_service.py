@@ -28,7 +28,7 @@ from ...context import ServerContext
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...store import tables as t
-from ..events import NEW_DELIVERIES
+from ..events import writing
 from ._model import Redemption, Settled, SettlementUnavailable
 from ._pympp import Charge, Held, challenge_headers, facilitator_of, refusal_message, x402_unbound
 from ._terms import RailTerms
@@ -133,7 +133,7 @@ def _on_sandbox(
 ) -> T:
     """Move the sandbox tokens and book them: one transaction, all or nothing."""
     ctx = attempt.ctx
-    with ctx.db.write() as conn:
+    with writing(ctx.db, ctx.notify_new_events) as conn:
         auth = ChainAuthorization.from_json(payload)
         tx = chain.transfer_with_authorization(conn, auth, payload.get("signature"), now=ctx.now())
         done = Settled(
@@ -142,23 +142,14 @@ def _on_sandbox(
             payer=tx.from_address,
             network=attempt.terms.asset.network,
         )
-        result = _booked(conn, attempt.store.claimed, done, book)
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
-    return result
+        return _booked(conn, attempt.store.claimed, done, book)
 
 
 def _book(
     attempt: Charge, claim_key: str | None, done: Settled, book: Callable[[Connection, Settled], T]
 ) -> T:
-    ctx = attempt.ctx
-    with ctx.db.write() as conn:
-        result = _booked(conn, claim_key, done, book)
-        queued = conn.info.pop(NEW_DELIVERIES, False)
-    if queued:
-        ctx.notify_new_events()
-    return result
+    with writing(attempt.ctx.db, attempt.ctx.notify_new_events) as conn:
+        return _booked(conn, claim_key, done, book)
 
 
 def _booked(

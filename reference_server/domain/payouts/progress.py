@@ -95,33 +95,42 @@ def _advance_one(
     row = _due(conn, withdrawal_id, now)
     if row is None:  # advanced meanwhile by another worker
         return
-    account = account_of(conn, row.seller_id)
     try:
-        if account is None:
-            raise DomainError("payouts_not_enabled", "The seller has no payout account.")
-        if row.processor_payout_id is None:
-            payout_id = processor.create_payout(
-                conn,
-                account.processor_account_id,
-                amount_micros=row.amount_micros,
-                reference=row.id,
-                now=now,
-            )
-            _set(
-                conn,
-                row,
-                now,
-                processor_payout_id=payout_id,
-                next_check_at=now + _check_delay(settings),
-            )
-            return
-        status = processor.payout_status(
-            conn, account.processor_account_id, row.processor_payout_id, now=now
-        )
+        payout_id, status = _ask(conn, processor, account_of(conn, row.seller_id), row, now)
     except DomainError as exc:
         conclude(conn, row, "failed", exc.message, now)
         return
-    _follow(conn, row, status, _check_delay(settings), now)
+    delay = _check_delay(settings)
+    if status is None:
+        _set(conn, row, now, processor_payout_id=payout_id, next_check_at=now + delay)
+    else:
+        _follow(conn, row, status, delay, now)
+
+
+def _ask(
+    conn: Connection | None,
+    processor: PayoutProcessor,
+    account: Row[Any] | None,
+    row: Row[Any],
+    now: datetime,
+) -> tuple[str | None, PayoutStatus | None]:
+    """Create the withdrawal's payout at the processor or, once created, ask its status:
+    the one question both the sandbox (inside a transaction) and a remote processor (with
+    no ``conn``) are asked."""
+    if account is None:
+        raise DomainError("payouts_not_enabled", "The seller has no payout account.")
+    if row.processor_payout_id is None:
+        payout_id = processor.create_payout(
+            conn,
+            account.processor_account_id,
+            amount_micros=row.amount_micros,
+            reference=row.id,
+            now=now,
+        )
+        return payout_id, None
+    return None, processor.payout_status(
+        conn, account.processor_account_id, row.processor_payout_id, now=now
+    )
 
 
 def _advance_remote(
@@ -144,20 +153,7 @@ def _advance_remote(
     status: PayoutStatus | None = None
     failure: str | None = None
     try:
-        if account is None:
-            raise DomainError("payouts_not_enabled", "The seller has no payout account.")
-        if row.processor_payout_id is None:
-            payout_id = processor.create_payout(
-                None,
-                account.processor_account_id,
-                amount_micros=row.amount_micros,
-                reference=row.id,
-                now=now,
-            )
-        else:
-            status = processor.payout_status(
-                None, account.processor_account_id, row.processor_payout_id, now=now
-            )
+        payout_id, status = _ask(None, processor, account, row, now)
     except DomainError as exc:
         if exc.code != "processor_unavailable":
             failure = exc.message

@@ -19,10 +19,9 @@ other failure is a bug and fails closed as well.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Row, select
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from svc import ReceiptVerification, Resource
@@ -39,15 +38,7 @@ __all__ = [
     "DatabaseGateBackend",
     "DatabaseRails",
     "find_gate_by_short_id",
-    "find_resource_by_short_id",
 ]
-
-
-def find_resource_by_short_id(ctx: ServerContext, short_id: str) -> Row[Any] | None:
-    """The resource a ``gate_url`` names, whoever sells it (gates are public)."""
-    r = t.resources
-    with ctx.db.read() as conn:
-        return conn.execute(select(r).where(r.c.short_id == short_id)).first()
 
 
 def find_gate_by_short_id(ctx: ServerContext, short_id: str, realm: str) -> open_rails.Gate | None:
