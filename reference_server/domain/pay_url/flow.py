@@ -616,11 +616,6 @@ async def _fail(
     return await _write(job.ctx, record)
 
 
-def _record_refusal(job: Job, attempt_id: str, conn: Connection) -> _Answered:
-    """A refused reservation's answer (recorded by :func:`_sign_and_reserve`), stored."""
-    return _recorded(job, conn, _answered(conn, attempt_id))
-
-
 def _recorded(job: Job, conn: Connection, answered: _Answered) -> _Answered:
     """``answered``, stored under the request's key (:attr:`Job.on_answer`) in ``conn``,
     the transaction that ended the attempt."""
