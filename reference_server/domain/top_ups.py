@@ -38,8 +38,9 @@ __all__ = [
     "book",
     "book_card",
     "close_card",
-    "find_by_key",
+    "find_by_record",
     "find_owned",
+    "fingerprint",
     "open_card",
     "top_up_model",
 ]
@@ -56,19 +57,17 @@ def book(
     owner_id: str,
     environment: str,
     amount: int,
-    idempotency_key: str | None,
+    record_id: int | None,
     request_id: str,
     now: datetime,
 ) -> Row[Any]:
     """Credit a settled top-up to the owner's account wallet; returns its row.
 
-    Money that arrived is always credited: when a concurrent request with the same
-    ``Idempotency-Key`` (and another credential) booked first, this one is booked too,
-    under no key."""
-    if idempotency_key is not None and find_by_key(
-        conn, owner_id=owner_id, environment=environment, key=idempotency_key
-    ):
-        idempotency_key = None
+    Money that arrived is always credited: when a request that took its
+    ``Idempotency-Key`` over (the first one's lease ran out) booked first, this one is
+    booked too, under no key."""
+    if record_id is not None and find_by_record(conn, record_id) is not None:
+        record_id = None
     deposits = ledger.platform_account(
         conn, environment=environment, kind=ledger.CHAIN_DEPOSITS, now=now
     )
@@ -89,7 +88,7 @@ def book(
             tx_hash=settled.tx_hash,
             payer=settled.payer,
             transfer_id=transfer,
-            idempotency_key=idempotency_key,
+            idempotency_record_id=record_id,
             request_id=request_id,
             created_at=now,
         )
@@ -144,7 +143,7 @@ def open_card(
     owner_id: str,
     environment: str,
     amount: int,
-    idempotency_key: str | None,
+    record_id: int | None,
     request_id: str,
     now: datetime,
 ) -> Row[Any]:
@@ -163,7 +162,7 @@ def open_card(
             tx_hash=None,
             payer=None,
             transfer_id=None,
-            idempotency_key=idempotency_key,
+            idempotency_record_id=record_id,
             request_id=request_id,
             created_at=now,
         )
@@ -234,15 +233,15 @@ def find_owned(conn: Connection, top_up_id: str, *, owner_id: str, environment: 
     return row
 
 
-def find_by_key(conn: Connection, *, owner_id: str, environment: str, key: str) -> Row[Any] | None:
-    """The top-up an ``Idempotency-Key`` already paid, if any."""
-    return conn.execute(
-        select(_t).where(
-            _t.c.owner_id == owner_id,
-            _t.c.environment == environment,
-            _t.c.idempotency_key == key,
-        )
-    ).first()
+def find_by_record(conn: Connection, record_id: int) -> Row[Any] | None:
+    """The top-up an ``Idempotency-Key`` (its record in the one store) already made."""
+    return conn.execute(select(_t).where(_t.c.idempotency_record_id == record_id)).first()
+
+
+def fingerprint(amount: int, *, card: bool) -> str:
+    """What makes two top-ups under one key the same request: the amount and the method
+    (``0.3`` and ``0.30`` are one amount), whatever else the body says."""
+    return f"top-up:{amount}:{CARD if card else 'crypto'}"
 
 
 def top_up_model(row: Row[Any], *, checkout_url: str | None = None) -> TopUp:
