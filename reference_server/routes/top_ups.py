@@ -25,10 +25,7 @@ In ``test`` the ``checkout_url`` is the sandbox's own checkout page
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import suppress
-from datetime import datetime
-from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -109,16 +106,15 @@ def _start(call: Call) -> _Started:
             "amount must be positive.",
             details={"errors": [{"field": "amount", "message": "must be positive"}]},
         )
-    card = call.input(CreateTopUp).method == top_ups.CARD
-    terms = None if card else open_rails.service_terms(ctx, env)
+    card, terms = call.input(CreateTopUp).method == top_ups.CARD, None
     if card and env != "test" and not uses_stripe(ctx.settings, env):
         raise ApiError(
             "top_ups_unavailable",
             "Card top-ups in live need the card processor (SVC_PROCESSOR=stripe and its keys).",
         )
-    if card:
+    elif card:
         checkout.cents(amount)
-    elif terms is None:
+    elif (terms := open_rails.service_terms(ctx, env)) is None:
         raise ApiError(
             "top_ups_unavailable",
             "Top-ups in live need SVC_LIVE_FACILITATOR_URL and SVC_LIVE_DEPOSIT_ADDRESS "
@@ -169,15 +165,24 @@ async def _pay(call: Call, started: _Started) -> Reply:
             headers=dict(headers),
         )
     record = started.record
-    book = partial(
-        _book,
-        owner_id=owner_id,
-        env=env,
-        amount=amount,
-        record=record,
-        request_id=call.request_id,
-        clock=call.ctx.now,
-    )
+
+    def book(conn: Connection, settled: open_rails.Settled) -> Row[Any]:
+        """Book the settled top-up in the transaction that records the settlement; the
+        key's record is left to the top-up, which answers a repeat."""
+        row = top_ups.book(
+            conn,
+            settled,
+            owner_id=owner_id,
+            environment=env,
+            amount=amount,
+            record_id=None if record is None else record.record_id,
+            request_id=call.request_id,
+            now=call.ctx.now(),
+        )
+        if record is not None:
+            idempotency.lapse(conn, record)
+        return row
+
     try:
         result = await open_rails.pay_service(
             call.ctx, terms, request, call.headers, request_id=call.request_id, book=book, **charge
@@ -245,34 +250,6 @@ async def _card(call: Call, row: Row[Any], replayed: bool) -> Reply:
 def _unopened(call: Call, top_up_id: str) -> None:
     with call.ctx.db.write() as conn:
         top_ups.close_card(conn, top_up_id, status="failed")
-
-
-def _book(
-    conn: Connection,
-    settled: open_rails.Settled,
-    *,
-    owner_id: str,
-    env: str,
-    amount: int,
-    record: idempotency.Begun | None,
-    request_id: str,
-    clock: Callable[[], datetime],
-) -> Row[Any]:
-    """Book the settled top-up in the transaction that records the settlement; its key's
-    record is left to the top-up, which answers a repeat."""
-    row = top_ups.book(
-        conn,
-        settled,
-        owner_id=owner_id,
-        environment=env,
-        amount=amount,
-        record_id=None if record is None else record.record_id,
-        request_id=request_id,
-        now=clock(),
-    )
-    if record is not None:
-        idempotency.lapse(conn, record)
-    return row
 
 
 @paged
