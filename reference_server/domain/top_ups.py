@@ -38,8 +38,9 @@ __all__ = [
     "book",
     "book_card",
     "close_card",
-    "find_by_key",
+    "find_by_record",
     "find_owned",
+    "fingerprint",
     "open_card",
     "top_up_model",
 ]
@@ -56,43 +57,56 @@ def book(
     owner_id: str,
     environment: str,
     amount: int,
-    idempotency_key: str | None,
+    record_id: int | None,
     request_id: str,
     now: datetime,
 ) -> Row[Any]:
     """Credit a settled top-up to the owner's account wallet; returns its row.
 
-    Money that arrived is always credited: when a concurrent request with the same
-    ``Idempotency-Key`` (and another credential) booked first, this one is booked too,
-    under no key."""
-    if idempotency_key is not None and find_by_key(
-        conn, owner_id=owner_id, environment=environment, key=idempotency_key
-    ):
-        idempotency_key = None
+    Money that arrived is always credited: when a request that took its
+    ``Idempotency-Key`` over (the first one's lease ran out) booked first, this one is
+    booked too, under no key."""
+    if record_id is not None and find_by_record(conn, record_id) is not None:
+        record_id = None
     deposits = ledger.platform_account(
         conn, environment=environment, kind=ledger.CHAIN_DEPOSITS, now=now
     )
+    top_up_id = new_id("tu")
+    paid = {"tx_hash": settled.tx_hash, "payer": settled.payer, "network": settled.network}
+    transfer = _credit(
+        conn, deposits, owner_id, environment, amount, top_up_id, now, source=settled.rail, **paid
+    )
+    values = {"status": "succeeded", "rail": settled.rail, "transfer_id": transfer, **paid}
+    return _insert(
+        conn, top_up_id, owner_id, environment, amount, record_id, request_id, now, values
+    )
+
+
+def _credit(
+    conn: Connection,
+    debit: str,
+    owner_id: str,
+    environment: str,
+    amount: int,
+    top_up_id: str,
+    now: datetime,
+    **paid: str | None,
+) -> str:
+    """Move ``amount`` from the ``debit`` account to the owner's account wallet, and say so
+    (``funding.paid``, with ``paid``: how it was paid); the transfer's id."""
     wallet = ledger.ensure_account(
         conn, environment=environment, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now
     )
-    top_up_id = new_id("tu")
-    transfer = _credit(conn, deposits, wallet, environment, amount, top_up_id, now)
-    conn.execute(
-        insert(_t).values(
-            id=top_up_id,
-            owner_id=owner_id,
-            environment=environment,
-            amount_micros=amount,
-            status="succeeded",
-            rail=settled.rail,
-            network=settled.network,
-            tx_hash=settled.tx_hash,
-            payer=settled.payer,
-            transfer_id=transfer,
-            idempotency_key=idempotency_key,
-            request_id=request_id,
-            created_at=now,
-        )
+    ledger.lock_accounts(conn, [debit, wallet])
+    transfer = ledger.transfer(
+        conn,
+        environment=environment,
+        debit=debit,
+        credit=wallet,
+        amount=amount,
+        kind="top_up",
+        now=now,
+        reference=top_up_id,
     )
     record_event(
         conn,
@@ -104,38 +118,41 @@ def book(
             "top_up_id": top_up_id,
             "amount": format_micros(amount),
             "account_wallet_balance": format_micros(ledger.available_micros(conn, wallet)),
-            "source": settled.rail,
-            "tx_hash": settled.tx_hash,
-            "payer": settled.payer,
-            "network": settled.network,
+            **paid,
             "transfer_id": transfer,
             "environment": environment,
         },
         now=now,
     )
-    return conn.execute(select(_t).where(_t.c.id == top_up_id)).one()
+    return transfer
 
 
-def _credit(
+def _insert(
     conn: Connection,
-    source: str,
-    wallet: str,
+    top_up_id: str,
+    owner_id: str,
     environment: str,
     amount: int,
-    top_up_id: str,
+    record_id: int | None,
+    request_id: str,
     now: datetime,
-) -> str:
-    ledger.lock_accounts(conn, [source, wallet])
-    return ledger.transfer(
-        conn,
-        environment=environment,
-        debit=source,
-        credit=wallet,
-        amount=amount,
-        kind="top_up",
-        now=now,
-        reference=top_up_id,
-    )
+    values: dict[str, Any],
+) -> Row[Any]:
+    """The top-up's row, written with ``values`` (how it is paid, and how far)."""
+    return conn.execute(
+        insert(_t)
+        .values(
+            id=top_up_id,
+            owner_id=owner_id,
+            environment=environment,
+            amount_micros=amount,
+            idempotency_record_id=record_id,
+            request_id=request_id,
+            created_at=now,
+            **values,
+        )
+        .returning(*_t.c)
+    ).one()
 
 
 def open_card(
@@ -144,31 +161,16 @@ def open_card(
     owner_id: str,
     environment: str,
     amount: int,
-    idempotency_key: str | None,
+    record_id: int | None,
     request_id: str,
     now: datetime,
 ) -> Row[Any]:
     """A card top-up waiting for the payer at the processor's Checkout: ``pending``,
     nothing credited."""
-    top_up_id = new_id("tu")
-    conn.execute(
-        insert(_t).values(
-            id=top_up_id,
-            owner_id=owner_id,
-            environment=environment,
-            amount_micros=amount,
-            status="pending",
-            rail=CARD,
-            network="stripe",
-            tx_hash=None,
-            payer=None,
-            transfer_id=None,
-            idempotency_key=idempotency_key,
-            request_id=request_id,
-            created_at=now,
-        )
+    values = {"status": "pending", "rail": CARD, "network": "stripe"}
+    return _insert(
+        conn, new_id("tu"), owner_id, environment, amount, record_id, request_id, now, values
     )
-    return conn.execute(select(_t).where(_t.c.id == top_up_id)).one()
 
 
 def book_card(conn: Connection, top_up_id: str, *, payment_intent: str, now: datetime) -> bool:
@@ -187,31 +189,20 @@ def book_card(conn: Connection, top_up_id: str, *, payment_intent: str, now: dat
     clearing = ledger.ensure_account(
         conn, environment=env, kind=ledger.PROCESSOR_CLEARING, ref_id=ledger.PLATFORM, now=now
     )
-    wallet = ledger.ensure_account(
-        conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now
-    )
-    transfer = _credit(conn, clearing, wallet, env, amount, top_up_id, now)
-    conn.execute(update(_t).where(_t.c.id == top_up_id).values(transfer_id=transfer))
-    record_event(
+    paid = {"tx_hash": None, "payer": None, "network": None}
+    transfer = _credit(
         conn,
-        owner_id=owner_id,
-        environment=env,
-        type="funding.paid",
-        data={
-            "wallet_key_id": None,
-            "top_up_id": top_up_id,
-            "amount": format_micros(amount),
-            "account_wallet_balance": format_micros(ledger.available_micros(conn, wallet)),
-            "source": CARD,
-            "tx_hash": None,
-            "payer": None,
-            "network": None,
-            "processor_payment_intent_id": payment_intent,
-            "transfer_id": transfer,
-            "environment": env,
-        },
-        now=now,
+        clearing,
+        owner_id,
+        env,
+        amount,
+        top_up_id,
+        now,
+        source=CARD,
+        **paid,
+        processor_payment_intent_id=payment_intent,
     )
+    conn.execute(update(_t).where(_t.c.id == top_up_id).values(transfer_id=transfer))
     return True
 
 
@@ -234,15 +225,15 @@ def find_owned(conn: Connection, top_up_id: str, *, owner_id: str, environment: 
     return row
 
 
-def find_by_key(conn: Connection, *, owner_id: str, environment: str, key: str) -> Row[Any] | None:
-    """The top-up an ``Idempotency-Key`` already paid, if any."""
-    return conn.execute(
-        select(_t).where(
-            _t.c.owner_id == owner_id,
-            _t.c.environment == environment,
-            _t.c.idempotency_key == key,
-        )
-    ).first()
+def find_by_record(conn: Connection, record_id: int) -> Row[Any] | None:
+    """The top-up an ``Idempotency-Key`` (its record in the one store) already made."""
+    return conn.execute(select(_t).where(_t.c.idempotency_record_id == record_id)).first()
+
+
+def fingerprint(amount: int, *, card: bool) -> str:
+    """What makes two top-ups under one key the same request: the amount and the method
+    (``0.3`` and ``0.30`` are one amount), whatever else the body says."""
+    return f"top-up:{amount}:{CARD if card else 'crypto'}"
 
 
 def top_up_model(row: Row[Any], *, checkout_url: str | None = None) -> TopUp:

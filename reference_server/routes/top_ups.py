@@ -11,8 +11,10 @@
 The payment is the open rails' own charge (:func:`open_rails.pay_service`), paying the
 environment's deposit address: ``test`` on the sandbox chain (a faucet wallet pays it),
 ``live`` through the configured facilitator.  The create handler is async (settling
-awaits a facilitator, which must not hold a transaction); its ``Idempotency-Key`` is kept
-on the top-up row: the same key answers the same top-up, never a second payment.
+awaits a facilitator, which must not hold a transaction); its ``Idempotency-Key`` is
+claimed in the one store (:mod:`reference_server.web.idempotency`) by its first step, and
+the top-up references its record: the same key answers the same top-up, never a second
+payment.
 
 ``method`` ``card`` (live with ``SVC_PROCESSOR=stripe``) answers at once with a
 ``pending`` top-up and the processor's ``checkout_url``; it is credited when
@@ -23,13 +25,12 @@ In ``test`` the ``checkout_url`` is the sandbox's own checkout page
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-from functools import partial
+from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio.to_thread
+import attrs
 from sqlalchemy import Connection, Row, select
 from sqlalchemy.exc import IntegrityError
 from starlette.responses import Response
@@ -37,19 +38,23 @@ from starlette.responses import Response
 from svc import TopUp, TopUpList
 from svc.bodies import CreateTopUp
 from svc.money import format_micros, to_micros
+from svc.receipts import rail_credentials
 from svc_asgi import RailRequest
 
+from ..context import ServerContext
 from ..domain import open_rails, top_ups
 from ..domain.errors import DomainError
+from ..invariant import InvariantError
 from ..processor import checkout, uses_stripe
 from ..store import tables as t
-from ..web import pages, paging
+from ..web import idempotency, pages, paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow, Page
 from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
+from ..web.validate import checked
 from . import sandbox_checkout
 
 __all__ = ["ENDPOINTS", "PAGES"]
@@ -61,21 +66,90 @@ async def create(call: Call) -> Reply:
     """Top up the account wallet: 402 with the x402/MPP challenges for the amount, paying
     the environment's deposit address; retried with the credential, 201 once settled.
     ``method: card``: 201 at once, a pending top-up paid at its ``checkout_url``."""
-    owner_id, env = call.caller.owner_id, call.environment
-    amount = _amount(call)
-    if call.input(CreateTopUp).method == "card":
-        return await _card(call, amount)
-    terms = open_rails.service_terms(call.ctx, env)
-    if terms is None:
+    started: _Started = call.started
+    if started.row is not None and started.row.rail == top_ups.CARD:
+        return await _card(call, started.row, started.replayed)
+    if started.row is not None:
+        return Reply(top_ups.top_up_model(started.row), 201, headers=_REPLAYED)
+    try:
+        return await _pay(call, started)
+    except Exception:
+        if started.record is not None:  # not booked: a retry of the key may run
+            await anyio.to_thread.run_sync(_release, call.ctx, started.record)
+        raise
+
+
+_REPLAYED = {"Idempotent-Replayed": "true"}
+
+
+@attrs.frozen(kw_only=True)
+class _Started:
+    """What the first step found or made: the top-up to answer (``replayed``: its key
+    made it before), or the terms to pay and the key's record to book it under."""
+
+    row: Row[Any] | None = None
+    replayed: bool = False
+    terms: open_rails.RailTerms | None = None
+    record: idempotency.Begun | None = None
+
+
+def _start(call: Call) -> _Started:
+    """In the transaction that authenticated the owner: the request checked, its
+    ``Idempotency-Key`` claimed in the one store (kept for good: the top-up it makes
+    references it, and is its answer, the record left in flight with its lease lapsed),
+    and the top-up the key made already found, or a card top-up opened."""
+    ctx, env, conn = call.ctx, call.environment, call.conn
+    amount = to_micros(call.input(CreateTopUp).amount)
+    if amount <= 0:
+        raise ApiError(
+            "validation_error",
+            "amount must be positive.",
+            details={"errors": [{"field": "amount", "message": "must be positive"}]},
+        )
+    card, terms = call.input(CreateTopUp).method == top_ups.CARD, None
+    if card and env != "test" and not uses_stripe(ctx.settings, env):
+        raise ApiError(
+            "top_ups_unavailable",
+            "Card top-ups in live need the card processor (SVC_PROCESSOR=stripe and its keys).",
+        )
+    elif card:
+        checkout.cents(amount)
+    elif (terms := open_rails.service_terms(ctx, env)) is None:
         raise ApiError(
             "top_ups_unavailable",
             "Top-ups in live need SVC_LIVE_FACILITATOR_URL and SVC_LIVE_DEPOSIT_ADDRESS "
             "(and the rails extra).",
         )
-    key = call.idempotency_key
-    done = await _already_paid(call, key, amount)
-    if done is not None:
-        return done
+    record = None
+    if call.key is not None:
+        want = attrs.evolve(call.key, fingerprint=top_ups.fingerprint(amount, card=card), ttl=None)
+        claimed = idempotency.claim(conn, want, ctx.box)
+        if isinstance(claimed, idempotency.Replay):
+            raise InvariantError("a top-up's key record is never completed")
+        record = claimed
+        found = top_ups.find_by_record(conn, record.record_id)
+        if found is not None or card:
+            idempotency.lapse(conn, record)
+        if found is not None:
+            return _Started(row=found, replayed=True)
+    if card:
+        row = top_ups.open_card(
+            conn,
+            owner_id=call.caller.owner_id,
+            environment=env,
+            amount=amount,
+            record_id=None if record is None else record.record_id,
+            request_id=call.request_id,
+            now=ctx.now(),
+        )
+        return _Started(row=row)
+    return _Started(terms=terms, record=record)
+
+
+async def _pay(call: Call, started: _Started) -> Reply:
+    """The 402 challenge, or the credential settled and the top-up booked."""
+    owner_id, env, terms = call.caller.owner_id, call.environment, checked(started.terms)
+    amount = to_micros(call.input(CreateTopUp).amount)
     charge: dict[str, Any] = {
         "realm": urlsplit(call.public_url).netloc,
         "amount_micros": amount,
@@ -83,26 +157,35 @@ async def create(call: Call) -> Reply:
         "binding": {"top_up_for": owner_id},
     }
     request = RailRequest("POST", call.public_url + call.request.url.path)
-    credentials = _credentials(call)
-    if not credentials:
+    if not rail_credentials(call.headers):
         headers = await open_rails.service_challenge(call.ctx, terms, request, **charge)
         raise ApiError(
             "payment_required",
             f"Pay {format_micros(amount)} USDC to top up; retry with the credential.",
             headers=dict(headers),
         )
-    book = partial(
-        _book,
-        owner_id=owner_id,
-        env=env,
-        amount=amount,
-        key=key,
-        request_id=call.request_id,
-        clock=call.ctx.now,
-    )
+    record = started.record
+
+    def book(conn: Connection, settled: open_rails.Settled) -> Row[Any]:
+        """Book the settled top-up in the transaction that records the settlement; the
+        key's record is left to the top-up, which answers a repeat."""
+        row = top_ups.book(
+            conn,
+            settled,
+            owner_id=owner_id,
+            environment=env,
+            amount=amount,
+            record_id=None if record is None else record.record_id,
+            request_id=call.request_id,
+            now=call.ctx.now(),
+        )
+        if record is not None:
+            idempotency.lapse(conn, record)
+        return row
+
     try:
         result = await open_rails.pay_service(
-            call.ctx, terms, request, credentials, request_id=call.request_id, book=book, **charge
+            call.ctx, terms, request, call.headers, request_id=call.request_id, book=book, **charge
         )
     except open_rails.SettlementUnavailable as exc:
         raise ApiError(
@@ -110,15 +193,8 @@ async def create(call: Call) -> Reply:
             f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
             headers={"Retry-After": "5"},
         ) from None
-    except IntegrityError:  # the same Idempotency-Key paid concurrently: rolled back here
-        result = None
     if isinstance(result, Row):
         return Reply(top_ups.top_up_model(result), 201)
-    done = await _already_paid(call, key, amount)  # a concurrent retry of the key paid it
-    if done is not None:
-        return done
-    if result is None:
-        raise ApiError("idempotency_in_progress", "Retry shortly with the same key.")
     raise ApiError(
         "payment_required",
         f"The payment credential was refused: {result.message}.",
@@ -127,22 +203,17 @@ async def create(call: Call) -> Reply:
     )
 
 
-async def _card(call: Call, amount: int) -> Reply:
+def _release(ctx: ServerContext, record: idempotency.Begun) -> None:
+    """Forget the key of a top-up that was not booked; one a twin that took the key over
+    booked is that top-up's (its row references it) and stays."""
+    with suppress(IntegrityError):
+        idempotency.release(ctx.db, record)
+
+
+async def _card(call: Call, row: Row[Any], replayed: bool) -> Reply:
     """A pending card top-up and the processor's Checkout to pay it at."""
     env, settings = call.environment, call.ctx.settings
-    if env != "test" and not uses_stripe(settings, env):
-        raise ApiError(
-            "top_ups_unavailable",
-            "Card top-ups in live need the card processor (SVC_PROCESSOR=stripe and its keys).",
-        )
-    checkout.cents(amount)
-    row, replayed = await anyio.to_thread.run_sync(_open_card, call, amount)
-    if int(row.amount_micros) != amount or row.rail != top_ups.CARD:
-        raise ApiError(
-            "idempotency_key_reused",
-            "This Idempotency-Key already made another top-up.",
-        )
-    headers = {"Idempotent-Replayed": "true"} if replayed else {}
+    headers = _REPLAYED if replayed else {}
     if env == "test":  # the sandbox's own checkout page
         sandbox_url = sandbox_checkout.checkout_url(call.public_url, row.id)
         return Reply(top_ups.top_up_model(row, checkout_url=sandbox_url), 201, headers=headers)
@@ -151,7 +222,7 @@ async def _card(call: Call, amount: int) -> Reply:
         id=checkout.checkout_id("top_up", row.id),
         kind=checkout.TOP_UP,
         environment=env,
-        amount_micros=amount,
+        amount_micros=int(row.amount_micros),
         name="Account wallet top-up",
         success_url=base,
         cancel_url=base + "?canceled=1",
@@ -179,101 +250,6 @@ async def _card(call: Call, amount: int) -> Reply:
 def _unopened(call: Call, top_up_id: str) -> None:
     with call.ctx.db.write() as conn:
         top_ups.close_card(conn, top_up_id, status="failed")
-
-
-def _open_card(call: Call, amount: int) -> tuple[Row[Any], bool]:
-    """The pending top-up of this request (or the one its ``Idempotency-Key`` made)."""
-    owner_id, env, key = call.caller.owner_id, call.environment, call.idempotency_key
-    ctx = call.ctx
-    for _ in range(2):
-        try:
-            with ctx.db.write() as conn:
-                if key is not None:
-                    found = top_ups.find_by_key(conn, owner_id=owner_id, environment=env, key=key)
-                    if found is not None:
-                        return found, True
-                made = top_ups.open_card(
-                    conn,
-                    owner_id=owner_id,
-                    environment=env,
-                    amount=amount,
-                    idempotency_key=key,
-                    request_id=call.request_id,
-                    now=ctx.now(),
-                )
-                return made, False
-        except IntegrityError:  # the same key, concurrently: read the other's row
-            continue
-    raise ApiError("idempotency_in_progress", "Retry shortly with the same key.")
-
-
-def _amount(call: Call) -> int:
-    amount = to_micros(call.input(CreateTopUp).amount)
-    if amount <= 0:
-        raise ApiError(
-            "validation_error",
-            "amount must be positive.",
-            details={"errors": [{"field": "amount", "message": "must be positive"}]},
-        )
-    return amount
-
-
-async def _already_paid(call: Call, key: str | None, amount: int) -> Reply | None:
-    """The top-up this ``Idempotency-Key`` paid already, answered again."""
-    if key is None:
-        return None
-    owner_id, env = call.caller.owner_id, call.environment
-    row = await anyio.to_thread.run_sync(_by_key, call, owner_id, env, key)
-    return None if row is None else _replayed(row, amount)
-
-
-def _credentials(call: Call) -> dict[str, str]:
-    """The payment credential sent: x402's ``PAYMENT-SIGNATURE`` or MPP's ``Authorization:
-    Payment`` (the owner JWT then comes in ``X-Svc-Owner-JWT``)."""
-    found = {}
-    if "payment-signature" in call.headers:
-        found["payment-signature"] = call.headers["payment-signature"]
-    value = call.headers.get("authorization", "")
-    if value.strip().lower().startswith("payment "):
-        found["authorization"] = value
-    return found
-
-
-def _book(
-    conn: Connection,
-    settled: open_rails.Settled,
-    *,
-    owner_id: str,
-    env: str,
-    amount: int,
-    key: str | None,
-    request_id: str,
-    clock: Callable[[], datetime],
-) -> Row[Any]:
-    return top_ups.book(
-        conn,
-        settled,
-        owner_id=owner_id,
-        environment=env,
-        amount=amount,
-        idempotency_key=key,
-        request_id=request_id,
-        now=clock(),
-    )
-
-
-def _by_key(call: Call, owner_id: str, env: str, key: str) -> Row[Any] | None:
-    with call.ctx.db.read() as conn:
-        return top_ups.find_by_key(conn, owner_id=owner_id, environment=env, key=key)
-
-
-def _replayed(row: Row[Any], amount: int) -> Reply:
-    if int(row.amount_micros) != amount:
-        raise ApiError(
-            "idempotency_key_reused",
-            "This Idempotency-Key already paid a top-up of another amount.",
-        )
-    return Reply(top_ups.top_up_model(row), 201, headers={"Idempotent-Replayed": "true"})
 
 
 @paged
@@ -351,7 +327,7 @@ ENDPOINTS = [
         method="POST",
         path=PATH,
         handler=create,
-        run=Flow(),
+        run=Flow(start=_start),
         auth=Role.OWNER,
         idempotency="optional",
         body=CreateTopUp,

@@ -393,11 +393,13 @@ top_ups = Table(
     Column("payer", String(64)),
     #: ``None`` until the top-up is credited (a pending card top-up).
     Column("transfer_id", String(40)),
-    Column("idempotency_key", String(255)),
+    #: The owner's ``Idempotency-Key``, when given: its record in the one store
+    #: (``web/idempotency.py``), kept for good while a top-up names it.
+    Column("idempotency_record_id", Integer, ForeignKey("idempotency_keys.id")),
     Column("request_id", String(64)),
     Column("created_at", Timestamp, nullable=False),
     UniqueConstraint("environment", "tx_hash"),
-    UniqueConstraint("owner_id", "environment", "idempotency_key"),
+    UniqueConstraint("idempotency_record_id"),
     Index(None, "owner_id", "environment", "created_at"),
 )
 

@@ -18,11 +18,11 @@ Protocol, all in the database so it holds across processes:
 
 An in-flight record carries a lease; a process that died mid-request therefore blocks
 its key only until ``locked_until``.  Records expire after the configured TTL (24 h),
-but for those a pay-url attempt references (``spend_attempts.idempotency_record_id``):
+but for those a pay-url attempt or a top-up references (its ``idempotency_record_id``):
 those keep their key for good, so that a key never pays twice.  While such an attempt
-is pending, or was recorded before the attempts kept their keys here, its record stays
-in flight with its lease lapsed (:func:`lapse`): a repeat takes it over and is answered
-from the attempt.
+is pending, or was recorded before the attempts kept their keys here, and for every
+top-up, its record stays in flight with its lease lapsed (:func:`lapse`): a repeat takes
+it over and is answered from the row.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class KeyClaim:
     key: str
     fingerprint: str
     now: datetime
-    #: ``None``: kept for good (pay-url's, :mod:`reference_server.domain.pay_url.attempts`).
+    #: ``None``: kept for good (pay-url's and top-ups', which a row references).
     ttl: timedelta | None
     lease: timedelta
 
@@ -369,21 +369,23 @@ def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None
         complete(conn, begun, status, body)
 
 
-_sa = t.spend_attempts
+#: The rows that keep their key's record for good, by the column naming it.
+_KEEPERS = (t.spend_attempts.c.idempotency_record_id, t.top_ups.c.idempotency_record_id)
 
 
 def purge_expired(db: Database, *, now: datetime, ttl: timedelta) -> int:
     """Delete records past their TTL (run periodically by the server), but those a
-    pay-url attempt references: those keep their key for good."""
-    referenced = exists().where(_sa.c.idempotency_record_id == _ti.c.id)
+    pay-url attempt or a top-up references: those keep their key for good."""
+    kept = [~exists().where(column == _ti.c.id) for column in _KEEPERS]
     with db.write() as conn:
-        result = conn.execute(delete(_ti).where(_ti.c.created_at <= now - ttl, ~referenced))
+        result = conn.execute(delete(_ti).where(_ti.c.created_at <= now - ttl, *kept))
     return int(result.rowcount or 0)
 
 
 def lapse(conn: Connection, begun: Begun) -> None:
     """Leave an in-flight record in flight with its lease lapsed: the next request with
-    its key takes it over at once (pay-url's, while its attempt is the answer)."""
+    its key takes it over at once (pay-url's while its attempt is the answer; a top-up's,
+    which is its answer)."""
     conn.execute(
         update(_ti).where(_ti.c.id == begun.record_id).values(locked_until=_ti.c.created_at)
     )

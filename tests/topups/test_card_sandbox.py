@@ -4,14 +4,17 @@ with ``source`` ``card``; a declined card or another site's POST credits nothing
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import httpx
 from sqlalchemy import select
 
 from reference_server.store import tables as t
+from reference_server.web import idempotency
 
 from ..buypage.helpers import BROWSER, DECLINED, FUTURE, PAYING
 from ..support import LiveServer, new_account
-from .helpers import account_wallet, owner_client
+from .helpers import PATH, account_wallet, owner_client, owner_headers
 
 
 def _card(url: str, number: str, headers: dict[str, str] = BROWSER) -> httpx.Response:
@@ -63,3 +66,24 @@ def test_a_card_top_up_is_paid_on_the_sandbox_checkout_page(server: LiveServer) 
 def test_the_sandbox_checkout_serves_only_test_card_top_ups(server: LiveServer) -> None:
     assert httpx.get(f"{server.url}/top-ups/tu_nobody/pay").status_code == 404
     assert _card(f"{server.url}/top-ups/tu_nobody/pay", PAYING).status_code == 404
+
+
+def test_a_card_top_ups_key_answers_it_for_good_and_refuses_another_request(
+    server: LiveServer,
+) -> None:
+    acct = new_account(server.url)
+    headers = owner_headers(acct.owner_jwt, **{"Idempotency-Key": "card-k"})
+    body = {"amount": "5.00", "method": "card"}
+    first = httpx.post(server.url + PATH, json=body, headers=headers)
+    assert first.status_code == 201 and "idempotent-replayed" not in first.headers
+    # Past the store's TTL: the record a top-up references is kept, and still answers it.
+    ttl = timedelta(seconds=server.settings.idempotency_ttl_seconds)
+    idempotency.purge_expired(server.ctx.db, now=datetime.now(UTC) + 2 * ttl, ttl=ttl)
+    again = httpx.post(server.url + PATH, json={"amount": "5", "method": "card"}, headers=headers)
+    assert again.status_code == 201 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"] and again.json()["status"] == "pending"
+    for other in ({"amount": "6.00", "method": "card"}, {"amount": "5.00"}):
+        reused = httpx.post(server.url + PATH, json=other, headers=headers)
+        assert reused.status_code == 422, reused.text
+        assert reused.json()["error"]["code"] == "idempotency_key_reused"
+    assert len(owner_client(server.url, acct.owner_jwt).top_ups.list().data) == 1

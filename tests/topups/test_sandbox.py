@@ -190,3 +190,27 @@ def test_a_credential_sent_many_times_at_once_pays_once(server: LiveServer) -> N
     assert statuses == [201, 402, 402, 402, 402, 402]
     assert account_wallet(server, owner.owner_id, "test") == 250_000
     assert balance(server.url, payer.address) == 750_000
+
+
+def test_top_ups_sent_many_times_at_once_under_one_key_pay_once(server: LiveServer) -> None:
+    owner = new_owner(server.url)
+    client = owner_client(server.url, owner.owner_jwt)
+    payer = funded_payer(server, "1")
+    credential = signed(challenge_of(client, "0.25"), payer, "0.25")
+    headers = owner_headers(owner.owner_jwt, **credential, **{"Idempotency-Key": "one-key"})
+
+    def send(_: int) -> httpx.Response:
+        return httpx.post(server.url + PATH, json={"amount": "0.25"}, headers=headers)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(send, range(6)))
+    paid = [a.json()["id"] for a in answers if a.status_code == 201]
+    waiting = [a.json()["error"]["code"] for a in answers if a.status_code == 409]
+    assert len(paid) + len(waiting) == 6 and len(set(paid)) == 1, [a.text for a in answers]
+    assert set(waiting) <= {"idempotency_in_progress"}
+    again = send(0)  # the key's top-up, answered again
+    assert again.status_code == 201 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["id"] == paid[0]
+    assert account_wallet(server, owner.owner_id, "test") == 250_000
+    assert balance(server.url, payer.address) == 750_000
+    assert len(client.top_ups.list().data) == 1
