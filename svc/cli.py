@@ -284,7 +284,7 @@ def _sdk_doc(call: str) -> str:
     where: Any = Client
     *namespaces, name = call.split(".")
     for namespace in namespaces:
-        where = typing.get_type_hints(where)[namespace]
+        where = getattr(where, namespace).func  # a cached_property of the namespace class
     doc = (inspect.getdoc(getattr(where, name)) or "").split("\n\n")[0]
     return re.sub(r":\w+:`~?([^`]+)`|``([^`]+)``", lambda m: m[1] or m[2], doc)
 
