@@ -25,6 +25,10 @@ __all__ = ["ServerContext"]
 
 #: ``server_secrets`` row holding the sealed test hot-wallet key.
 _TEST_HOT_WALLET = "pay_url_hot_wallet_test"
+#: Where :meth:`ServerContext.load_secrets` keeps that key as stored (sealed) until it is used.
+_SEALED_HOT_WALLET = f"{_TEST_HOT_WALLET}:sealed"
+#: ... and the key itself, once opened.
+_OPEN_HOT_WALLET = f"{_TEST_HOT_WALLET}:open"
 
 
 def _token() -> str:
@@ -132,18 +136,27 @@ class ServerContext:
 
     def load_secrets(self) -> None:
         """Read (or create) the server's secrets up front, outside any request transaction
-        (SQLite has one writer: a request's transaction cannot create one in another)."""
-        _ = self.jwt_secret, self.box, self.test_hot_wallet_key
+        (SQLite has one writer: a request's transaction cannot create one in another).
+
+        The test hot wallet's key is made and stored here but opened only when used: a
+        development database moved to production without its old data key still starts,
+        and only a test ``pay-url`` fails, naming the unknown key."""
+        _ = self.jwt_secret, self.box
+        if _SEALED_HOT_WALLET not in self._secrets:
+            box = self.box
+            self._secrets[_SEALED_HOT_WALLET] = self._stored_secret(
+                _TEST_HOT_WALLET, lambda: box.seal(new_evm_key())
+            )
 
     @property
     def test_hot_wallet_key(self) -> str:
         """The test environment's ``pay-url`` hot-wallet key: generated once, kept in the
         database sealed with :attr:`box`, so that every process signs as one address."""
-        found = self._secrets.get(_TEST_HOT_WALLET)
+        found = self._secrets.get(_OPEN_HOT_WALLET)
         if found is None:
-            box = self.box
-            sealed = self._stored_secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
-            found = self._secrets[_TEST_HOT_WALLET] = box.open(sealed)
+            self.load_secrets()
+            sealed = self._secrets[_SEALED_HOT_WALLET]
+            found = self._secrets[_OPEN_HOT_WALLET] = self.box.open(sealed)
         return found
 
     def _stored_key(self, name: str, generate: Callable[[], str]) -> str:

@@ -112,3 +112,23 @@ def test_data_keys_and_jwt_secrets_rotate(
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_credential"
     assert httpx.get(retired.url + "/webhooks", headers=owner_headers(new_jwt)).status_code == 200
+
+
+def test_a_data_key_dropped_too_soon_fails_only_what_it_sealed(
+    make_server: Callable[..., LiveServer],
+) -> None:
+    # A database whose test hot wallet was sealed under K1, served with K2 alone (a
+    # development database moved to production without its stored key): the server
+    # starts and serves; only the hot wallet's key, when used, names the unknown key.
+    first = make_server(data_key=key(), worker_enabled=False)
+    sealed_before = first.ctx.secret("pay_url_hot_wallet_test")
+    first.stop()
+
+    later = make_server(data_key=key(), worker_enabled=False)
+    assert httpx.get(later.url + "/ready").status_code == 200
+    owner = httpx.post(later.url + "/owners", json={"email": "moved@example.com"})
+    assert owner.status_code == 201, owner.text
+    assert later.ctx.secret("pay_url_hot_wallet_test") == sealed_before  # kept, not replaced
+    with pytest.raises(ValueError, match="unknown data key"):
+        _ = later.ctx.test_hot_wallet_key
+    later.stop()
