@@ -44,7 +44,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +122,16 @@ def serve_seller(port: int, facilitator: str, pay_to: str) -> None:
 
 
 @contextmanager
-def stack(database_url: str, logs: Path) -> Iterator[tuple[str, str]]:
-    """The reference server and the seller; yields (server URL, seller's paid URL)."""
-    with reference_server(database_url, logs / "server.log") as (url, _):
+def stack(database_url: str, logs: Path, servers: int = 1) -> Iterator[tuple[list[str], str]]:
+    """``servers`` reference server processes on the one database (started one after the
+    other, so one migrates) and the seller; yields (server URLs, seller's paid URL).  The
+    seller's facilitator is the first server's sandbox."""
+    with ExitStack() as processes:
+        urls = [
+            processes.enter_context(reference_server(database_url, logs / f"server{i}.log"))[0]
+            for i in range(servers)
+        ]
+        url = urls[0]
         seller_port = free_port()
         seller = [
             sys.executable,
@@ -138,7 +145,7 @@ def stack(database_url: str, logs: Path) -> Iterator[tuple[str, str]]:
         ]
         seller_url = f"http://127.0.0.1:{seller_port}/report"
         with serving(seller, dict(os.environ), seller_url, logs / "seller.log", any_status=True):
-            yield url, seller_url
+            yield urls, seller_url
 
 
 # --- set-up over plain HTTP -----------------------------------------------------------------
@@ -192,7 +199,7 @@ async def closed_loop(pays: list[Pay], requests: int, sample: Sample) -> None:
 
 
 async def measure_cell(
-    url: str, seller_url: str, wallet_key: str, payer: Any, concurrency: int, requests: int
+    urls: list[str], seller_url: str, wallet_key: str, payer: Any, concurrency: int, requests: int
 ) -> dict[str, Sample]:
     from x402 import x402Client
     from x402.http.clients import x402HttpxClient
@@ -201,12 +208,12 @@ async def measure_cell(
 
     service = [
         httpx.AsyncClient(
-            base_url=url,
+            base_url=urls[i % len(urls)],  # the clients spread over the server processes
             timeout=60,
             headers={"Authorization": f"Bearer {wallet_key}"},
             limits=httpx.Limits(max_connections=1),
         )
-        for _ in range(concurrency)
+        for i in range(concurrency)
     ]
     direct = []
     for _ in range(concurrency):
@@ -239,16 +246,18 @@ async def measure_cell(
     return samples
 
 
-def run_database(name: str, database_url: str, requests: int) -> list[dict[str, Sample]]:
+def run_database(
+    name: str, database_url: str, requests: int, servers: int = 1
+) -> list[dict[str, Sample]]:
     with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as logs:
-        with stack(database_url, Path(logs)) as (url, seller_url):
-            wallet_key, payer = set_up(url)
+        with stack(database_url, Path(logs), servers) as (urls, seller_url):
+            wallet_key, payer = set_up(urls[0])
             cells = []
             for concurrency in CONCURRENCY:
                 print(f"  {name}: {concurrency} client(s)...", file=sys.stderr, flush=True)
                 cells.append(
                     asyncio.run(
-                        measure_cell(url, seller_url, wallet_key, payer, concurrency, requests)
+                        measure_cell(urls, seller_url, wallet_key, payer, concurrency, requests)
                     )
                 )
         return cells
@@ -279,7 +288,9 @@ def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) 
     print("ratio = pay-url latency / x402 client latency (above 1: pay-url is slower).")
 
 
-def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any]]:
+def json_rows(
+    results: dict[str, list[dict[str, Sample]]], servers: int = 1
+) -> list[dict[str, Any]]:
     """The issue's figures, one row each (bench JSON protocol): p50 ratio per cell."""
     rows = []
     for name, cells in results.items():
@@ -290,7 +301,9 @@ def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any
                     cell["pay-url"].percentile(0.5) * 1e3,
                     cell["x402"].percentile(0.5) * 1e3,
                     database=name,
-                    setting=f"{concurrency} client" + ("s" if concurrency > 1 else ""),
+                    setting=f"{concurrency} client"
+                    + ("s" if concurrency > 1 else "")
+                    + (f", {servers} server processes" if servers > 1 else ""),
                     unit="ms",
                     baseline_name="x402 httpx client, direct",
                     target=TARGETS[concurrency],
@@ -306,6 +319,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
     parser.add_argument(
         "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per cell"
+    )
+    parser.add_argument(
+        "--servers", type=int, default=1, help="reference server processes sharing the database"
     )
     parser.add_argument("--serve-seller", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--facilitator", help=argparse.SUPPRESS)
@@ -324,16 +340,17 @@ def main() -> None:
         f"closed loops at {' / '.join(map(str, CONCURRENCY))} clients; a seller behind x402's "
         f"PaymentMiddlewareASGI at {PRICE[1:]} USDC,",
         "settling through the reference server's sandbox facilitator.  Client, server, seller",
-        f"and database share this machine's {os.cpu_count() or 0} cores: read the ratios.",
+        f"and database share this machine's {os.cpu_count() or 0} cores: read the ratios."
+        + (f"  {args.servers} server processes share the database." if args.servers > 1 else ""),
     ]
     results: dict[str, list[dict[str, Sample]]] = {}
     for name in databases:
         with fresh_database(name, args.postgres_url) as database_url:
-            results[name] = run_database(name, database_url, args.requests)
+            results[name] = run_database(name, database_url, args.requests, args.servers)
 
     print_table(results, header)
     if args.json is not None:
-        args.json.write_text(json.dumps(json_rows(results), indent=2) + "\n")
+        args.json.write_text(json.dumps(json_rows(results, args.servers), indent=2) + "\n")
     failures = [
         example
         for cells in results.values()
