@@ -66,7 +66,8 @@ def book(
     Money that arrived is always credited: when a request that took its
     ``Idempotency-Key`` over (the first one's lease ran out) booked first, this one is
     booked too, under no key."""
-    if record_id is not None and find_by_record(conn, record_id) is not None:
+    scope = {"owner_id": owner_id, "environment": environment}
+    if record_id is not None and find_by_record(conn, record_id, **scope) is not None:
         record_id = None
     deposits = ledger.platform_account(
         conn, environment=environment, kind=ledger.CHAIN_DEPOSITS, now=now
@@ -225,9 +226,18 @@ def find_owned(conn: Connection, top_up_id: str, *, owner_id: str, environment: 
     return row
 
 
-def find_by_record(conn: Connection, record_id: int) -> Row[Any] | None:
-    """The top-up an ``Idempotency-Key`` (its record in the one store) already made."""
-    return conn.execute(select(_t).where(_t.c.idempotency_record_id == record_id)).first()
+def find_by_record(
+    conn: Connection, record_id: int, *, owner_id: str, environment: str
+) -> Row[Any] | None:
+    """The top-up an ``Idempotency-Key`` (its record in the one store) already made for
+    this owner in this environment: scoped at the query, not only through the record's
+    scope."""
+    q = select(_t).where(
+        _t.c.idempotency_record_id == record_id,
+        _t.c.owner_id == owner_id,
+        _t.c.environment == environment,
+    )
+    return conn.execute(q).first()
 
 
 def fingerprint(amount: int, *, card: bool) -> str:

@@ -127,7 +127,9 @@ def _start(call: Call) -> _Started:
         if isinstance(claimed, idempotency.Replay):
             raise InvariantError("a top-up's key record is never completed")
         record = claimed
-        found = top_ups.find_by_record(conn, record.record_id)
+        found = top_ups.find_by_record(
+            conn, record.record_id, owner_id=call.caller.owner_id, environment=env
+        )
         if found is not None or card:
             idempotency.lapse(conn, record)
         if found is not None:

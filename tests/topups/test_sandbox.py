@@ -7,15 +7,18 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
 import httpx
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 import svc
 from reference_server.domain.open_rails import TEST_DEPOSIT_ADDRESS
+from reference_server.store import tables as t
 from svc.cli import _build
 
 from ..money.helpers import events_of
@@ -214,3 +217,31 @@ def test_top_ups_sent_many_times_at_once_under_one_key_pay_once(server: LiveServ
     assert account_wallet(server, owner.owner_id, "test") == 250_000
     assert balance(server.url, payer.address) == 750_000
     assert len(client.top_ups.list().data) == 1
+
+
+def test_a_keys_top_up_is_found_only_for_its_own_owner_and_environment(
+    server: LiveServer,
+) -> None:
+    # The lookup a repeated key makes is scoped to the caller at the query itself, not
+    # only through the key record's scope: another owner, or the other environment,
+    # given the same record id, finds nothing.
+    from reference_server.domain import top_ups
+
+    owner, other = new_owner(server.url), new_owner(server.url)
+    client = owner_client(server.url, owner.owner_jwt)
+    payer = funded_payer(server, "1")
+    credential = signed(challenge_of(client, "0.30"), payer, "0.30")
+    made = client.top_ups.create("0.30", options=with_headers(credential, "scoped-1"))
+    with server.ctx.db.read() as conn:
+        row = conn.execute(sa.select(t.top_ups).where(t.top_ups.c.id == made.id)).one()
+        record_id = row.idempotency_record_id
+        assert record_id is not None
+
+        def found(owner_id: str, environment: str) -> Any:
+            return top_ups.find_by_record(
+                conn, record_id, owner_id=owner_id, environment=environment
+            )
+
+        assert found(owner.owner_id, "test").id == made.id
+        assert found(other.owner_id, "test") is None
+        assert found(owner.owner_id, "live") is None
