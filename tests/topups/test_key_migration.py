@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from sqlalchemy import text
 
 from reference_server.domain.top_ups import fingerprint
 from reference_server.store import Database
-from reference_server.store.migrate import alembic_config
 
 from ..conftest import fresh_database
+from ..support import migrate_to
 
 _TOP_UP = (
     "INSERT INTO top_ups (id, owner_id, environment, amount_micros, status, rail, network,"
@@ -22,20 +21,12 @@ _TOP_UP = (
 )
 
 
-def _migrate(db: Database, revision: str, *, down: bool = False) -> None:
-    cfg = alembic_config(db)
-    with db.engine.connect() as conn:
-        cfg.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(cfg, revision)
-        conn.commit()
-
-
 def test_a_top_ups_key_becomes_its_record_in_the_store(tmp_path: Path) -> None:
     (tmp_path / "migrated").mkdir()
     with fresh_database(tmp_path / "migrated") as url:
         db = Database(url)
         try:
-            _migrate(db, "0016")
+            migrate_to(db, "0016")
             with db.engine.begin() as conn:
                 conn.execute(
                     text(
@@ -50,7 +41,7 @@ def test_a_top_ups_key_becomes_its_record_in_the_store(tmp_path: Path) -> None:
                 ]:
                     values = {"id": id_, "amount": amount, "rail": rail, "key": key}
                     conn.execute(text(_TOP_UP), values)
-            _migrate(db, "0017")
+            migrate_to(db, "0017")
             with db.engine.connect() as conn:
                 rows = conn.execute(
                     text(
@@ -66,7 +57,7 @@ def test_a_top_ups_key_becomes_its_record_in_the_store(tmp_path: Path) -> None:
                 ("tu_2", scope, route, "k2", fingerprint(5_000_000, card=True), "in_flight", True),
                 ("tu_3", None, None, None, None, None, None),
             ]
-            _migrate(db, "0016", down=True)
+            migrate_to(db, "0016", down=True)
             with db.engine.connect() as conn:
                 keys = conn.execute(
                     text("SELECT id, idempotency_key FROM top_ups ORDER BY id")
@@ -74,6 +65,6 @@ def test_a_top_ups_key_becomes_its_record_in_the_store(tmp_path: Path) -> None:
                 left = conn.execute(text("SELECT count(*) FROM idempotency_keys")).scalar()
             assert [tuple(row) for row in keys] == [("tu_1", "k1"), ("tu_2", "k2"), ("tu_3", None)]
             assert left == 0
-            _migrate(db, "head")
+            migrate_to(db, "head")
         finally:
             db.dispose()
