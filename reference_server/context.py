@@ -25,9 +25,7 @@ __all__ = ["ServerContext"]
 
 #: ``server_secrets`` row holding the sealed test hot-wallet key.
 _TEST_HOT_WALLET = "pay_url_hot_wallet_test"
-#: Where :meth:`ServerContext.load_secrets` keeps that key as stored (sealed) until it is used.
-_SEALED_HOT_WALLET = f"{_TEST_HOT_WALLET}:sealed"
-#: ... and the key itself, once opened.
+#: Where the key itself is kept once opened (the sealed form is cached under the row's name).
 _OPEN_HOT_WALLET = f"{_TEST_HOT_WALLET}:open"
 
 
@@ -125,13 +123,13 @@ class ServerContext:
         with contextlib.suppress(RuntimeError):  # not in an anyio worker thread: polling will do
             anyio.from_thread.run_sync(event.set)
 
-    def secret(self, name: str) -> str:
+    def secret(self, name: str, generate: Callable[[], str] = _token) -> str:
         """A named server secret (e.g. the key MPP challenges are signed with), generated
         on first use and kept in the database so that every process agrees on it; read
         once per process.  Blocking: call it from a worker thread."""
         found = self._secrets.get(name)
         if found is None:
-            found = self._secrets[name] = self._stored_secret(name)
+            found = self._secrets[name] = self._stored_secret(name, generate)
         return found
 
     def load_secrets(self) -> None:
@@ -141,12 +139,8 @@ class ServerContext:
         The test hot wallet's key is made and stored here but opened only when used: a
         development database moved to production without its old data key still starts,
         and only a test ``pay-url`` fails, naming the unknown key."""
-        _ = self.jwt_secret, self.box
-        if _SEALED_HOT_WALLET not in self._secrets:
-            box = self.box
-            self._secrets[_SEALED_HOT_WALLET] = self._stored_secret(
-                _TEST_HOT_WALLET, lambda: box.seal(new_evm_key())
-            )
+        box = self.box
+        _ = self.jwt_secret, self.secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
 
     @property
     def test_hot_wallet_key(self) -> str:
@@ -154,8 +148,8 @@ class ServerContext:
         database sealed with :attr:`box`, so that every process signs as one address."""
         found = self._secrets.get(_OPEN_HOT_WALLET)
         if found is None:
-            self.load_secrets()
-            sealed = self._secrets[_SEALED_HOT_WALLET]
+            self.load_secrets()  # the sealed key, read once (before a transaction opens)
+            sealed = self._secrets[_TEST_HOT_WALLET]
             found = self._secrets[_OPEN_HOT_WALLET] = self.box.open(sealed)
         return found
 
