@@ -30,7 +30,6 @@ from .bodies import (
     CreateWebhook,
     Pay,
     PayUrl,
-    PayUrlMethod,
     Period,
     RedeemCredential,
     ReleaseClaim,
@@ -56,8 +55,6 @@ Metadata = Mapping[str, Any] | ResourceMetadata
 #: The choices of the types above (from :mod:`svc.bodies`, which the server reads by).
 PERIODS: tuple[str, ...] = get_args(Period)
 WEBHOOK_STATUSES: tuple[str, ...] = get_args(WebhookStatus)
-CONNECT_TYPES: tuple[str, ...] = get_args(ConnectType)
-PAY_URL_METHODS: tuple[str, ...] = get_args(PayUrlMethod)
 #: Most items one page of any list holds (``limit``; the service's default is 20).
 MAX_PAGE_LIMIT = 100
 TextDocument = Literal["llms.txt", "llms-full.txt"]

@@ -13,12 +13,7 @@ beyond the HMAC and the JSON, so the shapes receivers usually pass get a shortcu
 A shortcut returns the three values only when every check is known to pass -- each name
 present exactly once, each value a non-empty string equal to what ``items()`` yields -- and
 ``None`` otherwise, so :func:`read` then decides and words the error exactly as it always
-does.  Their repeat check is done in C: the header names joined into one lowercased
-string, where each wanted name must occur exactly once.  A name never contains the
-separator, and none of the three can overlap itself, so that count is never below the
-number of headers carrying the name; a count above it (a longer name containing ours)
-only sends the call to :func:`read`.  Non-ASCII names go to :func:`read` too, where
-``str.lower`` has the last word.
+does.  Non-ASCII names go to :func:`read` too, where ``str.lower`` has the last word.
 """
 
 from __future__ import annotations

@@ -410,22 +410,13 @@ _ENVELOPE_TEXT = ("id", "type", "created_at")
 
 
 def _decode(raw: bytes) -> Any:
-    """The body as JSON: UTF-8 text, strict JSON (no NaN or Infinity)."""
+    """The body as JSON: UTF-8 text, strict JSON (no NaN or Infinity); the slow path of
+    :func:`_read_event`, which words the error."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         _fail("body is not UTF-8")
     try:
-        if text.startswith("{"):
-            # The usual body, one compact object: the decoder's scanner directly, without
-            # the two Python layers around it; anything after the object (whitespace or
-            # not) takes the full decode, which also words the errors.
-            try:
-                document, end = _SCAN_ONCE(text, 0)
-            except StopIteration:  # a value missing inside: the full decode words it
-                document, end = None, -1
-            if end == len(text):
-                return document
         return _DECODER.decode(text)
     except RecursionError:
         _fail("body JSON is nested too deeply")
@@ -531,10 +522,6 @@ class _VerifiedEvent(Event):
             other.created_at,
             other.data,
         )
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
 
     __hash__ = Event.__hash__
 

@@ -26,7 +26,6 @@ __all__ = [
     "Scope",
     "Send",
     "add_paid_headers",
-    "add_response_headers",
     "credential_headers",
     "header_map",
     "new_request_id",
@@ -240,45 +239,18 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return receive_again
 
 
-def add_response_headers(
-    send: Send,
-    added: tuple[tuple[bytes, bytes], ...],
-    defaults: tuple[tuple[bytes, bytes], ...],
-    replaced: frozenset[bytes] | None = None,
-) -> Send:
-    """A ``send`` that adds headers to the response start.
-
-    ``added`` (lowercase names) replace any copy the app set: the gate's word on them is
-    final.  ``defaults`` are added only when the app set no header of that name.
-    ``replaced``, the names in ``added``, may be passed in when already known.
-    """
-    if replaced is None:
-        replaced = frozenset(name for name, _ in added)
-
-    async def send_with_headers(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers = list(message.get("headers", ()))
-            present = {name.lower() for name, _ in headers}
-            if present & replaced:
-                headers = [(k, v) for k, v in headers if k.lower() not in replaced]
-            headers += added
-            headers += [(k, v) for k, v in defaults if k not in present]
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return send_with_headers
-
-
 def add_paid_headers(
     send: Send,
     added: tuple[tuple[bytes, bytes], ...],
     replaced: frozenset[bytes],
     watched: frozenset[bytes] | None = None,
 ) -> Send:
-    """:func:`add_response_headers` with ``Cache-Control: private`` as the one default:
-    the ``send`` of every request a gate lets through paid, so it does the least it can.
-    Nothing is copied unless the app set one of the ``replaced`` names; the response
-    start is a new message (the app's may be a constant it sends again).
+    """A ``send`` that adds the ``added`` headers (lowercase names) to the response start,
+    and ``Cache-Control: private`` unless the app set a ``Cache-Control``: the ``send`` of
+    every request a gate lets through paid, so it does the least it can.  ``added``
+    replace any copy of the ``replaced`` names the app set (the gate's word on them is
+    final).  Nothing is copied unless the app set one of them; the response start is a
+    new message (the app's may be a constant it sends again).
 
     A plain function returning the server's own awaitable, not a coroutine of its own:
     the app awaits ``send(message)`` as ever, and each message costs no extra coroutine.

@@ -300,10 +300,8 @@ class GateCore:
         if offer is None:
             try:
                 offer = await self.offer(resource_id)
-            except BackendUnavailable as exc:
-                return self._unavailable(resource_id, exc)
             except Exception as exc:
-                return self._misconfigured(resource_id, exc)
+                return self._failed(resource_id, exc)
         if not offer.active:
             return Refusal(
                 status=409,
@@ -339,10 +337,8 @@ class GateCore:
                     offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
                 )
                 return await self._challenged(refusal, request)
-            except BackendUnavailable as exc:
-                return self._unavailable(resource_id, exc)
             except Exception as exc:
-                return self._misconfigured(resource_id, exc)
+                return self._failed(resource_id, exc)
             if redemption is not None:
                 return await self._redeemed(offer, rail, redemption, wanted, request)
         return None
@@ -377,10 +373,8 @@ class GateCore:
         if verification is None:
             try:
                 verification = await self.verify(receipt_id, bound)
-            except BackendUnavailable as exc:
-                return self._unavailable(resource_id, exc)
             except Exception as exc:
-                return self._misconfigured(resource_id, exc)
+                return self._failed(resource_id, exc)
         why = _refused_because(verification, offer, wanted)
         if why is not None:
             refusal = self._payment_required(
@@ -487,14 +481,10 @@ class GateCore:
 
     def _unsettled(self, resource_id: str) -> Refusal:
         # Never fail open here: the answer is withheld until the payment is known.
-        return Refusal(
-            status=503,
-            code="payment_service_unavailable",
-            message="The payment could not be settled now, so the answer is withheld; do not "
+        return _service_unavailable(
+            resource_id,
+            "The payment could not be settled now, so the answer is withheld; do not "
             "pay again, retry shortly.",
-            reason="service_unavailable",
-            extra={"resource_id": resource_id},
-            headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
         )
 
     @staticmethod
@@ -555,17 +545,19 @@ class GateCore:
                 )
         return attrs.evolve(refusal, headers=tuple(headers))
 
+    def _failed(self, resource_id: str, exc: Exception) -> Outcome:
+        """The outcome of a backend question that raised: an outage, or a misconfiguration."""
+        if isinstance(exc, BackendUnavailable):
+            return self._unavailable(resource_id, exc)
+        return self._misconfigured(resource_id, exc)
+
     def _unavailable(self, resource_id: str, exc: BaseException) -> Outcome:
         log.warning("payment service unavailable while gating %s: %s", resource_id, exc)
         if self.on_service_error == "fail_open":
             return FailedOpen(reason="service_unavailable")
-        return Refusal(
-            status=503,
-            code="payment_service_unavailable",
-            message="The payment service cannot be reached to check this payment; retry shortly.",
-            reason="service_unavailable",
-            extra={"resource_id": resource_id},
-            headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
+        return _service_unavailable(
+            resource_id,
+            "The payment service cannot be reached to check this payment; retry shortly.",
         )
 
     def _misconfigured(self, resource_id: str, exc: BaseException) -> Refusal:
@@ -587,6 +579,18 @@ class GateCore:
             reason="gate_misconfigured",
             extra={"resource_id": resource_id},
         )
+
+
+def _service_unavailable(resource_id: str, message: str) -> Refusal:
+    """A 503 asking the caller to retry after :data:`RETRY_AFTER_SECONDS`."""
+    return Refusal(
+        status=503,
+        code="payment_service_unavailable",
+        message=message,
+        reason="service_unavailable",
+        extra={"resource_id": resource_id},
+        headers=(("Retry-After", str(RETRY_AFTER_SECONDS)),),
+    )
 
 
 def _resolved(request: RailRequest | Callable[[], RailRequest]) -> RailRequest:

@@ -18,13 +18,12 @@
 
 from __future__ import annotations
 
-from ._asgi import Message, Send, add_response_headers, send_response
+from ._asgi import Message, Send, add_paid_headers, send_response
 from ._core import GateCore, Paid, Refusal
 from ._websocket import POLICY_VIOLATION, add_accept_headers, close_reason
 
 __all__ = ["HeldAnswer"]
 
-_PRIVATE = ((b"cache-control", b"private"),)
 _SUCCESS = ("http.response.start", "websocket.accept")
 _FAILURE = ("websocket.close", "websocket.http.response.start")
 
@@ -72,8 +71,8 @@ class HeldAnswer:
             if websocket:
                 send = add_accept_headers(self.downstream, settled.raw_headers, settled.raw_names)
             else:
-                send = add_response_headers(
-                    self.downstream, settled.raw_headers, _PRIVATE, settled.raw_names
+                send = add_paid_headers(
+                    self.downstream, settled.raw_headers, settled.raw_names, settled.raw_watched
                 )
             await send(message)
             return
