@@ -19,7 +19,6 @@ import sys
 import time
 import typing
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any, get_args
 
 from ._base_client import DEFAULT_BASE_URL
@@ -62,10 +61,6 @@ def _emit(value: Any) -> None:
     click.echo(json.dumps(unstructure(value), indent=2, default=str))
 
 
-#: Where an owner command's environment came from (``ctx.meta`` key).
-_ENV_SOURCE = "svc.environment_source"
-
-
 def _environment(ctx: Any) -> str:
     """The environment an owner command acts in: ``--environment``, ``SVC_ENVIRONMENT``,
     or else ``live``, the service's default for an owner JWT."""
@@ -74,12 +69,8 @@ def _environment(ctx: Any) -> str:
 
 def _environment_source(ctx: Any) -> str:
     """Why an owner command acts in its environment: an option, a variable, or the default."""
-    source = ctx.meta.get(_ENV_SOURCE)
-    if source == "option":
-        return "--environment"
-    if source == "envvar":
-        return "SVC_ENVIRONMENT"
-    return "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
+    default = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
+    return str(ctx.meta.get(_source_key("environment"), default))
 
 
 def _say_environment(ctx: Any) -> None:
@@ -124,9 +115,7 @@ def _run(
         with Client(**ctx.obj) as client:
             show(call(client))
     except APIError as exc:
-        click.echo(
-            f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
-        )
+        _say_api_error(exc)
         if owner and exc.status == 404:
             click.echo(_not_found_hint(ctx, exc.message), err=True)
         sys.exit(1)
@@ -138,6 +127,12 @@ def _run(
         raise click.BadParameter(exc.reason, param_hint=f"'{exc.name}'") from None
     except BodyRuleError as exc:  # the body's own rule across its fields (svc.bodies)
         raise click.UsageError(str(exc)) from None
+
+
+def _say_api_error(exc: APIError) -> None:
+    click.echo(
+        f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
+    )
 
 
 def _in_cli_terms(exc: SvcError) -> str:
@@ -157,28 +152,6 @@ def _article(noun: str) -> str:
     return ("an " if noun[0] in "aeiou" else "a ") + noun
 
 
-def _list(
-    ctx: Any,
-    /,
-    o: dict[str, Any],
-    one: Callable[[Client], Callable[..., Any]],
-    every: Callable[[Client], Callable[..., Iterable[Any]]],
-    *,
-    owner: bool = False,
-) -> None:
-    """A list command: one page (``--limit``, ``--starting-after``), or with ``--all`` every
-    item, fetched page by page and printed as one list (``has_more`` false)."""
-    if o["all"] and o["starting_after"] is not None:
-        raise click.UsageError("--all starts at the first item; leave out --starting-after")
-
-    def call(c: Client) -> Any:
-        if o["all"]:
-            return {"data": list(every(c)(limit=o["limit"])), "has_more": False}
-        return one(c)(limit=o["limit"], starting_after=o["starting_after"])
-
-    _run(ctx, call, owner=owner)
-
-
 #: The distribution this command comes from (``pip install svc-payments``).
 _DIST = "svc-payments"
 
@@ -192,7 +165,7 @@ def _envvar(name: str) -> str:
 
 
 def _source_key(name: str) -> str:
-    """``ctx.meta`` key: where the credential ``name`` came from (option or variable)."""
+    """``ctx.meta`` key: where the global option ``name`` came from (flag or variable)."""
     return f"svc.source.{name}"
 
 
@@ -233,7 +206,9 @@ def _command(
     """A command of ``group`` that is one client call (``call``, e.g. ``"webhooks.test"``),
     helped by that method's docstring and given every parameter by its name: ``arguments``
     positional, ``body``'s fields as options (:func:`_body_options`), ``--seller-id`` (an
-    owner acting for one of its sellers) and, for a list (``page``), :func:`_list`'s.
+    owner acting for one of its sellers) and, for a list (``page``), one page
+    (``--limit``, ``--starting-after``) or with ``--all`` every item, fetched page by page
+    and printed as one list (``has_more`` false).
     ``get`` (an argument, a call): that optional argument, given, calls for that one item
     instead.  ``options``: click options of the command's own, passed on by name too."""
     item_id, get_call = get or ("", "")
@@ -244,11 +219,16 @@ def _command(
         paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")} if page else {}
         if item is not None:
             return _run(ctx, lambda c: _method(c, get_call)(item, **o), owner=as_owner)
-        if not page:
-            return _run(ctx, lambda c: _method(c, call)(**o), owner=as_owner)
-        one = lambda c: partial(_method(c, call), **o)  # noqa: E731
-        every = lambda c: partial(_method(c, call + "_all"), **o)  # noqa: E731
-        return _list(ctx, paging, one, every, owner=as_owner)
+        if not paging.pop("all", False):
+            return _run(ctx, lambda c: _method(c, call)(**paging, **o), owner=as_owner)
+        if paging["starting_after"] is not None:
+            raise click.UsageError("--all starts at the first item; leave out --starting-after")
+
+        def every(c: Client) -> dict[str, Any]:
+            items = _method(c, call + "_all")(limit=paging["limit"], **o)
+            return {"data": list(items), "has_more": False}
+
+        return _run(ctx, every, owner=as_owner)
 
     fields = [shape.name for shape in params(body)] if body else []
     decorators = [click.argument(item_id, required=False)] if get else []
@@ -321,15 +301,12 @@ def _build() -> Any:
         Every option below also reads the SVC_* variable it names; `svc whoami` says which
         credentials are set and what the service makes of them."""
         ctx.obj = {k: v for k, v in options.items() if v is not None}
-        for name in ("base_url", *CREDENTIALS):
+        for name in ("base_url", *CREDENTIALS, "environment"):
             source = ctx.get_parameter_source(name)
             if options[name] is not None and source is not None:
                 ctx.meta[_source_key(name)] = (
                     _envvar(name) if source.name == "ENVIRONMENT" else _flag(name)
                 )
-        source = ctx.get_parameter_source("environment")
-        if options["environment"] is not None and source is not None:
-            ctx.meta[_ENV_SOURCE] = "envvar" if source.name == "ENVIRONMENT" else "option"
 
     _command(cli, "health", "health")
 
@@ -377,12 +354,7 @@ def _add_whoami_command(cli: click.Group) -> None:
         base = {"base_url": base_url, "base_url_from": _source(ctx, "base_url")}
         _emit({**base, "credentials": entries})
         for refused in refusals:
-            answer = refused.error
-            click.echo(
-                f"error {answer.status} {answer.code}: {answer.message} "
-                f"(request_id={answer.request_id})",
-                err=True,
-            )
+            _say_api_error(refused.error)
             click.echo(f"the {refused.credential} given by {refused.source} was refused", err=True)
         if not given:
             click.echo(
