@@ -220,14 +220,7 @@ def render(payload: object, headers: Mapping[str, str]) -> tuple[bytes, bytes]:
     return b"application/json", data
 
 
-# --- the official MCP payment clients: x402's and pympp's ---------------------------------------
-#
-# Both carry the open-rail credential in ``params._meta`` instead of an HTTP header, and read
-# the challenge and the receipt from the JSON-RPC answer.  The gate translates: the
-# credential becomes the header the service redeems (``PAYMENT-SIGNATURE`` or
-# ``Authorization: Payment``), the challenge headers the service issues become each
-# client's JSON shape, and the settled receipt headers go into the result's ``_meta``.
-# The shapes are built here from plain JSON; svc_asgi imports neither x402 nor mpp.
+# --- the official MCP payment clients: x402's and pympp's (see the module docstring) ----------
 
 #: x402's MCP transport: the payment payload in the call, the settlement in the result.
 X402_PAYMENT_META_KEY = "x402/payment"
@@ -239,6 +232,9 @@ MPP_RECEIPT_META_KEY = "org.paymentauth/receipt"
 MPP_PAYMENT_REQUIRED = -32042
 MPP_VERIFICATION_FAILED = -32043
 
+#: An MPP challenge's required string fields, then its optional ones (as MPP orders them).
+_MPP_FIELDS = ("id", "realm", "method", "intent")
+_MPP_OPTIONAL = ("expires", "description", "digest")
 _AUTH_PARAM = re.compile(r'([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
 
@@ -283,14 +279,14 @@ def _mpp_authorization(credential: object) -> str:
         raise ValueError(f"{where} must be an MPP credential with its challenge")
     challenge = credential["challenge"]
     echo: dict[str, Any] = {}
-    for field in ("id", "realm", "method", "intent"):
+    for field in _MPP_FIELDS:
         if not isinstance(challenge.get(field), str):
             raise ValueError(f"{where}.challenge.{field} must be a string")
         echo[field] = challenge[field]
     if not isinstance(challenge.get("request"), dict):
         raise ValueError(f"{where}.challenge.request must be an object")
     echo["request"] = _b64url(challenge["request"])
-    for field in ("expires", "digest", "description"):
+    for field in _MPP_OPTIONAL:  # the credential's JSON is canonical: key order is moot
         if challenge.get(field) is not None:
             echo[field] = challenge[field]
     if challenge.get("opaque") is not None:
@@ -327,14 +323,9 @@ def mpp_challenges(headers: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
             for m in _AUTH_PARAM.finditer(value[8:])
         }
         try:
-            challenge: dict[str, Any] = {
-                "id": params["id"],
-                "realm": params["realm"],
-                "method": params["method"],
-                "intent": params["intent"],
-                "request": _b64_json(params["request"]),
-            }
-            for field in ("expires", "description", "digest"):
+            challenge: dict[str, Any] = {field: params[field] for field in _MPP_FIELDS}
+            challenge["request"] = _b64_json(params["request"])
+            for field in _MPP_OPTIONAL:
                 if field in params:
                     challenge[field] = params[field]
             if "opaque" in params:

@@ -2,27 +2,14 @@
 
 Written as a plain ASGI callable (no ``BaseHTTPMiddleware``): it streams nothing through
 a task group, buffers no response, and works under any ASGI framework or none.  Per
-request it does the least it can:
-
-* a ``lifespan`` scope or an unpriced route goes straight to the app, untouched;
-* a priced route is decided by the :class:`~svc_asgi.GateCore`: paid requests reach the
-  app with the :class:`~svc_asgi.Payment` in ``scope["state"]["svc_payment"]``; unpaid
-  ones get the 402 (or 409/503) without the app ever running.  A WebSocket handshake is
-  a ``GET`` of its path and is decided the same way, before ``websocket.accept``: an
-  unpaid one is refused with the 402 as an HTTP denial response where the server offers
-  the ``websocket.http.response`` extension, else with a ``websocket.close`` (1008).
-  A request presenting a receipt header and no open-rail credential is decided from the
-  core's memo of paid decisions (one dictionary lookup once its receipt is known), with
-  rails or without; only a rail credential, or a 402, builds the request's URL for the
-  rails;
-* a request paid with an open-rail credential is only *claimed* before the app runs
-  ("verify, serve, then settle"): its answer's start is held back until its status is
-  known; below 400 the payment is settled and the start goes out with the payment
-  headers, then the body streams through unheld; otherwise the claim is released and
-  the app's failing answer goes out as it is, with no payment header.  A settlement that
-  fails withholds the answer (402, or 503 when its outcome is unknown);
-* a ``POST`` to the MCP path, when tools are priced, has its JSON-RPC body read (bounded)
-  to find a priced ``tools/call``; the body is handed to the app unchanged afterwards.
+request it does the least it can: a ``lifespan`` scope or an unpriced route goes straight
+to the app; a priced route (or a WebSocket handshake, a ``GET`` of its path) is decided by
+the :class:`~svc_asgi.GateCore` before the app runs, from the core's memo of paid
+decisions when it presents a confirmed receipt (one dictionary lookup); an open-rail
+payment is only claimed before the app runs and settled once its answer succeeded
+(:mod:`svc_asgi._held`); a ``POST`` to the MCP path, when tools are priced, has its
+JSON-RPC body read (bounded) to find a priced ``tools/call``, then handed on unchanged.
+docs/gate.md tells the whole story.
 """
 
 from __future__ import annotations
