@@ -296,11 +296,13 @@ async def send_response(
     *,
     content_type: bytes = b"application/json",
     headers: Iterable[tuple[bytes, bytes]] = (),
+    protocol: str = "http",
 ) -> None:
-    """Send one complete response."""
+    """Send one complete response; ``protocol="websocket.http"`` answers a WebSocket
+    handshake with it instead of accepting it (the denial response extension)."""
     await send(
         {
-            "type": "http.response.start",
+            "type": f"{protocol}.response.start",
             "status": status,
             "headers": [
                 (b"content-type", content_type),
@@ -309,4 +311,4 @@ async def send_response(
             ],
         }
     )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send({"type": f"{protocol}.response.body", "body": body, "more_body": False})

@@ -57,7 +57,6 @@ from ._websocket import (
     TRY_AGAIN_LATER,
     add_accept_headers,
     close_reason,
-    send_denial,
 )
 
 __all__ = ["PaymentGate"]
@@ -314,7 +313,7 @@ class PaymentGate:
             return  # the client left before its handshake could be answered
         status, extra, body = outcome.render(request_id_of(scope))
         if DENIAL_EXTENSION in (scope.get("extensions") or {}):
-            await send_denial(send, status, body, headers=extra)
+            await send_response(send, status, body, headers=extra, protocol="websocket.http")
         else:  # no way to send a status: close the handshake, with the why as its reason
             code = TRY_AGAIN_LATER if status == 503 else POLICY_VIOLATION
             await send({"type": "websocket.close", "code": code, "reason": close_reason(outcome)})

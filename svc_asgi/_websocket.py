@@ -1,5 +1,6 @@
-"""WebSocket handshakes in ASGI terms: answering one with an HTTP status, or closing it,
-before ``websocket.accept``; and adding headers to the ``websocket.accept`` of a paid one.
+"""WebSocket handshakes in ASGI terms: closing one before ``websocket.accept`` (answering
+it with an HTTP status is :func:`~svc_asgi._asgi.send_response`'s), and adding headers to
+the ``websocket.accept`` of a paid one.
 
 A handshake is an HTTP ``GET`` until it is accepted, so a gate decides it like any other
 request.  What differs is the answer: a server offering the ASGI ``websocket.http.response``
@@ -10,8 +11,6 @@ ASGI has is ``websocket.close`` before accept (which servers turn into a bare 40
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ._asgi import Message, Send
 from ._core import Refusal
 
@@ -21,7 +20,6 @@ __all__ = [
     "TRY_AGAIN_LATER",
     "add_accept_headers",
     "close_reason",
-    "send_denial",
 ]
 
 #: The ASGI extension (``scope["extensions"]``) for an HTTP answer to a handshake.
@@ -31,24 +29,6 @@ POLICY_VIOLATION = 1008
 TRY_AGAIN_LATER = 1013
 #: A close frame's reason is at most 123 bytes of UTF-8.
 _MAX_REASON_BYTES = 123
-
-
-async def send_denial(
-    send: Send, status: int, body: bytes, *, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
-    """Answer the handshake with one complete HTTP response instead of accepting it."""
-    await send(
-        {
-            "type": "websocket.http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode("ascii")),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
 
 
 def close_reason(refusal: Refusal) -> str:
