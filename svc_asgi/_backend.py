@@ -15,6 +15,8 @@ revoked seller key, a resource id that is not the seller's) and always fails clo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import svc
@@ -25,6 +27,16 @@ __all__ = ["BackendUnavailable", "GateBackend", "ServiceBackend"]
 
 class BackendUnavailable(Exception):
     """The backend cannot answer now; retrying later may work."""
+
+
+@contextmanager
+def unavailable_when_transient() -> Iterator[None]:
+    """A service failure that means "not now" rather than "misconfigured" (no answer, a
+    5xx, a 429) raised as :class:`BackendUnavailable`."""
+    try:
+        yield
+    except (svc.APIConnectionError, svc.ServerError, svc.RateLimitError) as exc:
+        raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
 
 
 @runtime_checkable
@@ -56,13 +68,9 @@ class ServiceBackend:
         self.client = client
 
     async def verify(self, receipt_id: str, resource_id: str | None) -> ReceiptVerification:
-        try:
+        with unavailable_when_transient():
             return await self.client.access.verify(receipt_id, resource_id)
-        except (svc.APIConnectionError, svc.ServerError, svc.RateLimitError) as exc:
-            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
 
     async def describe(self, resource_id: str) -> Resource:
-        try:
+        with unavailable_when_transient():
             return await self.client.resources.get(resource_id)
-        except (svc.APIConnectionError, svc.ServerError, svc.RateLimitError) as exc:
-            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc

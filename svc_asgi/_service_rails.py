@@ -21,14 +21,11 @@ from collections.abc import Mapping, Sequence
 import svc
 from svc.receipts import MalformedReceipt, rail_credentials
 
-from ._backend import BackendUnavailable
+from ._backend import unavailable_when_transient
 from ._offer import Offer
 from ._rails import RailRedemption, RailRequest
 
 __all__ = ["ServiceRails"]
-
-#: Failures that mean "not now" rather than "misconfigured".
-_TRANSIENT = (svc.APIConnectionError, svc.ServerError, svc.RateLimitError)
 
 
 class ServiceRails:
@@ -45,12 +42,10 @@ class ServiceRails:
         self.client = client
 
     async def challenge(self, offer: Offer, request: RailRequest) -> Sequence[tuple[str, str]]:
-        try:
+        with unavailable_when_transient():
             answer = await self.client.gates.challenge(
                 offer.resource_id, method=request.method, url=request.url
             )
-        except _TRANSIENT as exc:
-            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
         return answer.headers
 
     async def redeem(
@@ -60,20 +55,18 @@ class ServiceRails:
         if not credentials:
             return None
         try:
-            answer = await self.client.gates.redeem(
-                offer.resource_id, method=request.method, url=request.url, headers=credentials
-            )
-        except _TRANSIENT as exc:
-            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+            with unavailable_when_transient():
+                answer = await self.client.gates.redeem(
+                    offer.resource_id, method=request.method, url=request.url, headers=credentials
+                )
         except svc.BadRequestError as exc:  # e.g. a credential header too long to be one
             raise MalformedReceipt(exc.message) from exc
         return RailRedemption.from_answer(answer)
 
     async def settle(self, claim: str) -> RailRedemption:
         try:
-            answer = await self.client.gates.settle(claim)
-        except _TRANSIENT as exc:
-            raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
+            with unavailable_when_transient():
+                answer = await self.client.gates.settle(claim)
         except svc.NotFoundError:  # expired (so released) before the answer came
             gone = "the claim expired before the answer came; nothing was charged"
             refused = svc.ReceiptVerification(valid=False, receipt_id="", reason=gone)
