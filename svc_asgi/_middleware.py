@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, MutableMapping, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -251,14 +252,7 @@ class PaymentGate:
             paid = core.remembered(resource_id, *found)
             if paid is not None:  # the hot path: a receipt this gate has confirmed
                 return paid
-        if not core.rails:
-            if found is None:
-                return await core.check(resource_id, {})
-            return await core.check_header(resource_id, *found)
-
-        def request() -> RailRequest:
-            return RailRequest(method, request_url(scope, self.public_url))
-
+        request = partial(_rail_request, scope, method, self.public_url) if core.rails else None
         if rail_credential:
             return await core.check(resource_id, header_map(scope), request=request)
         if found is None:
@@ -393,15 +387,11 @@ class PaymentGate:
             )
             await self._send_jsonrpc(send, scope, headers, 400, error)
             return
-
-        def request() -> RailRequest:
-            return RailRequest("POST", request_url(scope, self.public_url))
-
         outcome = await self.core.check(
             resource_id,
             {**headers, **credentials} if credentials else headers,
             meta_receipt=call.meta_receipt,
-            request=request,
+            request=partial(_rail_request, scope, "POST", self.public_url),
         )
         if type(outcome) is Paid and outcome.held is not None:
             await self._serve_held_tool(scope, receive, send, outcome, call, headers)
@@ -516,3 +506,8 @@ class PaymentGate:
         if session is not None:
             extra.append((b"mcp-session-id", session.encode("latin-1")))
         await send_response(send, status, body, content_type=content_type, headers=extra)
+
+
+def _rail_request(scope: Scope, method: str, origin: str | None) -> RailRequest:
+    """The request as the rails bind a challenge to it: built only when a rail needs it."""
+    return RailRequest(method, request_url(scope, origin))
