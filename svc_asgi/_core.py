@@ -418,8 +418,7 @@ class GateCore:
             )
             return Paid(payment=payment, held=held)
         if why is None:
-            headers = tuple(redemption.response_headers)
-            return self._paid_outcome(verification, offer, source, headers)
+            return self._paid_outcome(verification, offer, source, redemption.response_headers)
         extra: dict[str, Any] = {"rail": source, "refused_because": why}
         if verification.receipt_id:
             extra["receipt_id"] = verification.receipt_id
@@ -452,7 +451,7 @@ class GateCore:
         verification = redemption.verification
         why = _refused_because(verification, held.offer, None)
         if why is None:
-            headers = tuple(redemption.response_headers)
+            headers = redemption.response_headers
             return self._paid_outcome(verification, held.offer, held.source, headers)
         refusal = self._payment_required(
             held.offer,
@@ -492,7 +491,7 @@ class GateCore:
         verification: ReceiptVerification,
         offer: Offer,
         source: str,
-        headers: tuple[tuple[str, str], ...],
+        headers: Sequence[tuple[str, str]],
     ) -> Paid:
         payment = Payment.from_verification(
             verification, resource_id=offer.resource_id, source=source
