@@ -37,6 +37,9 @@ RECEIPT_HEADERS = ("x-svc-receipt", "payment-receipt", "payment-response")
 RAIL_CREDENTIAL_HEADERS = ("payment-signature", "authorization")
 _ID = re.compile(r"^[A-Za-z0-9_\-]{4,100}$")
 _MAX_HEADER = 8192
+#: The fields of a header's JSON that may name the receipt id, by preference; every header
+#: not named here: ``receipt_id``, then ``transaction``.
+_ID_FIELDS = {"payment-receipt": ("reference", "receipt_id")}
 
 
 class MalformedReceipt(ValueError):
@@ -62,15 +65,7 @@ def _from_value(header: str, value: str) -> str:
     decoded = _decode_json(value)
     if not isinstance(decoded, dict):
         raise MalformedReceipt(f"{header} does not hold a JSON object")
-    fields = (
-        ("reference", "receipt_id")
-        if header == "payment-receipt"
-        else (
-            "receipt_id",
-            "transaction",
-        )
-    )
-    for field in fields:
+    for field in _ID_FIELDS.get(header, ("receipt_id", "transaction")):
         candidate = decoded.get(field)
         if isinstance(candidate, str) and _ID.fullmatch(candidate):
             return candidate
