@@ -510,9 +510,6 @@ class _VerifiedEvent(Event):
         object.__setattr__(self, "data", data)
         return data
 
-    def _as_event(self) -> Event:
-        return Event(id=self.id, type=self.type, created_at=self.created_at, data=self.data)
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Event):
             return NotImplemented
@@ -526,7 +523,7 @@ class _VerifiedEvent(Event):
     __hash__ = Event.__hash__
 
     def __repr__(self) -> str:
-        return repr(self._as_event())
+        return repr(_rebuild_event(self.id, self.type, self.created_at, self.data))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_event, (self.id, self.type, self.created_at, self.data))
