@@ -333,10 +333,8 @@ class GateCore:
             try:
                 redemption = await rail.redeem(headers, offer, request)
             except MalformedReceipt as exc:
-                refusal = self._payment_required(
-                    offer, "receipt_malformed", f"Malformed {rail.name} credential: {exc}."
-                )
-                return await self._challenged(refusal, request)
+                message = f"Malformed {rail.name} credential: {exc}."
+                return await self._payment_required(offer, "receipt_malformed", message, request)
             except Exception as exc:
                 return self._failed(resource_id, exc)
             if redemption is not None:
@@ -356,18 +354,16 @@ class GateCore:
         try:
             receipt_id, source = _presented_receipt(headers, meta_receipt)
         except MalformedReceipt as exc:
-            refusal = self._payment_required(
-                offer, "receipt_malformed", f"Malformed receipt: {exc}."
-            )
-            return await self._challenged(refusal, request)
+            message = f"Malformed receipt: {exc}."
+            return await self._payment_required(offer, "receipt_malformed", message, request)
         if receipt_id is None:
-            refusal = self._payment_required(
+            return await self._payment_required(
                 offer,
                 "receipt_missing",
                 "Payment required: pay for this resource, then send the receipt id in "
                 "X-Svc-Receipt.",
+                request,
             )
-            return await self._challenged(refusal, request)
         bound = None if wanted else resource_id
         verification = self._receipts.peek((receipt_id, bound))
         if verification is None:
@@ -377,13 +373,13 @@ class GateCore:
                 return self._failed(resource_id, exc)
         why = _refused_because(verification, offer, wanted)
         if why is not None:
-            refusal = self._payment_required(
+            return await self._payment_required(
                 offer,
                 "receipt_refused",
                 f"The receipt was refused: {why}.",
+                request,
                 extra={"receipt_id": verification.receipt_id, "refused_because": why},
             )
-            return await self._challenged(refusal, request)
         key = (verification.receipt_id, offer.resource_id, source)
         memo = self._paid.get(key)
         if memo is not None and memo[0] is verification and memo[1] is offer:
@@ -422,15 +418,15 @@ class GateCore:
         extra: dict[str, Any] = {"rail": source, "refused_because": why}
         if verification.receipt_id:
             extra["receipt_id"] = verification.receipt_id
-        refusal = self._payment_required(
+        given = redemption.challenge_headers
+        return await self._payment_required(
             offer,
             "receipt_malformed" if redemption.malformed else "receipt_refused",
             f"The {source} credential was refused: {why}.",
+            request,
             extra=extra,
+            replaced=None if given is None else {id(rail): tuple(given)},
         )
-        given = redemption.challenge_headers
-        replaced = None if given is None else {id(rail): tuple(given)}
-        return await self._challenged(refusal, request, replaced)
 
     # --- verify, serve, then settle ----------------------------------------------------------
 
@@ -453,14 +449,14 @@ class GateCore:
         if why is None:
             headers = redemption.response_headers
             return self._paid_outcome(verification, held.offer, held.source, headers)
-        refusal = self._payment_required(
+        return await self._payment_required(
             held.offer,
             "receipt_refused",
             f"The {held.source} payment could not be settled, so the answer is withheld and "
             f"nothing was charged: {why}.",
+            held.request,
             extra={"rail": held.source, "refused_because": why},
         )
-        return await self._challenged(refusal, held.request)
 
     async def release(self, paid: Paid, *, status: int | None, reason: str) -> None:
         """Release a held payment whose answer failed (``status``), or never came:
@@ -498,14 +494,37 @@ class GateCore:
         )
         return Paid(payment=payment, headers=(("X-Svc-Receipt", verification.receipt_id), *headers))
 
-    def _payment_required(
+    async def _payment_required(
         self,
         offer: Offer,
         reason: str,
         message: str,
+        request: RailRequestSource,
         *,
         extra: Mapping[str, Any] | None = None,
+        replaced: Mapping[int, tuple[tuple[str, str], ...]] | None = None,
     ) -> Refusal:
+        """The 402 for ``offer``, with every rail's challenge headers for ``request``
+        (``replaced``: those a rail already gave, by ``id(rail)``).  A rail that fails to
+        challenge is logged and left out: the 402 and its JSON body still tell the client
+        how to pay."""
+        headers: list[tuple[str, str]] = []
+        if self.rails and request is not None:
+            request = _resolved(request)
+            for rail in self.rails:
+                given = replaced.get(id(rail)) if replaced else None
+                if given is not None:
+                    headers.extend(given)
+                    continue
+                try:
+                    headers.extend(await rail.challenge(offer, request))
+                except Exception as exc:
+                    log.warning(
+                        "%s challenge for %s failed; the 402 goes without it: %r",
+                        rail.name,
+                        offer.resource_id,
+                        exc,
+                    )
         return Refusal(
             status=402,
             code="payment_required",
@@ -513,36 +532,8 @@ class GateCore:
             reason=reason,
             offer=offer,
             extra=dict(extra or {}),
+            headers=tuple(headers),
         )
-
-    async def _challenged(
-        self,
-        refusal: Refusal,
-        request: RailRequestSource,
-        replaced: Mapping[int, tuple[tuple[str, str], ...]] | None = None,
-    ) -> Refusal:
-        """The 402 with every rail's challenge headers (``replaced``: those a rail already
-        gave, by ``id(rail)``).  A rail that fails to challenge is logged and left out: the
-        402 and its JSON body still tell the client how to pay."""
-        if not self.rails or request is None or refusal.offer is None:
-            return refusal
-        request = _resolved(request)
-        headers = list(refusal.headers)
-        for rail in self.rails:
-            given = replaced.get(id(rail)) if replaced else None
-            if given is not None:
-                headers.extend(given)
-                continue
-            try:
-                headers.extend(await rail.challenge(refusal.offer, request))
-            except Exception as exc:
-                log.warning(
-                    "%s challenge for %s failed; the 402 goes without it: %r",
-                    rail.name,
-                    refusal.offer.resource_id,
-                    exc,
-                )
-        return attrs.evolve(refusal, headers=tuple(headers))
 
     def _failed(self, resource_id: str, exc: Exception) -> Outcome:
         """The outcome of a backend question that raised: an outage, or a misconfiguration."""
