@@ -119,17 +119,14 @@ def find_tool_call(message: object) -> ToolCall | None:
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return None
     params = message.get("params")
-    name: object = None
-    meta_receipt: object = None
-    found: dict[str, Any] = {}
-    if isinstance(params, dict):
-        name = params.get("name")
-        meta = params.get("_meta")
-        if isinstance(meta, dict):
-            meta_receipt = meta.get(RECEIPT_META_KEY)
-            found = meta
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
     return ToolCall(
-        name=name, id=message.get("id", _MISSING), meta_receipt=meta_receipt, meta=found
+        name=params.get("name"),
+        id=message.get("id", _MISSING),
+        meta_receipt=meta.get(RECEIPT_META_KEY),
+        meta=meta,
     )
 
 
