@@ -122,7 +122,9 @@ _BODY_HINT_DOC = (
 )
 
 _DESCRIPTION = "What the buyer gets, in words."
-_UPSTREAM_URL = "Where a hosted gate forwards a paid call."
+_UPSTREAM_URL = {"doc": "Where a hosted gate forwards a paid call."}
+_PATH = Text(max_length=2048, pattern=HTTP_PATH, hint="a path starting with /")
+_TOOL = Text(max_length=128, pattern=TOOL_NAME, hint="an MCP tool name")
 
 
 @attrs.frozen(kw_only=True)
@@ -132,19 +134,13 @@ class CreateResource:
 
     kind: ResourceKind
     amount: Decimal
-    path: Annotated[
-        str | None, Text(max_length=2048, pattern=HTTP_PATH, hint="a path starting with /")
-    ] = None
-    tool: Annotated[
-        str | None, Text(max_length=128, pattern=TOOL_NAME, hint="an MCP tool name")
-    ] = None
+    path: Annotated[str | None, _PATH] = None
+    tool: Annotated[str | None, _TOOL] = None
     description: Annotated[str | None, Text(max_length=1000)] = attrs.field(
         default=None, metadata={"doc": _DESCRIPTION}
     )
     metadata: Annotated[dict[str, Any] | None, _METADATA] = None
-    upstream_url: Annotated[str | None, Url()] = attrs.field(
-        default=None, metadata={"doc": _UPSTREAM_URL}
-    )
+    upstream_url: Annotated[str | None, Url()] = attrs.field(default=None, metadata=_UPSTREAM_URL)
     listed: bool | None = attrs.field(
         default=None, metadata={"doc": "Shown in GET /directory when true (default false)."}
     )
@@ -172,20 +168,14 @@ class UpdateResource:
     #: An update must name at least one field (the schema's ``minProperties``).
     NAMES_A_CHANGE: ClassVar[bool] = True
 
-    path: Annotated[
-        str | None, Text(max_length=2048, pattern=HTTP_PATH, hint="a path starting with /")
-    ] = None
-    tool: Annotated[
-        str | None, Text(max_length=128, pattern=TOOL_NAME, hint="an MCP tool name")
-    ] = None
+    path: Annotated[str | None, _PATH] = None
+    tool: Annotated[str | None, _TOOL] = None
     amount: Decimal | None = None
     description: Annotated[str | None, Text(max_length=1000)] = attrs.field(
         default=None, metadata={"doc": _DESCRIPTION}
     )
     metadata: Annotated[dict[str, Any] | None, _METADATA] = None
-    upstream_url: Annotated[str | None, Url()] = attrs.field(
-        default=None, metadata={"doc": _UPSTREAM_URL}
-    )
+    upstream_url: Annotated[str | None, Url()] = attrs.field(default=None, metadata=_UPSTREAM_URL)
     listed: bool | None = None
     active: bool | None = None
     method: ResourceMethod | None = attrs.field(
@@ -199,6 +189,10 @@ class UpdateResource:
 
 
 # --- owners and sellers -------------------------------------------------------------------
+
+#: The label of a seller or a wallet key.
+_NAME = Text(max_length=200)
+_NAME_DOC = {"doc": "A name to tell it by."}
 
 #: An email address, as sign-up takes it (stored lowercased).
 EMAIL = r"^[^@\s]{1,64}@[^@\s]{1,255}\.[^@\s]{2,63}$"
@@ -220,9 +214,7 @@ class CreateOwner:
 class CreateSeller:
     """A seller in the request's environment; ``name`` is a label of your own."""
 
-    name: Annotated[str | None, Text(max_length=200)] = attrs.field(
-        default=None, metadata={"doc": "A name to tell it by."}
-    )
+    name: Annotated[str | None, _NAME] = attrs.field(default=None, metadata=_NAME_DOC)
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"name": "Weather API"}
 
@@ -400,9 +392,7 @@ class WalletKeyPolicy:
 class CreateWalletKey:
     """A new wallet key (``svc_vw_*``, shown once) and its spend policy."""
 
-    name: Annotated[str | None, Text(max_length=200)] = attrs.field(
-        default=None, metadata={"doc": "A name to tell it by."}
-    )
+    name: Annotated[str | None, _NAME] = attrs.field(default=None, metadata=_NAME_DOC)
     policy: WalletKeyPolicy | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {
@@ -419,9 +409,7 @@ class UpdateWalletKey:
     #: An update must name at least one field (the schema's ``minProperties``).
     NAMES_A_CHANGE: ClassVar[bool] = True
 
-    name: Annotated[str | None, Text(max_length=200)] = attrs.field(
-        default=None, metadata={"doc": "A name to tell it by."}
-    )
+    name: Annotated[str | None, _NAME] = attrs.field(default=None, metadata=_NAME_DOC)
     policy: WalletKeyPolicy | None = None
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"policy": {"budget": None, "max_per_tx": "1.00"}}
