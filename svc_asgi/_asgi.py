@@ -31,7 +31,6 @@ __all__ = [
     "new_request_id",
     "paid_watched",
     "read_body",
-    "receipt_header",
     "replay",
     "request_id_of",
     "request_url",
@@ -90,31 +89,16 @@ def header_map(scope: Scope) -> dict[str, str]:
     return found
 
 
-def receipt_header(scope: Scope) -> tuple[bytes, bytes] | None:
-    """The receipt header a request presents, raw: ``(lowercase name, value)``.
-
-    The one :func:`svc.receipts.receipt_id_from_headers` would read: the first header
-    present in :data:`~svc.receipts.RECEIPT_HEADERS` order, the first of duplicates.
-    Within the same :data:`MAX_HEADER_BYTES` bound as :func:`header_map`.
-    """
-    best: tuple[bytes, bytes] | None = None
-    best_rank = len(_RECEIPT_RANK)
-    budget = MAX_HEADER_BYTES
-    for raw_name, raw_value in scope.get("headers", ()):
-        budget -= len(raw_name) + len(raw_value)
-        if budget < 0:
-            break
-        rank = _RECEIPT_RANK.get(raw_name)
-        if rank is not None and rank < best_rank:
-            best, best_rank = (raw_name, raw_value), rank
-    return best
-
-
 def credential_headers(scope: Scope) -> tuple[tuple[bytes, bytes] | None, bool]:
-    """:func:`receipt_header`, and whether the request also carries an open-rail
-    credential (``PAYMENT-SIGNATURE``, or ``Authorization`` of the ``Payment`` scheme),
-    in one pass over the headers: the hot path of every gate, so each header costs one
-    dictionary lookup beside the byte budget."""
+    """The receipt header a request presents, raw: ``(lowercase name, value)``, and
+    whether the request also carries an open-rail credential (``PAYMENT-SIGNATURE``, or
+    ``Authorization`` of the ``Payment`` scheme), in one pass over the headers.
+
+    The receipt header is the one :func:`svc.receipts.receipt_id_from_headers` would
+    read: the first header present in :data:`~svc.receipts.RECEIPT_HEADERS` order, the
+    first of duplicates, within the same :data:`MAX_HEADER_BYTES` bound as
+    :func:`header_map`.  The hot path of every gate, so each header costs one dictionary
+    lookup beside the byte budget."""
     best: tuple[bytes, bytes] | None = None
     best_rank = _SIGNATURE
     rail = False

@@ -37,7 +37,6 @@ from ._asgi import (
     credential_headers,
     header_map,
     read_body,
-    receipt_header,
     replay,
     request_id_of,
     request_url,
@@ -243,11 +242,8 @@ class PaymentGate:
         """Paid, refused or failed open, from the request's headers alone: the one decision
         for an HTTP request and a WebSocket handshake (a ``GET``) alike."""
         core = self.core
-        if not core.rails:  # only the receipt header matters: find it, decode nothing
-            found = receipt_header(scope)
-            rail_credential = False
-        else:
-            found, rail_credential = credential_headers(scope)
+        found, carries_rail = credential_headers(scope)
+        rail_credential = carries_rail and bool(core.rails)  # without rails, receipts only
         if found is not None and not rail_credential:
             paid = core.remembered(resource_id, *found)
             if paid is not None:  # the hot path: a receipt this gate has confirmed

@@ -28,7 +28,7 @@ from svc_asgi import (
     Refusal,
     payment_of,
 )
-from svc_asgi._asgi import MAX_HEADER_BYTES, header_map, receipt_header
+from svc_asgi._asgi import MAX_HEADER_BYTES, credential_headers, header_map
 from svc_asgi._cache import FlightCache, LruCache
 
 # --- prices ---------------------------------------------------------------------------------
@@ -399,14 +399,14 @@ def test_header_reading_is_bounded_and_follows_the_receipt_preference() -> None:
     padding = [(b"x-pad-%d" % i, b"p" * 1000) for i in range(MAX_HEADER_BYTES // 1000 + 1)]
     scope = {"headers": [*padding, (b"x-svc-receipt", b"rcpt_late")]}
     assert "x-svc-receipt" not in header_map(scope)  # never read: the request is unpaid
-    assert receipt_header(scope) is None
+    assert credential_headers(scope) == (None, False)
     assert header_map({"headers": [(b"a", b"1"), (b"a", b"2")]}) == {"a": "1"}
     # The header svc.receipts would read: X-Svc-Receipt, then Payment-Receipt, then
     # PAYMENT-RESPONSE; the first of duplicates.
     both = [(b"payment-response", b"rcpt_x402"), (b"x-svc-receipt", b"rcpt_svc1")]
-    assert receipt_header({"headers": both}) == (b"x-svc-receipt", b"rcpt_svc1")
+    assert credential_headers({"headers": both})[0] == (b"x-svc-receipt", b"rcpt_svc1")
     dups = [(b"payment-receipt", b"rcpt_first"), (b"payment-receipt", b"rcpt_second")]
-    assert receipt_header({"headers": dups}) == (b"payment-receipt", b"rcpt_first")
+    assert credential_headers({"headers": dups})[0] == (b"payment-receipt", b"rcpt_first")
 
 
 @pytest.mark.anyio
