@@ -15,6 +15,8 @@ from typing import Literal
 import attrs
 import httpx
 
+from ._retry import check_max_retries
+
 __all__ = ["Environment", "RequestOptions", "Timeout"]
 
 #: The two money environments; they never share keys, money or webhooks.
@@ -39,19 +41,14 @@ class RequestOptions:
 
     idempotency_key: str | None = None
     timeout: Timeout | None = None
-    max_retries: int | None = attrs.field(default=None)
+    max_retries: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(check_max_retries)
+    )
     environment: Environment | None = None
     owner_jwt: str | None = attrs.field(default=None, repr=_secret_repr)
     seller_key: str | None = attrs.field(default=None, repr=_secret_repr)
     wallet_key: str | None = attrs.field(default=None, repr=_secret_repr)
     extra_headers: Mapping[str, str] | None = None
-
-    @max_retries.validator
-    def _check_max_retries(self, _: attrs.Attribute[int | None], value: int | None) -> None:
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            raise ValueError("max_retries must be a non-negative integer")
 
     def merged_over(self, defaults: RequestOptions) -> RequestOptions:
         """These options with every unset field taken from ``defaults``.

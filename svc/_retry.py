@@ -34,6 +34,12 @@ RETRY_STATUSES = frozenset({500, 502, 503, 504})
 IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
 
 
+def check_max_retries(_instance: object, _attribute: object, value: object) -> None:
+    """The attrs validator of every ``max_retries``: a non-negative integer."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("max_retries must be a non-negative integer")
+
+
 @attrs.frozen(kw_only=True)
 class RetryPolicy:
     """Capped exponential backoff with jitter, honouring ``Retry-After``.
@@ -44,16 +50,11 @@ class RetryPolicy:
     ``max_retry_after`` seconds so one response cannot park a caller for an hour.
     """
 
-    max_retries: int = attrs.field(default=DEFAULT_MAX_RETRIES)
+    max_retries: int = attrs.field(default=DEFAULT_MAX_RETRIES, validator=check_max_retries)
     initial_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0
     random: Callable[[], float] = _random.random
-
-    @max_retries.validator
-    def _check_max_retries(self, _: attrs.Attribute[int], value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError("max_retries must be a non-negative integer")
 
     def is_retryable(self, failure: BaseException) -> bool:
         """Whether trying the same request again may succeed."""
