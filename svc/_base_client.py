@@ -25,6 +25,7 @@ import attrs
 import cattrs
 import httpx
 
+from ._convert import _text
 from ._errors import (
     APIConnectionError,
     APIError,
@@ -360,11 +361,7 @@ def _format_path(template: str, params: Mapping[str, str]) -> str:
     Encoding ``/`` and refusing empty values means an id such as ``../owners`` or ``""``
     can never turn ``/resources/{id}`` into a different route.
     """
-    encoded: dict[str, str] = {}
-    for name, value in params.items():
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-        encoded[name] = quote(value, safe="")
+    encoded = {name: quote(_text(name, value), safe="") for name, value in params.items()}
     return template.format(**encoded)
 
 

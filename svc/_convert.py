@@ -129,7 +129,7 @@ def page_query(limit: int | None, starting_after: str | None) -> dict[str, str] 
 
 
 def _text(name: str, value: object) -> str:
-    """A required string sent in a body (path parameters are checked by the client)."""
+    """A required string: sent in a body, or a path parameter (the client encodes it)."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string, got {value!r}")
     return value
