@@ -10,11 +10,8 @@ fail closed); the callers only map the outcome onto their transport:
 * the reference server onto its hosted ``gate_url`` and ``/demo/echo`` routes.
 
 Answers come from a :class:`~svc_asgi.GateBackend` (the service's API for a seller's
-app, the database for the hosted gates), so the two cannot drift apart.
-
-The outcome is one of :class:`Paid` (let it through, with the :class:`Payment`),
-:class:`Refusal` (answer with it: 402, 409 or 503) or :class:`FailedOpen` (the service
-could not be asked and the gate was configured to let requests through then).
+app, the database for the hosted gates), so the two cannot drift apart.  The outcome is
+an :data:`Outcome`: :class:`Paid`, :class:`Refusal` or :class:`FailedOpen`.
 """
 
 from __future__ import annotations
