@@ -34,7 +34,7 @@ RETRY_STATUSES = frozenset({500, 502, 503, 504})
 IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
 
 
-def check_max_retries(_instance: object, _attribute: object, value: object) -> None:
+def check_max_retries(_instance: object, _attribute: attrs.Attribute[int], value: int) -> None:
     """The attrs validator of every ``max_retries``: a non-negative integer."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError("max_retries must be a non-negative integer")

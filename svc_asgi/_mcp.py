@@ -454,14 +454,10 @@ class ToolAnswer:
     def response(self, request_id: object) -> dict[str, Any] | None:
         if self.status >= 400:
             return None
-        if not self.is_sse:
+        bodies = [data for _, data in _sse_events(self.body)] if self.is_sse else [self.body]
+        for body in bodies:
             try:
-                return find_response(json.loads(self.body), request_id)
-            except ValueError:
-                return None
-        for _, data in _sse_events(self.body):
-            try:
-                found = find_response(json.loads(data), request_id)
+                found = find_response(json.loads(body), request_id)
             except ValueError:
                 continue
             if found is not None:
