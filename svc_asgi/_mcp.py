@@ -483,8 +483,7 @@ class ToolAnswer:
             try:
                 payload = json.loads(data)
             except ValueError:
-                out.append("".join(lines))
-                continue
+                payload = None  # not JSON: the event goes on as it came
             if find_response(payload, request_id) is None:
                 out.append("".join(lines))
                 continue
