@@ -69,10 +69,6 @@ def fee_for(amount: int, fee_bps: int) -> int:
     return amount * fee_bps // 10_000
 
 
-def _insufficient(conn: Connection, key: Row[Any], amount: int) -> PaymentRefused:
-    return wallets.insufficient_funds(conn, key, amount)
-
-
 @attrs.frozen(kw_only=True)
 class OnChain:
     """Where an open-rail sale settled: the transaction, its signer, its network."""
@@ -271,13 +267,7 @@ def pay_resource(
     record it then (its idempotent answer) rather than under the locks."""
     amount = int(resource.amount_micros)
     receipt_id = new_id("rcpt")
-    result = PayResult(
-        receipt_id=receipt_id,
-        rail="rill",
-        amount=from_micros(amount),
-        resource_id=resource.id,
-        settlement="ledger",
-    )
+    result = _ledger_result(receipt_id, amount, resource.id)
     # Read what needs no lock first: from the key's row lock (``charge``) to the commit,
     # the payments of one wallet key run one at a time, so that stretch is kept short.
     seller = conn.execute(_SELLER, {"seller_id": resource.seller_id}).one()
@@ -313,8 +303,18 @@ def pay_resource(
             before_locks=charge,
         )
     except ledger.InsufficientFunds:
-        raise _insufficient(conn, charged[0], amount) from None
+        raise wallets.insufficient_funds(conn, charged[0], amount) from None
     return result
+
+
+def _ledger_result(receipt_id: str, amount: int, resource_id: str) -> PayResult:
+    return PayResult(
+        receipt_id=receipt_id,
+        rail="rill",
+        amount=from_micros(amount),
+        resource_id=resource_id,
+        settlement="ledger",
+    )
 
 
 @attrs.frozen
@@ -604,13 +604,7 @@ class _GroupBooks:
                 endpoints=self.endpoints[seller.owner_id],
             )
         )
-        return PayResult(
-            receipt_id=receipt_id,
-            rail="rill",
-            amount=from_micros(amount),
-            resource_id=resource.id,
-            settlement="ledger",
-        )
+        return _ledger_result(receipt_id, amount, resource.id)
 
     def _move(self, account: str, delta: int) -> None:
         self.moves[account] = self.moves.get(account, 0) + delta
@@ -659,7 +653,7 @@ def pay_handle(
             reference="@" + handle.handle,
         )
     except ledger.InsufficientFunds:
-        raise _insufficient(conn, key, amount) from None
+        raise wallets.insufficient_funds(conn, key, amount) from None
     conn.execute(
         insert(_r).values(
             id=receipt_id,
