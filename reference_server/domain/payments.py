@@ -358,9 +358,7 @@ _PAYABLE = _payable()
 def payable_resource(
     conn: Connection, resource_id: str, environment: str, *, wallet_key_id: str, fee_ref: str
 ) -> Row[Any] | None:
-    """The resource ``resource_id`` in ``environment`` as :func:`pay_resources` pays it
-    from ``wallet_key_id`` with the fee shard ``fee_ref`` (:data:`_PAYABLE`), or
-    ``None``."""
+    """The resource as :func:`pay_resources` pays it (:data:`_PAYABLE`), or ``None``."""
     params = {
         "resource_id": resource_id,
         "environment": environment,
@@ -372,10 +370,8 @@ def payable_resource(
 
 @attrs.frozen(kw_only=True)
 class Purchase:
-    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  Its
-    resource is a row of :func:`payable_resource`: read with its seller's owner (the
-    group looks up no seller), whether that owner has a webhook endpoint (where it has
-    none, none is looked up) and the sale's accounts."""
+    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`); its
+    resource is a row of :func:`payable_resource`."""
 
     resource: Row[Any]
     request_id: str
@@ -391,17 +387,11 @@ def pay_resources(
     fee_ref: str,
 ) -> list[PayResult | PaymentRefused] | None:
     """Several ``POST /pay {"resource_id"}`` of one wallet key in one transaction (a
-    group commit): each is decided in turn, in order, exactly as :func:`pay_resource`
-    decides one (the policy against the spend counted so far, then the balance), and
-    each paid one writes the rows :func:`pay_resource` writes; a refused one writes
-    nothing and is answered with its :class:`PaymentRefused` (the caller records its
-    ``payment.failed``).
-
-    What every one of them reads is read once (the sellers, the accounts, the webhook
-    endpoints), the wallet key and the accounts are locked and read once, and the
-    group's writes are one statement each (the counters, each balance, the transfers,
-    the receipts, the events), whatever the group's size.  The balances decided in
-    Python are exact because the rows stay locked from that read to the commit.
+    group commit), each decided in order exactly as :func:`pay_resource` decides one and
+    writing the same rows; a refused one writes nothing and is answered with its
+    :class:`PaymentRefused`.  Reads, locks and writes are one statement each, whatever
+    the group's size; the balances decided in Python are exact because the rows stay
+    locked from that read to the commit.
 
     ``None``, with nothing written: a case for :func:`pay_resource`, one by one (a
     period reset is due, or the key is no longer active)."""

@@ -240,17 +240,7 @@ def conclude(
         record_payment_failed(conn, failed, failure, request_id, now)
         return failed
     else:
-        return attempts.update_and_get(
-            conn,
-            attempt_id,
-            now,
-            status="pending",
-            error_code=failure.code,
-            error_message=failure.message,
-            error_details=failure.details,
-            tx_hash=tx_hash,
-            **response,
-        )
+        return attempts.fail(conn, attempt_id, failure, now, "pending", tx_hash=tx_hash, **response)
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
