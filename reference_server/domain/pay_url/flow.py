@@ -158,8 +158,9 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
-    answered = done or await _read(job.ctx, _answered, begun.attempt_id)
-    return Answer(result=answered.outcome(job.ctx.box))
+    if done is None:
+        done = await _read(job.ctx, _answered, begun.attempt_id)
+    return Answer(result=done.outcome(job.ctx.box))
 
 
 @attrs.frozen
