@@ -470,9 +470,8 @@ class _GroupBooks:
     events: list[NewEvent] = attrs.Factory(list)
 
     def read(self, conn: Connection, purchases: list[Purchase]) -> None:
-        """What needs no lock: the sellers (read with the resources), then every account
-        in one statement (none where all were read with the resources), then the
-        endpoints of each seller's owner that has any."""
+        """What needs no lock: the sellers, the accounts and the endpoints, each read once
+        (the sellers and, where they are all there, the accounts with the resources)."""
         env = self.environment
         for purchase in purchases:
             seller_id, owner_id = purchase.resource.seller_id, purchase.resource.seller_owner_id
@@ -509,9 +508,8 @@ class _GroupBooks:
     def _read_with_resources(
         self, purchases: list[Purchase]
     ) -> dict[tuple[str, str], tuple[str, ledger.Balance]]:
-        """The sale's accounts the purchases' resource rows were read with
-        (:func:`payable_resource`, with this key and this fee shard): (kind, ref_id) ->
-        the account and its balance then."""
+        """(kind, ref_id) -> the account and its balance, as the resources were read with
+        them (:func:`payable_resource`)."""
         known = {}
         for purchase in purchases:
             row = purchase.resource
