@@ -51,7 +51,7 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     say_database(settings)
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
-        settings = _with_public_url(settings, f"http://{host}:{port}")
+        settings = settings.evolve(public_url=f"http://{host}:{port}")
     _say_setup(settings)
     # The demo's numbered steps are what its reader follows: no access-log line between them.
     walking = demo or exit_after_demo
@@ -114,10 +114,6 @@ def _when_started(
     click.echo(f"serving: {url} (gate_url and pay_url on {public}); Ctrl-C to stop", err=True)
     if walking:
         _walk_demo(server, settings.public_url or url, exit_after, outcome)
-
-
-def _with_public_url(settings: Settings, url: str) -> Settings:
-    return settings.evolve(public_url=url)
 
 
 def _walk_demo(server: Any, base_url: str, exit_after: bool, outcome: dict[str, Any]) -> None:

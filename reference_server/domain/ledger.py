@@ -141,15 +141,12 @@ _a = t.ledger_accounts
 _t = t.ledger_transfers
 
 # The statements every payment runs, built once with their parameters bound at execution:
-# SQLAlchemy then skips building the expression and its cache key on each call, a
-# measurable share of a payment's CPU.
+# a statement built per call costs several times what executing it on SQLite does.
 _ACCOUNT_ID = select(_a.c.id).where(
     _a.c.environment == bindparam("environment"),
     _a.c.kind == bindparam("kind"),
     _a.c.ref_id == bindparam("ref_id"),
 )
-# Built once (parameters bound at execution): a statement built per call costs several
-# times what executing it on SQLite does, and every payment runs these.
 _INSERT_TRANSFER = insert(_t)
 _HOLD = (
     update(_a)
@@ -195,13 +192,6 @@ _FOUND = (
     _a.c.balance_micros,
     _a.c.pending_debit_micros,
     _a.c.allow_negative,
-)
-_TWO_ACCOUNTS = select(*_FOUND).where(
-    _a.c.environment == bindparam("environment"),
-    or_(
-        and_(_a.c.kind == bindparam("k1"), _a.c.ref_id == bindparam("r1")),
-        and_(_a.c.kind == bindparam("k2"), _a.c.ref_id == bindparam("r2")),
-    ),
 )
 
 
@@ -319,11 +309,7 @@ def find_accounts(
     there yet is opened (:func:`ensure_account`).  With ``balances`` (where
     :func:`reads_hold`), their balances too, as :func:`locked_balances` reads them: one
     statement fewer than reading them again."""
-    if len(named) == 2:  # a sale's two: the statement built once
-        (k1, r1), (k2, r2) = named
-        params = {"environment": environment, "k1": k1, "r1": r1, "k2": k2, "r2": r2}
-        rows = conn.execute(_TWO_ACCOUNTS, params)
-    elif len(named) <= _NAMED_BUILT:  # a group of sales' few: built once per count
+    if len(named) <= _NAMED_BUILT:  # a sale's two, a group of sales' few: built once per count
         params = {"environment": environment}
         for n, (kind, ref_id) in enumerate(named):
             params[f"k{n}"], params[f"r{n}"] = kind, ref_id
@@ -670,7 +656,6 @@ def reserve(
 
 
 def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> Any:
-    # The row as settled comes back with the update (one statement, not two).
     row = conn.execute(
         _SETTLE, {"transfer_id": transfer_id, "new_status": status, "now": now}
     ).first()
@@ -730,25 +715,18 @@ def audit(conn: Connection, environment: str) -> list[str]:
 def _account_problems(conn: Connection, environment: str) -> list[str]:
     """Each account's balance and pending reservations, against its transfers."""
     problems: list[str] = []
-    posted = _t.c.status == "posted"
-    credits = (
-        select(_t.c.credit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
-        .where(posted, _t.c.environment == environment)
-        .group_by(_t.c.credit_account_id)
-    )
-    debits = (
-        select(_t.c.debit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
-        .where(posted, _t.c.environment == environment)
-        .group_by(_t.c.debit_account_id)
-    )
-    pending = (
-        select(_t.c.debit_account_id.label("acct"), func.sum(_t.c.amount_micros).label("n"))
-        .where(_t.c.status == "pending", _t.c.environment == environment)
-        .group_by(_t.c.debit_account_id)
-    )
-    credit_by = {r.acct: int(r.n) for r in conn.execute(credits)}
-    debit_by = {r.acct: int(r.n) for r in conn.execute(debits)}
-    pending_by = {r.acct: int(r.n) for r in conn.execute(pending)}
+
+    def sums(account: Any, status: str) -> dict[str, int]:
+        query = (
+            select(account, func.sum(_t.c.amount_micros))
+            .where(_t.c.status == status, _t.c.environment == environment)
+            .group_by(account)
+        )
+        return {acct: int(n) for acct, n in conn.execute(query)}
+
+    credit_by = sums(_t.c.credit_account_id, "posted")
+    debit_by = sums(_t.c.debit_account_id, "posted")
+    pending_by = sums(_t.c.debit_account_id, "pending")
     for acct in conn.execute(select(_a).where(_a.c.environment == environment)):
         expected = credit_by.get(acct.id, 0) - debit_by.get(acct.id, 0)
         if acct.balance_micros != expected:

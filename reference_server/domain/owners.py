@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, Row, Table, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..ids import new_id
@@ -13,7 +14,7 @@ from . import ledger
 from .errors import DomainError
 from .ledger import ENVIRONMENTS
 
-__all__ = ["ENVIRONMENTS", "create_owner", "find_owner_by_email"]
+__all__ = ["ENVIRONMENTS", "create_owner", "find_owned_row", "find_owner_by_email"]
 
 
 def find_owner_by_email(conn: Connection, email: str) -> str | None:
@@ -36,3 +37,25 @@ def create_owner(conn: Connection, email: str, now: datetime) -> str:
             conn, environment=env, kind=ledger.OWNER_WALLET, ref_id=owner_id, now=now
         )
     return owner_id
+
+
+def find_owned_row(
+    conn: Connection,
+    table: Table,
+    row_id: str,
+    *,
+    owner_id: str,
+    environment: str,
+    what: str,
+    where: tuple[Any, ...] = (),
+) -> Row[Any]:
+    """``table``'s row ``row_id`` if the owner has it in ``environment`` (and it meets
+    ``where``); ``not_found`` ("No such <what>.") otherwise."""
+    c = table.c
+    query = select(table).where(
+        c.id == row_id, c.owner_id == owner_id, c.environment == environment, *where
+    )
+    row = conn.execute(query).first()
+    if row is None:
+        raise DomainError("not_found", f"No such {what}.")
+    return row

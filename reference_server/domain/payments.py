@@ -69,10 +69,6 @@ def fee_for(amount: int, fee_bps: int) -> int:
     return amount * fee_bps // 10_000
 
 
-def _insufficient(conn: Connection, key: Row[Any], amount: int) -> PaymentRefused:
-    return wallets.insufficient_funds(conn, key, amount)
-
-
 @attrs.frozen(kw_only=True)
 class OnChain:
     """Where an open-rail sale settled: the transaction, its signer, its network."""
@@ -271,13 +267,7 @@ def pay_resource(
     record it then (its idempotent answer) rather than under the locks."""
     amount = int(resource.amount_micros)
     receipt_id = new_id("rcpt")
-    result = PayResult(
-        receipt_id=receipt_id,
-        rail="rill",
-        amount=from_micros(amount),
-        resource_id=resource.id,
-        settlement="ledger",
-    )
+    result = _ledger_result(receipt_id, amount, resource.id)
     # Read what needs no lock first: from the key's row lock (``charge``) to the commit,
     # the payments of one wallet key run one at a time, so that stretch is kept short.
     seller = conn.execute(_SELLER, {"seller_id": resource.seller_id}).one()
@@ -313,8 +303,18 @@ def pay_resource(
             before_locks=charge,
         )
     except ledger.InsufficientFunds:
-        raise _insufficient(conn, charged[0], amount) from None
+        raise wallets.insufficient_funds(conn, charged[0], amount) from None
     return result
+
+
+def _ledger_result(receipt_id: str, amount: int, resource_id: str) -> PayResult:
+    return PayResult(
+        receipt_id=receipt_id,
+        rail="rill",
+        amount=from_micros(amount),
+        resource_id=resource_id,
+        settlement="ledger",
+    )
 
 
 @attrs.frozen
@@ -358,9 +358,7 @@ _PAYABLE = _payable()
 def payable_resource(
     conn: Connection, resource_id: str, environment: str, *, wallet_key_id: str, fee_ref: str
 ) -> Row[Any] | None:
-    """The resource ``resource_id`` in ``environment`` as :func:`pay_resources` pays it
-    from ``wallet_key_id`` with the fee shard ``fee_ref`` (:data:`_PAYABLE`), or
-    ``None``."""
+    """The resource as :func:`pay_resources` pays it (:data:`_PAYABLE`), or ``None``."""
     params = {
         "resource_id": resource_id,
         "environment": environment,
@@ -372,10 +370,8 @@ def payable_resource(
 
 @attrs.frozen(kw_only=True)
 class Purchase:
-    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`).  Its
-    resource is a row of :func:`payable_resource`: read with its seller's owner (the
-    group looks up no seller), whether that owner has a webhook endpoint (where it has
-    none, none is looked up) and the sale's accounts."""
+    """One ``POST /pay {"resource_id"}`` of a group (:func:`pay_resources`); its
+    resource is a row of :func:`payable_resource`."""
 
     resource: Row[Any]
     request_id: str
@@ -391,17 +387,11 @@ def pay_resources(
     fee_ref: str,
 ) -> list[PayResult | PaymentRefused] | None:
     """Several ``POST /pay {"resource_id"}`` of one wallet key in one transaction (a
-    group commit): each is decided in turn, in order, exactly as :func:`pay_resource`
-    decides one (the policy against the spend counted so far, then the balance), and
-    each paid one writes the rows :func:`pay_resource` writes; a refused one writes
-    nothing and is answered with its :class:`PaymentRefused` (the caller records its
-    ``payment.failed``).
-
-    What every one of them reads is read once (the sellers, the accounts, the webhook
-    endpoints), the wallet key and the accounts are locked and read once, and the
-    group's writes are one statement each (the counters, each balance, the transfers,
-    the receipts, the events), whatever the group's size.  The balances decided in
-    Python are exact because the rows stay locked from that read to the commit.
+    group commit), each decided in order exactly as :func:`pay_resource` decides one and
+    writing the same rows; a refused one writes nothing and is answered with its
+    :class:`PaymentRefused`.  Reads, locks and writes are one statement each, whatever
+    the group's size; the balances decided in Python are exact because the rows stay
+    locked from that read to the commit.
 
     ``None``, with nothing written: a case for :func:`pay_resource`, one by one (a
     period reset is due, or the key is no longer active)."""
@@ -480,9 +470,8 @@ class _GroupBooks:
     events: list[NewEvent] = attrs.Factory(list)
 
     def read(self, conn: Connection, purchases: list[Purchase]) -> None:
-        """What needs no lock: the sellers (read with the resources), then every account
-        in one statement (none where all were read with the resources), then the
-        endpoints of each seller's owner that has any."""
+        """What needs no lock: the sellers, the accounts and the endpoints, each read once
+        (the sellers and, where they are all there, the accounts with the resources)."""
         env = self.environment
         for purchase in purchases:
             seller_id, owner_id = purchase.resource.seller_id, purchase.resource.seller_owner_id
@@ -519,9 +508,8 @@ class _GroupBooks:
     def _read_with_resources(
         self, purchases: list[Purchase]
     ) -> dict[tuple[str, str], tuple[str, ledger.Balance]]:
-        """The sale's accounts the purchases' resource rows were read with
-        (:func:`payable_resource`, with this key and this fee shard): (kind, ref_id) ->
-        the account and its balance then."""
+        """(kind, ref_id) -> the account and its balance, as the resources were read with
+        them (:func:`payable_resource`)."""
         known = {}
         for purchase in purchases:
             row = purchase.resource
@@ -604,13 +592,7 @@ class _GroupBooks:
                 endpoints=self.endpoints[seller.owner_id],
             )
         )
-        return PayResult(
-            receipt_id=receipt_id,
-            rail="rill",
-            amount=from_micros(amount),
-            resource_id=resource.id,
-            settlement="ledger",
-        )
+        return _ledger_result(receipt_id, amount, resource.id)
 
     def _move(self, account: str, delta: int) -> None:
         self.moves[account] = self.moves.get(account, 0) + delta
@@ -659,7 +641,7 @@ def pay_handle(
             reference="@" + handle.handle,
         )
     except ledger.InsufficientFunds:
-        raise _insufficient(conn, key, amount) from None
+        raise wallets.insufficient_funds(conn, key, amount) from None
     conn.execute(
         insert(_r).values(
             id=receipt_id,

@@ -16,6 +16,7 @@ from ..timeutil import as_utc
 from . import ledger, paging
 from .errors import DomainError, PaymentRefused
 from .events import record_event
+from .owners import find_owned_row
 from .paging import Page, PageRequest
 
 __all__ = [
@@ -105,14 +106,9 @@ def seller_model(conn: Connection, row: Row[Any]) -> Seller:
 def find_owned_seller(
     conn: Connection, seller_id: str, *, owner_id: str, environment: str
 ) -> Row[Any]:
-    row = conn.execute(
-        select(_s).where(
-            _s.c.id == seller_id, _s.c.owner_id == owner_id, _s.c.environment == environment
-        )
-    ).first()
-    if row is None:
-        raise DomainError("not_found", "No such seller.")
-    return row
+    return find_owned_row(
+        conn, _s, seller_id, owner_id=owner_id, environment=environment, what="seller"
+    )
 
 
 def recycle(

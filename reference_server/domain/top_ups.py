@@ -29,9 +29,9 @@ from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger
-from .errors import DomainError
 from .events import record_event
 from .open_rails import Settled
+from .owners import find_owned_row
 
 __all__ = [
     "CARD",
@@ -216,14 +216,9 @@ def close_card(conn: Connection, top_up_id: str, *, status: str) -> None:
 
 
 def find_owned(conn: Connection, top_up_id: str, *, owner_id: str, environment: str) -> Row[Any]:
-    row = conn.execute(
-        select(_t).where(
-            _t.c.id == top_up_id, _t.c.owner_id == owner_id, _t.c.environment == environment
-        )
-    ).first()
-    if row is None:
-        raise DomainError("not_found", "No such top-up.")
-    return row
+    return find_owned_row(
+        conn, _t, top_up_id, owner_id=owner_id, environment=environment, what="top-up"
+    )
 
 
 def find_by_record(

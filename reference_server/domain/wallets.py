@@ -30,6 +30,7 @@ from ..timeutil import as_utc
 from . import ledger
 from .errors import DomainError, PaymentRefused
 from .events import record_event
+from .owners import find_owned_row
 
 __all__ = [
     "PERIODS",
@@ -70,24 +71,10 @@ class PolicyValues:
 
     @classmethod
     def of(cls, row: Row[Any]) -> PolicyValues:
-        return cls(
-            allowance=row.allowance_micros,
-            max_per_tx=row.max_per_tx_micros,
-            budget=row.budget_micros,
-            period=row.period,
-            allowed_hosts=row.allowed_hosts,
-            allowed_rails=row.allowed_rails,
-        )
+        return cls(**{name: getattr(row, _column(name)) for name in attrs.fields_dict(cls)})
 
     def columns(self) -> dict[str, Any]:
-        return {
-            "allowance_micros": self.allowance,
-            "max_per_tx_micros": self.max_per_tx,
-            "budget_micros": self.budget,
-            "period": self.period,
-            "allowed_hosts": self.allowed_hosts,
-            "allowed_rails": self.allowed_rails,
-        }
+        return {_column(name): value for name, value in attrs.asdict(self).items()}
 
     def model(self) -> WalletPolicy:
         def money(v: int | None) -> Any:
@@ -101,6 +88,11 @@ class PolicyValues:
             allowed_hosts=self.allowed_hosts,
             allowed_rails=self.allowed_rails,
         )
+
+
+def _column(field: str) -> str:
+    """A :class:`PolicyValues` field's column: the amounts are in micro-units."""
+    return f"{field}_micros" if field in ("allowance", "max_per_tx", "budget") else field
 
 
 # --- periods ------------------------------------------------------------------------------
@@ -176,14 +168,9 @@ def get_wallet_key(conn: Connection, key_id: str) -> Row[Any]:
 
 
 def find_owned(conn: Connection, key_id: str, *, owner_id: str, environment: str) -> Row[Any]:
-    row = conn.execute(
-        select(_w).where(
-            _w.c.id == key_id, _w.c.owner_id == owner_id, _w.c.environment == environment
-        )
-    ).first()
-    if row is None:
-        raise DomainError("not_found", "No such wallet key.")
-    return row
+    return find_owned_row(
+        conn, _w, key_id, owner_id=owner_id, environment=environment, what="wallet key"
+    )
 
 
 def lock_wallet_key(conn: Connection, key_id: str) -> Row[Any]:

@@ -20,7 +20,7 @@ from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import paging
-from .errors import DomainError
+from .owners import find_owned_row
 from .paging import Page, PageRequest
 
 __all__ = [
@@ -72,17 +72,15 @@ def create_endpoint(
 def find_owned_endpoint(
     conn: Connection, endpoint_id: str, *, owner_id: str, environment: str
 ) -> Row[Any]:
-    row = conn.execute(
-        select(_e).where(
-            _e.c.id == endpoint_id,
-            _e.c.owner_id == owner_id,
-            _e.c.environment == environment,
-            _e.c.status != "deleted",
-        )
-    ).first()
-    if row is None:
-        raise DomainError("not_found", "No such webhook endpoint.")
-    return row
+    return find_owned_row(
+        conn,
+        _e,
+        endpoint_id,
+        owner_id=owner_id,
+        environment=environment,
+        what="webhook endpoint",
+        where=(_e.c.status != "deleted",),
+    )
 
 
 def list_endpoints(

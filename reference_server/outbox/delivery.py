@@ -298,15 +298,13 @@ def _record_failure(
         .values(**values)
     ).rowcount
     if still_ours:
-        _track_endpoint_health(conn, job.endpoint_id, False, settings, now)
+        _track_failing_endpoint(conn, job.endpoint_id, settings, now)
 
 
-def _track_endpoint_health(
-    conn: Connection, endpoint_id: str, succeeded: bool, settings: Settings, now: datetime
+def _track_failing_endpoint(
+    conn: Connection, endpoint_id: str, settings: Settings, now: datetime
 ) -> None:
-    if succeeded:
-        conn.execute(update(_e).where(_e.c.id == endpoint_id).values(failing_since=None))
-        return
+    """A delivery failed: the endpoint is failing from now, or disabled if for too long."""
     failing_since = conn.execute(select(_e.c.failing_since).where(_e.c.id == endpoint_id)).scalar()
     if failing_since is None:
         conn.execute(update(_e).where(_e.c.id == endpoint_id).values(failing_since=now))

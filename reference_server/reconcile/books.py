@@ -12,6 +12,8 @@ Each account's balance is read too: money it moved that no such entry explains i
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 from sqlalchemy import Connection, func, select
 
@@ -54,6 +56,18 @@ def _lower(value: str | None) -> str | None:
     return None if value is None else value.lower()
 
 
+def _entry(account: str, row: Any, to: str | None) -> Entry:
+    """The entry of a row with its ``id``, ``tx_hash``, ``payer`` and ``amount_micros``."""
+    return Entry(
+        account=account,
+        tx_hash=row.tx_hash.lower(),
+        from_address=_lower(row.payer),
+        to=_lower(to),
+        amount=int(row.amount_micros),
+        receipt_id=row.id,
+    )
+
+
 def _account_total(conn: Connection, environment: str, kind: str) -> int:
     acc = t.ledger_accounts
     total = conn.execute(
@@ -85,50 +99,24 @@ def read_books(conn: Connection, environment: str, deposit_address: str | None) 
     deposits: list[Entry] = []
     direct: list[Entry] = []
     for row in conn.execute(seller_receipts):
-        direct_wallet = row.settlement == "direct_wallet"
-        entry = Entry(
-            account=DIRECT_WALLET if direct_wallet else DEPOSITS,
-            tx_hash=row.tx_hash.lower(),
-            from_address=_lower(row.payer),
-            to=_lower(wallets.get(row.seller_id) if direct_wallet else deposit_address),
-            amount=int(row.amount_micros),
-            receipt_id=row.id,
-        )
-        (direct if direct_wallet else deposits).append(entry)
+        if row.settlement == "direct_wallet":
+            direct.append(_entry(DIRECT_WALLET, row, wallets.get(row.seller_id)))
+        else:
+            deposits.append(_entry(DEPOSITS, row, deposit_address))
     top_ups = (
         select(_u.c.id, _u.c.tx_hash, _u.c.payer, _u.c.amount_micros)
         # Card top-ups are paid at the processor, not on chain.
         .where(_u.c.environment == environment, _u.c.rail != "card")
         .order_by(_u.c.created_at, _u.c.id)
     )
-    deposits.extend(
-        Entry(
-            account=DEPOSITS,
-            tx_hash=row.tx_hash.lower(),
-            from_address=_lower(row.payer),
-            to=_lower(deposit_address),
-            amount=int(row.amount_micros),
-            receipt_id=row.id,
-        )
-        for row in conn.execute(top_ups)
-    )
+    deposits.extend(_entry(DEPOSITS, row, deposit_address) for row in conn.execute(top_ups))
     paid = (
         select(_r.c.id, _r.c.tx_hash, _r.c.amount_micros, _a.c.payer, _a.c.pay_to)
         .select_from(_r.join(_a, _a.c.receipt_id == _r.c.id))
         .where(_r.c.environment == environment, _r.c.kind == "url", _r.c.tx_hash.is_not(None))
         .order_by(_r.c.created_at, _r.c.id)
     )
-    payouts = [
-        Entry(
-            account=HOT_WALLET,
-            tx_hash=row.tx_hash.lower(),
-            from_address=_lower(row.payer),
-            to=_lower(row.pay_to),
-            amount=int(row.amount_micros),
-            receipt_id=row.id,
-        )
-        for row in conn.execute(paid)
-    ]
+    payouts = [_entry(HOT_WALLET, row, row.pay_to) for row in conn.execute(paid)]
     unresolved = tuple(
         (str(row.pay_to).lower(), int(row.amount_micros))
         for row in conn.execute(

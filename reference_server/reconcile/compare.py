@@ -145,9 +145,9 @@ def compare(
     refills = [f.chain_micros or 0 for f in unbooked if f.kind == REFILL]
     chain_in = sum(m.value for m in moves if m.to.lower() == deposit)
     chain_out = sum(m.value for m in moves if m.from_address.lower() == hot)
-    findings = [
-        *_totals(books, deposit, hot, (ledger_in, chain_in), (ledger_out, chain_out), direct_ok)
-    ]
+    findings = list(
+        _totals(books, deposit, hot, (ledger_in, chain_in), (ledger_out, chain_out), direct_ok)
+    )
     if deposit:
         whole = chain.from_block == 0
         findings.append(
@@ -162,24 +162,14 @@ def compare(
             )
         )
     if hot:
+        of_hot = functools.partial(Finding, account=HOT_WALLET, address=_cs(hot))
         findings.append(
-            Finding(
-                kind=FLOAT,
-                account=HOT_WALLET,
-                address=_cs(hot),
-                chain_micros=chain.balance(hot),
-                detail="the hot wallet's balance now",
+            of_hot(
+                kind=FLOAT, chain_micros=chain.balance(hot), detail="the hot wallet's balance now"
             )
         )
-        findings.append(
-            Finding(
-                kind=REFILL,
-                account=HOT_WALLET,
-                address=_cs(hot),
-                chain_micros=sum(refills),
-                detail=f"{len(refills)} transfer(s) in: the float refilled",
-            )
-        )
+        refilled = f"{len(refills)} transfer(s) in: the float refilled"
+        findings.append(of_hot(kind=REFILL, chain_micros=sum(refills), detail=refilled))
     return Report(
         environment=environment,
         from_block=chain.from_block,

@@ -212,16 +212,7 @@ def mint(conn: Connection, *, to: str, value: int, now: datetime) -> Transaction
         raise ValueError(f"mint value must be a positive atomic amount, not {value!r}")
     tx_hash = "0x" + bytes(keccak(b"svc-sandbox-mint" + secrets.token_bytes(32))).hex()
     _credit(conn, _key(to), value, now)
-    block = _record(conn, tx_hash, MINT, ZERO_ADDRESS, _key(to), value, now)
-    return Transaction(
-        hash=tx_hash,
-        kind=MINT,
-        from_address=ZERO_ADDRESS,
-        to=_checksum(to),
-        value=value,
-        block_number=block,
-        timestamp=int(now.timestamp()),
-    )
+    return _record(conn, tx_hash, MINT, ZERO_ADDRESS, _checksum(to), value, now)
 
 
 def _check_window(auth: Authorization, now: datetime) -> None:
@@ -241,9 +232,13 @@ def _check_window(auth: Authorization, now: datetime) -> None:
 def _check_unused(conn: Connection, auth: Authorization) -> None:
     spent_by = nonce_transaction(conn, auth.from_address, auth.nonce)
     if spent_by is not None:
-        raise ChainError(
-            NONCE_USED, f"authorization is used: its nonce was spent by transaction {spent_by}"
-        )
+        raise _used(spent_by)
+
+
+def _used(spent_by: str | None) -> ChainError:
+    return ChainError(
+        NONCE_USED, f"authorization is used: its nonce was spent by transaction {spent_by}"
+    )
 
 
 def _check_signature(auth: Authorization, signature: object) -> None:
@@ -310,24 +305,19 @@ def transfer_with_authorization(
             except IntegrityError:
                 # Spent by a concurrent settle that committed while this one waited.
                 spent_by = nonce_transaction(conn, auth.from_address, auth.nonce) or tx_hash
-                raise _Revert(
-                    ChainError(
-                        NONCE_USED,
-                        f"authorization is used: its nonce was spent by transaction {spent_by}",
-                    )
-                ) from None
+                raise _Revert(_used(spent_by)) from None
             # Lock rows in address order: opposite transfers cannot deadlock.
             for address in sorted({payer, payee}):
                 if address == payer and not _debit(conn, payer, auth.value, now):
                     raise _Revert(_insufficient(auth, balance_of(conn, payer)))
                 if address == payee:
                     _credit(conn, payee, auth.value, now)
-            block = _record(
+            return _record(
                 conn,
                 tx_hash,
                 TRANSFER,
-                payer,
-                payee,
+                auth.from_address,
+                auth.to,
                 auth.value,
                 now,
                 nonce=auth.nonce,
@@ -336,16 +326,6 @@ def transfer_with_authorization(
             )
     except _Revert as revert:
         raise revert.error from None
-    return Transaction(
-        hash=tx_hash,
-        kind=TRANSFER,
-        from_address=auth.from_address,
-        to=auth.to,
-        value=auth.value,
-        block_number=block,
-        timestamp=int(now.timestamp()),
-        nonce=auth.nonce,
-    )
 
 
 def cancel_authorization(
@@ -369,22 +349,10 @@ def cancel_authorization(
             conn.execute(
                 insert(_n).values(authorizer=payer, nonce=nonce, tx_hash=tx_hash, created_at=now)
             )
-            block = _record(conn, tx_hash, CANCEL, payer, payer, 0, now, nonce=nonce)
+            address = _checksum(payer)
+            return _record(conn, tx_hash, CANCEL, address, address, 0, now, nonce=nonce)
     except IntegrityError:
-        spent_by = nonce_transaction(conn, authorizer, nonce)
-        raise ChainError(
-            NONCE_USED, f"authorization is used: its nonce was spent by transaction {spent_by}"
-        ) from None
-    return Transaction(
-        hash=tx_hash,
-        kind=CANCEL,
-        from_address=_checksum(payer),
-        to=_checksum(payer),
-        value=0,
-        block_number=block,
-        timestamp=int(now.timestamp()),
-        nonce=nonce,
-    )
+        raise _used(nonce_transaction(conn, authorizer, nonce)) from None
 
 
 def _debit(conn: Connection, address: str, value: int, now: datetime) -> bool:
@@ -415,14 +383,15 @@ def _record(
     nonce: str | None = None,
     valid_after: int | None = None,
     valid_before: int | None = None,
-) -> int:
+) -> Transaction:
+    """Log the transaction (its addresses checksummed, as it is answered)."""
     result = conn.execute(
         _INSERT_TX,
         {
             "tx_hash": tx_hash,
             "kind": kind,
-            "from_address": from_address,
-            "to_address": to_address,
+            "from_address": _key(from_address),
+            "to_address": _key(to_address),
             "value": value,
             "nonce": nonce,
             "valid_after": None if valid_after is None else str(valid_after),
@@ -433,7 +402,16 @@ def _record(
     key = result.inserted_primary_key
     if key is None:
         raise InvariantError("expected key is not None")
-    return int(key[0])
+    return Transaction(
+        hash=tx_hash,
+        kind=kind,
+        from_address=from_address,
+        to=to_address,
+        value=value,
+        block_number=int(key[0]),
+        timestamp=int(now.timestamp()),
+        nonce=nonce,
+    )
 
 
 def audit(conn: Connection) -> list[str]:

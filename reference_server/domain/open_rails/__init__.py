@@ -237,12 +237,18 @@ async def settle(
     be withheld and a 402 returned.  Raises :class:`HoldNotFound` and
     :class:`SettlementUnavailable`."""
     try:
-        hold = await _hold_of(ctx, claim_id, seller_id)
-    except HoldNotFound:
+        return await _settle(ctx, claim_id, seller_id, request_id)
+    except HoldNotFound:  # settled before (a retry after a lost answer), or concurrently
         again = await _settled_already(ctx, claim_id, seller_id)
         if again is None:
             raise
         return again
+
+
+async def _settle(
+    ctx: ServerContext, claim_id: str, seller_id: str | None, request_id: str
+) -> Redemption:
+    hold = await _hold_of(ctx, claim_id, seller_id)
 
     def load() -> Gate | None:
         with ctx.db.read() as conn:
@@ -267,13 +273,7 @@ async def settle(
             message="this gate no longer takes open-rail payments",
         )
     engine, _ = await _prepared(ctx, terms)
-    try:
-        redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
-    except HoldNotFound:  # settled (or released) concurrently
-        again = await _settled_already(ctx, claim_id, seller_id)
-        if again is None:
-            raise
-        return again
+    redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
     return redemption
 
 
@@ -333,12 +333,14 @@ async def release(
         raise HoldNotFound(claim_id)
 
 
-async def _prepared(ctx: ServerContext, terms: RailTerms) -> tuple[Any, str]:
+async def _prepared(
+    ctx: ServerContext, terms: RailTerms, module: str = "_pympp"
+) -> tuple[Any, str]:
     """The engine and the key MPP challenge ids are HMACs with: one key per environment,
     kept in the database, so that any server process redeems what another one issued."""
 
     def prepare() -> tuple[Any, str]:
-        return _engine(), ctx.secret(f"mpp_challenge_key_{terms.environment}")
+        return _engine(module), ctx.secret(f"mpp_challenge_key_{terms.environment}")
 
     return await anyio.to_thread.run_sync(prepare)
 
@@ -403,8 +405,7 @@ async def service_challenge(
     binding: dict[str, str],
 ) -> list[tuple[str, str]]:
     """The challenge headers for paying ``amount_micros`` to the service."""
-    secret = await _secret(ctx, terms)
-    engine = await anyio.to_thread.run_sync(_engine, "_service")
+    engine, secret = await _prepared(ctx, terms, "_service")
     headers: list[tuple[str, str]] = await engine.challenge(
         ctx, terms, secret, request, realm=realm, amount_micros=amount_micros, binding=binding
     )
@@ -430,8 +431,7 @@ async def pay_service(
     credentials = rail_credentials(headers)
     if not credentials:
         raise ValueError("no PAYMENT-SIGNATURE or 'Authorization: Payment' credential")
-    secret = await _secret(ctx, terms)
-    engine = await anyio.to_thread.run_sync(_engine, "_service")
+    engine, secret = await _prepared(ctx, terms, "_service")
     result: T | Redemption = await engine.pay(
         ctx,
         terms,
@@ -445,7 +445,3 @@ async def pay_service(
         binding=binding,
     )
     return result
-
-
-async def _secret(ctx: ServerContext, terms: RailTerms) -> str:
-    return await anyio.to_thread.run_sync(ctx.secret, f"mpp_challenge_key_{terms.environment}")

@@ -258,14 +258,20 @@ def update_and_get(conn: Connection, attempt_id: str, now: datetime, **values: A
 
 
 def fail(
-    conn: Connection, attempt_id: str, error: DomainError, now: datetime, **values: Any
+    conn: Connection,
+    attempt_id: str,
+    error: DomainError,
+    now: datetime,
+    status: str = "failed",
+    **values: Any,
 ) -> Row[Any]:
-    """Record how the attempt failed (its answer is this error from now on); the row."""
+    """Record how the attempt failed (its answer is this error from now on; ``pending``:
+    until the chain says whether it settled); the row."""
     return update_and_get(
         conn,
         attempt_id,
         now,
-        status="failed",
+        status=status,
         error_code=error.code,
         error_message=error.message,
         error_details=error.details,

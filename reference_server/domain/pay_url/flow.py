@@ -150,7 +150,7 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
-        answered = await _read_answer(job.ctx, begun.attempt_id)
+        answered = await _read(job.ctx, _answered, begun.attempt_id)
         return Answer(result=answered.outcome(job.ctx.box), replay_of=answered.row.request_id)
     try:
         done = await _run(job, begun.attempt_id)
@@ -158,8 +158,9 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
-    answered = done or await _read_answer(job.ctx, begun.attempt_id)
-    return Answer(result=answered.outcome(job.ctx.box))
+    if done is None:
+        done = await _read(job.ctx, _answered, begun.attempt_id)
+    return Answer(result=done.outcome(job.ctx.box))
 
 
 @attrs.frozen
@@ -361,7 +362,7 @@ async def _conclude(
 async def _conclude_abandoned(job: Job, attempt_id: str) -> None:
     """Finish an attempt whose run broke off (an unexpected error, or a process that died
     and left it for a retry): before reserving, it failed; after, the chain decides."""
-    row = await _read(job.ctx, attempt_id)
+    row = await _read(job.ctx, attempts.get, attempt_id)
     if row.status == "probing":
         error = DomainError(
             "internal_error", "The attempt broke off inside the service; nothing was paid."
@@ -637,20 +638,12 @@ def _answered(conn: Connection, attempt_id: str) -> _Answered:
     return _Answered(row, attempts.seller_receipt_id(conn, row))
 
 
-async def _read(ctx: ServerContext, attempt_id: str) -> Row[Any]:
-    def run() -> Row[Any]:
+async def _read(ctx: ServerContext, read: Callable[[Connection, str], T], attempt_id: str) -> T:
+    """``read`` of the attempt, in a read transaction in a worker thread."""
+
+    def run() -> T:
         with ctx.db.read() as conn:
-            return attempts.get(conn, attempt_id)
-
-    return await anyio.to_thread.run_sync(run)
-
-
-async def _read_answer(ctx: ServerContext, attempt_id: str) -> _Answered:
-    """The attempt as answered, with the seller's receipt when it is known."""
-
-    def run() -> _Answered:
-        with ctx.db.read() as conn:
-            return _answered(conn, attempt_id)
+            return read(conn, attempt_id)
 
     return await anyio.to_thread.run_sync(run)
 

@@ -125,7 +125,7 @@ def record_refusal(
     now: datetime,
 ) -> None:
     """The attempt failed as :func:`reserve` was refused; nothing was reserved."""
-    paid = {"rail": signed.rail, "amount_micros": signed.amount}
+    paid: dict[str, Any] = {"rail": signed.rail, "amount_micros": signed.amount}
     row = attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
     if isinstance(refused, PaymentRefused):
         record_payment_failed(conn, row, refused, request_id, now)
@@ -240,17 +240,7 @@ def conclude(
         record_payment_failed(conn, failed, failure, request_id, now)
         return failed
     else:
-        return attempts.update_and_get(
-            conn,
-            attempt_id,
-            now,
-            status="pending",
-            error_code=failure.code,
-            error_message=failure.message,
-            error_details=failure.details,
-            tx_hash=tx_hash,
-            **response,
-        )
+        return attempts.fail(conn, attempt_id, failure, now, "pending", tx_hash=tx_hash, **response)
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:

@@ -16,7 +16,6 @@ from svc import ConnectAccount
 from svc.money import from_micros
 
 from ...ids import new_id
-from ...invariant import InvariantError
 from ...store import tables as t
 from ...timeutil import as_utc
 from ..errors import DomainError
@@ -62,8 +61,9 @@ def onboard(
             type=kind,
             now=now,
         )
-        conn.execute(
-            insert(_pa).values(
+        row = conn.execute(
+            insert(_pa)
+            .values(
                 id=new_id("pa"),
                 seller_id=seller.id,
                 environment=seller.environment,
@@ -78,10 +78,8 @@ def onboard(
                 created_at=now,
                 updated_at=now,
             )
-        )
-        row = account_of(conn, seller.id)
-        if row is None:
-            raise InvariantError("the payout account inserted just above is not there")
+            .returning(*_pa.c)
+        ).one()
     elif row.country != country or (type is not None and row.type != type):
         raise DomainError(
             "conflict",

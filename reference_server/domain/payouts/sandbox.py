@@ -236,7 +236,7 @@ def submit_onboarding(
             errors["tos"] = "Accept the sandbox terms to complete onboarding."
     if errors:
         return errors
-    used = conn.execute(
+    account_id = conn.execute(
         update(_links)
         .where(
             _links.c.token_hash == hash_key(token),
@@ -245,12 +245,10 @@ def submit_onboarding(
             _links.c.expires_at > now,
         )
         .values(used_at=now)
-    )
-    if used.rowcount != 1:
+        .returning(_links.c.account_id)
+    ).scalar()
+    if account_id is None:
         raise DomainError("not_found", "This onboarding link has expired or was used.")
-    account_id = conn.execute(
-        select(_links.c.account_id).where(_links.c.token_hash == hash_key(token))
-    ).scalar_one()
     given = {
         "legal_name": bool(legal_name),
         "external_account": bank_account is not None,
