@@ -42,7 +42,7 @@ from reference_server.outbound import (
     send_sync,
 )
 
-from ..support import PRODUCTION_KEYS
+from ..support import PRODUCTION_KEYS, free_port
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -321,11 +321,8 @@ class _Recording(httpcore.AsyncNetworkBackend):
         """The one request written: its request line, headers (lowercased names), body."""
         head, _, body = bytes(self.written).partition(b"\r\n\r\n")
         line, *fields = head.decode().split("\r\n")
-        headers = {}
-        for field in fields:
-            name, _, value = field.partition(":")
-            headers[name.lower()] = value.strip()
-        return line, headers, body
+        pairs = (field.partition(":") for field in fields)
+        return line, {name.lower(): value.strip() for name, _, value in pairs}, body
 
 
 class _RecordingStream(httpcore.AsyncNetworkStream):
@@ -376,6 +373,32 @@ def development(**overrides: Any) -> OutboundPolicy:
     values: dict[str, Any] = {"allow_private": True, "https_only": False}
     values.update(overrides)
     return OutboundPolicy(**values)
+
+
+async def _pooled(
+    url: str, policy: OutboundPolicy, pool: AsyncPinnedClients | None = None, **kwargs: Any
+) -> Any:
+    """``send`` through a pool (a fresh one unless given, closed afterwards)."""
+    own = pool is None
+    pool = pool or AsyncPinnedClients(connections=2)
+    try:
+        return await send(kwargs.pop("method", "GET"), url, policy=policy, pool=pool, **kwargs)
+    finally:
+        if own:
+            await pool.aclose()
+
+
+async def _send_by(how: str, url: str, policy: OutboundPolicy, **kwargs: Any) -> Any:
+    """``send``, ``send_sync`` or ``send`` through a fresh pool (``how``), GET unless given."""
+    if how == "pool":
+        return await _pooled(url, policy, **kwargs)
+    method = kwargs.pop("method", "GET")
+    if how == "sync":
+        return send_sync(method, url, policy=policy, **kwargs)
+    return await send(method, url, policy=policy, **kwargs)
+
+
+HOW = ["async", "sync", "pool"]
 
 
 # -- URL and address checks (no I/O) --------------------------------------------------------
@@ -714,11 +737,12 @@ async def test_system_resolver_for_localhost(web: _Server) -> None:
 
 
 @pytest.mark.anyio
-async def test_falls_through_to_next_checked_address_once_resolved(web: _Server) -> None:
+@pytest.mark.parametrize("how", ["async", "pool"])
+async def test_falls_through_to_next_checked_address_once_resolved(web: _Server, how: str) -> None:
     # 127.0.0.2 is loopback too, but nothing listens there on this port: refused.
     resolver = _AsyncResolver({"hooks.test": ["127.0.0.2", "127.0.0.1"]})
-    response = await send(
-        "GET", f"http://hooks.test:{web.port}/echo", policy=development(resolver=resolver)
+    response = await _send_by(
+        how, f"http://hooks.test:{web.port}/echo", development(resolver=resolver)
     )
     assert response.status == 200 and response.ip == "127.0.0.1"
     assert len(resolver.calls) == 1
@@ -734,7 +758,9 @@ async def test_redirect_is_returned_not_followed(fresh: _Server) -> None:
     assert [path for path, _, _ in fresh.hits] == ["/redirect"]  # one request, no follow-up
     sync = send_sync("GET", f"http://127.0.0.1:{fresh.port}/redirect", policy=development())
     assert (sync.status, sync.location) == (302, METADATA_URL)
-    assert len(fresh.hits) == 2
+    pooled = await _pooled(f"http://127.0.0.1:{fresh.port}/redirect", development())
+    assert (pooled.status, pooled.location) == (302, METADATA_URL)
+    assert len(fresh.hits) == 3
 
 
 # -- bounds ---------------------------------------------------------------------------------
@@ -751,12 +777,13 @@ async def test_body_cap_boundaries(web: _Server, size: int, truncated: bool) -> 
 
 
 @pytest.mark.anyio
-async def test_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
+@pytest.mark.parametrize(("how", "limit"), [("async", 4096), ("sync", 10), ("pool", 4096)])
+async def test_big_body_is_cut_and_not_downloaded(fresh: _Server, how: str, limit: int) -> None:
     started = time.monotonic()
-    response = await send(
-        "GET", f"http://127.0.0.1:{fresh.port}/big", policy=development(max_response_bytes=4096)
+    response = await _send_by(
+        how, f"http://127.0.0.1:{fresh.port}/big", development(max_response_bytes=limit)
     )
-    assert response.body == b"y" * 4096 and response.truncated
+    assert response.body == b"y" * limit and response.truncated
     assert fresh.big_done.wait(5)
     # The server offered 256 MiB; once the client hung up, its writes failed after at
     # most the socket buffers' worth.
@@ -764,41 +791,23 @@ async def test_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
     assert time.monotonic() - started < 5
 
 
-def test_big_body_is_cut_and_not_downloaded_sync(fresh: _Server) -> None:
-    response = send_sync(
-        "GET", f"http://127.0.0.1:{fresh.port}/big", policy=development(max_response_bytes=10)
-    )
-    assert response.body == b"y" * 10 and response.truncated
-    assert fresh.big_done.wait(5)
-    assert fresh.big_written < 64 * 1024 * 1024
-
-
 @pytest.mark.anyio
-@pytest.mark.parametrize("sync", [False, True])
-async def test_read_timeout_fails_fast(web: _Server, sync: bool) -> None:
-    url = f"http://127.0.0.1:{web.port}/slow"
-    policy = development(read_timeout=0.3)
+@pytest.mark.parametrize("how", HOW)
+async def test_read_timeout_fails_fast(web: _Server, how: str) -> None:
     started = time.monotonic()
     with pytest.raises(OutboundFailed, match="timed out"):
-        if sync:
-            send_sync("GET", url, policy=policy)
-        else:
-            await send("GET", url, policy=policy)
+        await _send_by(how, f"http://127.0.0.1:{web.port}/slow", development(read_timeout=0.3))
     assert time.monotonic() - started < 2
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("sync", [False, True])
-async def test_total_timeout_stops_a_trickling_server(web: _Server, sync: bool) -> None:
+@pytest.mark.parametrize("how", HOW)
+async def test_total_timeout_stops_a_trickling_server(web: _Server, how: str) -> None:
     """Each byte arrives well within the read timeout; the total deadline still holds."""
-    url = f"http://127.0.0.1:{web.port}/trickle"
     policy = development(read_timeout=3, total_timeout=0.5)
     started = time.monotonic()
     with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
-        if sync:
-            send_sync("GET", url, policy=policy)
-        else:
-            await send("GET", url, policy=policy)
+        await _send_by(how, f"http://127.0.0.1:{web.port}/trickle", policy)
     assert time.monotonic() - started < 2
 
 
@@ -832,22 +841,15 @@ async def test_a_resolver_slower_than_the_total_deadline_sends_nothing(
 
 
 @pytest.mark.anyio
-async def test_network_failures_are_outbound_failed() -> None:
-    with socket.socket() as s:  # a port with nothing listening
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/"
-    with pytest.raises(OutboundFailed, match="could not connect"):
-        await send("GET", url, policy=development())
-    with pytest.raises(OutboundFailed, match="could not connect"):
-        send_sync("GET", url, policy=development())
-    resolver = _Resolver({})
+@pytest.mark.parametrize("how", HOW)
+async def test_network_failures_are_outbound_failed(how: str) -> None:
+    with pytest.raises(OutboundFailed, match="could not connect"):  # nothing listens there
+        await _send_by(how, f"http://127.0.0.1:{free_port()}/", development())
     with pytest.raises(OutboundFailed, match=r"could not resolve nowhere\.test"):
-        await send("GET", "http://nowhere.test/", policy=development(resolver=resolver))
+        await _send_by(how, "http://nowhere.test/", development(resolver=_Resolver({})))
+    empty = development(resolver=_Resolver({"empty.test": []}))
     with pytest.raises(OutboundFailed, match="did not resolve"):
-        send_sync(
-            "GET", "http://empty.test/", policy=development(resolver=_Resolver({"empty.test": []}))
-        )
+        await _send_by(how, "http://empty.test/", empty)
 
 
 # -- the sync twin --------------------------------------------------------------------------
@@ -924,26 +926,11 @@ async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
     ],
 )
 def test_link_local_is_refused_even_where_private_addresses_are_allowed(url: str) -> None:
-    from reference_server.outbound import OutboundPolicy, OutboundRefused, check_url
-
     with pytest.raises(OutboundRefused, match="link-local"):
         check_url(url, OutboundPolicy(allow_private=True, https_only=False))
 
 
 # -- the kept-alive pool (outbound/_pool.py) -------------------------------------------------
-
-
-async def _pooled(
-    url: str, policy: OutboundPolicy, pool: AsyncPinnedClients | None = None, **kwargs: Any
-) -> Any:
-    """``send`` through a pool (a fresh one unless given, closed afterwards)."""
-    own = pool is None
-    pool = pool or AsyncPinnedClients(connections=2)
-    try:
-        return await send(kwargs.pop("method", "GET"), url, policy=policy, pool=pool, **kwargs)
-    finally:
-        if own:
-            await pool.aclose()
 
 
 @pytest.mark.anyio
@@ -1022,43 +1009,6 @@ async def test_pool_waits_for_a_free_connection(web: _Server) -> None:
     finally:
         await pool.aclose()
     assert len(ports) == 4 and len(set(ports)) == 1
-
-
-@pytest.mark.anyio
-async def test_pool_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
-    url = f"http://127.0.0.1:{fresh.port}/big"
-    response = await _pooled(url, development(max_response_bytes=4096))
-    assert response.body == b"y" * 4096 and response.truncated
-    assert fresh.big_done.wait(5)
-    assert fresh.big_written < 64 * 1024 * 1024
-
-
-@pytest.mark.anyio
-async def test_pool_redirect_is_returned_not_followed(fresh: _Server) -> None:
-    response = await _pooled(f"http://127.0.0.1:{fresh.port}/redirect", development())
-    assert (response.status, response.location) == (302, METADATA_URL)
-    assert [path for path, _, _ in fresh.hits] == ["/redirect"]
-
-
-@pytest.mark.anyio
-async def test_pool_timeouts_and_failures(web: _Server) -> None:
-    started = time.monotonic()
-    with pytest.raises(OutboundFailed, match="timed out"):
-        await _pooled(f"http://127.0.0.1:{web.port}/slow", development(read_timeout=0.3))
-    with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
-        await _pooled(
-            f"http://127.0.0.1:{web.port}/trickle", development(read_timeout=3, total_timeout=0.5)
-        )
-    assert time.monotonic() - started < 3
-    with socket.socket() as s:  # a port with nothing listening
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(OutboundFailed, match="could not connect"):
-        await _pooled(f"http://127.0.0.1:{port}/", development())
-    # refused on one checked address: the next one is tried
-    resolver = _AsyncResolver({"hooks.test": ["127.0.0.2", "127.0.0.1"]})
-    response = await _pooled(f"http://hooks.test:{web.port}/echo", development(resolver=resolver))
-    assert response.status == 200 and response.ip == "127.0.0.1"
 
 
 @pytest.mark.anyio
