@@ -887,33 +887,32 @@ def test_sync_twin(web: _Server) -> None:
 
 
 @pytest.mark.anyio
-async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
+@pytest.mark.parametrize("how", HOW)
+async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS, how: str) -> None:
     resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
     policy = development(resolver=resolver, https_only=True, tls=tls.client_context())
     url = f"https://hooks.test:{tls.server.port}/echo"
-    response = await send("POST", url, content=b"secure", policy=policy)
-    assert response.status == 200 and response.ip == "127.0.0.1"
-    echoed = json.loads(response.body)
-    assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
-    assert tls.sni[-1] == "hooks.test"
-
-    sync = send_sync("GET", url, policy=policy)
-    assert sync.status == 200 and tls.sni[-1] == "hooks.test"
-    assert resolver.calls == [("hooks.test", tls.server.port)] * 2
-
-    # Same IP, another name: the certificate does not match the name, so the handshake
-    # fails -- verification is against the name, not the address connected to.
-    hits = len(tls.server.hits)
-    other = f"https://other.test:{tls.server.port}/echo"
-    with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
-        await send("GET", other, policy=policy)
-    assert "other.test" in str(info.value)
-    assert tls.sni[-1] == "other.test"
-    with pytest.raises(OutboundFailed, match="TLS"):
-        send_sync("GET", other, policy=policy)
+    pool = AsyncPinnedClients()  # one pool for every pooled request: no reuse across names
+    pooled: dict[str, Any] = {"pool": pool} if how == "pool" else {}
+    try:
+        response = await _send_by(how, url, policy, method="POST", content=b"secure", **pooled)
+        assert response.status == 200 and response.ip == "127.0.0.1"
+        echoed = json.loads(response.body)
+        assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
+        assert tls.sni[-1] == "hooks.test"
+        assert resolver.calls == [("hooks.test", tls.server.port)]
+        # Same IP, another name: the certificate does not match the name, so the handshake
+        # fails -- verification is against the name, not the address connected to.
+        hits = len(tls.server.hits)
+        other = f"https://other.test:{tls.server.port}/echo"
+        with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
+            await _send_by(how, other, policy, **pooled)
+        assert "other.test" in str(info.value) and tls.sni[-1] == "other.test"
+    finally:
+        await pool.aclose()
     # And an untrusting policy (the default CA bundle) refuses the private CA.
     with pytest.raises(OutboundFailed, match="TLS"):
-        await send("GET", url, policy=attrs.evolve(policy, tls=None))
+        await _send_by(how, url, attrs.evolve(policy, tls=None))
     assert len(tls.server.hits) == hits
 
 
@@ -1009,25 +1008,3 @@ async def test_pool_waits_for_a_free_connection(web: _Server) -> None:
     finally:
         await pool.aclose()
     assert len(ports) == 4 and len(set(ports)) == 1
-
-
-@pytest.mark.anyio
-async def test_pool_https_verifies_the_checked_name(tls: _TLS) -> None:
-    resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-    policy = development(resolver=resolver, https_only=True, tls=tls.client_context())
-    pool = AsyncPinnedClients()
-    try:
-        url = f"https://hooks.test:{tls.server.port}/echo"
-        response = await _pooled(url, policy, pool, method="POST", content=b"secure")
-        echoed = json.loads(response.body)
-        assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
-        assert tls.sni[-1] == "hooks.test"
-        hits = len(tls.server.hits)
-        with pytest.raises(OutboundFailed, match=r"TLS .* failed"):
-            await _pooled(f"https://other.test:{tls.server.port}/echo", policy, pool)
-        assert tls.sni[-1] == "other.test" and len(tls.server.hits) == hits
-    finally:
-        await pool.aclose()
-    # the default CA bundle does not trust the private CA
-    with pytest.raises(OutboundFailed, match="TLS"):
-        await _pooled(f"https://hooks.test:{tls.server.port}/echo", attrs.evolve(policy, tls=None))
