@@ -94,6 +94,11 @@ def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
         app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
     )
     server = uvicorn.Server(config)
+    return LiveApp(url=f"http://127.0.0.1:{port}", server=server, thread=_started(server))
+
+
+def _started(server: uvicorn.Server) -> threading.Thread:
+    """``server`` running on a daemon thread, once it listens."""
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -101,7 +106,7 @@ def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
-    return LiveApp(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+    return thread
 
 
 def start_server(settings: Settings) -> LiveServer:
@@ -114,15 +119,9 @@ def start_server(settings: Settings) -> LiveServer:
     if settings.public_url is None and not settings.production:
         settings = settings.evolve(public_url=url)
     server = build_server(settings, host="127.0.0.1", port=port, log_level="warning")
-    app = server.config.app
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return LiveServer(url=url, ctx=app.state.ctx, settings=settings, server=server, thread=thread)
+    thread = _started(server)
+    ctx = server.config.app.state.ctx
+    return LiveServer(url=url, ctx=ctx, settings=settings, server=server, thread=thread)
 
 
 #: What production insists on from outside the database (its keys are never generated).
