@@ -364,15 +364,13 @@ DNS = {
 
 
 def production(**overrides: Any) -> OutboundPolicy:
-    values: dict[str, Any] = {"allow_private": False, "https_only": False, "resolver": None}
-    values.update(overrides)
-    return OutboundPolicy(**values)
+    return OutboundPolicy(
+        **{"allow_private": False, "https_only": False, "resolver": None, **overrides}
+    )
 
 
 def development(**overrides: Any) -> OutboundPolicy:
-    values: dict[str, Any] = {"allow_private": True, "https_only": False}
-    values.update(overrides)
-    return OutboundPolicy(**values)
+    return OutboundPolicy(**{"allow_private": True, "https_only": False, **overrides})
 
 
 async def _pooled(
