@@ -290,11 +290,12 @@ class _AsyncResolver(_Resolver):
         return super().__call__(host, port)
 
 
-class _Recording(httpcore.AsyncNetworkBackend):
+class _Recording(httpcore.AsyncMockBackend):
     """A network that records every connection asked of it, the TLS name it is asked to
     verify and every byte written to it; each connection answers one empty 200."""
 
     def __init__(self) -> None:
+        super().__init__([b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"])
         self.connects: list[tuple[str, int]] = []
         self.sni: list[str | None] = []
         self.written = bytearray()
@@ -308,10 +309,7 @@ class _Recording(httpcore.AsyncNetworkBackend):
         socket_options: Any = None,
     ) -> httpcore.AsyncNetworkStream:
         self.connects.append((host, port))
-        return _RecordingStream(self)
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
+        return _RecordingStream(self, list(self._buffer))
 
     def pool(self) -> AsyncPinnedClients:
         """A pool over this network (one request per connection, as without a pool)."""
@@ -325,20 +323,13 @@ class _Recording(httpcore.AsyncNetworkBackend):
         return line, {name.lower(): value.strip() for name, _, value in pairs}, body
 
 
-class _RecordingStream(httpcore.AsyncNetworkStream):
-    def __init__(self, network: _Recording) -> None:
+class _RecordingStream(httpcore.AsyncMockStream):
+    def __init__(self, network: _Recording, answer: list[bytes]) -> None:
+        super().__init__(answer)
         self._network = network
-        self._answer = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        answer, self._answer = self._answer, b""
-        return answer
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
         self._network.written += buffer
-
-    async def aclose(self) -> None:
-        pass
 
     async def start_tls(
         self,
@@ -348,9 +339,6 @@ class _RecordingStream(httpcore.AsyncNetworkStream):
     ) -> httpcore.AsyncNetworkStream:
         self._network.sni.append(server_hostname)
         return self
-
-    def get_extra_info(self, info: str) -> Any:
-        return None
 
 
 DNS = {
