@@ -7,6 +7,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -18,7 +19,7 @@ import attrs
 import httpx
 import uvicorn
 
-from reference_server import Settings
+from reference_server import Settings, create_app
 from reference_server.context import ServerContext
 from reference_server.serving import build_server
 
@@ -60,6 +61,13 @@ def redis_answers(url: str = TEST_REDIS_URL) -> bool:
         return False
     finally:
         client.close()
+
+
+def unopened_app(database: Path | None = None, **settings: Any) -> Any:
+    """The server's app on an SQLite file it never opens (building it opens no connection):
+    for its route table, or for requests refused before any database is asked."""
+    path = database or Path(tempfile.gettempdir()) / "svc-never-opened.db"
+    return create_app(Settings(database_url=f"sqlite:///{path}", auto_migrate=False, **settings))
 
 
 def free_port() -> int:

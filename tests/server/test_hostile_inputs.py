@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -27,20 +25,16 @@ import pytest
 from starlette.routing import Route
 
 import svc
-from reference_server import Settings, create_app
 from reference_server.app import served
 from reference_server.web import validate
 from reference_server.web.errors import CODES
 
-from ..support import LiveServer, new_account
+from ..support import LiveServer, new_account, unopened_app
 
 
 def _route_table() -> list[tuple[str, str]]:
-    # Building the app opens no connection: the file is never created.
-    never_opened = Path(tempfile.gettempdir()) / "route-table-never-opened.db"
-    app = create_app(Settings(database_url=f"sqlite:///{never_opened}", auto_migrate=False))
     table = set()
-    for route in app.routes:
+    for route in unopened_app().routes:
         if not isinstance(route, Route) or route.path.startswith("/api/"):
             continue  # /api/... is the same handler under a prefix
         for method in route.methods or ():

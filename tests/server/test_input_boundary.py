@@ -14,11 +14,10 @@ import pytest
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
-from reference_server import Settings, create_app
 from reference_server.store import tables as t
 
 from ..money.helpers import D, market
-from ..support import Account, LiveServer
+from ..support import Account, LiveServer, unopened_app
 from .test_errors import assert_error
 
 
@@ -239,7 +238,6 @@ def test_control_characters_in_headers_are_400(
     """In process: Starlette's test client sends header bytes that h11 would refuse to
     put on the wire.  The boundary refuses them before any database is opened."""
     never_opened = tmp_path / "never-opened.db"
-    app = create_app(Settings(database_url=f"sqlite:///{never_opened}", auto_migrate=False))
-    r = TestClient(app).post("/pay", content=b"{}", headers=[(name, value)])  # type: ignore[arg-type]
+    r = TestClient(unopened_app(never_opened)).post("/pay", content=b"{}", headers=[(name, value)])  # type: ignore[arg-type]
     assert_error(r, 400, code)  # type: ignore[arg-type]
     assert not never_opened.exists()
