@@ -158,6 +158,11 @@ class Account:
     wallet_key_id: str
     wallet_key: str
 
+    def bearer(self, role: str) -> dict[str, str]:
+        """The ``Authorization`` header of this account's ``role`` (a ``Role`` or its name)."""
+        key = {"owner": self.owner_jwt, "seller": self.seller_key, "wallet": self.wallet_key}
+        return {"Authorization": f"Bearer {key[role]}"}
+
 
 #: The event types the spec lists (docs/events.md), written out here once: the catalog
 #: the server serves and the SDK's typed models are each checked against it.

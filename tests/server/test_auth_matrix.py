@@ -36,12 +36,7 @@ def _path(path: str, world: dict[str, Any], whose: str = "my") -> str:
 
 def _auth(role: Role, acct: Account, environment: str = "test") -> dict[str, str]:
     """``acct``'s credential for ``role``, in ``environment``."""
-    credential = {
-        Role.OWNER: acct.owner_jwt,
-        Role.SELLER: acct.seller_key,
-        Role.WALLET: acct.wallet_key,
-    }[role]
-    return {"Authorization": f"Bearer {credential}", "X-Svc-Environment": environment}
+    return {**acct.bearer(role), "X-Svc-Environment": environment}
 
 
 @pytest.fixture(scope="module")

@@ -48,16 +48,7 @@ class World:
     webhook_id: str
 
     def headers(self, role: Role | None) -> dict[str, str]:
-        credential = {
-            Role.OWNER: self.account.owner_jwt,
-            Role.SELLER: self.account.seller_key,
-            Role.WALLET: self.account.wallet_key,
-            None: None,
-        }[role]
-        headers = {"X-Svc-Environment": "test"}
-        if credential is not None:
-            headers["Authorization"] = f"Bearer {credential}"
-        return headers
+        return {"X-Svc-Environment": "test", **(self.account.bearer(role) if role else {})}
 
     def post(self, role: Role, path: str, body: dict[str, Any]) -> dict[str, Any]:
         headers = {**self.headers(role), "Idempotency-Key": secrets.token_hex(8)}
@@ -104,10 +95,6 @@ def _unlisted(w: World) -> str:
 
 def _wallet_keys(w: World) -> None:
     w.post(Role.OWNER, "/wallet-keys", {"name": "k"})
-
-
-def _top_ups(w: World) -> None:
-    _top_up(w)
 
 
 def _top_up(w: World) -> str:
@@ -158,7 +145,7 @@ def _withdrawals(w: World) -> None:
 class Factory:
     """Adds one item to a list; ``order`` is the route's documented order."""
 
-    add: Callable[[World], None]
+    add: Callable[[World], object]
     order: str  # "asc": oldest first; "desc": newest first
     #: A public list (the directory) shows other accounts' items too: an id the list
     #: never shows, made in another world, stands for "someone else's item".
@@ -170,7 +157,7 @@ FACTORIES: dict[str, Factory] = {
     "/resources": Factory(_resources, "asc"),
     "/directory": Factory(_listed, "asc", hidden=_unlisted),
     "/wallet-keys": Factory(_wallet_keys, "asc"),
-    "/owners/me/top-ups": Factory(_top_ups, "desc"),
+    "/owners/me/top-ups": Factory(_top_up, "desc"),
     "/webhooks": Factory(_webhooks, "asc"),
     "/webhooks/{webhook_id}/deliveries": Factory(_deliveries, "desc"),
     "/spend/attempts": Factory(_attempts, "desc"),
