@@ -657,14 +657,18 @@ async def test_request_checks_before_sending() -> None:
 
 
 @pytest.mark.anyio
-async def test_development_sends_to_localhost_with_host_header(web: _Server) -> None:
+@pytest.mark.parametrize("how", HOW)
+async def test_development_sends_to_localhost_with_host_header(web: _Server, how: str) -> None:
     resolver = _Resolver(DNS)
-    response = await send(
-        "POST",
-        f"http://hooks.test:{web.port}/echo?q=1",
-        headers={"X-Test": "yes"},
+    headers: Any = [("X-Test", "yes")] if how == "sync" else {"X-Test": "yes"}  # either form
+    url = f"http://hooks.test:{web.port}/echo?q=1"
+    response = await _send_by(
+        how,
+        url,
+        development(resolver=resolver),
+        method="POST",
+        headers=headers,
         content=b'{"hello": "world"}',
-        policy=development(resolver=resolver),
     )
     assert response.status == 200 and response.is_success and not response.truncated
     echoed = json.loads(response.body)
@@ -838,35 +842,11 @@ async def test_network_failures_are_outbound_failed(how: str) -> None:
         await _send_by(how, "http://empty.test/", empty)
 
 
-# -- the sync twin --------------------------------------------------------------------------
-
-
-def test_sync_twin(web: _Server) -> None:
-    resolver = _Resolver(DNS)
-    response = send_sync(
-        "POST",
-        f"http://hooks.test:{web.port}/echo",
-        headers=[("X-Test", "sync")],
-        content=b"ping",
-        policy=development(resolver=resolver),
-    )
-    echoed = json.loads(response.body)
-    assert response.status == 200 and response.ip == "127.0.0.1"
-    assert (echoed["host"], echoed["body"], echoed["headers"]["X-Test"]) == (
-        f"hooks.test:{web.port}",
-        "ping",
-        "sync",
-    )
-    assert resolver.calls == [("hooks.test", web.port)]
-    # a coroutine resolver works on the sync path too
-    async_resolver = _AsyncResolver(DNS)
-    assert (
-        send_sync(
-            "GET", f"http://hooks.test:{web.port}/echo", policy=development(resolver=async_resolver)
-        ).status
-        == 200
-    )
-    assert len(async_resolver.calls) == 1
+def test_a_coroutine_resolver_works_on_the_sync_path(web: _Server) -> None:
+    resolver = _AsyncResolver(DNS)
+    url = f"http://hooks.test:{web.port}/echo"
+    assert send_sync("GET", url, policy=development(resolver=resolver)).status == 200
+    assert len(resolver.calls) == 1
 
 
 # -- HTTPS: SNI and certificate verification on the name, connection on the pinned IP ------
