@@ -783,21 +783,21 @@ async def test_big_body_is_cut_and_not_downloaded(fresh: _Server, how: str, limi
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("how", HOW)
-async def test_read_timeout_fails_fast(web: _Server, how: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "limits", "failure"),
+    [
+        ("/slow", {"read_timeout": 0.3}, "timed out"),
+        # Each byte arrives well within the read timeout; the total deadline still holds.
+        ("/trickle", {"read_timeout": 3, "total_timeout": 0.5}, r"within 0\.5 s"),
+    ],
+    ids=["read timeout", "total timeout of a trickling server"],
+)
+async def test_timeouts_fail_fast(
+    web: _Server, how: str, path: str, limits: dict[str, float], failure: str
+) -> None:
     started = time.monotonic()
-    with pytest.raises(OutboundFailed, match="timed out"):
-        await _send_by(how, f"http://127.0.0.1:{web.port}/slow", development(read_timeout=0.3))
-    assert time.monotonic() - started < 2
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("how", HOW)
-async def test_total_timeout_stops_a_trickling_server(web: _Server, how: str) -> None:
-    """Each byte arrives well within the read timeout; the total deadline still holds."""
-    policy = development(read_timeout=3, total_timeout=0.5)
-    started = time.monotonic()
-    with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
-        await _send_by(how, f"http://127.0.0.1:{web.port}/trickle", policy)
+    with pytest.raises(OutboundFailed, match=failure):
+        await _send_by(how, f"http://127.0.0.1:{web.port}{path}", development(**limits))
     assert time.monotonic() - started < 2
 
 
