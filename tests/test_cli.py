@@ -198,18 +198,18 @@ def test_ledger_audit_reports_a_sound_and_a_broken_ledger(
     from reference_server.store import tables as t
 
     live: LiveServer = make_server()
+
+    def shift(micros: int) -> None:
+        balance = t.ledger_accounts.c.balance_micros
+        with live.ctx.db.write() as conn:
+            conn.execute(update(t.ledger_accounts).values(balance_micros=balance + micros))
+
     done = svc_server("ledger", "audit", database_url=database_url)
     assert done.returncode == 0 and "ledger is sound" in done.stdout
-    with live.ctx.db.write() as conn:  # money appears from nowhere
-        conn.execute(
-            update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros + 1)
-        )
+    shift(+1)  # money appears from nowhere
     broken = svc_server("ledger", "audit", database_url=database_url)
     assert broken.returncode == 1 and "PROBLEM" in broken.stdout
-    with live.ctx.db.write() as conn:  # put it back for the fixture's own audit
-        conn.execute(
-            update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros - 1)
-        )
+    shift(-1)  # put it back for the fixture's own audit
 
 
 #: The server extra's packages, as a core-only install lacks them (``None`` in
