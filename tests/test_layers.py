@@ -11,6 +11,7 @@ HTTP in one place.  This reads every module's imports (absolute and relative) wi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -135,13 +136,7 @@ def test_domain_error_codes_are_documented_and_refusals_are_402() -> None:
 def _private_to_svc(name: str) -> bool:
     """``svc._money`` or ``svc._spec.Role``: behind ``svc``'s underscore; ``svc.__version__``
     and ``svc.money`` are not."""
-    parts = name.split(".")
-    return (
-        parts[0] == "svc"
-        and len(parts) > 1
-        and parts[1].startswith("_")
-        and not (parts[1].startswith("__"))
-    )
+    return re.match(r"svc\._(?!_)", name) is not None
 
 
 @pytest.mark.parametrize("package", ["reference_server", "svc_asgi"])

@@ -221,16 +221,9 @@ def test_headers_gives_the_three_delivery_headers() -> None:
 def test_sign_refuses_arguments_no_delivery_could_carry(
     kwargs: dict[str, Any], error: type[Exception]
 ) -> None:
-    arguments: dict[str, Any] = {
-        "secret": SECRET,
-        "webhook_id": "evt_1",
-        "timestamp": NOW,
-        "body": b"{}",
-    }
-    arguments.update(kwargs)
-    secret = arguments.pop("secret")
+    arguments: dict[str, Any] = {"webhook_id": "evt_1", "timestamp": NOW, "body": b"{}", **kwargs}
     with pytest.raises(error):
-        sign(secret, **arguments)
+        sign(arguments.pop("secret", SECRET), **arguments)
 
 
 def test_headers_refuses_an_id_that_would_inject_a_header() -> None:
