@@ -7,17 +7,19 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
 import httpx
 import uvicorn
 
-from reference_server import Settings
+from reference_server import Settings, create_app
 from reference_server.context import ServerContext
 from reference_server.serving import build_server
 
@@ -61,10 +63,36 @@ def redis_answers(url: str = TEST_REDIS_URL) -> bool:
         client.close()
 
 
+def unopened_app(database: Path | None = None, **settings: Any) -> Any:
+    """The server's app on an SQLite file it never opens (building it opens no connection):
+    for its route table, or for requests refused before any database is asked."""
+    path = database or Path(tempfile.gettempdir()) / "svc-never-opened.db"
+    return create_app(Settings(database_url=f"sqlite:///{path}", auto_migrate=False, **settings))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def run_python(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``python *args`` in a child process (``env`` its whole environment, else this one's),
+    its output captured as text; the caller checks its exit status."""
+    return subprocess.run(
+        [sys.executable, *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
@@ -74,6 +102,11 @@ def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
         app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan
     )
     server = uvicorn.Server(config)
+    return LiveApp(url=f"http://127.0.0.1:{port}", server=server, thread=_started(server))
+
+
+def _started(server: uvicorn.Server) -> threading.Thread:
+    """``server`` running on a daemon thread, once it listens."""
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -81,7 +114,7 @@ def serve_asgi(app: Any, *, lifespan: str = "auto") -> LiveApp:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
-    return LiveApp(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+    return thread
 
 
 def start_server(settings: Settings) -> LiveServer:
@@ -94,15 +127,9 @@ def start_server(settings: Settings) -> LiveServer:
     if settings.public_url is None and not settings.production:
         settings = settings.evolve(public_url=url)
     server = build_server(settings, host="127.0.0.1", port=port, log_level="warning")
-    app = server.config.app
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return LiveServer(url=url, ctx=app.state.ctx, settings=settings, server=server, thread=thread)
+    thread = _started(server)
+    ctx = server.config.app.state.ctx
+    return LiveServer(url=url, ctx=ctx, settings=settings, server=server, thread=thread)
 
 
 #: What production insists on from outside the database (its keys are never generated).
@@ -130,6 +157,11 @@ class Account:
     seller_key: str
     wallet_key_id: str
     wallet_key: str
+
+    def bearer(self, role: str) -> dict[str, str]:
+        """The ``Authorization`` header of this account's ``role`` (a ``Role`` or its name)."""
+        key = {"owner": self.owner_jwt, "seller": self.seller_key, "wallet": self.wallet_key}
+        return {"Authorization": f"Bearer {key[role]}"}
 
 
 #: The event types the spec lists (docs/events.md), written out here once: the catalog

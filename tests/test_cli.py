@@ -8,25 +8,19 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from .support import LiveServer, free_port
+from .support import LiveServer, free_port, run_python
 
 
 def svc_server(
-    *args: str, database_url: str, timeout: float = 60
+    *args: str, database_url: str, cwd: Path | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SVC_DATABASE_URL": database_url}
-    return subprocess.run(
-        [sys.executable, "-m", "reference_server", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_python("-m", "reference_server", *args, env=env, cwd=cwd, timeout=timeout)
 
 
 def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_server: Any) -> None:
@@ -53,22 +47,13 @@ def test_owners_create_prints_a_jwt_the_server_accepts(database_url: str, make_s
     assert [s["id"] for s in listed["data"]] == [r.json()["id"]]
 
 
-def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_path: Any) -> None:
+def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_path: Path) -> None:
     """A relative SQLite URL is the current folder's: stderr names the file by its
     absolute path, so an owner created in the wrong folder is seen to be."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {**os.environ, "SVC_DATABASE_URL": "sqlite:///svc.db"}
     for args in (("migrate",), ("owners", "create", "--email", "o@x.io")):
-        done = subprocess.run(
-            [sys.executable, "-m", "reference_server", *args],
-            env=env,
-            cwd=elsewhere,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = svc_server(*args, database_url="sqlite:///svc.db", cwd=elsewhere)
         assert done.returncode == 0, done.stderr
     assert f"database: sqlite:///{elsewhere / 'svc.db'}" in done.stderr.splitlines()
     assert done.stdout.count(".") == 2  # stdout is still the JWT alone
@@ -81,22 +66,14 @@ def test_every_command_that_opens_a_database_names_it(database_url: str, tmp_pat
     assert "hunter2" not in hidden.stderr
 
 
-def test_a_database_no_server_has_run_on_is_refused(database_url: str, tmp_path: Any) -> None:
+def test_a_database_no_server_has_run_on_is_refused(database_url: str, tmp_path: Path) -> None:
     """``owners create`` (and ``ledger audit``) on a missing SQLite file or a database
     without the schema: exit 1 naming it and what to do, and no ./svc.db made."""
     folder = tmp_path / "not-the-servers"
     folder.mkdir()
     for url in ("sqlite:///svc.db", database_url):  # a missing file, then an empty database
         for args in (("owners", "create", "--email", "o@x.io"), ("ledger", "audit")):
-            done = subprocess.run(
-                [sys.executable, "-m", "reference_server", *args],
-                env={**os.environ, "SVC_DATABASE_URL": url},
-                cwd=folder,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            done = svc_server(*args, database_url=url, cwd=folder)
             assert done.returncode == 1, done.stdout + done.stderr
             assert done.stdout == "" and "Traceback" not in done.stderr
             said = " ".join(done.stderr.split())
@@ -221,18 +198,18 @@ def test_ledger_audit_reports_a_sound_and_a_broken_ledger(
     from reference_server.store import tables as t
 
     live: LiveServer = make_server()
+
+    def shift(micros: int) -> None:
+        balance = t.ledger_accounts.c.balance_micros
+        with live.ctx.db.write() as conn:
+            conn.execute(update(t.ledger_accounts).values(balance_micros=balance + micros))
+
     done = svc_server("ledger", "audit", database_url=database_url)
     assert done.returncode == 0 and "ledger is sound" in done.stdout
-    with live.ctx.db.write() as conn:  # money appears from nowhere
-        conn.execute(
-            update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros + 1)
-        )
+    shift(+1)  # money appears from nowhere
     broken = svc_server("ledger", "audit", database_url=database_url)
     assert broken.returncode == 1 and "PROBLEM" in broken.stdout
-    with live.ctx.db.write() as conn:  # put it back for the fixture's own audit
-        conn.execute(
-            update(t.ledger_accounts).values(balance_micros=t.ledger_accounts.c.balance_micros - 1)
-        )
+    shift(-1)  # put it back for the fixture's own audit
 
 
 #: The server extra's packages, as a core-only install lacks them (``None`` in
@@ -265,13 +242,7 @@ def test_svc_server_without_the_server_extra_says_how_to_install_it() -> None:
         "from reference_server.cli import main\n"
         "main()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python("-c", script, "--help")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "svc-server needs the server extra" in done.stderr
@@ -283,9 +254,7 @@ def test_importing_the_server_package_imports_no_server_dependency() -> None:
     script = (
         f"import sys, reference_server\nprint([n for n in {_SERVER_ONLY!r} if n in sys.modules])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
+    done = run_python("-c", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
 
@@ -301,12 +270,6 @@ def test_an_amount_the_sdk_refuses_is_a_usage_error_not_a_traceback() -> None:
         ["resources", "create", "--path", "/x", "--amount", "cheap"],
         ["directory", "--max-amount", "cheap"],
     ):
-        done = subprocess.run(
-            [sys.executable, "-c", "from svc.cli import main; main()", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = run_python("-c", "from svc.cli import main; main()", *args, env=env)
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr and "decimal string" in done.stderr

@@ -4,10 +4,7 @@ so a command or option added later is checked too."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from typing import Any
 
 import click
 import pytest
@@ -17,6 +14,8 @@ from reference_server import Settings
 from reference_server.commands import main as svc_server
 from reference_server.settings import env_variable
 from svc.cli import _build
+
+from .support import run_python
 
 #: The Settings fields: an option named after one is read as that ``SVC_*`` variable too.
 SETTINGS_FIELDS = set(Settings.model_fields)
@@ -56,26 +55,15 @@ def test_every_option_has_help_naming_its_variable(
         assert variable.startswith("SVC_") and variable in record[1], (option.opts, record)
 
 
-def svc_cli(*args: str, env: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "svc.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
-
-
 def test_svc_version_names_the_version_and_the_distribution() -> None:
-    done = svc_cli("--version")
+    done = run_python("-m", "svc.cli", "--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"svc {svc.__version__} (svc-payments)"
 
 
 def test_svc_help_says_the_environment_default() -> None:
     """Owner commands act in live unless told: ``--help`` says so where it lists the option."""
-    done = svc_cli("--help")
+    done = run_python("-m", "svc.cli", "--help")
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
     environment = text[text.index("--environment") :]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,7 @@ def test_tool_caches_are_ignored_by_git(path: str) -> None:
 def test_redis_tests_find_redis_at_its_default_address() -> None:
     """With ``SVC_TEST_REDIS_URL`` unset, the Redis tests look at redis://127.0.0.1:6379 and
     run when it answers (CI's Redis and a developer's ``redis-server`` listen there)."""
-    from .support import redis_answers
+    from .support import redis_answers, run_python
 
     if not redis_answers("redis://127.0.0.1:6379"):
         pytest.skip("no Redis at its default address on this machine")
@@ -52,14 +51,6 @@ def test_redis_tests_find_redis_at_its_default_address() -> None:
         "print(multi.REDIS_URL, limits.REDIS_URL, multi.pytestmark.args[0])\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "SVC_TEST_REDIS_URL"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python("-c", script, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["redis://127.0.0.1:6379"] * 2 + ["False"]

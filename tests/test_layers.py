@@ -11,6 +11,7 @@ HTTP in one place.  This reads every module's imports (absolute and relative) wi
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -30,16 +31,28 @@ FORBIDDEN = ("reference_server.web", "reference_server.routes", "reference_serve
 DOMAIN_ERRORS = ("DomainError", "PaymentRefused")
 
 
+def _module_name(path: Path) -> str:
+    """The dotted name of the module at ``path`` (a package's is its ``__init__``'s)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _from_module(node: ast.ImportFrom, name: str, path: Path) -> str:
+    """The absolute module a ``from ... import`` in module ``name`` (at ``path``) names."""
+    if not node.level:
+        return node.module or ""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _below_http() -> dict[str, Path]:
     """Every module of every ``reference_server`` subpackage but the HTTP layer's."""
     modules: dict[str, Path] = {}
     for init in sorted(PACKAGE.glob("*/__init__.py")):
-        if init.parent.name in HTTP_LAYER + OWN_PROGRAMS:
-            continue
-        for path in sorted(init.parent.rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            modules[name] = path
+        if init.parent.name not in HTTP_LAYER + OWN_PROGRAMS:
+            modules.update((_module_name(path), path) for path in sorted(init.parent.rglob("*.py")))
     return modules
 
 
@@ -49,18 +62,12 @@ MODULES = _below_http()
 def _imports(name: str, path: Path) -> set[str]:
     """The absolute names ``name`` imports (``from . import x`` counts as ``pkg.x``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = _from_module(node, name, path)
             found.add(module)
             found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
@@ -89,8 +96,7 @@ def test_the_server_never_imports_a_program_of_its_own() -> None:
     programs = tuple(f"reference_server.{name}" for name in OWN_PROGRAMS)
     importers = set()
     for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        name = _module_name(path)
         if name.startswith(programs):
             continue
         if any(i == p or i.startswith(p + ".") for i in _imports(name, path) for p in programs):
@@ -130,13 +136,7 @@ def test_domain_error_codes_are_documented_and_refusals_are_402() -> None:
 def _private_to_svc(name: str) -> bool:
     """``svc._money`` or ``svc._spec.Role``: behind ``svc``'s underscore; ``svc.__version__``
     and ``svc.money`` are not."""
-    parts = name.split(".")
-    return (
-        parts[0] == "svc"
-        and len(parts) > 1
-        and parts[1].startswith("_")
-        and not (parts[1].startswith("__"))
-    )
+    return re.match(r"svc\._(?!_)", name) is not None
 
 
 @pytest.mark.parametrize("package", ["reference_server", "svc_asgi"])
@@ -168,8 +168,7 @@ def _all_modules() -> dict[str, Path]:
     modules: dict[str, Path] = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+            modules[_module_name(path)] = path
     return modules
 
 
@@ -185,7 +184,6 @@ def _runtime_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str
     function (a deferred import is still a dependency), not under ``if TYPE_CHECKING:``.
     ``from pkg import sub`` depends on ``pkg.sub`` only: a package's ``__init__`` runs
     before any of its modules anyway."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     pending: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path))]
     while pending:
@@ -196,11 +194,7 @@ def _runtime_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = _from_module(node, name, path)
             submodules = {f"{module}.{alias.name}" for alias in node.names} & modules.keys()
             found.update(submodules)
             if len(submodules) < len(node.names):

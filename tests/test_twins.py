@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import subprocess
-import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +20,8 @@ import pytest
 
 import svc
 from svc import _async_namespaces, _namespaces
+
+from .support import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,13 +33,7 @@ _ASYNC_TYPE = re.compile(r"(?<!\w)Async(?=[A-Z])")
 
 
 def test_the_generated_twins_are_current() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.unasync", "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_python("-m", "tests.unasync", "--check", cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -181,13 +181,8 @@ def test_sign_agrees_with_an_independent_hmac() -> None:
 
 
 def test_verify_accepts_a_signature_computed_independently() -> None:
-    body = encode(payment_event("evt_interop"))
-    headers = {
-        ID_HEADER: "evt_interop",
-        TS_HEADER: str(NOW),
-        SIG_HEADER: "v1," + independent_hmac(SECRET, "evt_interop", str(NOW), body),
-    }
-    assert verify_at_now(body, headers).id == "evt_interop"
+    body, headers = signed_with_timestamp_text(str(NOW))
+    assert verify_at_now(body, headers).id == "evt_test_1"
 
 
 def test_key_is_the_whole_secret_string_not_base64_decoded() -> None:
@@ -226,16 +221,9 @@ def test_headers_gives_the_three_delivery_headers() -> None:
 def test_sign_refuses_arguments_no_delivery_could_carry(
     kwargs: dict[str, Any], error: type[Exception]
 ) -> None:
-    arguments: dict[str, Any] = {
-        "secret": SECRET,
-        "webhook_id": "evt_1",
-        "timestamp": NOW,
-        "body": b"{}",
-    }
-    arguments.update(kwargs)
-    secret = arguments.pop("secret")
+    arguments: dict[str, Any] = {"webhook_id": "evt_1", "timestamp": NOW, "body": b"{}", **kwargs}
     with pytest.raises(error):
-        sign(secret, **arguments)
+        sign(arguments.pop("secret", SECRET), **arguments)
 
 
 def test_headers_refuses_an_id_that_would_inject_a_header() -> None:
@@ -300,7 +288,14 @@ HEADER_MAPPINGS: dict[str, Callable[[dict[str, str]], Mapping[str, str]]] = {
     "starlette Headers": lambda h: Headers(headers={k.lower(): v for k, v in h.items()}),
     "httpx Headers": lambda h: httpx.Headers(h),
     "extra headers": lambda h: {"Content-Type": "application/json", "Host": "x", **h},
+    "Flask/werkzeug EnvironHeaders": lambda h: _werkzeug_headers(h),
 }
+
+
+def _werkzeug_headers(headers: dict[str, str]) -> Mapping[str, str]:
+    from werkzeug.datastructures import EnvironHeaders
+
+    return EnvironHeaders({"HTTP_" + k.upper().replace("-", "_"): v for k, v in headers.items()})
 
 
 @pytest.mark.parametrize("kind", HEADER_MAPPINGS)
@@ -321,15 +316,14 @@ def test_secret_may_be_a_tuple_while_rotating() -> None:
     assert event.id == "evt_test_1"
 
 
-def test_entries_of_another_version_beside_v1_are_ignored() -> None:
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [("v2,anything-a-newer-scheme-sends ", ""), ("v1," + "0" * 64 + "   ", " ")],
+    ids=["entries of another version beside v1", "extra spaces between signatures"],
+)
+def test_other_entries_and_extra_spaces_are_ignored(before: str, after: str) -> None:
     body, headers = delivery()
-    headers[SIG_HEADER] = "v2,anything-a-newer-scheme-sends " + headers[SIG_HEADER]
-    assert verify_at_now(body, headers).id == "evt_test_1"
-
-
-def test_extra_spaces_between_signatures_are_ignored() -> None:
-    body, headers = delivery()
-    headers[SIG_HEADER] = "v1," + "0" * 64 + "   " + headers[SIG_HEADER] + " "
+    headers[SIG_HEADER] = before + headers[SIG_HEADER] + after
     assert verify_at_now(body, headers).id == "evt_test_1"
 
 
@@ -505,11 +499,6 @@ def test_timestamps_that_are_not_plain_unix_seconds_are_refused(text: str) -> No
     body, headers = signed_with_timestamp_text(text)
     with pytest.raises(WebhookVerificationError, match="integer Unix seconds"):
         verify_at_now(body, headers)
-
-
-def test_a_correctly_signed_genuine_timestamp_text_is_accepted() -> None:
-    body, headers = signed_with_timestamp_text(str(NOW))
-    assert verify_at_now(body, headers).id == "evt_test_1"
 
 
 _DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -892,13 +881,3 @@ def test_documented_starlette_receiver() -> None:
     assert "no signature" in tampered.json()["error"]
     assert unsigned.status_code == 400
     assert "missing header" in unsigned.json()["error"]
-
-
-def test_flask_werkzeug_headers_are_accepted() -> None:
-    from werkzeug.datastructures import EnvironHeaders
-
-    body = b'{"id":"evt_1","type":"x.y","created_at":"2026-01-01T00:00:00Z","data":{}}'
-    signed = webhooks.headers("whsec_k", webhook_id="evt_1", timestamp=1_795_003_200, body=body)
-    environ = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in signed.items()}
-    event = webhooks.verify("whsec_k", body, EnvironHeaders(environ), now=lambda: 1_795_003_200)
-    assert event.id == "evt_1"

@@ -27,9 +27,11 @@ EXAMPLE_FILES = sorted(EXAMPLES.glob("gate_*.py"))
 def load(
     name: str, monkeypatch: pytest.MonkeyPatch, server: LiveServer, shop: Shop, **env: str
 ) -> Any:
-    monkeypatch.setenv("SVC_BASE_URL", server.url)
-    monkeypatch.setenv("SVC_SELLER_KEY", shop.seller_key)
-    for key, value in env.items():
+    for key, value in {
+        "SVC_BASE_URL": server.url,
+        "SVC_SELLER_KEY": shop.seller_key,
+        **env,
+    }.items():
         monkeypatch.setenv(key, value)
     return runpy.run_path(str(EXAMPLES / name), run_name=name.removesuffix(".py"))["app"]
 
@@ -68,16 +70,8 @@ def test_fastapi_example(
         amount="1.00",
         metadata={"sku_kind": "credit_topup", "credits": 50, "credit_unit": "reports"},
     )
-    app = serve_app(
-        load(
-            "gate_fastapi.py",
-            monkeypatch,
-            server,
-            shop,
-            REPORT_RESOURCE_ID=shop.resource.id,
-            CREDITS_RESOURCE_ID=credits.id,
-        )
-    )
+    ids = {"REPORT_RESOURCE_ID": shop.resource.id, "CREDITS_RESOURCE_ID": credits.id}
+    app = serve_app(load("gate_fastapi.py", monkeypatch, server, shop, **ids))
     _report_cycle(app, shop)
     assert httpx.post(app.url + "/v1/credits?user=ada").status_code == 402
     paid = shop.agent.pay(resource_id=credits.id)

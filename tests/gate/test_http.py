@@ -25,15 +25,13 @@ from .support import CountingTransport, Shop, open_shop, seller_client
 
 async def _report(request: Request) -> JSONResponse:
     payment = payment_of(request)
+    credits = payment.credits if payment else None
+    named = ("receipt_id", "resource_id", "sku_kind", "credit_unit", "source")
     return JSONResponse(
         {
             "paid": payment is not None,
-            "receipt_id": payment.receipt_id if payment else None,
-            "resource_id": payment.resource_id if payment else None,
-            "sku_kind": payment.sku_kind if payment else None,
-            "credits": str(payment.credits) if payment and payment.credits is not None else None,
-            "credit_unit": payment.credit_unit if payment else None,
-            "source": payment.source if payment else None,
+            **{name: getattr(payment, name, None) for name in named},  # all None unpaid
+            "credits": None if credits is None else str(credits),
             "gate_error": request.scope.get("state", {}).get(GATE_ERROR_STATE_KEY),
         }
     )
@@ -61,14 +59,17 @@ def seller_app() -> Starlette:
     )
 
 
-def gate(m: Shop, server: LiveServer, **kwargs: Any) -> PaymentGate:
+def gate(m: Shop, server: LiveServer, app: Any = None, **kwargs: Any) -> PaymentGate:
+    """``app`` (the seller app unless given) behind a gate that asks ``server`` as the
+    shop's seller, or through ``client=``."""
     prices = kwargs.pop("prices", None) or {
         "GET /v1/report": m.resource.id,
         "/v1/items/{item_id}": m.resource.id,
     }
-    kwargs.setdefault("service_url", server.url)
-    kwargs.setdefault("seller_key", m.seller_key)
-    return PaymentGate(seller_app(), prices=prices, **kwargs)
+    if "client" not in kwargs:
+        kwargs.setdefault("service_url", server.url)
+        kwargs.setdefault("seller_key", m.seller_key)
+    return PaymentGate(app or seller_app(), prices=prices, **kwargs)
 
 
 @pytest.fixture
@@ -218,16 +219,10 @@ def test_credit_topup_credits_reach_the_handler(
     assert r.json()["credits"] in ("100", "100.00") and r.json()["credit_unit"] == "tokens"
 
 
-def test_service_down_fails_closed_with_503(shop: Shop, serve_app: Callable[..., LiveApp]) -> None:
-    down = f"http://127.0.0.1:{free_port()}"
-    app = serve_app(
-        PaymentGate(
-            seller_app(),
-            service_url=down,
-            seller_key=shop.seller_key,
-            prices={"GET /v1/report": shop.resource.id},
-        )
-    )
+def test_service_down_fails_closed_with_503(
+    server: LiveServer, shop: Shop, serve_app: Callable[..., LiveApp]
+) -> None:
+    app = serve_app(gate(shop, server, service_url=f"http://127.0.0.1:{free_port()}"))
     for headers in ({}, {"X-Svc-Receipt": "rcpt_whatever0000000000"}):
         r = httpx.get(app.url + "/v1/report", headers=headers)
         assert r.status_code == 503, r.text
@@ -237,7 +232,7 @@ def test_service_down_fails_closed_with_503(shop: Shop, serve_app: Callable[...,
 
 
 def test_service_5xx_fails_closed_and_fail_open_lets_requests_through_unpaid(
-    shop: Shop, serve_app: Callable[..., LiveApp]
+    server: LiveServer, shop: Shop, serve_app: Callable[..., LiveApp]
 ) -> None:
     def broken(request: httpx.Request) -> httpx.Response:
         return httpx.Response(502, text="<html>bad gateway</html>")
@@ -250,14 +245,11 @@ def test_service_5xx_fails_closed_and_fail_open_lets_requests_through_unpaid(
             max_retries=0,
         )
 
-    prices = {"GET /v1/report": shop.resource.id}
-    closed = serve_app(PaymentGate(seller_app(), prices=prices, client=client()))
+    closed = serve_app(gate(shop, server, client=client()))
     r = httpx.get(closed.url + "/v1/report", headers={"X-Svc-Receipt": "rcpt_any00000000"})
     assert r.status_code == 503
 
-    opened = serve_app(
-        PaymentGate(seller_app(), prices=prices, client=client(), on_service_error="fail_open")
-    )
+    opened = serve_app(gate(shop, server, client=client(), on_service_error="fail_open"))
     r = httpx.get(opened.url + "/v1/report", headers={"X-Svc-Receipt": "rcpt_any00000000"})
     assert r.status_code == 200
     assert r.json()["paid"] is False and r.json()["gate_error"] == "service_unavailable"
@@ -267,14 +259,8 @@ def test_a_misconfigured_gate_fails_closed_even_when_failing_open(
     server: LiveServer, shop: Shop, serve_app: Callable[..., LiveApp]
 ) -> None:
     stranger = open_shop(server)  # a resource of another seller: not ours to sell
-    app = serve_app(
-        gate(
-            shop,
-            server,
-            prices={"GET /v1/report": stranger.resource.id},
-            on_service_error="fail_open",
-        )
-    )
+    prices = {"GET /v1/report": stranger.resource.id}
+    app = serve_app(gate(shop, server, prices=prices, on_service_error="fail_open"))
     r = httpx.get(app.url + "/v1/report")
     assert r.status_code == 503 and r.json()["error"]["code"] == "gate_misconfigured"
     with pytest.raises(svc.ConfigurationError):
@@ -360,11 +346,7 @@ def test_unpriced_routes_and_non_http_scopes_pass_through(
     inner.router.lifespan_context = lifespan
     counting = CountingTransport()
     app = serve_app(
-        PaymentGate(
-            inner,
-            prices={"GET /v1/report": shop.resource.id},
-            client=seller_client(server.url, shop.seller_key, counting),
-        )
+        gate(shop, server, inner, client=seller_client(server.url, shop.seller_key, counting))
     )
     assert started == [True]  # lifespan reached the app
     r = httpx.get(app.url + "/free")

@@ -47,16 +47,16 @@ def shop(server: LiveServer) -> Shop:
     return open_shop(server, kind="mcp", path=None, tool="search")
 
 
+def mcp_gate(shop: Shop, service_url: str) -> PaymentGate:
+    prices = {"mcp:search": shop.resource.id}
+    return PaymentGate(
+        mcp_app(), service_url=service_url, seller_key=shop.seller_key, prices=prices
+    )
+
+
 @pytest.fixture
 def gated(server: LiveServer, shop: Shop, serve_app: Callable[..., LiveApp]) -> LiveApp:
-    return serve_app(
-        PaymentGate(
-            mcp_app(),
-            service_url=server.url,
-            seller_key=shop.seller_key,
-            prices={"mcp:search": shop.resource.id},
-        )
-    )
+    return serve_app(mcp_gate(shop, server.url))
 
 
 async def _call(
@@ -90,19 +90,17 @@ def test_an_unpaid_call_is_a_tool_error_naming_what_to_pay(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_receipt_in_meta_unlocks_the_tool(gated: LiveApp, shop: Shop, mode: str) -> None:
-    paid = shop.agent.pay(resource_id=shop.resource.id)
-    result = call(gated.url, mode, "search", meta={RECEIPT_META_KEY: paid.receipt_id})
+@pytest.mark.parametrize("where", ["meta", "header"])
+def test_a_receipt_in_meta_or_a_header_unlocks_the_tool(
+    gated: LiveApp, shop: Shop, mode: str, where: str
+) -> None:
+    receipt = shop.agent.pay(resource_id=shop.resource.id).receipt_id
+    sent: dict[str, Any] = (
+        {"meta": {RECEIPT_META_KEY: receipt}} if where == "meta" else {"X-Svc-Receipt": receipt}
+    )
+    result = call(gated.url, mode, "search", **sent)
     assert not result.is_error, result
-    assert result.content[0].text == f"results for owls (paid with {paid.receipt_id})"
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_a_receipt_header_unlocks_the_tool(gated: LiveApp, shop: Shop, mode: str) -> None:
-    paid = shop.agent.pay(resource_id=shop.resource.id)
-    result = call(gated.url, mode, "search", **{"X-Svc-Receipt": paid.receipt_id})
-    assert not result.is_error, result
-    assert paid.receipt_id in result.content[0].text
+    assert result.content[0].text == f"results for owls (paid with {receipt})"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -195,14 +193,7 @@ def test_wire_answers(gated: LiveApp, shop: Shop) -> None:
 
 
 def test_service_down_is_a_jsonrpc_error(shop: Shop, serve_app: Callable[..., LiveApp]) -> None:
-    app = serve_app(
-        PaymentGate(
-            mcp_app(),
-            service_url=f"http://127.0.0.1:{free_port()}",
-            seller_key=shop.seller_key,
-            prices={"mcp:search": shop.resource.id},
-        )
-    )
+    app = serve_app(mcp_gate(shop, f"http://127.0.0.1:{free_port()}"))
     r = httpx.post(
         app.url + "/mcp",
         json=_tools_call("search", **{"_meta": {RECEIPT_META_KEY: "rcpt_x0000000000"}}),

@@ -579,13 +579,7 @@ async def test_a_known_receipt_adds_its_headers_to_whatever_the_app_sends(
 @pytest.mark.anyio
 async def test_a_gate_under_a_root_path_prices_the_app_s_own_route() -> None:
     # The hot path looks the route up directly only when there is no root_path to strip.
-    backend = FakeBackend()
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-    gate = PaymentGate(app, prices={"GET /v1/report": "res_report"}, backend=backend)
+    gate = PaymentGate(_inner, prices={"GET /v1/report": "res_report"}, backend=FakeBackend())
 
     async def mounted(scope: Any, receive: Any, send: Any) -> None:
         await gate({**scope, "root_path": "/api"}, receive, send)

@@ -20,7 +20,7 @@ from websockets.sync.client import connect
 
 from svc_asgi import PaymentGate, payment_of
 
-from ..rails.helpers import decode, fresh_credential, funded_payer, open_rail_shop
+from ..rails.helpers import RailShop, decode, fresh_credential, funded_payer, open_rail_shop
 from ..support import LiveApp, LiveServer
 from .support import CountingTransport, Shop, open_shop, seller_client
 
@@ -44,10 +44,11 @@ def ws_url(app: LiveApp) -> str:
     return app.url.replace("http://", "ws://") + "/ws/feed"
 
 
-def gated(shop: Shop, server: LiveServer, echo: EchoApp, **kwargs: Any) -> PaymentGate:
-    kwargs.setdefault("service_url", server.url)
-    kwargs.setdefault("seller_key", shop.seller_key)
-    return PaymentGate(echo.app, prices={"/ws/feed": shop.resource.id}, **kwargs)
+def gated(shop: Shop | RailShop, server: LiveServer, app: Any, **kwargs: Any) -> PaymentGate:
+    """``app`` behind a gate pricing ``/ws/feed`` at the shop's resource."""
+    if "client" not in kwargs:
+        kwargs.update(service_url=server.url, seller_key=shop.seller_key)
+    return PaymentGate(app, prices={"/ws/feed": shop.resource.id}, **kwargs)
 
 
 @attrs.frozen
@@ -79,7 +80,7 @@ def test_unpaid_handshake_gets_the_402_and_never_reaches_the_app(
     server: LiveServer, shop: Shop, serve_app: Callable[..., LiveApp]
 ) -> None:
     echo = EchoApp()
-    app = serve_app(gated(shop, server, echo))
+    app = serve_app(gated(shop, server, echo.app))
 
     denied = refused_handshake(ws_url(app))
 
@@ -108,16 +109,8 @@ def test_paid_handshake_reaches_the_app_verified_through_the_same_cache(
 ) -> None:
     echo = EchoApp()
     counting = CountingTransport()
-    app = serve_app(
-        gated(
-            shop,
-            server,
-            echo,
-            service_url=None,
-            seller_key=None,
-            client=seller_client(server.url, shop.seller_key, counting),
-        )
-    )
+    client = seller_client(server.url, shop.seller_key, counting)
+    app = serve_app(gated(shop, server, echo.app, client=client))
     paid = shop.agent.pay(resource_id=shop.resource.id)
     # Confirmed once over HTTP (a 404 from the app: it serves no HTTP here, but it was let in)...
     assert (
@@ -164,12 +157,7 @@ def test_without_the_denial_extension_the_handshake_is_closed_before_accept(
     async def app(scope: Any, receive: Any, send: Any) -> None:
         called.append(scope)
 
-    gate = PaymentGate(
-        app,
-        prices={"/ws/feed": shop.resource.id},
-        service_url=server.url,
-        seller_key=shop.seller_key,
-    )
+    gate = gated(shop, server, app)
     sent: list[dict[str, Any]] = []
 
     async def handshake(extensions: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -228,14 +216,7 @@ async def test_an_open_rail_credential_pays_the_handshake(
     the handshake is a GET of, so its credential pays the handshake, settled once."""
     shop = open_rail_shop(server, path="/ws/feed")
     echo = EchoApp()
-    app = serve_app(
-        PaymentGate(
-            echo.app,
-            prices={"/ws/feed": shop.resource.id},
-            service_url=server.url,
-            seller_key=shop.seller_key,
-        )
-    )
+    app = serve_app(gated(shop, server, echo.app))
     denied = await anyio.to_thread.run_sync(refused_handshake, ws_url(app))
     assert denied.status_code == 402
     challenge = decode(denied.headers["payment-required"])

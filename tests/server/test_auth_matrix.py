@@ -34,12 +34,9 @@ def _path(path: str, world: dict[str, Any], whose: str = "my") -> str:
     )
 
 
-def _credential(role: Role, acct: Account) -> str:
-    return {
-        Role.OWNER: acct.owner_jwt,
-        Role.SELLER: acct.seller_key,
-        Role.WALLET: acct.wallet_key,
-    }[role]
+def _auth(role: Role, acct: Account, environment: str = "test") -> dict[str, str]:
+    """``acct``'s credential for ``role``, in ``environment``."""
+    return {**acct.bearer(role), "X-Svc-Environment": environment}
 
 
 @pytest.fixture(scope="module")
@@ -52,40 +49,24 @@ def world(server: LiveServer) -> dict[str, Any]:
     """Two owners, each with a test seller, and a resource belonging to the second."""
     mine = new_account(server.url)
     theirs = new_account(server.url)
+    world: dict[str, Any] = {"mine": mine, "theirs": theirs}
     with httpx.Client(base_url=server.url) as http:
-        r = http.post(
-            "/resources",
-            json={"kind": "http", "path": "/x", "amount": "1"},
-            headers={"Authorization": f"Bearer {theirs.seller_key}"},
-        )
-        r.raise_for_status()
-        their_resource = r.json()["id"]
-        r = http.post(
-            "/resources",
-            json={"kind": "http", "path": "/y", "amount": "1"},
-            headers={"Authorization": f"Bearer {mine.seller_key}"},
-        )
-        my_resource = r.json()["id"]
-        webhooks = {}
         for whose, acct in (("my", mine), ("their", theirs)):
+            r = http.post(
+                "/resources",
+                json={"kind": "http", "path": f"/{whose}", "amount": "1"},
+                headers=_auth(Role.SELLER, acct),
+            )
+            r.raise_for_status()
+            world[f"{whose}_resource"] = r.json()["id"]
             r = http.post(
                 "/webhooks",
                 json={"url": "http://localhost:9/hooks"},
-                headers={
-                    "Authorization": f"Bearer {acct.owner_jwt}",
-                    "X-Svc-Environment": "test",
-                    "Idempotency-Key": whose,
-                },
+                headers={**_auth(Role.OWNER, acct), "Idempotency-Key": whose},
             )
             r.raise_for_status()
-            webhooks[f"{whose}_webhook"] = r.json()["id"]
-    return {
-        **webhooks,
-        "mine": mine,
-        "theirs": theirs,
-        "their_resource": their_resource,
-        "my_resource": my_resource,
-    }
+            world[f"{whose}_webhook"] = r.json()["id"]
+    return world
 
 
 def _call(
@@ -150,11 +131,7 @@ def test_wrong_role_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -
     for other_role in Role:
         if other_role is ep.auth:
             continue
-        headers = {
-            "Authorization": f"Bearer {_credential(other_role, mine)}",
-            "X-Svc-Environment": "test",
-        }
-        r = _call(server, ep.method, _path(ep.path, world), headers)
+        r = _call(server, ep.method, _path(ep.path, world), _auth(other_role, mine))
         assert r.status_code == 403, other_role
         assert r.json()["error"]["code"] == "wrong_credential"
 
@@ -166,11 +143,7 @@ def test_wrong_role_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -
 )
 def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]  # a test key sent with X-Svc-Environment: live
-    headers = {
-        "Authorization": f"Bearer {_credential(ep.auth, mine)}",
-        "X-Svc-Environment": "live",
-    }
-    r = _call(server, ep.method, _path(ep.path, world), headers)
+    r = _call(server, ep.method, _path(ep.path, world), _auth(ep.auth, mine, "live"))
     assert r.status_code == 403
     assert r.json()["error"]["code"] == "environment_mismatch"
 
@@ -178,7 +151,7 @@ def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep:
 @pytest.mark.parametrize("ep", OBJECT_ROUTES, ids=lambda ep: f"{ep.method} {ep.path}")
 def test_another_owners_object_is_404(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]
-    headers = {"Authorization": f"Bearer {_credential(ep.auth, mine)}", "X-Svc-Environment": "test"}
+    headers = _auth(ep.auth, mine)
     # A body its shape refuses is a 422 before any object is looked up (it tells nothing
     # of the object); a valid one reaches the lookup.
     body = None if ep.body is None else example_of(ep.body)
@@ -191,10 +164,7 @@ def test_sellers_are_scoped_to_owner_and_environment(server: LiveServer) -> None
     a = new_account(server.url)
     b = new_account(server.url)
     with httpx.Client(base_url=server.url) as http:
-        listed = http.get(
-            "/sellers",
-            headers={"Authorization": f"Bearer {a.owner_jwt}", "X-Svc-Environment": "test"},
-        ).json()
+        listed = http.get("/sellers", headers=_auth(Role.OWNER, a)).json()
         assert [s["id"] for s in listed["data"]] == [a.seller_id]
         live = http.get("/sellers", headers={"Authorization": f"Bearer {a.owner_jwt}"}).json()
         assert live["data"] == []  # no header = live; a's seller lives in test
@@ -203,10 +173,7 @@ def test_sellers_are_scoped_to_owner_and_environment(server: LiveServer) -> None
 
 
 def test_invalid_environment_header_is_400(server: LiveServer, account: Account) -> None:
-    r = httpx.get(
-        server.url + "/sellers",
-        headers={"Authorization": f"Bearer {account.owner_jwt}", "X-Svc-Environment": "prod"},
-    )
+    r = httpx.get(server.url + "/sellers", headers=_auth(Role.OWNER, account, "prod"))
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "invalid_environment"
 

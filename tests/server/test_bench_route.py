@@ -108,21 +108,17 @@ def test_needs_a_wallet_key_and_an_idempotency_key(
 ) -> None:
     live, baseline, database = bench_app
     account = new_account(live.url)
+    refusals = [
+        (None, str(uuid.uuid4()), 401, "unauthenticated"),
+        ("svc_vw_test_nope", str(uuid.uuid4()), 401, None),
+        (account.seller_key, str(uuid.uuid4()), 403, "wrong_credential"),
+        (account.wallet_key, None, 400, "idempotency_key_required"),
+    ]
     with httpx.Client(base_url=live.url) as http:
-        r = http.post(PATH, json={}, headers=_headers(None, str(uuid.uuid4())))
-        assert r.status_code == 401
-        assert r.json()["error"]["code"] == "unauthenticated"
-
-        r = http.post(PATH, json={}, headers=_headers("svc_vw_test_nope", str(uuid.uuid4())))
-        assert r.status_code == 401
-
-        r = http.post(PATH, json={}, headers=_headers(account.seller_key, str(uuid.uuid4())))
-        assert r.status_code == 403
-        assert r.json()["error"]["code"] == "wrong_credential"
-
-        r = http.post(PATH, json={}, headers=_headers(account.wallet_key))
-        assert r.status_code == 400
-        assert r.json()["error"]["code"] == "idempotency_key_required"
+        for credential, key, status, code in refusals:
+            r = http.post(PATH, json={}, headers=_headers(credential, key))
+            assert r.status_code == status, r.text
+            assert code is None or r.json()["error"]["code"] == code
     assert _rows(database, baseline) == 0
 
 

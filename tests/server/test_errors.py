@@ -41,33 +41,24 @@ def test_wrong_method_is_405_with_allow(server: LiveServer) -> None:
     assert set(r.headers["allow"].replace(" ", "").split(",")) >= {"GET", "POST"}
 
 
-def test_malformed_json_is_400(server: LiveServer, account: Account) -> None:
-    r = httpx.post(
-        server.url + "/resources",
-        content=b'{"kind": "http",',
-        headers={**seller(account), "Content-Type": "application/json"},
-    )
-    assert_error(r, 400, "invalid_json")
+def post_raw(
+    server: LiveServer, account: Account, raw: bytes, content_type: str = "application/json"
+) -> httpx.Response:
+    headers = {**seller(account), "Content-Type": content_type}
+    return httpx.post(server.url + "/resources", content=raw, headers=headers)
 
 
-@pytest.mark.parametrize("raw", [b"[1, 2]", b'"text"', b"NaN", b'{"amount": Infinity}'])
-def test_json_that_is_not_an_object_is_400(
+@pytest.mark.parametrize(
+    "raw", [b'{"kind": "http",', b"[1, 2]", b'"text"', b"NaN", b'{"amount": Infinity}']
+)
+def test_malformed_json_or_json_that_is_not_an_object_is_400(
     server: LiveServer, account: Account, raw: bytes
 ) -> None:
-    r = httpx.post(
-        server.url + "/resources",
-        content=raw,
-        headers={**seller(account), "Content-Type": "application/json"},
-    )
-    assert_error(r, 400, "invalid_json")
+    assert_error(post_raw(server, account, raw), 400, "invalid_json")
 
 
 def test_wrong_content_type_is_415(server: LiveServer, account: Account) -> None:
-    r = httpx.post(
-        server.url + "/resources",
-        content=b"kind=http&path=/x",
-        headers={**seller(account), "Content-Type": "application/x-www-form-urlencoded"},
-    )
+    r = post_raw(server, account, b"kind=http&path=/x", "application/x-www-form-urlencoded")
     assert_error(r, 415, "unsupported_media_type")
 
 
@@ -218,12 +209,7 @@ def test_deeply_nested_json_is_refused_not_fatal(server: LiveServer, account: Ac
     try:
         # within the 256 KiB body limit, far deeper than the C stack survives at 100 000
         for raw in (b"[" * 200_000, b'{"a":' * 40_000 + b"1" + b"}" * 40_000):
-            r = httpx.post(
-                server.url + "/resources",
-                content=raw,
-                headers={**seller(account), "Content-Type": "application/json"},
-            )
-            assert_error(r, 400, "invalid_json")
+            assert_error(post_raw(server, account, raw), 400, "invalid_json")
     finally:
         sys.setrecursionlimit(limit)
     assert httpx.get(server.url + "/health").status_code == 200  # still alive

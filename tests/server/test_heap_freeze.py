@@ -6,12 +6,12 @@ suite made so far out of the collector's reach for the rest of the run.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from ..support import run_python
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,15 +41,10 @@ _CHILD = textwrap.dedent(
 
 
 def _freeze_counts(tmp_path: Path, mode: str) -> tuple[int, int]:
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tmp_path / f"{mode}.db"), mode],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        cwd=Path(__file__).parents[2],
-        check=True,
-    ).stdout.split()
-    assert out[0] == "True", out
+    root = Path(__file__).parents[2]
+    done = run_python("-c", _CHILD, str(tmp_path / f"{mode}.db"), mode, cwd=root, timeout=50)
+    out = done.stdout.split()
+    assert done.returncode == 0 and out[0] == "True", done.stderr
     return int(out[1]), int(out[2])
 
 

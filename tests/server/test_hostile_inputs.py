@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -27,20 +25,16 @@ import pytest
 from starlette.routing import Route
 
 import svc
-from reference_server import Settings, create_app
 from reference_server.app import served
 from reference_server.web import validate
 from reference_server.web.errors import CODES
 
-from ..support import LiveServer, new_account
+from ..support import LiveServer, new_account, unopened_app
 
 
 def _route_table() -> list[tuple[str, str]]:
-    # Building the app opens no connection: the file is never created.
-    never_opened = Path(tempfile.gettempdir()) / "route-table-never-opened.db"
-    app = create_app(Settings(database_url=f"sqlite:///{never_opened}", auto_migrate=False))
     table = set()
-    for route in app.routes:
+    for route in unopened_app().routes:
         if not isinstance(route, Route) or route.path.startswith("/api/"):
             continue  # /api/... is the same handler under a prefix
         for method in route.methods or ():
@@ -416,39 +410,24 @@ def test_every_route_refuses_ambiguous_money_headers(
     attack = Attack(world=world, method=method, path=path, headers={}, http=http)
     body = b"{}" if method != "GET" else None
     owner, wallet = world.credentials["owner"], world.credentials["wallet"]
-    cases: list[tuple[list[tuple[str, str]], str]] = [
-        (
-            [("Authorization", owner["Authorization"]), ("Authorization", wallet["Authorization"])],
-            "duplicate_header",
-        ),
-        ([("X-Svc-Environment", "test"), ("X-Svc-Environment", "live")], "duplicate_header"),
-        (
-            [("x-svc-vw-key", "svc_vw_test_a"), ("x-svc-vw-key", "svc_vw_test_b")],
-            "duplicate_header",
-        ),
-        ([("Idempotency-Key", "again")], "duplicate_header"),  # a second one beside ours
-        ([("X-Svc-Receipt", "rcpt_a"), ("X-Svc-Receipt", "rcpt_b")], "duplicate_header"),
+    duplicated: list[list[tuple[str, str]]] = [
+        [("Authorization", owner["Authorization"]), ("Authorization", wallet["Authorization"])],
+        [("X-Svc-Environment", "test"), ("X-Svc-Environment", "live")],
+        [("x-svc-vw-key", "svc_vw_test_a"), ("x-svc-vw-key", "svc_vw_test_b")],
+        [("Idempotency-Key", "again")],  # a second one beside ours
+        [("X-Svc-Receipt", "rcpt_a"), ("X-Svc-Receipt", "rcpt_b")],
     ]
-    for extra, code in cases:
+    for extra in duplicated:
         r = attack.send(body=body, headers=extra, what=str(extra))
-        assert (r.status_code, r.json()["error"]["code"]) == (400, code), (extra, r.text)
-    for key in ("caf\u00e9", "tab\there", "", "x" * 256):
-        request = http.build_request(
-            method,
-            attack.url(),
-            content=body,
-            headers=[
-                (b"Idempotency-Key", key.encode()),
-                (b"Content-Type", b"application/json"),
-            ],
-        )
-        r = http.send(request)
-        assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_idempotency_key"), (
-            key,
-            r.text,
-        )
-    request = http.build_request(
-        method, attack.url(), content=body, headers=[(b"X-Svc-Environment", "t\u00e9st".encode())]
-    )
-    r = http.send(request)
-    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_header")
+        assert (r.status_code, r.json()["error"]["code"]) == (400, "duplicate_header"), r.text
+    json_type = (b"Content-Type", b"application/json")
+    unreadable: list[tuple[list[tuple[bytes, bytes]], str]] = [
+        *(
+            ([(b"Idempotency-Key", key.encode()), json_type], "invalid_idempotency_key")
+            for key in ("caf\u00e9", "tab\there", "", "x" * 256)
+        ),
+        ([(b"X-Svc-Environment", "t\u00e9st".encode())], "invalid_header"),
+    ]
+    for headers, code in unreadable:
+        r = http.send(http.build_request(method, attack.url(), content=body, headers=headers))
+        assert (r.status_code, r.json()["error"]["code"]) == (400, code), (headers, r.text)

@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
-from reference_server import Settings, create_app
 from reference_server.store import tables as t
 
 from ..money.helpers import D, market
-from ..support import Account, LiveServer
+from ..support import Account, LiveServer, unopened_app
 from .test_errors import assert_error
 
 
@@ -31,6 +31,16 @@ def _wallet(key: str) -> dict[str, str]:
         "Idempotency-Key": secrets.token_hex(8),
         "Content-Type": "application/json",
     }
+
+
+def _create(server: LiveServer, account: Account, body: str | dict[str, Any]) -> httpx.Response:
+    """POST /resources as ``account``'s seller: ``body`` raw JSON text, or an object."""
+    content = body if isinstance(body, str) else json.dumps(body)
+    return httpx.post(server.url + "/resources", content=content, headers=_seller(account))
+
+
+def _nothing_stored(server: LiveServer, account: Account) -> None:
+    assert httpx.get(server.url + "/resources", headers=_seller(account)).json()["data"] == []
 
 
 def _receipts(live: LiveServer) -> int:
@@ -68,17 +78,12 @@ def test_a_resource_with_a_null_target_is_422_and_nothing_is_stored(
 ) -> None:
     """Found by schemathesis: ``{"kind": "mcp", "tool": null}`` created a tool-less
     resource, whose answer broke its own schema (``path_or_tool`` null)."""
-    r = httpx.post(
-        server.url + "/resources",
-        json={"kind": kind, target: None, "amount": "0.05"},
-        headers=_seller(account),
-    )
+    r = _create(server, account, {"kind": kind, target: None, "amount": "0.05"})
     body = assert_error(r, 422, "validation_error")
     assert body["error"]["details"]["errors"] == [
         {"field": target, "message": f"is required for kind {kind}"}
     ]
-    listed = httpx.get(server.url + "/resources", headers=_seller(account)).json()
-    assert listed["data"] == []
+    _nothing_stored(server, account)
 
 
 @pytest.mark.parametrize("credits", ["1e20", "1e308", "9223372036854775808", "0.0000001", "-1"])
@@ -89,11 +94,10 @@ def test_out_of_range_credits_are_refused(
         '{"kind": "http", "path": "/c", "amount": "0.05",'
         ' "metadata": {"sku_kind": "credit_topup", "credits": ' + credits + "}}"
     )
-    r = httpx.post(server.url + "/resources", content=raw, headers=_seller(account))
+    r = _create(server, account, raw)
     assert r.status_code in (400, 422), r.text
     assert r.json()["error"]["code"] in ("invalid_json", "validation_error")
-    listed = httpx.get(server.url + "/resources", headers=_seller(account)).json()
-    assert listed["data"] == []
+    _nothing_stored(server, account)
 
 
 @pytest.mark.parametrize(
@@ -140,19 +144,17 @@ def test_control_characters_in_body_strings_are_422_and_nothing_is_stored(
     server: LiveServer, account: Account, field: str, text: str
 ) -> None:
     body = {"kind": "http", "path": "/p", "amount": "0.05", field: "/x" + text}
-    raw = json.dumps(body)  # ensure_ascii: every control character travels as \\uXXXX
-    r = httpx.post(server.url + "/resources", content=raw, headers=_seller(account))
+    r = _create(server, account, body)  # ensure_ascii: each control character sent as \\uXXXX
     answer = assert_error(r, 422, "validation_error")
     assert answer["error"]["details"]["errors"][0]["field"] == field
-    listed = httpx.get(server.url + "/resources", headers=_seller(account)).json()
-    assert listed["data"] == []
+    _nothing_stored(server, account)
 
 
 def test_multi_line_text_is_still_accepted(server: LiveServer, account: Account) -> None:
-    r = httpx.post(
-        server.url + "/resources",
-        json={"kind": "http", "path": "/p", "amount": "0.05", "description": "one\n\ttwo\r\n"},
-        headers=_seller(account),
+    r = _create(
+        server,
+        account,
+        {"kind": "http", "path": "/p", "amount": "0.05", "description": "one\n\ttwo\r\n"},
     )
     assert r.status_code == 201, r.text
     assert r.json()["description"] == "one\n\ttwo\r\n"
@@ -161,8 +163,7 @@ def test_multi_line_text_is_still_accepted(server: LiveServer, account: Account)
 @pytest.mark.parametrize("raw", ["1e999999999", "-9223372036854775809", "1" * 5000, "1e309"])
 def test_numbers_no_field_can_hold_are_400(server: LiveServer, account: Account, raw: str) -> None:
     content = '{"kind": "http", "path": "/n", "amount": "0.05", "metadata": {"n": ' + raw + "}}"
-    r = httpx.post(server.url + "/resources", content=content, headers=_seller(account))
-    assert_error(r, 400, "invalid_json")
+    assert_error(_create(server, account, content), 400, "invalid_json")
 
 
 # --- a money request means one thing ---------------------------------------------------------
@@ -182,8 +183,7 @@ def test_a_repeated_key_is_refused_and_nothing_is_paid(server: LiveServer) -> No
 
 def test_a_repeated_key_in_a_nested_object_is_refused(server: LiveServer, account: Account) -> None:
     raw = '{"kind": "http", "path": "/d", "amount": "0.05", "metadata": {"a": 1, "a": 2}}'
-    r = httpx.post(server.url + "/resources", content=raw, headers=_seller(account))
-    assert_error(r, 400, "duplicate_json_key")
+    assert_error(_create(server, account, raw), 400, "duplicate_json_key")
 
 
 @pytest.mark.parametrize(
@@ -238,7 +238,6 @@ def test_control_characters_in_headers_are_400(
     """In process: Starlette's test client sends header bytes that h11 would refuse to
     put on the wire.  The boundary refuses them before any database is opened."""
     never_opened = tmp_path / "never-opened.db"
-    app = create_app(Settings(database_url=f"sqlite:///{never_opened}", auto_migrate=False))
-    r = TestClient(app).post("/pay", content=b"{}", headers=[(name, value)])  # type: ignore[arg-type]
+    r = TestClient(unopened_app(never_opened)).post("/pay", content=b"{}", headers=[(name, value)])  # type: ignore[arg-type]
     assert_error(r, 400, code)  # type: ignore[arg-type]
     assert not never_opened.exists()

@@ -24,7 +24,6 @@ from openapi_spec_validator import validate
 from reference_server import api_reference
 from reference_server.app import served
 from reference_server.cli import main as cli
-from reference_server.web.auth import Role
 from reference_server.web.endpoint import FOREIGN_JSON, RAW_BODY, Endpoint
 from reference_server.web.errors import CODES, ApiError
 from reference_server.web.validate import read_body
@@ -234,14 +233,9 @@ def test_a_route_that_declares_no_body_takes_none(ep: Endpoint, module_server: L
     """Undeclared fields are refused, not ignored, on every route -- so a route cannot read
     a field its document does not show (the x402 facilitator's foreign body excepted)."""
     account = new_account(module_server.url)
-    credential = {
-        Role.OWNER: account.owner_jwt,
-        Role.SELLER: account.seller_key,
-        Role.WALLET: account.wallet_key,
-    }
     headers = {"Idempotency-Key": secrets.token_hex(8), "X-Svc-Environment": "test"}
     if ep.auth is not None:
-        headers["Authorization"] = f"Bearer {credential[ep.auth]}"
+        headers.update(account.bearer(ep.auth))
     path = _PATH_PARAM.sub("unknown_id", ep.path)
     r = httpx.request(ep.method, module_server.url + path, json={"unexpected": 1}, headers=headers)
     if ep.declared_body is FOREIGN_JSON:

@@ -42,7 +42,7 @@ from reference_server.outbound import (
     send_sync,
 )
 
-from ..support import PRODUCTION_KEYS
+from ..support import PRODUCTION_KEYS, free_port
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -290,11 +290,12 @@ class _AsyncResolver(_Resolver):
         return super().__call__(host, port)
 
 
-class _Recording(httpcore.AsyncNetworkBackend):
+class _Recording(httpcore.AsyncMockBackend):
     """A network that records every connection asked of it, the TLS name it is asked to
     verify and every byte written to it; each connection answers one empty 200."""
 
     def __init__(self) -> None:
+        super().__init__([b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"])
         self.connects: list[tuple[str, int]] = []
         self.sni: list[str | None] = []
         self.written = bytearray()
@@ -308,10 +309,7 @@ class _Recording(httpcore.AsyncNetworkBackend):
         socket_options: Any = None,
     ) -> httpcore.AsyncNetworkStream:
         self.connects.append((host, port))
-        return _RecordingStream(self)
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
+        return _RecordingStream(self, list(self._buffer))
 
     def pool(self) -> AsyncPinnedClients:
         """A pool over this network (one request per connection, as without a pool)."""
@@ -321,27 +319,17 @@ class _Recording(httpcore.AsyncNetworkBackend):
         """The one request written: its request line, headers (lowercased names), body."""
         head, _, body = bytes(self.written).partition(b"\r\n\r\n")
         line, *fields = head.decode().split("\r\n")
-        headers = {}
-        for field in fields:
-            name, _, value = field.partition(":")
-            headers[name.lower()] = value.strip()
-        return line, headers, body
+        pairs = (field.partition(":") for field in fields)
+        return line, {name.lower(): value.strip() for name, _, value in pairs}, body
 
 
-class _RecordingStream(httpcore.AsyncNetworkStream):
-    def __init__(self, network: _Recording) -> None:
+class _RecordingStream(httpcore.AsyncMockStream):
+    def __init__(self, network: _Recording, answer: list[bytes]) -> None:
+        super().__init__(answer)
         self._network = network
-        self._answer = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        answer, self._answer = self._answer, b""
-        return answer
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
         self._network.written += buffer
-
-    async def aclose(self) -> None:
-        pass
 
     async def start_tls(
         self,
@@ -351,9 +339,6 @@ class _RecordingStream(httpcore.AsyncNetworkStream):
     ) -> httpcore.AsyncNetworkStream:
         self._network.sni.append(server_hostname)
         return self
-
-    def get_extra_info(self, info: str) -> Any:
-        return None
 
 
 DNS = {
@@ -367,15 +352,39 @@ DNS = {
 
 
 def production(**overrides: Any) -> OutboundPolicy:
-    values: dict[str, Any] = {"allow_private": False, "https_only": False, "resolver": None}
-    values.update(overrides)
-    return OutboundPolicy(**values)
+    return OutboundPolicy(
+        **{"allow_private": False, "https_only": False, "resolver": None, **overrides}
+    )
 
 
 def development(**overrides: Any) -> OutboundPolicy:
-    values: dict[str, Any] = {"allow_private": True, "https_only": False}
-    values.update(overrides)
-    return OutboundPolicy(**values)
+    return OutboundPolicy(**{"allow_private": True, "https_only": False, **overrides})
+
+
+async def _pooled(
+    url: str, policy: OutboundPolicy, pool: AsyncPinnedClients | None = None, **kwargs: Any
+) -> Any:
+    """``send`` through a pool (a fresh one unless given, closed afterwards)."""
+    own = pool is None
+    pool = pool or AsyncPinnedClients(connections=2)
+    try:
+        return await send(kwargs.pop("method", "GET"), url, policy=policy, pool=pool, **kwargs)
+    finally:
+        if own:
+            await pool.aclose()
+
+
+async def _send_by(how: str, url: str, policy: OutboundPolicy, **kwargs: Any) -> Any:
+    """``send``, ``send_sync`` or ``send`` through a fresh pool (``how``), GET unless given."""
+    if how == "pool":
+        return await _pooled(url, policy, **kwargs)
+    method = kwargs.pop("method", "GET")
+    if how == "sync":
+        return send_sync(method, url, policy=policy, **kwargs)
+    return await send(method, url, policy=policy, **kwargs)
+
+
+HOW = ["async", "sync", "pool"]
 
 
 # -- URL and address checks (no I/O) --------------------------------------------------------
@@ -648,14 +657,18 @@ async def test_request_checks_before_sending() -> None:
 
 
 @pytest.mark.anyio
-async def test_development_sends_to_localhost_with_host_header(web: _Server) -> None:
+@pytest.mark.parametrize("how", HOW)
+async def test_development_sends_to_localhost_with_host_header(web: _Server, how: str) -> None:
     resolver = _Resolver(DNS)
-    response = await send(
-        "POST",
-        f"http://hooks.test:{web.port}/echo?q=1",
-        headers={"X-Test": "yes"},
+    headers: Any = [("X-Test", "yes")] if how == "sync" else {"X-Test": "yes"}  # either form
+    url = f"http://hooks.test:{web.port}/echo?q=1"
+    response = await _send_by(
+        how,
+        url,
+        development(resolver=resolver),
+        method="POST",
+        headers=headers,
         content=b'{"hello": "world"}',
-        policy=development(resolver=resolver),
     )
     assert response.status == 200 and response.is_success and not response.truncated
     echoed = json.loads(response.body)
@@ -714,11 +727,12 @@ async def test_system_resolver_for_localhost(web: _Server) -> None:
 
 
 @pytest.mark.anyio
-async def test_falls_through_to_next_checked_address_once_resolved(web: _Server) -> None:
+@pytest.mark.parametrize("how", ["async", "pool"])
+async def test_falls_through_to_next_checked_address_once_resolved(web: _Server, how: str) -> None:
     # 127.0.0.2 is loopback too, but nothing listens there on this port: refused.
     resolver = _AsyncResolver({"hooks.test": ["127.0.0.2", "127.0.0.1"]})
-    response = await send(
-        "GET", f"http://hooks.test:{web.port}/echo", policy=development(resolver=resolver)
+    response = await _send_by(
+        how, f"http://hooks.test:{web.port}/echo", development(resolver=resolver)
     )
     assert response.status == 200 and response.ip == "127.0.0.1"
     assert len(resolver.calls) == 1
@@ -734,7 +748,9 @@ async def test_redirect_is_returned_not_followed(fresh: _Server) -> None:
     assert [path for path, _, _ in fresh.hits] == ["/redirect"]  # one request, no follow-up
     sync = send_sync("GET", f"http://127.0.0.1:{fresh.port}/redirect", policy=development())
     assert (sync.status, sync.location) == (302, METADATA_URL)
-    assert len(fresh.hits) == 2
+    pooled = await _pooled(f"http://127.0.0.1:{fresh.port}/redirect", development())
+    assert (pooled.status, pooled.location) == (302, METADATA_URL)
+    assert len(fresh.hits) == 3
 
 
 # -- bounds ---------------------------------------------------------------------------------
@@ -751,12 +767,13 @@ async def test_body_cap_boundaries(web: _Server, size: int, truncated: bool) -> 
 
 
 @pytest.mark.anyio
-async def test_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
+@pytest.mark.parametrize(("how", "limit"), [("async", 4096), ("sync", 10), ("pool", 4096)])
+async def test_big_body_is_cut_and_not_downloaded(fresh: _Server, how: str, limit: int) -> None:
     started = time.monotonic()
-    response = await send(
-        "GET", f"http://127.0.0.1:{fresh.port}/big", policy=development(max_response_bytes=4096)
+    response = await _send_by(
+        how, f"http://127.0.0.1:{fresh.port}/big", development(max_response_bytes=limit)
     )
-    assert response.body == b"y" * 4096 and response.truncated
+    assert response.body == b"y" * limit and response.truncated
     assert fresh.big_done.wait(5)
     # The server offered 256 MiB; once the client hung up, its writes failed after at
     # most the socket buffers' worth.
@@ -764,41 +781,23 @@ async def test_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
     assert time.monotonic() - started < 5
 
 
-def test_big_body_is_cut_and_not_downloaded_sync(fresh: _Server) -> None:
-    response = send_sync(
-        "GET", f"http://127.0.0.1:{fresh.port}/big", policy=development(max_response_bytes=10)
-    )
-    assert response.body == b"y" * 10 and response.truncated
-    assert fresh.big_done.wait(5)
-    assert fresh.big_written < 64 * 1024 * 1024
-
-
 @pytest.mark.anyio
-@pytest.mark.parametrize("sync", [False, True])
-async def test_read_timeout_fails_fast(web: _Server, sync: bool) -> None:
-    url = f"http://127.0.0.1:{web.port}/slow"
-    policy = development(read_timeout=0.3)
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize(
+    ("path", "limits", "failure"),
+    [
+        ("/slow", {"read_timeout": 0.3}, "timed out"),
+        # Each byte arrives well within the read timeout; the total deadline still holds.
+        ("/trickle", {"read_timeout": 3, "total_timeout": 0.5}, r"within 0\.5 s"),
+    ],
+    ids=["read timeout", "total timeout of a trickling server"],
+)
+async def test_timeouts_fail_fast(
+    web: _Server, how: str, path: str, limits: dict[str, float], failure: str
+) -> None:
     started = time.monotonic()
-    with pytest.raises(OutboundFailed, match="timed out"):
-        if sync:
-            send_sync("GET", url, policy=policy)
-        else:
-            await send("GET", url, policy=policy)
-    assert time.monotonic() - started < 2
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("sync", [False, True])
-async def test_total_timeout_stops_a_trickling_server(web: _Server, sync: bool) -> None:
-    """Each byte arrives well within the read timeout; the total deadline still holds."""
-    url = f"http://127.0.0.1:{web.port}/trickle"
-    policy = development(read_timeout=3, total_timeout=0.5)
-    started = time.monotonic()
-    with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
-        if sync:
-            send_sync("GET", url, policy=policy)
-        else:
-            await send("GET", url, policy=policy)
+    with pytest.raises(OutboundFailed, match=failure):
+        await _send_by(how, f"http://127.0.0.1:{web.port}{path}", development(**limits))
     assert time.monotonic() - started < 2
 
 
@@ -832,86 +831,54 @@ async def test_a_resolver_slower_than_the_total_deadline_sends_nothing(
 
 
 @pytest.mark.anyio
-async def test_network_failures_are_outbound_failed() -> None:
-    with socket.socket() as s:  # a port with nothing listening
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/"
-    with pytest.raises(OutboundFailed, match="could not connect"):
-        await send("GET", url, policy=development())
-    with pytest.raises(OutboundFailed, match="could not connect"):
-        send_sync("GET", url, policy=development())
-    resolver = _Resolver({})
+@pytest.mark.parametrize("how", HOW)
+async def test_network_failures_are_outbound_failed(how: str) -> None:
+    with pytest.raises(OutboundFailed, match="could not connect"):  # nothing listens there
+        await _send_by(how, f"http://127.0.0.1:{free_port()}/", development())
     with pytest.raises(OutboundFailed, match=r"could not resolve nowhere\.test"):
-        await send("GET", "http://nowhere.test/", policy=development(resolver=resolver))
+        await _send_by(how, "http://nowhere.test/", development(resolver=_Resolver({})))
+    empty = development(resolver=_Resolver({"empty.test": []}))
     with pytest.raises(OutboundFailed, match="did not resolve"):
-        send_sync(
-            "GET", "http://empty.test/", policy=development(resolver=_Resolver({"empty.test": []}))
-        )
+        await _send_by(how, "http://empty.test/", empty)
 
 
-# -- the sync twin --------------------------------------------------------------------------
-
-
-def test_sync_twin(web: _Server) -> None:
-    resolver = _Resolver(DNS)
-    response = send_sync(
-        "POST",
-        f"http://hooks.test:{web.port}/echo",
-        headers=[("X-Test", "sync")],
-        content=b"ping",
-        policy=development(resolver=resolver),
-    )
-    echoed = json.loads(response.body)
-    assert response.status == 200 and response.ip == "127.0.0.1"
-    assert (echoed["host"], echoed["body"], echoed["headers"]["X-Test"]) == (
-        f"hooks.test:{web.port}",
-        "ping",
-        "sync",
-    )
-    assert resolver.calls == [("hooks.test", web.port)]
-    # a coroutine resolver works on the sync path too
-    async_resolver = _AsyncResolver(DNS)
-    assert (
-        send_sync(
-            "GET", f"http://hooks.test:{web.port}/echo", policy=development(resolver=async_resolver)
-        ).status
-        == 200
-    )
-    assert len(async_resolver.calls) == 1
+def test_a_coroutine_resolver_works_on_the_sync_path(web: _Server) -> None:
+    resolver = _AsyncResolver(DNS)
+    url = f"http://hooks.test:{web.port}/echo"
+    assert send_sync("GET", url, policy=development(resolver=resolver)).status == 200
+    assert len(resolver.calls) == 1
 
 
 # -- HTTPS: SNI and certificate verification on the name, connection on the pinned IP ------
 
 
 @pytest.mark.anyio
-async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
+@pytest.mark.parametrize("how", HOW)
+async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS, how: str) -> None:
     resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
     policy = development(resolver=resolver, https_only=True, tls=tls.client_context())
     url = f"https://hooks.test:{tls.server.port}/echo"
-    response = await send("POST", url, content=b"secure", policy=policy)
-    assert response.status == 200 and response.ip == "127.0.0.1"
-    echoed = json.loads(response.body)
-    assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
-    assert tls.sni[-1] == "hooks.test"
-
-    sync = send_sync("GET", url, policy=policy)
-    assert sync.status == 200 and tls.sni[-1] == "hooks.test"
-    assert resolver.calls == [("hooks.test", tls.server.port)] * 2
-
-    # Same IP, another name: the certificate does not match the name, so the handshake
-    # fails -- verification is against the name, not the address connected to.
-    hits = len(tls.server.hits)
-    other = f"https://other.test:{tls.server.port}/echo"
-    with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
-        await send("GET", other, policy=policy)
-    assert "other.test" in str(info.value)
-    assert tls.sni[-1] == "other.test"
-    with pytest.raises(OutboundFailed, match="TLS"):
-        send_sync("GET", other, policy=policy)
+    pool = AsyncPinnedClients()  # one pool for every pooled request: no reuse across names
+    pooled: dict[str, Any] = {"pool": pool} if how == "pool" else {}
+    try:
+        response = await _send_by(how, url, policy, method="POST", content=b"secure", **pooled)
+        assert response.status == 200 and response.ip == "127.0.0.1"
+        echoed = json.loads(response.body)
+        assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
+        assert tls.sni[-1] == "hooks.test"
+        assert resolver.calls == [("hooks.test", tls.server.port)]
+        # Same IP, another name: the certificate does not match the name, so the handshake
+        # fails -- verification is against the name, not the address connected to.
+        hits = len(tls.server.hits)
+        other = f"https://other.test:{tls.server.port}/echo"
+        with pytest.raises(OutboundFailed, match=r"TLS .* failed") as info:
+            await _send_by(how, other, policy, **pooled)
+        assert "other.test" in str(info.value) and tls.sni[-1] == "other.test"
+    finally:
+        await pool.aclose()
     # And an untrusting policy (the default CA bundle) refuses the private CA.
     with pytest.raises(OutboundFailed, match="TLS"):
-        await send("GET", url, policy=attrs.evolve(policy, tls=None))
+        await _send_by(how, url, attrs.evolve(policy, tls=None))
     assert len(tls.server.hits) == hits
 
 
@@ -924,26 +891,11 @@ async def test_https_pinned_to_ip_verifies_the_name(tls: _TLS) -> None:
     ],
 )
 def test_link_local_is_refused_even_where_private_addresses_are_allowed(url: str) -> None:
-    from reference_server.outbound import OutboundPolicy, OutboundRefused, check_url
-
     with pytest.raises(OutboundRefused, match="link-local"):
         check_url(url, OutboundPolicy(allow_private=True, https_only=False))
 
 
 # -- the kept-alive pool (outbound/_pool.py) -------------------------------------------------
-
-
-async def _pooled(
-    url: str, policy: OutboundPolicy, pool: AsyncPinnedClients | None = None, **kwargs: Any
-) -> Any:
-    """``send`` through a pool (a fresh one unless given, closed afterwards)."""
-    own = pool is None
-    pool = pool or AsyncPinnedClients(connections=2)
-    try:
-        return await send(kwargs.pop("method", "GET"), url, policy=policy, pool=pool, **kwargs)
-    finally:
-        if own:
-            await pool.aclose()
 
 
 @pytest.mark.anyio
@@ -1022,62 +974,3 @@ async def test_pool_waits_for_a_free_connection(web: _Server) -> None:
     finally:
         await pool.aclose()
     assert len(ports) == 4 and len(set(ports)) == 1
-
-
-@pytest.mark.anyio
-async def test_pool_big_body_is_cut_and_not_downloaded(fresh: _Server) -> None:
-    url = f"http://127.0.0.1:{fresh.port}/big"
-    response = await _pooled(url, development(max_response_bytes=4096))
-    assert response.body == b"y" * 4096 and response.truncated
-    assert fresh.big_done.wait(5)
-    assert fresh.big_written < 64 * 1024 * 1024
-
-
-@pytest.mark.anyio
-async def test_pool_redirect_is_returned_not_followed(fresh: _Server) -> None:
-    response = await _pooled(f"http://127.0.0.1:{fresh.port}/redirect", development())
-    assert (response.status, response.location) == (302, METADATA_URL)
-    assert [path for path, _, _ in fresh.hits] == ["/redirect"]
-
-
-@pytest.mark.anyio
-async def test_pool_timeouts_and_failures(web: _Server) -> None:
-    started = time.monotonic()
-    with pytest.raises(OutboundFailed, match="timed out"):
-        await _pooled(f"http://127.0.0.1:{web.port}/slow", development(read_timeout=0.3))
-    with pytest.raises(OutboundFailed, match=r"within 0\.5 s"):
-        await _pooled(
-            f"http://127.0.0.1:{web.port}/trickle", development(read_timeout=3, total_timeout=0.5)
-        )
-    assert time.monotonic() - started < 3
-    with socket.socket() as s:  # a port with nothing listening
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(OutboundFailed, match="could not connect"):
-        await _pooled(f"http://127.0.0.1:{port}/", development())
-    # refused on one checked address: the next one is tried
-    resolver = _AsyncResolver({"hooks.test": ["127.0.0.2", "127.0.0.1"]})
-    response = await _pooled(f"http://hooks.test:{web.port}/echo", development(resolver=resolver))
-    assert response.status == 200 and response.ip == "127.0.0.1"
-
-
-@pytest.mark.anyio
-async def test_pool_https_verifies_the_checked_name(tls: _TLS) -> None:
-    resolver = _Resolver({"hooks.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-    policy = development(resolver=resolver, https_only=True, tls=tls.client_context())
-    pool = AsyncPinnedClients()
-    try:
-        url = f"https://hooks.test:{tls.server.port}/echo"
-        response = await _pooled(url, policy, pool, method="POST", content=b"secure")
-        echoed = json.loads(response.body)
-        assert (echoed["host"], echoed["body"]) == (f"hooks.test:{tls.server.port}", "secure")
-        assert tls.sni[-1] == "hooks.test"
-        hits = len(tls.server.hits)
-        with pytest.raises(OutboundFailed, match=r"TLS .* failed"):
-            await _pooled(f"https://other.test:{tls.server.port}/echo", policy, pool)
-        assert tls.sni[-1] == "other.test" and len(tls.server.hits) == hits
-    finally:
-        await pool.aclose()
-    # the default CA bundle does not trust the private CA
-    with pytest.raises(OutboundFailed, match="TLS"):
-        await _pooled(f"https://hooks.test:{tls.server.port}/echo", attrs.evolve(policy, tls=None))

@@ -48,16 +48,7 @@ class World:
     webhook_id: str
 
     def headers(self, role: Role | None) -> dict[str, str]:
-        credential = {
-            Role.OWNER: self.account.owner_jwt,
-            Role.SELLER: self.account.seller_key,
-            Role.WALLET: self.account.wallet_key,
-            None: None,
-        }[role]
-        headers = {"X-Svc-Environment": "test"}
-        if credential is not None:
-            headers["Authorization"] = f"Bearer {credential}"
-        return headers
+        return {"X-Svc-Environment": "test", **(self.account.bearer(role) if role else {})}
 
     def post(self, role: Role, path: str, body: dict[str, Any]) -> dict[str, Any]:
         headers = {**self.headers(role), "Idempotency-Key": secrets.token_hex(8)}
@@ -79,10 +70,6 @@ def world(live: LiveServer) -> Iterator[World]:
         yield attrs.evolve(w, webhook_id=hook["id"])
 
 
-def _sellers(w: World) -> None:
-    w.post(Role.OWNER, "/sellers", {"name": "s"})
-
-
 def _resources(w: World) -> None:
     path = f"/p/{secrets.token_hex(4)}"
     w.post(Role.SELLER, "/resources", {"kind": "http", "path": path, "amount": "0.01"})
@@ -102,14 +89,6 @@ def _unlisted(w: World) -> str:
     return str(w.post(Role.SELLER, "/resources", body)["id"])
 
 
-def _wallet_keys(w: World) -> None:
-    w.post(Role.OWNER, "/wallet-keys", {"name": "k"})
-
-
-def _top_ups(w: World) -> None:
-    _top_up(w)
-
-
 def _top_up(w: World) -> str:
     """A top-up paid from a sandbox faucet wallet, as the SDK pays it."""
     payer = EthAccount.create()
@@ -117,14 +96,6 @@ def _top_up(w: World) -> str:
     base = str(w.http.base_url).rstrip("/")
     with svc.Client(base_url=base, owner_jwt=w.account.owner_jwt, environment="test") as owner:
         return owner.top_ups.create("0.01", payer=payer).id
-
-
-def _webhooks(w: World) -> None:
-    w.post(Role.OWNER, "/webhooks", {"url": str(w.http.base_url) + "/nowhere"})
-
-
-def _deliveries(w: World) -> None:
-    w.post(Role.OWNER, f"/webhooks/{w.webhook_id}/test", {})
 
 
 def _attempts(w: World) -> None:
@@ -158,7 +129,7 @@ def _withdrawals(w: World) -> None:
 class Factory:
     """Adds one item to a list; ``order`` is the route's documented order."""
 
-    add: Callable[[World], None]
+    add: Callable[[World], object]
     order: str  # "asc": oldest first; "desc": newest first
     #: A public list (the directory) shows other accounts' items too: an id the list
     #: never shows, made in another world, stands for "someone else's item".
@@ -166,13 +137,17 @@ class Factory:
 
 
 FACTORIES: dict[str, Factory] = {
-    "/sellers": Factory(_sellers, "asc"),
+    "/sellers": Factory(lambda w: w.post(Role.OWNER, "/sellers", {"name": "s"}), "asc"),
     "/resources": Factory(_resources, "asc"),
     "/directory": Factory(_listed, "asc", hidden=_unlisted),
-    "/wallet-keys": Factory(_wallet_keys, "asc"),
-    "/owners/me/top-ups": Factory(_top_ups, "desc"),
-    "/webhooks": Factory(_webhooks, "asc"),
-    "/webhooks/{webhook_id}/deliveries": Factory(_deliveries, "desc"),
+    "/wallet-keys": Factory(lambda w: w.post(Role.OWNER, "/wallet-keys", {"name": "k"}), "asc"),
+    "/owners/me/top-ups": Factory(_top_up, "desc"),
+    "/webhooks": Factory(
+        lambda w: w.post(Role.OWNER, "/webhooks", {"url": str(w.http.base_url) + "/nowhere"}), "asc"
+    ),
+    "/webhooks/{webhook_id}/deliveries": Factory(
+        lambda w: w.post(Role.OWNER, f"/webhooks/{w.webhook_id}/test", {}), "desc"
+    ),
     "/spend/attempts": Factory(_attempts, "desc"),
     "/sellers/me/withdrawals": Factory(_withdrawals, "desc"),
     "/sellers/{seller_id}/resources": Factory(_resources, "asc"),

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,26 +16,16 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from starlette.routing import Route
 
-from reference_server import Settings, create_app
 from reference_server.app import served
 from reference_server.web.endpoint import API_PREFIX, Contract, Endpoint, Flow, Page, routes_for
 from reference_server.web.pipeline import dispatch
 
-from ..support import Account, LiveServer, new_account
-
-
-def _app(sandbox: bool) -> Any:
-    # Building the app opens no connection: the file is never created.
-    never_opened = Path(tempfile.gettempdir()) / "pipeline-route-table-never-opened.db"
-    settings = Settings(
-        database_url=f"sqlite:///{never_opened}", auto_migrate=False, sandbox_enabled=sandbox
-    )
-    return create_app(settings)
+from ..support import Account, LiveServer, new_account, unopened_app
 
 
 @pytest.mark.parametrize("sandbox", [True, False])
 def test_every_route_is_an_endpoint_of_the_one_pipeline(sandbox: bool) -> None:
-    app = _app(sandbox)
+    app = unopened_app(sandbox_enabled=sandbox)
     bare: dict[str, set[str]] = {}
     prefixed: dict[str, set[str]] = {}
     for route in app.routes:

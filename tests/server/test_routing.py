@@ -6,8 +6,6 @@ the same 404."""
 from __future__ import annotations
 
 import re
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +16,9 @@ from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.testclient import TestClient
 from starlette.types import Scope
 
-from reference_server.app import create_app
-from reference_server.settings import Settings
 from reference_server.web.routing import IndexedRouter
+
+from ..support import unopened_app
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE")
 
@@ -92,11 +90,7 @@ def test_under_a_root_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("sandbox", [True, False])
 def test_the_apps_own_routes(sandbox: bool) -> None:
-    never_opened = Path(tempfile.gettempdir()) / "routing-table-never-opened.db"
-    settings = Settings(
-        database_url=f"sqlite:///{never_opened}", auto_migrate=False, sandbox_enabled=sandbox
-    )
-    app = create_app(settings)
+    app = unopened_app(sandbox_enabled=sandbox)
     assert isinstance(app.router, IndexedRouter)
     table = [r for r in app.routes if isinstance(r, Route)]
     paths = [re.sub(r"\{[^}]*\}", "x", r.path) for r in table]

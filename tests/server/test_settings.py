@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from reference_server.settings import SettingsError, env_fields, env_variable
 from reference_server.store import Database
 from reference_server.store import tables as t
 
-from ..support import PRODUCTION_KEYS, free_port, server_processes
+from ..support import PRODUCTION_KEYS, free_port, run_python, server_processes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -135,9 +134,9 @@ def test_secrets_stay_out_of_repr_and_messages(clean_environment: pytest.MonkeyP
 # -- the commands, as an operator runs them ------------------------------------------
 
 LAUNCHERS = {
-    "python -m reference_server": [sys.executable, "-m", "reference_server"],
+    "python -m reference_server": ["-m", "reference_server"],
     # What the svc-server console script runs.
-    "svc-server": [sys.executable, "-c", "from reference_server.cli import main; main()"],
+    "svc-server": ["-c", "from reference_server.cli import main; main()"],
 }
 
 
@@ -146,14 +145,7 @@ def run_command(
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
     database = f"sqlite:///{directory / 'svc.db'}"
-    return subprocess.run(
-        args,
-        env={**base, "SVC_DATABASE_URL": database, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=directory,
-    )
+    return run_python(*args, env={**base, "SVC_DATABASE_URL": database, **env}, cwd=directory)
 
 
 def assert_refused(result: subprocess.CompletedProcess[str], variable: str) -> None:

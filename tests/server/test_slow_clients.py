@@ -7,9 +7,11 @@ generous upper bounds rather than timing precision.
 
 from __future__ import annotations
 
+import itertools
 import json
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -34,6 +36,22 @@ def server(make_server: Callable[..., LiveServer]) -> LiveServer:
     )
 
 
+def trickle(sock: socket.socket, pieces: Iterable[bytes], pause: float, lasting: float) -> None:
+    """Send ``pieces`` ``pause`` apart for at most ``lasting`` seconds, or until the server
+    hangs up; the connection must then be closed with nothing (more) answered."""
+    start = time.monotonic()
+    for piece in pieces:
+        try:
+            sock.sendall(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        time.sleep(pause)
+        if time.monotonic() - start > lasting:
+            break
+    data, _ = read_until_closed(sock)
+    assert data == b""
+
+
 def test_headers_never_completed_close_the_connection(server: LiveServer) -> None:
     with connect(server) as sock:
         sock.sendall(b"POST /owners HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
@@ -47,19 +65,7 @@ def test_headers_trickled_byte_by_byte_are_still_cut_off(server: LiveServer) -> 
     request = head("/owners", Content_Length=2)
     with connect(server) as sock:
         start = time.monotonic()
-        closed = False
-        for byte in request[:-4]:
-            try:
-                sock.sendall(bytes([byte]))
-            except (BrokenPipeError, ConnectionResetError):
-                closed = True
-                break
-            time.sleep(0.05)
-            if time.monotonic() - start > 3 * BOUND:
-                break
-        if not closed:
-            data, _ = read_until_closed(sock)
-            assert data == b""
+        trickle(sock, (bytes([byte]) for byte in request[:-4]), 0.05, 3 * BOUND)
         assert time.monotonic() - start < GENEROUS
 
 
@@ -113,17 +119,7 @@ def test_a_body_trickled_after_the_answer_does_not_hold_the_connection(
         answer = read_response(sock)
         assert answer.startswith(b"HTTP/1.1 4"), answer[:200]
         start = time.monotonic()
-        closed = False
-        while time.monotonic() - start < 4 * BOUND:  # well past the bound, a byte at a time
-            try:
-                sock.sendall(b"x")
-            except (BrokenPipeError, ConnectionResetError):
-                closed = True
-                break
-            time.sleep(BOUND / 5)
-        if not closed:
-            data, _ = read_until_closed(sock)
-            assert data == b""  # nothing more was answered; the connection closed
+        trickle(sock, itertools.repeat(b"x"), BOUND / 5, 4 * BOUND)  # well past the bound
         assert time.monotonic() - start < GENEROUS
 
 
