@@ -162,31 +162,25 @@ def _read_token(call: Call, short_id: str, token: str) -> _Token | None:
 
 
 def _not_found() -> Response:
-    return pages.render(
-        "page_message.html",
+    return pages.message(
         404,
-        title="Payment page not found",
-        lines=[
-            "There is no payment page at this address. Check the link you were given, "
-            "or ask the seller for a new one."
-        ],
+        "Payment page not found",
+        "There is no payment page at this address. Check the link you were given, "
+        "or ask the seller for a new one.",
     )
 
 
 def _gone(sale: _Sale) -> Response:
-    return pages.render(
-        "page_message.html",
+    return pages.message(
         410,
-        title="No longer for sale",
-        lines=[
-            f"{sale.seller_name} has deactivated this item, so it can no longer be paid for "
-            "here. Nothing was charged. Ask the seller if it is offered elsewhere."
-        ],
+        "No longer for sale",
+        f"{sale.seller_name} has deactivated this item, so it can no longer be paid for "
+        "here. Nothing was charged. Ask the seller if it is offered elsewhere.",
     )
 
 
 def _refused(message: str, status: int) -> Response:
-    return pages.render("page_message.html", status, title="Refused", lines=[message])
+    return pages.message(status, "Refused", message)
 
 
 async def buy_page(call: Call) -> Response:
@@ -319,14 +313,11 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
             if exc.code != "idempotency_in_progress":
                 raise
             if waited >= _WAIT_SECONDS:
-                return pages.render(
-                    "page_message.html",
+                return pages.message(
                     409,
-                    title="Payment in progress",
-                    lines=[
-                        "This payment is still being processed. Reload this page in a "
-                        "moment to see its receipt; you will not be charged twice."
-                    ],
+                    "Payment in progress",
+                    "This payment is still being processed. Reload this page in a "
+                    "moment to see its receipt; you will not be charged twice.",
                 )
             await anyio.sleep(0.1)
             waited += 0.1
@@ -442,11 +433,11 @@ async def _checkout(
     try:
         return await anyio.to_thread.run_sync(start)
     except DomainError as exc:
-        return pages.render(
-            "page_message.html",
+        return pages.message(
             503,
-            title="Card payment unavailable",
-            lines=[exc.message, "Go back to the payment page and try again in a moment."],
+            "Card payment unavailable",
+            exc.message,
+            "Go back to the payment page and try again in a moment.",
         )
 
 
@@ -466,11 +457,10 @@ async def done(call: Call) -> Response:
     session_id = call.request.query_params.get("session", "")[:255]
     row = await anyio.to_thread.run_sync(_session_receipt, call, session_id)
     if row is None or row.resource_id != sale.resource.id:
-        return pages.render(
-            "page_message.html",
+        return pages.message(
             404,
-            title="Payment not found",
-            lines=["This page knows no such card payment. Check the link, or pay again."],
+            "Payment not found",
+            "This page knows no such card payment. Check the link, or pay again.",
         )
     if row.receipt_id is not None:
         answer = {
@@ -493,7 +483,7 @@ async def done(call: Call) -> Response:
             "You will not be charged twice.",
         ],
     )
-    return pages.render("page_message.html", 200, title="Confirming your payment", lines=lines)
+    return pages.message(200, "Confirming your payment", *lines)
 
 
 def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:

@@ -41,7 +41,7 @@ from ..sandbox.token import SANDBOX_TOKEN
 from ..store.database import in_transaction
 from ..web.auth import requested_environment
 from ..web.endpoint import FOREIGN_JSON, Call, Contract, Endpoint, Flow
-from ..web.errors import ApiError
+from ..web.errors import ApiError, invalid
 from ..web.responses import Reply
 from ..web.validate import EVM_ADDRESS, Fields
 
@@ -114,11 +114,7 @@ def balance(call: Call) -> Reply:
     address = call.params["address"]
     problem = _address_problem(address)
     if problem:
-        raise ApiError(
-            "validation_error",
-            f"Invalid request: address {problem}.",
-            details={"errors": [{"field": "address", "message": problem}]},
-        )
+        raise invalid([{"field": "address", "message": problem}])
     atomic = chain.balance_of(call.conn, address)
     return Reply(
         {

@@ -71,9 +71,7 @@ def _form(
 
 
 def _not_found() -> Response:
-    return pages.render(
-        "page_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
-    )
+    return pages.message(404, "Top-up not found", "No such card top-up.")
 
 
 async def page(call: Call) -> Response:
@@ -87,9 +85,7 @@ async def page(call: Call) -> Response:
 
 async def pay(call: Call) -> Response:
     if pages.cross_site(call):
-        return pages.render(
-            "page_message.html", 403, title="Refused", lines=["Send this form from its own page."]
-        )
+        return pages.message(403, "Refused", "Send this form from its own page.")
     form = await pages.read_form(call)
     row = await anyio.to_thread.run_sync(_load, call)
     if row is None:

@@ -50,7 +50,7 @@ from ..store import tables as t
 from ..web import idempotency, pages, paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow, Page
-from ..web.errors import ApiError
+from ..web.errors import ApiError, invalid, settlement_unavailable
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -101,11 +101,7 @@ def _start(call: Call) -> _Started:
     ctx, env, conn = call.ctx, call.environment, call.conn
     amount = to_micros(call.input(CreateTopUp).amount)
     if amount <= 0:
-        raise ApiError(
-            "validation_error",
-            "amount must be positive.",
-            details={"errors": [{"field": "amount", "message": "must be positive"}]},
-        )
+        raise invalid([{"field": "amount", "message": "must be positive"}])
     card, terms = call.input(CreateTopUp).method == top_ups.CARD, None
     if card and env != "test" and not uses_stripe(ctx.settings, env):
         raise ApiError(
@@ -190,11 +186,7 @@ async def _pay(call: Call, started: _Started) -> Reply:
             call.ctx, terms, request, call.headers, request_id=call.request_id, book=book, **charge
         )
     except open_rails.SettlementUnavailable as exc:
-        raise ApiError(
-            "settlement_unavailable",
-            f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
-            headers={"Retry-After": "5"},
-        ) from None
+        raise settlement_unavailable(exc) from None
     if isinstance(result, Row):
         return Reply(top_ups.top_up_model(result), 201)
     raise ApiError(
@@ -302,9 +294,7 @@ async def done(call: Call) -> Response:
     top_up_id = call.params["top_up_id"]
     row = await anyio.to_thread.run_sync(_top_up, call, top_up_id)
     if row is None or row.rail != top_ups.CARD:
-        return pages.render(
-            "page_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
-        )
+        return pages.message(404, "Top-up not found", "No such card top-up.")
     amount = format_micros(int(row.amount_micros))
     if row.status == "succeeded":
         lines = [f"Your top-up of {amount} USD was credited to your account wallet ({row.id})."]
@@ -315,7 +305,7 @@ async def done(call: Call) -> Response:
         ]
     else:
         lines = [f"This top-up of {amount} USD was not paid, and nothing was charged."]
-    return pages.render("page_message.html", 200, title="Account wallet top-up", lines=lines)
+    return pages.message(200, "Account wallet top-up", *lines)
 
 
 def _top_up(call: Call, top_up_id: str) -> Row[Any] | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..domain.errors import DomainError
 
-__all__ = ["CODES", "ApiError", "envelope", "http_error"]
+__all__ = ["CODES", "ApiError", "envelope", "http_error", "invalid", "settlement_unavailable"]
 
 log = logging.getLogger("reference_server")
 
@@ -170,6 +170,21 @@ class ApiError(DomainError):
 
     def body(self, request_id: str) -> dict[str, Any]:
         return envelope(self.code, self.message, request_id, self.details)
+
+
+def invalid(errors: list[dict[str, str]], code: str = "validation_error") -> ApiError:
+    """The one refusal of a request with bad fields: every problem, per field."""
+    summary = "; ".join(f"{e['field']} {e['message']}" for e in errors)
+    return ApiError(code, f"Invalid request: {summary}.", details={"errors": errors})
+
+
+def settlement_unavailable(exc: Exception) -> ApiError:
+    """An open-rail payment whose settlement did not answer: the payer must not pay again."""
+    return ApiError(
+        "settlement_unavailable",
+        f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
+        headers={"Retry-After": "5"},
+    )
 
 
 def http_error(error: DomainError) -> ApiError:

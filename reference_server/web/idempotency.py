@@ -58,7 +58,6 @@ __all__ = [
     "purge_expired",
     "release",
     "request_fingerprint",
-    "store",
     "store_refusal",
 ]
 
@@ -361,12 +360,6 @@ def complete_many(conn: Connection, answers: list[tuple[Begun, int, str]]) -> No
     rows = [{"record_id": b.record_id, "status": s, "body": body} for b, s, body in answers]
     if rows:  # one row as a dict: executemany's pipeline costs a lone row more
         conn.execute(_COMPLETE, rows[0] if len(rows) == 1 else rows)
-
-
-def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None:
-    """Record a refusal (4xx) in a transaction of its own (the route's was rolled back)."""
-    with db.write() as conn:
-        complete(conn, begun, status, body)
 
 
 #: The rows that keep their key's record for good, by the column naming it.

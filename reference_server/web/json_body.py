@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from svc.wire import nesting_depth
 
-from .errors import ApiError
+from .errors import ApiError, invalid
 from .text import first_forbidden_in_body_text, name_of
 
 __all__ = ["MAX_JSON_DEPTH", "parse_json_body", "read_body", "read_json_body"]
@@ -105,13 +105,7 @@ def parse_json_body(raw: bytes) -> Any:
     if any(marker in raw for marker in _SUSPECT_BYTES):
         problems = _text_problems(value, "")
         if problems:
-            raise ApiError(
-                "validation_error",
-                "Invalid request: "
-                + "; ".join(f"{p['field']} {p['message']}" for p in problems)
-                + ".",
-                details={"errors": problems},
-            )
+            raise invalid(problems)
     return value
 
 

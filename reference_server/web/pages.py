@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse
 from .endpoint import Call
 from .text import first_forbidden, name_of
 
-__all__ = ["HEADERS", "TEMPLATES", "Form", "cross_site", "read_form", "render"]
+__all__ = ["HEADERS", "TEMPLATES", "Form", "cross_site", "message", "read_form", "render"]
 
 #: The templates of every page, packaged with the server (pyproject's package-data).
 TEMPLATES = jinja2.Environment(
@@ -52,6 +52,11 @@ def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
     """``template`` rendered with ``values``, answered with the pages' headers."""
     html = TEMPLATES.get_template(template).render(**values)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def message(status: int, title: str, *lines: str) -> HTMLResponse:
+    """A page that says ``lines`` under ``title``, and nothing more."""
+    return render("page_message.html", status, title=title, lines=list(lines))
 
 
 def cross_site(call: Call) -> bool:

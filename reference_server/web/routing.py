@@ -27,8 +27,8 @@ which the client chooses, so a request with ``Host: evil.example`` was sent on t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any, Self, SupportsIndex
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from starlette.responses import RedirectResponse
@@ -47,60 +47,24 @@ class _RouteList(list[BaseRoute]):
 
     changes = 0
 
-    def _changed(self) -> None:
+
+def _counting(name: str) -> Callable[..., Any]:
+    """``list``'s method ``name``, counting the change it makes."""
+    change = getattr(list, name)
+
+    def method(self: _RouteList, *args: Any, **kwargs: Any) -> Any:
+        result = change(self, *args, **kwargs)
         self.changes += 1
+        return result
 
-    def __setitem__(self, index: Any, value: Any) -> None:
-        super().__setitem__(index, value)
-        self._changed()
+    return method
 
-    def __delitem__(self, index: Any) -> None:
-        super().__delitem__(index)
-        self._changed()
 
-    # typeshed's own list.__iadd__ carries this ignore: += and + differ by design.
-    def __iadd__(self, other: Iterable[BaseRoute]) -> Self:  # type: ignore[misc, override]
-        super().__iadd__(other)
-        self._changed()
-        return self
-
-    def __imul__(self, times: SupportsIndex) -> Self:
-        super().__imul__(times)
-        self._changed()
-        return self
-
-    def append(self, route: BaseRoute) -> None:
-        super().append(route)
-        self._changed()
-
-    def extend(self, routes: Iterable[BaseRoute]) -> None:
-        super().extend(routes)
-        self._changed()
-
-    def insert(self, index: SupportsIndex, route: BaseRoute) -> None:
-        super().insert(index, route)
-        self._changed()
-
-    def pop(self, index: SupportsIndex = -1) -> BaseRoute:
-        route = super().pop(index)
-        self._changed()
-        return route
-
-    def remove(self, route: BaseRoute) -> None:
-        super().remove(route)
-        self._changed()
-
-    def clear(self) -> None:
-        super().clear()
-        self._changed()
-
-    def reverse(self) -> None:
-        super().reverse()
-        self._changed()
-
-    def sort(self, *args: Any, **kwargs: Any) -> None:
-        super().sort(*args, **kwargs)
-        self._changed()
+_CHANGES = (
+    "__setitem__ __delitem__ __iadd__ __imul__ append extend insert pop remove clear reverse sort"
+)
+for _name in _CHANGES.split():
+    setattr(_RouteList, _name, _counting(_name))
 
 
 class IndexedRouter(Router):

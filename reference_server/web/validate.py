@@ -31,7 +31,7 @@ from svc.money import GRAMMAR_HINT, AmountError, parse_amount
 
 from ..domain.ledger import MAX_AMOUNT
 from ..invariant import InvariantError
-from .errors import ApiError
+from .errors import invalid
 
 __all__ = [
     "EVM_ADDRESS",
@@ -335,12 +335,7 @@ class Fields:
             if name not in self._seen:
                 self.error(name, "is not a known field")
         if self.errors and not self._prefix:
-            summary = "; ".join(f"{e['field']} {e['message']}" for e in self.errors)
-            raise ApiError(
-                "validation_error",
-                f"Invalid request: {summary}.",
-                details={"errors": self.errors},
-            )
+            raise invalid(self.errors)
 
 
 def checked(value: T | None) -> T:

@@ -48,7 +48,7 @@ from ...context import ServerContext
 from ...domain import gate_origins, open_rails
 from ...web.auth import Principal, Role
 from ...web.endpoint import Call, Contract, Endpoint, Flow
-from ...web.errors import ApiError
+from ...web.errors import ApiError, invalid, settlement_unavailable
 from ...web.responses import Reply
 from ...web.sdk import Sdk
 from ...web.text import first_forbidden
@@ -88,7 +88,7 @@ async def redeem(call: Call) -> Reply:
             call.ctx, gate, rail_request, credentials, request_id=call.request_id
         )
     except open_rails.SettlementUnavailable as exc:
-        raise _unavailable(exc) from None
+        raise settlement_unavailable(exc) from None
     return Reply(redemption.model())
 
 
@@ -103,7 +103,7 @@ async def settle(call: Call) -> Reply:
     except open_rails.HoldNotFound:
         raise _no_claim(b.claim) from None
     except open_rails.SettlementUnavailable as exc:
-        raise _unavailable(exc) from None
+        raise settlement_unavailable(exc) from None
     return Reply(redemption.model())
 
 
@@ -136,14 +136,6 @@ async def release(call: Call) -> Reply:
     return Reply(GateRelease(released=True, claim=b.claim))
 
 
-def _unavailable(exc: Exception) -> ApiError:
-    return ApiError(
-        "settlement_unavailable",
-        f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
-        headers={"Retry-After": "5"},
-    )
-
-
 def _no_claim(claim: str) -> ApiError:
     return ApiError(
         "not_found",
@@ -164,10 +156,7 @@ def _checked(
         f.error("url", "must be the absolute http(s) URL the client addressed, query included")
     credentials = {} if headers is None else _credentials(headers, f.error)
     if f.errors:
-        summary = "; ".join(f"{e['field']} {e['message']}" for e in f.errors)
-        raise ApiError(
-            "invalid_rail_request", f"Invalid request: {summary}.", details={"errors": f.errors}
-        )
+        raise invalid(f.errors, "invalid_rail_request")
     return RailRequest(method.upper(), url), credentials
 
 
