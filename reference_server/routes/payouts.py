@@ -27,7 +27,6 @@ from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
-from ..web.validate import Fields
 from . import resources
 from . import sellers as seller_routes
 
@@ -92,8 +91,6 @@ def connect_update(call: Call) -> Reply:
     """Auto payout on or off, and its minimum (null: the server's default)."""
     seller = _seller(call)
     b = call.input(UpdateConnect)
-    f = Fields.rules(call.body)
-    f.done()
     accounts.update_auto_payout(
         call.conn,
         seller,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
-from eth_utils.address import is_checksum_address, to_checksum_address
+from eth_utils.address import to_checksum_address
 
 from svc.bodies import SandboxFaucet
 from svc.money import format_micros, to_micros
@@ -43,7 +43,7 @@ from ..web.auth import requested_environment
 from ..web.endpoint import FOREIGN_JSON, Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError, invalid
 from ..web.responses import Reply
-from ..web.validate import EVM_ADDRESS, Fields
+from ..web.validate import EVM_ADDRESS, Fields, checksum_ok
 
 __all__ = ["ENDPOINTS"]
 
@@ -65,8 +65,7 @@ def _address_problem(address: str) -> str | None:
     to (all-lowercase or all-uppercase carry no checksum and are taken as they are)."""
     if not EVM_ADDRESS.fullmatch(address):
         return "must be a 0x-prefixed 20-byte EVM address"
-    body = address[2:]
-    if body != body.lower() and body != body.upper() and not is_checksum_address(address):
+    if not checksum_ok(address):
         return "has a mixed-case EIP-55 checksum that does not match (a typo?)"
     return None
 

@@ -104,8 +104,6 @@ def patch(call: Call) -> Reply:
     row = _own(call)
     row = wallets.lock_wallet_key(call.conn, row.id)
     b = call.input(UpdateWalletKey)
-    f = Fields.rules(call.body)
-    f.done()
     values = _policy(call, b.policy, wallets.PolicyValues.of(row)).columns()
     if b.name is not None:
         values["name"] = b.name

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
+from eth_utils.address import is_checksum_address
 
 from svc import bodies, schema
 from svc.money import GRAMMAR_HINT, AmountError, parse_amount
@@ -41,6 +42,7 @@ __all__ = [
     "Fields",
     "Unread",
     "checked",
+    "checksum_ok",
     "read_body",
 ]
 
@@ -336,6 +338,12 @@ class Fields:
                 self.error(name, "is not a known field")
         if self.errors and not self._prefix:
             raise invalid(self.errors)
+
+
+def checksum_ok(address: str) -> bool:
+    """All-lower or all-upper hex carries no checksum; mixed case must match EIP-55."""
+    body = address[2:]
+    return body in (body.lower(), body.upper()) or bool(is_checksum_address(address))
 
 
 def checked(value: T | None) -> T:
