@@ -1,32 +1,10 @@
 """Every resource's buy page, where a person pays by card: ``pay_url`` (``/buy/{short_id}``),
-server-rendered HTML.
+server-rendered HTML (docs/buy-page.md says what it shows and does, live and in ``test``).
 
-``GET`` shows what is sold (description, price, seller) and, in ``test``, the sandbox card
-form (**Card number**, **Expiry**, **CVC**, **Pay**).  ``POST`` pays it: an approved
-sandbox card is booked like every sale (:mod:`reference_server.domain.card_payments`) and
-the page shows the receipt id, which ``POST /access/verify`` accepts.
-
-In ``live`` with the processor (``SVC_PROCESSOR=stripe``) the page shows a **Pay with
-card** button instead: its ``POST`` opens a Checkout Session at the processor
-(:mod:`reference_server.processor.checkout`) and answers ``303`` to it.  The payer comes
-back to ``/buy/{short_id}/done?session=…``, which shows the receipt once
-``checkout.session.completed`` booked it, and says the payment is being confirmed until
-then.  ``live`` without a processor says plainly that card payment needs one and shows no
-form.
-
-A form carries a one-time payment token: a random nonce and an expiry, signed with a
-server secret and bound to the resource (so it is also the form's CSRF token, with the
-cross-site POST refusal of every page).  The nonce is the idempotency key of the
-payment: the payment and its stored answer commit together, so a second submit of the
-same form -- a double click, a reload, a resent POST -- shows the same receipt and pays
-nothing more.  A refused card leaves the token unused (the person corrects the form and
-pays with it).  A token lives an hour, never longer than its record is kept.
-
-These are pages for people, not API: the endpoints are not ``listed`` in the discovery
-documents (an agent pays the same resource at its ``gate_url`` or by ``POST /pay``).
-Unknown short ids are 404 and deactivated resources 410, both as HTML.  The page was at
-``/pay/{short_id}`` (beside ``POST /pay``, the agents' API): those paths answer ``308`` to
-the same path under ``/buy/``, so links already shared and forms open in a tab still work.
+A form carries a one-time payment token, signed and bound to the resource: it is also the
+form's CSRF token, and its nonce is the payment's idempotency key, so a second submit of
+the same form shows the same receipt and pays nothing more.  A token lives an hour, never
+longer than its record is kept.  The old ``/pay/{short_id}`` paths answer ``308`` here.
 """
 
 from __future__ import annotations

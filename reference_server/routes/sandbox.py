@@ -1,17 +1,10 @@
-"""The sandbox chain's routes: a faucet, balances, transactions and an x402 facilitator.
-
-    POST /sandbox/faucet {"address", "amount"}   mint sandbox USDC to any address
-    GET  /sandbox/balances/{address}             an address's sandbox USDC
-    GET  /sandbox/transactions/{tx_hash}         one sandbox transaction
-    GET  /sandbox/x402/supported                 x402 facilitator API, pointed at by
-    POST /sandbox/x402/verify                    unmodified x402 / pympp servers
-    POST /sandbox/x402/settle
+"""The sandbox chain's routes: a faucet, balances, transactions and an x402 facilitator
+(docs/sandbox.md), for ``test`` only.
 
 They take no credential (a real facilitator or faucet takes none, and stock x402 clients
-send none) but pass the same pipeline as every route: rate limits, body limits, request
-ids, one database transaction.  They exist for ``test`` only.  Because stock clients send
-no ``X-Svc-Environment`` either, a request without the header is a ``test`` request here
-(elsewhere an anonymous request is ``live``); ``X-Svc-Environment: live`` is refused with
+send none) but pass the same pipeline as every route.  Because stock clients send no
+``X-Svc-Environment`` either, a request without the header is a ``test`` request here
+(elsewhere an anonymous request is ``live``); ``live`` is refused with
 ``sandbox_test_only``: live has no faucet and settles on a real chain.
 """
 

@@ -32,10 +32,6 @@ __all__ = ["ENDPOINTS"]
 _ASK_AGAIN = "Ask whoever sent you this link (the seller's app or agent) for a new one."
 
 
-def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
-    return pages.render(template, status, **values)
-
-
 def _message(
     call: Call,
     title: str,
@@ -45,7 +41,7 @@ def _message(
     requirements: Any = (),
 ) -> HTMLResponse:
     """A page that ends the visit: what happened, what to do now, and a way back."""
-    return _page(
+    return pages.render(
         "sandbox_message.html",
         status,
         title=title,
@@ -98,7 +94,7 @@ async def _form(
     link, csrf = await anyio.to_thread.run_sync(load)
     if link is None:
         return _unusable(call)
-    return _page(
+    return pages.render(
         "sandbox_onboard.html",
         status,
         title="Set up payouts",
@@ -208,7 +204,7 @@ async def login_page(call: Call) -> Response:
         for p in payouts
     ]
     bank = link.account.bank_account
-    return _page(
+    return pages.render(
         "sandbox_login.html",
         title="Payout account",
         account=link.account,

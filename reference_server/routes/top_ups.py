@@ -1,26 +1,16 @@
 """Top-ups (owner JWT): pay the account wallet from the owner's own wallet.
 
-    POST /owners/me/top-ups {"amount"}            -> 402 + PAYMENT-REQUIRED, WWW-Authenticate
-    the same + PAYMENT-SIGNATURE | Authorization: Payment
-                                                  -> 201 TopUp (settled, credited)
-    POST /owners/me/top-ups {"amount", "method": "card"}
-                                                  -> 201 TopUp (pending, checkout_url)
-    GET /owners/me/top-ups, GET /owners/me/top-ups/{top_up_id}
-    GET /top-ups/{top_up_id}/done                 -> the page the card payer returns to
-
 The payment is the open rails' own charge (:func:`open_rails.pay_service`), paying the
-environment's deposit address: ``test`` on the sandbox chain (a faucet wallet pays it),
-``live`` through the configured facilitator.  The create handler is async (settling
-awaits a facilitator, which must not hold a transaction); its ``Idempotency-Key`` is
-claimed in the one store (:mod:`reference_server.web.idempotency`) by its first step, and
-the top-up references its record: the same key answers the same top-up, never a second
-payment.
+environment's deposit address: ``test`` on the sandbox chain, ``live`` through the
+configured facilitator.  The create handler is async (settling awaits a facilitator,
+which must not hold a transaction); its first step claims the ``Idempotency-Key`` in the
+one store (:mod:`reference_server.web.idempotency`), and the top-up references its
+record: the same key answers the same top-up, never a second payment.
 
-``method`` ``card`` (live with ``SVC_PROCESSOR=stripe``) answers at once with a
-``pending`` top-up and the processor's ``checkout_url``; it is credited when
-``checkout.session.completed`` arrives (:mod:`reference_server.processor.checkout`).
-In ``test`` the ``checkout_url`` is the sandbox's own checkout page
-(:mod:`.sandbox_checkout`, the sandbox card form): one flow in both environments.
+``method`` ``card`` answers at once with a ``pending`` top-up and its ``checkout_url``
+(the processor's Checkout in live, the sandbox card form of :mod:`.sandbox_checkout` in
+``test``: one flow in both); it is credited when the processor confirms the payment
+(:mod:`reference_server.processor.checkout`).
 """
 
 from __future__ import annotations

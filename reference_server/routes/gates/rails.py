@@ -1,34 +1,17 @@
 """Open rails for a seller's own gate: ``POST /gates/challenge``, ``/gates/redeem``,
-``/gates/settle`` and ``/gates/release``.
+``/gates/settle`` and ``/gates/release`` (docs/gate.md, "Open rails: the seam").
 
 A seller's app runs ``svc_asgi.PaymentGate``, which holds no keys and imports neither x402
 nor MPP: for an unpaid request it asks here for the challenge headers; for a request
 carrying a credential it asks here to verify it and claim its nonce, serves the request,
 then asks here to settle the claim (the answer's status was below 400) or to release it
-(nothing is charged for a failed answer).  All are answered by the same domain code as
-the hosted gates (:mod:`reference_server.domain.open_rails`)::
+(nothing is charged for a failed answer).  A claim neither settled nor released expires
+and is released (the server's housekeeping).
 
-    POST /gates/challenge {"resource_id", "method", "url"}
-        -> {"headers": [[name, value], ...]}   (empty until the seller enables payments)
-    POST /gates/redeem {"resource_id", "method", "url", "headers": {"PAYMENT-SIGNATURE"
-                        | "Authorization": ...}}
-        -> {"paid": false, "claim": "clm_…", "rail", "verification": {...}}  (claimed)
-         | {"paid": false, "rail", "reason", "message", "headers": [...]}   (refused)
-    POST /gates/settle {"claim"}
-        -> {"paid": true, "rail", "verification": {...}, "headers": [...]}
-         | {"paid": false, "rail", "reason", "message"}   (nothing moved: answer 402)
-    POST /gates/release {"claim", "reason", "status"} -> {"released": true, "claim"}
-
-A claim neither settled nor released expires and is released (the server's housekeeping).
-
-``url`` is the absolute URL the client addressed, query included, and ``method`` its
-method: both protocols bind the challenge to them, so the challenge and the redemption of
-one payment must send the same pair.
-
-Their handlers are async: settling awaits pympp (and, live, a facilitator), which must not
-hold a database transaction open, so the pipeline awaits them with none; the rate limit per
-credential, the JSON body rules, seller-key authentication, the envelope and
-``request_id`` are the pipeline's.
+``url`` and ``method`` are the request the client addressed: both protocols bind the
+challenge to them, so the challenge and the redemption of one payment send the same pair.
+The handlers are async: settling awaits pympp (and, live, a facilitator), which must not
+hold a database transaction open.
 """
 
 from __future__ import annotations
