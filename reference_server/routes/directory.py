@@ -1,17 +1,8 @@
-"""``GET /directory``: the resources their sellers listed, for agents to find and pay.
+"""``GET /directory``: the resources their sellers listed, for agents to find and pay
+(docs/directory.md: what is listed, what an entry shows, the filters).
 
-No credential: anyone may read it.  The environment is the ``X-Svc-Environment`` header's
-(absent = ``live``), as on every anonymous route.  An entry is a resource created or
-updated with ``"listed": true`` that is still active; it tells what the resource is
-(``description``, ``kind``), its price (``amount``), the rails its gate takes, where to pay
-it (``gate_url``; ``pay_url`` for a person), how to call it (``method``, and for a method
-with a body the seller's ``body_hint`` to copy with your own values) and the seller's name.
-Nothing else of the resource or the seller is shown (not its path, metadata, upstream or
-seller id).
-
-A list by the common contract (``limit``, ``starting_after``, ``has_more``; oldest first)
-with three filters: ``kind`` (``http`` or ``mcp``), ``q`` (text the description contains,
-case ignored) and ``max_amount`` (prices at most this amount).
+No credential: anyone may read it, so an entry shows nothing else of the resource or the
+seller (not its path, metadata, upstream or seller id).
 """
 
 from __future__ import annotations
