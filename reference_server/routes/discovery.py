@@ -17,11 +17,12 @@ from starlette.responses import PlainTextResponse, Response
 from svc import __version__
 
 from ..web import pages
-from ..web.endpoint import Call, Contract, Endpoint, Flow
+from ..web.endpoint import Call, Endpoint
 from ..web.errors import CODES
 from ..web.openapi import document as openapi_document
 from ..web.openapi import summary
 from ..web.responses import json_response
+from .health import unlisted_get
 from .mcp import PATH as MCP_PATH
 
 __all__ = ["endpoints"]
@@ -202,14 +203,4 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         ("/.well-known/agent.json", agent_json),
         ("/agent-openapi.json", openapi),
     ]
-    return [
-        Endpoint(
-            method="GET",
-            path=path,
-            handler=handler,
-            run=Flow(),
-            rate_limit=None,
-            contract=Contract(listed=False),
-        )
-        for path, handler in table
-    ]
+    return [unlisted_get(path, handler) for path, handler in table]

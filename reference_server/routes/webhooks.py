@@ -44,6 +44,9 @@ __all__ = ["ENDPOINTS"]
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _d = t.webhook_deliveries
+_e = t.webhook_endpoints
+#: Deliveries with their event's type, as the delivery log shows them.
+_DELIVERIES = select(_d, t.events.c.type).join(t.events, t.events.c.id == _d.c.event_id)
 
 
 def _check_url(f: Fields, url: str, settings: Settings) -> None:
@@ -135,9 +138,8 @@ def patch(call: Call) -> Reply:
     if b.description is not None:
         values["description"] = b.description
     status = b.status
-    e = t.webhook_endpoints
     if values:
-        call.conn.execute(update(e).where(e.c.id == row.id).values(**values))
+        call.conn.execute(update(_e).where(_e.c.id == row.id).values(**values))
     if status is not None:
         endpoints.set_status(
             call.conn,
@@ -145,8 +147,7 @@ def patch(call: Call) -> Reply:
             status,
             reason="disabled by its owner" if status == "disabled" else None,
         )
-    new_row = call.conn.execute(select(e).where(e.c.id == row.id)).one()
-    return Reply(endpoints.endpoint_model(new_row))
+    return _reloaded(call, row.id)
 
 
 def delete(call: Call) -> Reply:
@@ -158,10 +159,13 @@ def delete(call: Call) -> Reply:
         .where(_d.c.endpoint_id == row.id, _d.c.status == "pending")
         .values(status="cancelled", next_attempt_at=None)
     )
-    e = t.webhook_endpoints
-    return Reply(
-        endpoints.endpoint_model(call.conn.execute(select(e).where(e.c.id == row.id)).one())
-    )
+    return _reloaded(call, row.id)
+
+
+def _reloaded(call: Call, endpoint_id: str) -> Reply:
+    """The endpoint as the handler's own changes left it."""
+    row = call.conn.execute(select(_e).where(_e.c.id == endpoint_id)).one()
+    return Reply(endpoints.endpoint_model(row))
 
 
 @paged
@@ -171,7 +175,7 @@ def deliveries(call: Call, request: PageRequest) -> Reply:
     page = paging.page(
         call.conn,
         request,
-        select(_d, t.events.c.type).join(t.events, t.events.c.id == _d.c.event_id),
+        _DELIVERIES,
         table=_d,
         scope=[_d.c.endpoint_id == row.id],
         order="desc",
@@ -237,11 +241,7 @@ def _send_now(call: Call, delivery_id: str, *, trigger: str) -> Reply:
     def send() -> Reply:
         deliver_job_sync(ctx, job, trigger=trigger)
         with ctx.db.read() as conn:
-            row = conn.execute(
-                select(_d, t.events.c.type)
-                .join(t.events, t.events.c.id == _d.c.event_id)
-                .where(_d.c.id == delivery_id)
-            ).one()
+            row = conn.execute(_DELIVERIES.where(_d.c.id == delivery_id)).one()
             return Reply(_delivery_model(conn, row))
 
     return Reply(None, after_commit=send)
