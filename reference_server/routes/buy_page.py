@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -366,11 +366,7 @@ def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] |
             request_id=call.request_id,
             now=now,
         )
-        answer = {
-            "receipt_id": receipt_id,
-            "amount": format_micros(int(resource.amount_micros)),
-            "created_at": now.strftime("%Y-%m-%d %H:%M:%S"),
-        }
+        answer = _paid(receipt_id, resource.amount_micros, now)
         idempotency.complete(conn, begun, 200, answer)
     return answer
 
@@ -441,12 +437,7 @@ async def done(call: Call) -> Response:
             "This page knows no such card payment. Check the link, or pay again.",
         )
     if row.receipt_id is not None:
-        answer = {
-            "receipt_id": row.receipt_id,
-            "amount": format_micros(int(row.amount_micros)),
-            "created_at": row.paid_at.strftime("%Y-%m-%d %H:%M:%S"),
-        }
-        return _receipt(call, sale, answer)
+        return _receipt(call, sale, _paid(row.receipt_id, row.amount_micros, row.paid_at))
     lines = {
         "expired": ["This card payment was not completed, and nothing was charged."],
         "failed": [
@@ -472,6 +463,15 @@ def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:
             .select_from(cc.outerjoin(rc, rc.c.id == cc.c.receipt_id))
             .where(cc.c.session_id == session_id, cc.c.kind == checkout.SALE)
         ).first()
+
+
+def _paid(receipt_id: str, amount_micros: int, at: datetime) -> dict[str, Any]:
+    """A card payment's answer, as kept under its form's key and shown on the receipt."""
+    return {
+        "receipt_id": receipt_id,
+        "amount": format_micros(int(amount_micros)),
+        "created_at": at.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
@@ -509,22 +509,15 @@ ENDPOINTS = [
     Endpoint(method="POST", path=_PATH, handler=pay, page=Page()),
     Endpoint(method="GET", path=_PATH + "/done", handler=done, page=Page()),
     # Redirects, not pages: they answer no HTML of their own.
-    Endpoint(
-        method="GET", path=_OLD_PATH, handler=moved, run=Flow(), contract=Contract(listed=False)
-    ),
-    Endpoint(
-        method="POST",
-        path=_OLD_PATH,
-        handler=moved,
-        run=Flow(),
-        body=RAW_BODY,
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="GET",
-        path=_OLD_PATH + "/done",
-        handler=moved,
-        run=Flow(),
-        contract=Contract(listed=False),
+    *(
+        Endpoint(
+            method=method,
+            path=path,
+            handler=moved,
+            run=Flow(),
+            body=RAW_BODY if method == "POST" else None,
+            contract=Contract(listed=False),
+        )
+        for method, path in (("GET", _OLD_PATH), ("POST", _OLD_PATH), ("GET", _OLD_PATH + "/done"))
     ),
 ]
