@@ -16,7 +16,6 @@ Headers that never complete are the server's business (see :mod:`reference_serve
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
@@ -24,6 +23,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError
+from .responses import send_error
 
 __all__ = ["BodyTimeoutMiddleware"]
 
@@ -94,16 +94,4 @@ async def _send_timeout(send: Send, scope: Scope) -> None:
         "request_timeout",
         "The request body did not arrive in time; send it promptly and retry.",
     )
-    raw = json.dumps(error.body(request_id)).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": error.status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": raw})
+    await send_error(send, error, request_id, (b"connection", b"close"))

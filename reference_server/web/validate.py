@@ -66,6 +66,7 @@ RAW_BODY = Unread("raw")
 #: handler as sent.
 FOREIGN_JSON = Unread("foreign JSON")
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 def _json_size(value: Any) -> int:
@@ -155,14 +156,18 @@ class Fields:
             return None
         return value
 
-    def boolean(self, name: str) -> bool | None:
-        value = self._get(name, False)
+    def _typed(self, name: str, required: bool, kind: type[V], message: str) -> V | None:
+        """The value if it is a ``kind`` (a JSON ``true`` is no whole number), else ``message``."""
+        value = self._get(name, required)
         if value is _MISSING:
             return None
-        if not isinstance(value, bool):
-            self.error(name, "must be true or false")
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            self.error(name, message)
             return None
         return value
+
+    def boolean(self, name: str) -> bool | None:
+        return self._typed(name, False, bool, "must be true or false")
 
     def amount(self, name: str, *, required: bool = False) -> Decimal | None:
         value = self._get(name, required)
@@ -236,13 +241,7 @@ class Fields:
         return list(dict.fromkeys(value))
 
     def object(self, name: str, *, required: bool = False) -> dict[str, Any] | None:
-        value = self._get(name, required)
-        if value is _MISSING:
-            return None
-        if not isinstance(value, dict):
-            self.error(name, "must be an object")
-            return None
-        return value
+        return self._typed(name, required, dict, "must be an object")
 
     def read(self, cls: type[T], *, production: bool) -> T:
         """Every field of ``cls`` read by its type and marker (see :mod:`svc.schema`);
@@ -323,13 +322,7 @@ class Fields:
         raise InvariantError(f"{name}: no reader for {tp!r}")
 
     def integer(self, name: str, *, required: bool = False) -> int | None:
-        value = self._get(name, required)
-        if value is _MISSING:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.error(name, "must be a whole number")
-            return None
-        return value
+        return self._typed(name, required, int, "must be a whole number")
 
     def done(self) -> None:
         """Refuse unknown fields (a typo must not be silently ignored) and report all."""
