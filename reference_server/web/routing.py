@@ -11,12 +11,10 @@ Timed alone (``python bench/library_choices.py``, docs/performance.md): routing
 71st) 54-104 us and 1.9-3.3 us, 20-65 times as long by the scan in each run.
 
 :class:`IndexedRouter` answers the same as Starlette's: a request for a path in its index
-is tried against only the routes whose patterns match that very path, in their order
-(every other route would answer "no match" for it), so the same route serves it and a
-wrong method is the same 405; any other request is routed by Starlette as before.  A
-change to ``routes`` after construction (the bench puts its baseline route in front; a
-test may swap a route in place, or assign a new list) is indexed again at the next
-request: ``routes`` is a list that counts its changes, so a request checks one number.
+is tried against only the routes whose patterns match that very path, in their order;
+any other request is routed by Starlette as before.  ``routes`` counts its changes (the
+bench and tests change it after construction), so a request checks one number to know
+the index is current.
 
 Its trailing-slash redirect (``/buy/abc/`` -> ``/buy/abc``, when only the other form is a
 route) answers a *relative* ``Location``: Starlette's names the request's ``Host`` header,
