@@ -136,16 +136,12 @@ def x402_supported(call: Call) -> Reply:
 
 async def x402_verify(call: Call) -> Reply:
     """x402 facilitator: would this payment settle on the sandbox chain now?  Moves nothing."""
-    _test_only(call)
-    answer = await _transaction(call, write=False, work=facilitator.verify)
-    return Reply(answer)
+    return await _transaction(call, write=False, work=facilitator.verify)
 
 
 async def x402_settle(call: Call) -> Reply:
     """x402 facilitator: settle a payment (transferWithAuthorization) on the sandbox chain."""
-    _test_only(call)
-    answer = await _transaction(call, write=True, work=facilitator.settle)
-    return Reply(answer)
+    return await _transaction(call, write=True, work=facilitator.settle)
 
 
 # verify and settle are async handlers for one reason: the signature's ECDSA recovery
@@ -163,19 +159,18 @@ def _recover_first(call: Call) -> None:
         pass  # refused in the transaction, with the reason a facilitator gives
 
 
-async def _transaction(
-    call: Call, *, write: bool, work: Callable[..., dict[str, Any]]
-) -> dict[str, Any]:
-    """``work`` in one short transaction in a worker thread, as the pipeline runs a sync
-    route's (a deadlock or serialization failure runs it again); the signature is
-    recovered first in the same thread, before the transaction opens (one hop, not two:
+async def _transaction(call: Call, *, write: bool, work: Callable[..., dict[str, Any]]) -> Reply:
+    """``work``'s answer, run in one short transaction in a worker thread, as the pipeline
+    runs a sync route's (a deadlock or serialization failure runs it again); the signature
+    is recovered first in the same thread, before the transaction opens (one hop, not two:
     each costs the event loop a queue hand-off and a wake-up)."""
+    _test_only(call)
 
     def run() -> dict[str, Any]:
         _recover_first(call)
         return in_transaction(call.ctx, write, lambda conn: work(conn, call.body, now=call.now))
 
-    return await anyio.to_thread.run_sync(run)
+    return Reply(await anyio.to_thread.run_sync(run))
 
 
 _TEST_ONLY = ("sandbox_test_only",)
