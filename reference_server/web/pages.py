@@ -1,9 +1,5 @@
-"""Pages for people: server-rendered HTML served through the one pipeline.
-
-The sandbox payout processor's onboarding page and every resource's buy page share these
-rules: answers may not be framed, cached or leak their URL in a ``Referer``; no script
-runs (the CSP allows none, and the pages need none); a form is a short urlencoded body,
-and a POST from another site is refused.
+"""Pages for people: server-rendered HTML served through the one pipeline, with the
+headers, form reading and cross-site refusal they all share.
 
 A form is read through the same input boundary as the API (:mod:`.text`): every field is
 UTF-8 without control characters, or it is not handed on (:class:`Form`), so a page

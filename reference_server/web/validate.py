@@ -3,15 +3,9 @@
 The pipeline reads every body by the shape its endpoint declares (``Endpoint.body``, a
 class of :mod:`svc.bodies`): :func:`read_body` walks the class's fields and the markers
 beside their types (:mod:`svc.schema`), the same definition the OpenAPI document and the
-SDK are made from, so the three cannot disagree.  A handler's own cross-field rules (a
-path only for ``kind: http``) go through :class:`Fields` the same way::
-
-    f = Fields(call.body)
-    if body.kind == "mcp" and body.path is not None:
-        f.error("path", "is only for kind http")
-    f.done()   # raises validation_error listing every problem
-
-A body is refused whole if anything is wrong, so nothing is half-applied.
+SDK are made from, so the three cannot disagree.  A handler's own cross-field rules go
+through :meth:`Fields.rules` the same way.  A body is refused whole if anything is wrong,
+so nothing is half-applied.
 """
 
 from __future__ import annotations
