@@ -1,13 +1,10 @@
 """Errors in the spec's envelope, with stable codes -- and the one mapping to HTTP.
 
-A route raises :class:`ApiError` with one of the codes in :data:`CODES`; the code decides
-the HTTP status, so the same failure always has the same status everywhere.  The table is
-the one in ``docs/errors.md``; a test checks that the two agree.
-
-The domain (``reference_server.domain`` and the packages beside it) knows nothing of HTTP
-and raises :class:`~reference_server.domain.errors.DomainError` with the same codes.
-:func:`http_error` is the one place a domain error becomes an HTTP one: status from
-:data:`CODES`, ``retry_after_seconds`` as ``Retry-After``.
+A route raises :class:`ApiError` with one of the codes in :data:`CODES` (the table of
+``docs/errors.md``; a test checks that the two agree); the code decides the HTTP status, so
+the same failure always has the same status everywhere.  :func:`http_error` is the one
+place a domain error (:class:`~reference_server.domain.errors.DomainError`, same codes)
+becomes an HTTP one.
 
 Why ``ApiError`` subclasses ``DomainError`` rather than standing beside it: both are "a
 refusal with a stable code" answered in one envelope, and a request may meet either (a
