@@ -1,11 +1,6 @@
-"""The sandbox payout processor's pages, for humans: onboarding and the account's dashboard.
-
-``POST /sellers/me/connect/onboard`` hands out ``/sandbox/connect/onboard/<token>``: a
-short server-rendered form (no JavaScript) that a person completes.  Its **Complete
-onboarding** button makes payouts ready at the seller's next sync; **Finish later** leaves
-requirements due.  The token is one-time and expires; the form carries a CSRF token bound
-to it, and a cross-site POST is refused.  Nothing but this form completes an account.
-``/sandbox/connect/login/<token>`` is the login link's dashboard (read only).
+"""The sandbox payout processor's pages, for humans: onboarding and the account's dashboard
+(docs/payouts.md, "The sandbox processor's onboarding page").  Nothing but the onboarding
+form completes an account; its one-time link's token is a secret path.
 """
 
 from __future__ import annotations

@@ -18,11 +18,8 @@ Protocol, all in the database so it holds across processes:
 
 An in-flight record carries a lease; a process that died mid-request therefore blocks
 its key only until ``locked_until``.  Records expire after the configured TTL (24 h),
-but for those a pay-url attempt or a top-up references (its ``idempotency_record_id``):
-those keep their key for good, so that a key never pays twice.  While such an attempt
-is pending, or was recorded before the attempts kept their keys here, and for every
-top-up, its record stays in flight with its lease lapsed (:func:`lapse`): a repeat takes
-it over and is answered from the row.
+but for those a pay-url attempt or a top-up references (:func:`purge_expired`,
+:func:`lapse`): a key never pays twice.
 """
 
 from __future__ import annotations
