@@ -9,9 +9,9 @@ The tools' client talks to this same application in process (``httpx.ASGITranspo
 no network, not even loopback, and nothing to configure -- the server need not know a URL
 it can reach itself on.  The transport is stateless (several server processes can serve
 one URL) and answers JSON (the tools send no progress notifications, so a stream would
-only wrap one message).  DNS-rebinding protection (a Host/Origin allow-list) is off: it guards servers
-that trust whoever can reach them, while this one trusts only the bearer credential, which
-a browser never attaches on its own.
+only wrap one message).  DNS-rebinding protection (a Host/Origin allow-list) is off: it
+guards servers that trust whoever can reach them, while this one trusts only the bearer
+credential, which a browser never attaches on its own.
 """
 
 from __future__ import annotations

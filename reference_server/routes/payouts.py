@@ -280,12 +280,7 @@ SELLER_ENDPOINTS = [
 def _as_seller(call: Call) -> Call:
     """The call as the seller of ``{seller_id}``, once it is known to be the owner's
     (404 otherwise, in the owner JWT's environment)."""
-    row = sellers.find_owned_seller(
-        call.conn,
-        call.params["seller_id"],
-        owner_id=call.caller.owner_id,
-        environment=call.environment,
-    )
+    row = call.owned(sellers.find_owned_seller, "seller_id")
     seller = Principal(
         role=Role.SELLER,
         environment=row.environment,

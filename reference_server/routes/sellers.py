@@ -92,12 +92,7 @@ def balance(call: Call) -> Reply:
 def recycle(call: Call) -> Reply:
     """Move seller balance (all of it, or ``amount``) into the owner's account wallet."""
     amount = call.input(RecycleBalance).amount
-    row = sellers.find_owned_seller(
-        call.conn,
-        call.params["seller_id"],
-        owner_id=call.caller.owner_id,
-        environment=call.environment,
-    )
+    row = call.owned(sellers.find_owned_seller, "seller_id")
     result = sellers.recycle(
         call.conn,
         row,

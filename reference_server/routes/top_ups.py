@@ -254,12 +254,7 @@ def list_all(call: Call, request: PageRequest) -> Reply:
 
 
 def get_one(call: Call) -> Reply:
-    row = top_ups.find_owned(
-        call.conn,
-        call.params["top_up_id"],
-        owner_id=call.caller.owner_id,
-        environment=call.environment,
-    )
+    row = call.owned(top_ups.find_owned, "top_up_id")
     url = _checkout_urls(call, [row.id]).get(row.id)
     return Reply(top_ups.top_up_model(row, checkout_url=url))
 

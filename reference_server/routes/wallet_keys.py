@@ -257,10 +257,7 @@ def _amount(call: Call) -> int:
 
 
 def _own(call: Call) -> Any:
-    owner = call.caller
-    return wallets.find_owned(
-        call.conn, call.params["key_id"], owner_id=owner.owner_id, environment=call.environment
-    )
+    return call.owned(wallets.find_owned, "key_id")
 
 
 ENDPOINTS = [

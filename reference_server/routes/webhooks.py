@@ -278,10 +278,7 @@ def _delivery_model(conn: Connection, row: Any) -> Delivery:
 
 
 def _own(call: Call) -> Any:
-    owner = call.caller
-    return endpoints.find_owned_endpoint(
-        call.conn, call.params["webhook_id"], owner_id=owner.owner_id, environment=call.environment
-    )
+    return call.owned(endpoints.find_owned_endpoint, "webhook_id")
 
 
 ENDPOINTS = [
