@@ -44,6 +44,10 @@ FILTERS = (
 )
 
 
+#: What an entry shows of its resource (with its rails and its seller's name, and nothing else).
+_SHOWN = "id kind amount gate_url pay_url description method body_hint environment created_at"
+
+
 @paged(filters=FILTERS)
 def list_directory(call: Call, request: PageRequest) -> Reply:
     """Resources their sellers listed, in the request's environment (no credential)."""
@@ -65,20 +69,8 @@ def _entry(call: Call, row: Any, rails: dict[str, list[str]]) -> DirectoryEntry:
     resource = resources.resource_model(row, call.public_url)
     if row.seller_id not in rails:
         rails[row.seller_id] = _rails(call, row)
-    return DirectoryEntry(
-        id=resource.id,
-        kind=resource.kind,
-        amount=resource.amount,
-        gate_url=resource.gate_url,
-        pay_url=resource.pay_url,
-        rails=rails[row.seller_id],
-        description=resource.description,
-        method=resource.method,
-        body_hint=resource.body_hint,
-        seller_name=row.seller_name,
-        environment=resource.environment,
-        created_at=resource.created_at,
-    )
+    shown = {name: getattr(resource, name) for name in _SHOWN.split()}
+    return DirectoryEntry(**shown, rails=rails[row.seller_id], seller_name=row.seller_name)
 
 
 def _rails(call: Call, row: Any) -> list[str]:
