@@ -29,7 +29,7 @@ from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
 from ..domain.pay_url.hot_wallet import hot_wallet
 from ..web import idempotency
-from ..web.auth import Principal, Role
+from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError, http_error
 from ..web.paging import PageRequest, paged
@@ -71,7 +71,7 @@ def _start(
     """The flow's first step, in the transaction that authenticated the caller: what a
     dry run needs; or the key claimed and the attempt begun (or the key's stored answer)."""
     order, fingerprint = _order(call)
-    agent = _agent(call)
+    agent = call.caller
     wallet = hot_wallet(call.ctx, agent.environment)  # or refuse: live with none configured
     job = flow.load_job(
         call.ctx, call.conn, agent=agent, order=order, wallet=wallet, request_id=call.request_id
@@ -164,12 +164,8 @@ def _respond(
 @paged
 def list_attempts(call: Call, request: PageRequest) -> Reply:
     """The wallet key's pay-url attempts, newest first (paged)."""
-    wallet_key_id = checked(_agent(call).subject_id)
+    wallet_key_id = checked(call.caller.subject_id)
     return Reply(attempts.list_attempts(call.conn, request, wallet_key_id))
-
-
-def _agent(call: Call) -> Principal:
-    return checked(call.principal)
 
 
 ENDPOINTS = [

@@ -63,17 +63,15 @@ def _check_url(f: Fields, url: str, settings: Settings) -> None:
             "must be an https URL"
             + ("" if production else " (http is allowed only for localhost outside production)"),
         )
-        return
-    if production and local:
+    elif production and local:
         f.error("url", "must not point at this machine in production")
-        return
-    if parts.username or parts.password:
+    elif parts.username or parts.password:
         f.error("url", "must not carry credentials")
-        return
-    try:
-        check_url(url, OutboundPolicy.from_settings(settings))
-    except OutboundRefused as exc:
-        f.error("url", f"is refused: {exc}")
+    else:
+        try:
+            check_url(url, OutboundPolicy.from_settings(settings))
+        except OutboundRefused as exc:
+            f.error("url", f"is refused: {exc}")
 
 
 def _check_events(f: Fields, events: list[str] | None) -> None:

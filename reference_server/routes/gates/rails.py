@@ -29,13 +29,13 @@ from svc_asgi import RailRequest
 
 from ...context import ServerContext
 from ...domain import gate_origins, open_rails
-from ...web.auth import Principal, Role
+from ...web.auth import Role
 from ...web.endpoint import Call, Contract, Endpoint, Flow
 from ...web.errors import ApiError, invalid, settlement_unavailable
 from ...web.responses import Reply
 from ...web.sdk import Sdk
 from ...web.text import first_forbidden
-from ...web.validate import Fields, checked
+from ...web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 
@@ -78,10 +78,9 @@ async def redeem(call: Call) -> Reply:
 async def settle(call: Call) -> Reply:
     """Settle a claimed credential whose answer succeeded."""
     b = call.input(SettleClaim)
-    principal: Principal = checked(call.principal)
     try:
         redemption = await open_rails.settle(
-            call.ctx, b.claim, seller_id=principal.seller_id, request_id=call.request_id
+            call.ctx, b.claim, seller_id=call.caller.seller_id, request_id=call.request_id
         )
     except open_rails.HoldNotFound:
         raise _no_claim(b.claim) from None
@@ -93,7 +92,6 @@ async def settle(call: Call) -> Reply:
 async def release(call: Call) -> Reply:
     """Release a claimed credential whose answer failed: nothing is charged."""
     b = call.input(ReleaseClaim)
-    principal: Principal = checked(call.principal)
     if b.status is not None and not 100 <= b.status <= 599:
         f = Fields.rules(call.body)
         f.error("status", "must be the answer's HTTP status (100-599)")
@@ -108,7 +106,7 @@ async def release(call: Call) -> Reply:
         await open_rails.release(
             call.ctx,
             b.claim,
-            seller_id=principal.seller_id,
+            seller_id=call.caller.seller_id,
             reason=b.reason,
             message=message,
             status=b.status,
@@ -186,14 +184,13 @@ async def _gate(call: Call, resource_id: str, url: str) -> open_rails.Gate:
     sold at ``url``, which must be one of the seller's own (:mod:`.gate_origins`: the
     first of the seller's gates to ask there claims an origin nobody holds yet)."""
     ctx: ServerContext = call.ctx
-    principal: Principal = checked(call.principal)
     public_url = call.public_url
     realm = urlsplit(public_url).netloc
 
     def load() -> open_rails.Gate | None:
         with ctx.db.read() as conn:
             gate = open_rails.load_gate(
-                conn, resource_id, realm=realm, seller_id=principal.seller_id
+                conn, resource_id, realm=realm, seller_id=call.caller.seller_id
             )
             if gate is None:
                 return None
