@@ -64,10 +64,8 @@ def enable_payments(call: Call) -> Reply:
     values: dict[str, Any] = {"mpp_enabled": True, "x402_enabled": True}
     if profile is not None:
         values["processor_profile_id"] = profile
-    if wallet is not None:
+    if wallet is not None or "payout_wallet_address" in call.body:  # null: processor deposit
         values["payout_wallet_address"] = wallet
-    elif "payout_wallet_address" in call.body:  # explicit null: back to processor deposit
-        values["payout_wallet_address"] = None
     row = sellers.update_seller(call.conn, call.caller.seller_id, **values)
     return Reply(sellers.seller_model(call.conn, row))
 

@@ -225,7 +225,7 @@ async def _card(call: Call, row: Row[Any], replayed: bool) -> Reply:
     try:
         url = await anyio.to_thread.run_sync(start)
     except DomainError:
-        if call.idempotency_key is None:  # no retry can reach this one: it is never paid
+        if call.key is None:  # no retry can reach this one: it is never paid
             await anyio.to_thread.run_sync(_unopened, call, row.id)
         raise
     return Reply(top_ups.top_up_model(row, checkout_url=url), 201, headers=headers)

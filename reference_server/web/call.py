@@ -52,11 +52,6 @@ class Call:
     _store_answer: Callable[[Reply], None] | None = None
 
     @property
-    def idempotency_key(self) -> str | None:
-        """The validated ``Idempotency-Key`` a flow honours (``None``: none)."""
-        return None if self.key is None else self.key.key
-
-    @property
     def caller(self) -> Principal:
         """The credential's principal, on a route whose endpoint requires one (``auth``
         without ``optional``): the pipeline authenticated it before the handler ran."""
