@@ -1,32 +1,10 @@
 """Every resource's buy page, where a person pays by card: ``pay_url`` (``/buy/{short_id}``),
-server-rendered HTML.
+server-rendered HTML (docs/buy-page.md says what it shows and does, live and in ``test``).
 
-``GET`` shows what is sold (description, price, seller) and, in ``test``, the sandbox card
-form (**Card number**, **Expiry**, **CVC**, **Pay**).  ``POST`` pays it: an approved
-sandbox card is booked like every sale (:mod:`reference_server.domain.card_payments`) and
-the page shows the receipt id, which ``POST /access/verify`` accepts.
-
-In ``live`` with the processor (``SVC_PROCESSOR=stripe``) the page shows a **Pay with
-card** button instead: its ``POST`` opens a Checkout Session at the processor
-(:mod:`reference_server.processor.checkout`) and answers ``303`` to it.  The payer comes
-back to ``/buy/{short_id}/done?session=…``, which shows the receipt once
-``checkout.session.completed`` booked it, and says the payment is being confirmed until
-then.  ``live`` without a processor says plainly that card payment needs one and shows no
-form.
-
-A form carries a one-time payment token: a random nonce and an expiry, signed with a
-server secret and bound to the resource (so it is also the form's CSRF token, with the
-cross-site POST refusal of every page).  The nonce is the idempotency key of the
-payment: the payment and its stored answer commit together, so a second submit of the
-same form -- a double click, a reload, a resent POST -- shows the same receipt and pays
-nothing more.  A refused card leaves the token unused (the person corrects the form and
-pays with it).  A token lives an hour, never longer than its record is kept.
-
-These are pages for people, not API: the endpoints are not ``listed`` in the discovery
-documents (an agent pays the same resource at its ``gate_url`` or by ``POST /pay``).
-Unknown short ids are 404 and deactivated resources 410, both as HTML.  The page was at
-``/pay/{short_id}`` (beside ``POST /pay``, the agents' API): those paths answer ``308`` to
-the same path under ``/buy/``, so links already shared and forms open in a tab still work.
+A form carries a one-time payment token, signed and bound to the resource: it is also the
+form's CSRF token, and its nonce is the payment's idempotency key, so a second submit of
+the same form shows the same receipt and pays nothing more.  A token lives an hour, never
+longer than its record is kept.  The old ``/pay/{short_id}`` paths answer ``308`` here.
 """
 
 from __future__ import annotations
@@ -34,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -162,31 +140,25 @@ def _read_token(call: Call, short_id: str, token: str) -> _Token | None:
 
 
 def _not_found() -> Response:
-    return pages.render(
-        "page_message.html",
+    return pages.message(
         404,
-        title="Payment page not found",
-        lines=[
-            "There is no payment page at this address. Check the link you were given, "
-            "or ask the seller for a new one."
-        ],
+        "Payment page not found",
+        "There is no payment page at this address. Check the link you were given, "
+        "or ask the seller for a new one.",
     )
 
 
 def _gone(sale: _Sale) -> Response:
-    return pages.render(
-        "page_message.html",
+    return pages.message(
         410,
-        title="No longer for sale",
-        lines=[
-            f"{sale.seller_name} has deactivated this item, so it can no longer be paid for "
-            "here. Nothing was charged. Ask the seller if it is offered elsewhere."
-        ],
+        "No longer for sale",
+        f"{sale.seller_name} has deactivated this item, so it can no longer be paid for "
+        "here. Nothing was charged. Ask the seller if it is offered elsewhere.",
     )
 
 
 def _refused(message: str, status: int) -> Response:
-    return pages.render("page_message.html", status, title="Refused", lines=[message])
+    return pages.message(status, "Refused", message)
 
 
 async def buy_page(call: Call) -> Response:
@@ -319,14 +291,11 @@ async def _claim(call: Call, sale: _Sale, token: _Token) -> idempotency.Begun | 
             if exc.code != "idempotency_in_progress":
                 raise
             if waited >= _WAIT_SECONDS:
-                return pages.render(
-                    "page_message.html",
+                return pages.message(
                     409,
-                    title="Payment in progress",
-                    lines=[
-                        "This payment is still being processed. Reload this page in a "
-                        "moment to see its receipt; you will not be charged twice."
-                    ],
+                    "Payment in progress",
+                    "This payment is still being processed. Reload this page in a "
+                    "moment to see its receipt; you will not be charged twice.",
                 )
             await anyio.sleep(0.1)
             waited += 0.1
@@ -397,11 +366,7 @@ def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] |
             request_id=call.request_id,
             now=now,
         )
-        answer = {
-            "receipt_id": receipt_id,
-            "amount": format_micros(int(resource.amount_micros)),
-            "created_at": now.strftime("%Y-%m-%d %H:%M:%S"),
-        }
+        answer = _paid(receipt_id, resource.amount_micros, now)
         idempotency.complete(conn, begun, 200, answer)
     return answer
 
@@ -442,11 +407,11 @@ async def _checkout(
     try:
         return await anyio.to_thread.run_sync(start)
     except DomainError as exc:
-        return pages.render(
-            "page_message.html",
+        return pages.message(
             503,
-            title="Card payment unavailable",
-            lines=[exc.message, "Go back to the payment page and try again in a moment."],
+            "Card payment unavailable",
+            exc.message,
+            "Go back to the payment page and try again in a moment.",
         )
 
 
@@ -466,19 +431,13 @@ async def done(call: Call) -> Response:
     session_id = call.request.query_params.get("session", "")[:255]
     row = await anyio.to_thread.run_sync(_session_receipt, call, session_id)
     if row is None or row.resource_id != sale.resource.id:
-        return pages.render(
-            "page_message.html",
+        return pages.message(
             404,
-            title="Payment not found",
-            lines=["This page knows no such card payment. Check the link, or pay again."],
+            "Payment not found",
+            "This page knows no such card payment. Check the link, or pay again.",
         )
     if row.receipt_id is not None:
-        answer = {
-            "receipt_id": row.receipt_id,
-            "amount": format_micros(int(row.amount_micros)),
-            "created_at": row.paid_at.strftime("%Y-%m-%d %H:%M:%S"),
-        }
-        return _receipt(call, sale, answer)
+        return _receipt(call, sale, _paid(row.receipt_id, row.amount_micros, row.paid_at))
     lines = {
         "expired": ["This card payment was not completed, and nothing was charged."],
         "failed": [
@@ -493,7 +452,7 @@ async def done(call: Call) -> Response:
             "You will not be charged twice.",
         ],
     )
-    return pages.render("page_message.html", 200, title="Confirming your payment", lines=lines)
+    return pages.message(200, "Confirming your payment", *lines)
 
 
 def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:
@@ -504,6 +463,15 @@ def _session_receipt(call: Call, session_id: str) -> Row[Any] | None:
             .select_from(cc.outerjoin(rc, rc.c.id == cc.c.receipt_id))
             .where(cc.c.session_id == session_id, cc.c.kind == checkout.SALE)
         ).first()
+
+
+def _paid(receipt_id: str, amount_micros: int, at: datetime) -> dict[str, Any]:
+    """A card payment's answer, as kept under its form's key and shown on the receipt."""
+    return {
+        "receipt_id": receipt_id,
+        "amount": format_micros(int(amount_micros)),
+        "created_at": at.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def _receipt(call: Call, sale: _Sale, answer: dict[str, Any]) -> Response:
@@ -541,22 +509,15 @@ ENDPOINTS = [
     Endpoint(method="POST", path=_PATH, handler=pay, page=Page()),
     Endpoint(method="GET", path=_PATH + "/done", handler=done, page=Page()),
     # Redirects, not pages: they answer no HTML of their own.
-    Endpoint(
-        method="GET", path=_OLD_PATH, handler=moved, run=Flow(), contract=Contract(listed=False)
-    ),
-    Endpoint(
-        method="POST",
-        path=_OLD_PATH,
-        handler=moved,
-        run=Flow(),
-        body=RAW_BODY,
-        contract=Contract(listed=False),
-    ),
-    Endpoint(
-        method="GET",
-        path=_OLD_PATH + "/done",
-        handler=moved,
-        run=Flow(),
-        contract=Contract(listed=False),
+    *(
+        Endpoint(
+            method=method,
+            path=path,
+            handler=moved,
+            run=Flow(),
+            body=RAW_BODY if method == "POST" else None,
+            contract=Contract(listed=False),
+        )
+        for method, path in (("GET", _OLD_PATH), ("POST", _OLD_PATH), ("GET", _OLD_PATH + "/done"))
     ),
 ]

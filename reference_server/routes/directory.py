@@ -1,17 +1,8 @@
-"""``GET /directory``: the resources their sellers listed, for agents to find and pay.
+"""``GET /directory``: the resources their sellers listed, for agents to find and pay
+(docs/directory.md: what is listed, what an entry shows, the filters).
 
-No credential: anyone may read it.  The environment is the ``X-Svc-Environment`` header's
-(absent = ``live``), as on every anonymous route.  An entry is a resource created or
-updated with ``"listed": true`` that is still active; it tells what the resource is
-(``description``, ``kind``), its price (``amount``), the rails its gate takes, where to pay
-it (``gate_url``; ``pay_url`` for a person), how to call it (``method``, and for a method
-with a body the seller's ``body_hint`` to copy with your own values) and the seller's name.
-Nothing else of the resource or the seller is shown (not its path, metadata, upstream or
-seller id).
-
-A list by the common contract (``limit``, ``starting_after``, ``has_more``; oldest first)
-with three filters: ``kind`` (``http`` or ``mcp``), ``q`` (text the description contains,
-case ignored) and ``max_amount`` (prices at most this amount).
+No credential: anyone may read it, so an entry shows nothing else of the resource or the
+seller (not its path, metadata, upstream or seller id).
 """
 
 from __future__ import annotations
@@ -53,6 +44,10 @@ FILTERS = (
 )
 
 
+#: What an entry shows of its resource (with its rails and its seller's name, and nothing else).
+_SHOWN = "id kind amount gate_url pay_url description method body_hint environment created_at"
+
+
 @paged(filters=FILTERS)
 def list_directory(call: Call, request: PageRequest) -> Reply:
     """Resources their sellers listed, in the request's environment (no credential)."""
@@ -74,20 +69,8 @@ def _entry(call: Call, row: Any, rails: dict[str, list[str]]) -> DirectoryEntry:
     resource = resources.resource_model(row, call.public_url)
     if row.seller_id not in rails:
         rails[row.seller_id] = _rails(call, row)
-    return DirectoryEntry(
-        id=resource.id,
-        kind=resource.kind,
-        amount=resource.amount,
-        gate_url=resource.gate_url,
-        pay_url=resource.pay_url,
-        rails=rails[row.seller_id],
-        description=resource.description,
-        method=resource.method,
-        body_hint=resource.body_hint,
-        seller_name=row.seller_name,
-        environment=resource.environment,
-        created_at=resource.created_at,
-    )
+    shown = {name: getattr(resource, name) for name in _SHOWN.split()}
+    return DirectoryEntry(**shown, rails=rails[row.seller_id], seller_name=row.seller_name)
 
 
 def _rails(call: Call, row: Any) -> list[str]:

@@ -12,17 +12,17 @@ else, so that neither meets a bare 404.
 from __future__ import annotations
 
 import anyio.to_thread
-from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from svc import __version__
 
 from ..web import pages
-from ..web.endpoint import Call, Contract, Endpoint, Flow
+from ..web.endpoint import Call, Endpoint
 from ..web.errors import CODES
 from ..web.openapi import document as openapi_document
 from ..web.openapi import summary
 from ..web.responses import json_response
+from .health import unlisted_get
 from .mcp import PATH as MCP_PATH
 
 __all__ = ["endpoints"]
@@ -59,11 +59,6 @@ def _auth_label(ep: Endpoint) -> str:
     return "none" if ep.auth is None else ep.auth.value
 
 
-def _base(request: Request) -> str:
-    ctx = request.app.state.ctx
-    return (ctx.settings.public_url or str(request.base_url)).rstrip("/")
-
-
 def _quality(accept: str, media_types: tuple[str, ...]) -> float:
     """The highest ``q`` the ``Accept`` header gives any of ``media_types``."""
     best = 0.0
@@ -91,6 +86,17 @@ def wants_html(accept: str) -> bool:
     return html > json
 
 
+def _about(base: str) -> dict[str, object]:
+    """What the service is: the start of the landing JSON and of ``agent.json``."""
+    return {
+        "ok": True,
+        "name": "svc",
+        "version": __version__,
+        "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
+        "url": base,
+    }
+
+
 def _pointers(base: str) -> dict[str, str]:
     """Where to go from the server's address."""
     return {
@@ -107,41 +113,33 @@ def _pointers(base: str) -> dict[str, str]:
 async def landing(call: Call) -> Response:
     """Where to start from the server's address: the documents, the directory, the
     docs; a page for a browser, JSON otherwise."""
-    base = _base(call.request)
+    base = call.public_url
     vary = {"Vary": "Accept"}
     if wants_html(call.headers.get("accept", "")):
         answer = pages.render("landing.html", 200, title="svc payments service", **_pointers(base))
         answer.headers.update(vary)
         return answer
-    body = {
-        "ok": True,
-        "name": "svc",
-        "version": __version__,
-        "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
-        "url": base,
-        **_pointers(base),
-        "request_id": call.request_id,
-    }
+    body = {**_about(base), **_pointers(base), "request_id": call.request_id}
     return json_response(body, headers=vary)
 
 
 def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
     """The discovery documents' own endpoints, listing ``listed``."""
 
-    def llms_lines(request: Request, full: bool) -> list[str]:
+    def llms_lines(base: str, full: bool) -> list[str]:
         lines = [
             "# svc payments service",
             "",
             "> Accept payments for HTTP resources and MCP tools; let agents pay any 402 URL.",
             "",
-            f"Base URL: {_base(request)} (every route is also under /api/).",
+            f"Base URL: {base} (every route is also under /api/).",
             "Environments: send `X-Svc-Environment: test` with test keys.",
             "Errors: {ok: false, error: {code, message, details}, request_id}.",
-            f"MCP: the svc tools over streamable HTTP at {_base(request)}{MCP_PATH}; send "
+            f"MCP: the svc tools over streamable HTTP at {base}{MCP_PATH}; send "
             "`Authorization: Bearer <credential>` (owner JWT, seller key or wallet key).",
             "",
             "## Find something to pay",
-            f"GET {_base(request)}/directory (no auth; `X-Svc-Environment` picks test or "
+            f"GET {base}/directory (no auth; `X-Svc-Environment` picks test or "
             "live, absent = live) lists the resources sellers chose to list: description, "
             "amount, rails, gate_url, pay_url, method and body_hint; filters `kind`, `q`, "
             "`max_amount`, paged by `limit`/`starting_after`.  Pay an entry with "
@@ -158,17 +156,14 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         return lines
 
     async def llms_txt(call: Call) -> Response:
-        request = call.request
-        return PlainTextResponse("\n".join(llms_lines(request, full=False)) + "\n")
+        return PlainTextResponse("\n".join(llms_lines(call.public_url, full=False)) + "\n")
 
     async def llms_full_txt(call: Call) -> Response:
-        request = call.request
-        return PlainTextResponse("\n".join(llms_lines(request, full=True)) + "\n")
+        return PlainTextResponse("\n".join(llms_lines(call.public_url, full=True)) + "\n")
 
     async def capabilities(call: Call) -> Response:
-        request = call.request
-        base = _base(request)
-        demo = await anyio.to_thread.run_sync(request.app.state.ctx.demo_resources)
+        base = call.public_url
+        demo = await anyio.to_thread.run_sync(call.ctx.demo_resources)
         return json_response(
             {
                 "ok": True,
@@ -181,29 +176,24 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
                     "demo_resource_ids": demo,
                 },
                 "environments": ["test", "live"],
-                "request_id": request.state.request_id,
+                "request_id": call.request_id,
             }
         )
 
     async def agent_json(call: Call) -> Response:
-        request = call.request
-        base = _base(request)
+        base = call.public_url
         return json_response(
             {
-                "ok": True,
-                "name": "svc",
-                "version": __version__,
-                "description": "Payments for agents: accept and spend on x402, MPP and ledger.",
-                "url": base,
+                **_about(base),
                 "capabilities_url": f"{base}/agent/capabilities",
                 "openapi_url": f"{base}/agent-openapi.json",
                 "llms_txt_url": f"{base}/llms.txt",
-                "request_id": request.state.request_id,
+                "request_id": call.request_id,
             }
         )
 
     async def openapi(call: Call) -> Response:
-        return json_response(openapi_document(listed, _base(call.request)))
+        return json_response(openapi_document(listed, call.public_url))
 
     table = [
         ("/", landing),
@@ -213,14 +203,4 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         ("/.well-known/agent.json", agent_json),
         ("/agent-openapi.json", openapi),
     ]
-    return [
-        Endpoint(
-            method="GET",
-            path=path,
-            handler=handler,
-            run=Flow(),
-            rate_limit=None,
-            contract=Contract(listed=False),
-        )
-        for path, handler in table
-    ]
+    return [unlisted_get(path, handler) for path, handler in table]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import anyio.to_thread
 
+from ..web.call import AsyncHandler
 from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError
 from ..web.responses import Reply
 
-__all__ = ["ENDPOINTS"]
+__all__ = ["ENDPOINTS", "unlisted_get"]
 
 
 async def health(call: Call) -> Reply:
@@ -35,8 +36,9 @@ async def ready(call: Call) -> Reply:
     return Reply({"status": "ready", "checks": {"database": "ok"}})
 
 
-ENDPOINTS = [
-    Endpoint(
+def unlisted_get(path: str, handler: AsyncHandler) -> Endpoint:
+    """A ``GET`` beside the API, neither listed nor rate limited: a probe or a document."""
+    return Endpoint(
         method="GET",
         path=path,
         handler=handler,
@@ -44,5 +46,6 @@ ENDPOINTS = [
         rate_limit=None,
         contract=Contract(listed=False),
     )
-    for path, handler in (("/health", health), ("/ready", ready))
-]
+
+
+ENDPOINTS = [unlisted_get("/health", health), unlisted_get("/ready", ready)]

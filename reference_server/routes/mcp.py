@@ -1,31 +1,17 @@
-"""The svc MCP tools over streamable HTTP, at ``/mcp`` (and ``/api/mcp``).
+"""The svc MCP tools over streamable HTTP, at ``/mcp`` (and ``/api/mcp``; docs/mcp.md).
 
 One server serves every caller: the tools (:mod:`svc.mcp_server`, the same ones ``svc mcp``
-serves over stdio) make the client of each tool call from that call's HTTP request, whose
-``Authorization: Bearer`` credential says who is calling -- an owner JWT, a seller key
-(``svc_sk_…``) or a wallet key (``svc_vw_…``), told apart by prefix -- and whose
-``X-Svc-Environment`` picks the environment (a key otherwise works in its own).
-
-The route is an :class:`~reference_server.web.endpoint.Endpoint` of the one pipeline like
-every other: the request id, the input boundary, the rate limit (per credential) and the
-credential check all apply before the MCP transport sees the request.  A missing or
-invalid credential is therefore an HTTP 401 in the service's envelope; a valid credential
-used with a tool of another role is a tool error naming the API's code (``wrong_credential
-(403)``), as the same call over the API would be.
+serves over stdio) make the client of each tool call from that call's HTTP request and its
+credential.  The route passes the one pipeline like every other, so a missing or invalid
+credential is an HTTP 401 in the service's envelope before the MCP transport runs.
 
 The tools' client talks to this same application in process (``httpx.ASGITransport``):
-each tool call is an ordinary API request through the whole middleware stack and
-pipeline (its own request id, limits, idempotency), with no network at all, not even
-loopback, and nothing to configure -- the server need not know a URL it can reach itself
-on.  The inner requests carry the outer one's host, so the URLs they answer
-(``gate_url``, ``pay_url``) are the ones the caller would see from the API.
-
-Transport choices: stateless (each POST a fresh MCP transport, no session held in memory,
-so several server processes can serve one URL) with JSON answers (the tools send no
-progress notifications, so a stream would only wrap one message).  DNS-rebinding
-protection (a Host/Origin allow-list) is off: it guards servers that trust whoever can
-reach them, while this one trusts only the bearer credential, which a browser never
-attaches on its own.
+no network, not even loopback, and nothing to configure -- the server need not know a URL
+it can reach itself on.  The transport is stateless (several server processes can serve
+one URL) and answers JSON (the tools send no progress notifications, so a stream would
+only wrap one message).  DNS-rebinding protection (a Host/Origin allow-list) is off: it
+guards servers that trust whoever can reach them, while this one trusts only the bearer
+credential, which a browser never attaches on its own.
 """
 
 from __future__ import annotations

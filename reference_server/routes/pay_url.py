@@ -2,12 +2,10 @@
 
 ``pay-url`` has an async handler: a payment that awaits a third party's URL must hold
 neither a transaction nor a worker thread across it, nor be retried whole on a transient
-database error (see :mod:`reference_server.domain.pay_url.flow`), so the pipeline awaits it on the
-event loop with no transaction.  The rate limit, the JSON body rules, the wallet-key
-authentication, the envelope and ``request_id`` are the pipeline's; its first step
-(``_start``) runs in the transaction that authenticates the wallet key, claims the
-``Idempotency-Key`` in the one store (:mod:`reference_server.web.idempotency`) and begins
-the attempt, which references it (:mod:`reference_server.domain.pay_url.attempts`).
+database error (see :mod:`reference_server.domain.pay_url.flow`).  Its first step
+(``_start``) runs in the transaction that authenticates the wallet key: it claims the
+``Idempotency-Key`` and begins the attempt, which references it
+(:mod:`reference_server.domain.pay_url.attempts`).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from ..domain.pay_url import attempts, flow
 from ..domain.pay_url.attempts import Order, Replay, Started
 from ..domain.pay_url.hot_wallet import hot_wallet
 from ..web import idempotency
-from ..web.auth import Principal, Role
+from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow
 from ..web.errors import ApiError, http_error
 from ..web.paging import PageRequest, paged
@@ -55,12 +53,13 @@ async def pay_url(call: Call) -> Response:
     it (a PayUrlQuote): nothing is paid, reserved or recorded."""
     started = call.started
     if isinstance(started, flow.Job):
-        return _respond_quote(await flow.quote(started), call.request_id)
+        return _respond(await flow.quote(started), call.request_id)
     if isinstance(started, idempotency.Replay):
         status, body, headers = replayed(started, call.request_id)
         return json_response(body, status, headers | _NO_STORE)
     job, begun = started
-    return _respond(await flow.pay(job, begun), call.request_id)
+    answer = await flow.pay(job, begun)
+    return _respond(answer.result, call.request_id, replay_of=answer.replay_of)
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -72,7 +71,7 @@ def _start(
     """The flow's first step, in the transaction that authenticated the caller: what a
     dry run needs; or the key claimed and the attempt begun (or the key's stored answer)."""
     order, fingerprint = _order(call)
-    agent = _agent(call)
+    agent = call.caller
     wallet = hot_wallet(call.ctx, agent.environment)  # or refuse: live with none configured
     job = flow.load_job(
         call.ctx, call.conn, agent=agent, order=order, wallet=wallet, request_id=call.request_id
@@ -143,21 +142,16 @@ def _host(ctx: ServerContext, url: str) -> str:
         return (parts.netloc.rpartition("@")[2] or "?").lower()[:255]
 
 
-def _respond(answer: flow.Answer, request_id: str) -> Response:
-    headers = {"Cache-Control": "no-store"}
-    if answer.replay_of is not None:
-        headers |= {"Idempotent-Replayed": "true", "Original-Request-Id": answer.replay_of}
-    if isinstance(answer.result, PayUrlResult):
-        return json_response(to_json_body(answer.result, request_id), 200, headers)
-    error = answer.result
-    response = error_response(error, request_id)
-    response.headers.update(headers)
-    return response
-
-
-def _respond_quote(result: PayUrlQuote | DomainError, request_id: str) -> Response:
-    headers = {"Cache-Control": "no-store"}
-    if isinstance(result, PayUrlQuote):
+def _respond(
+    result: PayUrlResult | PayUrlQuote | DomainError,
+    request_id: str,
+    *,
+    replay_of: str | None = None,
+) -> Response:
+    headers = dict(_NO_STORE)
+    if replay_of is not None:
+        headers |= {"Idempotent-Replayed": "true", "Original-Request-Id": replay_of}
+    if not isinstance(result, DomainError):
         return json_response(to_json_body(result, request_id), 200, headers)
     response = error_response(result, request_id)
     response.headers.update(headers)
@@ -170,12 +164,8 @@ def _respond_quote(result: PayUrlQuote | DomainError, request_id: str) -> Respon
 @paged
 def list_attempts(call: Call, request: PageRequest) -> Reply:
     """The wallet key's pay-url attempts, newest first (paged)."""
-    wallet_key_id = checked(_agent(call).subject_id)
+    wallet_key_id = checked(call.caller.subject_id)
     return Reply(attempts.list_attempts(call.conn, request, wallet_key_id))
-
-
-def _agent(call: Call) -> Principal:
-    return checked(call.principal)
 
 
 ENDPOINTS = [

@@ -27,7 +27,6 @@ from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
-from ..web.validate import Fields
 from . import resources
 from . import sellers as seller_routes
 
@@ -92,8 +91,6 @@ def connect_update(call: Call) -> Reply:
     """Auto payout on or off, and its minimum (null: the server's default)."""
     seller = _seller(call)
     b = call.input(UpdateConnect)
-    f = Fields.rules(call.body)
-    f.done()
     accounts.update_auto_payout(
         call.conn,
         seller,
@@ -283,12 +280,7 @@ SELLER_ENDPOINTS = [
 def _as_seller(call: Call) -> Call:
     """The call as the seller of ``{seller_id}``, once it is known to be the owner's
     (404 otherwise, in the owner JWT's environment)."""
-    row = sellers.find_owned_seller(
-        call.conn,
-        call.params["seller_id"],
-        owner_id=call.caller.owner_id,
-        environment=call.environment,
-    )
+    row = call.owned(sellers.find_owned_seller, "seller_id")
     seller = Principal(
         role=Role.SELLER,
         environment=row.environment,

@@ -40,28 +40,22 @@ async def processor_webhook(call: Call) -> Reply:
 
 async def connect_return(call: Call) -> Response:
     """Where Stripe sends a seller back after its onboarding form."""
-    return pages.render(
-        "page_message.html",
+    return pages.message(
         200,
-        title="Payout account details sent",
-        lines=[
-            "Stripe has what you entered. Your payout account is updated as soon as Stripe "
-            "confirms it: check it with `svc connect status` (or GET /sellers/me/connect); "
-            "if it still needs something, `svc connect onboard` gives you a new link.",
-        ],
+        "Payout account details sent",
+        "Stripe has what you entered. Your payout account is updated as soon as Stripe "
+        "confirms it: check it with `svc connect status` (or GET /sellers/me/connect); "
+        "if it still needs something, `svc connect onboard` gives you a new link.",
     )
 
 
 async def connect_refresh(call: Call) -> Response:
     """Where Stripe sends a seller whose onboarding link expired or was used."""
-    return pages.render(
-        "page_message.html",
+    return pages.message(
         200,
-        title="This onboarding link has expired",
-        lines=[
-            "Onboarding links work once and for a few minutes. Get a new one with "
-            "`svc connect onboard` (or POST /sellers/me/connect/onboard) and open it.",
-        ],
+        "This onboarding link has expired",
+        "Onboarding links work once and for a few minutes. Get a new one with "
+        "`svc connect onboard` (or POST /sellers/me/connect/onboard) and open it.",
     )
 
 

@@ -1,17 +1,10 @@
-"""The sandbox chain's routes: a faucet, balances, transactions and an x402 facilitator.
-
-    POST /sandbox/faucet {"address", "amount"}   mint sandbox USDC to any address
-    GET  /sandbox/balances/{address}             an address's sandbox USDC
-    GET  /sandbox/transactions/{tx_hash}         one sandbox transaction
-    GET  /sandbox/x402/supported                 x402 facilitator API, pointed at by
-    POST /sandbox/x402/verify                    unmodified x402 / pympp servers
-    POST /sandbox/x402/settle
+"""The sandbox chain's routes: a faucet, balances, transactions and an x402 facilitator
+(docs/sandbox.md), for ``test`` only.
 
 They take no credential (a real facilitator or faucet takes none, and stock x402 clients
-send none) but pass the same pipeline as every route: rate limits, body limits, request
-ids, one database transaction.  They exist for ``test`` only.  Because stock clients send
-no ``X-Svc-Environment`` either, a request without the header is a ``test`` request here
-(elsewhere an anonymous request is ``live``); ``X-Svc-Environment: live`` is refused with
+send none) but pass the same pipeline as every route.  Because stock clients send no
+``X-Svc-Environment`` either, a request without the header is a ``test`` request here
+(elsewhere an anonymous request is ``live``); ``live`` is refused with
 ``sandbox_test_only``: live has no faucet and settles on a real chain.
 """
 
@@ -22,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
-from eth_utils.address import is_checksum_address, to_checksum_address
+from eth_utils.address import to_checksum_address
 
 from svc.bodies import SandboxFaucet
 from svc.money import format_micros, to_micros
@@ -41,9 +34,9 @@ from ..sandbox.token import SANDBOX_TOKEN
 from ..store.database import in_transaction
 from ..web.auth import requested_environment
 from ..web.endpoint import FOREIGN_JSON, Call, Contract, Endpoint, Flow
-from ..web.errors import ApiError
+from ..web.errors import ApiError, invalid
 from ..web.responses import Reply
-from ..web.validate import EVM_ADDRESS, Fields
+from ..web.validate import EVM_ADDRESS, Fields, checksum_ok
 
 __all__ = ["ENDPOINTS"]
 
@@ -65,8 +58,7 @@ def _address_problem(address: str) -> str | None:
     to (all-lowercase or all-uppercase carry no checksum and are taken as they are)."""
     if not EVM_ADDRESS.fullmatch(address):
         return "must be a 0x-prefixed 20-byte EVM address"
-    body = address[2:]
-    if body != body.lower() and body != body.upper() and not is_checksum_address(address):
+    if not checksum_ok(address):
         return "has a mixed-case EIP-55 checksum that does not match (a typo?)"
     return None
 
@@ -114,11 +106,7 @@ def balance(call: Call) -> Reply:
     address = call.params["address"]
     problem = _address_problem(address)
     if problem:
-        raise ApiError(
-            "validation_error",
-            f"Invalid request: address {problem}.",
-            details={"errors": [{"field": "address", "message": problem}]},
-        )
+        raise invalid([{"field": "address", "message": problem}])
     atomic = chain.balance_of(call.conn, address)
     return Reply(
         {
@@ -148,16 +136,12 @@ def x402_supported(call: Call) -> Reply:
 
 async def x402_verify(call: Call) -> Reply:
     """x402 facilitator: would this payment settle on the sandbox chain now?  Moves nothing."""
-    _test_only(call)
-    answer = await _transaction(call, write=False, work=facilitator.verify)
-    return Reply(answer)
+    return await _transaction(call, write=False, work=facilitator.verify)
 
 
 async def x402_settle(call: Call) -> Reply:
     """x402 facilitator: settle a payment (transferWithAuthorization) on the sandbox chain."""
-    _test_only(call)
-    answer = await _transaction(call, write=True, work=facilitator.settle)
-    return Reply(answer)
+    return await _transaction(call, write=True, work=facilitator.settle)
 
 
 # verify and settle are async handlers for one reason: the signature's ECDSA recovery
@@ -175,19 +159,18 @@ def _recover_first(call: Call) -> None:
         pass  # refused in the transaction, with the reason a facilitator gives
 
 
-async def _transaction(
-    call: Call, *, write: bool, work: Callable[..., dict[str, Any]]
-) -> dict[str, Any]:
-    """``work`` in one short transaction in a worker thread, as the pipeline runs a sync
-    route's (a deadlock or serialization failure runs it again); the signature is
-    recovered first in the same thread, before the transaction opens (one hop, not two:
+async def _transaction(call: Call, *, write: bool, work: Callable[..., dict[str, Any]]) -> Reply:
+    """``work``'s answer, run in one short transaction in a worker thread, as the pipeline
+    runs a sync route's (a deadlock or serialization failure runs it again); the signature
+    is recovered first in the same thread, before the transaction opens (one hop, not two:
     each costs the event loop a queue hand-off and a wake-up)."""
+    _test_only(call)
 
     def run() -> dict[str, Any]:
         _recover_first(call)
         return in_transaction(call.ctx, write, lambda conn: work(conn, call.body, now=call.now))
 
-    return await anyio.to_thread.run_sync(run)
+    return Reply(await anyio.to_thread.run_sync(run))
 
 
 _TEST_ONLY = ("sandbox_test_only",)

@@ -1,13 +1,10 @@
 """The sandbox's checkout page for a card top-up in ``test`` (``/top-ups/{top_up_id}/pay``):
 the ``checkout_url`` of a pending card top-up there, as the processor's Checkout is in
-``live``, so card top-ups are one flow in both environments.
+``live``, so card top-ups are one flow in both environments (docs/wallets.md).
 
-It shows the sandbox card form (the buy page's, :mod:`.buy_page`); an approved test card
-credits the top-up at once through the same booking as the processor's
-``checkout.session.completed`` (:func:`~reference_server.domain.top_ups.book_card`, once:
-a second submit finds it credited) and sends the payer on to ``/top-ups/{id}/done``.  A
-declined or unknown card charges nothing and shows the form again.  The top-up id in the
-address is the capability (as a Checkout URL is); a cross-site POST is refused.
+An approved test card credits the top-up through the same booking as the processor's
+``checkout.session.completed`` (:func:`~reference_server.domain.top_ups.book_card`).  The
+top-up id in the address is the capability (as a Checkout URL is).
 """
 
 from __future__ import annotations
@@ -71,9 +68,7 @@ def _form(
 
 
 def _not_found() -> Response:
-    return pages.render(
-        "page_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
-    )
+    return pages.message(404, "Top-up not found", "No such card top-up.")
 
 
 async def page(call: Call) -> Response:
@@ -87,9 +82,7 @@ async def page(call: Call) -> Response:
 
 async def pay(call: Call) -> Response:
     if pages.cross_site(call):
-        return pages.render(
-            "page_message.html", 403, title="Refused", lines=["Send this form from its own page."]
-        )
+        return pages.message(403, "Refused", "Send this form from its own page.")
     form = await pages.read_form(call)
     row = await anyio.to_thread.run_sync(_load, call)
     if row is None:

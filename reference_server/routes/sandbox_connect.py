@@ -1,11 +1,6 @@
-"""The sandbox payout processor's pages, for humans: onboarding and the account's dashboard.
-
-``POST /sellers/me/connect/onboard`` hands out ``/sandbox/connect/onboard/<token>``: a
-short server-rendered form (no JavaScript) that a person completes.  Its **Complete
-onboarding** button makes payouts ready at the seller's next sync; **Finish later** leaves
-requirements due.  The token is one-time and expires; the form carries a CSRF token bound
-to it, and a cross-site POST is refused.  Nothing but this form completes an account.
-``/sandbox/connect/login/<token>`` is the login link's dashboard (read only).
+"""The sandbox payout processor's pages, for humans: onboarding and the account's dashboard
+(docs/payouts.md, "The sandbox processor's onboarding page").  Nothing but the onboarding
+form completes an account; its one-time link's token is a secret path.
 """
 
 from __future__ import annotations
@@ -32,10 +27,6 @@ __all__ = ["ENDPOINTS"]
 _ASK_AGAIN = "Ask whoever sent you this link (the seller's app or agent) for a new one."
 
 
-def _page(template: str, status: int = 200, **values: Any) -> HTMLResponse:
-    return pages.render(template, status, **values)
-
-
 def _message(
     call: Call,
     title: str,
@@ -45,7 +36,7 @@ def _message(
     requirements: Any = (),
 ) -> HTMLResponse:
     """A page that ends the visit: what happened, what to do now, and a way back."""
-    return _page(
+    return pages.render(
         "sandbox_message.html",
         status,
         title=title,
@@ -98,7 +89,7 @@ async def _form(
     link, csrf = await anyio.to_thread.run_sync(load)
     if link is None:
         return _unusable(call)
-    return _page(
+    return pages.render(
         "sandbox_onboard.html",
         status,
         title="Set up payouts",
@@ -208,7 +199,7 @@ async def login_page(call: Call) -> Response:
         for p in payouts
     ]
     bank = link.account.bank_account
-    return _page(
+    return pages.render(
         "sandbox_login.html",
         title="Payout account",
         account=link.account,

@@ -17,7 +17,7 @@ from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
-from ..web.validate import Fields
+from ..web.validate import Fields, checksum_ok
 
 __all__ = ["ENDPOINTS"]
 
@@ -58,30 +58,16 @@ def enable_payments(call: Call) -> Reply:
     b = call.input(EnablePayments)
     profile, wallet = b.processor_profile_id, b.payout_wallet_address
     f = Fields.rules(call.body)
-    if wallet is not None and not _checksum_ok(wallet):
+    if wallet is not None and not checksum_ok(wallet):
         f.error("payout_wallet_address", "has an invalid EIP-55 checksum (mixed-case typo?)")
     f.done()
     values: dict[str, Any] = {"mpp_enabled": True, "x402_enabled": True}
     if profile is not None:
         values["processor_profile_id"] = profile
-    if wallet is not None:
+    if wallet is not None or "payout_wallet_address" in call.body:  # null: processor deposit
         values["payout_wallet_address"] = wallet
-    elif "payout_wallet_address" in call.body:  # explicit null: back to processor deposit
-        values["payout_wallet_address"] = None
     row = sellers.update_seller(call.conn, call.caller.seller_id, **values)
     return Reply(sellers.seller_model(call.conn, row))
-
-
-def _checksum_ok(address: str) -> bool:
-    """All-lower or all-upper hex carries no checksum; mixed case must match EIP-55."""
-    body = address[2:]
-    if body == body.lower() or body == body.upper():
-        return True
-    try:
-        from eth_utils import is_checksum_address
-    except ImportError:  # pragma: no cover - eth-utils ships with the server extra
-        return True
-    return bool(is_checksum_address(address))
 
 
 def balance(call: Call) -> Reply:
@@ -104,12 +90,7 @@ def balance(call: Call) -> Reply:
 def recycle(call: Call) -> Reply:
     """Move seller balance (all of it, or ``amount``) into the owner's account wallet."""
     amount = call.input(RecycleBalance).amount
-    row = sellers.find_owned_seller(
-        call.conn,
-        call.params["seller_id"],
-        owner_id=call.caller.owner_id,
-        environment=call.environment,
-    )
+    row = call.owned(sellers.find_owned_seller, "seller_id")
     result = sellers.recycle(
         call.conn,
         row,

@@ -78,19 +78,28 @@ def pay(call: Call) -> Reply:
             )
     except PaymentRefused as refused:
         savepoint.rollback()
-        payments.record_refusal(
-            call.conn,
-            refused,
-            owner_id=agent.owner_id,
-            environment=agent.environment,
-            wallet_key_id=agent.subject_id,
-            resource=resource,
-            amount=None if amount is None else to_micros(amount),
-            request_id=call.request_id,
-            now=call.now,
+        return _refused(
+            call, agent, refused, resource, None if amount is None else to_micros(amount)
         )
-        return Reply.from_error(refused)
     return answered[-1] if answered else Reply(result)
+
+
+def _refused(
+    call: Call, agent: Principal, refused: PaymentRefused, resource: Any, amount: int | None
+) -> Reply:
+    """The refusal answered, its ``payment.failed`` recorded in the call's transaction."""
+    payments.record_refusal(
+        call.conn,
+        refused,
+        owner_id=agent.owner_id,
+        environment=agent.environment,
+        wallet_key_id=checked(agent.subject_id),
+        resource=resource,
+        amount=amount,
+        request_id=call.request_id,
+        now=call.now,
+    )
+    return Reply.from_error(refused)
 
 
 def pay_group(calls: list[Call]) -> list[Reply]:
@@ -133,18 +142,7 @@ def pay_group(calls: list[Call]) -> list[Reply]:
     replies = []
     for call, purchase, result in zip(calls, purchases, results, strict=True):
         if isinstance(result, PaymentRefused):
-            payments.record_refusal(
-                conn,
-                result,
-                owner_id=agent.owner_id,
-                environment=agent.environment,
-                wallet_key_id=key_id,
-                resource=purchase.resource,
-                amount=None,
-                request_id=call.request_id,
-                now=call.now,
-            )
-            replies.append(Reply.from_error(result))
+            replies.append(_refused(call, agent, result, purchase.resource, None))
         else:
             replies.append(Reply(result))
     return replies

@@ -1,26 +1,16 @@
 """Top-ups (owner JWT): pay the account wallet from the owner's own wallet.
 
-    POST /owners/me/top-ups {"amount"}            -> 402 + PAYMENT-REQUIRED, WWW-Authenticate
-    the same + PAYMENT-SIGNATURE | Authorization: Payment
-                                                  -> 201 TopUp (settled, credited)
-    POST /owners/me/top-ups {"amount", "method": "card"}
-                                                  -> 201 TopUp (pending, checkout_url)
-    GET /owners/me/top-ups, GET /owners/me/top-ups/{top_up_id}
-    GET /top-ups/{top_up_id}/done                 -> the page the card payer returns to
-
 The payment is the open rails' own charge (:func:`open_rails.pay_service`), paying the
-environment's deposit address: ``test`` on the sandbox chain (a faucet wallet pays it),
-``live`` through the configured facilitator.  The create handler is async (settling
-awaits a facilitator, which must not hold a transaction); its ``Idempotency-Key`` is
-claimed in the one store (:mod:`reference_server.web.idempotency`) by its first step, and
-the top-up references its record: the same key answers the same top-up, never a second
-payment.
+environment's deposit address: ``test`` on the sandbox chain, ``live`` through the
+configured facilitator.  The create handler is async (settling awaits a facilitator,
+which must not hold a transaction); its first step claims the ``Idempotency-Key`` in the
+one store (:mod:`reference_server.web.idempotency`), and the top-up references its
+record: the same key answers the same top-up, never a second payment.
 
-``method`` ``card`` (live with ``SVC_PROCESSOR=stripe``) answers at once with a
-``pending`` top-up and the processor's ``checkout_url``; it is credited when
-``checkout.session.completed`` arrives (:mod:`reference_server.processor.checkout`).
-In ``test`` the ``checkout_url`` is the sandbox's own checkout page
-(:mod:`.sandbox_checkout`, the sandbox card form): one flow in both environments.
+``method`` ``card`` answers at once with a ``pending`` top-up and its ``checkout_url``
+(the processor's Checkout in live, the sandbox card form of :mod:`.sandbox_checkout` in
+``test``: one flow in both); it is credited when the processor confirms the payment
+(:mod:`reference_server.processor.checkout`).
 """
 
 from __future__ import annotations
@@ -50,7 +40,7 @@ from ..store import tables as t
 from ..web import idempotency, pages, paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow, Page
-from ..web.errors import ApiError
+from ..web.errors import ApiError, invalid, settlement_unavailable
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -101,11 +91,7 @@ def _start(call: Call) -> _Started:
     ctx, env, conn = call.ctx, call.environment, call.conn
     amount = to_micros(call.input(CreateTopUp).amount)
     if amount <= 0:
-        raise ApiError(
-            "validation_error",
-            "amount must be positive.",
-            details={"errors": [{"field": "amount", "message": "must be positive"}]},
-        )
+        raise invalid([{"field": "amount", "message": "must be positive"}])
     card, terms = call.input(CreateTopUp).method == top_ups.CARD, None
     if card and env != "test" and not uses_stripe(ctx.settings, env):
         raise ApiError(
@@ -190,11 +176,7 @@ async def _pay(call: Call, started: _Started) -> Reply:
             call.ctx, terms, request, call.headers, request_id=call.request_id, book=book, **charge
         )
     except open_rails.SettlementUnavailable as exc:
-        raise ApiError(
-            "settlement_unavailable",
-            f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
-            headers={"Retry-After": "5"},
-        ) from None
+        raise settlement_unavailable(exc) from None
     if isinstance(result, Row):
         return Reply(top_ups.top_up_model(result), 201)
     raise ApiError(
@@ -243,7 +225,7 @@ async def _card(call: Call, row: Row[Any], replayed: bool) -> Reply:
     try:
         url = await anyio.to_thread.run_sync(start)
     except DomainError:
-        if call.idempotency_key is None:  # no retry can reach this one: it is never paid
+        if call.key is None:  # no retry can reach this one: it is never paid
             await anyio.to_thread.run_sync(_unopened, call, row.id)
         raise
     return Reply(top_ups.top_up_model(row, checkout_url=url), 201, headers=headers)
@@ -272,12 +254,7 @@ def list_all(call: Call, request: PageRequest) -> Reply:
 
 
 def get_one(call: Call) -> Reply:
-    row = top_ups.find_owned(
-        call.conn,
-        call.params["top_up_id"],
-        owner_id=call.caller.owner_id,
-        environment=call.environment,
-    )
+    row = call.owned(top_ups.find_owned, "top_up_id")
     url = _checkout_urls(call, [row.id]).get(row.id)
     return Reply(top_ups.top_up_model(row, checkout_url=url))
 
@@ -302,9 +279,7 @@ async def done(call: Call) -> Response:
     top_up_id = call.params["top_up_id"]
     row = await anyio.to_thread.run_sync(_top_up, call, top_up_id)
     if row is None or row.rail != top_ups.CARD:
-        return pages.render(
-            "page_message.html", 404, title="Top-up not found", lines=["No such card top-up."]
-        )
+        return pages.message(404, "Top-up not found", "No such card top-up.")
     amount = format_micros(int(row.amount_micros))
     if row.status == "succeeded":
         lines = [f"Your top-up of {amount} USD was credited to your account wallet ({row.id})."]
@@ -315,7 +290,7 @@ async def done(call: Call) -> Response:
         ]
     else:
         lines = [f"This top-up of {amount} USD was not paid, and nothing was charged."]
-    return pages.render("page_message.html", 200, title="Account wallet top-up", lines=lines)
+    return pages.message(200, "Account wallet top-up", *lines)
 
 
 def _top_up(call: Call, top_up_id: str) -> Row[Any] | None:

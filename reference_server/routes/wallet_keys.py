@@ -104,8 +104,6 @@ def patch(call: Call) -> Reply:
     row = _own(call)
     row = wallets.lock_wallet_key(call.conn, row.id)
     b = call.input(UpdateWalletKey)
-    f = Fields.rules(call.body)
-    f.done()
     values = _policy(call, b.policy, wallets.PolicyValues.of(row)).columns()
     if b.name is not None:
         values["name"] = b.name
@@ -259,10 +257,7 @@ def _amount(call: Call) -> int:
 
 
 def _own(call: Call) -> Any:
-    owner = call.caller
-    return wallets.find_owned(
-        call.conn, call.params["key_id"], owner_id=owner.owner_id, environment=call.environment
-    )
+    return call.owned(wallets.find_owned, "key_id")
 
 
 ENDPOINTS = [

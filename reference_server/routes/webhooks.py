@@ -44,6 +44,9 @@ __all__ = ["ENDPOINTS"]
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _d = t.webhook_deliveries
+_e = t.webhook_endpoints
+#: Deliveries with their event's type, as the delivery log shows them.
+_DELIVERIES = select(_d, t.events.c.type).join(t.events, t.events.c.id == _d.c.event_id)
 
 
 def _check_url(f: Fields, url: str, settings: Settings) -> None:
@@ -60,17 +63,15 @@ def _check_url(f: Fields, url: str, settings: Settings) -> None:
             "must be an https URL"
             + ("" if production else " (http is allowed only for localhost outside production)"),
         )
-        return
-    if production and local:
+    elif production and local:
         f.error("url", "must not point at this machine in production")
-        return
-    if parts.username or parts.password:
+    elif parts.username or parts.password:
         f.error("url", "must not carry credentials")
-        return
-    try:
-        check_url(url, OutboundPolicy.from_settings(settings))
-    except OutboundRefused as exc:
-        f.error("url", f"is refused: {exc}")
+    else:
+        try:
+            check_url(url, OutboundPolicy.from_settings(settings))
+        except OutboundRefused as exc:
+            f.error("url", f"is refused: {exc}")
 
 
 def _check_events(f: Fields, events: list[str] | None) -> None:
@@ -135,9 +136,8 @@ def patch(call: Call) -> Reply:
     if b.description is not None:
         values["description"] = b.description
     status = b.status
-    e = t.webhook_endpoints
     if values:
-        call.conn.execute(update(e).where(e.c.id == row.id).values(**values))
+        call.conn.execute(update(_e).where(_e.c.id == row.id).values(**values))
     if status is not None:
         endpoints.set_status(
             call.conn,
@@ -145,8 +145,7 @@ def patch(call: Call) -> Reply:
             status,
             reason="disabled by its owner" if status == "disabled" else None,
         )
-    new_row = call.conn.execute(select(e).where(e.c.id == row.id)).one()
-    return Reply(endpoints.endpoint_model(new_row))
+    return _reloaded(call, row.id)
 
 
 def delete(call: Call) -> Reply:
@@ -158,10 +157,13 @@ def delete(call: Call) -> Reply:
         .where(_d.c.endpoint_id == row.id, _d.c.status == "pending")
         .values(status="cancelled", next_attempt_at=None)
     )
-    e = t.webhook_endpoints
-    return Reply(
-        endpoints.endpoint_model(call.conn.execute(select(e).where(e.c.id == row.id)).one())
-    )
+    return _reloaded(call, row.id)
+
+
+def _reloaded(call: Call, endpoint_id: str) -> Reply:
+    """The endpoint as the handler's own changes left it."""
+    row = call.conn.execute(select(_e).where(_e.c.id == endpoint_id)).one()
+    return Reply(endpoints.endpoint_model(row))
 
 
 @paged
@@ -171,7 +173,7 @@ def deliveries(call: Call, request: PageRequest) -> Reply:
     page = paging.page(
         call.conn,
         request,
-        select(_d, t.events.c.type).join(t.events, t.events.c.id == _d.c.event_id),
+        _DELIVERIES,
         table=_d,
         scope=[_d.c.endpoint_id == row.id],
         order="desc",
@@ -237,11 +239,7 @@ def _send_now(call: Call, delivery_id: str, *, trigger: str) -> Reply:
     def send() -> Reply:
         deliver_job_sync(ctx, job, trigger=trigger)
         with ctx.db.read() as conn:
-            row = conn.execute(
-                select(_d, t.events.c.type)
-                .join(t.events, t.events.c.id == _d.c.event_id)
-                .where(_d.c.id == delivery_id)
-            ).one()
+            row = conn.execute(_DELIVERIES.where(_d.c.id == delivery_id)).one()
             return Reply(_delivery_model(conn, row))
 
     return Reply(None, after_commit=send)
@@ -278,10 +276,7 @@ def _delivery_model(conn: Connection, row: Any) -> Delivery:
 
 
 def _own(call: Call) -> Any:
-    owner = call.caller
-    return endpoints.find_owned_endpoint(
-        call.conn, call.params["webhook_id"], owner_id=owner.owner_id, environment=call.environment
-    )
+    return call.owned(endpoints.find_owned_endpoint, "webhook_id")
 
 
 ENDPOINTS = [

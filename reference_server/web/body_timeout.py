@@ -1,22 +1,16 @@
-"""Pure ASGI middleware: a request body must arrive within ``body_timeout_seconds``.
+"""Pure ASGI middleware: a request body must arrive within ``body_timeout_seconds`` (what a
+client sees: docs/server.md, "Slow clients").
 
 The server hands the app a request as soon as its headers are in; a client that
 announces a ``Content-Length`` and then stalls would hold the app (and a connection, and
-perhaps a worker thread) for as long as it likes.  This layer wraps ``receive`` for every
-route (JSON endpoints and those that read their own body, such as the hosted gates): from
-the first time the app asks for the body, the whole body must arrive before the deadline.
-If it does not, the client is answered ``408 request_timeout`` in the envelope with
-``Connection: close`` (the server then closes the connection), and the app is told the
-client went away (``http.disconnect``), which it already handles; whatever it sends after
-that is dropped.  Once the body is complete, ``receive`` is passed through untouched: a
+perhaps a worker thread) for as long as it likes.  Past the deadline the client is
+answered 408 and the app is told the client went away (``http.disconnect``), which it
+already handles.  Once the body is complete, ``receive`` is passed through untouched: a
 streaming response may wait on it for a disconnect as long as it needs.
-
-Headers that never complete are the server's business (see :mod:`reference_server.serving`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
@@ -24,6 +18,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError
+from .responses import send_error
 
 __all__ = ["BodyTimeoutMiddleware"]
 
@@ -94,16 +89,4 @@ async def _send_timeout(send: Send, scope: Scope) -> None:
         "request_timeout",
         "The request body did not arrive in time; send it promptly and retry.",
     )
-    raw = json.dumps(error.body(request_id)).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": error.status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": raw})
+    await send_error(send, error, request_id, (b"connection", b"close"))

@@ -1,17 +1,10 @@
-"""The input boundary: what every HTTP request must be before any route sees it.
+"""The input boundary: what every HTTP request must be before any route sees it (the rules:
+docs/api.md, "What text the API takes").
 
 A pure ASGI middleware, inside the request-id middleware and outside routing, so one rule
-covers every route (API, pay-url, gate rails, hosted gates, discovery) and a route added
-tomorrow is covered without a line of its own:
-
-* the path, percent-decoded, is UTF-8 without control characters (:mod:`.text`);
-* every query parameter's name and value likewise, else a 422 naming the parameter;
-* no header value holds a control character; the headers a request means money by
-  (``Authorization``, ``X-Svc-Environment``, ``X-Svc-Vw-Key``, ``Idempotency-Key``, and
-  the payment credentials) are printable ASCII and sent at most once: two
-  ``Authorization`` headers are two readings of who pays.
-
-JSON bodies are held to the same text rule where they are parsed (:mod:`.json_body`).
+covers every route and a route added tomorrow is covered without a line of its own.  The
+headers a request means money by are sent at most once: two ``Authorization`` headers are
+two readings of who pays.
 """
 
 from __future__ import annotations

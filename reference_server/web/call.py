@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import attrs
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Row
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -52,11 +52,6 @@ class Call:
     _store_answer: Callable[[Reply], None] | None = None
 
     @property
-    def idempotency_key(self) -> str | None:
-        """The validated ``Idempotency-Key`` a flow honours (``None``: none)."""
-        return None if self.key is None else self.key.key
-
-    @property
     def caller(self) -> Principal:
         """The credential's principal, on a route whose endpoint requires one (``auth``
         without ``optional``): the pipeline authenticated it before the handler ran."""
@@ -80,6 +75,12 @@ class Call:
         transaction: no one ever sees the first.  Without an Idempotency-Key: nothing."""
         if self._store_answer is not None:
             self._store_answer(reply)
+
+    def owned(self, find: Callable[..., Row[Any]], param: str) -> Row[Any]:
+        """What ``find`` reads for the path's ``param`` among the caller's owner's rows in
+        this environment (``find`` answers 404 for any other)."""
+        owner_id = self.caller.owner_id
+        return find(self.conn, self.params[param], owner_id=owner_id, environment=self.environment)
 
     def input(self, cls: type[T]) -> T:
         """The body as the endpoint's declared shape, typed for the handler."""

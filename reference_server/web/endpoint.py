@@ -1,12 +1,6 @@
 """A route's declaration: every route of the app is an :class:`Endpoint` served by
 :func:`routes_for` through the one pipeline (:mod:`.pipeline`; a test checks the
 Starlette route table for it), run the way its strategy says (:mod:`.strategies`).
-
-An endpoint declares who may call (``auth``), whether it takes an Idempotency-Key, its
-body (a class of :mod:`svc.bodies`, or a marker for a body the pipeline leaves to the
-handler), how it runs (``run``), whether it is a page for people (``page``), and its
-documented contract (``contract``: answer, status, errors, summary), and how the SDK
-calls it (``sdk``).
 """
 
 from __future__ import annotations

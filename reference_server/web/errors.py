@@ -1,13 +1,10 @@
 """Errors in the spec's envelope, with stable codes -- and the one mapping to HTTP.
 
-A route raises :class:`ApiError` with one of the codes in :data:`CODES`; the code decides
-the HTTP status, so the same failure always has the same status everywhere.  The table is
-the one in ``docs/errors.md``; a test checks that the two agree.
-
-The domain (``reference_server.domain`` and the packages beside it) knows nothing of HTTP
-and raises :class:`~reference_server.domain.errors.DomainError` with the same codes.
-:func:`http_error` is the one place a domain error becomes an HTTP one: status from
-:data:`CODES`, ``retry_after_seconds`` as ``Retry-After``.
+A route raises :class:`ApiError` with one of the codes in :data:`CODES` (the table of
+``docs/errors.md``; a test checks that the two agree); the code decides the HTTP status, so
+the same failure always has the same status everywhere.  :func:`http_error` is the one
+place a domain error (:class:`~reference_server.domain.errors.DomainError`, same codes)
+becomes an HTTP one.
 
 Why ``ApiError`` subclasses ``DomainError`` rather than standing beside it: both are "a
 refusal with a stable code" answered in one envelope, and a request may meet either (a
@@ -25,7 +22,7 @@ from typing import Any
 
 from ..domain.errors import DomainError
 
-__all__ = ["CODES", "ApiError", "envelope", "http_error"]
+__all__ = ["CODES", "ApiError", "envelope", "http_error", "invalid", "settlement_unavailable"]
 
 log = logging.getLogger("reference_server")
 
@@ -170,6 +167,21 @@ class ApiError(DomainError):
 
     def body(self, request_id: str) -> dict[str, Any]:
         return envelope(self.code, self.message, request_id, self.details)
+
+
+def invalid(errors: list[dict[str, str]], code: str = "validation_error") -> ApiError:
+    """The one refusal of a request with bad fields: every problem, per field."""
+    summary = "; ".join(f"{e['field']} {e['message']}" for e in errors)
+    return ApiError(code, f"Invalid request: {summary}.", details={"errors": errors})
+
+
+def settlement_unavailable(exc: Exception) -> ApiError:
+    """An open-rail payment whose settlement did not answer: the payer must not pay again."""
+    return ApiError(
+        "settlement_unavailable",
+        f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
+        headers={"Retry-After": "5"},
+    )
 
 
 def http_error(error: DomainError) -> ApiError:

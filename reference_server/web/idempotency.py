@@ -18,11 +18,8 @@ Protocol, all in the database so it holds across processes:
 
 An in-flight record carries a lease; a process that died mid-request therefore blocks
 its key only until ``locked_until``.  Records expire after the configured TTL (24 h),
-but for those a pay-url attempt or a top-up references (its ``idempotency_record_id``):
-those keep their key for good, so that a key never pays twice.  While such an attempt
-is pending, or was recorded before the attempts kept their keys here, and for every
-top-up, its record stays in flight with its lease lapsed (:func:`lapse`): a repeat takes
-it over and is answered from the row.
+but for those a pay-url attempt or a top-up references (:func:`purge_expired`,
+:func:`lapse`): a key never pays twice.
 """
 
 from __future__ import annotations
@@ -58,7 +55,6 @@ __all__ = [
     "purge_expired",
     "release",
     "request_fingerprint",
-    "store",
     "store_refusal",
 ]
 
@@ -361,12 +357,6 @@ def complete_many(conn: Connection, answers: list[tuple[Begun, int, str]]) -> No
     rows = [{"record_id": b.record_id, "status": s, "body": body} for b, s, body in answers]
     if rows:  # one row as a dict: executemany's pipeline costs a lone row more
         conn.execute(_COMPLETE, rows[0] if len(rows) == 1 else rows)
-
-
-def store(db: Database, begun: Begun, status: int, body: dict[str, Any]) -> None:
-    """Record a refusal (4xx) in a transaction of its own (the route's was rolled back)."""
-    with db.write() as conn:
-        complete(conn, begun, status, body)
 
 
 #: The rows that keep their key's record for good, by the column naming it.

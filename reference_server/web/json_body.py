@@ -1,15 +1,9 @@
-"""Reading a JSON request body so that it means exactly one thing, or is refused.
+"""Reading a JSON request body so that it means exactly one thing, or is refused (the
+rules: docs/api.md).
 
-Every route reads its body here, through the one pipeline (:mod:`.endpoint`), so these
-rules hold everywhere:
-
-* at most ``limit`` bytes, sent as ``application/json`` (or ``+json``);
-* nesting checked before parsing (the parser recurses);
-* no duplicate keys in any object: ``{"resource_id": A, "resource_id": B}`` has two
-  readings, and a payment must not depend on which one a parser picks;
-* numbers a database and a JSON reader can hold: integers within 64 bits, decimals within
-  a double's range (kept exact as :class:`~decimal.Decimal`), no ``NaN``/``Infinity``;
-* strings and keys free of control characters (:mod:`.text`).
+Every route reads its body here, through the one pipeline (:mod:`.endpoint`), so the rules
+hold everywhere.  Duplicate keys are refused because ``{"resource_id": A, "resource_id":
+B}`` has two readings, and a payment must not depend on which one a parser picks.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from svc.wire import nesting_depth
 
-from .errors import ApiError
+from .errors import ApiError, invalid
 from .text import first_forbidden_in_body_text, name_of
 
 __all__ = ["MAX_JSON_DEPTH", "parse_json_body", "read_body", "read_json_body"]
@@ -105,13 +99,7 @@ def parse_json_body(raw: bytes) -> Any:
     if any(marker in raw for marker in _SUSPECT_BYTES):
         problems = _text_problems(value, "")
         if problems:
-            raise ApiError(
-                "validation_error",
-                "Invalid request: "
-                + "; ".join(f"{p['field']} {p['message']}" for p in problems)
-                + ".",
-                details={"errors": problems},
-            )
+            raise invalid(problems)
     return value
 
 

@@ -103,22 +103,29 @@ def error_codes(ep: Endpoint) -> list[str]:
 
 #: What a gate takes a payment in (MPP's ``Authorization: Payment`` is a credential header,
 #: which OpenAPI leaves to security schemes: it is named in the 402's description).
+def _param(
+    name: str, where: str, schema: dict[str, Any], description: str = "", *, required: bool = False
+) -> dict[str, Any]:
+    """One OpenAPI parameter (``description`` left out when empty)."""
+    param: dict[str, Any] = {"name": name, "in": where, "required": required}
+    if description:
+        param["description"] = description
+    return {**param, "schema": schema}
+
+
 _GATE_HEADERS: list[dict[str, Any]] = [
-    {
-        "name": "X-Svc-Receipt",
-        "in": "header",
-        "required": False,
-        "description": "A receipt id for this resource (from POST /pay or a paid gate).",
-        "schema": {"type": "string", "maxLength": 200},
-    },
-    {
-        "name": "PAYMENT-SIGNATURE",
-        "in": "header",
-        "required": False,
-        "description": "An x402 v2 payment payload (base64 JSON) answering the 402's "
-        "PAYMENT-REQUIRED challenge.",
-        "schema": {"type": "string"},
-    },
+    _param(
+        "X-Svc-Receipt",
+        "header",
+        {"type": "string", "maxLength": 200},
+        "A receipt id for this resource (from POST /pay or a paid gate).",
+    ),
+    _param(
+        "PAYMENT-SIGNATURE",
+        "header",
+        {"type": "string"},
+        "An x402 v2 payment payload (base64 JSON) answering the 402's PAYMENT-REQUIRED challenge.",
+    ),
 ]
 #: What a gate's 402 carries beside the JSON envelope.
 _CHALLENGE_HEADERS = {
@@ -141,74 +148,51 @@ def _filter_parameter(spec: paging.Filter) -> dict[str, Any]:
         schema.update(minLength=1, maxLength=spec.max_length)
         if spec.pattern is not None:
             schema["pattern"] = spec.pattern
-    return {
-        "name": spec.name,
-        "in": "query",
-        "required": False,
-        "description": spec.description,
-        "schema": schema,
-    }
+    return _param(spec.name, "query", schema, spec.description)
 
 
 def _parameters(ep: Endpoint) -> list[dict[str, Any]]:
-    params: list[dict[str, Any]] = [
-        {
-            "name": name,
-            "in": "path",
-            "required": True,
-            "schema": {"type": "string", "minLength": 1, "maxLength": 200},
-        }
-        for name in _PATH_PARAM.findall(ep.path)
+    path_schema = {"type": "string", "minLength": 1, "maxLength": 200}
+    params = [
+        _param(name, "path", path_schema, required=True) for name in _PATH_PARAM.findall(ep.path)
     ]
     if ep.paged:
+        limit = {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": paging.MAX_LIMIT,
+            "default": paging.DEFAULT_LIMIT,
+        }
+        cursor = {"type": "string", "minLength": 1, "maxLength": 40}
         params += [
-            {
-                "name": "limit",
-                "in": "query",
-                "required": False,
-                "description": "How many items, 1 to 100.",
-                "schema": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": paging.MAX_LIMIT,
-                    "default": paging.DEFAULT_LIMIT,
-                },
-            },
-            {
-                "name": "starting_after",
-                "in": "query",
-                "required": False,
-                "description": "The id of the last item of the previous page.",
-                "schema": {"type": "string", "minLength": 1, "maxLength": 40},
-            },
+            _param("limit", "query", limit, "How many items, 1 to 100."),
+            _param(
+                "starting_after", "query", cursor, "The id of the last item of the previous page."
+            ),
         ]
         params += [_filter_parameter(spec) for spec in getattr(ep.handler, paging.FILTERS, ())]
     if ep.idempotency != "none":
+        key = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": _KEY_PATTERN}
         params.append(
-            {
-                "name": "Idempotency-Key",
-                "in": "header",
-                "required": ep.idempotency == "required",
-                "description": "Any unique string (a UUID), sent again on a retry: the "
-                "request is then carried out once and its answer replayed.",
-                "schema": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 255,
-                    "pattern": _KEY_PATTERN,
-                },
-            }
+            _param(
+                "Idempotency-Key",
+                "header",
+                key,
+                "Any unique string (a UUID), sent again on a retry: the request is then "
+                "carried out once and its answer replayed.",
+                required=ep.idempotency == "required",
+            )
         )
     if ep.contract.gate:
         params += _GATE_HEADERS
+    environment = {"type": "string", "enum": ["test", "live"]}
     params.append(
-        {
-            "name": "X-Svc-Environment",
-            "in": "header",
-            "required": False,
-            "description": "test or live; a key's own environment wins and must agree.",
-            "schema": {"type": "string", "enum": ["test", "live"]},
-        }
+        _param(
+            "X-Svc-Environment",
+            "header",
+            environment,
+            "test or live; a key's own environment wins and must agree.",
+        )
     )
     return params
 

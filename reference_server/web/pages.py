@@ -1,9 +1,5 @@
-"""Pages for people: server-rendered HTML served through the one pipeline.
-
-The sandbox payout processor's onboarding page and every resource's buy page share these
-rules: answers may not be framed, cached or leak their URL in a ``Referer``; no script
-runs (the CSP allows none, and the pages need none); a form is a short urlencoded body,
-and a POST from another site is refused.
+"""Pages for people: server-rendered HTML served through the one pipeline, with the
+headers, form reading and cross-site refusal they all share.
 
 A form is read through the same input boundary as the API (:mod:`.text`): every field is
 UTF-8 without control characters, or it is not handed on (:class:`Form`), so a page
@@ -23,7 +19,7 @@ from starlette.responses import HTMLResponse
 from .endpoint import Call
 from .text import first_forbidden, name_of
 
-__all__ = ["HEADERS", "TEMPLATES", "Form", "cross_site", "read_form", "render"]
+__all__ = ["HEADERS", "TEMPLATES", "Form", "cross_site", "message", "read_form", "render"]
 
 #: The templates of every page, packaged with the server (pyproject's package-data).
 TEMPLATES = jinja2.Environment(
@@ -52,6 +48,11 @@ def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
     """``template`` rendered with ``values``, answered with the pages' headers."""
     html = TEMPLATES.get_template(template).render(**values)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def message(status: int, title: str, *lines: str) -> HTMLResponse:
+    """A page that says ``lines`` under ``title``, and nothing more."""
+    return render("page_message.html", status, title=title, lines=list(lines))
 
 
 def cross_site(call: Call) -> bool:

@@ -1,23 +1,11 @@
-"""The one paging contract every list route follows (docs/api.md, "Lists").
+"""The HTTP side of the one paging contract every list route follows (docs/api.md,
+"Lists"); the keyset query is the domain's (``reference_server.domain.paging``, re-exported
+here).
 
-    GET /resources?limit=2&starting_after=res_...   ->   {data: [...], has_more: true}
-
-``limit`` is 1 to :data:`MAX_LIMIT` (default :data:`DEFAULT_LIMIT`); ``starting_after`` is
-the id of the last item of the previous page (Stripe's contract) and must name an item of
-the same list that the caller can see.  Anything else is a 422 ``validation_error`` naming
-the parameter, before the database is asked: a cursor is checked against the shape of an
-id first, so NUL bytes or garbage never reach a query.
-
-A list route is a handler decorated with :func:`paged` (which parses the parameters and
-marks the route, so ``Endpoint.paged`` is true and the route-table tests find it) that
-answers with :func:`page`.  A list may also take filters of its own, declared with
-``@paged(filters=[Filter(...)])``: each is a query parameter given at most once, checked
-(choices or pattern, length) with the paging parameters in the same 422, stated in the
-OpenAPI document, and handed over in ``PageRequest.filters``.  The page itself is a
-keyset query on ``(created_at, id)`` in the route's order.  Keyset, not offset: an item
-created or deleted while a client pages never makes another one skipped or seen twice, and
-equal ``created_at`` values are ordered by ``id``.  The query is the domain's
-(``reference_server.domain.paging``, re-exported here); this module is its HTTP side.
+A list route is a handler decorated with :func:`paged`, which parses ``limit``,
+``starting_after`` and the list's own filters (every problem in one 422, before the
+database is asked: a cursor is checked against the shape of an id first, so NUL bytes or
+garbage never reach a query) and marks the route, so ``Endpoint.paged`` is true.
 """
 
 from __future__ import annotations

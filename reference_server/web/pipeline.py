@@ -156,10 +156,10 @@ def new_call(
     )
 
 
-def _idempotency_key(ep: Endpoint, request: Request) -> str | None:
-    """The request's Idempotency-Key, checked; ``None`` when the route or the request has
-    no key to honour."""
-    key = request.headers.get("idempotency-key")
+def key_claim(ep: Endpoint, ctx: ServerContext, call: Call) -> idempotency.KeyClaim | None:
+    """What the request's Idempotency-Key, checked, claims; ``None`` when the route or the
+    request has no key to honour."""
+    key = call.request.headers.get("idempotency-key")
     if ep.idempotency == "required" and key is None:
         raise ApiError(
             "idempotency_key_required",
@@ -168,20 +168,11 @@ def _idempotency_key(ep: Endpoint, request: Request) -> str | None:
         )
     if key is None or ep.idempotency == "none":
         return None
-    return idempotency.validate_key(key)
-
-
-def key_claim(ep: Endpoint, ctx: ServerContext, call: Call) -> idempotency.KeyClaim | None:
-    """What the request's Idempotency-Key claims; ``None`` when the route or the request
-    has no key to honour."""
-    key = _idempotency_key(ep, call.request)
-    if key is None:
-        return None
     principal = call.principal
     return idempotency.KeyClaim(
         scope=principal.credential_id if principal else f"addr:{call.client}",
         route=f"{ep.method} {ep.path}",
-        key=key,
+        key=idempotency.validate_key(key),
         fingerprint=idempotency.request_fingerprint(ep.method, _bare_path(call.request), call.body),
         now=call.now,
         ttl=timedelta(seconds=ctx.settings.idempotency_ttl_seconds),

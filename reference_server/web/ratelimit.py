@@ -9,6 +9,7 @@ limited route answers with ``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import threading
@@ -22,6 +23,9 @@ from ..invariant import InvariantError
 from .errors import ApiError
 
 __all__ = ["RateLimiter"]
+
+#: A limit spec (``"60/minute; 1000/hour"``) read once.
+_parsed = functools.cache(parse_many)
 
 
 class _LocalWindows:
@@ -75,6 +79,14 @@ class _LocalWindows:
             del self._windows[key]
 
 
+def _headers(limit: int, remaining: int, reset: int) -> dict[str, str]:
+    return {
+        "X-RateLimit-Limit": str(limit),
+        "X-RateLimit-Remaining": str(remaining),
+        "X-RateLimit-Reset": str(reset),
+    }
+
+
 class RateLimiter:
     def __init__(self, storage_uri: str) -> None:
         # A moving window counts every hit in the last N seconds exactly: no burst of twice
@@ -85,18 +97,12 @@ class RateLimiter:
             if self._local is not None
             else strategies.MovingWindowRateLimiter(storage.storage_from_string(storage_uri))
         )
-        self._parsed: dict[str, list[RateLimitItem]] = {}
 
     @property
     def blocking(self) -> bool:
         """Whether :meth:`hit` waits on the network (Redis): then it belongs in a worker
         thread; counting in memory takes microseconds, less than the hop to a thread."""
         return self._local is None
-
-    def _items(self, spec: str) -> list[RateLimitItem]:
-        if spec not in self._parsed:
-            self._parsed[spec] = parse_many(spec)
-        return self._parsed[spec]
 
     @staticmethod
     def identity(headers: Mapping[str, str], client: str | None) -> str:
@@ -107,9 +113,8 @@ class RateLimiter:
 
     def hit(self, spec: str, namespace: str, identity: str) -> dict[str, str]:
         """Count one request; return the headers to add, or raise 429."""
-        headers: dict[str, str] = {}
-        tightest: tuple[int, int, int] | None = None  # remaining, limit, reset
-        for item in self._items(spec):
+        tightest: tuple[int, int, int] | None = None  # limit, remaining, reset
+        for item in _parsed(spec):
             allowed, reset_time, remaining = self._count(item, namespace, identity)
             reset = math.ceil(reset_time)
             if not allowed:
@@ -118,22 +123,11 @@ class RateLimiter:
                     "rate_limited",
                     f"Rate limit of {item.amount} per {item.get_expiry()} s exceeded; "
                     f"retry after {retry_after} s.",
-                    headers={
-                        "Retry-After": str(retry_after),
-                        "X-RateLimit-Limit": str(item.amount),
-                        "X-RateLimit-Remaining": "0",
-                        "X-RateLimit-Reset": str(reset),
-                    },
+                    headers={"Retry-After": str(retry_after), **_headers(item.amount, 0, reset)},
                 )
-            if tightest is None or remaining < tightest[0]:
-                tightest = (remaining, item.amount, reset)
-        if tightest is not None:
-            headers = {
-                "X-RateLimit-Limit": str(tightest[1]),
-                "X-RateLimit-Remaining": str(tightest[0]),
-                "X-RateLimit-Reset": str(tightest[2]),
-            }
-        return headers
+            if tightest is None or remaining < tightest[1]:
+                tightest = (item.amount, remaining, reset)
+        return {} if tightest is None else _headers(*tightest)
 
     def _count(self, item: RateLimitItem, namespace: str, identity: str) -> tuple[bool, float, int]:
         """Hit one limit: (counted, when the window resets, hits left in it)."""

@@ -6,15 +6,14 @@ envelope with the same id in the body and in ``X-Request-Id``.
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from svc_asgi import new_request_id
 
-from .errors import envelope
+from .errors import ApiError
+from .responses import send_error
 
 __all__ = ["RequestIdMiddleware"]
 
@@ -48,23 +47,5 @@ class RequestIdMiddleware:
             log.exception("unhandled error in request %s", request_id)
             if started:
                 raise
-            await _send_internal_error(send, request_id)
-
-
-async def _send_internal_error(send: Send, request_id: str) -> None:
-    body: dict[str, Any] = envelope(
-        "internal_error", "The server failed; the request may be retried.", request_id
-    )
-    raw = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 500,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"x-request-id", request_id.encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": raw})
+            failed = ApiError("internal_error", "The server failed; the request may be retried.")
+            await send_error(send, failed, request_id, (b"x-request-id", request_id.encode()))

@@ -8,13 +8,16 @@ from typing import Any
 
 import attrs
 from starlette.responses import Response
+from starlette.types import Send
 
 from svc.wire import unstructure
 
 from ..domain.errors import DomainError
-from .errors import http_error
+from .errors import ApiError, http_error
 
-__all__ = ["Reply", "error_response", "json_response", "to_json_body"]
+__all__ = ["Reply", "error_response", "json_response", "send_error", "to_json_body"]
+
+RawHeader = tuple[bytes, bytes]
 
 
 @attrs.define
@@ -57,6 +60,16 @@ def json_response(
         headers=headers,
         media_type="application/json",
     )
+
+
+async def send_error(send: Send, error: ApiError, request_id: str, header: RawHeader) -> None:
+    """``error``'s envelope sent on ``send`` by a middleware, outside any app, with
+    ``header`` beside its own."""
+    raw = json.dumps(error.body(request_id)).encode()
+    length = (b"content-length", str(len(raw)).encode())
+    headers = [(b"content-type", b"application/json"), length, header]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": raw})
 
 
 def error_response(error: DomainError, request_id: str) -> Response:

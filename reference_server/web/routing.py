@@ -11,12 +11,10 @@ Timed alone (``python bench/library_choices.py``, docs/performance.md): routing
 71st) 54-104 us and 1.9-3.3 us, 20-65 times as long by the scan in each run.
 
 :class:`IndexedRouter` answers the same as Starlette's: a request for a path in its index
-is tried against only the routes whose patterns match that very path, in their order
-(every other route would answer "no match" for it), so the same route serves it and a
-wrong method is the same 405; any other request is routed by Starlette as before.  A
-change to ``routes`` after construction (the bench puts its baseline route in front; a
-test may swap a route in place, or assign a new list) is indexed again at the next
-request: ``routes`` is a list that counts its changes, so a request checks one number.
+is tried against only the routes whose patterns match that very path, in their order;
+any other request is routed by Starlette as before.  ``routes`` counts its changes (the
+bench and tests change it after construction), so a request checks one number to know
+the index is current.
 
 Its trailing-slash redirect (``/buy/abc/`` -> ``/buy/abc``, when only the other form is a
 route) answers a *relative* ``Location``: Starlette's names the request's ``Host`` header,
@@ -27,8 +25,8 @@ which the client chooses, so a request with ``Host: evil.example`` was sent on t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any, Self, SupportsIndex
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from starlette.responses import RedirectResponse
@@ -47,60 +45,24 @@ class _RouteList(list[BaseRoute]):
 
     changes = 0
 
-    def _changed(self) -> None:
+
+def _counting(name: str) -> Callable[..., Any]:
+    """``list``'s method ``name``, counting the change it makes."""
+    change = getattr(list, name)
+
+    def method(self: _RouteList, *args: Any, **kwargs: Any) -> Any:
+        result = change(self, *args, **kwargs)
         self.changes += 1
+        return result
 
-    def __setitem__(self, index: Any, value: Any) -> None:
-        super().__setitem__(index, value)
-        self._changed()
+    return method
 
-    def __delitem__(self, index: Any) -> None:
-        super().__delitem__(index)
-        self._changed()
 
-    # typeshed's own list.__iadd__ carries this ignore: += and + differ by design.
-    def __iadd__(self, other: Iterable[BaseRoute]) -> Self:  # type: ignore[misc, override]
-        super().__iadd__(other)
-        self._changed()
-        return self
-
-    def __imul__(self, times: SupportsIndex) -> Self:
-        super().__imul__(times)
-        self._changed()
-        return self
-
-    def append(self, route: BaseRoute) -> None:
-        super().append(route)
-        self._changed()
-
-    def extend(self, routes: Iterable[BaseRoute]) -> None:
-        super().extend(routes)
-        self._changed()
-
-    def insert(self, index: SupportsIndex, route: BaseRoute) -> None:
-        super().insert(index, route)
-        self._changed()
-
-    def pop(self, index: SupportsIndex = -1) -> BaseRoute:
-        route = super().pop(index)
-        self._changed()
-        return route
-
-    def remove(self, route: BaseRoute) -> None:
-        super().remove(route)
-        self._changed()
-
-    def clear(self) -> None:
-        super().clear()
-        self._changed()
-
-    def reverse(self) -> None:
-        super().reverse()
-        self._changed()
-
-    def sort(self, *args: Any, **kwargs: Any) -> None:
-        super().sort(*args, **kwargs)
-        self._changed()
+_CHANGES = (
+    "__setitem__ __delitem__ __iadd__ __imul__ append extend insert pop remove clear reverse sort"
+)
+for _name in _CHANGES.split():
+    setattr(_RouteList, _name, _counting(_name))
 
 
 class IndexedRouter(Router):

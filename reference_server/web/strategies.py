@@ -1,17 +1,7 @@
 """How a route runs, once the pipeline (:mod:`.pipeline`) has limited it and read its JSON:
-one strategy object per route (``Endpoint.run``), each named for what it does.
-
-* :class:`Transaction` (the default): ``def (Call) -> Reply`` in a worker thread inside
-  one database transaction (retried whole on a deadlock), with its idempotent answer
-  stored in the same transaction.  Database work is blocking SQLAlchemy; keeping it off
-  the event loop lets many requests wait on locks at once without stalling the server.
-* :class:`Grouped`: the same, but concurrent requests of one credential share one
-  transaction (group commit, :mod:`.group_commit`).
-* :class:`Flow`: ``async def (Call) -> Reply | Response`` on the event loop with no
-  transaction and no thread held, for routes that await the network (pay-url, the gate
-  rails, the hosted gates).  Its optional first step (``start``) runs in the worker
-  thread and the transaction that authenticate the caller: pay-url begins its attempt
-  there, one thread hop and one commit before it awaits anything.
+one strategy object per route (``Endpoint.run``): :class:`Transaction`, :class:`Grouped` or
+:class:`Flow` (docs/architecture.md).  Database work is blocking SQLAlchemy; keeping it off
+the event loop lets many requests wait on locks at once without stalling the server.
 """
 
 from __future__ import annotations

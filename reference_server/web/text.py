@@ -1,15 +1,10 @@
-"""Which characters the API takes in text: one rule for every string a request carries.
+"""Which characters the API takes in text: one rule for every string a request carries
+(docs/api.md, "What text the API takes").
 
 A control character in an id, a name or a cursor is never meant: it is a probe, an
 injection or a client bug.  PostgreSQL cannot even store NUL, and SQLite stores it and
 hands it back to every reader; so the service refuses such text at its input boundary,
 before any route sees it, with the same answer on both databases.
-
-* Path segments, query parameters and headers are single-line: no C0 or C1 control
-  character, no DEL.
-* JSON body strings (and object keys) may hold text that spans lines, so tab, line feed
-  and carriage return are allowed there; every other control character is refused, and
-  so are lone UTF-16 surrogates (``"\\ud800"`` parses, but no database can store it).
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ import re
 __all__ = ["first_forbidden", "first_forbidden_in_body_text", "name_of"]
 
 _LINE_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: Body text may span lines (tab, LF, CR); a lone surrogate parses, but no database stores it.
 _BODY_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 

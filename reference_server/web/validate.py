@@ -3,15 +3,9 @@
 The pipeline reads every body by the shape its endpoint declares (``Endpoint.body``, a
 class of :mod:`svc.bodies`): :func:`read_body` walks the class's fields and the markers
 beside their types (:mod:`svc.schema`), the same definition the OpenAPI document and the
-SDK are made from, so the three cannot disagree.  A handler's own cross-field rules (a
-path only for ``kind: http``) go through :class:`Fields` the same way::
-
-    f = Fields(call.body)
-    if body.kind == "mcp" and body.path is not None:
-        f.error("path", "is only for kind http")
-    f.done()   # raises validation_error listing every problem
-
-A body is refused whole if anything is wrong, so nothing is half-applied.
+SDK are made from, so the three cannot disagree.  A handler's own cross-field rules go
+through :meth:`Fields.rules` the same way.  A body is refused whole if anything is wrong,
+so nothing is half-applied.
 """
 
 from __future__ import annotations
@@ -25,13 +19,14 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
+from eth_utils.address import is_checksum_address
 
 from svc import bodies, schema
 from svc.money import GRAMMAR_HINT, AmountError, parse_amount
 
 from ..domain.ledger import MAX_AMOUNT
 from ..invariant import InvariantError
-from .errors import ApiError
+from .errors import invalid
 
 __all__ = [
     "EVM_ADDRESS",
@@ -41,6 +36,7 @@ __all__ = [
     "Fields",
     "Unread",
     "checked",
+    "checksum_ok",
     "read_body",
 ]
 
@@ -64,6 +60,7 @@ RAW_BODY = Unread("raw")
 #: handler as sent.
 FOREIGN_JSON = Unread("foreign JSON")
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 def _json_size(value: Any) -> int:
@@ -153,14 +150,18 @@ class Fields:
             return None
         return value
 
-    def boolean(self, name: str) -> bool | None:
-        value = self._get(name, False)
+    def _typed(self, name: str, required: bool, kind: type[V], message: str) -> V | None:
+        """The value if it is a ``kind`` (a JSON ``true`` is no whole number), else ``message``."""
+        value = self._get(name, required)
         if value is _MISSING:
             return None
-        if not isinstance(value, bool):
-            self.error(name, "must be true or false")
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            self.error(name, message)
             return None
         return value
+
+    def boolean(self, name: str) -> bool | None:
+        return self._typed(name, False, bool, "must be true or false")
 
     def amount(self, name: str, *, required: bool = False) -> Decimal | None:
         value = self._get(name, required)
@@ -234,13 +235,7 @@ class Fields:
         return list(dict.fromkeys(value))
 
     def object(self, name: str, *, required: bool = False) -> dict[str, Any] | None:
-        value = self._get(name, required)
-        if value is _MISSING:
-            return None
-        if not isinstance(value, dict):
-            self.error(name, "must be an object")
-            return None
-        return value
+        return self._typed(name, required, dict, "must be an object")
 
     def read(self, cls: type[T], *, production: bool) -> T:
         """Every field of ``cls`` read by its type and marker (see :mod:`svc.schema`);
@@ -321,13 +316,7 @@ class Fields:
         raise InvariantError(f"{name}: no reader for {tp!r}")
 
     def integer(self, name: str, *, required: bool = False) -> int | None:
-        value = self._get(name, required)
-        if value is _MISSING:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.error(name, "must be a whole number")
-            return None
-        return value
+        return self._typed(name, required, int, "must be a whole number")
 
     def done(self) -> None:
         """Refuse unknown fields (a typo must not be silently ignored) and report all."""
@@ -335,12 +324,13 @@ class Fields:
             if name not in self._seen:
                 self.error(name, "is not a known field")
         if self.errors and not self._prefix:
-            summary = "; ".join(f"{e['field']} {e['message']}" for e in self.errors)
-            raise ApiError(
-                "validation_error",
-                f"Invalid request: {summary}.",
-                details={"errors": self.errors},
-            )
+            raise invalid(self.errors)
+
+
+def checksum_ok(address: str) -> bool:
+    """All-lower or all-upper hex carries no checksum; mixed case must match EIP-55."""
+    body = address[2:]
+    return body in (body.lower(), body.upper()) or bool(is_checksum_address(address))
 
 
 def checked(value: T | None) -> T:

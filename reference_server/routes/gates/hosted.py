@@ -1,32 +1,14 @@
-"""Hosted gates: every resource's ``gate_url`` (``/g/{short_id}``, any method).
+"""Hosted gates: every resource's ``gate_url`` (``/g/{short_id}``, any method; what each
+request gets: docs/gate.md, "Hosted gates").
 
-A hosted gate is the service selling a resource on the seller's behalf.  It is decided
-by the same :class:`svc_asgi.GateCore` a seller's own app runs, answered from the
-database (:class:`~reference_server.routes.gates.backend.DatabaseGateBackend`):
-
-* unpaid (no receipt, a malformed one, one for another resource, an unknown one): 402 in
-  the service's envelope, ``Cache-Control: no-store``, details naming what to pay, and —
-  once the seller has enabled payments — the x402 and MPP challenges
-  (:class:`~reference_server.routes.gates.backend.DatabaseRails`), bound to the ``gate_url`` as
-  the client addressed it;
-* an x402 ``PAYMENT-SIGNATURE`` or MPP ``Authorization: Payment`` credential: verified
-  and claimed (:mod:`reference_server.domain.open_rails`), then served like a receipt,
-  then settled and booked only when the answer's status is below 400 ("verify, serve,
-  then settle"); a failing answer (the upstream's 4xx/5xx, a 502 of the gate's own)
-  releases the claim and goes back as it is, without payment headers; a settlement that
-  fails withholds the answer (402);
-* paid, and the resource has an ``upstream_url``: the request (method, query, body,
-  end-to-end headers) is forwarded there through :mod:`reference_server.outbound` -- the
-  SSRF-safe client webhooks use, so an ``upstream_url`` can never reach the service's own
-  network in production -- and the upstream's answer is returned (bounded);
-* paid, without an upstream: 200 with the receipt and the resource;
-* a resource sold for one ``method``: any other method is 405 with ``Allow``, before
-  the 402 (no challenge to pay for a request the gate would not serve).
-
-A gate takes any method and any body (it forwards bytes, not JSON) and awaits the
-network, so its :class:`~reference_server.web.endpoint.Endpoint` is async (no transaction
-held) and ``raw`` (the pipeline leaves the body to it); the rate limit, the envelope,
-``request_id`` and 500s are the pipeline's.  ``/demo/echo`` shares the helpers below.
+A hosted gate is the service selling a resource on the seller's behalf, decided by the
+same :class:`svc_asgi.GateCore` a seller's own app runs, answered from the database
+(:class:`~reference_server.routes.gates.backend.DatabaseGateBackend`).  It forwards a paid
+request to the resource's ``upstream_url`` through :mod:`reference_server.outbound`, the
+SSRF-safe client webhooks use, so an ``upstream_url`` can never reach the service's own
+network in production.  It takes any method and any body (it forwards bytes, not JSON)
+and awaits the network: a :class:`~reference_server.web.endpoint.Flow` with a raw body.
+``/demo/echo`` shares the helpers below.
 """
 
 from __future__ import annotations

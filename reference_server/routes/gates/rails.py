@@ -1,34 +1,17 @@
 """Open rails for a seller's own gate: ``POST /gates/challenge``, ``/gates/redeem``,
-``/gates/settle`` and ``/gates/release``.
+``/gates/settle`` and ``/gates/release`` (docs/gate.md, "Open rails: the seam").
 
 A seller's app runs ``svc_asgi.PaymentGate``, which holds no keys and imports neither x402
 nor MPP: for an unpaid request it asks here for the challenge headers; for a request
 carrying a credential it asks here to verify it and claim its nonce, serves the request,
 then asks here to settle the claim (the answer's status was below 400) or to release it
-(nothing is charged for a failed answer).  All are answered by the same domain code as
-the hosted gates (:mod:`reference_server.domain.open_rails`)::
+(nothing is charged for a failed answer).  A claim neither settled nor released expires
+and is released (the server's housekeeping).
 
-    POST /gates/challenge {"resource_id", "method", "url"}
-        -> {"headers": [[name, value], ...]}   (empty until the seller enables payments)
-    POST /gates/redeem {"resource_id", "method", "url", "headers": {"PAYMENT-SIGNATURE"
-                        | "Authorization": ...}}
-        -> {"paid": false, "claim": "clm_…", "rail", "verification": {...}}  (claimed)
-         | {"paid": false, "rail", "reason", "message", "headers": [...]}   (refused)
-    POST /gates/settle {"claim"}
-        -> {"paid": true, "rail", "verification": {...}, "headers": [...]}
-         | {"paid": false, "rail", "reason", "message"}   (nothing moved: answer 402)
-    POST /gates/release {"claim", "reason", "status"} -> {"released": true, "claim"}
-
-A claim neither settled nor released expires and is released (the server's housekeeping).
-
-``url`` is the absolute URL the client addressed, query included, and ``method`` its
-method: both protocols bind the challenge to them, so the challenge and the redemption of
-one payment must send the same pair.
-
-Their handlers are async: settling awaits pympp (and, live, a facilitator), which must not
-hold a database transaction open, so the pipeline awaits them with none; the rate limit per
-credential, the JSON body rules, seller-key authentication, the envelope and
-``request_id`` are the pipeline's.
+``url`` and ``method`` are the request the client addressed: both protocols bind the
+challenge to them, so the challenge and the redemption of one payment send the same pair.
+The handlers are async: settling awaits pympp (and, live, a facilitator), which must not
+hold a database transaction open.
 """
 
 from __future__ import annotations
@@ -46,13 +29,13 @@ from svc_asgi import RailRequest
 
 from ...context import ServerContext
 from ...domain import gate_origins, open_rails
-from ...web.auth import Principal, Role
+from ...web.auth import Role
 from ...web.endpoint import Call, Contract, Endpoint, Flow
-from ...web.errors import ApiError
+from ...web.errors import ApiError, invalid, settlement_unavailable
 from ...web.responses import Reply
 from ...web.sdk import Sdk
 from ...web.text import first_forbidden
-from ...web.validate import Fields, checked
+from ...web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 
@@ -88,29 +71,27 @@ async def redeem(call: Call) -> Reply:
             call.ctx, gate, rail_request, credentials, request_id=call.request_id
         )
     except open_rails.SettlementUnavailable as exc:
-        raise _unavailable(exc) from None
+        raise settlement_unavailable(exc) from None
     return Reply(redemption.model())
 
 
 async def settle(call: Call) -> Reply:
     """Settle a claimed credential whose answer succeeded."""
     b = call.input(SettleClaim)
-    principal: Principal = checked(call.principal)
     try:
         redemption = await open_rails.settle(
-            call.ctx, b.claim, seller_id=principal.seller_id, request_id=call.request_id
+            call.ctx, b.claim, seller_id=call.caller.seller_id, request_id=call.request_id
         )
     except open_rails.HoldNotFound:
         raise _no_claim(b.claim) from None
     except open_rails.SettlementUnavailable as exc:
-        raise _unavailable(exc) from None
+        raise settlement_unavailable(exc) from None
     return Reply(redemption.model())
 
 
 async def release(call: Call) -> Reply:
     """Release a claimed credential whose answer failed: nothing is charged."""
     b = call.input(ReleaseClaim)
-    principal: Principal = checked(call.principal)
     if b.status is not None and not 100 <= b.status <= 599:
         f = Fields.rules(call.body)
         f.error("status", "must be the answer's HTTP status (100-599)")
@@ -125,7 +106,7 @@ async def release(call: Call) -> Reply:
         await open_rails.release(
             call.ctx,
             b.claim,
-            seller_id=principal.seller_id,
+            seller_id=call.caller.seller_id,
             reason=b.reason,
             message=message,
             status=b.status,
@@ -134,14 +115,6 @@ async def release(call: Call) -> Reply:
     except open_rails.HoldNotFound:
         raise _no_claim(b.claim) from None
     return Reply(GateRelease(released=True, claim=b.claim))
-
-
-def _unavailable(exc: Exception) -> ApiError:
-    return ApiError(
-        "settlement_unavailable",
-        f"The payment could not be settled now ({exc}); do not pay again, retry shortly.",
-        headers={"Retry-After": "5"},
-    )
 
 
 def _no_claim(claim: str) -> ApiError:
@@ -164,10 +137,7 @@ def _checked(
         f.error("url", "must be the absolute http(s) URL the client addressed, query included")
     credentials = {} if headers is None else _credentials(headers, f.error)
     if f.errors:
-        summary = "; ".join(f"{e['field']} {e['message']}" for e in f.errors)
-        raise ApiError(
-            "invalid_rail_request", f"Invalid request: {summary}.", details={"errors": f.errors}
-        )
+        raise invalid(f.errors, "invalid_rail_request")
     return RailRequest(method.upper(), url), credentials
 
 
@@ -214,14 +184,13 @@ async def _gate(call: Call, resource_id: str, url: str) -> open_rails.Gate:
     sold at ``url``, which must be one of the seller's own (:mod:`.gate_origins`: the
     first of the seller's gates to ask there claims an origin nobody holds yet)."""
     ctx: ServerContext = call.ctx
-    principal: Principal = checked(call.principal)
     public_url = call.public_url
     realm = urlsplit(public_url).netloc
 
     def load() -> open_rails.Gate | None:
         with ctx.db.read() as conn:
             gate = open_rails.load_gate(
-                conn, resource_id, realm=realm, seller_id=principal.seller_id
+                conn, resource_id, realm=realm, seller_id=call.caller.seller_id
             )
             if gate is None:
                 return None
