@@ -40,7 +40,7 @@ from ..store import tables as t
 from ..web import idempotency, pages, paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow, Page
-from ..web.errors import ApiError, invalid, settlement_unavailable
+from ..web.errors import ApiError, settlement_unavailable
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -89,9 +89,7 @@ def _start(call: Call) -> _Started:
     references it, and is its answer, the record left in flight with its lease lapsed),
     and the top-up the key made already found, or a card top-up opened."""
     ctx, env, conn = call.ctx, call.environment, call.conn
-    amount = to_micros(call.input(CreateTopUp).amount)
-    if amount <= 0:
-        raise invalid([{"field": "amount", "message": "must be positive"}])
+    amount = to_micros(call.input(CreateTopUp).amount)  # > 0: the body reader's amount rule
     card, terms = call.input(CreateTopUp).method == top_ups.CARD, None
     if card and env != "test" and not uses_stripe(ctx.settings, env):
         raise ApiError(
