@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 import svc
 
@@ -71,23 +72,34 @@ def body_of(request: httpx.Request) -> Any:
 
 
 def check_request(
-    request: httpx.Request, method: str, path: str, role: str | None, body: Any
+    request: httpx.Request,
+    route: str,
+    role: str | None,
+    body: Any,
+    environment: str | None = None,
 ) -> None:
     """The shape every route's request shares, checked once for every endpoint table: the
-    method and path, the role's credential (none without a role), the JSON body; a GET has
-    no body and no idempotency key, a write an automatic uuid4 one."""
+    route (``"METHOD /path?query"``), the role's credential (none without a role), the JSON
+    body (no content type without one), the environment header; a GET has no body and no
+    idempotency key, a write an automatic uuid4 one."""
+    method, _, target = route.partition(" ")
+    path, _, query = target.partition("?")
     assert request.method == method
     assert request.url.path == path
+    assert request.url.query.decode() == query
     if role is None:
         assert "authorization" not in request.headers
     else:
         assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
     assert body_of(request) == body
-    if body is not None:
+    if body is None:
+        assert request.content == b""
+        assert "content-type" not in request.headers
+    else:
         assert request.headers["content-type"] == "application/json"
+    assert request.headers.get("x-svc-environment") == environment
     if method == "GET":
         assert "idempotency-key" not in request.headers
-        assert request.content == b""
     else:
         assert len(request.headers["idempotency-key"]) == 36  # a uuid4
 
@@ -133,6 +145,14 @@ class Twin:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    async def refuses(
+        self, client: Any, fn: Callable[[Any], Any], error: type[Exception], match: str = ""
+    ) -> None:
+        """``fn(client)`` raises ``error`` (matching ``match``) before any request is sent."""
+        with pytest.raises(error, match=match):
+            await self.call(client, fn)
+        assert self.requests == []
 
     @property
     def last(self) -> httpx.Request:

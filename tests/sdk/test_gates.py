@@ -124,10 +124,7 @@ async def test_settle_and_release_send_the_claim(twin: Twin) -> None:
     ],
 )
 async def test_bad_arguments_fail_before_sending(twin: Twin, call: Any) -> None:
-    client = twin.client(seller_key=SELLER_KEY)
-    with pytest.raises(ValueError):
-        await twin.call(client, call)
-    assert twin.requests == []
+    await twin.refuses(twin.client(seller_key=SELLER_KEY), call, ValueError)
 
 
 async def test_errors_map_to_the_sdk_classes(twin: Twin) -> None:

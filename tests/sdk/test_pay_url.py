@@ -113,10 +113,7 @@ async def test_bad_arguments_fail_before_sending(
 ) -> None:
     client = twin.client(wallet_key=WALLET_KEY)
     rest = {k: v for k, v in kwargs.items() if k != "url"}
-
-    with pytest.raises(ValueError, match=match):
-        await twin.call(client, lambda c: c.spend.pay_url(kwargs["url"], **rest))
-    assert twin.requests == []
+    await twin.refuses(client, lambda c: c.spend.pay_url(kwargs["url"], **rest), ValueError, match)
 
 
 async def test_a_retried_pay_url_reuses_its_idempotency_key(twin: Twin) -> None:
@@ -176,6 +173,4 @@ async def test_attempts_are_listed_and_paged(twin: Twin) -> None:
 @pytest.mark.parametrize("limit", [0, 101, True])
 async def test_attempts_limit_is_checked_locally(twin: Twin, limit: Any) -> None:
     client = twin.client(wallet_key=WALLET_KEY)
-    with pytest.raises(ValueError, match="limit"):
-        await twin.call(client, lambda c: c.spend.attempts(limit=limit))
-    assert twin.requests == []
+    await twin.refuses(client, lambda c: c.spend.attempts(limit=limit), ValueError, "limit")
