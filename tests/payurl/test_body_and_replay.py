@@ -12,6 +12,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from .._shared import until
 from ..sandbox.helpers import serve
 from ..support import LiveServer
 from .apps import PRICE, gated_app
@@ -134,15 +135,8 @@ def test_a_key_in_flight_is_409(
             target=lambda: results.append(agent.pay_url(url + "/paid", key=key).status_code)
         )
         first.start()
-        import time
-
-        deadline = time.monotonic() + 10
-        while (
-            not agent.client.spend.attempts().data
-            or agent.client.spend.attempts().data[0].status != "paying"
-        ):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        paying = ["paying"]
+        until(lambda: [a.status for a in agent.client.spend.attempts().data[:1]] == paying)
         r = agent.pay_url(url + "/paid", key=key)
         assert (r.status_code, r.json()["error"]["code"]) == (409, "idempotency_in_progress")
         assert r.headers["retry-after"] == "1"

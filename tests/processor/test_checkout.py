@@ -11,8 +11,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -26,6 +25,7 @@ from sqlalchemy import select
 from reference_server import Settings
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..buypage.helpers import BROWSER, Item, item, receipt_of, token_of
 from ..conftest import fresh_database
 from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server
@@ -56,17 +56,6 @@ def server(tmp_path: Path, stripe_double: Any) -> Iterator[LiveServer]:
             assert_ledger_sound(live)
         finally:
             live.stop()
-
-
-def _wait(what: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def _checkout(live: LiveServer, session_id: str) -> Any:
@@ -106,7 +95,7 @@ def _settled(stripe_double: Any, type: str, count: int = 1) -> list[dict[str, An
         ]
         return found if len(found) >= count else None
 
-    return list(_wait(delivered))
+    return list(until(delivered))
 
 
 def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
@@ -160,7 +149,7 @@ def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
     assert paid["paid"] is True
     intent = paid["object"]["payment_intent"]
     assert intent.startswith("pi_")
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     receipt = httpx.get(done_url)
     assert receipt.status_code == 200
     receipt_id = receipt_of(receipt.text)
@@ -181,7 +170,7 @@ def test_a_redelivered_completion_books_once(server: LiveServer, stripe_double: 
     it = item(server, environment="live", amount="2.00")
     cs = _session_of(_start(it).headers["location"])
     stripe_double.pay_checkout(cs, PAYING)
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     [completed] = _settled(stripe_double, "checkout.session.completed")
     stripe_double.redeliver(completed["event"])
     _settled(stripe_double, "checkout.session.completed", 2)
@@ -204,14 +193,14 @@ def test_a_declined_card_books_nothing_and_another_card_then_pays(
     cs = _session_of(_start(it).headers["location"])
     refused = stripe_double.pay_checkout(cs, DECLINED)
     assert refused["paid"] is False
-    row = _wait(lambda: (r := _checkout(server, cs)).status == "failed" and r)
+    row = until(lambda: (r := _checkout(server, cs)).status == "failed" and r)
     assert row.failure_reason and "decline" in row.failure_reason
     assert row.receipt_id is None and it.payments() == 0
     page = httpx.get(f"{it.pay_url}/done?session={cs}")
     assert "declined" in page.text and "nothing was charged" in page.text
     # Checkout lets the payer try another card on the same session
     assert stripe_double.pay_checkout(cs, PAYING)["paid"] is True
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     assert it.payments() == 1
 
 
@@ -219,7 +208,7 @@ def test_an_abandoned_checkout_books_nothing(server: LiveServer, stripe_double: 
     it = item(server, environment="live", amount="3.00")
     cs = _session_of(_start(it).headers["location"])
     stripe_double.abandon_checkout(cs)
-    _wait(lambda: _checkout(server, cs).status == "expired")
+    until(lambda: _checkout(server, cs).status == "expired")
     assert it.payments() == 0
     page = httpx.get(f"{it.pay_url}/done?session={cs}")
     assert "not completed" in page.text
@@ -256,7 +245,7 @@ def test_a_card_top_up_is_pending_then_credited_once(
 
     paid = stripe_double.pay_checkout(cs, PAYING)
     intent = paid["object"]["payment_intent"]
-    credited = _wait(lambda: (u := client.top_ups.get(top_up.id)).status == "succeeded" and u)
+    credited = until(lambda: (u := client.top_ups.get(top_up.id)).status == "succeeded" and u)
     assert credited.tx_hash == intent and credited.checkout_url is None
     assert account_wallet(server, owner_id, "live") == 25_000_000
     [completed] = _settled(stripe_double, "checkout.session.completed")
@@ -297,7 +286,7 @@ def test_an_unpaid_card_top_up_credits_nothing(
     else:
         stripe_double.abandon_checkout(cs)
     status = "failed" if outcome == "declined" else "expired"
-    _wait(lambda: client.top_ups.get(top_up.id).status == status)
+    until(lambda: client.top_ups.get(top_up.id).status == status)
     assert account_wallet(server, it.acct.owner_id, "live") == 0
     assert _events(server, "funding.paid") == []
 
@@ -328,7 +317,7 @@ def test_a_person_pays_by_card_in_a_browser(
     page.get_by_role("button", name="Pay").click()
     page.wait_for_load_state()
     assert page.url == f"{it.pay_url}/done?session={cs}"
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     page.reload()
     page.wait_for_load_state()
     assert page.get_by_role("heading", level=1).inner_text() == "Payment received"
@@ -415,7 +404,7 @@ def test_a_refund_at_the_processor_is_recorded_and_books_nothing(
     it = item(server, environment="live", amount="2.00")
     cs = _session_of(_start(it).headers["location"])
     intent = stripe_double.pay_checkout(cs, PAYING)["object"]["payment_intent"]
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     balance = it.balance()
     stripe_double.client("sk_test_cards").v1.refunds.create({"payment_intent": intent})
     _settled(stripe_double, "charge.refunded")

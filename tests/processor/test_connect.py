@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +24,7 @@ from reference_server import Settings
 from reference_server.domain import card_payments
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..conftest import fresh_database
 from ..stripe_double.running import StripeDouble
 from ..support import (
@@ -120,17 +121,6 @@ def onboarded(seller: Seller, double: StripeDouble) -> str:
     assert str(back.url).startswith(seller.url + "/processor/connect/return")
     account_id: str = r.json()["account"]["account_id"]
     return account_id
-
-
-def until(check: Callable[[], Any], *, seconds: float = 15.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("not reached in time")
-        time.sleep(0.05)
 
 
 def _sent(double: StripeDouble, method: str, path: str) -> list[dict[str, Any]]:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import svc
 from reference_server.store import Database
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..sandbox.helpers import assert_chain_sound
 from ..support import TEST_REDIS_URL, free_port, new_account, redis_answers
 from .deployment import (
@@ -148,7 +148,7 @@ def _exercise(urls: list[str], db: Database, receiver: Receiver) -> None:
 
     # Withdrawals: never more than the balance; every one made is paid by a worker.
     assert outcome["withdraw"] == Counter({"created": 9, "insufficient_funds": 7})
-    _wait(lambda: _withdrawals_left(db) == 0, "withdrawals still moving")
+    until(lambda: _withdrawals_left(db) == 0, "withdrawals still moving", seconds=90)
     w = t.withdrawals
     with db.read() as conn:
         statuses = Counter(conn.execute(select(w.c.status)).scalars())
@@ -173,7 +173,7 @@ def _exercise(urls: list[str], db: Database, receiver: Receiver) -> None:
     assert limited == Counter({200: LIMIT, 429: OVER}), limited
 
     # Webhooks: every delivery in the outbox reached the receiver, none twice at once.
-    _wait(lambda: _deliveries_pending(db) == 0, "deliveries still pending")
+    until(lambda: _deliveries_pending(db) == 0, "deliveries still pending", seconds=90)
     with db.read() as conn:
         rows = conn.execute(
             select(t.webhook_deliveries.c.event_id, t.webhook_deliveries.c.status)
@@ -328,10 +328,3 @@ def _deliveries_pending(db: Database) -> int:
                 select(func.count()).select_from(d).where(d.c.status == "pending")
             ).scalar_one()
         )
-
-
-def _wait(done: Callable[[], bool], what: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)

@@ -14,6 +14,7 @@ import pytest
 import svc
 from svc import webhooks
 
+from .._shared import until
 from ..money.helpers import market
 from ..support import SPEC_EVENT_TYPES, LiveServer, new_account
 from .receiver import Receiver
@@ -21,13 +22,6 @@ from .receiver import Receiver
 
 def owner_of(live: LiveServer, owner_jwt: str, environment: str = "test") -> svc.Client:
     return svc.Client(base_url=live.url, owner_jwt=owner_jwt, environment=environment)
-
-
-def wait_until(predicate: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_ledger_payment_is_delivered_signed(server: LiveServer, receiver: Receiver) -> None:
@@ -55,7 +49,7 @@ def test_ledger_payment_is_delivered_signed(server: LiveServer, receiver: Receiv
     assert isinstance(event.data, svc.PaymentSucceededData)
     assert event.data.amount == 2 and event.data.settlement == "ledger"
 
-    wait_until(lambda: seller_owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: seller_owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = seller_owner.webhooks.deliveries(endpoint.id).data
     assert delivery.attempts == 1 and delivery.event_id == wid
     assert delivery.attempt_log[0].status_code == 200
@@ -74,7 +68,7 @@ def test_failing_receiver_gets_it_on_the_fourth_attempt(
     assert len({r.headers["X-Svc-Webhook-Id"] for r in got}) == 1  # one event, four tries
     timestamps = [int(r.headers["X-Svc-Timestamp"]) for r in got]
     assert timestamps == sorted(timestamps)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     assert [a.status_code for a in delivery.attempt_log] == [500, 503, 500, 200]
     assert [a.number for a in delivery.attempt_log] == [1, 2, 3, 4]
@@ -89,7 +83,7 @@ def test_retry_route_resends_one_delivery(server: LiveServer, receiver: Receiver
     endpoint = owner.webhooks.create(receiver.url)
     owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
     receiver.wait_for(1)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     again = owner.webhooks.retry(endpoint.id, delivery.id)
     assert again.id == delivery.id and again.attempts == 2
@@ -110,7 +104,7 @@ def test_retry_route_rescues_a_failed_delivery(make_server: Any, receiver: Recei
     owner = owner_of(live, acct.owner_jwt)
     endpoint = owner.webhooks.create(receiver.url)
     owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "failed")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "failed")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     assert delivery.attempts == 2 and delivery.next_attempt_at is None
     rescued = owner.webhooks.retry(endpoint.id, delivery.id)
@@ -159,7 +153,7 @@ def test_a_failing_endpoint_is_disabled(make_server: Any, receiver: Receiver) ->
     owner = owner_of(live, acct.owner_jwt)
     endpoint = owner.webhooks.create(receiver.url)
     owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
-    wait_until(lambda: owner.webhooks.list().data[0].status == "disabled")
+    until(lambda: owner.webhooks.list().data[0].status == "disabled")
     disabled = owner.webhooks.list().data[0]
     assert "failed since" in (disabled.disabled_reason or "")
     seen = len(receiver.received)
@@ -182,7 +176,7 @@ def test_delete_cancels_pending_deliveries(make_server: Any, receiver: Receiver)
     endpoint = owner.webhooks.create(receiver.url)
     owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
     receiver.wait_for(1)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].attempts == 1)
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].attempts == 1)
     deleted = owner.webhooks.delete(endpoint.id)
     assert deleted.status == "deleted"
     assert owner.webhooks.list().data == []
@@ -296,7 +290,7 @@ def test_retry_of_a_delivery_being_sent_is_409_with_retry_after(
     endpoint = owner.webhooks.create(receiver.url)
     owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
     receiver.wait_for(1)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     with server.ctx.db.write() as conn:  # as a worker holding its lease would leave it
         conn.execute(
