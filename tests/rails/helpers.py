@@ -46,6 +46,7 @@ __all__ = [
     "new_account",
     "open_rail_shop",
     "paid_with_credential",
+    "pay_with",
     "receipts_of",
     "x402_client",
     "x402_pay",
@@ -121,6 +122,13 @@ async def mpp_pay(url: str, payer: LocalAccount, method: str = "GET") -> httpx.R
     charge = mpp_evm_client.charge(currency=BASE_SEPOLIA_USDC, account=payer)
     async with MppClient(methods=[charge]) as client:
         return await client.fetch(url, method=method)
+
+
+async def pay_with(
+    protocol: str, url: str, payer: LocalAccount, method: str = "GET"
+) -> httpx.Response:
+    """``url`` paid by the official client of ``protocol`` (``x402`` or ``mpp``)."""
+    return await (x402_pay if protocol == "x402" else mpp_pay)(url, payer, method)
 
 
 class Capture(Recording):

@@ -27,12 +27,11 @@ from .helpers import (
     fund,
     funded_payer,
     get,
-    mpp_pay,
     new_account,
     open_rail_shop,
     paid_with_credential,
+    pay_with,
     receipts_of,
-    x402_pay,
 )
 
 pytestmark = pytest.mark.anyio
@@ -90,8 +89,7 @@ async def test_processor_deposit_credits_the_seller_less_the_fee(
 ) -> None:
     shop = open_rail_shop(server)
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(shop.resource.gate_url, payer)
+    paid = await pay_with(protocol, shop.resource.gate_url, payer)
 
     assert paid.status_code == 200, paid.text
     receipt_id = paid.headers["x-svc-receipt"]
@@ -147,8 +145,7 @@ async def test_direct_wallet_pays_the_seller_wallet_and_credits_nothing(
     r = get(shop.resource.gate_url)
     assert decode(r.headers["payment-required"])["accepts"][0]["payTo"] == wallet
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(shop.resource.gate_url, payer)
+    paid = await pay_with(protocol, shop.resource.gate_url, payer)
 
     assert paid.status_code == 200, paid.text
     assert balance(server.url, wallet) == PRICE
@@ -210,8 +207,7 @@ async def test_an_unfunded_payer_is_refused_with_payment_failed(
 ) -> None:
     shop = open_rail_shop(server)
     payer = new_account()  # never funded
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    refused = await pay(shop.resource.gate_url, payer)
+    refused = await pay_with(protocol, shop.resource.gate_url, payer)
     assert refused.status_code == 402
     details = refused.json()["error"]["details"]
     assert details["reason"] == "receipt_refused"

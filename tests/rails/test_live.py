@@ -32,12 +32,11 @@ from .helpers import (
     events_of,
     funded_payer,
     get,
-    mpp_pay,
     new_account,
     open_rail_shop,
     paid_with_credential,
+    pay_with,
     receipts_of,
-    x402_pay,
 )
 
 pytestmark = pytest.mark.anyio
@@ -86,8 +85,7 @@ async def test_live_gate_settles_through_the_configured_facilitator(
 
     payer = funded_payer(chain)
     before = balance(chain.url, DEPOSIT)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(shop.resource.gate_url, payer)
+    paid = await pay_with(protocol, shop.resource.gate_url, payer)
     assert paid.status_code == 200, paid.text
 
     # The tokens moved on the facilitator's chain; the live books credit the seller.
@@ -146,8 +144,7 @@ async def test_a_live_gate_whose_upstream_fails_charges_nothing(
     shop = open_rail_shop(live_server, environment="live", upstream_url=f"{upstream.url}/work")
     payer = funded_payer(chain)
     before = balance(chain.url, DEPOSIT)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    failed = await pay(shop.resource.gate_url, payer)
+    failed = await pay_with(protocol, shop.resource.gate_url, payer)
     assert failed.status_code == 500 and failed.json() == {"error": "boom"}
     assert "payment-response" not in failed.headers and "x-svc-receipt" not in failed.headers
     assert balance(chain.url, payer.address) == 1_000_000

@@ -33,12 +33,11 @@ from .helpers import (
     fresh_credential,
     funded_payer,
     get,
-    mpp_pay,
     new_account,
     open_rail_shop,
     paid_with_credential,
+    pay_with,
     receipts_of,
-    x402_pay,
 )
 
 pytestmark = pytest.mark.anyio
@@ -116,8 +115,7 @@ async def test_official_clients_pay_the_app_processor_deposit(
     shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(app.url + "/v1/report", payer)
+    paid = await pay_with(protocol, app.url + "/v1/report", payer)
 
     assert paid.status_code == 200, paid.text
     body = paid.json()
@@ -152,8 +150,7 @@ async def test_official_clients_pay_the_app_direct_wallet(
     shop = open_rail_shop(server, payout_wallet=wallet)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(app.url + "/v1/report", payer, method="POST")
+    paid = await pay_with(protocol, app.url + "/v1/report", payer, method="POST")
     assert paid.status_code == 200, paid.text
     assert balance(server.url, wallet) == PRICE
     assert shop.balance().balance == Decimal("0")

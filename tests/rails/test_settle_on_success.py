@@ -35,6 +35,7 @@ from .helpers import (
     funded_payer,
     mpp_pay,
     open_rail_shop,
+    pay_with,
     receipts_of,
     x402_pay,
 )
@@ -81,10 +82,6 @@ def _surface(
     return shop, serve_app(app).url + "/v1/report"
 
 
-async def _pay(protocol: str, url: str, payer: Any) -> httpx.Response:
-    return await (x402_pay if protocol == "x402" else mpp_pay)(url, payer)
-
-
 def _unpaid_answer(answer: httpx.Response, status: int) -> None:
     assert answer.status_code == status, answer.text
     assert answer.json() == {"error": "boom", "status": status}
@@ -107,7 +104,7 @@ async def test_a_failing_answer_is_not_charged(
     shop, url = _surface(kind, server, serve_app, answers)
     payer = funded_payer(server)
 
-    _unpaid_answer(await _pay(protocol, url, payer), 500)
+    _unpaid_answer(await pay_with(protocol, url, payer), 500)
     assert answers.calls == 1
     _not_charged(server, shop, payer)
     [failed] = events_of(server, shop.owner_id, "payment.failed")
@@ -130,7 +127,7 @@ async def test_a_successful_answer_is_charged_once(
     shop, url = _surface(kind, server, serve_app, Answers(200))
     payer = funded_payer(server)
 
-    paid = await _pay(protocol, url, payer)
+    paid = await pay_with(protocol, url, payer)
     assert paid.status_code == 200, paid.text
     assert paid.json()["report"] == "the goods"
     [receipt] = receipts_of(server, shop.resource.id)

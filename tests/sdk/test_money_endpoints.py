@@ -384,9 +384,7 @@ async def test_update_sends_null_for_none_and_omits_what_is_not_given(
 
     await twin.call(client, lambda c: c.wallet_keys.update("vw_1", **kwargs))
 
-    assert twin.last.method == "PATCH"
-    assert body_of(twin.last) == body
-    assert len(twin.last.headers["idempotency-key"]) == 36
+    check_request(twin.last, "PATCH /wallet-keys/vw_1", "owner", body)
 
 
 async def test_update_wire_body_carries_json_null(twin: Twin) -> None:

@@ -4,14 +4,12 @@ answering with the server's contract."""
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import httpx
 import pytest
-from sdk_support import WALLET_KEY, Twin, fail, ok
+from sdk_support import WALLET_KEY, Twin, check_request, fail, ok
 
 import svc
 
@@ -52,21 +50,14 @@ ATTEMPTS = {
 }
 
 
-def _body(request: httpx.Request) -> Any:
-    return json.loads(request.content)
-
-
 async def test_pay_url_sends_the_url_and_reads_the_result(twin: Twin) -> None:
     client = twin.client(wallet_key=WALLET_KEY)
     twin.reply(ok(PAID))
 
     paid = await twin.call(client, lambda c: c.spend.pay_url("https://api.example.com/report"))
 
-    request = twin.last
-    assert (request.method, request.url.path) == ("POST", "/spend/pay-url")
-    assert request.headers["authorization"] == f"Bearer {WALLET_KEY}"
-    assert len(request.headers["idempotency-key"]) == 36
-    assert _body(request) == {"url": "https://api.example.com/report", "method": "GET"}
+    body = {"url": "https://api.example.com/report", "method": "GET"}
+    check_request(twin.last, "POST /spend/pay-url", "wallet", body)
     assert isinstance(paid, svc.PayUrlResult)
     assert (paid.attempt_id, paid.rail, paid.amount) == ("att_1", "x402", Decimal("0.25"))
     assert paid.content == b'{"report":"the goods"}' and paid.unlocked is True
@@ -83,11 +74,8 @@ async def test_pay_url_posts_a_json_body(twin: Twin) -> None:
         lambda c: c.spend.pay_url("https://x.example/q", method="POST", json={"q": [1, "a"]}),
     )
 
-    assert _body(twin.last) == {
-        "url": "https://x.example/q",
-        "method": "POST",
-        "json": {"q": [1, "a"]},
-    }
+    body = {"url": "https://x.example/q", "method": "POST", "json": {"q": [1, "a"]}}
+    check_request(twin.last, "POST /spend/pay-url", "wallet", body)
 
 
 async def test_a_base64_body_reads_back_as_bytes(twin: Twin) -> None:
@@ -156,11 +144,7 @@ async def test_attempts_are_listed_and_paged(twin: Twin) -> None:
     await twin.call(client, lambda c: c.spend.attempts(starting_after="att_1"))
 
     first, second = twin.requests
-    assert (first.method, first.url.path, dict(first.url.params)) == (
-        "GET",
-        "/spend/attempts",
-        {"limit": "2"},
-    )
+    check_request(first, "GET /spend/attempts?limit=2", "wallet", None)
     assert dict(second.url.params) == {"starting_after": "att_1"}
     assert isinstance(page, svc.SpendAttemptList) and page.has_more is True
     failed, succeeded = page.data

@@ -167,8 +167,7 @@ async def test_owner_reads_a_seller_and_its_resources(twin: Twin) -> None:
 
     assert seller.id == "sel_1"
     check_request(twin.requests[0], "GET /sellers/sel_1", "owner", None, "test")
-    assert twin.last.url.path == "/sellers/sel_1/resources"
-    assert dict(twin.last.url.params) == {"limit": "5"}
+    check_request(twin.last, "GET /sellers/sel_1/resources?limit=5", "owner", None, "test")
 
 
 async def test_the_onboarding_and_withdrawal_are_typed(twin: Twin) -> None:
