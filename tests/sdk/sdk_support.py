@@ -16,7 +16,7 @@ import inspect
 import json
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -37,6 +37,7 @@ WALLET_KEY = "svc_vw_test_wallet"
 CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY, "wallet": WALLET_KEY}
 ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 
+E = TypeVar("E", bound=BaseException)
 #: A scripted reply: a response, an exception the transport raises, or a function.
 Reply = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 
@@ -146,12 +147,23 @@ class Twin:
             result = await result
         return result
 
+    async def raises(
+        self, client: Any, fn: Callable[[Any], Any], error: type[E], match: str | None = None
+    ) -> E:
+        """Run ``fn(client)``, which must raise ``error`` (matching ``match``); the error."""
+        with pytest.raises(error, match=match) as caught:
+            await self.call(client, fn)
+        return caught.value
+
     async def refuses(
-        self, client: Any, fn: Callable[[Any], Any], error: type[Exception], match: str = ""
+        self,
+        client: Any,
+        fn: Callable[[Any], Any],
+        error: type[Exception],
+        match: str | None = None,
     ) -> None:
         """``fn(client)`` raises ``error`` (matching ``match``) before any request is sent."""
-        with pytest.raises(error, match=match):
-            await self.call(client, fn)
+        await self.raises(client, fn, error, match)
         assert self.requests == []
 
     @property

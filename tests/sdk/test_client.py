@@ -474,10 +474,7 @@ async def test_error_envelope_maps_to_error_class(
     details = {"field": "amount"}
     twin.reply(fail(status, code, "it went wrong", details=details, request_id="req_42"))
 
-    with pytest.raises(error_type) as caught:
-        await twin.call(client, lambda c: c.sellers.me())
-
-    error = caught.value
+    error = await twin.raises(client, lambda c: c.sellers.me(), error_type)
     assert type(error) is error_type
     assert isinstance(error, svc.SvcError)
     assert error.status == status
@@ -509,10 +506,7 @@ async def test_html_error_body_still_maps(
     html = "<html>\n  <body><h1>Bad   Gateway</h1>  from nginx</body>\n</html>"
     twin.reply(httpx.Response(status, text=html, headers={"Content-Type": "text/html"}))
 
-    with pytest.raises(error_type) as caught:
-        await twin.call(client, lambda c: c.health())
-
-    error = caught.value
+    error = await twin.raises(client, lambda c: c.health(), error_type)
     assert type(error) is error_type
     assert error.status == status
     assert error.code == error_type.default_code
@@ -526,12 +520,11 @@ async def test_empty_error_body_and_request_id_from_header(twin: Twin) -> None:
     client = twin.client(max_retries=0)
     twin.reply(httpx.Response(502, headers={"X-Request-Id": "req_hdr"}))
 
-    with pytest.raises(svc.ServerError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.ServerError)
 
-    assert caught.value.message == "HTTP 502 Bad Gateway"
-    assert caught.value.request_id == "req_hdr"
-    assert caught.value.headers["x-request-id"] == "req_hdr"
+    assert error.message == "HTTP 502 Bad Gateway"
+    assert error.request_id == "req_hdr"
+    assert error.headers["x-request-id"] == "req_hdr"
 
 
 async def test_request_id_in_body_wins_over_header(twin: Twin) -> None:
@@ -542,20 +535,18 @@ async def test_request_id_in_body_wins_over_header(twin: Twin) -> None:
     )
 
     for expected in ("req_body", "req_hdr"):
-        with pytest.raises(svc.NotFoundError) as caught:
-            await twin.call(client, lambda c: c.resources.get("res_x"))
-        assert caught.value.request_id == expected
+        error = await twin.raises(client, lambda c: c.resources.get("res_x"), svc.NotFoundError)
+        assert error.request_id == expected
 
 
 async def test_rate_limit_error_carries_retry_after(twin: Twin) -> None:
     client = twin.client(max_retries=0)
     twin.reply(fail(429, "rate_limited", headers={"Retry-After": "7", "X-RateLimit-Limit": "10"}))
 
-    with pytest.raises(svc.RateLimitError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.RateLimitError)
 
-    assert caught.value.retry_after == 7.0
-    assert caught.value.headers["x-ratelimit-limit"] == "10"
+    assert error.retry_after == 7.0
+    assert error.headers["x-ratelimit-limit"] == "10"
 
 
 @pytest.mark.parametrize(
@@ -574,12 +565,11 @@ async def test_unreadable_success_body_is_invalid_response(
     client = twin.client()
     twin.reply(response())
 
-    with pytest.raises(svc.APIError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.APIError)
 
-    assert type(caught.value) is svc.APIError
-    assert caught.value.code == "invalid_response"
-    assert caught.value.status == 200
+    assert type(error) is svc.APIError
+    assert error.code == "invalid_response"
+    assert error.status == 200
     assert len(twin.requests) == 1  # a success is never retried
 
 
@@ -599,12 +589,11 @@ async def test_transport_failures_map_to_connection_errors(
     exc = exc_type("boom")
     twin.reply(exc)
 
-    with pytest.raises(error_type) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), error_type)
 
-    assert type(caught.value) is error_type
-    assert caught.value.__cause__ is exc
-    assert "GET http://127.0.0.1:8000/health" in caught.value.message
+    assert type(error) is error_type
+    assert error.__cause__ is exc
+    assert "GET http://127.0.0.1:8000/health" in error.message
 
 
 # --- construction and lifecycle (sync; the async twin is in test_async_client.py) ---------

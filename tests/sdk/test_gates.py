@@ -99,8 +99,7 @@ async def test_settle_and_release_send_the_claim(twin: Twin) -> None:
     assert isinstance(released, svc.GateRelease) and released.released
     body = {"claim": "clm_1", "reason": "answer_failed", "status": 500}
     check_request(twin.last, "POST /gates/release", "seller", body)
-    with pytest.raises(ValueError):
-        await twin.call(client, lambda c: c.gates.release("clm_1", reason="whatever"))
+    await twin.raises(client, lambda c: c.gates.release("clm_1", reason="whatever"), ValueError)
 
 
 @pytest.mark.parametrize(

@@ -593,10 +593,9 @@ async def test_allowance_exceeded_is_payment_required_with_details(twin: Twin) -
         )
     )
 
-    with pytest.raises(svc.PaymentRequiredError) as caught:
-        await twin.call(client, lambda c: c.pay(resource_id="res_1"))
-
-    error = caught.value
+    error = await twin.raises(
+        client, lambda c: c.pay(resource_id="res_1"), svc.PaymentRequiredError
+    )
     assert error.status == 402
     assert error.code == "allowance_exceeded"
     assert error.details == details

@@ -128,11 +128,10 @@ async def test_refusals_carry_the_attempt_id(
     client = twin.client(wallet_key=WALLET_KEY)
     twin.reply(fail(status, code, details={"attempt_id": "att_9"}, request_id="req_9"))
 
-    with pytest.raises(error_class) as caught:
-        await twin.call(client, lambda c: c.spend.pay_url("https://x.example/r"))
+    error = await twin.raises(client, lambda c: c.spend.pay_url("https://x.example/r"), error_class)
 
-    assert caught.value.code == code and caught.value.request_id == "req_9"
-    assert caught.value.details == {"attempt_id": "att_9"}
+    assert error.code == code and error.request_id == "req_9"
+    assert error.details == {"attempt_id": "att_9"}
     assert len(twin.requests) == 1
 
 

@@ -479,10 +479,9 @@ async def test_unknown_endpoint_is_not_found(twin: Twin) -> None:
     client = twin.client(owner_jwt=OWNER_JWT)
     twin.reply(fail(404, "not_found", "No such webhook endpoint.", request_id="req_404"))
 
-    with pytest.raises(svc.NotFoundError) as caught:
-        await twin.call(client, lambda c: c.webhooks.deliveries("wh_nope"))
+    error = await twin.raises(client, lambda c: c.webhooks.deliveries("wh_nope"), svc.NotFoundError)
 
-    assert caught.value.request_id == "req_404"
+    assert error.request_id == "req_404"
     assert len(twin.requests) == 1
 
 
