@@ -84,6 +84,15 @@ def _start(it: Item, token: str | None = None) -> httpx.Response:
     return httpx.post(it.pay_url, data={"token": token}, headers=BROWSER)
 
 
+def _session_posts(stripe_double: Any) -> list[dict[str, Any]]:
+    """The requests the double got to create a Checkout Session."""
+    return [
+        r
+        for r in stripe_double.requests()
+        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
+    ]
+
+
 def _settled(stripe_double: Any, type: str, count: int = 1) -> list[dict[str, Any]]:
     """The double's deliveries of ``type`` that reached the server, once ``count`` did."""
 
@@ -116,11 +125,7 @@ def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
     assert checkout_url.startswith(origin + "/_double/checkout/cs_")
     again = _start(it, token)  # a double submit: the same session
     assert again.status_code == 303 and again.headers["location"] == checkout_url
-    created = [
-        r
-        for r in stripe_double.requests()
-        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
-    ]
+    created = _session_posts(stripe_double)
     assert len(created) == 1, created
     cs = _session_of(checkout_url)
     row = _checkout(server, cs)
@@ -357,20 +362,12 @@ def test_the_processor_failing_is_retried_and_then_said(
     stripe_double.fault("/v1/checkout/sessions", 503, times=3)  # beyond the SDK's 2 retries
     down = _start(it, token)
     assert down.status_code == 503 and "nothing was charged" in down.text
-    tried = [
-        r
-        for r in stripe_double.requests()
-        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
-    ]
+    tried = _session_posts(stripe_double)
     assert len(tried) == 3 and len({r["idempotency_key"] for r in tried}) == 1
     stripe_double.fault("/v1/checkout/sessions", 500, times=1)  # one blip: retried
     up = _start(it, token)  # the same form again: the same checkout, now opened
     assert up.status_code == 303, up.text
-    keys = {
-        r["idempotency_key"]
-        for r in stripe_double.requests()
-        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
-    }
+    keys = {r["idempotency_key"] for r in _session_posts(stripe_double)}
     assert keys == {tried[0]["idempotency_key"]}
     assert it.payments() == 0
 
@@ -421,24 +418,11 @@ def test_the_cli_tops_up_by_card_and_prints_where_to_pay(server: LiveServer) -> 
         "SVC_OWNER_JWT": it.acct.owner_jwt,
         "SVC_ENVIRONMENT": "live",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "svc.cli", "top-up", "5.00", "--card"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    cli = [sys.executable, "-m", "svc.cli", "top-up", "5.00"]
+    done = subprocess.run([*cli, "--card"], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["status"] == "pending" and printed["method"] == "card"
     assert "/_double/checkout/cs_" in printed["checkout_url"]
-    neither = subprocess.run(
-        [sys.executable, "-m", "svc.cli", "top-up", "5.00"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    neither = subprocess.run(cli, capture_output=True, text=True, timeout=60, env=env)
     assert neither.returncode != 0 and "--card" in neither.stderr

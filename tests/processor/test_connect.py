@@ -196,12 +196,7 @@ def test_a_failed_payout_gives_the_money_back_with_the_processors_reason(
         failure_code="account_closed",
         failure_message="The bank account is closed.",
     )
-    failed = until(
-        lambda: (
-            seller.withdrawal(withdrawal["id"])["status"] == "failed"
-            and seller.withdrawal(withdrawal["id"])
-        )
-    )
+    failed = until(lambda: (w := seller.withdrawal(withdrawal["id"]))["status"] == "failed" and w)
     assert "account_closed" in failed["failure_reason"]
     assert Decimal(seller.balance()["balance"]) == Decimal("9.90")
     events = _events(live, seller.acct.owner_id, "withdrawal.failed")
@@ -212,16 +207,11 @@ def test_a_failed_payout_gives_the_money_back_with_the_processors_reason(
     failed_event = [d for d in stripe_double.deliveries() if d["type"] == "payout.failed"]
     stripe_double.redeliver(failed_event[0]["event"])
     until(
-        lambda: (
-            len(
-                [
-                    d
-                    for d in stripe_double.deliveries()
-                    if d["type"] == "payout.failed" and d["status"] == "delivered"
-                ]
-            )
-            >= 1
-        )
+        lambda: [
+            d
+            for d in stripe_double.deliveries()
+            if d["type"] == "payout.failed" and d["status"] == "delivered"
+        ]
     )
     time.sleep(0.5)
     assert Decimal(seller.balance()["balance"]) == Decimal("9.90")
@@ -281,12 +271,7 @@ def test_a_processor_refusal_fails_the_withdrawal_and_returns_the_money(
     until(lambda: seller.balance()["payouts_enabled"])
     stripe_double.set_platform_balance(0)  # Stripe: balance_insufficient
     withdrawal = seller.withdraw("2.00").json()
-    failed = until(
-        lambda: (
-            seller.withdrawal(withdrawal["id"])["status"] == "failed"
-            and seller.withdrawal(withdrawal["id"])
-        )
-    )
+    failed = until(lambda: (w := seller.withdrawal(withdrawal["id"]))["status"] == "failed" and w)
     assert "balance_insufficient" in failed["failure_reason"]
     assert Decimal(seller.balance()["balance"]) == Decimal("9.90")
 
