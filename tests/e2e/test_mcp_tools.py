@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from svc import Client as SyncClient
 from svc.mcp_server import TOOL_NAMES, create_server
@@ -120,11 +123,6 @@ async def test_refusals_are_tool_errors_with_code_and_request_id(server: LiveSer
 async def test_the_stdio_server_an_mcp_host_launches(server: LiveServer) -> None:
     """What Claude Desktop or an IDE does: start ``python -m svc.mcp_server`` with the
     credentials in its environment and call a tool over stdio."""
-    import os
-    import sys
-
-    from mcp import StdioServerParameters
-
     acct = new_account(server.url)
     params = StdioServerParameters(
         command=sys.executable,
@@ -223,8 +221,6 @@ def test_building_the_tools_leaves_the_host_processs_logging_alone(
     """The mcp package's server configures the root logger (``basicConfig``: INFO, a rich
     handler) when built; inside the reference server that printed a line per httpx
     request.  A process that has configured no logging yet must stay that way."""
-    import logging
-
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])  # as a fresh process has (pytest adds its own)
     monkeypatch.setattr(root, "level", logging.WARNING)

@@ -7,8 +7,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 import svc
+from reference_server.store import tables as t
 
 from ..support import LiveServer, new_account
 from .helpers import D, events_of, market
@@ -22,10 +24,6 @@ def owner_client(live: LiveServer) -> tuple[svc.Client, str]:
 
 
 def test_mint_shows_the_key_once_and_stores_only_a_hash(server: LiveServer) -> None:
-    from sqlalchemy import select
-
-    from reference_server.store import tables as t
-
     owner, _ = owner_client(server)
     created = owner.wallet_keys.create(
         name="research agent",

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from decimal import Decimal
 
+import anyio.to_thread
 import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -16,7 +18,7 @@ from .._shared import until
 from ..sandbox.helpers import serve
 from ..support import LiveServer
 from .apps import PRICE, gated_app
-from .helpers import Agent, chain_balance, new_key
+from .helpers import Agent, chain_balance, make_agent, new_key
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 LIMIT = 8192
@@ -98,8 +100,6 @@ def test_a_replay_returns_the_stored_answer_and_pays_nothing(
 
 
 def test_a_refusal_is_replayed_too(server: LiveServer, x402_url: str) -> None:
-    from .helpers import make_agent
-
     agent = make_agent(server, max_per_tx="0.10")
     key = new_key()
     first, again = agent.pay_url(x402_url, key=key), agent.pay_url(x402_url, key=key)
@@ -118,13 +118,9 @@ def test_the_same_key_for_another_request_is_refused(agent: Agent, x402_url: str
 def test_a_key_in_flight_is_409(
     server: LiveServer, agent: Agent, facilitator: str, pay_to: str
 ) -> None:
-    import threading
-
     release = threading.Event()
 
     async def slow(request: Request) -> Response:
-        import anyio.to_thread
-
         await anyio.to_thread.run_sync(release.wait, 20)
         return PlainTextResponse("late")
 

@@ -24,6 +24,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 
 import svc
 from reference_server.store import tables as t
+from svc.wire import structure
 
 from ..money.helpers import events_of
 from ..sandbox.helpers import Recording, balance, fund, new_account
@@ -215,6 +216,4 @@ def get(url: str, headers: Mapping[str, str] | None = None) -> httpx.Response:
 
 def event_data(event: Mapping[str, Any], model: type[Any]) -> Any:
     """A recorded event's ``data`` read into its typed ``svc`` model, as a receiver would."""
-    from svc.wire import structure
-
     return structure({k: v for k, v in event.items() if k != "_environment"}, model)

@@ -8,18 +8,21 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from x402.http.clients.httpx import x402AsyncTransport
 
 import svc
 
 from ..support import LiveServer, new_account
 from .helpers import (
     PRICE,
+    Capture,
     balance,
     decode,
     fresh_credential,
     funded_payer,
     open_rail_shop,
     receipts_of,
+    x402_client,
 )
 
 pytestmark = pytest.mark.anyio
@@ -93,10 +96,6 @@ async def test_redeem_through_the_sdk(server: LiveServer) -> None:
 
 async def _credential_from(app: httpx.MockTransport, payer: object) -> dict[str, str]:
     """x402's client signing against a 402 served by ``app`` (no network)."""
-    from x402.http.clients.httpx import x402AsyncTransport
-
-    from .helpers import Capture, x402_client
-
     captured: dict[str, str] = {}
 
     class Wire(Capture):

@@ -5,6 +5,7 @@ challenges and the official clients pay it, the service settling through
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -204,8 +205,6 @@ async def test_only_the_credential_leaves_the_app_and_receipts_stay_on_the_hot_p
     )
     assert paid.status_code == 200, paid.text
     [redeem] = [r for r in sent if r.url.path == "/gates/redeem"]
-    import json
-
     forwarded = json.loads(redeem.content)["headers"]
     assert forwarded == {"payment-signature": credential["payment-signature"]}
 

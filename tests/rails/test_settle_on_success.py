@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import svc
+from reference_server.domain.open_rails import HOLD_TTL, expire_holds
 from reference_server.sandbox import chain
 from reference_server.sandbox.eip3009 import Authorization
 from svc_asgi import PaymentGate, payment_of
@@ -198,8 +199,6 @@ async def test_concurrent_replays_of_one_credential_settle_once(
 
 async def test_a_claim_never_settled_expires_and_is_released(server: LiveServer) -> None:
     """A gate that crashed between claim and settle: housekeeping releases the claim."""
-    from reference_server.domain.open_rails import HOLD_TTL, expire_holds
-
     shop = open_rail_shop(server)
     payer = funded_payer(server)
     url = shop.resource.gate_url

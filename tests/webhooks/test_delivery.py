@@ -6,17 +6,21 @@ import hashlib
 import hmac
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select, update
 
 import svc
+from reference_server.store import tables as t
 from svc import webhooks
 
 from .._shared import until
 from ..money.helpers import market
 from ..support import SPEC_EVENT_TYPES, LiveServer, new_account
+from .conftest import fast
 from .receiver import Receiver
 
 
@@ -96,8 +100,6 @@ def test_retry_route_resends_one_delivery(server: LiveServer, receiver: Receiver
 
 
 def test_retry_route_rescues_a_failed_delivery(make_server: Any, receiver: Receiver) -> None:
-    from .conftest import fast
-
     live = make_server(**fast(webhook_retry_schedule=(0.1,)))
     receiver.statuses = [500, 500]
     acct = new_account(live.url)
@@ -145,8 +147,6 @@ def test_test_route_sends_a_sample_now(server: LiveServer, receiver: Receiver) -
 
 
 def test_a_failing_endpoint_is_disabled(make_server: Any, receiver: Receiver) -> None:
-    from .conftest import fast
-
     live = make_server(**fast(webhook_disable_after_seconds=0.5))
     receiver.statuses = [500] * 50
     acct = new_account(live.url)
@@ -167,8 +167,6 @@ def test_a_failing_endpoint_is_disabled(make_server: Any, receiver: Receiver) ->
 
 
 def test_delete_cancels_pending_deliveries(make_server: Any, receiver: Receiver) -> None:
-    from .conftest import fast
-
     live = make_server(**fast(webhook_retry_schedule=(30,)))
     receiver.statuses = [500]
     acct = new_account(live.url)
@@ -215,10 +213,6 @@ def test_registration_rules(server: LiveServer) -> None:
 
 
 def test_signing_secret_is_sealed_at_rest(server: LiveServer) -> None:
-    from sqlalchemy import select
-
-    from reference_server.store import tables as t
-
     acct = new_account(server.url)
     created = owner_of(server, acct.owner_jwt).webhooks.create("http://localhost:9/h")
     with server.ctx.db.read() as conn:
@@ -279,12 +273,6 @@ def test_retry_of_a_delivery_being_sent_is_409_with_retry_after(
 ) -> None:
     """The outbox refuses with a domain error carrying ``retry_after_seconds``; the HTTP
     mapping says it as 409 ``conflict`` with ``Retry-After: 1``, nothing resent."""
-    from datetime import timedelta
-
-    from sqlalchemy import update
-
-    from reference_server.store import tables as t
-
     acct = new_account(server.url)
     owner = owner_of(server, acct.owner_jwt)
     endpoint = owner.webhooks.create(receiver.url)
