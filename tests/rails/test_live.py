@@ -72,7 +72,6 @@ def live_server(chain: LiveServer, tmp_path: Path) -> Iterator[LiveServer]:
         assert_ledger_sound(live)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_live_gate_settles_through_the_configured_facilitator(
     chain: LiveServer, live_server: LiveServer, protocol: str
 ) -> None:
@@ -128,7 +127,6 @@ def test_without_a_facilitator_live_gates_offer_no_open_rail(server: LiveServer)
     assert "payment-required" in httpx.get(test_shop.resource.gate_url).headers
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_live_gate_whose_upstream_fails_charges_nothing(
     chain: LiveServer,
     live_server: LiveServer,

@@ -187,7 +187,6 @@ async def test_pympps_mcp_client_pays_a_tool(
     assert shop.calls == ["search"]
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_failing_tool_call_is_not_charged(
     server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:

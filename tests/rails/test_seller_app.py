@@ -70,9 +70,8 @@ def seller_app(shop: RailShop, **kwargs: Any) -> PaymentGate:
 
 
 def test_the_apps_402_carries_both_challenges_bound_to_the_apps_url(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    shop: RailShop, serve_app: Callable[..., LiveApp]
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     url = app.url + "/v1/report?page=2"
     r = httpx.get(url)
@@ -109,11 +108,9 @@ def test_no_rail_headers_until_payments_are_enabled_or_when_turned_off(
     assert r.status_code == 402 and "payment-required" not in r.headers
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_official_clients_pay_the_app_processor_deposit(
-    server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
     paid = await pay_with(protocol, app.url + "/v1/report", payer)
@@ -143,7 +140,6 @@ async def test_official_clients_pay_the_app_processor_deposit(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_official_clients_pay_the_app_direct_wallet(
     server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
@@ -164,11 +160,9 @@ async def test_official_clients_pay_the_app_direct_wallet(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_replay_at_the_app_is_refused(
-    server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
     paid, credential = await paid_with_credential(app.url + "/v1/report", payer, protocol)
@@ -184,9 +178,8 @@ async def test_a_replay_at_the_app_is_refused(
 
 
 async def test_only_the_credential_leaves_the_app_and_receipts_stay_on_the_hot_path(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp]
 ) -> None:
-    shop = open_rail_shop(server)
     counting = CountingTransport()
     sent: list[httpx.Request] = []
 
@@ -220,9 +213,8 @@ async def test_only_the_credential_leaves_the_app_and_receipts_stay_on_the_hot_p
 
 
 def test_an_unreadable_credential_at_the_app_is_malformed(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp]
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     for credential in ("!!not-base64", "x" * 20_000):  # the second is too long to be one
         r = httpx.get(app.url + "/v1/report", headers={"PAYMENT-SIGNATURE": credential})
