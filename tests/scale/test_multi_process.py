@@ -265,26 +265,10 @@ async def _traffic(urls: list[str], setup: dict[str, Any]) -> dict[str, Any]:
             assert r.status_code in (402, 409), r.text  # refused for the money, nothing else
             return str(r.json()["error"]["code"])
 
-        async def pays(key: str) -> Counter[str]:
-            body = {"resource_id": setup["resource_id"]}
-            answers = await asyncio.gather(
-                *(post(i, "/pay", key, body) for i in range(PAYS_PER_WALLET))
-            )
-            return Counter(code(r, 200, "paid") for r in answers)
-
-        async def pay_urls(key: str) -> Counter[str]:
-            body = {"url": setup["gate_url"]}
-            answers = await asyncio.gather(
-                *(post(i, "/spend/pay-url", key, body) for i in range(PAY_URLS_PER_AGENT))
-            )
-            return Counter(code(r, 200, "paid") for r in answers)
-
-        async def withdrawals() -> Counter[str]:
-            key, body = setup["payout_seller"], {"amount": "1.00"}
-            answers = await asyncio.gather(
-                *(post(i, "/sellers/me/withdraw", key, body) for i in range(WITHDRAWALS))
-            )
-            return Counter(code(r, 201, "created") for r in answers)
+        async def burst(path: str, key: str, body: Any, times: int, ok: int) -> Counter[str]:
+            """``times`` posts at once, counted by outcome (``paid``/``created`` for ``ok``)."""
+            answers = await asyncio.gather(*(post(i, path, key, body) for i in range(times)))
+            return Counter(code(r, ok, "paid" if ok == 200 else "created") for r in answers)
 
         async def rate_limited() -> Counter[int]:
             headers = {
@@ -300,10 +284,20 @@ async def _traffic(urls: list[str], setup: dict[str, Any]) -> dict[str, Any]:
 
             return Counter(await asyncio.gather(*(one(i) for i in range(LIMIT + OVER))))
 
+        to_pay, to_fetch = {"resource_id": setup["resource_id"]}, {"url": setup["gate_url"]}
         jobs: list[Awaitable[Any]] = [
-            asyncio.gather(*(pays(k) for k in setup["wallet_keys"])),
-            asyncio.gather(*(pay_urls(k) for k in setup["agent_keys"])),
-            withdrawals(),
+            asyncio.gather(
+                *(burst("/pay", k, to_pay, PAYS_PER_WALLET, 200) for k in setup["wallet_keys"])
+            ),
+            asyncio.gather(
+                *(
+                    burst("/spend/pay-url", k, to_fetch, PAY_URLS_PER_AGENT, 200)
+                    for k in setup["agent_keys"]
+                )
+            ),
+            burst(
+                "/sellers/me/withdraw", setup["payout_seller"], {"amount": "1.00"}, WITHDRAWALS, 201
+            ),
             rate_limited(),
         ]
         pay, pay_url, withdraw, limited = await asyncio.gather(*jobs)
