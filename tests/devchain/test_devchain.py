@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import signal
-import time
 from typing import Any
 
 import httpx
@@ -30,6 +29,7 @@ from reference_server import Settings
 from reference_server.devchain import artefact
 from reference_server.devchain.chain import PAYER_FUNDS
 
+from .._shared import until
 from ..sandbox.helpers import serve
 from .running import RunningDevchain, start_devchain, stop_devchain
 
@@ -196,7 +196,4 @@ def test_no_node_outlives_a_killed_devchain() -> None:
     running.process.kill()
     running.process.wait()
 
-    deadline = time.monotonic() + 5
-    while not _refused(running.rpc_url) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _refused(running.rpc_url)
+    until(lambda: _refused(running.rpc_url), "the node outlived the devchain", seconds=5)

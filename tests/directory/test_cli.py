@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from svc.cli import _build
 
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer
 from .helpers import DEMO_SELLER
 
 
@@ -19,9 +19,8 @@ def run(*args: str) -> tuple[int, Any]:
     return result.exit_code, result.output
 
 
-def test_listing_a_post_resource_from_the_shell(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    seller = ["--base-url", server.url, "--seller-key", acct.seller_key]
+def test_listing_a_post_resource_from_the_shell(server: LiveServer, account: Account) -> None:
+    seller = ["--base-url", server.url, "--seller-key", account.seller_key]
     code, out = run(
         *seller,
         "resources",

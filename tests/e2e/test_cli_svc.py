@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from svc.cli import _build
 
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer, new_account
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Any:
@@ -28,9 +28,8 @@ def run_split(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_seller_flow_from_the_shell(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    seller = ["--base-url", server.url, "--seller-key", acct.seller_key]
+def test_seller_flow_from_the_shell(server: LiveServer, account: Account) -> None:
+    seller = ["--base-url", server.url, "--seller-key", account.seller_key]
     code, out = run(
         *seller,
         "create-pay-link",
@@ -58,7 +57,7 @@ def test_seller_flow_from_the_shell(server: LiveServer) -> None:
     [listed] = json.loads(out)["data"]
     assert listed["metadata"]["credits"] == 10
 
-    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt, "--environment", "test"]
+    owner = ["--base-url", server.url, "--owner-jwt", account.owner_jwt, "--environment", "test"]
     code, out = run(
         *owner, "webhooks", "create", "http://localhost:9/hooks", "--event", "payment.succeeded"
     )
@@ -77,11 +76,10 @@ def test_errors_print_code_and_request_id(server: LiveServer) -> None:
     assert code == 1 and "SVC_SELLER_KEY" in out  # no key at all: said before sending
 
 
-def test_owner_and_agent_flow_from_the_shell(server: LiveServer) -> None:
+def test_owner_and_agent_flow_from_the_shell(server: LiveServer, account: Account) -> None:
     """Mint and fund a wallet key with a policy, pay with it, list its pay-url attempts,
     then recycle the seller's takings: all from the shell."""
-    acct = new_account(server.url)
-    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt, "--environment", "test"]
+    owner = ["--base-url", server.url, "--owner-jwt", account.owner_jwt, "--environment", "test"]
     code, out = run(
         *owner,
         "wallet-keys",
@@ -105,7 +103,7 @@ def test_owner_and_agent_flow_from_the_shell(server: LiveServer) -> None:
     code, out = run(*owner, "wallet-keys", "fund", key["id"], "0.50")
     assert code == 0 and json.loads(out)["balance"] == "0.50", out
 
-    seller = ["--base-url", server.url, "--seller-key", acct.seller_key]
+    seller = ["--base-url", server.url, "--seller-key", account.seller_key]
     code, out = run(*seller, "create-pay-link", "--path", "/r", "--amount", "0.20")
     resource_id = json.loads(out)["resource_id"]
     agent = ["--base-url", server.url, "--wallet-key", key["key"]]
@@ -114,21 +112,20 @@ def test_owner_and_agent_flow_from_the_shell(server: LiveServer) -> None:
     code, out = run(*agent, "attempts")
     assert code == 0 and json.loads(out)["data"] == [], out
 
-    code, out = run(*owner, "recycle", acct.seller_id)
+    code, out = run(*owner, "recycle", account.seller_id)
     assert code == 0, out
     assert json.loads(out)["amount"] == "0.198"  # 0.20 less the 1% fee
     code, out = run(*owner, "wallet-keys", "revoke", key["id"])
     assert code == 0 and json.loads(out)["status"] == "revoked", out
     code, out = run(*owner, "wallet-keys", "list")
     listed = {k["id"]: k["status"] for k in json.loads(out)["data"]}
-    assert listed == {acct.wallet_key_id: "active", key["id"]: "revoked"}
+    assert listed == {account.wallet_key_id: "active", key["id"]: "revoked"}
 
 
-def test_lists_page_from_the_shell(server: LiveServer) -> None:
+def test_lists_page_from_the_shell(server: LiveServer, account: Account) -> None:
     """``--limit``/``--starting-after`` give one page; ``--all`` follows the pages; the
     delivery log of an endpoint is a list like the others."""
-    acct = new_account(server.url)
-    owner = ["--base-url", server.url, "--owner-jwt", acct.owner_jwt, "--environment", "test"]
+    owner = ["--base-url", server.url, "--owner-jwt", account.owner_jwt, "--environment", "test"]
     for name in ("b", "c"):
         assert run(*owner, "sellers", "create", "--name", name)[0] == 0
     code, out = run(*owner, "sellers", "list", "--limit", "2")

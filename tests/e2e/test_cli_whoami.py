@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from svc.cli import _build
 
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer
 
 #: A clean slate: none of the caller's own SVC_* variables leak into a run.
 _UNSET: dict[str, str | None] = {
@@ -36,42 +36,42 @@ def whoami(*args: str, **env: str) -> tuple[int, dict[str, Any], str]:
 
 
 def test_whoami_names_each_credential_its_role_environment_and_base_url(
-    server: LiveServer,
+    server: LiveServer, account: Account
 ) -> None:
-    acct = new_account(server.url)
     code, report, err = whoami(
         "--owner-jwt",
-        acct.owner_jwt,
+        account.owner_jwt,
         "--environment",
         "test",
         SVC_BASE_URL=server.url,
-        SVC_SELLER_KEY=acct.seller_key,
-        SVC_WALLET_KEY=acct.wallet_key,
+        SVC_SELLER_KEY=account.seller_key,
+        SVC_WALLET_KEY=account.wallet_key,
     )
     assert code == 0, err
     assert report["base_url"] == server.url and report["base_url_from"] == "SVC_BASE_URL"
     owner, seller, wallet = report["credentials"]
     assert owner["credential"] == "owner JWT" and owner["from"] == "--owner-jwt"
-    assert owner["role"] == "owner" and owner["owner_id"] == acct.owner_id
+    assert owner["role"] == "owner" and owner["owner_id"] == account.owner_id
     assert owner["environment"] == "test" and owner["environment_from"] == "--environment"
     assert owner["expires_at"] > "2026"
     assert seller == {
         "credential": "seller key",
         "from": "SVC_SELLER_KEY",
         "role": "seller",
-        "seller_id": acct.seller_id,
+        "seller_id": account.seller_id,
         "name": "shop",
         "environment": "test",
     }
     assert wallet["credential"] == "wallet key" and wallet["from"] == "SVC_WALLET_KEY"
-    assert wallet["role"] == "wallet" and wallet["wallet_key_id"] == acct.wallet_key_id
+    assert wallet["role"] == "wallet" and wallet["wallet_key_id"] == account.wallet_key_id
     assert wallet["environment"] == "test" and wallet["status"] == "active"
     assert "environment: test (--environment)" in err
 
 
-def test_whoami_says_an_owner_jwt_acts_in_live_by_default(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    code, report, err = whoami("--base-url", server.url, SVC_OWNER_JWT=acct.owner_jwt)
+def test_whoami_says_an_owner_jwt_acts_in_live_by_default(
+    server: LiveServer, account: Account
+) -> None:
+    code, report, err = whoami("--base-url", server.url, SVC_OWNER_JWT=account.owner_jwt)
     assert code == 0, err
     assert report["base_url_from"] == "--base-url"
     [owner] = report["credentials"]
@@ -80,11 +80,10 @@ def test_whoami_says_an_owner_jwt_acts_in_live_by_default(server: LiveServer) ->
     assert "environment: live (the default; pass --environment test" in err
 
 
-def test_whoami_names_the_wrong_key_the_user_gave(server: LiveServer) -> None:
+def test_whoami_names_the_wrong_key_the_user_gave(server: LiveServer, account: Account) -> None:
     """``--seller-key hello``: the seller key given is refused, and nothing says owner JWT."""
-    acct = new_account(server.url)
     code, report, err = whoami(
-        "--base-url", server.url, "--seller-key", "hello", SVC_WALLET_KEY=acct.wallet_key
+        "--base-url", server.url, "--seller-key", "hello", SVC_WALLET_KEY=account.wallet_key
     )
     assert code == 1
     seller, wallet = report["credentials"]

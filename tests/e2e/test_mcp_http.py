@@ -21,7 +21,7 @@ from svc import Client as SyncClient
 from svc.mcp_server import TOOL_NAMES
 
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer, new_account
 
 
 @asynccontextmanager
@@ -57,9 +57,8 @@ def test_capabilities_and_llms_txt_name_the_endpoint(server: LiveServer) -> None
 
 
 @pytest.mark.anyio
-async def test_the_tools_are_the_specs(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    async with _session(server.url, acct.seller_key) as client:
+async def test_the_tools_are_the_specs(server: LiveServer, account: Account) -> None:
+    async with _session(server.url, account.seller_key) as client:
         tools = (await client.list_tools()).tools
     assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
     assert {"svc_connect", "svc_withdraw"} <= {t.name for t in tools}
@@ -68,11 +67,10 @@ async def test_the_tools_are_the_specs(server: LiveServer) -> None:
 
 
 @pytest.mark.anyio
-async def test_each_credential_its_own_tools(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    async with _session(server.url, acct.seller_key) as seller:
+async def test_each_credential_its_own_tools(server: LiveServer, account: Account) -> None:
+    async with _session(server.url, account.seller_key) as seller:
         me = await _tool(seller, "svc_sellers", action="me")
-        assert me["id"] == acct.seller_id
+        assert me["id"] == account.seller_id
         link = await _tool(seller, "svc_create_pay_link", amount="0.05", path="/v1/x")
         # URLs as the API gives them: the caller's host, not an in-process one.
         assert link["gate_url"].startswith(server.url + "/g/")
@@ -81,13 +79,13 @@ async def test_each_credential_its_own_tools(server: LiveServer) -> None:
         refused = await _error(seller, "svc_sellers", action="list")
         assert "wrong_credential (403)" in refused and "request_id=req_" in refused
 
-    async with _session(server.url, acct.owner_jwt, **{"X-Svc-Environment": "test"}) as owner:
+    async with _session(server.url, account.owner_jwt, **{"X-Svc-Environment": "test"}) as owner:
         listed = await _tool(owner, "svc_sellers", action="list")
-        assert [s["id"] for s in listed["data"]] == [acct.seller_id]
-    with SyncClient(base_url=server.url, owner_jwt=acct.owner_jwt, environment="test") as c:
-        c.wallet_keys.fund(acct.wallet_key_id, "1")
+        assert [s["id"] for s in listed["data"]] == [account.seller_id]
+    with SyncClient(base_url=server.url, owner_jwt=account.owner_jwt, environment="test") as c:
+        c.wallet_keys.fund(account.wallet_key_id, "1")
 
-    async with _session(server.url, acct.wallet_key) as agent:
+    async with _session(server.url, account.wallet_key) as agent:
         paid = await _tool(agent, "svc_pay", resource_id=link["resource_id"])
         assert paid["amount"] == "0.05" and paid["receipt_id"].startswith("rcpt_")
 
@@ -141,14 +139,13 @@ async def test_the_mcp_client_without_a_credential_fails_to_connect(server: Live
             await client.list_tools()
 
 
-def test_the_endpoint_takes_the_pipelines_rules(server: LiveServer) -> None:
+def test_the_endpoint_takes_the_pipelines_rules(server: LiveServer, account: Account) -> None:
     """Request ids and the rate limit's headers on what the MCP transport answers."""
-    acct = new_account(server.url)
     r = httpx.post(
         server.url + "/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
         headers={
-            "Authorization": f"Bearer {acct.seller_key}",
+            "Authorization": f"Bearer {account.seller_key}",
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": "2025-06-18",
         },

@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from svc import Client as SyncClient
 from svc.mcp_server import TOOL_NAMES, create_server
 
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer, new_account
 
 pytestmark = pytest.mark.anyio
 
@@ -44,14 +47,15 @@ async def test_the_tools_are_the_specs() -> None:
     assert all(t.description for t in listed.tools)
 
 
-async def test_seller_go_live_and_agent_pay_through_the_tools(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    owner = {"base_url": server.url, "owner_jwt": acct.owner_jwt, "environment": "test"}
-    seller = {"base_url": server.url, "seller_key": acct.seller_key}
-    agent = {"base_url": server.url, "wallet_key": acct.wallet_key}
+async def test_seller_go_live_and_agent_pay_through_the_tools(
+    server: LiveServer, account: Account
+) -> None:
+    owner = {"base_url": server.url, "owner_jwt": account.owner_jwt, "environment": "test"}
+    seller = {"base_url": server.url, "seller_key": account.seller_key}
+    agent = {"base_url": server.url, "wallet_key": account.wallet_key}
 
     listed = await _tool(owner, "svc_sellers", action="list")
-    assert [s["id"] for s in listed["data"]] == [acct.seller_id]
+    assert [s["id"] for s in listed["data"]] == [account.seller_id]
 
     link = await _tool(seller, "svc_create_pay_link", amount="0.05", path="/v1/report")
     assert link["gate_url"].startswith(server.url + "/g/")
@@ -75,13 +79,13 @@ async def test_seller_go_live_and_agent_pay_through_the_tools(server: LiveServer
         action="create",
         url="http://localhost:9/hooks",
         events=["payment.succeeded"],
-        owner_jwt=acct.owner_jwt,
+        owner_jwt=account.owner_jwt,
         environment="test",
     )
     assert hook["signing_secret"].startswith("whsec_")
 
     with SyncClient(**owner) as c:
-        c.wallet_keys.fund(acct.wallet_key_id, "1")
+        c.wallet_keys.fund(account.wallet_key_id, "1")
     paid = await _tool(agent, "svc_pay", resource_id=link["resource_id"])
     assert paid["amount"] == "0.07" and paid["receipt_id"].startswith("rcpt_")
 
@@ -93,12 +97,12 @@ async def test_seller_go_live_and_agent_pay_through_the_tools(server: LiveServer
         "svc_webhooks",
         action="test",
         webhook_id=hook["id"],
-        owner_jwt=acct.owner_jwt,
+        owner_jwt=account.owner_jwt,
         environment="test",
     )
     assert sample["event_type"] == "payment.succeeded" and sample["webhook_id"] == hook["id"]
 
-    recycled = await _tool(owner, "svc_recycle", seller_id=acct.seller_id)
+    recycled = await _tool(owner, "svc_recycle", seller_id=account.seller_id)
     assert (recycled["amount"], recycled["seller_balance"]) == ("0.0693", "0.00")
 
 
@@ -117,36 +121,29 @@ async def test_refusals_are_tool_errors_with_code_and_request_id(server: LiveSer
     assert "needs resource_id" in text
 
 
-async def test_the_stdio_server_an_mcp_host_launches(server: LiveServer) -> None:
+async def test_the_stdio_server_an_mcp_host_launches(server: LiveServer, account: Account) -> None:
     """What Claude Desktop or an IDE does: start ``python -m svc.mcp_server`` with the
     credentials in its environment and call a tool over stdio."""
-    import os
-    import sys
-
-    from mcp import StdioServerParameters
-
-    acct = new_account(server.url)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "svc.mcp_server"],
-        env={**os.environ, "SVC_BASE_URL": server.url, "SVC_SELLER_KEY": acct.seller_key},
+        env={**os.environ, "SVC_BASE_URL": server.url, "SVC_SELLER_KEY": account.seller_key},
     )
     async with Client(params) as client:
         result = await client.call_tool("svc_sellers", {"action": "me"})
     assert not result.is_error, result
-    assert json.loads(result.content[0].text)["id"] == acct.seller_id
+    assert json.loads(result.content[0].text)["id"] == account.seller_id
 
 
-async def test_an_agent_pays_a_gate_with_svc_pay_url(server: LiveServer) -> None:
+async def test_an_agent_pays_a_gate_with_svc_pay_url(server: LiveServer, account: Account) -> None:
     """The agent-side tool: pay a hosted gate on an open rail and get the unlocked answer."""
-    acct = new_account(server.url)
-    seller = {"base_url": server.url, "seller_key": acct.seller_key}
+    seller = {"base_url": server.url, "seller_key": account.seller_key}
     link = await _tool(seller, "svc_create_pay_link", amount="0.10", path="/v1/report")
     await _tool(seller, "svc_enable_payments")
-    with SyncClient(base_url=server.url, owner_jwt=acct.owner_jwt, environment="test") as c:
-        c.wallet_keys.fund(acct.wallet_key_id, "1")
+    with SyncClient(base_url=server.url, owner_jwt=account.owner_jwt, environment="test") as c:
+        c.wallet_keys.fund(account.wallet_key_id, "1")
 
-    agent = {"base_url": server.url, "wallet_key": acct.wallet_key}
+    agent = {"base_url": server.url, "wallet_key": account.wallet_key}
     paid = await _tool(agent, "svc_pay_url", url=link["gate_url"])
 
     assert paid["rail"] in ("x402", "mpp") and paid["tx_hash"].startswith("0x")
@@ -158,10 +155,9 @@ async def test_an_agent_pays_a_gate_with_svc_pay_url(server: LiveServer) -> None
     assert "not_payable" in text and "request_id=req_" in text
 
 
-async def test_list_actions_page(server: LiveServer) -> None:
+async def test_list_actions_page(server: LiveServer, account: Account) -> None:
     """The tools' list actions take the one paging contract's ``limit``/``starting_after``."""
-    acct = new_account(server.url)
-    owner = {"base_url": server.url, "owner_jwt": acct.owner_jwt, "environment": "test"}
+    owner = {"base_url": server.url, "owner_jwt": account.owner_jwt, "environment": "test"}
     with SyncClient(**owner) as c:
         for name in ("b", "c"):
             c.sellers.create(name)
@@ -223,8 +219,6 @@ def test_building_the_tools_leaves_the_host_processs_logging_alone(
     """The mcp package's server configures the root logger (``basicConfig``: INFO, a rich
     handler) when built; inside the reference server that printed a line per httpx
     request.  A process that has configured no logging yet must stay that way."""
-    import logging
-
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])  # as a fresh process has (pytest adds its own)
     monkeypatch.setattr(root, "level", logging.WARNING)

@@ -4,7 +4,6 @@ the withdrawal reach ``paid``; its owner sees the same through the dashboard twi
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -12,6 +11,7 @@ import pytest
 
 import svc
 
+from .._shared import until
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
 from ..support import LiveServer, new_account
 
@@ -22,11 +22,8 @@ def fast(make_server: Callable[..., LiveServer]) -> LiveServer:
 
 
 def _until(client: svc.Client, withdrawal_id: str, *statuses: str, **kw: str) -> svc.Withdrawal:
-    deadline = time.monotonic() + 15
-    while (w := client.withdrawals.get(withdrawal_id, **kw)).status not in statuses:
-        assert time.monotonic() < deadline, f"withdrawal still {w.status}"
-        time.sleep(0.05)
-    return w
+    get = client.withdrawals.get
+    return until(lambda: (w := get(withdrawal_id, **kw)).status in statuses and w, "not yet")
 
 
 def test_onboard_sync_withdraw_and_watch_it_paid(fast: LiveServer) -> None:

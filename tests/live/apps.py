@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -59,7 +60,6 @@ def facilitator_proxy(facilitator_url: str, settle: str) -> Starlette:
     it first (the transfer is mined, the answer lost: its node went down as it replied),
     ``settle="before"`` never forwards it (it went down before broadcasting).  Every
     other path is forwarded as it is."""
-    import httpx
 
     async def forward(request: Request) -> Response:
         path = request.url.path

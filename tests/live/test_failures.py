@@ -14,13 +14,16 @@ from typing import Any
 
 import pytest
 from eth_account.signers.local import LocalAccount
+from mpp.x402 import decode_payment_signature
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from x402.mechanisms.evm.exact import client as exact_client
 
 import svc
 from reference_server.domain.open_rails import resolve_unsettled
+from reference_server.onchain import ChainUnreachable, TokenReader
 from reference_server.store import tables as t
 from svc_asgi import PaymentGate
 
@@ -80,7 +83,6 @@ async def test_an_expired_authorization_is_refused(
 ) -> None:
     """x402's client signs ``validBefore`` = its clock + maxTimeoutSeconds: a client whose
     clock is two hours behind signs one already in the past."""
-    from x402.mechanisms.evm.exact import client as exact_client
 
     class Behind:
         @staticmethod
@@ -226,8 +228,6 @@ async def test_funds_moved_away_between_verify_and_settle_settle_nothing(
 
 
 def test_the_reader_says_when_the_node_is_down() -> None:
-    from reference_server.onchain import ChainUnreachable, TokenReader
-
     reader = TokenReader(f"http://127.0.0.1:{free_port()}", "0x" + "11" * 20, timeout=2)
     with pytest.raises(ChainUnreachable):
         reader.balance_of("0x" + "22" * 20)
@@ -241,8 +241,6 @@ async def test_an_authorization_broadcast_by_someone_else_first_is_booked_from_t
     """The seller's app, holding the payer's signed authorization while it answers, sends
     it on chain itself: the facilitator's /settle is refused (nonce used), yet the tokens
     reached the payee, so the gate books the transaction that moved them."""
-    from mpp.x402 import decode_payment_signature
-
     sent: list[str] = []
 
     async def front_running(request: Request) -> JSONResponse:

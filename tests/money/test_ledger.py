@@ -38,21 +38,11 @@ def accounts(db: Database, funded: int = 100) -> tuple[str, str, str]:
         seller = ledger.open_account(
             conn, environment="test", kind=ledger.SELLER_BALANCE, ref_id="sel_1", now=NOW
         )
-        ledger.transfer(
-            conn,
-            environment="test",
-            debit=source,
-            credit=wallet,
-            amount=funded,
-            kind="funding",
-            now=NOW,
-        )
+        move(conn, source, wallet, funded, "funding")
     return source, wallet, seller
 
 
 def balances(db: Database, *ids: str) -> list[tuple[int, int]]:
-    from sqlalchemy import select
-
     a = t.ledger_accounts
     with db.read() as conn:
         rows = {r.id: r for r in conn.execute(select(a).where(a.c.id.in_(ids)))}
@@ -65,6 +55,13 @@ def sound(db: Database) -> None:
         assert ledger.sum_of_balances(conn, "test") == 0
 
 
+def move(conn: Connection, debit: str, credit: str, amount: int, kind: str = "payment") -> None:
+    """A posted transfer in test (``payment`` unless told)."""
+    ledger.transfer(
+        conn, environment="test", debit=debit, credit=credit, amount=amount, kind=kind, now=NOW
+    )
+
+
 def reserve_payment(conn: Connection, debit: str, credit: str, amount: int) -> str:
     """A pending ``payment`` transfer in test (the reservation these tests settle)."""
     return ledger.reserve(
@@ -75,25 +72,9 @@ def reserve_payment(conn: Connection, debit: str, credit: str, amount: int) -> s
 def test_transfer_moves_money_and_refuses_overdraft(db: Database) -> None:
     source, wallet, seller = accounts(db, funded=100)
     with db.write() as conn:
-        ledger.transfer(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=60,
-            kind="payment",
-            now=NOW,
-        )
+        move(conn, wallet, seller, 60)
     with pytest.raises(ledger.InsufficientFunds) as short, db.write() as conn:
-        ledger.transfer(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=41,
-            kind="payment",
-            now=NOW,
-        )
+        move(conn, wallet, seller, 41)
     assert short.value.available == 40 and short.value.needed == 41
     assert balances(db, wallet, seller, source) == [(40, 0), (60, 0), (-100, 0)]
     sound(db)
@@ -103,15 +84,7 @@ def test_transfer_moves_money_and_refuses_overdraft(db: Database) -> None:
 def test_transfer_amounts_must_be_positive_integers(db: Database, amount: object) -> None:
     _, wallet, seller = accounts(db)
     with pytest.raises(ledger.LedgerError), db.write() as conn:
-        ledger.transfer(
-            conn,
-            environment="test",
-            debit=wallet,
-            credit=seller,
-            amount=amount,
-            kind="payment",
-            now=NOW,
-        )  # type: ignore[arg-type]
+        move(conn, wallet, seller, amount)  # type: ignore[arg-type]
 
 
 def test_reservation_is_posted_exactly_once(db: Database) -> None:
@@ -215,24 +188,8 @@ def test_platform_fees_spread_over_shards_and_read_as_their_sum(db: Database) ->
                 conn, environment="test", kind=ledger.PLATFORM_FEES, now=NOW
             )
             ledger.lock_accounts(conn, [wallet, seller, fees])
-            ledger.transfer(
-                conn,
-                environment="test",
-                debit=wallet,
-                credit=seller,
-                amount=10,
-                kind="payment",
-                now=NOW,
-            )
-            ledger.transfer(
-                conn,
-                environment="test",
-                debit=seller,
-                credit=fees,
-                amount=1,
-                kind="platform_fee",
-                now=NOW,
-            )
+            move(conn, wallet, seller, 10)
+            move(conn, seller, fees, 1, "platform_fee")
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(sell, range(64)))

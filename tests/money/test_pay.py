@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from decimal import Decimal
 from typing import Any
 
 import httpx
+import jwt
 import pytest
+from sqlalchemy.exc import DBAPIError
 
 import svc
+from reference_server.domain import payments
+from svc.wire import structure
 
 from ..support import LiveServer
 from .helpers import D, events_of, market
 
 
 def test_resource_payment_moves_money_and_records_everything(server: LiveServer) -> None:
-    m = market(
-        server,
-        price="2.50",
-        metadata={
-            "sku_kind": "credit_topup",
-            "credits": 100,
-            "credit_unit": "report",
-            "plan": "pro",
-        },
-    )
+    metadata = {"sku_kind": "credit_topup", "credits": 100, "credit_unit": "report", "plan": "pro"}
+    m = market(server, price="2.50", metadata=metadata)
     paid = m.agent.pay(resource_id=m.resource.id)
     assert paid.rail == "rill" and paid.receipt_id.startswith("rcpt_")
     assert paid.amount == D("2.50") and paid.resource_id == m.resource.id
@@ -44,12 +42,7 @@ def test_resource_payment_moves_money_and_records_everything(server: LiveServer)
         "resource_id": m.resource.id,
         "short_id": m.resource.short_id,
         "path_or_tool": "/v1/report",
-        "metadata": {
-            "sku_kind": "credit_topup",
-            "credits": 100,
-            "credit_unit": "report",
-            "plan": "pro",
-        },
+        "metadata": metadata,
         "seller_id": m.seller_id,
         "amount": "2.50",
         "platform_fee": "0.025",
@@ -60,8 +53,6 @@ def test_resource_payment_moves_money_and_records_everything(server: LiveServer)
         "_environment": "test",
     }
     # the data the server recorded reads into the SDK's typed model, every field intact
-    from svc.wire import structure
-
     data = {k: v for k, v in event.items() if k != "_environment"}
     typed = structure(data, svc.PaymentSucceededData)
     assert typed.receipt_id == paid.receipt_id and typed.amount == D("2.50")
@@ -148,29 +139,25 @@ def test_insufficient_funds(server: LiveServer) -> None:
     assert m.agent.spend.balance().spent_total == D("0")  # the refused charge was not counted
 
 
-def test_max_per_tx_names_the_remedy(server: LiveServer) -> None:
-    m = market(server, price="5.00", max_per_tx="4.00")
+@pytest.mark.parametrize(
+    ("policy", "paid", "code", "remedy"),
+    [
+        ({"price": "5.00", "max_per_tx": "4.00"}, 0, "max_per_tx_exceeded", "higher max_per_tx"),
+        ({"price": "1.00", "budget": "2.00"}, 2, "budget_exceeded", "higher budget"),  # lifetime
+        ({"allowed_rails": ["x402"]}, 0, "rail_not_allowed", ""),  # applies to ledger pay too
+    ],
+    ids=["max_per_tx", "budget", "rails"],
+)
+def test_a_policy_limit_refuses_and_names_the_remedy(
+    server: LiveServer, policy: dict[str, Any], paid: int, code: str, remedy: str
+) -> None:
+    m = market(server, **policy)
+    for _ in range(paid):
+        m.agent.pay(resource_id=m.resource.id)
     with pytest.raises(svc.PaymentRequiredError) as refused:
         m.agent.pay(resource_id=m.resource.id)
-    assert refused.value.code == "max_per_tx_exceeded"
-    assert "higher max_per_tx" in refused.value.message
-
-
-def test_budget_is_a_lifetime_limit(server: LiveServer) -> None:
-    m = market(server, price="1.00", budget="2.00")
-    m.agent.pay(resource_id=m.resource.id)
-    m.agent.pay(resource_id=m.resource.id)
-    with pytest.raises(svc.PaymentRequiredError) as refused:
-        m.agent.pay(resource_id=m.resource.id)
-    assert refused.value.code == "budget_exceeded"
-    assert "higher budget" in refused.value.message
-
-
-def test_rails_policy_applies_to_ledger_pay(server: LiveServer) -> None:
-    m = market(server, allowed_rails=["x402"])
-    with pytest.raises(svc.PaymentRequiredError) as refused:
-        m.agent.pay(resource_id=m.resource.id)
-    assert refused.value.code == "rail_not_allowed"
+    assert refused.value.code == code
+    assert remedy in refused.value.message
 
 
 def test_handle_transfer(server: LiveServer) -> None:
@@ -243,9 +230,6 @@ def test_demo_echo_gate(server: LiveServer) -> None:
 
 
 def _b64json(value: dict[str, str], urlsafe: bool = False) -> str:
-    import base64
-    import json
-
     raw = json.dumps(value).encode()
     encoded = base64.urlsafe_b64encode(raw) if urlsafe else base64.b64encode(raw)
     return encoded.decode().rstrip("=") if urlsafe else encoded.decode()
@@ -277,9 +261,6 @@ def test_a_deadlocked_transaction_is_run_again(server: LiveServer, monkeypatch: 
     """A payment runs in a group of its own first (``payments.pay_resources``); a
     deadlock there runs it again alone (``payments.pay_resource``), and a deadlock there
     once more runs that transaction again: paid once in the end."""
-    from sqlalchemy.exc import DBAPIError
-
-    from reference_server.domain import payments
 
     class Deadlock(Exception):
         sqlstate = "40P01"
@@ -322,8 +303,6 @@ def test_a_refused_payment_is_reported_to_the_payers_owner(server: LiveServer) -
 
 
 def _owner_id(live: LiveServer, owner_jwt: str) -> str:
-    import jwt
-
     return str(jwt.decode(owner_jwt, options={"verify_signature": False})["sub"])
 
 

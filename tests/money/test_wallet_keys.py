@@ -7,10 +7,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 import svc
+from reference_server.store import tables as t
 
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer, new_account
 from .helpers import D, events_of, market
 
 
@@ -22,10 +24,6 @@ def owner_client(live: LiveServer) -> tuple[svc.Client, str]:
 
 
 def test_mint_shows_the_key_once_and_stores_only_a_hash(server: LiveServer) -> None:
-    from sqlalchemy import select
-
-    from reference_server.store import tables as t
-
     owner, _ = owner_client(server)
     created = owner.wallet_keys.create(
         name="research agent",
@@ -63,9 +61,8 @@ def test_update_merges_and_null_clears(server: LiveServer) -> None:
     assert updated.policy.max_per_tx is None and updated.policy.budget == D("9")
 
 
-def test_policy_validation(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    headers = {"Authorization": f"Bearer {acct.owner_jwt}", "X-Svc-Environment": "test"}
+def test_policy_validation(server: LiveServer, account: Account) -> None:
+    headers = {"Authorization": f"Bearer {account.owner_jwt}", "X-Svc-Environment": "test"}
     r = httpx.post(
         server.url + "/wallet-keys",
         headers=headers,
@@ -115,9 +112,8 @@ def test_fund_refund_revoke_and_their_events(server: LiveServer) -> None:
     assert revoked_event["returned_amount"] == "7.50"
 
 
-def test_live_funding_comes_from_the_account_wallet(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    live_owner = svc.Client(base_url=server.url, owner_jwt=acct.owner_jwt, environment="live")
+def test_live_funding_comes_from_the_account_wallet(server: LiveServer, account: Account) -> None:
+    live_owner = svc.Client(base_url=server.url, owner_jwt=account.owner_jwt, environment="live")
     key = live_owner.wallet_keys.create()
     assert key.key.startswith("svc_vw_live_")
     with pytest.raises(svc.PaymentRequiredError) as empty:

@@ -3,7 +3,6 @@ page's own form (as a browser sends it), and waiting for a withdrawal to settle.
 
 from __future__ import annotations
 
-import time
 import uuid
 from decimal import Decimal
 from html.parser import HTMLParser
@@ -14,6 +13,7 @@ import httpx
 
 from reference_server.domain import ledger
 
+from .._shared import until
 from ..support import Account, LiveServer, new_account
 
 #: Payouts move a step every 0.2 s and the worker looks every 0.05 s: a test watches one
@@ -179,13 +179,10 @@ def onboard(s: Shop, *, bank: str = "succeeds") -> dict[str, Any]:
     return dict(r.json())
 
 
-def wait_for(s: Shop, withdrawal_id: str, *statuses: str, seconds: float = 15) -> dict[str, Any]:
-    deadline = time.monotonic() + seconds
-    while True:
+def wait_for(s: Shop, withdrawal_id: str, *statuses: str) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
         r = s.get(f"/sellers/me/withdrawals/{withdrawal_id}")
         assert r.status_code == 200, r.text
-        if r.json()["status"] in statuses:
-            return dict(r.json())
-        if time.monotonic() > deadline:
-            raise AssertionError(f"withdrawal still {r.json()['status']}")
-        time.sleep(0.05)
+        return dict(r.json()) if r.json()["status"] in statuses else None
+
+    return until(reached, f"withdrawal {withdrawal_id} not {statuses}")

@@ -10,6 +10,7 @@ import pytest
 
 from ..sandbox.helpers import assert_chain_sound, new_account, serve
 from ..support import LiveServer
+from .apps import mpp_gated_app, x402_gated_app
 from .helpers import Agent, make_agent
 
 
@@ -36,16 +37,12 @@ def serving() -> Callable[[Any], AbstractContextManager[str]]:
 
 @pytest.fixture
 def x402_url(facilitator: str, pay_to: str) -> Iterator[str]:
-    from .apps import x402_gated_app
-
     with serve(x402_gated_app(facilitator, pay_to)) as url:
         yield url + "/report"
 
 
 @pytest.fixture
 def mpp_url(facilitator: str, pay_to: str) -> Iterator[str]:
-    from .apps import mpp_gated_app
-
     with serve(mpp_gated_app(facilitator, pay_to)) as url:
         yield url + "/report"
 

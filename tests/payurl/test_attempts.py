@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import anyio.to_thread
@@ -161,7 +162,6 @@ def test_the_sellers_receipt_a_url_returned_is_named(server: LiveServer) -> None
     """A URL that is not a gate of ours but returns ``X-Svc-Receipt`` (an ``svc_asgi`` gate
     of another deployment): that receipt is the seller's; a header that is not a receipt
     id, or an attempt that did not succeed, names none."""
-    from types import SimpleNamespace
 
     def row(status: str = "succeeded", **headers: str) -> Any:
         return SimpleNamespace(

@@ -4,18 +4,21 @@
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from decimal import Decimal
 
+import anyio.to_thread
 import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from .._shared import until
 from ..sandbox.helpers import serve
 from ..support import LiveServer
 from .apps import PRICE, gated_app
-from .helpers import Agent, chain_balance, new_key
+from .helpers import Agent, chain_balance, make_agent, new_key
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 LIMIT = 8192
@@ -97,8 +100,6 @@ def test_a_replay_returns_the_stored_answer_and_pays_nothing(
 
 
 def test_a_refusal_is_replayed_too(server: LiveServer, x402_url: str) -> None:
-    from .helpers import make_agent
-
     agent = make_agent(server, max_per_tx="0.10")
     key = new_key()
     first, again = agent.pay_url(x402_url, key=key), agent.pay_url(x402_url, key=key)
@@ -117,13 +118,9 @@ def test_the_same_key_for_another_request_is_refused(agent: Agent, x402_url: str
 def test_a_key_in_flight_is_409(
     server: LiveServer, agent: Agent, facilitator: str, pay_to: str
 ) -> None:
-    import threading
-
     release = threading.Event()
 
     async def slow(request: Request) -> Response:
-        import anyio.to_thread
-
         await anyio.to_thread.run_sync(release.wait, 20)
         return PlainTextResponse("late")
 
@@ -134,15 +131,8 @@ def test_a_key_in_flight_is_409(
             target=lambda: results.append(agent.pay_url(url + "/paid", key=key).status_code)
         )
         first.start()
-        import time
-
-        deadline = time.monotonic() + 10
-        while (
-            not agent.client.spend.attempts().data
-            or agent.client.spend.attempts().data[0].status != "paying"
-        ):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        paying = ["paying"]
+        until(lambda: [a.status for a in agent.client.spend.attempts().data[:1]] == paying)
         r = agent.pay_url(url + "/paid", key=key)
         assert (r.status_code, r.json()["error"]["code"]) == (409, "idempotency_in_progress")
         assert r.headers["retry-after"] == "1"

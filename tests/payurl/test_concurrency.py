@@ -13,8 +13,9 @@ import pytest
 
 from reference_server.domain import ledger
 
+from ..sandbox.helpers import serve
 from ..support import LiveServer, assert_ledger_sound
-from .apps import PRICE, Counting
+from .apps import PRICE, Counting, fixed_challenge_mpp_app
 from .helpers import Agent, chain_balance, events, make_agent
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -84,9 +85,6 @@ def test_a_challenge_whose_nonce_another_attempt_holds_is_never_signed_again(
 ) -> None:
     """The first attempt's credential is refused and its nonce cancelled; a later probe gets
     the same challenge, whose nonce is spent: refused, with nothing reserved."""
-    from ..sandbox.helpers import serve
-    from .apps import fixed_challenge_mpp_app
-
     agent = make_agent(server)
     app = Counting(fixed_challenge_mpp_app(pay_to))
     with serve(app) as url:

@@ -12,11 +12,13 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from mcp import Client
 from sqlalchemy import func, select
 
 import svc
 from reference_server.store import tables as t
 from svc.cli import _build
+from svc.mcp_server import create_server
 
 from ..sandbox.helpers import serve
 from ..support import LiveServer
@@ -178,10 +180,6 @@ def test_the_cli_quotes(server: LiveServer, agent: Agent, x402_url: str) -> None
 
 @pytest.mark.anyio
 async def test_the_mcp_tool_quotes(server: LiveServer, x402_url: str) -> None:
-    from mcp import Client
-
-    from svc.mcp_server import create_server
-
     agent = make_agent(server, budget="0.20")
     options = {"base_url": server.url, "wallet_key": agent.wallet_key}
     async with Client(create_server(client_options=options)) as client:

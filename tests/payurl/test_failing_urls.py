@@ -11,9 +11,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
+from ..rails.helpers import open_rail_shop, receipts_of
 from ..sandbox.helpers import serve
 from ..support import LiveServer, assert_ledger_sound
 from .apps import PRICE, gated_app, settles_then_fails_app
@@ -97,11 +100,6 @@ def test_pay_url_to_our_own_gate_whose_upstream_fails_charges_nothing(
     """The whole chain of issue 14: a hosted gate verifies and claims, forwards, sees the
     upstream fail and releases; pay-url sees no settlement, voids the reservation, and
     the wallet, the seller and the chain are where they were."""
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    from ..rails.helpers import open_rail_shop, receipts_of
-
     upstream = Starlette(routes=[Route("/work", _failing(status, "upstream down"))])  # type: ignore[arg-type]
     with serve(upstream) as upstream_url:
         shop = open_rail_shop(server, upstream_url=f"{upstream_url}/work")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import select
 from starlette.requests import Request
@@ -15,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from reference_server.store import tables as t
 
 from ..sandbox.helpers import serve
-from ..support import LiveServer
+from ..support import LiveServer, free_port, new_account
 from .apps import Counting, another_network_app, free_app, gated_app, x402_gated_app
 from .helpers import Agent, attempt_row, chain_balance, events, hot_address, make_agent
 
@@ -173,8 +174,6 @@ def test_a_url_the_ssrf_rules_refuse_is_not_allowed(server: LiveServer, agent: A
 
 
 def test_an_unreachable_url_is_upstream_unavailable(server: LiveServer, agent: Agent) -> None:
-    from ..support import free_port
-
     details = refused(
         agent.pay_url(f"http://127.0.0.1:{free_port()}/x"), 502, "upstream_unavailable"
     )
@@ -197,8 +196,6 @@ def test_an_unreachable_url_is_upstream_unavailable(server: LiveServer, agent: A
 def test_bad_requests_are_refused_before_any_attempt(
     server: LiveServer, agent: Agent, body: dict[str, Any], field: str
 ) -> None:
-    import httpx
-
     r = httpx.post(
         server.url + "/spend/pay-url",
         json=body,
@@ -210,10 +207,6 @@ def test_bad_requests_are_refused_before_any_attempt(
 
 
 def test_pay_url_needs_a_wallet_key(server: LiveServer, agent: Agent) -> None:
-    import httpx
-
-    from ..support import new_account
-
     r = httpx.post(server.url + "/spend/pay-url", json={"url": "http://example.com/x"})
     assert (r.status_code, r.json()["error"]["code"]) == (401, "unauthenticated")
     seller = new_account(server.url).seller_key
@@ -237,8 +230,6 @@ def test_pay_url_needs_a_wallet_key(server: LiveServer, agent: Agent) -> None:
 def test_bodies_the_api_refuses_are_refused_here_too(
     server: LiveServer, agent: Agent, raw: bytes
 ) -> None:
-    import httpx
-
     r = httpx.post(
         server.url + "/spend/pay-url",
         content=raw,
@@ -255,10 +246,6 @@ def test_refusals_come_in_the_pipelines_order(
     """pay-url authenticates in the transaction that begins its attempt (or, for a dry
     run, reads its key): a refused request is still refused for its credential first,
     then its Idempotency-Key, then its body, and leaves no attempt behind."""
-    import httpx
-
-    from ..support import new_account
-
     url = server.url + "/spend/pay-url"
     bad = {"url": "not a url", "method": "PUT"}
     if dry_run is not None:

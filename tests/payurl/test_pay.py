@@ -7,10 +7,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ..sandbox.helpers import transaction
+from ..sandbox.helpers import serve, transaction
 from ..support import LiveServer
-from .apps import PRICE
-from .helpers import Agent, attempt_row, chain_balance, hot_address, price
+from .apps import PRICE, x402_v1_app
+from .helpers import Agent, attempt_row, chain_balance, hot_address, make_agent, price
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -53,8 +53,6 @@ def test_pays_an_x402_middleware_app(
 def test_pays_a_pympp_app_on_either_rail(
     server: LiveServer, mpp_url: str, pay_to: str, rails: list[str] | None
 ) -> None:
-    from .helpers import make_agent
-
     agent = make_agent(server, allowed_rails=rails)
     r = agent.pay_url(mpp_url)
     assert r.status_code == 200, r.text
@@ -80,9 +78,6 @@ def test_pays_an_x402_v1_seller(
     server: LiveServer, agent: Agent, facilitator: str, pay_to: str
 ) -> None:
     """x402 v1: the challenge is the 402's body, the payment goes in ``X-PAYMENT``."""
-    from ..sandbox.helpers import serve
-    from .apps import x402_v1_app
-
     with serve(x402_v1_app(facilitator, pay_to, 120_000)) as url:
         unpaid = httpx.get(url + "/report")
         assert unpaid.status_code == 402 and unpaid.json()["x402Version"] == 1

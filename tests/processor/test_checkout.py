@@ -11,8 +11,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -26,6 +25,7 @@ from sqlalchemy import select
 from reference_server import Settings
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..buypage.helpers import BROWSER, Item, item, receipt_of, token_of
 from ..conftest import fresh_database
 from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server
@@ -58,17 +58,6 @@ def server(tmp_path: Path, stripe_double: Any) -> Iterator[LiveServer]:
             live.stop()
 
 
-def _wait(what: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _checkout(live: LiveServer, session_id: str) -> Any:
     cc = t.card_checkouts
     with live.ctx.db.read() as conn:
@@ -95,6 +84,15 @@ def _start(it: Item, token: str | None = None) -> httpx.Response:
     return httpx.post(it.pay_url, data={"token": token}, headers=BROWSER)
 
 
+def _session_posts(stripe_double: Any) -> list[dict[str, Any]]:
+    """The requests the double got to create a Checkout Session."""
+    return [
+        r
+        for r in stripe_double.requests()
+        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
+    ]
+
+
 def _settled(stripe_double: Any, type: str, count: int = 1) -> list[dict[str, Any]]:
     """The double's deliveries of ``type`` that reached the server, once ``count`` did."""
 
@@ -106,7 +104,7 @@ def _settled(stripe_double: Any, type: str, count: int = 1) -> list[dict[str, An
         ]
         return found if len(found) >= count else None
 
-    return list(_wait(delivered))
+    return list(until(delivered))
 
 
 def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
@@ -127,11 +125,7 @@ def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
     assert checkout_url.startswith(origin + "/_double/checkout/cs_")
     again = _start(it, token)  # a double submit: the same session
     assert again.status_code == 303 and again.headers["location"] == checkout_url
-    created = [
-        r
-        for r in stripe_double.requests()
-        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
-    ]
+    created = _session_posts(stripe_double)
     assert len(created) == 1, created
     cs = _session_of(checkout_url)
     row = _checkout(server, cs)
@@ -160,7 +154,7 @@ def test_the_live_page_sends_the_payer_to_checkout_and_books_on_completion(
     assert paid["paid"] is True
     intent = paid["object"]["payment_intent"]
     assert intent.startswith("pi_")
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     receipt = httpx.get(done_url)
     assert receipt.status_code == 200
     receipt_id = receipt_of(receipt.text)
@@ -181,7 +175,7 @@ def test_a_redelivered_completion_books_once(server: LiveServer, stripe_double: 
     it = item(server, environment="live", amount="2.00")
     cs = _session_of(_start(it).headers["location"])
     stripe_double.pay_checkout(cs, PAYING)
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     [completed] = _settled(stripe_double, "checkout.session.completed")
     stripe_double.redeliver(completed["event"])
     _settled(stripe_double, "checkout.session.completed", 2)
@@ -204,14 +198,14 @@ def test_a_declined_card_books_nothing_and_another_card_then_pays(
     cs = _session_of(_start(it).headers["location"])
     refused = stripe_double.pay_checkout(cs, DECLINED)
     assert refused["paid"] is False
-    row = _wait(lambda: (r := _checkout(server, cs)).status == "failed" and r)
+    row = until(lambda: (r := _checkout(server, cs)).status == "failed" and r)
     assert row.failure_reason and "decline" in row.failure_reason
     assert row.receipt_id is None and it.payments() == 0
     page = httpx.get(f"{it.pay_url}/done?session={cs}")
     assert "declined" in page.text and "nothing was charged" in page.text
     # Checkout lets the payer try another card on the same session
     assert stripe_double.pay_checkout(cs, PAYING)["paid"] is True
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     assert it.payments() == 1
 
 
@@ -219,7 +213,7 @@ def test_an_abandoned_checkout_books_nothing(server: LiveServer, stripe_double: 
     it = item(server, environment="live", amount="3.00")
     cs = _session_of(_start(it).headers["location"])
     stripe_double.abandon_checkout(cs)
-    _wait(lambda: _checkout(server, cs).status == "expired")
+    until(lambda: _checkout(server, cs).status == "expired")
     assert it.payments() == 0
     page = httpx.get(f"{it.pay_url}/done?session={cs}")
     assert "not completed" in page.text
@@ -256,7 +250,7 @@ def test_a_card_top_up_is_pending_then_credited_once(
 
     paid = stripe_double.pay_checkout(cs, PAYING)
     intent = paid["object"]["payment_intent"]
-    credited = _wait(lambda: (u := client.top_ups.get(top_up.id)).status == "succeeded" and u)
+    credited = until(lambda: (u := client.top_ups.get(top_up.id)).status == "succeeded" and u)
     assert credited.tx_hash == intent and credited.checkout_url is None
     assert account_wallet(server, owner_id, "live") == 25_000_000
     [completed] = _settled(stripe_double, "checkout.session.completed")
@@ -297,7 +291,7 @@ def test_an_unpaid_card_top_up_credits_nothing(
     else:
         stripe_double.abandon_checkout(cs)
     status = "failed" if outcome == "declined" else "expired"
-    _wait(lambda: client.top_ups.get(top_up.id).status == status)
+    until(lambda: client.top_ups.get(top_up.id).status == status)
     assert account_wallet(server, it.acct.owner_id, "live") == 0
     assert _events(server, "funding.paid") == []
 
@@ -328,7 +322,7 @@ def test_a_person_pays_by_card_in_a_browser(
     page.get_by_role("button", name="Pay").click()
     page.wait_for_load_state()
     assert page.url == f"{it.pay_url}/done?session={cs}"
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     page.reload()
     page.wait_for_load_state()
     assert page.get_by_role("heading", level=1).inner_text() == "Payment received"
@@ -368,20 +362,12 @@ def test_the_processor_failing_is_retried_and_then_said(
     stripe_double.fault("/v1/checkout/sessions", 503, times=3)  # beyond the SDK's 2 retries
     down = _start(it, token)
     assert down.status_code == 503 and "nothing was charged" in down.text
-    tried = [
-        r
-        for r in stripe_double.requests()
-        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
-    ]
+    tried = _session_posts(stripe_double)
     assert len(tried) == 3 and len({r["idempotency_key"] for r in tried}) == 1
     stripe_double.fault("/v1/checkout/sessions", 500, times=1)  # one blip: retried
     up = _start(it, token)  # the same form again: the same checkout, now opened
     assert up.status_code == 303, up.text
-    keys = {
-        r["idempotency_key"]
-        for r in stripe_double.requests()
-        if r["method"] == "POST" and r["path"] == "/v1/checkout/sessions"
-    }
+    keys = {r["idempotency_key"] for r in _session_posts(stripe_double)}
     assert keys == {tried[0]["idempotency_key"]}
     assert it.payments() == 0
 
@@ -415,7 +401,7 @@ def test_a_refund_at_the_processor_is_recorded_and_books_nothing(
     it = item(server, environment="live", amount="2.00")
     cs = _session_of(_start(it).headers["location"])
     intent = stripe_double.pay_checkout(cs, PAYING)["object"]["payment_intent"]
-    _wait(lambda: _checkout(server, cs).receipt_id)
+    until(lambda: _checkout(server, cs).receipt_id)
     balance = it.balance()
     stripe_double.client("sk_test_cards").v1.refunds.create({"payment_intent": intent})
     _settled(stripe_double, "charge.refunded")
@@ -432,24 +418,11 @@ def test_the_cli_tops_up_by_card_and_prints_where_to_pay(server: LiveServer) -> 
         "SVC_OWNER_JWT": it.acct.owner_jwt,
         "SVC_ENVIRONMENT": "live",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "svc.cli", "top-up", "5.00", "--card"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    cli = [sys.executable, "-m", "svc.cli", "top-up", "5.00"]
+    done = subprocess.run([*cli, "--card"], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["status"] == "pending" and printed["method"] == "card"
     assert "/_double/checkout/cs_" in printed["checkout_url"]
-    neither = subprocess.run(
-        [sys.executable, "-m", "svc.cli", "top-up", "5.00"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    neither = subprocess.run(cli, capture_output=True, text=True, timeout=60, env=env)
     assert neither.returncode != 0 and "--card" in neither.stderr

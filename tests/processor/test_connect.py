@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +24,7 @@ from reference_server import Settings
 from reference_server.domain import card_payments
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..conftest import fresh_database
 from ..stripe_double.running import StripeDouble
 from ..support import (
@@ -122,17 +123,6 @@ def onboarded(seller: Seller, double: StripeDouble) -> str:
     return account_id
 
 
-def until(check: Callable[[], Any], *, seconds: float = 15.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("not reached in time")
-        time.sleep(0.05)
-
-
 def _sent(double: StripeDouble, method: str, path: str) -> list[dict[str, Any]]:
     return [r for r in double.requests() if r["method"] == method and r["path"].startswith(path)]
 
@@ -206,12 +196,7 @@ def test_a_failed_payout_gives_the_money_back_with_the_processors_reason(
         failure_code="account_closed",
         failure_message="The bank account is closed.",
     )
-    failed = until(
-        lambda: (
-            seller.withdrawal(withdrawal["id"])["status"] == "failed"
-            and seller.withdrawal(withdrawal["id"])
-        )
-    )
+    failed = until(lambda: (w := seller.withdrawal(withdrawal["id"]))["status"] == "failed" and w)
     assert "account_closed" in failed["failure_reason"]
     assert Decimal(seller.balance()["balance"]) == Decimal("9.90")
     events = _events(live, seller.acct.owner_id, "withdrawal.failed")
@@ -222,16 +207,11 @@ def test_a_failed_payout_gives_the_money_back_with_the_processors_reason(
     failed_event = [d for d in stripe_double.deliveries() if d["type"] == "payout.failed"]
     stripe_double.redeliver(failed_event[0]["event"])
     until(
-        lambda: (
-            len(
-                [
-                    d
-                    for d in stripe_double.deliveries()
-                    if d["type"] == "payout.failed" and d["status"] == "delivered"
-                ]
-            )
-            >= 1
-        )
+        lambda: [
+            d
+            for d in stripe_double.deliveries()
+            if d["type"] == "payout.failed" and d["status"] == "delivered"
+        ]
     )
     time.sleep(0.5)
     assert Decimal(seller.balance()["balance"]) == Decimal("9.90")
@@ -291,12 +271,7 @@ def test_a_processor_refusal_fails_the_withdrawal_and_returns_the_money(
     until(lambda: seller.balance()["payouts_enabled"])
     stripe_double.set_platform_balance(0)  # Stripe: balance_insufficient
     withdrawal = seller.withdraw("2.00").json()
-    failed = until(
-        lambda: (
-            seller.withdrawal(withdrawal["id"])["status"] == "failed"
-            and seller.withdrawal(withdrawal["id"])
-        )
-    )
+    failed = until(lambda: (w := seller.withdrawal(withdrawal["id"]))["status"] == "failed" and w)
     assert "balance_insufficient" in failed["failure_reason"]
     assert Decimal(seller.balance()["balance"]) == Decimal("9.90")
 

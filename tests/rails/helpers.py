@@ -24,6 +24,7 @@ from x402.mechanisms.evm.signers import EthAccountSigner
 
 import svc
 from reference_server.store import tables as t
+from svc.wire import structure
 
 from ..money.helpers import events_of
 from ..sandbox.helpers import Recording, balance, fund, new_account
@@ -46,6 +47,7 @@ __all__ = [
     "new_account",
     "open_rail_shop",
     "paid_with_credential",
+    "pay_with",
     "receipts_of",
     "x402_client",
     "x402_pay",
@@ -121,6 +123,13 @@ async def mpp_pay(url: str, payer: LocalAccount, method: str = "GET") -> httpx.R
     charge = mpp_evm_client.charge(currency=BASE_SEPOLIA_USDC, account=payer)
     async with MppClient(methods=[charge]) as client:
         return await client.fetch(url, method=method)
+
+
+async def pay_with(
+    protocol: str, url: str, payer: LocalAccount, method: str = "GET"
+) -> httpx.Response:
+    """``url`` paid by the official client of ``protocol`` (``x402`` or ``mpp``)."""
+    return await (x402_pay if protocol == "x402" else mpp_pay)(url, payer, method)
 
 
 class Capture(Recording):
@@ -207,6 +216,4 @@ def get(url: str, headers: Mapping[str, str] | None = None) -> httpx.Response:
 
 def event_data(event: Mapping[str, Any], model: type[Any]) -> Any:
     """A recorded event's ``data`` read into its typed ``svc`` model, as a receiver would."""
-    from svc.wire import structure
-
     return structure({k: v for k, v in event.items() if k != "_environment"}, model)

@@ -8,26 +8,30 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from eth_account.signers.local import LocalAccount
+from x402.http.clients.httpx import x402AsyncTransport
 
 import svc
 
 from ..support import LiveServer, new_account
 from .helpers import (
     PRICE,
+    Capture,
+    RailShop,
     balance,
     decode,
     fresh_credential,
     funded_payer,
     open_rail_shop,
     receipts_of,
+    x402_client,
 )
 
 pytestmark = pytest.mark.anyio
 APP_URL = "https://shop.example/v1/report?x=1"
 
 
-def test_challenge_through_the_sdk(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+def test_challenge_through_the_sdk(server: LiveServer, shop: RailShop) -> None:
     answer = shop.seller.gates.challenge(shop.resource.id, method="get", url=APP_URL)
     names = [name for name, _ in answer.headers]
     assert names == ["WWW-Authenticate", "PAYMENT-REQUIRED"] and answer.request_id
@@ -40,9 +44,9 @@ def test_challenge_through_the_sdk(server: LiveServer) -> None:
     assert off.seller.gates.challenge(off.resource.id, method="GET", url=other_url).headers == []
 
 
-async def test_redeem_through_the_sdk(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
+async def test_redeem_through_the_sdk(
+    server: LiveServer, shop: RailShop, payer: LocalAccount
+) -> None:
     # The payer answers the challenge the service issued for the app's URL.
     challenge = shop.seller.gates.challenge(shop.resource.id, method="GET", url=APP_URL)
     app = httpx.MockTransport(
@@ -93,10 +97,6 @@ async def test_redeem_through_the_sdk(server: LiveServer) -> None:
 
 async def _credential_from(app: httpx.MockTransport, payer: object) -> dict[str, str]:
     """x402's client signing against a 402 served by ``app`` (no network)."""
-    from x402.http.clients.httpx import x402AsyncTransport
-
-    from .helpers import Capture, x402_client
-
     captured: dict[str, str] = {}
 
     class Wire(Capture):
@@ -112,9 +112,9 @@ async def _credential_from(app: httpx.MockTransport, payer: object) -> dict[str,
     return captured
 
 
-async def test_concurrent_redeems_through_the_api_pay_once(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
+async def test_concurrent_redeems_through_the_api_pay_once(
+    server: LiveServer, shop: RailShop, payer: LocalAccount
+) -> None:
     credential = await fresh_credential(shop.resource.gate_url, payer, "mpp")
     async with svc.AsyncClient(base_url=server.url, seller_key=shop.seller_key) as seller:
         answers = await asyncio.gather(
@@ -138,10 +138,8 @@ async def test_concurrent_redeems_through_the_api_pay_once(server: LiveServer) -
 
 
 async def test_released_claim_moves_nothing_and_may_be_presented_again(
-    server: LiveServer,
+    server: LiveServer, shop: RailShop, payer: LocalAccount
 ) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
     credential = await fresh_credential(shop.resource.gate_url, payer, "x402")
     seller = shop.seller
     url = shop.resource.gate_url
@@ -159,8 +157,7 @@ async def test_released_claim_moves_nothing_and_may_be_presented_again(
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
 
 
-def test_auth_and_ownership(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+def test_auth_and_ownership(server: LiveServer, shop: RailShop) -> None:
     body = {"resource_id": shop.resource.id, "method": "GET", "url": APP_URL}
     url = server.url + "/gates/challenge"
     r = httpx.post(url, json=body)
@@ -208,9 +205,8 @@ def test_auth_and_ownership(server: LiveServer) -> None:
     ],
 )
 def test_bad_input_is_a_400_in_the_envelope(
-    server: LiveServer, path: str, change: dict[str, object], field: str
+    server: LiveServer, shop: RailShop, path: str, change: dict[str, object], field: str
 ) -> None:
-    shop = open_rail_shop(server)
     body: dict[str, object] = {"resource_id": shop.resource.id, "method": "GET", "url": APP_URL}
     if path.endswith("redeem"):
         body["headers"] = {"PAYMENT-SIGNATURE": "abc"}
@@ -230,8 +226,7 @@ def test_bad_input_is_a_400_in_the_envelope(
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
 
 
-def test_a_deactivated_resource_is_not_redeemed(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+def test_a_deactivated_resource_is_not_redeemed(shop: RailShop) -> None:
     shop.seller.resources.deactivate(shop.resource.id)
     assert shop.seller.gates.challenge(shop.resource.id, method="GET", url=APP_URL).headers == []
     with pytest.raises(svc.ConflictError) as raised:
@@ -241,8 +236,7 @@ def test_a_deactivated_resource_is_not_redeemed(server: LiveServer) -> None:
     assert raised.value.code == "resource_inactive"
 
 
-def test_a_garbled_credential_is_malformed(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+def test_a_garbled_credential_is_malformed(shop: RailShop) -> None:
     answer = shop.seller.gates.redeem(
         shop.resource.id, method="GET", url=APP_URL, headers={"PAYMENT-SIGNATURE": "!!notb64"}
     )

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from eth_account.signers.local import LocalAccount
 
 import svc
 from reference_server.domain.open_rails import TEST_DEPOSIT_ADDRESS
@@ -18,6 +19,7 @@ from ..sandbox.helpers import USDC, assert_chain_sound, transaction
 from ..support import LiveServer
 from .helpers import (
     PRICE,
+    RailShop,
     balance,
     count_rows,
     decode,
@@ -27,20 +29,18 @@ from .helpers import (
     fund,
     funded_payer,
     get,
-    mpp_pay,
     new_account,
     open_rail_shop,
     paid_with_credential,
+    pay_with,
     receipts_of,
-    x402_pay,
 )
 
 pytestmark = pytest.mark.anyio
 FEE = PRICE // 100  # the default platform fee, 100 bps
 
 
-def test_unpaid_402_carries_both_challenges_and_the_envelope(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+def test_unpaid_402_carries_both_challenges_and_the_envelope(shop: RailShop) -> None:
     url = shop.resource.gate_url + "?q=1"
     r = httpx.get(url)
     assert r.status_code == 402 and r.headers["cache-control"] == "no-store"
@@ -84,14 +84,10 @@ def test_a_seller_without_payments_enabled_offers_no_open_rail(server: LiveServe
     assert "payment-required" not in r.headers and "www-authenticate" not in r.headers
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_processor_deposit_credits_the_seller_less_the_fee(
-    server: LiveServer, protocol: str
+    server: LiveServer, shop: RailShop, payer: LocalAccount, protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(shop.resource.gate_url, payer)
+    paid = await pay_with(protocol, shop.resource.gate_url, payer)
 
     assert paid.status_code == 200, paid.text
     receipt_id = paid.headers["x-svc-receipt"]
@@ -138,7 +134,6 @@ async def test_processor_deposit_credits_the_seller_less_the_fee(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_direct_wallet_pays_the_seller_wallet_and_credits_nothing(
     server: LiveServer, protocol: str
 ) -> None:
@@ -147,8 +142,7 @@ async def test_direct_wallet_pays_the_seller_wallet_and_credits_nothing(
     r = get(shop.resource.gate_url)
     assert decode(r.headers["payment-required"])["accepts"][0]["payTo"] == wallet
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(shop.resource.gate_url, payer)
+    paid = await pay_with(protocol, shop.resource.gate_url, payer)
 
     assert paid.status_code == 200, paid.text
     assert balance(server.url, wallet) == PRICE
@@ -171,12 +165,9 @@ async def test_direct_wallet_pays_the_seller_wallet_and_credits_nothing(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_replayed_credential_is_refused_and_pays_nothing_twice(
-    server: LiveServer, protocol: str
+    server: LiveServer, shop: RailShop, payer: LocalAccount, protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
     paid, credential = await paid_with_credential(shop.resource.gate_url, payer, protocol)
     assert paid.status_code == 200, paid.text
 
@@ -204,14 +195,11 @@ async def test_a_replayed_credential_is_refused_and_pays_nothing_twice(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_an_unfunded_payer_is_refused_with_payment_failed(
-    server: LiveServer, protocol: str
+    server: LiveServer, shop: RailShop, protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
     payer = new_account()  # never funded
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    refused = await pay(shop.resource.gate_url, payer)
+    refused = await pay_with(protocol, shop.resource.gate_url, payer)
     assert refused.status_code == 402
     details = refused.json()["error"]["details"]
     assert details["reason"] == "receipt_refused"
@@ -233,19 +221,15 @@ async def test_an_unfunded_payer_is_refused_with_payment_failed(
     assert len(receipts_of(server, shop.resource.id)) == 1
 
 
-def test_a_plain_unpaid_request_emits_no_payment_failed(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+def test_a_plain_unpaid_request_emits_no_payment_failed(server: LiveServer, shop: RailShop) -> None:
     for _ in range(3):
         assert httpx.get(shop.resource.gate_url).status_code == 402
     assert events_of(server, shop.owner_id, "payment.failed") == []
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_concurrent_redeems_of_one_credential_pay_once(
-    server: LiveServer, protocol: str
+    server: LiveServer, shop: RailShop, payer: LocalAccount, protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
     credential = await fresh_credential(shop.resource.gate_url, payer, protocol)
 
     async with httpx.AsyncClient(timeout=30) as http:
@@ -270,8 +254,7 @@ async def test_concurrent_redeems_of_one_credential_pay_once(
     assert_chain_sound(server.ctx.db)
 
 
-async def test_a_credential_for_another_gate_is_refused(server: LiveServer) -> None:
-    shop = open_rail_shop(server)
+async def test_a_credential_for_another_gate_is_refused(server: LiveServer, shop: RailShop) -> None:
     other = shop.seller.resources.create(kind="http", path="/other", amount="0.25")
     payer = funded_payer(server)
     credential = await fresh_credential(shop.resource.gate_url, payer, "mpp")

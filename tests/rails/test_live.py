@@ -32,12 +32,11 @@ from .helpers import (
     events_of,
     funded_payer,
     get,
-    mpp_pay,
     new_account,
     open_rail_shop,
     paid_with_credential,
+    pay_with,
     receipts_of,
-    x402_pay,
 )
 
 pytestmark = pytest.mark.anyio
@@ -73,7 +72,6 @@ def live_server(chain: LiveServer, tmp_path: Path) -> Iterator[LiveServer]:
         assert_ledger_sound(live)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_live_gate_settles_through_the_configured_facilitator(
     chain: LiveServer, live_server: LiveServer, protocol: str
 ) -> None:
@@ -86,8 +84,7 @@ async def test_live_gate_settles_through_the_configured_facilitator(
 
     payer = funded_payer(chain)
     before = balance(chain.url, DEPOSIT)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(shop.resource.gate_url, payer)
+    paid = await pay_with(protocol, shop.resource.gate_url, payer)
     assert paid.status_code == 200, paid.text
 
     # The tokens moved on the facilitator's chain; the live books credit the seller.
@@ -130,7 +127,6 @@ def test_without_a_facilitator_live_gates_offer_no_open_rail(server: LiveServer)
     assert "payment-required" in httpx.get(test_shop.resource.gate_url).headers
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_live_gate_whose_upstream_fails_charges_nothing(
     chain: LiveServer,
     live_server: LiveServer,
@@ -146,8 +142,7 @@ async def test_a_live_gate_whose_upstream_fails_charges_nothing(
     shop = open_rail_shop(live_server, environment="live", upstream_url=f"{upstream.url}/work")
     payer = funded_payer(chain)
     before = balance(chain.url, DEPOSIT)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    failed = await pay(shop.resource.gate_url, payer)
+    failed = await pay_with(protocol, shop.resource.gate_url, payer)
     assert failed.status_code == 500 and failed.json() == {"error": "boom"}
     assert "payment-response" not in failed.headers and "x-svc-receipt" not in failed.headers
     assert balance(chain.url, payer.address) == 1_000_000

@@ -17,13 +17,15 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared import exceptions as mcp_exceptions
-from mpp.extensions.mcp import McpClient
+from mpp import Challenge
+from mpp.extensions.mcp import MCPChallenge, McpClient, MCPCredential
 from mpp.methods.evm import BASE_SEPOLIA_USDC
 from mpp.methods.evm import client as mpp_evm_client
 from x402.mcp import x402MCPClient
 
 import svc
 from svc_asgi import RECEIPT_META_KEY, PaymentGate, payment_of
+from svc_asgi._mcp import find_tool_call, mpp_challenges, rail_credential_headers
 
 from ..sandbox.helpers import assert_chain_sound
 from ..support import LiveApp, LiveServer
@@ -185,7 +187,6 @@ async def test_pympps_mcp_client_pays_a_tool(
     assert shop.calls == ["search"]
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_failing_tool_call_is_not_charged(
     server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
@@ -236,11 +237,6 @@ async def test_the_svc_receipt_still_unlocks_a_tool_with_open_rails_on(
 def test_the_mpp_credential_in_meta_is_the_authorization_pympp_would_send() -> None:
     """The gate turns pympp's MCP credential into the HTTP credential pympp itself would
     send (``Authorization: Payment``), and reads the challenges pympp's server issues."""
-    from mpp import Challenge
-    from mpp.extensions.mcp import MCPChallenge, MCPCredential
-
-    from svc_asgi._mcp import find_tool_call, mpp_challenges, rail_credential_headers
-
     core = Challenge(
         id="ch_1",
         method="evm",
@@ -296,8 +292,6 @@ async def test_a_malformed_or_forged_credential_is_refused_in_mcp_terms(
     assert not result.is_error
     # An unsigned credential on an issued challenge: refused with -32043 and a fresh
     # challenge, the tool never run, nothing more charged.
-    from mpp.extensions.mcp import MCPChallenge, MCPCredential
-
     replay = MCPCredential(challenge=MCPChallenge.from_dict(challenge), payload={"x": 1})
     async with httpx.AsyncClient(headers=headers) as http:
         refused = await http.post(shop.url, json=tools_call(replay.to_meta()))

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ..support import LiveApp, LiveServer
-from .helpers import fresh_credential, funded_payer, get, open_rail_shop, receipts_of
+from .helpers import RailShop, fresh_credential, funded_payer, get, receipts_of
 from .test_seller_app import seller_app
 
 pytestmark = pytest.mark.anyio
@@ -22,9 +22,8 @@ pytestmark = pytest.mark.anyio
 @pytest.mark.parametrize("rail", ["x402", "mpp"])
 @pytest.mark.parametrize("kind", ["hosted", "app"])
 async def test_a_credential_signed_for_get_pays_no_other_method(
-    server: LiveServer, serve_app: Callable[..., LiveApp], kind: str, rail: str
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp], kind: str, rail: str
 ) -> None:
-    shop = open_rail_shop(server)
     if kind == "hosted":
         url, others = shop.resource.gate_url, ("POST", "DELETE", "PUT", "PATCH")
     else:

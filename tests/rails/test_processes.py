@@ -13,17 +13,17 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from eth_account.signers.local import LocalAccount
 
 from ..payurl.helpers import make_agent
 from ..sandbox.helpers import assert_chain_sound
 from ..support import LiveServer, server_processes
 from .helpers import (
     PRICE,
+    RailShop,
     balance,
     events_of,
     fresh_credential,
-    funded_payer,
-    open_rail_shop,
     receipts_of,
 )
 
@@ -43,12 +43,9 @@ def _at(replica: str, public: str) -> str:
     return replica + parts.path + (f"?{parts.query}" if parts.query else "")
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_one_credential_pays_once_across_replicas(
-    server: LiveServer, replicas: list[str], protocol: str
+    server: LiveServer, shop: RailShop, payer: LocalAccount, replicas: list[str], protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
     gate = shop.resource.gate_url
     credential = await fresh_credential(gate, payer, protocol)
 
@@ -66,9 +63,8 @@ async def test_one_credential_pays_once_across_replicas(
 
 
 async def test_one_idempotency_key_pays_a_url_once_across_replicas(
-    server: LiveServer, replicas: list[str]
+    server: LiveServer, shop: RailShop, replicas: list[str]
 ) -> None:
-    shop = open_rail_shop(server)
     agent = make_agent(server, fund="1.00")
     key = str(uuid.uuid4())
     headers = {"Authorization": f"Bearer {agent.wallet_key}", "Idempotency-Key": key}

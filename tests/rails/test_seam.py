@@ -4,6 +4,8 @@ a failing challenge, refusals that bring their own headers, and the default rail
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -209,9 +211,6 @@ def test_a_gate_on_the_service_speaks_the_open_rails_by_default() -> None:
 def test_loading_the_open_rails_keeps_the_recursion_limit() -> None:
     """pympp imports eth-account, whose py_ecc raises the recursion limit process-wide;
     the server loads it through a guard, so deeply nested JSON still fails safely."""
-    import subprocess
-    import sys
-
     code = (
         "import sys; before = sys.getrecursionlimit()\n"
         "import reference_server.app\n"

@@ -5,6 +5,7 @@ challenges and the official clients pay it, the service settling through
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -33,12 +34,11 @@ from .helpers import (
     fresh_credential,
     funded_payer,
     get,
-    mpp_pay,
     new_account,
     open_rail_shop,
     paid_with_credential,
+    pay_with,
     receipts_of,
-    x402_pay,
 )
 
 pytestmark = pytest.mark.anyio
@@ -70,9 +70,8 @@ def seller_app(shop: RailShop, **kwargs: Any) -> PaymentGate:
 
 
 def test_the_apps_402_carries_both_challenges_bound_to_the_apps_url(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    shop: RailShop, serve_app: Callable[..., LiveApp]
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     url = app.url + "/v1/report?page=2"
     r = httpx.get(url)
@@ -109,15 +108,12 @@ def test_no_rail_headers_until_payments_are_enabled_or_when_turned_off(
     assert r.status_code == 402 and "payment-required" not in r.headers
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_official_clients_pay_the_app_processor_deposit(
-    server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(app.url + "/v1/report", payer)
+    paid = await pay_with(protocol, app.url + "/v1/report", payer)
 
     assert paid.status_code == 200, paid.text
     body = paid.json()
@@ -144,7 +140,6 @@ async def test_official_clients_pay_the_app_processor_deposit(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_official_clients_pay_the_app_direct_wallet(
     server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
@@ -152,8 +147,7 @@ async def test_official_clients_pay_the_app_direct_wallet(
     shop = open_rail_shop(server, payout_wallet=wallet)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
-    pay = x402_pay if protocol == "x402" else mpp_pay
-    paid = await pay(app.url + "/v1/report", payer, method="POST")
+    paid = await pay_with(protocol, app.url + "/v1/report", payer, method="POST")
     assert paid.status_code == 200, paid.text
     assert balance(server.url, wallet) == PRICE
     assert shop.balance().balance == Decimal("0")
@@ -166,11 +160,9 @@ async def test_official_clients_pay_the_app_direct_wallet(
     assert_chain_sound(server.ctx.db)
 
 
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_replay_at_the_app_is_refused(
-    server: LiveServer, serve_app: Callable[..., LiveApp], protocol: str
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp], protocol: str
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     payer = funded_payer(server)
     paid, credential = await paid_with_credential(app.url + "/v1/report", payer, protocol)
@@ -186,9 +178,8 @@ async def test_a_replay_at_the_app_is_refused(
 
 
 async def test_only_the_credential_leaves_the_app_and_receipts_stay_on_the_hot_path(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp]
 ) -> None:
-    shop = open_rail_shop(server)
     counting = CountingTransport()
     sent: list[httpx.Request] = []
 
@@ -207,8 +198,6 @@ async def test_only_the_credential_leaves_the_app_and_receipts_stay_on_the_hot_p
     )
     assert paid.status_code == 200, paid.text
     [redeem] = [r for r in sent if r.url.path == "/gates/redeem"]
-    import json
-
     forwarded = json.loads(redeem.content)["headers"]
     assert forwarded == {"payment-signature": credential["payment-signature"]}
 
@@ -224,9 +213,8 @@ async def test_only_the_credential_leaves_the_app_and_receipts_stay_on_the_hot_p
 
 
 def test_an_unreadable_credential_at_the_app_is_malformed(
-    server: LiveServer, serve_app: Callable[..., LiveApp]
+    server: LiveServer, shop: RailShop, serve_app: Callable[..., LiveApp]
 ) -> None:
-    shop = open_rail_shop(server)
     app = serve_app(seller_app(shop))
     for credential in ("!!not-base64", "x" * 20_000):  # the second is too long to be one
         r = httpx.get(app.url + "/v1/report", headers={"PAYMENT-SIGNATURE": credential})

@@ -13,12 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+from eth_account.signers.local import LocalAccount
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import svc
+from reference_server.domain.open_rails import HOLD_TTL, expire_holds
 from reference_server.sandbox import chain
 from reference_server.sandbox.eip3009 import Authorization
 from svc_asgi import PaymentGate, payment_of
@@ -35,6 +37,7 @@ from .helpers import (
     funded_payer,
     mpp_pay,
     open_rail_shop,
+    pay_with,
     receipts_of,
     x402_pay,
 )
@@ -81,10 +84,6 @@ def _surface(
     return shop, serve_app(app).url + "/v1/report"
 
 
-async def _pay(protocol: str, url: str, payer: Any) -> httpx.Response:
-    return await (x402_pay if protocol == "x402" else mpp_pay)(url, payer)
-
-
 def _unpaid_answer(answer: httpx.Response, status: int) -> None:
     assert answer.status_code == status, answer.text
     assert answer.json() == {"error": "boom", "status": status}
@@ -99,7 +98,6 @@ def _not_charged(server: LiveServer, shop: RailShop, payer: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", ["hosted", "asgi"])
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_failing_answer_is_not_charged(
     server: LiveServer, serve_app: Callable[..., LiveApp], kind: str, protocol: str
 ) -> None:
@@ -107,7 +105,7 @@ async def test_a_failing_answer_is_not_charged(
     shop, url = _surface(kind, server, serve_app, answers)
     payer = funded_payer(server)
 
-    _unpaid_answer(await _pay(protocol, url, payer), 500)
+    _unpaid_answer(await pay_with(protocol, url, payer), 500)
     assert answers.calls == 1
     _not_charged(server, shop, payer)
     [failed] = events_of(server, shop.owner_id, "payment.failed")
@@ -123,14 +121,13 @@ async def test_a_failing_answer_is_not_charged(
 
 
 @pytest.mark.parametrize("kind", ["hosted", "asgi"])
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_successful_answer_is_charged_once(
     server: LiveServer, serve_app: Callable[..., LiveApp], kind: str, protocol: str
 ) -> None:
     shop, url = _surface(kind, server, serve_app, Answers(200))
     payer = funded_payer(server)
 
-    paid = await _pay(protocol, url, payer)
+    paid = await pay_with(protocol, url, payer)
     assert paid.status_code == 200, paid.text
     assert paid.json()["report"] == "the goods"
     [receipt] = receipts_of(server, shop.resource.id)
@@ -145,7 +142,6 @@ async def test_a_successful_answer_is_charged_once(
 
 
 @pytest.mark.parametrize("kind", ["hosted", "asgi"])
-@pytest.mark.parametrize("protocol", ["x402", "mpp"])
 async def test_a_released_credential_settles_once_at_most(
     server: LiveServer, serve_app: Callable[..., LiveApp], kind: str, protocol: str
 ) -> None:
@@ -199,12 +195,10 @@ async def test_concurrent_replays_of_one_credential_settle_once(
     assert_chain_sound(server.ctx.db)
 
 
-async def test_a_claim_never_settled_expires_and_is_released(server: LiveServer) -> None:
+async def test_a_claim_never_settled_expires_and_is_released(
+    server: LiveServer, shop: RailShop, payer: LocalAccount
+) -> None:
     """A gate that crashed between claim and settle: housekeeping releases the claim."""
-    from reference_server.domain.open_rails import HOLD_TTL, expire_holds
-
-    shop = open_rail_shop(server)
-    payer = funded_payer(server)
     url = shop.resource.gate_url
     credential = await fresh_credential(url, payer, "mpp")
     held = shop.seller.gates.redeem(shop.resource.id, method="GET", url=url, headers=credential)
@@ -229,9 +223,8 @@ async def test_a_claim_never_settled_expires_and_is_released(server: LiveServer)
 
 @pytest.mark.parametrize("kind", ["hosted", "asgi"])
 async def test_a_settlement_refused_after_success_withholds_the_answer(
-    server: LiveServer, serve_app: Callable[..., LiveApp], kind: str
+    server: LiveServer, payer: LocalAccount, serve_app: Callable[..., LiveApp], kind: str
 ) -> None:
-    payer = funded_payer(server)
 
     def drain() -> None:
         """While the request is served, the payer spends everything elsewhere."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import attrs
+from eth_utils.address import to_checksum_address
 
 from reference_server.onchain import ChainTransfer, TransactionTransfers
 from reference_server.reconcile.books import Books, Entry
@@ -24,8 +25,6 @@ def _hash(n: int) -> str:
 
 
 def _move(n: int, sender: str, receiver: str, value: int, block: int = 100) -> ChainTransfer:
-    from eth_utils.address import to_checksum_address
-
     return ChainTransfer(
         tx_hash=_hash(n),
         from_address=str(to_checksum_address(sender)),

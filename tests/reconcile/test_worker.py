@@ -5,7 +5,6 @@ is recorded as the run's error rather than stopping the worker."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 import pytest
@@ -15,16 +14,10 @@ from eth_account import Account
 from reference_server.commands import main
 from reference_server.domain.open_rails import TEST_DEPOSIT_ADDRESS
 
+from .._shared import until
 from ..rails.helpers import fund
 from ..support import LiveServer, free_port
 from .helpers import history
-
-
-def _until(found: Callable[[], bool], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not found():
-        assert time.monotonic() < deadline, "the worker did not reconcile in time"
-        time.sleep(0.1)
 
 
 def test_the_worker_records_runs_and_logs_drift(
@@ -45,7 +38,7 @@ def test_the_worker_records_runs_and_logs_drift(
             r["environment"] == "live" for r in runs
         )
 
-    _until(drift_recorded)
+    until(drift_recorded, "the worker did not reconcile in time")
     runs = history(server)
     test_run = next(r for r in runs if r["environment"] == "test" and r["drift_count"])
     [unbooked] = [f for f in test_run["findings"] if f["kind"] == "unbooked_in"]

@@ -18,7 +18,6 @@ import httpx
 from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
-from sqlalchemy import Connection
 from x402.mechanisms.evm.types import AUTHORIZATION_TYPES, DOMAIN_TYPES
 
 from reference_server.sandbox import chain
@@ -155,10 +154,6 @@ def assert_chain_sound(db: Database) -> None:
     with db.read() as conn:
         problems = chain.audit(conn)
     assert problems == [], problems
-
-
-def balance_in(conn: Connection, address: str) -> int:
-    return chain.balance_of(conn, address)
 
 
 @contextmanager

@@ -37,9 +37,9 @@ from x402.mechanisms.evm.exact.v1.client import ExactEvmSchemeV1
 from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.schemas.v1 import PaymentPayloadV1, PaymentRequirementsV1
 
-from ..rails.helpers import x402_client
+from ..rails.helpers import funded_payer, x402_client
 from ..support import LiveServer
-from .helpers import USDC, Recording, balance, fund, get, new_account, serve, transaction
+from .helpers import USDC, Recording, balance, get, new_account, serve, transaction
 from .test_routes import assert_chain_sound
 
 PRICE = 250_000  # $0.25 in USDC's 6 decimals
@@ -88,8 +88,7 @@ async def test_official_x402_client_pays_an_x402_middleware_app(
     server: LiveServer, seller_app: tuple[str, str]
 ) -> None:
     url, pay_to = seller_app
-    payer = new_account()
-    fund(server.url, payer.address, "1")
+    payer = funded_payer(server)
 
     unpaid = get(url + "/report")
     assert unpaid.status_code == 402 and "payment-required" in unpaid.headers
@@ -129,8 +128,7 @@ async def test_a_replayed_payment_signature_is_refused(
     server: LiveServer, seller_app: tuple[str, str]
 ) -> None:
     url, pay_to = seller_app
-    payer = new_account()
-    fund(server.url, payer.address, "1")
+    payer = funded_payer(server)
     wire = Recording()
     transport = x402AsyncTransport(x402_client(payer), transport=wire)
     async with httpx.AsyncClient(transport=transport) as http:
@@ -162,8 +160,7 @@ async def test_an_unfunded_x402_client_is_refused_and_nothing_moves(
 def test_official_facilitator_client_v1_and_v2_supported(server: LiveServer) -> None:
     """x402 v1 end to end through the official clients: the v1 scheme signs a
     ``base-sepolia`` payload, the official sync facilitator client verifies and settles."""
-    payer, pay_to = new_account(), new_account().address
-    fund(server.url, payer.address, "1")
+    payer, pay_to = funded_payer(server), new_account().address
     requirements = PaymentRequirementsV1(
         scheme="exact",
         network="base-sepolia",
@@ -221,8 +218,7 @@ async def test_pympp_client_pays_a_pympp_server(
     server: LiveServer, mpp_app: tuple[str, str]
 ) -> None:
     url, pay_to = mpp_app
-    payer = new_account()
-    fund(server.url, payer.address, "1")
+    payer = funded_payer(server)
 
     unpaid = get(url + "/report")
     assert unpaid.status_code == 402
@@ -249,8 +245,7 @@ async def test_official_x402_client_pays_a_pympp_server(
     server: LiveServer, mpp_app: tuple[str, str]
 ) -> None:
     url, pay_to = mpp_app
-    payer = new_account()
-    fund(server.url, payer.address, "1")
+    payer = funded_payer(server)
     async with x402HttpxClient(x402_client(payer)) as http:
         paid = await http.get(url + "/report")
     assert paid.status_code == 200, paid.text

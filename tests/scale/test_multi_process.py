@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import svc
 from reference_server.store import Database
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..sandbox.helpers import assert_chain_sound
 from ..support import TEST_REDIS_URL, free_port, new_account, redis_answers
 from .deployment import (
@@ -148,7 +148,7 @@ def _exercise(urls: list[str], db: Database, receiver: Receiver) -> None:
 
     # Withdrawals: never more than the balance; every one made is paid by a worker.
     assert outcome["withdraw"] == Counter({"created": 9, "insufficient_funds": 7})
-    _wait(lambda: _withdrawals_left(db) == 0, "withdrawals still moving")
+    until(lambda: _withdrawals_left(db) == 0, "withdrawals still moving", seconds=90)
     w = t.withdrawals
     with db.read() as conn:
         statuses = Counter(conn.execute(select(w.c.status)).scalars())
@@ -173,7 +173,7 @@ def _exercise(urls: list[str], db: Database, receiver: Receiver) -> None:
     assert limited == Counter({200: LIMIT, 429: OVER}), limited
 
     # Webhooks: every delivery in the outbox reached the receiver, none twice at once.
-    _wait(lambda: _deliveries_pending(db) == 0, "deliveries still pending")
+    until(lambda: _deliveries_pending(db) == 0, "deliveries still pending", seconds=90)
     with db.read() as conn:
         rows = conn.execute(
             select(t.webhook_deliveries.c.event_id, t.webhook_deliveries.c.status)
@@ -265,26 +265,10 @@ async def _traffic(urls: list[str], setup: dict[str, Any]) -> dict[str, Any]:
             assert r.status_code in (402, 409), r.text  # refused for the money, nothing else
             return str(r.json()["error"]["code"])
 
-        async def pays(key: str) -> Counter[str]:
-            body = {"resource_id": setup["resource_id"]}
-            answers = await asyncio.gather(
-                *(post(i, "/pay", key, body) for i in range(PAYS_PER_WALLET))
-            )
-            return Counter(code(r, 200, "paid") for r in answers)
-
-        async def pay_urls(key: str) -> Counter[str]:
-            body = {"url": setup["gate_url"]}
-            answers = await asyncio.gather(
-                *(post(i, "/spend/pay-url", key, body) for i in range(PAY_URLS_PER_AGENT))
-            )
-            return Counter(code(r, 200, "paid") for r in answers)
-
-        async def withdrawals() -> Counter[str]:
-            key, body = setup["payout_seller"], {"amount": "1.00"}
-            answers = await asyncio.gather(
-                *(post(i, "/sellers/me/withdraw", key, body) for i in range(WITHDRAWALS))
-            )
-            return Counter(code(r, 201, "created") for r in answers)
+        async def burst(path: str, key: str, body: Any, times: int, ok: int) -> Counter[str]:
+            """``times`` posts at once, counted by outcome (``paid``/``created`` for ``ok``)."""
+            answers = await asyncio.gather(*(post(i, path, key, body) for i in range(times)))
+            return Counter(code(r, ok, "paid" if ok == 200 else "created") for r in answers)
 
         async def rate_limited() -> Counter[int]:
             headers = {
@@ -300,10 +284,20 @@ async def _traffic(urls: list[str], setup: dict[str, Any]) -> dict[str, Any]:
 
             return Counter(await asyncio.gather(*(one(i) for i in range(LIMIT + OVER))))
 
+        to_pay, to_fetch = {"resource_id": setup["resource_id"]}, {"url": setup["gate_url"]}
         jobs: list[Awaitable[Any]] = [
-            asyncio.gather(*(pays(k) for k in setup["wallet_keys"])),
-            asyncio.gather(*(pay_urls(k) for k in setup["agent_keys"])),
-            withdrawals(),
+            asyncio.gather(
+                *(burst("/pay", k, to_pay, PAYS_PER_WALLET, 200) for k in setup["wallet_keys"])
+            ),
+            asyncio.gather(
+                *(
+                    burst("/spend/pay-url", k, to_fetch, PAY_URLS_PER_AGENT, 200)
+                    for k in setup["agent_keys"]
+                )
+            ),
+            burst(
+                "/sellers/me/withdraw", setup["payout_seller"], {"amount": "1.00"}, WITHDRAWALS, 201
+            ),
             rate_limited(),
         ]
         pay, pay_url, withdraw, limited = await asyncio.gather(*jobs)
@@ -328,10 +322,3 @@ def _deliveries_pending(db: Database) -> int:
                 select(func.count()).select_from(d).where(d.c.status == "pending")
             ).scalar_one()
         )
-
-
-def _wait(done: Callable[[], bool], what: str, seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)

@@ -6,11 +6,6 @@ import pytest
 from sdk_support import SVC_ENV_VARS, Twin
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's own ``SVC_*`` variables must not leak into the tests."""

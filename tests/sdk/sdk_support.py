@@ -16,9 +16,10 @@ import inspect
 import json
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+import pytest
 
 import svc
 
@@ -36,6 +37,7 @@ WALLET_KEY = "svc_vw_test_wallet"
 CREDENTIAL = {"owner": OWNER_JWT, "seller": SELLER_KEY, "wallet": WALLET_KEY}
 ALL_CREDENTIALS = {"owner_jwt": OWNER_JWT, "seller_key": SELLER_KEY, "wallet_key": WALLET_KEY}
 
+E = TypeVar("E", bound=BaseException)
 #: A scripted reply: a response, an exception the transport raises, or a function.
 Reply = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
 
@@ -71,23 +73,34 @@ def body_of(request: httpx.Request) -> Any:
 
 
 def check_request(
-    request: httpx.Request, method: str, path: str, role: str | None, body: Any
+    request: httpx.Request,
+    route: str,
+    role: str | None,
+    body: Any,
+    environment: str | None = None,
 ) -> None:
     """The shape every route's request shares, checked once for every endpoint table: the
-    method and path, the role's credential (none without a role), the JSON body; a GET has
-    no body and no idempotency key, a write an automatic uuid4 one."""
+    route (``"METHOD /path?query"``), the role's credential (none without a role), the JSON
+    body (no content type without one), the environment header; a GET has no body and no
+    idempotency key, a write an automatic uuid4 one."""
+    method, _, target = route.partition(" ")
+    path, _, query = target.partition("?")
     assert request.method == method
     assert request.url.path == path
+    assert request.url.query.decode() == query
     if role is None:
         assert "authorization" not in request.headers
     else:
         assert request.headers["authorization"] == f"Bearer {CREDENTIAL[role]}"
     assert body_of(request) == body
-    if body is not None:
+    if body is None:
+        assert request.content == b""
+        assert "content-type" not in request.headers
+    else:
         assert request.headers["content-type"] == "application/json"
+    assert request.headers.get("x-svc-environment") == environment
     if method == "GET":
         assert "idempotency-key" not in request.headers
-        assert request.content == b""
     else:
         assert len(request.headers["idempotency-key"]) == 36  # a uuid4
 
@@ -133,6 +146,25 @@ class Twin:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    async def raises(
+        self, client: Any, fn: Callable[[Any], Any], error: type[E], match: str | None = None
+    ) -> E:
+        """Run ``fn(client)``, which must raise ``error`` (matching ``match``); the error."""
+        with pytest.raises(error, match=match) as caught:
+            await self.call(client, fn)
+        return caught.value
+
+    async def refuses(
+        self,
+        client: Any,
+        fn: Callable[[Any], Any],
+        error: type[Exception],
+        match: str | None = None,
+    ) -> None:
+        """``fn(client)`` raises ``error`` (matching ``match``) before any request is sent."""
+        await self.raises(client, fn, error, match)
+        assert self.requests == []
 
     @property
     def last(self) -> httpx.Request:

@@ -62,42 +62,38 @@ BODIES: dict[type, dict[str, Any]] = {
     svc.Capabilities: {"auth_modes": [{"role": "seller"}], "pay_shapes": [{"rail": "x402"}]},
 }
 
-# (call, method, path, role, JSON body or None, result type)
-ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type]] = [
+# (call, "METHOD /path", role, JSON body or None, result type)
+ENDPOINTS: list[tuple[Any, str, str | None, dict[str, Any] | None, type]] = [
     (
         lambda c: c.owners.create("a@example.com"),
-        "POST",
-        "/owners",
+        "POST /owners",
         None,
         {"email": "a@example.com"},
         svc.OwnerCreated,
     ),
-    (lambda c: c.sellers.create(), "POST", "/sellers", "owner", {}, svc.SellerCreated),
+    (lambda c: c.sellers.create(), "POST /sellers", "owner", {}, svc.SellerCreated),
     (
         lambda c: c.sellers.create(name="Shop"),
-        "POST",
-        "/sellers",
+        "POST /sellers",
         "owner",
         {"name": "Shop"},
         svc.SellerCreated,
     ),
-    (lambda c: c.sellers.list(), "GET", "/sellers", "owner", None, svc.SellerList),
-    (lambda c: c.sellers.me(), "GET", "/sellers/me", "seller", None, svc.Seller),
+    (lambda c: c.sellers.list(), "GET /sellers", "owner", None, svc.SellerList),
+    (lambda c: c.sellers.me(), "GET /sellers/me", "seller", None, svc.Seller),
     (
         lambda c: c.sellers.enable_payments(payout_wallet_address="0xabc"),
-        "PATCH",
-        "/sellers/me/payments",
+        "PATCH /sellers/me/payments",
         "seller",
         {"payout_wallet_address": "0xabc"},
         svc.Seller,
     ),
-    (lambda c: c.sellers.balance(), "GET", "/sellers/me/balance", "seller", None, svc.Balance),
+    (lambda c: c.sellers.balance(), "GET /sellers/me/balance", "seller", None, svc.Balance),
     (
         lambda c: c.resources.create(
             kind="http", path="/v1/report", amount="0.05", upstream_url="https://up.example"
         ),
-        "POST",
-        "/resources",
+        "POST /resources",
         "seller",
         {
             "kind": "http",
@@ -111,62 +107,56 @@ ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type]] =
         lambda c: c.resources.create(
             kind="mcp", tool="search", amount=Decimal("0.250"), description="d", listed=True
         ),
-        "POST",
-        "/resources",
+        "POST /resources",
         "seller",
         {"kind": "mcp", "tool": "search", "amount": "0.25", "description": "d", "listed": True},
         svc.Resource,
     ),
-    (lambda c: c.resources.list(), "GET", "/resources", "seller", None, svc.ResourceList),
-    (lambda c: c.resources.get("res_1"), "GET", "/resources/res_1", "seller", None, svc.Resource),
+    (lambda c: c.resources.list(), "GET /resources", "seller", None, svc.ResourceList),
+    (lambda c: c.resources.get("res_1"), "GET /resources/res_1", "seller", None, svc.Resource),
     (
         lambda c: c.resources.update("res_1", amount=2, active=False, path="/v2"),
-        "PATCH",
-        "/resources/res_1",
+        "PATCH /resources/res_1",
         "seller",
         {"amount": "2.00", "active": False, "path": "/v2"},
         svc.Resource,
     ),
     (
         lambda c: c.resources.deactivate("res_1"),
-        "POST",
-        "/resources/res_1/deactivate",
+        "POST /resources/res_1/deactivate",
         "seller",
         {},
         svc.Resource,
     ),
-    (lambda c: c.health(), "GET", "/health", None, None, svc.Health),
-    (lambda c: c.ready(), "GET", "/ready", None, None, svc.Health),
-    (lambda c: c.capabilities(), "GET", "/agent/capabilities", None, None, svc.Capabilities),
+    (lambda c: c.health(), "GET /health", None, None, svc.Health),
+    (lambda c: c.ready(), "GET /ready", None, None, svc.Health),
+    (lambda c: c.capabilities(), "GET /agent/capabilities", None, None, svc.Capabilities),
 ]
 # --- request shape ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("call", "method", "path", "role", "body", "result_type"),
+    ("call", "route", "role", "body", "result_type"),
     ENDPOINTS,
-    ids=[f"{m} {p}" + (f" {b}" if b else "") for _, m, p, _, b, _ in ENDPOINTS],
+    ids=[r + (f" {b}" if b else "") for _, r, _, b, _ in ENDPOINTS],
 )
 async def test_endpoint_request_shape(
     twin: Twin,
     call: Any,
-    method: str,
-    path: str,
+    route: str,
     role: str | None,
     body: dict[str, Any] | None,
     result_type: type,
 ) -> None:
     client = twin.client(**ALL_CREDENTIALS)
-    twin.reply(ok(BODIES[result_type], status=201 if method == "POST" else 200))
+    twin.reply(ok(BODIES[result_type], status=201 if route.startswith("POST") else 200))
 
     result = await twin.call(client, call)
 
     assert isinstance(result, result_type)
-    request = twin.last
-    check_request(request, method, path, role, body)
-    assert request.url.host == "127.0.0.1"
-    assert request.headers["user-agent"] == f"svc-python/{svc.__version__}"
-    assert "x-svc-environment" not in request.headers
+    check_request(twin.last, route, role, body)  # and no environment header
+    assert twin.last.url.host == "127.0.0.1"
+    assert twin.last.headers["user-agent"] == f"svc-python/{svc.__version__}"
 
 
 async def test_idempotency_key_is_new_per_call_and_taken_from_options(twin: Twin) -> None:
@@ -213,9 +203,9 @@ async def test_discovery_documents(twin: Twin) -> None:
 
 async def test_discovery_rejects_unknown_document(twin: Twin) -> None:
     client = twin.client()
-    with pytest.raises(ValueError, match="unknown discovery document"):
-        await twin.call(client, lambda c: c.discovery("secrets.txt"))
-    assert twin.requests == []
+    await twin.refuses(
+        client, lambda c: c.discovery("secrets.txt"), ValueError, "unknown discovery document"
+    )
 
 
 async def test_path_parameters_are_percent_encoded(twin: Twin) -> None:
@@ -229,9 +219,7 @@ async def test_path_parameters_are_percent_encoded(twin: Twin) -> None:
 
 async def test_empty_id_is_refused_before_sending(twin: Twin) -> None:
     client = twin.client(seller_key=SELLER_KEY)
-    with pytest.raises(ValueError, match="non-empty"):
-        await twin.call(client, lambda c: c.resources.deactivate(""))
-    assert twin.requests == []
+    await twin.refuses(client, lambda c: c.resources.deactivate(""), ValueError, "non-empty")
 
 
 async def test_base_url_keeps_its_path_prefix(twin: Twin) -> None:
@@ -297,19 +285,13 @@ async def test_arguments_win_over_environment_variables(
 async def test_missing_credential_fails_before_any_request(
     twin: Twin, call: Any, needs: str
 ) -> None:
-    client = twin.client()  # no credentials at all
-
-    with pytest.raises(svc.ConfigurationError, match=needs):
-        await twin.call(client, call)
-    assert twin.requests == []
+    # no credentials at all
+    await twin.refuses(twin.client(), call, svc.ConfigurationError, needs)
 
 
 async def test_a_credential_for_another_role_does_not_stand_in(twin: Twin) -> None:
     client = twin.client(owner_jwt=OWNER_JWT, wallet_key=WALLET_KEY)
-
-    with pytest.raises(svc.ConfigurationError, match="seller"):
-        await twin.call(client, lambda c: c.sellers.balance())
-    assert twin.requests == []
+    await twin.refuses(client, lambda c: c.sellers.balance(), svc.ConfigurationError, "seller")
 
 
 async def test_invalid_environment_is_a_configuration_error(twin: Twin) -> None:
@@ -492,10 +474,7 @@ async def test_error_envelope_maps_to_error_class(
     details = {"field": "amount"}
     twin.reply(fail(status, code, "it went wrong", details=details, request_id="req_42"))
 
-    with pytest.raises(error_type) as caught:
-        await twin.call(client, lambda c: c.sellers.me())
-
-    error = caught.value
+    error = await twin.raises(client, lambda c: c.sellers.me(), error_type)
     assert type(error) is error_type
     assert isinstance(error, svc.SvcError)
     assert error.status == status
@@ -527,10 +506,7 @@ async def test_html_error_body_still_maps(
     html = "<html>\n  <body><h1>Bad   Gateway</h1>  from nginx</body>\n</html>"
     twin.reply(httpx.Response(status, text=html, headers={"Content-Type": "text/html"}))
 
-    with pytest.raises(error_type) as caught:
-        await twin.call(client, lambda c: c.health())
-
-    error = caught.value
+    error = await twin.raises(client, lambda c: c.health(), error_type)
     assert type(error) is error_type
     assert error.status == status
     assert error.code == error_type.default_code
@@ -544,12 +520,11 @@ async def test_empty_error_body_and_request_id_from_header(twin: Twin) -> None:
     client = twin.client(max_retries=0)
     twin.reply(httpx.Response(502, headers={"X-Request-Id": "req_hdr"}))
 
-    with pytest.raises(svc.ServerError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.ServerError)
 
-    assert caught.value.message == "HTTP 502 Bad Gateway"
-    assert caught.value.request_id == "req_hdr"
-    assert caught.value.headers["x-request-id"] == "req_hdr"
+    assert error.message == "HTTP 502 Bad Gateway"
+    assert error.request_id == "req_hdr"
+    assert error.headers["x-request-id"] == "req_hdr"
 
 
 async def test_request_id_in_body_wins_over_header(twin: Twin) -> None:
@@ -560,20 +535,18 @@ async def test_request_id_in_body_wins_over_header(twin: Twin) -> None:
     )
 
     for expected in ("req_body", "req_hdr"):
-        with pytest.raises(svc.NotFoundError) as caught:
-            await twin.call(client, lambda c: c.resources.get("res_x"))
-        assert caught.value.request_id == expected
+        error = await twin.raises(client, lambda c: c.resources.get("res_x"), svc.NotFoundError)
+        assert error.request_id == expected
 
 
 async def test_rate_limit_error_carries_retry_after(twin: Twin) -> None:
     client = twin.client(max_retries=0)
     twin.reply(fail(429, "rate_limited", headers={"Retry-After": "7", "X-RateLimit-Limit": "10"}))
 
-    with pytest.raises(svc.RateLimitError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.RateLimitError)
 
-    assert caught.value.retry_after == 7.0
-    assert caught.value.headers["x-ratelimit-limit"] == "10"
+    assert error.retry_after == 7.0
+    assert error.headers["x-ratelimit-limit"] == "10"
 
 
 @pytest.mark.parametrize(
@@ -592,12 +565,11 @@ async def test_unreadable_success_body_is_invalid_response(
     client = twin.client()
     twin.reply(response())
 
-    with pytest.raises(svc.APIError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.APIError)
 
-    assert type(caught.value) is svc.APIError
-    assert caught.value.code == "invalid_response"
-    assert caught.value.status == 200
+    assert type(error) is svc.APIError
+    assert error.code == "invalid_response"
+    assert error.status == 200
     assert len(twin.requests) == 1  # a success is never retried
 
 
@@ -617,12 +589,11 @@ async def test_transport_failures_map_to_connection_errors(
     exc = exc_type("boom")
     twin.reply(exc)
 
-    with pytest.raises(error_type) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), error_type)
 
-    assert type(caught.value) is error_type
-    assert caught.value.__cause__ is exc
-    assert "GET http://127.0.0.1:8000/health" in caught.value.message
+    assert type(error) is error_type
+    assert error.__cause__ is exc
+    assert "GET http://127.0.0.1:8000/health" in error.message
 
 
 # --- construction and lifecycle (sync; the async twin is in test_async_client.py) ---------

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sdk_support import SELLER_KEY, Twin, fail, ok
+from sdk_support import SELLER_KEY, Twin, check_request, fail, ok
 
 import svc
 
@@ -49,10 +49,8 @@ async def test_challenge_sends_method_and_url_and_reads_header_pairs(twin: Twin)
         ("WWW-Authenticate", 'Payment id="abc"'),
         ("PAYMENT-REQUIRED", "eyJ9"),
     ]
-    request = twin.last
-    assert (request.method, request.url.path) == ("POST", "/gates/challenge")
-    assert request.headers["authorization"] == f"Bearer {SELLER_KEY}"
-    assert json.loads(request.content) == {"resource_id": "res_1", "method": "GET", "url": URL}
+    body = {"resource_id": "res_1", "method": "GET", "url": URL}
+    check_request(twin.last, "POST /gates/challenge", "seller", body)
 
 
 async def test_redeem_forwards_only_the_credentials(twin: Twin) -> None:
@@ -95,19 +93,13 @@ async def test_settle_and_release_send_the_claim(twin: Twin) -> None:
     twin.reply(ok(PAID))
     paid = await twin.call(client, lambda c: c.gates.settle("clm_1"))
     assert isinstance(paid, svc.GateRedemption) and paid.paid
-    assert (twin.last.url.path, json.loads(twin.last.content)) == (
-        "/gates/settle",
-        {"claim": "clm_1"},
-    )
+    check_request(twin.last, "POST /gates/settle", "seller", {"claim": "clm_1"})
     twin.reply(ok({"released": True, "claim": "clm_1"}))
     released = await twin.call(client, lambda c: c.gates.release("clm_1", status=500))
     assert isinstance(released, svc.GateRelease) and released.released
-    assert (twin.last.url.path, json.loads(twin.last.content)) == (
-        "/gates/release",
-        {"claim": "clm_1", "reason": "answer_failed", "status": 500},
-    )
-    with pytest.raises(ValueError):
-        await twin.call(client, lambda c: c.gates.release("clm_1", reason="whatever"))
+    body = {"claim": "clm_1", "reason": "answer_failed", "status": 500}
+    check_request(twin.last, "POST /gates/release", "seller", body)
+    await twin.raises(client, lambda c: c.gates.release("clm_1", reason="whatever"), ValueError)
 
 
 @pytest.mark.parametrize(
@@ -124,10 +116,7 @@ async def test_settle_and_release_send_the_claim(twin: Twin) -> None:
     ],
 )
 async def test_bad_arguments_fail_before_sending(twin: Twin, call: Any) -> None:
-    client = twin.client(seller_key=SELLER_KEY)
-    with pytest.raises(ValueError):
-        await twin.call(client, call)
-    assert twin.requests == []
+    await twin.refuses(twin.client(seller_key=SELLER_KEY), call, ValueError)
 
 
 async def test_errors_map_to_the_sdk_classes(twin: Twin) -> None:

@@ -102,8 +102,8 @@ BODIES: dict[type, dict[str, Any]] = {
     svc.ReceiptVerification: VERIFIED,
 }
 
-# (call, method, path, role, JSON body or None, result type, status of success)
-ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type, int]] = [
+# (call, "METHOD /path", role, JSON body or None, result type)
+ENDPOINTS: list[tuple[Any, str, str | None, dict[str, Any] | None, type]] = [
     (
         lambda c: c.wallet_keys.create(
             "research-agent",
@@ -114,8 +114,7 @@ ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type, in
             allowed_hosts=["api.example.com"],
             allowed_rails=("x402", "rill"),
         ),
-        "POST",
-        "/wallet-keys",
+        "POST /wallet-keys",
         "owner",
         {
             "name": "research-agent",
@@ -129,135 +128,100 @@ ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type, in
             },
         },
         svc.WalletKeyCreated,
-        201,
     ),
     (
         lambda c: c.wallet_keys.create(max_per_tx="0.25"),
-        "POST",
-        "/wallet-keys",
+        "POST /wallet-keys",
         "owner",
         {"policy": {"max_per_tx": "0.25"}},
         svc.WalletKeyCreated,
-        201,
     ),
     (
         lambda c: c.wallet_keys.create(),
-        "POST",
-        "/wallet-keys",
+        "POST /wallet-keys",
         "owner",
         {"policy": {}},
         svc.WalletKeyCreated,
-        201,
     ),
-    (lambda c: c.wallet_keys.list(), "GET", "/wallet-keys", "owner", None, svc.WalletKeyList, 200),
-    (
-        lambda c: c.wallet_keys.get("vw_1"),
-        "GET",
-        "/wallet-keys/vw_1",
-        "owner",
-        None,
-        svc.WalletKey,
-        200,
-    ),
+    (lambda c: c.wallet_keys.list(), "GET /wallet-keys", "owner", None, svc.WalletKeyList),
+    (lambda c: c.wallet_keys.get("vw_1"), "GET /wallet-keys/vw_1", "owner", None, svc.WalletKey),
     (
         lambda c: c.wallet_keys.update("vw_1", allowance="20", period="week"),
-        "PATCH",
-        "/wallet-keys/vw_1",
+        "PATCH /wallet-keys/vw_1",
         "owner",
         {"policy": {"allowance": "20.00", "period": "week"}},
         svc.WalletKey,
-        200,
     ),
     (
         lambda c: c.wallet_keys.fund("vw_1", "25"),
-        "POST",
-        "/wallet-keys/vw_1/fund",
+        "POST /wallet-keys/vw_1/fund",
         "owner",
         {"amount": "25.00"},
         svc.WalletKey,
-        200,
     ),
     (
         lambda c: c.wallet_keys.refund("vw_1", Decimal("5.5")),
-        "POST",
-        "/wallet-keys/vw_1/refund",
+        "POST /wallet-keys/vw_1/refund",
         "owner",
         {"amount": "5.50"},
         svc.WalletKey,
-        200,
     ),
     (
         lambda c: c.wallet_keys.revoke("vw_1"),
-        "POST",
-        "/wallet-keys/vw_1/revoke",
+        "POST /wallet-keys/vw_1/revoke",
         "owner",
         {},
         svc.WalletKey,
-        200,
     ),
     (
         lambda c: c.handles.create("@alice"),
-        "POST",
-        "/handles",
+        "POST /handles",
         "owner",
         {"handle": "@alice"},
         svc.Handle,
-        201,
     ),
     (
         lambda c: c.handles.create("alice"),
-        "POST",
-        "/handles",
+        "POST /handles",
         "owner",
         {"handle": "alice"},
         svc.Handle,
-        201,
     ),
-    (lambda c: c.spend.balance(), "GET", "/spend/balance", "wallet", None, svc.SpendBalance, 200),
+    (lambda c: c.spend.balance(), "GET /spend/balance", "wallet", None, svc.SpendBalance),
     (
         lambda c: c.pay(resource_id="res_1"),
-        "POST",
-        "/pay",
+        "POST /pay",
         "wallet",
         {"resource_id": "res_1"},
         svc.PayResult,
-        200,
     ),
     (
         lambda c: c.pay(destination="@alice", amount="1.5"),
-        "POST",
-        "/pay",
+        "POST /pay",
         "wallet",
         {"destination": "@alice", "amount": "1.50"},
         svc.PayResult,
-        200,
     ),
     (
         lambda c: c.handles.resolve("@alice"),
-        "GET",
-        "/handles/resolve/@alice",
+        "GET /handles/resolve/@alice",
         "wallet",
         None,
         svc.HandleResolution,
-        200,
     ),
     (
         lambda c: c.access.verify("rcpt_1", "res_1"),
-        "POST",
-        "/access/verify",
+        "POST /access/verify",
         "seller",  # the client holds a seller key, so it is sent
         {"receipt_id": "rcpt_1", "resource_id": "res_1"},
         svc.ReceiptVerification,
-        200,
     ),
     (
         lambda c: c.access.verify("rcpt_1"),
-        "POST",
-        "/access/verify",
+        "POST /access/verify",
         "seller",
         {"receipt_id": "rcpt_1"},
         svc.ReceiptVerification,
-        200,
     ),
 ]
 
@@ -266,31 +230,27 @@ ENDPOINTS: list[tuple[Any, str, str, str | None, dict[str, Any] | None, type, in
 
 
 @pytest.mark.parametrize(
-    ("call", "method", "path", "role", "body", "result_type", "status"),
+    ("call", "route", "role", "body", "result_type"),
     ENDPOINTS,
-    ids=[f"{m} {p}" + (f" {b}" if b else "") for _, m, p, _, b, _, _ in ENDPOINTS],
+    ids=[r + (f" {b}" if b else "") for _, r, _, b, _ in ENDPOINTS],
 )
 async def test_endpoint_request_shape(
     twin: Twin,
     call: Any,
-    method: str,
-    path: str,
+    route: str,
     role: str | None,
     body: dict[str, Any] | None,
     result_type: type,
-    status: int,
 ) -> None:
     client = twin.client(environment="test", **ALL_CREDENTIALS)
-    twin.reply(ok(BODIES[result_type], status=status))
+    created = route in ("POST /wallet-keys", "POST /handles")
+    twin.reply(ok(BODIES[result_type], status=201 if created else 200))
 
     result = await twin.call(client, call)
 
     assert isinstance(result, result_type)
     assert result.request_id == "req_ok"
-    check_request(twin.last, method, path, role, body)
-    assert twin.last.headers["x-svc-environment"] == "test"
-    if method != "GET":
-        assert twin.last.headers["content-type"] == "application/json"
+    check_request(twin.last, route, role, body, "test")
 
 
 async def test_environment_header_follows_the_client_and_the_call(twin: Twin) -> None:
@@ -328,11 +288,8 @@ async def test_owner_routes_without_environment_send_no_header(twin: Twin) -> No
 async def test_missing_credential_fails_before_any_request(
     twin: Twin, call: Any, needs: str
 ) -> None:
-    client = twin.client(seller_key=SELLER_KEY)  # a seller key stands in for nothing here
-
-    with pytest.raises(svc.ConfigurationError, match=needs):
-        await twin.call(client, call)
-    assert twin.requests == []
+    # a seller key stands in for nothing here
+    await twin.refuses(twin.client(seller_key=SELLER_KEY), call, svc.ConfigurationError, needs)
 
 
 async def test_path_parameters_are_percent_encoded(twin: Twin) -> None:
@@ -364,11 +321,7 @@ async def test_path_parameters_are_percent_encoded(twin: Twin) -> None:
     ],
 )
 async def test_empty_ids_are_refused_before_sending(twin: Twin, call: Any) -> None:
-    client = twin.client(**ALL_CREDENTIALS)
-
-    with pytest.raises(ValueError, match=r"non-empty|name after"):
-        await twin.call(client, call)
-    assert twin.requests == []
+    await twin.refuses(twin.client(**ALL_CREDENTIALS), call, ValueError, r"non-empty|name after")
 
 
 # --- wallet key policies: given, omitted, cleared -------------------------------------------
@@ -410,9 +363,7 @@ async def test_update_sends_null_for_none_and_omits_what_is_not_given(
 
     await twin.call(client, lambda c: c.wallet_keys.update("vw_1", **kwargs))
 
-    assert twin.last.method == "PATCH"
-    assert body_of(twin.last) == body
-    assert len(twin.last.headers["idempotency-key"]) == 36
+    check_request(twin.last, "PATCH /wallet-keys/vw_1", "owner", body)
 
 
 async def test_update_wire_body_carries_json_null(twin: Twin) -> None:
@@ -457,11 +408,7 @@ async def test_create_leaves_out_limits_passed_as_none(twin: Twin) -> None:
     ],
 )
 async def test_bad_policy_and_amounts_fail_locally(twin: Twin, call: Any, match: str) -> None:
-    client = twin.client(owner_jwt=OWNER_JWT)
-
-    with pytest.raises(ValueError, match=match):
-        await twin.call(client, call)
-    assert twin.requests == []
+    await twin.refuses(twin.client(owner_jwt=OWNER_JWT), call, ValueError, match)
 
 
 def test_not_given_is_a_falsy_singleton() -> None:
@@ -586,11 +533,9 @@ async def test_handle_results_are_typed(twin: Twin) -> None:
     ],
 )
 async def test_pay_takes_exactly_one_form(twin: Twin, kwargs: dict[str, Any], match: str) -> None:
-    client = twin.client(wallet_key=WALLET_KEY)
-
-    with pytest.raises(ValueError, match=match):
-        await twin.call(client, lambda c: c.pay(**kwargs))
-    assert twin.requests == []
+    await twin.refuses(
+        twin.client(wallet_key=WALLET_KEY), lambda c: c.pay(**kwargs), ValueError, match
+    )
 
 
 async def test_pay_idempotency_key_is_new_per_call_and_reused_on_retry(twin: Twin) -> None:
@@ -627,10 +572,9 @@ async def test_allowance_exceeded_is_payment_required_with_details(twin: Twin) -
         )
     )
 
-    with pytest.raises(svc.PaymentRequiredError) as caught:
-        await twin.call(client, lambda c: c.pay(resource_id="res_1"))
-
-    error = caught.value
+    error = await twin.raises(
+        client, lambda c: c.pay(resource_id="res_1"), svc.PaymentRequiredError
+    )
     assert error.status == 402
     assert error.code == "allowance_exceeded"
     assert error.details == details

@@ -4,14 +4,12 @@ answering with the server's contract."""
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import httpx
 import pytest
-from sdk_support import WALLET_KEY, Twin, fail, ok
+from sdk_support import WALLET_KEY, Twin, check_request, fail, ok
 
 import svc
 
@@ -52,21 +50,14 @@ ATTEMPTS = {
 }
 
 
-def _body(request: httpx.Request) -> Any:
-    return json.loads(request.content)
-
-
 async def test_pay_url_sends_the_url_and_reads_the_result(twin: Twin) -> None:
     client = twin.client(wallet_key=WALLET_KEY)
     twin.reply(ok(PAID))
 
     paid = await twin.call(client, lambda c: c.spend.pay_url("https://api.example.com/report"))
 
-    request = twin.last
-    assert (request.method, request.url.path) == ("POST", "/spend/pay-url")
-    assert request.headers["authorization"] == f"Bearer {WALLET_KEY}"
-    assert len(request.headers["idempotency-key"]) == 36
-    assert _body(request) == {"url": "https://api.example.com/report", "method": "GET"}
+    body = {"url": "https://api.example.com/report", "method": "GET"}
+    check_request(twin.last, "POST /spend/pay-url", "wallet", body)
     assert isinstance(paid, svc.PayUrlResult)
     assert (paid.attempt_id, paid.rail, paid.amount) == ("att_1", "x402", Decimal("0.25"))
     assert paid.content == b'{"report":"the goods"}' and paid.unlocked is True
@@ -83,11 +74,8 @@ async def test_pay_url_posts_a_json_body(twin: Twin) -> None:
         lambda c: c.spend.pay_url("https://x.example/q", method="POST", json={"q": [1, "a"]}),
     )
 
-    assert _body(twin.last) == {
-        "url": "https://x.example/q",
-        "method": "POST",
-        "json": {"q": [1, "a"]},
-    }
+    body = {"url": "https://x.example/q", "method": "POST", "json": {"q": [1, "a"]}}
+    check_request(twin.last, "POST /spend/pay-url", "wallet", body)
 
 
 async def test_a_base64_body_reads_back_as_bytes(twin: Twin) -> None:
@@ -113,10 +101,7 @@ async def test_bad_arguments_fail_before_sending(
 ) -> None:
     client = twin.client(wallet_key=WALLET_KEY)
     rest = {k: v for k, v in kwargs.items() if k != "url"}
-
-    with pytest.raises(ValueError, match=match):
-        await twin.call(client, lambda c: c.spend.pay_url(kwargs["url"], **rest))
-    assert twin.requests == []
+    await twin.refuses(client, lambda c: c.spend.pay_url(kwargs["url"], **rest), ValueError, match)
 
 
 async def test_a_retried_pay_url_reuses_its_idempotency_key(twin: Twin) -> None:
@@ -143,11 +128,10 @@ async def test_refusals_carry_the_attempt_id(
     client = twin.client(wallet_key=WALLET_KEY)
     twin.reply(fail(status, code, details={"attempt_id": "att_9"}, request_id="req_9"))
 
-    with pytest.raises(error_class) as caught:
-        await twin.call(client, lambda c: c.spend.pay_url("https://x.example/r"))
+    error = await twin.raises(client, lambda c: c.spend.pay_url("https://x.example/r"), error_class)
 
-    assert caught.value.code == code and caught.value.request_id == "req_9"
-    assert caught.value.details == {"attempt_id": "att_9"}
+    assert error.code == code and error.request_id == "req_9"
+    assert error.details == {"attempt_id": "att_9"}
     assert len(twin.requests) == 1
 
 
@@ -159,11 +143,7 @@ async def test_attempts_are_listed_and_paged(twin: Twin) -> None:
     await twin.call(client, lambda c: c.spend.attempts(starting_after="att_1"))
 
     first, second = twin.requests
-    assert (first.method, first.url.path, dict(first.url.params)) == (
-        "GET",
-        "/spend/attempts",
-        {"limit": "2"},
-    )
+    check_request(first, "GET /spend/attempts?limit=2", "wallet", None)
     assert dict(second.url.params) == {"starting_after": "att_1"}
     assert isinstance(page, svc.SpendAttemptList) and page.has_more is True
     failed, succeeded = page.data
@@ -176,6 +156,4 @@ async def test_attempts_are_listed_and_paged(twin: Twin) -> None:
 @pytest.mark.parametrize("limit", [0, 101, True])
 async def test_attempts_limit_is_checked_locally(twin: Twin, limit: Any) -> None:
     client = twin.client(wallet_key=WALLET_KEY)
-    with pytest.raises(ValueError, match="limit"):
-        await twin.call(client, lambda c: c.spend.attempts(limit=limit))
-    assert twin.requests == []
+    await twin.refuses(client, lambda c: c.spend.attempts(limit=limit), ValueError, "limit")

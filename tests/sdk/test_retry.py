@@ -213,8 +213,7 @@ async def test_client_errors_are_not_retried(
     client = twin.client(owner_jwt=OWNER_JWT)
     twin.reply(fail(status, code))
 
-    with pytest.raises(error_type):
-        await twin.call(client, lambda c: c.sellers.create(name="x"))
+    await twin.raises(client, lambda c: c.sellers.create(name="x"), error_type)
 
     assert len(twin.requests) == 1
     assert twin.sleeps == []
@@ -228,11 +227,10 @@ async def test_exhausted_retries_raise_the_last_error(twin: Twin) -> None:
         fail(500, "internal_error", request_id="req_3"),
     )
 
-    with pytest.raises(svc.ServerError) as caught:
-        await twin.call(client, lambda c: c.ready())
+    error = await twin.raises(client, lambda c: c.ready(), svc.ServerError)
 
-    assert caught.value.status == 500
-    assert caught.value.request_id == "req_3"
+    assert error.status == 500
+    assert error.request_id == "req_3"
     assert len(twin.requests) == 3  # one try plus max_retries=2
     assert twin.sleeps == [0.5, 1.0]
 
@@ -242,10 +240,9 @@ async def test_exhausted_connection_retries_raise_a_chained_connection_error(twi
     last = httpx.ConnectTimeout("connect timed out")
     twin.reply(httpx.ConnectError("refused"), last)
 
-    with pytest.raises(svc.APITimeoutError) as caught:
-        await twin.call(client, lambda c: c.health())
+    error = await twin.raises(client, lambda c: c.health(), svc.APITimeoutError)
 
-    assert caught.value.__cause__ is last
+    assert error.__cause__ is last
     assert twin.sleeps == [0.5]
 
 
@@ -267,8 +264,7 @@ async def test_client_max_retries_zero_disables_retries(twin: Twin) -> None:
     client = twin.client(max_retries=0)
     twin.reply(httpx.ConnectError("refused"))
 
-    with pytest.raises(svc.APIConnectionError):
-        await twin.call(client, lambda c: c.health())
+    await twin.raises(client, lambda c: c.health(), svc.APIConnectionError)
     assert twin.sleeps == []
 
 
@@ -276,6 +272,5 @@ async def test_unsupported_protocol_is_not_retried(twin: Twin) -> None:
     client = twin.client()
     twin.reply(httpx.UnsupportedProtocol("no"))
 
-    with pytest.raises(svc.APIConnectionError):
-        await twin.call(client, lambda c: c.health())
+    await twin.raises(client, lambda c: c.health(), svc.APIConnectionError)
     assert len(twin.requests) == 1

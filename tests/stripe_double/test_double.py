@@ -19,6 +19,7 @@ from stripe.params import TransferCreateParams
 
 from reference_server.store import tables as t
 
+from .._shared import until
 from ..support import LiveApp, LiveServer, serve_asgi
 from .running import StripeDouble
 
@@ -392,23 +393,20 @@ def test_events_reach_the_reference_servers_processor_webhooks(
     stripe_double.set_webhook(server.url + "/processor/webhooks", SECRET)
     acct = _express(stripe_double.client(KEY))
     stripe_double.complete_account(acct.id)
-    deadline = time.monotonic() + 10
-    while not (done := [d for d in stripe_double.deliveries() if d["status"] != "pending"]):
-        assert time.monotonic() < deadline, "the delivery did not finish"
-        time.sleep(0.05)
-    (delivery,) = done
+    (delivery,) = until(
+        lambda: [d for d in stripe_double.deliveries() if d["status"] != "pending"],
+        "the delivery did not finish",
+    )
     assert delivery["status"] == "delivered", delivery
     pe = t.processor_events
     with server.ctx.db.read() as conn:
         rows = conn.execute(select(pe.c.id).where(pe.c.type == "account.updated")).all()
     assert [r.id for r in rows] == [delivery["event"]]  # (localstripe's own events aside)
     stripe_double.redeliver(delivery["event"])
-    deadline = time.monotonic() + 10
-    while (
-        len(stripe_double.deliveries()) < 2 or stripe_double.deliveries()[1]["status"] == "pending"
-    ):
-        assert time.monotonic() < deadline, "the redelivery did not finish"
-        time.sleep(0.05)
+    until(
+        lambda: [d["status"] for d in stripe_double.deliveries()[1:2]] not in ([], ["pending"]),
+        "the redelivery did not finish",
+    )
     assert stripe_double.deliveries()[1]["status"] == "delivered"
     with server.ctx.db.read() as conn:
         again = conn.execute(select(pe.c.id).where(pe.c.type == "account.updated")).all()

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import delete
 
 from reference_server import Settings
+from reference_server.store import tables as t
 
 from ..conftest import fresh_database
 from ..sandbox.helpers import new_account
@@ -40,10 +42,6 @@ def _loopback_origins_released(world: World) -> Iterator[None]:
     """A test's apps listen on loopback ports the next test may get again, for another
     account: the operator's release of an origin, done after each test."""
     yield
-    from sqlalchemy import delete
-
-    from reference_server.store import tables as t
-
     g = t.gate_origins
     with world.server.ctx.db.write() as conn:
         conn.execute(delete(g).where(g.c.origin.like("http://127.0.0.1:%")))

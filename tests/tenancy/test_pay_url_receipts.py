@@ -7,8 +7,11 @@ test could see it."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from reference_server.domain.pay_url import attempts
 from reference_server.store import tables as t
 
 from ..payurl.helpers import make_agent
@@ -39,10 +42,6 @@ def test_each_seller_gets_its_own_receipt(server: LiveServer, rail: str) -> None
 def test_a_url_naming_another_sellers_receipt_is_not_believed(server: LiveServer) -> None:
     """A URL may answer any ``X-Svc-Receipt``: a receipt of this service counts as the
     seller's only when it is for the transaction the agent paid."""
-    from types import SimpleNamespace
-
-    from reference_server.domain.pay_url import attempts
-
     shop = open_rail_shop(server, price="0.25")
     agent = make_agent(server, fund="1.00", allowed_rails=["x402"])
     paid = agent.client.spend.pay_url(shop.resource.gate_url)

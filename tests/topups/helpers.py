@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 import httpx
 from eth_account.signers.local import LocalAccount
 from mpp.client import Mpp as MppClient
 from mpp.methods.evm import BASE_SEPOLIA_USDC
 from mpp.methods.evm import client as mpp_evm_client
-from x402.http.clients import x402HttpxClient
 
 import svc
 from reference_server.domain import ledger
@@ -18,7 +16,6 @@ from svc import RequestOptions
 from svc._top_up_payer import payment_headers
 from svc.money import to_micros
 
-from ..rails.helpers import x402_client
 from ..support import LiveServer
 
 PATH = "/owners/me/top-ups"
@@ -26,16 +23,6 @@ PATH = "/owners/me/top-ups"
 
 def owner_headers(jwt: str, environment: str = "test", **extra: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {jwt}", "X-Svc-Environment": environment, **extra}
-
-
-async def x402_top_up(
-    base: str, jwt: str, payer: LocalAccount, amount: str, *, client: Any = None, **extra: str
-) -> httpx.Response:
-    """x402's own httpx client paying the top-up's 402."""
-    async with x402HttpxClient(client or x402_client(payer)) as http:
-        return await http.post(
-            base + PATH, json={"amount": amount}, headers=owner_headers(jwt, **extra)
-        )
 
 
 async def mpp_top_up(base: str, jwt: str, payer: LocalAccount, amount: str) -> httpx.Response:

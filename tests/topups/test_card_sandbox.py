@@ -13,7 +13,7 @@ from reference_server.store import tables as t
 from reference_server.web import idempotency
 
 from ..buypage.helpers import BROWSER, DECLINED, FUTURE, PAYING
-from ..support import LiveServer, new_account
+from ..support import Account, LiveServer
 from .helpers import PATH, account_wallet, owner_client, owner_headers
 
 
@@ -29,9 +29,10 @@ def _funding(live: LiveServer) -> list[dict[str, object]]:
     return [dict(r.data) for r in rows]
 
 
-def test_a_card_top_up_is_paid_on_the_sandbox_checkout_page(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    client = owner_client(server.url, acct.owner_jwt)
+def test_a_card_top_up_is_paid_on_the_sandbox_checkout_page(
+    server: LiveServer, account: Account
+) -> None:
+    client = owner_client(server.url, account.owner_jwt)
     top_up = client.top_ups.create("25.00", method="card")
     assert (top_up.status, top_up.method, top_up.tx_hash) == ("pending", "card", None)
     url = f"{server.url}/top-ups/{top_up.id}/pay"
@@ -45,7 +46,7 @@ def test_a_card_top_up_is_paid_on_the_sandbox_checkout_page(server: LiveServer) 
     assert refused.status_code == 403
     declined = _card(url, DECLINED)
     assert declined.status_code == 402 and "was declined" in declined.text
-    assert account_wallet(server, acct.owner_id, "test") == 0
+    assert account_wallet(server, account.owner_id, "test") == 0
     assert client.top_ups.get(top_up.id).status == "pending"
 
     paid = _card(url, PAYING)
@@ -57,7 +58,7 @@ def test_a_card_top_up_is_paid_on_the_sandbox_checkout_page(server: LiveServer) 
     credited = client.top_ups.get(top_up.id)
     assert credited.status == "succeeded" and credited.checkout_url is None
     assert credited.tx_hash is not None and credited.tx_hash.startswith("pi_")
-    assert account_wallet(server, acct.owner_id, "test") == 25_000_000
+    assert account_wallet(server, account.owner_id, "test") == 25_000_000
     funded = _funding(server)
     assert len(funded) == 1 and funded[0]["source"] == "card"
     assert funded[0]["processor_payment_intent_id"] == credited.tx_hash
@@ -69,10 +70,9 @@ def test_the_sandbox_checkout_serves_only_test_card_top_ups(server: LiveServer) 
 
 
 def test_a_card_top_ups_key_answers_it_for_good_and_refuses_another_request(
-    server: LiveServer,
+    server: LiveServer, account: Account
 ) -> None:
-    acct = new_account(server.url)
-    headers = owner_headers(acct.owner_jwt, **{"Idempotency-Key": "card-k"})
+    headers = owner_headers(account.owner_jwt, **{"Idempotency-Key": "card-k"})
     body = {"amount": "5.00", "method": "card"}
     first = httpx.post(server.url + PATH, json=body, headers=headers)
     assert first.status_code == 201 and "idempotent-replayed" not in first.headers
@@ -86,4 +86,4 @@ def test_a_card_top_ups_key_answers_it_for_good_and_refuses_another_request(
         reused = httpx.post(server.url + PATH, json=other, headers=headers)
         assert reused.status_code == 422, reused.text
         assert reused.json()["error"]["code"] == "idempotency_key_reused"
-    assert len(owner_client(server.url, acct.owner_jwt).top_ups.list().data) == 1
+    assert len(owner_client(server.url, account.owner_jwt).top_ups.list().data) == 1

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 import svc
+from reference_server.domain import top_ups
 from reference_server.domain.open_rails import TEST_DEPOSIT_ADDRESS
 from reference_server.store import tables as t
 from svc.cli import _build
@@ -225,8 +226,6 @@ def test_a_keys_top_up_is_found_only_for_its_own_owner_and_environment(
     # The lookup a repeated key makes is scoped to the caller at the query itself, not
     # only through the key record's scope: another owner, or the other environment,
     # given the same record id, finds nothing.
-    from reference_server.domain import top_ups
-
     owner, other = new_owner(server.url), new_owner(server.url)
     client = owner_client(server.url, owner.owner_jwt)
     payer = funded_payer(server, "1")

@@ -6,16 +6,21 @@ import hashlib
 import hmac
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select, update
 
 import svc
+from reference_server.store import tables as t
 from svc import webhooks
 
+from .._shared import until
 from ..money.helpers import market
-from ..support import SPEC_EVENT_TYPES, LiveServer, new_account
+from ..support import SPEC_EVENT_TYPES, Account, LiveServer, new_account
+from .conftest import fast
 from .receiver import Receiver
 
 
@@ -23,11 +28,13 @@ def owner_of(live: LiveServer, owner_jwt: str, environment: str = "test") -> svc
     return svc.Client(base_url=live.url, owner_jwt=owner_jwt, environment=environment)
 
 
-def wait_until(predicate: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+def funded_endpoint(live: LiveServer, url: str) -> tuple[Account, svc.Client, svc.WebhookEndpoint]:
+    """An owner with an endpoint at ``url``, then its wallet key funded: one ``funding.paid``."""
+    acct = new_account(live.url)
+    owner = owner_of(live, acct.owner_jwt)
+    endpoint = owner.webhooks.create(url)
+    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
+    return acct, owner, endpoint
 
 
 def test_ledger_payment_is_delivered_signed(server: LiveServer, receiver: Receiver) -> None:
@@ -55,7 +62,7 @@ def test_ledger_payment_is_delivered_signed(server: LiveServer, receiver: Receiv
     assert isinstance(event.data, svc.PaymentSucceededData)
     assert event.data.amount == 2 and event.data.settlement == "ledger"
 
-    wait_until(lambda: seller_owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: seller_owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = seller_owner.webhooks.deliveries(endpoint.id).data
     assert delivery.attempts == 1 and delivery.event_id == wid
     assert delivery.attempt_log[0].status_code == 200
@@ -66,15 +73,12 @@ def test_failing_receiver_gets_it_on_the_fourth_attempt(
     server: LiveServer, receiver: Receiver
 ) -> None:
     receiver.statuses = [500, 503, 500]
-    acct = new_account(server.url)
-    owner = owner_of(server, acct.owner_jwt)
-    endpoint = owner.webhooks.create(receiver.url)
-    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")  # emits funding.paid
+    _, owner, endpoint = funded_endpoint(server, receiver.url)
     got = receiver.wait_for(4)
     assert len({r.headers["X-Svc-Webhook-Id"] for r in got}) == 1  # one event, four tries
     timestamps = [int(r.headers["X-Svc-Timestamp"]) for r in got]
     assert timestamps == sorted(timestamps)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     assert [a.status_code for a in delivery.attempt_log] == [500, 503, 500, 200]
     assert [a.number for a in delivery.attempt_log] == [1, 2, 3, 4]
@@ -84,12 +88,9 @@ def test_failing_receiver_gets_it_on_the_fourth_attempt(
 
 
 def test_retry_route_resends_one_delivery(server: LiveServer, receiver: Receiver) -> None:
-    acct = new_account(server.url)
-    owner = owner_of(server, acct.owner_jwt)
-    endpoint = owner.webhooks.create(receiver.url)
-    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
+    _, owner, endpoint = funded_endpoint(server, receiver.url)
     receiver.wait_for(1)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     again = owner.webhooks.retry(endpoint.id, delivery.id)
     assert again.id == delivery.id and again.attempts == 2
@@ -102,15 +103,10 @@ def test_retry_route_resends_one_delivery(server: LiveServer, receiver: Receiver
 
 
 def test_retry_route_rescues_a_failed_delivery(make_server: Any, receiver: Receiver) -> None:
-    from .conftest import fast
-
     live = make_server(**fast(webhook_retry_schedule=(0.1,)))
     receiver.statuses = [500, 500]
-    acct = new_account(live.url)
-    owner = owner_of(live, acct.owner_jwt)
-    endpoint = owner.webhooks.create(receiver.url)
-    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "failed")
+    _, owner, endpoint = funded_endpoint(live, receiver.url)
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "failed")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     assert delivery.attempts == 2 and delivery.next_attempt_at is None
     rescued = owner.webhooks.retry(endpoint.id, delivery.id)
@@ -133,9 +129,10 @@ def test_events_allowlist_and_environments_filter(server: LiveServer, make_recei
     assert live_all.received == []  # test money never reaches a live endpoint
 
 
-def test_test_route_sends_a_sample_now(server: LiveServer, receiver: Receiver) -> None:
-    acct = new_account(server.url)
-    owner = owner_of(server, acct.owner_jwt)
+def test_test_route_sends_a_sample_now(
+    server: LiveServer, account: Account, receiver: Receiver
+) -> None:
+    owner = owner_of(server, account.owner_jwt)
     endpoint = owner.webhooks.create(receiver.url)
     delivery = owner.webhooks.test(endpoint.id)
     assert delivery.status == "succeeded" and delivery.attempts == 1
@@ -151,15 +148,10 @@ def test_test_route_sends_a_sample_now(server: LiveServer, receiver: Receiver) -
 
 
 def test_a_failing_endpoint_is_disabled(make_server: Any, receiver: Receiver) -> None:
-    from .conftest import fast
-
     live = make_server(**fast(webhook_disable_after_seconds=0.5))
     receiver.statuses = [500] * 50
-    acct = new_account(live.url)
-    owner = owner_of(live, acct.owner_jwt)
-    endpoint = owner.webhooks.create(receiver.url)
-    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
-    wait_until(lambda: owner.webhooks.list().data[0].status == "disabled")
+    acct, owner, endpoint = funded_endpoint(live, receiver.url)
+    until(lambda: owner.webhooks.list().data[0].status == "disabled")
     disabled = owner.webhooks.list().data[0]
     assert "failed since" in (disabled.disabled_reason or "")
     seen = len(receiver.received)
@@ -173,16 +165,11 @@ def test_a_failing_endpoint_is_disabled(make_server: Any, receiver: Receiver) ->
 
 
 def test_delete_cancels_pending_deliveries(make_server: Any, receiver: Receiver) -> None:
-    from .conftest import fast
-
     live = make_server(**fast(webhook_retry_schedule=(30,)))
     receiver.statuses = [500]
-    acct = new_account(live.url)
-    owner = owner_of(live, acct.owner_jwt)
-    endpoint = owner.webhooks.create(receiver.url)
-    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
+    _, owner, endpoint = funded_endpoint(live, receiver.url)
     receiver.wait_for(1)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].attempts == 1)
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].attempts == 1)
     deleted = owner.webhooks.delete(endpoint.id)
     assert deleted.status == "deleted"
     assert owner.webhooks.list().data == []
@@ -190,9 +177,8 @@ def test_delete_cancels_pending_deliveries(make_server: Any, receiver: Receiver)
         owner.webhooks.deliveries(endpoint.id)
 
 
-def test_registration_rules(server: LiveServer) -> None:
-    acct = new_account(server.url)
-    headers = {"Authorization": f"Bearer {acct.owner_jwt}", "X-Svc-Environment": "test"}
+def test_registration_rules(server: LiveServer, account: Account) -> None:
+    headers = {"Authorization": f"Bearer {account.owner_jwt}", "X-Svc-Environment": "test"}
 
     def register(body: dict[str, Any], key: str | None = "k") -> httpx.Response:
         h = {**headers, **({"Idempotency-Key": key + json.dumps(body)} if key else {})}
@@ -220,13 +206,8 @@ def test_registration_rules(server: LiveServer) -> None:
     assert {c["type"] for c in catalog} == SPEC_EVENT_TYPES
 
 
-def test_signing_secret_is_sealed_at_rest(server: LiveServer) -> None:
-    from sqlalchemy import select
-
-    from reference_server.store import tables as t
-
-    acct = new_account(server.url)
-    created = owner_of(server, acct.owner_jwt).webhooks.create("http://localhost:9/h")
+def test_signing_secret_is_sealed_at_rest(server: LiveServer, account: Account) -> None:
+    created = owner_of(server, account.owner_jwt).webhooks.create("http://localhost:9/h")
     with server.ctx.db.read() as conn:
         stored = conn.execute(select(t.webhook_endpoints.c.secret_sealed)).scalars().all()
         replays = conn.execute(select(t.idempotency_keys.c.response_body)).scalars().all()
@@ -285,18 +266,9 @@ def test_retry_of_a_delivery_being_sent_is_409_with_retry_after(
 ) -> None:
     """The outbox refuses with a domain error carrying ``retry_after_seconds``; the HTTP
     mapping says it as 409 ``conflict`` with ``Retry-After: 1``, nothing resent."""
-    from datetime import timedelta
-
-    from sqlalchemy import update
-
-    from reference_server.store import tables as t
-
-    acct = new_account(server.url)
-    owner = owner_of(server, acct.owner_jwt)
-    endpoint = owner.webhooks.create(receiver.url)
-    owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
+    acct, owner, endpoint = funded_endpoint(server, receiver.url)
     receiver.wait_for(1)
-    wait_until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
+    until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].status == "succeeded")
     [delivery] = owner.webhooks.deliveries(endpoint.id).data
     with server.ctx.db.write() as conn:  # as a worker holding its lease would leave it
         conn.execute(

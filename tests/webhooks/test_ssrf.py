@@ -3,7 +3,6 @@ redirect anywhere."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
@@ -11,6 +10,7 @@ import pytest
 
 import svc
 
+from .._shared import until
 from ..support import LiveServer, new_account
 from .conftest import fast
 from .receiver import Receiver
@@ -66,11 +66,7 @@ def test_a_name_resolving_to_a_private_address_is_refused_and_nothing_sent(
     owner = svc.Client(base_url=live.url, owner_jwt=acct.owner_jwt, environment="test")
     endpoint = owner.webhooks.create(f"https://hooks.example.com:{port}/hooks")
     owner.wallet_keys.fund(acct.wallet_key_id, "1.00")
-    deadline = time.monotonic() + 10
-    while not owner.webhooks.deliveries(endpoint.id).data[0].attempt_log:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    [attempt, *_] = owner.webhooks.deliveries(endpoint.id).data[0].attempt_log
+    [attempt, *_] = until(lambda: owner.webhooks.deliveries(endpoint.id).data[0].attempt_log)
     assert attempt.status_code is None
     assert attempt.error is not None and "127.0.0.1" in attempt.error
     assert "loopback" in attempt.error

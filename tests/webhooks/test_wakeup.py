@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 
 import svc
+from reference_server.outbox.wakeup import SQLITE_WATCH_SECONDS, listen
 
 from ..support import new_account
 
@@ -21,8 +22,6 @@ def test_the_sqlite_watcher_wakes_for_queued_deliveries_only(
 ) -> None:
     """On an SQLite file in either leg: PostgreSQL's NOTIFY is sent only with deliveries
     already (the wake test in test_workers covers it)."""
-    from reference_server.outbox.wakeup import SQLITE_WATCH_SECONDS, listen
-
     live = make_server(worker_enabled=False, database_url=f"sqlite:///{tmp_path / 'watch.db'}")
     acct = new_account(live.url)
     owner = svc.Client(base_url=live.url, owner_jwt=acct.owner_jwt, environment="test")
