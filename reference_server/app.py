@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from .context import ServerContext
 from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
-from .domain.pay_url.pending import resolve_pending
+from .domain.paid_fetch.pending import resolve_pending
 from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (

@@ -81,7 +81,7 @@ def test_the_scan_sees_the_domain_packages() -> None:
     packages = {name.split(".")[1] for name in MODULES}
     assert {"domain", "sandbox", "store", "outbox", "outbound"} <= packages
     assert "reference_server.domain.open_rails" in MODULES  # nested packages too
-    assert "reference_server.domain.pay_url.flow" in MODULES
+    assert "reference_server.domain.paid_fetch.flow" in MODULES
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -47,7 +47,7 @@ class ReconcileError(Exception):
 def _addresses(ctx: ServerContext, environment: str) -> tuple[str | None, str | None]:
     """The environment's deposit address and hot wallet (``None`` where there is none)."""
     from ..domain.open_rails import TEST_DEPOSIT_ADDRESS
-    from ..domain.pay_url.hot_wallet import hot_wallet
+    from ..domain.paid_fetch.hot_wallet import hot_wallet
 
     settings = ctx.settings
     if environment == "test":

@@ -2,10 +2,10 @@
 
 ``pay-url`` has an async handler: a payment that awaits a third party's URL must hold
 neither a transaction nor a worker thread across it, nor be retried whole on a transient
-database error (see :mod:`reference_server.domain.pay_url.flow`).  Its first step
+database error (see :mod:`reference_server.domain.paid_fetch.flow`).  Its first step
 (``_start``) runs in the transaction that authenticates the wallet key: it claims the
 ``Idempotency-Key`` and begins the attempt, which references it
-(:mod:`reference_server.domain.pay_url.attempts`).
+(:mod:`reference_server.domain.paid_fetch.attempts`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from .. import outbound
 from ..context import ServerContext
 from ..crypto import SecretBox
 from ..domain.errors import DomainError
-from ..domain.pay_url import attempts, flow
-from ..domain.pay_url.attempts import Order, Replay, Started
-from ..domain.pay_url.hot_wallet import hot_wallet
+from ..domain.paid_fetch import attempts, flow
+from ..domain.paid_fetch.attempts import Order, Replay, Started
+from ..domain.paid_fetch.hot_wallet import hot_wallet
 from ..web import idempotency
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint, Flow

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reference_server.domain import ledger
-from reference_server.domain.pay_url.pending import resolve_pending
+from reference_server.domain.paid_fetch.pending import resolve_pending
 from reference_server.store import tables as t
 
 from ..devchain.running import RunningDevchain

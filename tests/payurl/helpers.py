@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 import svc
 from reference_server.domain import ledger
-from reference_server.domain.pay_url.hot_wallet import hot_wallet
+from reference_server.domain.paid_fetch.hot_wallet import hot_wallet
 from reference_server.store import tables as t
 from svc.money import to_micros
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from reference_server import outbound
-from reference_server.domain.pay_url import attempts, offers, settlement
-from reference_server.domain.pay_url.attempts import Order
-from reference_server.domain.pay_url.hot_wallet import hot_wallet
+from reference_server.domain.paid_fetch import attempts, offers, settlement
+from reference_server.domain.paid_fetch.attempts import Order
+from reference_server.domain.paid_fetch.hot_wallet import hot_wallet
 from reference_server.web import idempotency
 from reference_server.web.auth import Principal, Role
 

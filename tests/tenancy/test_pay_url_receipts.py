@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from reference_server.domain.pay_url import attempts
+from reference_server.domain.paid_fetch import attempts
 from reference_server.store import tables as t
 
 from ..payurl.helpers import make_agent

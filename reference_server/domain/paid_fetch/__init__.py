@@ -1,4 +1,5 @@
-"""``pay-url``: the service pays any HTTP 402 URL for an agent, under its wallet key's policy.
+"""A paid fetch (``POST /spend/pay-url``): the service fetches an HTTP 402 URL for an agent,
+paying its challenge under the wallet key's policy.
 
 Modules, in the order a request meets them:
 
