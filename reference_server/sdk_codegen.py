@@ -244,20 +244,21 @@ def _body(call: Call) -> str | None:
     sent = call.sent()
     if call.sdk.build is not None:
         return f"{call.sdk.build}({', '.join(f'{p.name}={p.name}' for p in sent)})"
-    if call.ep.body is None:
+    body = call.ep.body_class
+    if body is None:
         return None if call.ep.method == "DELETE" else "{}"
-    hints = typing.get_type_hints(call.ep.body, include_extras=False)
+    hints = typing.get_type_hints(body, include_extras=False)
     fields = []
     for p in sent:
         if p.name not in hints:
-            raise ValueError(f"{call.sdk.name}: {p.name} is no field of {call.ep.body.__name__}")
+            raise ValueError(f"{call.sdk.name}: {p.name} is no field of {body.__name__}")
         value = p.name
         if Decimal in (hints[p.name], *typing.get_args(hints[p.name])):
             value = f"positive({p.name})"
             if p.default == "None":
                 value = f"None if {p.name} is None else {value}"
         fields.append(f"{p.name}={value}")
-    return f"to_json({call.ep.body.__name__}({', '.join(fields)}))"
+    return f"to_json({body.__name__}({', '.join(fields)}))"
 
 
 def _spec_arguments(call: Call) -> list[str]:
@@ -269,12 +270,12 @@ def _spec_arguments(call: Call) -> list[str]:
         args.append(f"**seller_route(seller_id, {paths}{extra})")
     else:
         args.append(f'path="{call.path}"')
-        if ep.auth is not None:
-            args.append(f"role=Role.{Role(ep.auth).name}")
+        if ep.role is not None:
+            args.append(f"role=Role.{Role(ep.role).name}")
         if call.path_names:
             pairs = ", ".join(f'"{name}": {name}' for name in call.path_names)
             args.append(f"path_params={{{pairs}}}")
-    if isinstance(ep.credential, OptionalAuth):
+    if isinstance(ep.auth, OptionalAuth):
         args.append("role_optional=True")
     if ep.writes:
         body = _body(call)

@@ -86,16 +86,15 @@ class Endpoint:
         default=attrs.Factory(lambda ep: Flow() if ep.page else Transaction(), takes_self=True)
     )
     #: Who may call: a role, :class:`OptionalAuth`, or ``None`` (anyone).
-    credential: Role | OptionalAuth | None = attrs.field(default=None, alias="auth")
+    auth: Role | OptionalAuth | None = None
     idempotency: Idempotency = "none"
     #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
     #: handler runs, :data:`RAW_BODY` or :data:`FOREIGN_JSON`; ``None``: the route takes
     #: no body.
-    declared_body: type | Unread | None = attrs.field(
+    body: type | Unread | None = attrs.field(
         default=attrs.Factory(
             lambda ep: RAW_BODY if ep.page and ep.method != "GET" else None, takes_self=True
-        ),
-        alias="body",
+        )
     )
     #: Which ``Settings`` attribute holds this route's rate limit; ``None``: not limited
     #: (health probes and the discovery documents).
@@ -109,14 +108,14 @@ class Endpoint:
     sdk: Sdk | tuple[Sdk, ...] | None = None
 
     @property
-    def auth(self) -> Role | None:
-        credential = self.credential
-        return credential.role if isinstance(credential, OptionalAuth) else credential
+    def role(self) -> Role | None:
+        """The role a credential must have, whether or not one is required."""
+        return self.auth.role if isinstance(self.auth, OptionalAuth) else self.auth
 
     @property
-    def body(self) -> type | None:
+    def body_class(self) -> type | None:
         """The body's declared class; ``None`` for a marker or no body."""
-        return self.declared_body if isinstance(self.declared_body, type) else None
+        return self.body if isinstance(self.body, type) else None
 
     @property
     def writes(self) -> bool:
@@ -139,7 +138,7 @@ def routes_for(endpoints: list[Endpoint]) -> list[Route]:
         if ep.page and (
             not isinstance(ep.run, Flow)
             or ep.contract.listed
-            or ep.declared_body is not (RAW_BODY if ep.writes else None)
+            or ep.body is not (RAW_BODY if ep.writes else None)
         ):
             raise InvariantError(
                 f"{ep.method} {ep.path}: a page runs as a Flow, is not listed, and reads "

@@ -83,12 +83,12 @@ def error_codes(ep: Endpoint) -> list[str]:
     codes: set[str] = set(_ANY_ROUTE) | set(ep.contract.errors)
     if ep.rate_limit is not None:
         codes.add("rate_limited")
-    if ep.writes and ep.declared_body is not RAW_BODY:
+    if ep.writes and ep.body is not RAW_BODY:
         codes.update(_READS_BODY)
-    if ep.body is not None:
+    if ep.body_class is not None:
         codes.discard("validation_error")
         codes.add(ep.contract.invalid_body)
-    if ep.auth is not None:
+    if ep.role is not None:
         codes.update(_AUTHENTICATED)
     if ep.idempotency != "none":
         codes.update(_IDEMPOTENT)
@@ -231,20 +231,18 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     doc = inspect.getdoc(ep.handler)
     if doc and "\n" in doc:
         op["description"] = doc
-    if ep.auth is None:
+    if ep.role is None:
         op["security"] = []
     else:
-        op["security"] = [{ep.auth.value: []}] + (
-            [{}] if isinstance(ep.credential, OptionalAuth) else []
-        )
-    if ep.body is not None:
+        op["security"] = [{ep.role.value: []}] + ([{}] if isinstance(ep.auth, OptionalAuth) else [])
+    if ep.body_class is not None:
         op["requestBody"] = {
             "required": True,
             "content": {
-                "application/json": {"schema": json_schema(ep.body, components, request=True)}
+                "application/json": {"schema": json_schema(ep.body_class, components, request=True)}
             },
         }
-    elif ep.declared_body is FOREIGN_JSON:
+    elif ep.body is FOREIGN_JSON:
         op["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": {"type": "object"}}},

@@ -79,7 +79,7 @@ async def _handle(ep: Endpoint, request: Request) -> Response:
                 )
             else:
                 limit_headers = ctx.limiter.hit(spec, ep.rate_limit, identity)
-        reads = ep.writes and ep.declared_body is not RAW_BODY
+        reads = ep.writes and ep.body is not RAW_BODY
         body = await _read_json(ep, request, ctx.settings.max_body_bytes) if reads else None
         response = await ep.run.serve(ep, ctx, request, request_id, body)
     except DomainError as exc:
@@ -117,15 +117,15 @@ def caller(
     """Who calls (``None`` on a route that lets them stay anonymous) and in which
     environment: the credential's, or without one the header's (absent = live).  Read
     with ``conn`` (the request's own transaction), or in a read transaction of its own."""
-    anonymous = isinstance(ep.credential, OptionalAuth) and not (
+    anonymous = isinstance(ep.auth, OptionalAuth) and not (
         "authorization" in headers or "x-svc-vw-key" in headers
     )
-    if ep.auth is None or anonymous:
+    if ep.role is None or anonymous:
         return None, requested_environment(headers) or "live"
     if conn is None:
         with ctx.db.read() as own:
             return caller(own, ep, ctx, headers, now)
-    principal = authenticate(conn, headers, role=ep.auth, jwt_secrets=ctx.jwt_secrets, now=now)
+    principal = authenticate(conn, headers, role=ep.role, jwt_secrets=ctx.jwt_secrets, now=now)
     return principal, principal.environment
 
 
@@ -184,8 +184,8 @@ def read_declared_body(ep: Endpoint, call: Call) -> Any:
     """The body read by the endpoint's shape (a 422 listing every problem), or ``None``
     for a route that declares none -- and then takes none: ``{"x": 1}`` is refused, not
     ignored (unless the body is another protocol's, ``FOREIGN_JSON``)."""
-    if ep.body is None:
-        if call.body and ep.declared_body is not FOREIGN_JSON:
+    if ep.body_class is None:
+        if call.body and ep.body is not FOREIGN_JSON:
             errors = [{"field": name, "message": "is not a known field"} for name in call.body]
             raise ApiError(
                 ep.contract.invalid_body,
@@ -194,7 +194,7 @@ def read_declared_body(ep: Endpoint, call: Call) -> Any:
             )
         return None
     try:
-        return read_body(ep.body, call.body, production=call.ctx.settings.production)
+        return read_body(ep.body_class, call.body, production=call.ctx.settings.production)
     except ApiError as exc:
         raise _as_invalid_body(ep, exc) from None
 

@@ -366,7 +366,7 @@ class Flow:
         self, ep: Endpoint, ctx: ServerContext, request: Request, request_id: str, body: Any
     ) -> Response:
         args = (ep, ctx, request, request_id, body, ctx.now())
-        if ep.auth is not None or self.start is not None:
+        if ep.role is not None or self.start is not None:
             call = await anyio.to_thread.run_sync(self._call, *args)
         else:
             call = self._call(*args)
@@ -388,14 +388,14 @@ class Flow:
     ) -> Call:
         """The call the handler gets: authenticated (blocking when the route takes a
         credential) and started (in the transaction that authenticated it)."""
-        if ep.auth is not None or self.start is not None:
+        if ep.role is not None or self.start is not None:
             ctx.load_secrets()  # before any transaction opens: the first load writes once
 
         def steps(conn: Connection | None) -> Call:
             # Anonymous: the environment header is read only when asked (a gate relays
             # its client's headers; a stray one is not the gate's to refuse).
             who: tuple[Principal | None, str | None] = (None, None)
-            if ep.auth is not None:
+            if ep.role is not None:
                 who = caller(conn, ep, ctx, request.headers, now)
             call = new_call(ep, ctx, request, request_id, body, who, now)
             call.key = key_claim(ep, ctx, call)

@@ -39,13 +39,13 @@ def test_the_dashboard_has_every_seller_route() -> None:
         ("POST", "/recycle"),
     ]:
         assert (method, "/sellers/{seller_id}" + path) in paths
-    assert all(ep.auth is not None and ep.auth.value == "owner" for ep in OWNER_ROUTES)
+    assert all(ep.role is not None and ep.role.value == "owner" for ep in OWNER_ROUTES)
 
 
 def _request(
     url: str, ep: Endpoint, params: dict[str, str], headers: dict[str, str]
 ) -> httpx.Response:
-    body: Any = dict(getattr(ep.body, "EXAMPLE", {})) if ep.writes else None
+    body: Any = dict(getattr(ep.body_class, "EXAMPLE", {})) if ep.writes else None
     return httpx.request(
         ep.method,
         url + ep.path.format(**params),

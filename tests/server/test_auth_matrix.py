@@ -14,8 +14,8 @@ from svc.schema import example_of
 
 from ..support import Account, LiveServer, new_account
 
-AUTHED = [ep for ep in endpoints() if ep.auth is not None]
-REQUIRED = [ep for ep in AUTHED if not isinstance(ep.credential, OptionalAuth)]
+AUTHED = [ep for ep in endpoints() if ep.role is not None]
+REQUIRED = [ep for ep in AUTHED if not isinstance(ep.auth, OptionalAuth)]
 OBJECT_ROUTES = [
     ep
     for ep in AUTHED
@@ -129,7 +129,7 @@ def test_malformed_or_unknown_credential_is_401(
 def test_wrong_role_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]
     for other_role in Role:
-        if other_role is ep.auth:
+        if other_role is ep.role:
             continue
         r = _call(server, ep.method, _path(ep.path, world), _auth(other_role, mine))
         assert r.status_code == 403, other_role
@@ -138,12 +138,12 @@ def test_wrong_role_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -
 
 @pytest.mark.parametrize(
     "ep",
-    [e for e in AUTHED if e.auth in (Role.SELLER, Role.WALLET)],
+    [e for e in AUTHED if e.role in (Role.SELLER, Role.WALLET)],
     ids=lambda ep: f"{ep.method} {ep.path}",
 )
 def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]  # a test key sent with X-Svc-Environment: live
-    r = _call(server, ep.method, _path(ep.path, world), _auth(ep.auth, mine, "live"))
+    r = _call(server, ep.method, _path(ep.path, world), _auth(ep.role, mine, "live"))
     assert r.status_code == 403
     assert r.json()["error"]["code"] == "environment_mismatch"
 
@@ -151,10 +151,10 @@ def test_wrong_environment_is_403(server: LiveServer, world: dict[str, Any], ep:
 @pytest.mark.parametrize("ep", OBJECT_ROUTES, ids=lambda ep: f"{ep.method} {ep.path}")
 def test_another_owners_object_is_404(server: LiveServer, world: dict[str, Any], ep: Any) -> None:
     mine: Account = world["mine"]
-    headers = _auth(ep.auth, mine)
+    headers = _auth(ep.role, mine)
     # A body its shape refuses is a 422 before any object is looked up (it tells nothing
     # of the object); a valid one reaches the lookup.
-    body = None if ep.body is None else example_of(ep.body)
+    body = None if ep.body_class is None else example_of(ep.body_class)
     r = _call(server, ep.method, _path(ep.path, world, "their"), headers, body)
     assert r.status_code == 404
     assert r.json()["error"]["code"] == "not_found"

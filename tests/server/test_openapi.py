@@ -36,7 +36,7 @@ DOC = api_reference.openapi_document()
 OPERATIONS = [
     (method, path, op) for path, item in DOC["paths"].items() for method, op in item.items()
 ]
-WITH_BODY = [ep for ep in LISTED if ep.body is not None]
+WITH_BODY = [ep for ep in LISTED if ep.body_class is not None]
 _PATH_PARAM = re.compile(r"\{([^}]+)\}")
 _CODE_LINE = re.compile(r"^- `([a-z_]+)`: ")
 
@@ -168,19 +168,19 @@ def _validator(ep: Endpoint) -> jsonschema.Draft202012Validator:
 
 @pytest.mark.parametrize("ep", WITH_BODY, ids=_ids(WITH_BODY))
 def test_the_example_is_read_by_the_server_and_the_schema(ep: Endpoint) -> None:
-    assert ep.body is not None
-    example = example_of(ep.body)
-    assert example is not None, f"{ep.body.__name__} has no EXAMPLE"
-    read_body(ep.body, example, production=False)
+    assert ep.body_class is not None
+    example = example_of(ep.body_class)
+    assert example is not None, f"{ep.body_class.__name__} has no EXAMPLE"
+    read_body(ep.body_class, example, production=False)
     _validator(ep).validate(example)
 
 
 @pytest.mark.parametrize("ep", WITH_BODY, ids=_ids(WITH_BODY))
 def test_an_unknown_field_is_refused_by_the_server_and_the_schema(ep: Endpoint) -> None:
-    assert ep.body is not None
-    body = {**(example_of(ep.body) or {}), "no_such_field": 1}
+    assert ep.body_class is not None
+    body = {**(example_of(ep.body_class) or {}), "no_such_field": 1}
     with pytest.raises(ApiError) as refused:
-        read_body(ep.body, body, production=False)
+        read_body(ep.body_class, body, production=False)
     assert refused.value.code == "validation_error"
     assert {"field": "no_such_field", "message": "is not a known field"} in (
         refused.value.details["errors"]
@@ -192,40 +192,38 @@ def _field_cases(*, required_only: bool) -> list[Any]:
     """One case per field of each declared body's example (or its required fields only)."""
     cases = []
     for ep in WITH_BODY:
-        assert ep.body is not None
-        required = {shape.name for shape in fields_of(ep.body) if shape.required}
-        for name in example_of(ep.body) or {}:
+        assert ep.body_class is not None
+        required = {shape.name for shape in fields_of(ep.body_class) if shape.required}
+        for name in example_of(ep.body_class) or {}:
             if name in required or not required_only:
                 cases.append(pytest.param(ep, name, id=f"{ep.method} {ep.path} {name}"))
     return cases
 
 
 def _both_refuse(ep: Endpoint, body: dict[str, Any], field: str) -> None:
-    assert ep.body is not None
+    assert ep.body_class is not None
     with pytest.raises(ApiError) as refused:
-        read_body(ep.body, body, production=False)
+        read_body(ep.body_class, body, production=False)
     assert field in [e["field"] for e in refused.value.details["errors"]]
     assert not _validator(ep).is_valid(body), f"the schema accepts {body}"
 
 
 @pytest.mark.parametrize(("ep", "field"), _field_cases(required_only=False))
 def test_a_value_of_the_wrong_type_is_refused_by_both(ep: Endpoint, field: str) -> None:
-    example = example_of(ep.body) or {}
+    example = example_of(ep.body_class) or {}
     wrong = "yes" if isinstance(example[field], bool) else True
     _both_refuse(ep, {**example, field: wrong}, field)
 
 
 @pytest.mark.parametrize(("ep", "field"), _field_cases(required_only=True))
 def test_a_required_field_left_out_is_refused_by_both(ep: Endpoint, field: str) -> None:
-    example = example_of(ep.body) or {}
+    example = example_of(ep.body_class) or {}
     _both_refuse(ep, {k: v for k, v in example.items() if k != field}, field)
 
 
 # --- every route declares its shapes ---------------------------------------------------
 
-NO_BODY = [
-    ep for ep in LISTED if ep.writes and ep.declared_body is not RAW_BODY and ep.body is None
-]
+NO_BODY = [ep for ep in LISTED if ep.writes and ep.body is not RAW_BODY and ep.body_class is None]
 
 
 @pytest.mark.parametrize("ep", NO_BODY, ids=_ids(NO_BODY))
@@ -234,11 +232,11 @@ def test_a_route_that_declares_no_body_takes_none(ep: Endpoint, module_server: L
     a field its document does not show (the x402 facilitator's foreign body excepted)."""
     account = new_account(module_server.url)
     headers = {"Idempotency-Key": secrets.token_hex(8), "X-Svc-Environment": "test"}
-    if ep.auth is not None:
-        headers.update(account.bearer(ep.auth))
+    if ep.role is not None:
+        headers.update(account.bearer(ep.role))
     path = _PATH_PARAM.sub("unknown_id", ep.path)
     r = httpx.request(ep.method, module_server.url + path, json={"unexpected": 1}, headers=headers)
-    if ep.declared_body is FOREIGN_JSON:
+    if ep.body is FOREIGN_JSON:
         assert r.status_code < 500
         return
     assert r.status_code == CODES[ep.contract.invalid_body][0], r.text

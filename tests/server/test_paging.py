@@ -160,7 +160,7 @@ def _path(ep: Endpoint, w: World) -> str:
 
 
 def _get(w: World, ep: Endpoint, **params: Any) -> httpx.Response:
-    return w.http.get(_path(ep, w), params=params, headers=w.headers(ep.auth))
+    return w.http.get(_path(ep, w), params=params, headers=w.headers(ep.role))
 
 
 def _walk(w: World, ep: Endpoint, limit: int) -> list[dict[str, Any]]:
@@ -242,8 +242,8 @@ def test_bad_cursors_and_limits_are_422(server: LiveServer, ep: Endpoint) -> Non
             _refused(_get(w, ep, limit=limit), "limit")
         path = _path(ep, w)
         for query in ("starting_after=%00", "starting_after=a%00b", "starting_after=%E9"):
-            _refused(w.http.get(f"{path}?{query}", headers=w.headers(ep.auth)), "starting_after")
-        _refused(w.http.get(f"{path}?limit=1&limit=2", headers=w.headers(ep.auth)), "limit")
+            _refused(w.http.get(f"{path}?{query}", headers=w.headers(ep.role)), "starting_after")
+        _refused(w.http.get(f"{path}?limit=1&limit=2", headers=w.headers(ep.role)), "limit")
         _refused(_get(w, ep, limt=5), "limt")
         both = _get(w, ep, limit=0, starting_after="a;b").json()["error"]["details"]["errors"]
         assert {e["field"] for e in both} == {"limit", "starting_after"}
@@ -277,7 +277,7 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
         for ep in endpoints():
             if ep.method != "GET":
                 continue
-            r = w.http.get(ep.path.format(**values), headers=w.headers(ep.auth))
+            r = w.http.get(ep.path.format(**values), headers=w.headers(ep.role))
             assert r.status_code == 200, (ep.path, r.text)
             body = r.json()
             if "has_more" in body or isinstance(body.get("data"), list):

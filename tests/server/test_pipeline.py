@@ -49,7 +49,7 @@ def test_a_page_implies_its_defaults_and_refuses_contradictions() -> None:
         return None
 
     ep = Endpoint(method="POST", path="/p", handler=form, page=Page())
-    assert isinstance(ep.run, Flow) and not ep.contract.listed and ep.declared_body is not None
+    assert isinstance(ep.run, Flow) and not ep.contract.listed and ep.body is not None
     routes_for([ep])
     with pytest.raises(Exception, match="a page runs as a Flow"):
         routes_for(

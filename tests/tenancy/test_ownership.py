@@ -149,7 +149,7 @@ def paths(ep: Endpoint, values: dict[str, list[str]]) -> Iterator[str]:
 def bodies(ep: Endpoint, world: World, values: dict[str, list[str]]) -> Iterator[Any]:
     """The route's example body, and the same naming every owner's objects in the fields
     that name one."""
-    body = None if ep.body is None else example_of(ep.body)
+    body = None if ep.body_class is None else example_of(ep.body_class)
     if body is None:
         yield {} if ep.method in ("POST", "PATCH", "PUT") else None
         return
@@ -175,16 +175,16 @@ def calls(world: World) -> tuple[list[Call], list[Call]]:
     safe: list[Call] = []
     last: list[Call] = []
     for ep in served():
-        who = everyone if ep.auth is not None else one_of_each
+        who = everyone if ep.role is not None else one_of_each
         for caller, path, body in itertools.product(
             who, list(paths(ep, values)), list(bodies(ep, world, values))
         ):
-            if caller.role is None and ep.auth is not None:
+            if caller.role is None and ep.role is not None:
                 continue  # 401 for everyone: the auth matrix's subject
             if (
-                ep.auth is not None
-                and caller.role != ep.auth.value
-                and not isinstance(ep.credential, OptionalAuth)
+                ep.role is not None
+                and caller.role != ep.role.value
+                and not isinstance(ep.auth, OptionalAuth)
             ):
                 continue  # 403 for everyone: the auth matrix's subject
             call = Call(caller, ep, path, body)
