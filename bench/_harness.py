@@ -4,48 +4,27 @@ PostgreSQL schema dropped afterwards), and stopping a server process politely.""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import math
 import os
 import platform
 import secrets
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import attrs
 import httpx
-
-__all__ = [
-    "DEFAULT_POSTGRES",
-    "add_database_options",
-    "chosen_databases",
-    "free_port",
-    "fresh_database",
-    "ms",
-    "percentile",
-    "post_json",
-    "postgres_database",
-    "postgres_version",
-    "print_heading",
-    "process_cpu_seconds",
-    "ratio",
-    "reference_server",
-    "report_failures",
-    "serving",
-    "sqlite_database",
-    "stop_process",
-    "versions_line",
-    "wait_serving",
-]
-
 
 #: The PostgreSQL every bench uses unless told otherwise (CI's and this machine's).
 DEFAULT_POSTGRES = os.environ.get(
@@ -61,6 +40,28 @@ def post_json(
     if r.status_code >= 300:
         raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
     return dict(r.json())
+
+
+def new_owner(http: httpx.Client) -> tuple[dict[str, Any], str]:
+    """A new owner, and its ``Authorization`` header value."""
+    owner = post_json(http, "/owners", {"email": f"b{secrets.token_hex(6)}@example.com"})
+    return owner, f"Bearer {owner['owner_jwt']}"
+
+
+def new_seller(http: httpx.Client, environment: str = "test") -> dict[str, Any]:
+    """A new owner's seller in ``environment`` (its ``seller_key`` among the rest)."""
+    _, auth = new_owner(http)
+    headers = {"Authorization": auth, "X-Svc-Environment": environment}
+    return post_json(http, "/sellers", {"name": "bench shop"}, **headers)
+
+
+def funded_wallet_key(http: httpx.Client, amount: str) -> dict[str, Any]:
+    """A new owner's test wallet key (``id``, ``key``), funded with ``amount``."""
+    _, auth = new_owner(http)
+    headers = {"Authorization": auth, "X-Svc-Environment": "test"}
+    key = post_json(http, "/wallet-keys", {"name": "bench agent"}, **headers)
+    post_json(http, f"/wallet-keys/{key['id']}/fund", {"amount": amount}, **headers)
+    return key
 
 
 def free_port() -> int:
@@ -93,12 +94,15 @@ def postgres_database(url: str) -> Iterator[str]:
 
 
 def postgres_version(url: str) -> str:
-    import psycopg
+    try:
+        import psycopg
 
-    plain = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain) as conn:
-        row = conn.execute("SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0].split()[0] if row else '?'}"
+        plain = url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(plain, connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        return f"PostgreSQL {row[0].split()[0] if row else '?'}"
+    except Exception:  # no server, no driver: the line says so rather than failing the run
+        return "PostgreSQL not reachable"
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -181,6 +185,19 @@ def reference_server(
         yield url, process
 
 
+@contextmanager
+def script_server(
+    command: list[str], probe_path: str, log_path: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``python *command --port N`` on a free port, up once ``probe_path`` answers anything;
+    yields (base URL, process)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [sys.executable, *command, "--port", str(port)]
+    with serving(args, env or dict(os.environ), url + probe_path, log_path, any_status=True) as p:
+        yield url, p
+
+
 def fresh_database(name: str, postgres_url: str) -> contextlib.AbstractContextManager[str]:
     """``sqlite`` or ``postgresql``: a new database for one run (see the two below)."""
     return sqlite_database() if name == "sqlite" else postgres_database(postgres_url)
@@ -244,3 +261,100 @@ def print_heading(header: list[str], above: str, columns: str) -> None:
     for line in [*header, "", above, columns]:
         print(line)
     print("-" * len(columns))
+
+
+def print_comparison(
+    header: list[str],
+    key: tuple[str, str],
+    names: tuple[str, str],
+    lines: list[tuple[str, Any, Sample, Sample]],
+    *,
+    errors: bool = False,
+) -> None:
+    """A table of ours beside theirs per (database, key): the p50 and p95 of each, their
+    ratios and (``errors``) the two's failed requests."""
+    label, align = key
+    tail = " | {:>6}" if errors else ""
+    columns = (
+        f"{'database':<10} {label:{align}} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
+        f" {'p95 ms':>7} | {'p50':>5} {'p95':>5}" + tail.format("errors")
+    )
+    above = f"{'':<10} {'':{align}} | {names[0]:<15} | {names[1]:<15} | {'ratio':<11}"
+    print_heading(header, above + (" |" if errors else ""), columns)
+    for name, value, ours, theirs in lines:
+        a = [ours.percentile(q) for q in (0.5, 0.95)]
+        b = [theirs.percentile(q) for q in (0.5, 0.95)]
+        print(
+            f"{name:<10} {value:{align}} | {ms(a[0]):>7} {ms(a[1]):>7} | {ms(b[0]):>7}"
+            f" {ms(b[1]):>7} | {ratio(a[0], b[0]):>5} {ratio(a[1], b[1]):>5}"
+            + tail.format(ours.errors + theirs.errors)
+        )
+    print()
+
+
+@attrs.define
+class Sample:
+    """One path's requests in one cell: the seconds each answered 200 took, and why each
+    of the others failed."""
+
+    latencies: list[float] = attrs.Factory(list)
+    error_examples: list[str] = attrs.Factory(list)
+
+    @property
+    def errors(self) -> int:
+        return len(self.error_examples)
+
+    def percentile(self, q: float) -> float:
+        return percentile(self.latencies, q)
+
+
+async def closed_loop(
+    calls: list[Callable[[], Awaitable[httpx.Response]]], requests: int, sample: Sample
+) -> None:
+    """``requests`` requests shared by the clients (one ``call`` each), each sending its
+    next as soon as the last is answered."""
+    left = requests
+
+    async def client_loop(call: Callable[[], Awaitable[httpx.Response]]) -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            began = time.perf_counter()
+            try:
+                r = await call()
+                failure = None if r.status_code == 200 else f"{r.status_code} {r.text[:300]}"
+            except httpx.HTTPError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            if failure is None:
+                sample.latencies.append(time.perf_counter() - began)
+            else:
+                sample.error_examples.append(failure)
+
+    await asyncio.gather(*(client_loop(call) for call in calls))
+
+
+def report_cell_failures(results: dict[str, list[dict[str, Any]]], limit: int = 5) -> None:
+    """``report_failures`` over every sample (``errors``, ``error_examples``) of every cell."""
+    samples = [s for cells in results.values() for cell in cells for s in cell.values()]
+    examples = [e for s in samples for e in s.error_examples]
+    report_failures(examples, sum(s.errors for s in samples), limit)
+
+
+def bench_parser(doc: str, quick: str) -> argparse.ArgumentParser:
+    """A bench's parser: its docstring's first paragraph, ``--json PATH`` and ``--quick``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the figures here (bench JSON rows)"
+    )
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+def require_tools(*tools: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise SystemExit(f"this bench needs {tool} (Debian/Ubuntu: apt-get install {tool})")
+
+
+def progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
