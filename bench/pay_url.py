@@ -210,13 +210,7 @@ def run_database(
 
 def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) -> None:
     lines = [
-        (
-            name,
-            concurrency,
-            cell["pay-url"],
-            cell["x402"],
-            str(sum(s.errors for s in cell.values())),
-        )
+        (name, concurrency, cell["pay-url"], cell["x402"])
         for name, cells in results.items()
         for concurrency, cell in zip(CONCURRENCY, cells, strict=True)
     ]
