@@ -213,9 +213,11 @@ def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
     raise SystemExit(1)
 
 
-def add_database_options(parser: argparse.ArgumentParser) -> None:
+def add_database_options(
+    parser: argparse.ArgumentParser, default: str = "sqlite,postgresql"
+) -> None:
     """``--databases`` and ``--postgres-url``, the same in every bench with a database."""
-    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--databases", default=default)
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
 
 

@@ -85,13 +85,16 @@ import attrs
 import httpx
 from _harness import (
     add_database_options,
+    bench_parser,
     chosen_databases,
     fresh_database,
     ms,
+    new_owner,
     percentile,
     post_json,
     print_heading,
     process_cpu_seconds,
+    progress,
     ratio,
     reference_server,
     stop_process,
@@ -297,12 +300,11 @@ class Setup:
 def set_up(url: str, database_url: str, hook_url: str) -> Setup:
     """An owner with a test wallet key and a ``funding.paid`` endpoint at the receiver."""
     with httpx.Client(base_url=url, timeout=30) as http:
-        post = functools.partial(post_json, http)
-
-        owner = post("/owners", {"email": f"w{secrets.token_hex(6)}@example.com"})
-        auth = {"Authorization": f"Bearer {owner['owner_jwt']}", "X-Svc-Environment": "test"}
-        key = post("/wallet-keys", {"name": "bench agent"}, **auth)
-        endpoint = post(
+        owner, bearer = new_owner(http)
+        auth = {"Authorization": bearer, "X-Svc-Environment": "test"}
+        key = post_json(http, "/wallet-keys", {"name": "bench agent"}, **auth)
+        endpoint = post_json(
+            http,
             "/webhooks",
             {"url": hook_url, "events": ["funding.paid"]},
             **auth,
@@ -652,10 +654,6 @@ class Section:
     fresh_baseline: Baseline | None = None
 
 
-def progress(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
-
 def run_database(
     name: str,
     make_database: Callable[[], AbstractContextManager[str]],
@@ -850,7 +848,9 @@ def print_table(sections: list[Section], header: list[str]) -> None:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(
+        __doc__, "a short run (about 30 s): the default poll, the drain and the paced load only"
+    )
     parser.add_argument("--events", type=int, default=200, help="closed-loop events per run")
     parser.add_argument(
         "--drain-events", type=int, default=1000, help="events queued for the drain (posted raw)"
@@ -860,12 +860,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=20.0, help="paced events per second")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for delivery")
     add_database_options(parser)
-    parser.add_argument("--json", type=Path, help="also write the issue's figures here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="a short run (about 30 s): the default poll, the drain and the paced load only",
-    )
     args = parser.parse_args()
     if args.quick:
         args.events, args.paced_events = min(args.events, 200), min(args.paced_events, 40)
