@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._harness import DEFAULT_POSTGRES, versions_line
+from bench._report import check_row, row
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: In the order they run: the quick in-process ones first.
@@ -61,11 +62,6 @@ def run_script(
     name: str, bench_dir: Path, passthrough: list[str], timeout: float
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The script's rows, and an error (``None`` when it exited 0 with rows)."""
-    sys.path.insert(0, str(bench_dir))
-    try:
-        from _report import check_row
-    finally:
-        sys.path.pop(0)
     script = bench_dir / f"{name}.py"
     with tempfile.TemporaryDirectory(prefix="svc-bench-") as tmp:
         out = Path(tmp) / "rows.json"
@@ -96,19 +92,8 @@ def run_script(
 
 
 def error_row(name: str, error: str) -> dict[str, Any]:
-    return {
-        "measure": f"{name}: ERROR",
-        "database": "-",
-        "setting": error,
-        "value": None,
-        "unit": "",
-        "baseline_name": None,
-        "baseline": None,
-        "ratio": None,
-        "target": "",
-        "met": False,
-        "error": True,
-    }
+    failed = row(f"{name}: ERROR", setting=error, value=None, unit="", target="", met=False)
+    return {**failed, "error": True}
 
 
 # --- the machine --------------------------------------------------------------------------

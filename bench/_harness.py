@@ -115,26 +115,6 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def wait_serving(
-    probe_url: str, process: subprocess.Popen[bytes], log_path: Path, *, any_status: bool = False
-) -> None:
-    """Wait until ``probe_url`` answers (200, or anything with ``any_status``); stop the
-    bench with the process's log if it exits or is not up within 60 s."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(
-                f"{probe_url}: process exited ({process.returncode}):\n{log_path.read_text()}"
-            )
-        try:
-            if httpx.get(probe_url, timeout=2).status_code == 200 or any_status:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"{probe_url} did not come up in 60 s:\n{log_path.read_text()}")
-
-
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU of a process so far (Linux ``/proc``; ``None`` elsewhere)."""
     try:
@@ -148,16 +128,29 @@ def process_cpu_seconds(pid: int) -> float | None:
 def serving(
     args: list[str],
     env: dict[str, str],
-    probe_url: str,
+    probe_url: str | None,
     log_path: Path,
     *,
     any_status: bool = False,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A subprocess (output to ``log_path``) that answers ``probe_url``; stopped on exit."""
+    """A subprocess (output to ``log_path``), once ``probe_url`` answers (200, or anything
+    with ``any_status``); stopped on exit.  The bench stops with the log if the process
+    exits or is not up within 60 s."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
     try:
-        wait_serving(probe_url, process, log_path, any_status=any_status)
+        while probe_url is not None:
+            if process.poll() is not None:
+                raise SystemExit(
+                    f"{probe_url}: exited ({process.returncode}):\n{log_path.read_text()}"
+                )
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{probe_url} did not come up in 60 s:\n{log_path.read_text()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(probe_url, timeout=2).status_code == 200 or any_status:
+                    break
+            time.sleep(0.05)
         yield process
     finally:
         stop_process(process)

@@ -97,6 +97,7 @@ from _harness import (
     progress,
     ratio,
     reference_server,
+    serving,
     stop_process,
     versions_line,
 )
@@ -202,19 +203,15 @@ class ReceiverProcess:
         r.raise_for_status()
         return r.json()
 
-    def count(self) -> int:
-        return int(self.control("GET", "/_count")["count"])
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(self.control("GET", "/_records"))
-
-    def reset(self) -> None:
-        self.control("POST", "/_reset")
-
-    def wait_for(self, count: int, timeout: float) -> None:
+    def take(self, count: int, timeout: float) -> list[dict[str, Any]]:
+        """The records once ``count`` have arrived (or ``timeout``), which it then forgets."""
         deadline = time.monotonic() + timeout
-        while self.count() < count and time.monotonic() < deadline:
+        while self.control("GET", "/_count")["count"] < count and time.monotonic() < deadline:
             time.sleep(0.02)
+        time.sleep(0.1)  # a late duplicate would show up now
+        records = list(self.control("GET", "/_records"))
+        self.control("POST", "/_reset")
+        return records
 
 
 @contextmanager
@@ -233,10 +230,9 @@ def running_receiver() -> Iterator[ReceiverProcess]:
 # --- databases and processes under test ------------------------------------------------
 
 
-def process_env(database_url: str, *, worker: bool, poll: float) -> dict[str, str]:
+def worker_env(*, worker: bool, poll: float) -> dict[str, str]:
+    """The settings of the server (and the standalone worker) under test."""
     return {
-        **os.environ,
-        "SVC_DATABASE_URL": database_url,
         "SVC_ENV": "development",
         "SVC_RATE_LIMIT": "1000000/second",
         "SVC_WORKER_ENABLED": "1" if worker else "0",
@@ -245,32 +241,14 @@ def process_env(database_url: str, *, worker: bool, poll: float) -> dict[str, st
 
 
 @contextmanager
-def running_server(
-    database_url: str, log_path: Path, *, worker: bool, poll: float
-) -> Iterator[tuple[str, int]]:
-    """``python -m reference_server run`` on a free port; yields (base URL, pid)."""
-    env = process_env(database_url, worker=worker, poll=poll)
-    del env["SVC_DATABASE_URL"]
-    with reference_server(database_url, log_path, **env) as (url, process):
-        yield url, process.pid
-
-
-@contextmanager
 def standalone_worker(database_url: str, log_path: Path, *, poll: float) -> Iterator[int]:
     """``python -m reference_server worker`` on the same database; yields its pid."""
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reference_server", "worker"],
-            env=process_env(database_url, worker=True, poll=poll),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    env = {**os.environ, "SVC_DATABASE_URL": database_url, **worker_env(worker=True, poll=poll)}
+    command = [sys.executable, "-m", "reference_server", "worker"]
+    with serving(command, env, None, log_path) as process:
         yield process.pid
         if process.poll() is not None:
             raise SystemExit(f"the worker exited ({process.returncode}):\n{log_path.read_text()}")
-    finally:
-        stop_process(process)
 
 
 def idle_cpu_percent(pid: int) -> float | None:
@@ -471,10 +449,7 @@ def collect(
     events = {e: v for e, v in stored_events(setup).items() if e not in seen}
     seen.update(events)
     row.events = len(events)
-    receiver.wait_for(len(events), timeout)
-    time.sleep(0.1)  # a late duplicate would show up now
-    records = receiver.records()
-    receiver.reset()
+    records = receiver.take(len(events), timeout)
     arrivals, row.duplicates, problems = verified_arrivals(records, setup.signing_secret)
     row.problems += problems
     missing = set(events) - set(arrivals)
@@ -612,15 +587,13 @@ def run_baseline(
     fresh_connections: bool = False,
 ) -> Baseline:
     result = Baseline(label, posts=count)
-    receiver.reset()
+    receiver.control("POST", "/_reset")
     secret = "whsec_" + secrets.token_urlsafe(24)
     sent, started, errors = asyncio.run(
         post_many(receiver.hook_url, template, secret, count, fresh_connections)
     )
     result.problems += errors[:MAX_ERRORS_SHOWN]
-    receiver.wait_for(count, timeout)
-    arrivals, _duplicates, problems = verified_arrivals(receiver.records(), secret)
-    receiver.reset()
+    arrivals, _duplicates, problems = verified_arrivals(receiver.take(count, timeout), secret)
     result.problems += problems
     arrived = [e for e in sent if e in arrivals]
     if len(arrived) < count:
@@ -668,12 +641,14 @@ def run_database(
             progress(f"{name}: {configuration}...")
             with (
                 make_database() as database_url,
-                running_server(
-                    database_url, Path(logs) / f"server-{poll}.log", worker=True, poll=poll
-                ) as (url, pid),
+                reference_server(
+                    database_url,
+                    Path(logs) / f"server-{poll}.log",
+                    **worker_env(worker=True, poll=poll),
+                ) as (url, server),
             ):
                 setup = set_up(url, database_url, receiver.hook_url)
-                rows, body = measure_loads(configuration, setup, receiver, set(), pid, args)
+                rows, body = measure_loads(configuration, setup, receiver, set(), server.pid, args)
                 section.rows += rows
                 template = template or body
 
@@ -692,9 +667,11 @@ def run_database(
         progress(f"{name}: {configuration}...")
         with (
             make_database() as database_url,
-            running_server(
-                database_url, Path(logs) / "server-no-worker.log", worker=False, poll=0.5
-            ) as (url, _pid),
+            reference_server(
+                database_url,
+                Path(logs) / "server-no-worker.log",
+                **worker_env(worker=False, poll=0.5),
+            ) as (url, _),
         ):
             setup = set_up(url, database_url, receiver.hook_url)
             seen: set[str] = set()
