@@ -178,6 +178,37 @@ def reference_server(
         yield url, process
 
 
+def report_app() -> Any:
+    """A seller's Starlette app: ``GET /report`` answers a small JSON document."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def report(request: Request) -> JSONResponse:
+        return JSONResponse({"report": "the goods", "rows": list(range(20))})
+
+    return Starlette(routes=[Route("/report", report)])
+
+
+def x402_seller(facilitator: str, network: str, price: Any, pay_to: str) -> Any:
+    """``report_app()`` behind x402's ``PaymentMiddlewareASGI``, selling ``GET /report``
+    through ``facilitator``."""
+    from x402 import x402ResourceServer
+    from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+    from x402.http.middleware.fastapi import PaymentMiddlewareASGI
+    from x402.mechanisms.evm.exact import register_exact_evm_server
+
+    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator)))
+    register_exact_evm_server(server, network)
+    accepts = {"scheme": "exact", "payTo": pay_to, "price": price, "network": network}
+    app = report_app()
+    app.add_middleware(
+        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
+    )
+    return app
+
+
 @contextmanager
 def script_server(
     command: list[str], probe_path: str, log_path: Path, env: dict[str, str] | None = None

@@ -59,10 +59,12 @@ from _harness import (
     print_comparison,
     progress,
     reference_server,
+    report_app,
     report_failures,
     script_server,
     stop_process,
     versions_line,
+    x402_seller,
 )
 from _report import time_ratio_row
 
@@ -118,15 +120,16 @@ def devchain() -> Iterator[dict[str, str]]:
 def serve(kind: str, port: int, config: dict[str, str]) -> None:
     """One seller app: ``upstream`` (plain), ``svc_asgi`` or ``x402``."""
     import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
 
-    async def report(request: Request) -> JSONResponse:
-        return JSONResponse({"report": "the goods", "rows": list(range(20))})
-
-    app: Any = Starlette(routes=[Route("/report", report)])
+    if kind == "x402":
+        price = {
+            "amount": str(int(float(PRICE) * 1_000_000)),
+            "asset": config["asset"],
+            "extra": {"name": config["asset_name"], "version": config["asset_version"]},
+        }
+        app = x402_seller(config["facilitator"], config["network"], price, config["pay_to"])
+    else:
+        app = report_app()
     if kind == "svc_asgi":
         from svc_asgi import PaymentGate
 
@@ -135,29 +138,6 @@ def serve(kind: str, port: int, config: dict[str, str]) -> None:
             prices={"/report": config["resource_id"]},
             service_url=config["service_url"],
             seller_key=config["seller_key"],
-        )
-    elif kind == "x402":
-        from x402 import x402ResourceServer
-        from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-        from x402.http.middleware.fastapi import PaymentMiddlewareASGI
-        from x402.mechanisms.evm.exact import register_exact_evm_server
-
-        facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=config["facilitator"]))
-        server = x402ResourceServer(facilitator)
-        register_exact_evm_server(server, config["network"])
-        price = {
-            "amount": str(int(float(PRICE) * 1_000_000)),
-            "asset": config["asset"],
-            "extra": {"name": config["asset_name"], "version": config["asset_version"]},
-        }
-        accepts = {
-            "scheme": "exact",
-            "payTo": config["pay_to"],
-            "price": price,
-            "network": config["network"],
-        }
-        app.add_middleware(
-            PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
         )
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 

@@ -61,6 +61,7 @@ from _harness import (
     report_cell_failures,
     script_server,
     versions_line,
+    x402_seller,
 )
 from _report import time_ratio_row
 
@@ -78,26 +79,8 @@ PATHS = ("pay-url", "x402")
 def serve_seller(port: int, facilitator: str, pay_to: str) -> None:
     """x402's documented Base Sepolia set-up, pointed at the sandbox facilitator."""
     import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-    from x402 import x402ResourceServer
-    from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-    from x402.http.middleware.fastapi import PaymentMiddlewareASGI
-    from x402.mechanisms.evm.exact import register_exact_evm_server
 
-    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator)))
-    register_exact_evm_server(server, "eip155:84532")
-
-    async def report(request: Request) -> JSONResponse:
-        return JSONResponse({"report": "the goods", "rows": list(range(20))})
-
-    app = Starlette(routes=[Route("/report", report)])
-    accepts = {"scheme": "exact", "payTo": pay_to, "price": PRICE, "network": "eip155:84532"}
-    app.add_middleware(
-        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
-    )
+    app = x402_seller(facilitator, "eip155:84532", PRICE, pay_to)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
