@@ -635,20 +635,21 @@ def run_database(
 ) -> Section:
     section = Section(name)
     template: str | None = None
-    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as logs:
+    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as tmp:
+        logs = Path(tmp)
+
+        @contextmanager
+        def configured(log: str, *, worker: bool, poll: float) -> Iterator[tuple[Setup, int]]:
+            """A fresh database, its server and set-up; yields (set-up, the server's pid)."""
+            env = worker_env(worker=worker, poll=poll)
+            with make_database() as db, reference_server(db, logs / log, **env) as (url, server):
+                yield set_up(url, db, receiver.hook_url), server.pid
+
         for poll in (0.5,) if args.quick else (0.5, 0.05):
-            configuration = f"in-server worker, poll {poll:g} s"
-            progress(f"{name}: {configuration}...")
-            with (
-                make_database() as database_url,
-                reference_server(
-                    database_url,
-                    Path(logs) / f"server-{poll}.log",
-                    **worker_env(worker=True, poll=poll),
-                ) as (url, server),
-            ):
-                setup = set_up(url, database_url, receiver.hook_url)
-                rows, body = measure_loads(configuration, setup, receiver, set(), server.pid, args)
+            label = f"in-server worker, poll {poll:g} s"
+            progress(f"{name}: {label}...")
+            with configured(f"server-{poll}.log", worker=True, poll=poll) as (setup, pid):
+                rows, body = measure_loads(label, setup, receiver, set(), pid, args)
                 section.rows += rows
                 template = template or body
 
@@ -663,20 +664,12 @@ def run_database(
                 fresh_connections=True,
             )
 
-        configuration = "standalone worker, poll 0.5 s"
-        progress(f"{name}: {configuration}...")
-        with (
-            make_database() as database_url,
-            reference_server(
-                database_url,
-                Path(logs) / "server-no-worker.log",
-                **worker_env(worker=False, poll=0.5),
-            ) as (url, _),
-        ):
-            setup = set_up(url, database_url, receiver.hook_url)
+        label = "standalone worker, poll 0.5 s"
+        progress(f"{name}: {label}...")
+        with configured("server-no-worker.log", worker=False, poll=0.5) as (setup, _):
             seen: set[str] = set()
             queued = asyncio.run(fund(setup, args.drain_events, clients=args.clients))
-            drain = Row(configuration, f"drain of {args.drain_events} queued", drain=True)
+            drain = Row(label, f"drain of {args.drain_events} queued", drain=True)
             drain.problems += queued.errors[:MAX_ERRORS_SHOWN]
             # the baseline runs just before and just after the drain, on a machine in the
             # same state (the shared cores' load drifts over a run)
@@ -686,14 +679,14 @@ def run_database(
                 before = run_baseline(
                     "keep-alive", receiver, template, args.drain_events, args.timeout
                 )
-            with standalone_worker(database_url, Path(logs) / "worker.log", poll=0.5) as pid:
+            with standalone_worker(setup.database_url, logs / "worker.log", poll=0.5) as pid:
                 collect(drain, receiver, setup, seen, None, args.timeout)
                 if template is not None:
                     after = run_baseline(
                         "keep-alive", receiver, template, args.drain_events, args.timeout
                     )
                 section.baseline = combined(before, after)
-                rows, _body = measure_loads(configuration, setup, receiver, seen, pid, args)
+                rows, _body = measure_loads(label, setup, receiver, seen, pid, args)
             section.rows += [drain, *rows]
     return section
 
