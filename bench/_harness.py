@@ -227,14 +227,21 @@ def fresh_database(name: str, postgres_url: str) -> contextlib.AbstractContextMa
     return sqlite_database() if name == "sqlite" else postgres_database(postgres_url)
 
 
+def fail(heading: str, lines: list[str]) -> None:
+    """Print ``heading`` and ``lines`` under the table, and exit 1."""
+    print("\n" + heading)
+    for line in lines:
+        print("  " + line)
+    raise SystemExit(1)
+
+
 def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
     """Refuse to let a table with failed requests pass for a measurement."""
-    if not total:
-        return
-    print(f"\n{total} request(s) failed; the numbers above are not valid. First ones:")
-    for example in examples[:limit]:
-        print("  " + example)
-    raise SystemExit(1)
+    if total:
+        fail(
+            f"{total} request(s) failed; the numbers above are not valid. First ones:",
+            examples[:limit],
+        )
 
 
 def add_database_options(

@@ -54,6 +54,7 @@ from _harness import (
     add_database_options,
     bench_parser,
     chosen_databases,
+    fail,
     fresh_database,
     funded_wallet_key,
     ms,
@@ -537,10 +538,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(json_rows(results), indent=2) + "\n")
     if books:
-        print("\nThe books do not balance after the runs:")
-        for problem in books:
-            print("  " + problem)
-        raise SystemExit(1)
+        fail("The books do not balance after the runs:", books)
     print("\nThe books balance: every payment answered 200 has its receipt and its price")
     print("left the wallet key once; the ledger audit finds nothing.")
     report_cell_failures(results)

@@ -31,29 +31,15 @@ for by its id:
 - **paced**: ``--paced-events`` fundings at a steady ``--rate`` per second, below what the
   worker can deliver, so the latency is the pipeline's and not a backlog's.
 
-Measured:
-
-- **deliv/s**: events / (last arrival - first ``events.created_at``); for the drain,
-  (events - 1) / (last arrival - first arrival).  **commit/s**: funding calls answered per
-  second, the rate events were produced.
-- **p50/p99**: receiver arrival minus the event's ``events.created_at``, read from the
-  database after the run (both are this machine's wall clock).  The server stamps
-  ``created_at`` with the request's start time and writes it in the transaction, so this
-  is an upper bound of commit-to-delivery: it includes the rest of the funding request up
-  to its commit.  **resp p50** is the matching lower bound: arrival minus the time the
-  funding client got its answer (the answer's ``balance`` names the event); negative when
-  the webhook arrived before the answer did.
-- **idle cpu**: the CPU the process running the worker uses while nothing is queued (the
-  server process, or the standalone worker), in percent of one core: the polling's cost
-  on this side (the database's own processes not counted).
-- **baseline**: the same receiver posted to by a plain ``httpx.AsyncClient`` (keep-alive,
-  8 posts at once like the worker's default ``worker_concurrency``), with a body of the
-  size of a real delivery signed with ``svc.webhooks.headers`` as the server does:
-  posts/s over (last arrival - first send) and send-to-arrival p50/p99.  It runs just
-  before and just after the drain (the rates averaged), so that both see the shared
-  machine in the same state.  A second baseline
-  with a new client (a new connection) per post, as the worker sends, is printed below the
-  table.
+The table's legend says what each column measures.  p50/p99 are an upper bound of
+commit-to-delivery: the server stamps ``events.created_at`` with the request's start time,
+so they include the rest of the funding request up to its commit; **resp p50** (arrival
+minus the funding answer, which names its event by the resulting ``balance``) is the
+matching lower bound.  The **baseline** posts a body of a real delivery's size, signed as
+the server signs, 8 at once like the worker's default ``worker_concurrency``; it runs just
+before and just after the drain (the rates averaged) so both see the shared machine in the
+same state.  A second baseline, a new connection per post as the worker sends, is printed
+below the table.
 
 Every delivery is checked with ``svc.webhooks.verify``; the bench exits 1 if any event is
 not delivered (or does not verify) within ``--timeout`` seconds.  ``--json PATH`` writes
@@ -87,6 +73,7 @@ from _harness import (
     add_database_options,
     bench_parser,
     chosen_databases,
+    fail,
     fresh_database,
     ms,
     new_owner,
@@ -885,10 +872,8 @@ def main() -> None:
     ]
     lost = sum(row.undelivered for section in sections for row in section.rows)
     if problems or lost:
-        print(f"\n{lost} event(s) not delivered; problems (the first {MAX_ERRORS_SHOWN}):")
-        for problem in problems[:MAX_ERRORS_SHOWN]:
-            print("  " + problem)
-        raise SystemExit(1)
+        heading = f"{lost} event(s) not delivered; problems (the first {MAX_ERRORS_SHOWN}):"
+        fail(heading, problems[:MAX_ERRORS_SHOWN])
 
 
 if __name__ == "__main__":
