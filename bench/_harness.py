@@ -244,14 +244,6 @@ def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
         )
 
 
-def add_database_options(
-    parser: argparse.ArgumentParser, default: str = "sqlite,postgresql"
-) -> None:
-    """``--databases`` and ``--postgres-url``, the same in every bench with a database."""
-    parser.add_argument("--databases", default=default)
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
-
-
 def chosen_databases(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
     """``--databases`` as a list; ``parser.error`` for a name that is not one of the two."""
     databases = [d.strip() for d in args.databases.split(",") if d.strip()]
@@ -373,9 +365,13 @@ def report_cell_failures(results: dict[str, list[dict[str, Any]]], limit: int = 
     report_failures(examples, sum(s.errors for s in samples), limit)
 
 
-def bench_parser(doc: str, quick: str) -> argparse.ArgumentParser:
-    """A bench's parser: its docstring's first paragraph, ``--json PATH`` and ``--quick``."""
+def bench_parser(doc: str, quick: str, databases: str | None = None) -> argparse.ArgumentParser:
+    """A bench's parser: its docstring's first paragraph, ``--json PATH`` and ``--quick``;
+    with ``databases`` (their default), ``--databases`` and ``--postgres-url``."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if databases is not None:
+        parser.add_argument("--databases", default=databases)
+        parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
     parser.add_argument(
         "--json", type=Path, metavar="PATH", help="also write the figures here (bench JSON rows)"
     )

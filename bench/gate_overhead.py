@@ -186,17 +186,11 @@ def build_app(variant: str) -> Any:
     return app
 
 
-def pin(cpu: int) -> None:
-    """Keep this process on one CPU (Linux, two CPUs or more); a no-op elsewhere."""
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {cpu})
-
-
 def serve(variant: str, port: int, http: str, pinned: bool) -> None:
     import uvicorn
 
-    if pinned:
-        pin(1)
+    if pinned and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})  # Linux, two CPUs or more; a no-op elsewhere
 
     uvicorn.run(
         build_app(variant),

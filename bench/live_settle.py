@@ -48,7 +48,6 @@ from typing import Any
 import httpx
 from _harness import (
     Sample,
-    add_database_options,
     bench_parser,
     chosen_databases,
     closed_loop,
@@ -244,28 +243,27 @@ def print_table(results: dict[str, dict[str, Sample]], header: list[str]) -> Non
 
 
 def json_rows(results: dict[str, dict[str, Sample]]) -> list[dict[str, Any]]:
-    rows = []
-    for name, paths in results.items():
-        for gate in GATES:
-            rows.append(
-                time_ratio_row(
-                    "live gate settle p50 vs x402 middleware",
-                    paths[gate].percentile(0.5) * 1e3,
-                    paths["x402"].percentile(0.5) * 1e3,
-                    database=name,
-                    setting=f"{gate} gate, devchain",
-                    unit="ms",
-                    baseline_name="x402 PaymentMiddlewareASGI",
-                    target=TARGET,
-                )
-            )
-    return rows
+    return [
+        time_ratio_row(
+            "live gate settle p50 vs x402 middleware",
+            paths[gate].percentile(0.5) * 1e3,
+            paths["x402"].percentile(0.5) * 1e3,
+            database=name,
+            setting=f"{gate} gate, devchain",
+            unit="ms",
+            baseline_name="x402 PaymentMiddlewareASGI",
+            target=TARGET,
+        )
+        for name, paths in results.items()
+        for gate in GATES
+    ]
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, f"a short run: {QUICK_REQUESTS} requests per path")
+    parser = bench_parser(
+        __doc__, f"a short run: {QUICK_REQUESTS} requests per path", "sqlite,postgresql"
+    )
     parser.add_argument("--requests", type=int, default=60, help="paid requests per path")
-    add_database_options(parser)
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -51,7 +51,6 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
-    add_database_options,
     bench_parser,
     chosen_databases,
     fail,
@@ -495,7 +494,9 @@ def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any
 
 def main() -> None:
     parser = bench_parser(
-        __doc__, f"a short run ({QUICK_SECONDS} s per route and cell, one warm-up per database)"
+        __doc__,
+        f"a short run ({QUICK_SECONDS} s per route and cell, one warm-up per database)",
+        "sqlite,postgresql",
     )
     parser.add_argument(
         "--seconds",
@@ -504,7 +505,6 @@ def main() -> None:
         help="per route and cell, in two halves of whole seconds",
     )
     parser.add_argument("--threads", type=int, default=1, help="wrk -t (at most the clients)")
-    add_database_options(parser)
     args = parser.parse_args()
     if args.quick:
         args.seconds = QUICK_SECONDS

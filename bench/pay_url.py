@@ -48,7 +48,6 @@ from typing import Any
 import httpx
 from _harness import (
     Sample,
-    add_database_options,
     bench_parser,
     chosen_databases,
     closed_loop,
@@ -205,30 +204,29 @@ def json_rows(
     results: dict[str, list[dict[str, Sample]]], servers: int = 1
 ) -> list[dict[str, Any]]:
     """The issue's figures, one row each (bench JSON protocol): p50 ratio per cell."""
-    rows = []
-    for name, cells in results.items():
-        for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
-            rows.append(
-                time_ratio_row(
-                    "pay-url p50 vs x402 client",
-                    cell["pay-url"].percentile(0.5) * 1e3,
-                    cell["x402"].percentile(0.5) * 1e3,
-                    database=name,
-                    setting=f"{concurrency} client"
-                    + ("s" if concurrency > 1 else "")
-                    + (f", {servers} server processes" if servers > 1 else ""),
-                    unit="ms",
-                    baseline_name="x402 httpx client, direct",
-                    target=TARGETS[concurrency],
-                )
-            )
-    return rows
+    return [
+        time_ratio_row(
+            "pay-url p50 vs x402 client",
+            cell["pay-url"].percentile(0.5) * 1e3,
+            cell["x402"].percentile(0.5) * 1e3,
+            database=name,
+            setting=f"{concurrency} client"
+            + ("s" if concurrency > 1 else "")
+            + (f", {servers} server processes" if servers > 1 else ""),
+            unit="ms",
+            baseline_name="x402 httpx client, direct",
+            target=TARGETS[concurrency],
+        )
+        for name, cells in results.items()
+        for concurrency, cell in zip(CONCURRENCY, cells, strict=True)
+    ]
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, f"a short run: {QUICK_REQUESTS} requests per cell")
+    parser = bench_parser(
+        __doc__, f"a short run: {QUICK_REQUESTS} requests per cell", "sqlite,postgresql"
+    )
     parser.add_argument("--requests", type=int, default=200, help="paid requests per path and cell")
-    add_database_options(parser)
     parser.add_argument(
         "--servers", type=int, default=1, help="reference server processes sharing the database"
     )

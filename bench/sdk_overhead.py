@@ -24,7 +24,6 @@ from typing import Any
 
 import httpx
 from _harness import (
-    add_database_options,
     bench_parser,
     chosen_databases,
     fresh_database,
@@ -142,30 +141,25 @@ async def measure_async(url: str, seller_key: str, rounds: int, calls: int) -> R
 
 
 def protocol_rows(database: str, measured: dict[str, Rounds]) -> list[dict[str, Any]]:
-    rows = []
-    for setting, rounds in measured.items():
-        ratio = rounds.ratio
-        rows.append(
-            row(
-                "SDK call overhead (GET /sellers/me)",
-                database=database,
-                setting=setting,
-                value=round(statistics.median(rounds.sdk) * 1e6, 1),
-                unit="µs",
-                baseline_name="raw "
-                + ("httpx.AsyncClient" if "async" in setting else "httpx.Client"),
-                baseline=round(statistics.median(rounds.raw) * 1e6, 1),
-                ratio=round(ratio, 3),
-                target=f"<= {TARGET}",
-                met=ratio <= TARGET,
-            )
+    return [
+        row(
+            "SDK call overhead (GET /sellers/me)",
+            database=database,
+            setting=setting,
+            value=round(statistics.median(rounds.sdk) * 1e6, 1),
+            unit="µs",
+            baseline_name="raw " + ("httpx.AsyncClient" if "async" in setting else "httpx.Client"),
+            baseline=round(statistics.median(rounds.raw) * 1e6, 1),
+            ratio=round(rounds.ratio, 3),
+            target=f"<= {TARGET}",
+            met=rounds.ratio <= TARGET,
         )
-    return rows
+        for setting, rounds in measured.items()
+    ]
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, "a short, noisier run")
-    add_database_options(parser, default="sqlite")
+    parser = bench_parser(__doc__, "a short, noisier run", "sqlite")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=200, help="per side and round")
     args = parser.parse_args()

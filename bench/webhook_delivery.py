@@ -70,7 +70,6 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
-    add_database_options,
     bench_parser,
     chosen_databases,
     fail,
@@ -806,7 +805,9 @@ def print_table(sections: list[Section], header: list[str]) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = bench_parser(
-        __doc__, "a short run (about 30 s): the default poll, the drain and the paced load only"
+        __doc__,
+        "a short run (about 30 s): the default poll, the drain and the paced load only",
+        "sqlite,postgresql",
     )
     parser.add_argument("--events", type=int, default=200, help="closed-loop events per run")
     parser.add_argument(
@@ -816,7 +817,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--paced-events", type=int, default=50, help="paced events per run")
     parser.add_argument("--rate", type=float, default=20.0, help="paced events per second")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for delivery")
-    add_database_options(parser)
     args = parser.parse_args()
     if args.quick:
         args.events, args.paced_events = min(args.events, 200), min(args.paced_events, 40)
