@@ -345,9 +345,9 @@ _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 _SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 
 
-def parse_wrk(output: str) -> tuple[int, float, float, float, float, int]:
-    """``(requests, seconds, requests/s, p50 ms, p99 ms, errors)`` from wrk's report
-    (run with ``--latency``); stops the bench if the report is not wrk's."""
+def parse_wrk(output: str, cpu_seconds: float | None) -> WrkRun:
+    """The run wrk's report (with ``--latency``) tells of, the server having spent
+    ``cpu_seconds``; stops the bench if the report is not wrk's."""
     done = _DONE.search(output)
     rps = _RPS.search(output)
     if done is None or rps is None:
@@ -355,14 +355,14 @@ def parse_wrk(output: str) -> tuple[int, float, float, float, float, int]:
     latencies = {q: float(v) * _UNIT_MS[u] for q, v, u in _LATENCY_LINE.findall(output)}
     errors = sum(int(n) for n in _NON_2XX.findall(output))
     errors += sum(sum(int(n) for n in m) for m in _SOCKET_ERRORS.findall(output))
-    seconds = float(done.group(2)) * _UNIT_MS[done.group(3)] / 1000
-    return (
-        int(done.group(1)),
-        seconds,
-        float(rps.group(1)),
-        latencies.get("50", math.nan),
-        latencies.get("99", math.nan),
-        errors,
+    return WrkRun(
+        requests=int(done.group(1)),
+        seconds=float(done.group(2)) * _UNIT_MS[done.group(3)] / 1000,
+        rps=float(rps.group(1)),
+        p50_ms=latencies.get("50", math.nan),
+        p99_ms=latencies.get("99", math.nan),
+        errors=errors,
+        cpu_seconds=cpu_seconds,
     )
 
 
@@ -397,16 +397,7 @@ def wrk(
     after = process_cpu_seconds(pid)
     if done.returncode != 0:
         raise SystemExit(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    requests, elapsed, rps, p50, p99, errors = parse_wrk(done.stdout)
-    return WrkRun(
-        requests=requests,
-        seconds=elapsed,
-        rps=rps,
-        p50_ms=p50,
-        p99_ms=p99,
-        errors=errors,
-        cpu_seconds=None if before is None or after is None else after - before,
-    )
+    return parse_wrk(done.stdout, None if before is None or after is None else after - before)
 
 
 def cpu_us_per_request(runs: list[WrkRun]) -> float | None:

@@ -250,12 +250,6 @@ def set_up(url: str) -> Setup:
 # --- the load ---------------------------------------------------------------------
 
 
-def request_for(route: str, setup: Setup) -> tuple[str, dict[str, Any]]:
-    if route == "pay":
-        return "/pay", {"resource_id": setup.resource_id}
-    return "/_bench/commit", {}
-
-
 _COUNTS = re.compile(r"^svc-counts (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.MULTILINE)
 _LATENCY = re.compile(r"^svc-latency ([\d.]+) (\d+)$", re.MULTILINE)
 _REFUSED = re.compile(r"^svc-refused (.*)$", re.MULTILINE)
@@ -275,7 +269,9 @@ class Load:
     def run(self, route: str, connections: int, seconds: int, sample: Sample) -> Run:
         """One closed-loop wrk run of ``route`` with ``connections`` keep-alive
         connections; its failures join ``sample``'s."""
-        path, body = request_for(route, self.setup)
+        pay = route == "pay"
+        path = "/pay" if pay else "/_bench/commit"
+        body = {"resource_id": self.setup.resource_id} if pay else {}
         command = [
             "wrk",
             f"-t{min(self.threads, connections)}",
@@ -319,7 +315,7 @@ class Load:
             server_cpu=None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
             client_cpu=client_cpu,
         )
-        if route == "pay":
+        if pay:
             self.pay_runs.append(run)
         sample.errors += refused + socket_errors
         sample.error_examples += examples

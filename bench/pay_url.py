@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import secrets
@@ -151,12 +152,9 @@ async def measure_cell(
             "/spend/pay-url", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}
         )
 
-    def via_x402(http: httpx.AsyncClient) -> Pay:
-        return lambda: http.get(seller_url)
-
     clients = {
         "pay-url": [via_service(h) for h in service],
-        "x402": [via_x402(h) for h in direct],
+        "x402": [functools.partial(h.get, seller_url) for h in direct],
     }
     samples = {path: Sample() for path in PATHS}
     try:
