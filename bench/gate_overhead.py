@@ -366,22 +366,14 @@ def parse_wrk(output: str, cpu_seconds: float | None) -> WrkRun:
     )
 
 
-def wrk(
-    url: str,
-    pid: int,
-    receipt_id: str,
-    *,
-    seconds: int,
-    connections: int,
-    threads: int,
-    cpu: int | None,
-) -> WrkRun:
-    """Load ``GET /v1/report`` at ``url`` with wrk's keep-alive connections, every
-    request bearing the receipt (gated and plain servers get the same bytes)."""
+def wrk(url: str, pid: int, receipt_id: str, seconds: int, args: argparse.Namespace) -> WrkRun:
+    """Load ``GET /v1/report`` at ``url`` with wrk's keep-alive connections (``args``'
+    threads and connections; on CPU 0 with ``--pin``), every request bearing the receipt
+    (gated and plain servers get the same bytes)."""
     command = [
         "wrk",
-        f"-t{threads}",
-        f"-c{connections}",
+        f"-t{args.threads}",
+        f"-c{args.connections}",
         f"-d{seconds}s",
         "--latency",
         "-H",
@@ -390,8 +382,8 @@ def wrk(
         f"X-Svc-Receipt: {receipt_id}",
         f"{url}/v1/report",
     ]
-    if cpu is not None:
-        command = ["taskset", "-c", str(cpu), *command]
+    if args.pin:
+        command = ["taskset", "-c", "0", *command]
     before = process_cpu_seconds(pid)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     after = process_cpu_seconds(pid)
@@ -464,15 +456,7 @@ def measure(args: argparse.Namespace) -> None:
         urls, pids = _start_servers(stack, env, tmpdir, servers, pinned=args.pin)
 
         def load(server: Server, seconds: int) -> WrkRun:
-            return wrk(
-                urls[server],
-                pids[server],
-                receipt_id,
-                seconds=seconds,
-                connections=args.connections,
-                threads=args.threads,
-                cpu=0 if args.pin else None,
-            )
+            return wrk(urls[server], pids[server], receipt_id, seconds, args)
 
         for server in servers:  # warm up: the gate verifies once and remembers
             if args.quick:
