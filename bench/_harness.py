@@ -1,5 +1,6 @@
-"""What the benches share: a free port, a fresh database per run (an SQLite file or a
-PostgreSQL schema dropped afterwards), and stopping a server process politely."""
+"""What the benches share: servers on free ports, a fresh database per run (an SQLite file
+or a PostgreSQL schema dropped afterwards), the set-up calls, the closed loop, the tables,
+the parser and the refusal to pass failed requests off as figures."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import attrs
@@ -227,7 +228,7 @@ def fresh_database(name: str, postgres_url: str) -> contextlib.AbstractContextMa
     return sqlite_database() if name == "sqlite" else postgres_database(postgres_url)
 
 
-def fail(heading: str, lines: list[str]) -> None:
+def fail(heading: str, lines: list[str]) -> NoReturn:
     """Print ``heading`` and ``lines`` under the table, and exit 1."""
     print("\n" + heading)
     for line in lines:

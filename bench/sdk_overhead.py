@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 from _harness import (
     bench_parser,
@@ -53,12 +54,12 @@ def raw_headers(seller_key: str) -> dict[str, str]:
     }
 
 
+@attrs.define
 class Rounds:
     """Per-round mean seconds per call of the SDK and of raw httpx."""
 
-    def __init__(self) -> None:
-        self.sdk: list[float] = []
-        self.raw: list[float] = []
+    sdk: list[float] = attrs.Factory(list)
+    raw: list[float] = attrs.Factory(list)
 
     def add(self, sdk: float, raw: float) -> None:
         self.sdk.append(sdk)
