@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -335,7 +335,7 @@ class Sample:
 
 
 async def closed_loop(
-    calls: list[Callable[[], Awaitable[httpx.Response]]], requests: int, sample: Sample
+    calls: Sequence[Callable[[], Awaitable[httpx.Response]]], requests: int, sample: Sample
 ) -> None:
     """``requests`` requests shared by the clients (one ``call`` each), each sending its
     next as soon as the last is answered."""

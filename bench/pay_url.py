@@ -152,7 +152,7 @@ async def measure_cell(
             "/spend/pay-url", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}
         )
 
-    clients = {
+    clients: dict[str, list[Pay]] = {
         "pay-url": [via_service(h) for h in service],
         "x402": [functools.partial(h.get, seller_url) for h in direct],
     }
