@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import re
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench._harness import DEFAULT_POSTGRES, versions_line
+from bench._report import check_row, row
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: In the order they run: the quick in-process ones first.
@@ -60,11 +62,6 @@ def run_script(
     name: str, bench_dir: Path, passthrough: list[str], timeout: float
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The script's rows, and an error (``None`` when it exited 0 with rows)."""
-    sys.path.insert(0, str(bench_dir))
-    try:
-        from _report import check_row
-    finally:
-        sys.path.pop(0)
     script = bench_dir / f"{name}.py"
     with tempfile.TemporaryDirectory(prefix="svc-bench-") as tmp:
         out = Path(tmp) / "rows.json"
@@ -95,19 +92,8 @@ def run_script(
 
 
 def error_row(name: str, error: str) -> dict[str, Any]:
-    return {
-        "measure": f"{name}: ERROR",
-        "database": "-",
-        "setting": error,
-        "value": None,
-        "unit": "",
-        "baseline_name": None,
-        "baseline": None,
-        "ratio": None,
-        "target": "",
-        "met": False,
-        "error": True,
-    }
+    failed = row(f"{name}: ERROR", setting=error, value=None, unit="", target="", met=False)
+    return {**failed, "error": True}
 
 
 # --- the machine --------------------------------------------------------------------------
@@ -123,25 +109,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def postgres_version(url: str) -> str:
-    try:
-        import psycopg
-
-        plain = url.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(plain, connect_timeout=3) as conn:
-            found = conn.execute("SHOW server_version").fetchone()
-        return f"PostgreSQL {found[0].split()[0]}" if found else "PostgreSQL ?"
-    except Exception:  # no server, no driver: the line says so rather than failing the run
-        return "PostgreSQL not reachable"
-
-
 def machine_line(postgres_url: str, *, when: datetime | None = None) -> str:
     when = when or datetime.now(UTC)
-    return (
-        f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"SQLite {sqlite3.sqlite_version}, {postgres_version(postgres_url)}, "
-        f"{when:%Y-%m-%d %H:%M} UTC"
-    )
+    versions = versions_line(["sqlite", "postgresql"], postgres_url)
+    return f"{cpu_model()}, {os.cpu_count()} cores, {versions}, {when:%Y-%m-%d %H:%M} UTC"
 
 
 # --- the table ----------------------------------------------------------------------------
@@ -235,9 +206,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     names = args.only.split(",") if args.only else list(SCRIPTS)
-    postgres_url = args.postgres_url or os.environ.get(
-        "SVC_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
-    )
+    postgres_url = args.postgres_url or DEFAULT_POSTGRES
     if args.postgres_url:
         os.environ["SVC_TEST_DATABASE_URL"] = args.postgres_url  # inherited by every script
     started = time.monotonic()

@@ -1,51 +1,31 @@
-"""What the benches share: a free port, a fresh database per run (an SQLite file or a
-PostgreSQL schema dropped afterwards), and stopping a server process politely."""
+"""What the benches share: servers on free ports, a fresh database per run (an SQLite file
+or a PostgreSQL schema dropped afterwards), the set-up calls, the closed loop, the tables,
+the parser and the refusal to pass failed requests off as figures."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import math
 import os
 import platform
 import secrets
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
+import attrs
 import httpx
-
-__all__ = [
-    "DEFAULT_POSTGRES",
-    "add_database_options",
-    "chosen_databases",
-    "free_port",
-    "fresh_database",
-    "ms",
-    "percentile",
-    "post_json",
-    "postgres_database",
-    "postgres_version",
-    "print_heading",
-    "process_cpu_seconds",
-    "ratio",
-    "reference_server",
-    "report_failures",
-    "serving",
-    "sqlite_database",
-    "stop_process",
-    "versions_line",
-    "wait_serving",
-]
-
 
 #: The PostgreSQL every bench uses unless told otherwise (CI's and this machine's).
 DEFAULT_POSTGRES = os.environ.get(
@@ -61,6 +41,28 @@ def post_json(
     if r.status_code >= 300:
         raise SystemExit(f"set-up failed: POST {path} -> {r.status_code} {r.text}")
     return dict(r.json())
+
+
+def new_owner(http: httpx.Client) -> tuple[dict[str, Any], str]:
+    """A new owner, and its ``Authorization`` header value."""
+    owner = post_json(http, "/owners", {"email": f"b{secrets.token_hex(6)}@example.com"})
+    return owner, f"Bearer {owner['owner_jwt']}"
+
+
+def new_seller(http: httpx.Client, environment: str = "test") -> dict[str, Any]:
+    """A new owner's seller in ``environment`` (its ``seller_key`` among the rest)."""
+    _, auth = new_owner(http)
+    headers = {"Authorization": auth, "X-Svc-Environment": environment}
+    return post_json(http, "/sellers", {"name": "bench shop"}, **headers)
+
+
+def funded_wallet_key(http: httpx.Client, amount: str) -> dict[str, Any]:
+    """A new owner's test wallet key (``id``, ``key``), funded with ``amount``."""
+    _, auth = new_owner(http)
+    headers = {"Authorization": auth, "X-Svc-Environment": "test"}
+    key = post_json(http, "/wallet-keys", {"name": "bench agent"}, **headers)
+    post_json(http, f"/wallet-keys/{key['id']}/fund", {"amount": amount}, **headers)
+    return key
 
 
 def free_port() -> int:
@@ -93,12 +95,15 @@ def postgres_database(url: str) -> Iterator[str]:
 
 
 def postgres_version(url: str) -> str:
-    import psycopg
+    try:
+        import psycopg
 
-    plain = url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain) as conn:
-        row = conn.execute("SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0].split()[0] if row else '?'}"
+        plain = url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(plain, connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        return f"PostgreSQL {row[0].split()[0] if row else '?'}"
+    except Exception:  # no server, no driver: the line says so rather than failing the run
+        return "PostgreSQL not reachable"
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:
@@ -109,26 +114,6 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-def wait_serving(
-    probe_url: str, process: subprocess.Popen[bytes], log_path: Path, *, any_status: bool = False
-) -> None:
-    """Wait until ``probe_url`` answers (200, or anything with ``any_status``); stop the
-    bench with the process's log if it exits or is not up within 60 s."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(
-                f"{probe_url}: process exited ({process.returncode}):\n{log_path.read_text()}"
-            )
-        try:
-            if httpx.get(probe_url, timeout=2).status_code == 200 or any_status:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"{probe_url} did not come up in 60 s:\n{log_path.read_text()}")
 
 
 def process_cpu_seconds(pid: int) -> float | None:
@@ -144,16 +129,29 @@ def process_cpu_seconds(pid: int) -> float | None:
 def serving(
     args: list[str],
     env: dict[str, str],
-    probe_url: str,
+    probe_url: str | None,
     log_path: Path,
     *,
     any_status: bool = False,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """A subprocess (output to ``log_path``) that answers ``probe_url``; stopped on exit."""
+    """A subprocess (output to ``log_path``), once ``probe_url`` answers (200, or anything
+    with ``any_status``); stopped on exit.  The bench stops with the log if the process
+    exits or is not up within 60 s."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
     try:
-        wait_serving(probe_url, process, log_path, any_status=any_status)
+        while probe_url is not None:
+            if process.poll() is not None:
+                raise SystemExit(
+                    f"{probe_url}: exited ({process.returncode}):\n{log_path.read_text()}"
+                )
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{probe_url} did not come up in 60 s:\n{log_path.read_text()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(probe_url, timeout=2).status_code == 200 or any_status:
+                    break
+            time.sleep(0.05)
         yield process
     finally:
         stop_process(process)
@@ -181,25 +179,70 @@ def reference_server(
         yield url, process
 
 
+def report_app() -> Any:
+    """A seller's Starlette app: ``GET /report`` answers a small JSON document."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def report(request: Request) -> JSONResponse:
+        return JSONResponse({"report": "the goods", "rows": list(range(20))})
+
+    return Starlette(routes=[Route("/report", report)])
+
+
+def x402_seller(facilitator: str, network: str, price: Any, pay_to: str) -> Any:
+    """``report_app()`` behind x402's ``PaymentMiddlewareASGI``, selling ``GET /report``
+    through ``facilitator``."""
+    from x402 import x402ResourceServer
+    from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+    from x402.http.middleware.fastapi import PaymentMiddlewareASGI
+    from x402.mechanisms.evm.exact import register_exact_evm_server
+
+    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator)))
+    register_exact_evm_server(server, network)
+    accepts = {"scheme": "exact", "payTo": pay_to, "price": price, "network": network}
+    app = report_app()
+    app.add_middleware(
+        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
+    )
+    return app
+
+
+@contextmanager
+def script_server(
+    command: list[str], probe_path: str, log_path: Path, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``python *command --port N`` on a free port, up once ``probe_path`` answers anything;
+    yields (base URL, process)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [sys.executable, *command, "--port", str(port)]
+    with serving(args, env or dict(os.environ), url + probe_path, log_path, any_status=True) as p:
+        yield url, p
+
+
 def fresh_database(name: str, postgres_url: str) -> contextlib.AbstractContextManager[str]:
     """``sqlite`` or ``postgresql``: a new database for one run (see the two below)."""
     return sqlite_database() if name == "sqlite" else postgres_database(postgres_url)
 
 
-def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
-    """Refuse to let a table with failed requests pass for a measurement."""
-    if not total:
-        return
-    print(f"\n{total} request(s) failed; the numbers above are not valid. First ones:")
-    for example in examples[:limit]:
-        print("  " + example)
+def fail(heading: str, lines: list[str]) -> NoReturn:
+    """Print ``heading`` and ``lines`` under the table, and exit 1."""
+    print("\n" + heading)
+    for line in lines:
+        print("  " + line)
     raise SystemExit(1)
 
 
-def add_database_options(parser: argparse.ArgumentParser) -> None:
-    """``--databases`` and ``--postgres-url``, the same in every bench with a database."""
-    parser.add_argument("--databases", default="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+def report_failures(examples: list[str], total: int, limit: int = 5) -> None:
+    """Refuse to let a table with failed requests pass for a measurement."""
+    if total:
+        fail(
+            f"{total} request(s) failed; the numbers above are not valid. First ones:",
+            examples[:limit],
+        )
 
 
 def chosen_databases(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
@@ -244,3 +287,104 @@ def print_heading(header: list[str], above: str, columns: str) -> None:
     for line in [*header, "", above, columns]:
         print(line)
     print("-" * len(columns))
+
+
+def print_comparison(
+    header: list[str],
+    key: tuple[str, str],
+    names: tuple[str, str],
+    lines: list[tuple[str, Any, Sample, Sample]],
+    *,
+    errors: bool = False,
+) -> None:
+    """A table of ours beside theirs per (database, key): the p50 and p95 of each, their
+    ratios and (``errors``) the two's failed requests."""
+    label, align = key
+    tail = " | {:>6}" if errors else ""
+    columns = (
+        f"{'database':<10} {label:{align}} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
+        f" {'p95 ms':>7} | {'p50':>5} {'p95':>5}" + tail.format("errors")
+    )
+    above = f"{'':<10} {'':{align}} | {names[0]:<15} | {names[1]:<15} | {'ratio':<11}"
+    print_heading(header, above + (" |" if errors else ""), columns)
+    for name, value, ours, theirs in lines:
+        a = [ours.percentile(q) for q in (0.5, 0.95)]
+        b = [theirs.percentile(q) for q in (0.5, 0.95)]
+        print(
+            f"{name:<10} {value:{align}} | {ms(a[0]):>7} {ms(a[1]):>7} | {ms(b[0]):>7}"
+            f" {ms(b[1]):>7} | {ratio(a[0], b[0]):>5} {ratio(a[1], b[1]):>5}"
+            + tail.format(ours.errors + theirs.errors)
+        )
+    print()
+
+
+@attrs.define
+class Sample:
+    """One path's requests in one cell: the seconds each answered 200 took, and why each
+    of the others failed."""
+
+    latencies: list[float] = attrs.Factory(list)
+    error_examples: list[str] = attrs.Factory(list)
+
+    @property
+    def errors(self) -> int:
+        return len(self.error_examples)
+
+    def percentile(self, q: float) -> float:
+        return percentile(self.latencies, q)
+
+
+async def closed_loop(
+    calls: Sequence[Callable[[], Awaitable[httpx.Response]]], requests: int, sample: Sample
+) -> None:
+    """``requests`` requests shared by the clients (one ``call`` each), each sending its
+    next as soon as the last is answered."""
+    left = requests
+
+    async def client_loop(call: Callable[[], Awaitable[httpx.Response]]) -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            began = time.perf_counter()
+            try:
+                r = await call()
+                failure = None if r.status_code == 200 else f"{r.status_code} {r.text[:300]}"
+            except httpx.HTTPError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            if failure is None:
+                sample.latencies.append(time.perf_counter() - began)
+            else:
+                sample.error_examples.append(failure)
+
+    await asyncio.gather(*(client_loop(call) for call in calls))
+
+
+def report_cell_failures(results: dict[str, list[dict[str, Any]]], limit: int = 5) -> None:
+    """``report_failures`` over every sample (``errors``, ``error_examples``) of every cell."""
+    samples = [s for cells in results.values() for cell in cells for s in cell.values()]
+    examples = [e for s in samples for e in s.error_examples]
+    report_failures(examples, sum(s.errors for s in samples), limit)
+
+
+def bench_parser(doc: str, quick: str, databases: str | None = None) -> argparse.ArgumentParser:
+    """A bench's parser: its docstring's first paragraph, ``--json PATH`` and ``--quick``;
+    with ``databases`` (their default), ``--databases`` and ``--postgres-url``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    if databases is not None:
+        parser.add_argument("--databases", default=databases)
+        parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the figures here (bench JSON rows)"
+    )
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+def require_tools(*tools: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise SystemExit(f"this bench needs {tool} (Debian/Ubuntu: apt-get install {tool})")
+
+
+def progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)

@@ -32,7 +32,7 @@ FIELDS = (
 def row(
     measure: str,
     *,
-    value: float,
+    value: float | None,
     unit: str,
     target: str,
     met: bool,

@@ -65,23 +65,25 @@ import os
 import platform
 import re
 import secrets
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import attrs
 import httpx
 from _harness import (
-    free_port,
+    bench_parser,
     process_cpu_seconds,
-    serving,
+    reference_server,
+    require_tools,
+    script_server,
     sqlite_database,
 )
 from _report import row
@@ -184,17 +186,11 @@ def build_app(variant: str) -> Any:
     return app
 
 
-def pin(cpu: int) -> None:
-    """Keep this process on one CPU (Linux, two CPUs or more); a no-op elsewhere."""
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {cpu})
-
-
 def serve(variant: str, port: int, http: str, pinned: bool) -> None:
     import uvicorn
 
-    if pinned:
-        pin(1)
+    if pinned and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})  # Linux, two CPUs or more; a no-op elsewhere
 
     uvicorn.run(
         build_app(variant),
@@ -309,12 +305,6 @@ def instructions_per_request(
 # --- processes ------------------------------------------------------------------------------
 
 
-@contextmanager
-def process(args: list[str], env: dict[str, str], url: str, log: Path) -> Iterator[tuple[str, int]]:
-    with serving(args, env, url, log, any_status=True) as proc:
-        yield url, proc.pid
-
-
 def set_up(url: str) -> tuple[str, str, str]:
     """(seller key, resource id, receipt id): a seller selling GET /v1/report, paid once."""
     with svc.Client(base_url=url, environment="test") as anon:
@@ -355,9 +345,9 @@ _NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s+(\d+)")
 _SOCKET_ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
 
 
-def parse_wrk(output: str) -> tuple[int, float, float, float, float, int]:
-    """``(requests, seconds, requests/s, p50 ms, p99 ms, errors)`` from wrk's report
-    (run with ``--latency``); stops the bench if the report is not wrk's."""
+def parse_wrk(output: str, cpu_seconds: float | None) -> WrkRun:
+    """The run wrk's report (with ``--latency``) tells of, the server having spent
+    ``cpu_seconds``; stops the bench if the report is not wrk's."""
     done = _DONE.search(output)
     rps = _RPS.search(output)
     if done is None or rps is None:
@@ -365,58 +355,41 @@ def parse_wrk(output: str) -> tuple[int, float, float, float, float, int]:
     latencies = {q: float(v) * _UNIT_MS[u] for q, v, u in _LATENCY_LINE.findall(output)}
     errors = sum(int(n) for n in _NON_2XX.findall(output))
     errors += sum(sum(int(n) for n in m) for m in _SOCKET_ERRORS.findall(output))
-    seconds = float(done.group(2)) * _UNIT_MS[done.group(3)] / 1000
-    return (
-        int(done.group(1)),
-        seconds,
-        float(rps.group(1)),
-        latencies.get("50", math.nan),
-        latencies.get("99", math.nan),
-        errors,
+    return WrkRun(
+        requests=int(done.group(1)),
+        seconds=float(done.group(2)) * _UNIT_MS[done.group(3)] / 1000,
+        rps=float(rps.group(1)),
+        p50_ms=latencies.get("50", math.nan),
+        p99_ms=latencies.get("99", math.nan),
+        errors=errors,
+        cpu_seconds=cpu_seconds,
     )
 
 
-def wrk(
-    port: int,
-    pid: int,
-    receipt_id: str,
-    *,
-    seconds: int,
-    connections: int,
-    threads: int,
-    cpu: int | None,
-) -> WrkRun:
-    """Load ``GET /v1/report`` on ``port`` with wrk's keep-alive connections, every
-    request bearing the receipt (gated and plain servers get the same bytes)."""
+def wrk(url: str, pid: int, receipt_id: str, seconds: int, args: argparse.Namespace) -> WrkRun:
+    """Load ``GET /v1/report`` at ``url`` with wrk's keep-alive connections (``args``'
+    threads and connections; on CPU 0 with ``--pin``), every request bearing the receipt
+    (gated and plain servers get the same bytes)."""
     command = [
         "wrk",
-        f"-t{threads}",
-        f"-c{connections}",
+        f"-t{args.threads}",
+        f"-c{args.connections}",
         f"-d{seconds}s",
         "--latency",
         "-H",
         "Accept: application/json",
         "-H",
         f"X-Svc-Receipt: {receipt_id}",
-        f"http://127.0.0.1:{port}/v1/report",
+        f"{url}/v1/report",
     ]
-    if cpu is not None:
-        command = ["taskset", "-c", str(cpu), *command]
+    if args.pin:
+        command = ["taskset", "-c", "0", *command]
     before = process_cpu_seconds(pid)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     after = process_cpu_seconds(pid)
     if done.returncode != 0:
         raise SystemExit(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    requests, elapsed, rps, p50, p99, errors = parse_wrk(done.stdout)
-    return WrkRun(
-        requests=requests,
-        seconds=elapsed,
-        rps=rps,
-        p50_ms=p50,
-        p99_ms=p99,
-        errors=errors,
-        cpu_seconds=None if before is None or after is None else after - before,
-    )
+    return parse_wrk(done.stdout, None if before is None or after is None else after - before)
 
 
 def cpu_us_per_request(runs: list[WrkRun]) -> float | None:
@@ -438,7 +411,7 @@ Server = tuple[str, str]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__, "a short run (smoke test)")
     parser.add_argument("--seconds", type=int, default=2, help="per variant and round (wrk -d)")
     parser.add_argument("--connections", type=int, default=16, help="wrk -c")
     parser.add_argument("--threads", type=int, default=1, help="wrk -t")
@@ -446,8 +419,6 @@ def main() -> None:
     parser.add_argument("--pin", action="store_true", help="servers on CPU 1, wrk on CPU 0")
     parser.add_argument("--calls", type=int, default=300, help="requests counted by callgrind")
     parser.add_argument("--http", nargs="+", choices=SERVERS, default=list(SERVERS))
-    parser.add_argument("--quick", action="store_true", help="a short run (smoke test)")
-    parser.add_argument("--json", type=Path, help="also write the bench rows (JSON) here")
     parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--count", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -465,29 +436,14 @@ def main() -> None:
 
 def measure(args: argparse.Namespace) -> None:
     """The whole bench: the service, the servers, wrk's rounds, callgrind's counts."""
-    for tool in ("wrk", "valgrind"):
-        if shutil.which(tool) is None:
-            raise SystemExit(f"this bench needs {tool} (Debian/Ubuntu: apt-get install {tool})")
-
+    require_tools("wrk", "valgrind")
     with (
         tempfile.TemporaryDirectory() as tmp,
         sqlite_database() as database_url,
         ExitStack() as stack,
     ):
         tmpdir = Path(tmp)
-        service_port = free_port()
-        service = stack.enter_context(
-            process(
-                [sys.executable, "-m", "reference_server", "run", "--port", str(service_port)],
-                {
-                    **os.environ,
-                    "SVC_DATABASE_URL": database_url,
-                    "SVC_RATE_LIMIT": "1000000/second",
-                },
-                f"http://127.0.0.1:{service_port}/ready",
-                tmpdir / "service.log",
-            )
-        )[0].removesuffix("/ready")
+        service, _ = stack.enter_context(reference_server(database_url, tmpdir / "service.log"))
         seller_key, resource_id, receipt_id = set_up(service)
         env = {
             **os.environ,
@@ -497,31 +453,22 @@ def measure(args: argparse.Namespace) -> None:
             "BENCH_RECEIPT_ID": receipt_id,
         }
         servers = [(http, v) for http in args.http for v in VARIANTS]
-        ports, pids = _start_servers(stack, env, tmpdir, servers, pinned=args.pin)
+        urls, pids = _start_servers(stack, env, tmpdir, servers, pinned=args.pin)
 
         def load(server: Server, seconds: int) -> WrkRun:
-            return wrk(
-                ports[server],
-                pids[server],
-                receipt_id,
-                seconds=seconds,
-                connections=args.connections,
-                threads=args.threads,
-                cpu=0 if args.pin else None,
-            )
+            return wrk(urls[server], pids[server], receipt_id, seconds, args)
 
         for server in servers:  # warm up: the gate verifies once and remembers
             if args.quick:
                 httpx.get(
-                    f"http://127.0.0.1:{ports[server]}/v1/report",
-                    headers={"X-Svc-Receipt": receipt_id},
+                    f"{urls[server]}/v1/report", headers={"X-Svc-Receipt": receipt_id}
                 ).raise_for_status()
             else:
                 load(server, 1)
 
         results, ratios = _alternating_rounds(args.http, args.rounds, args.seconds, load)
         verify_calls = {
-            s: httpx.get(f"http://127.0.0.1:{ports[s]}/_stats").json().get("POST /access/verify", 0)
+            s: httpx.get(f"{urls[s]}/_stats").json().get("POST /access/verify", 0)
             for s in servers
             if s[1].endswith("+gate")
         }
@@ -555,7 +502,7 @@ def _report(
         f"\nsvc_asgi.PaymentGate overhead, known receipt: wrk {args.threads} thread(s), "
         f"{args.connections} keep-alive connections, {args.rounds} alternating rounds of "
         f"{args.seconds} s per variant{', pinned' if args.pin else ''}; uvicorn "
-        f"{_version('uvicorn')} (one process each), Python {platform.python_version()}, "
+        f"{version('uvicorn')} (one process each), Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs; baseline: the same app answering the gate's two headers\n"
     )
     header = (
@@ -641,32 +588,17 @@ def _rows(
 
 def _start_servers(
     stack: ExitStack, env: dict[str, str], tmpdir: Path, servers: list[Server], *, pinned: bool
-) -> tuple[dict[Server, int], dict[Server, int]]:
-    """One uvicorn process per server (stopped with ``stack``): their ports and pids."""
-    ports: dict[Server, int] = {}
+) -> tuple[dict[Server, str], dict[Server, int]]:
+    """One uvicorn process per server (stopped with ``stack``): their URLs and pids."""
+    urls: dict[Server, str] = {}
     pids: dict[Server, int] = {}
     for server in servers:
         http, variant = server
-        ports[server] = free_port()
-        _, pids[server] = stack.enter_context(
-            process(
-                [
-                    sys.executable,
-                    __file__,
-                    "--serve",
-                    variant,
-                    "--http",
-                    http,
-                    "--port",
-                    str(ports[server]),
-                    *(["--pin"] if pinned else []),
-                ],
-                env,
-                f"http://127.0.0.1:{ports[server]}/_stats",
-                tmpdir / f"{http}-{variant}.log",
-            )
-        )
-    return ports, pids
+        command = [__file__, "--serve", variant, "--http", http, *(["--pin"] if pinned else [])]
+        log = tmpdir / f"{http}-{variant}.log"
+        urls[server], process = stack.enter_context(script_server(command, "/_stats", log, env))
+        pids[server] = process.pid
+    return urls, pids
 
 
 def _alternating_rounds(
@@ -686,12 +618,6 @@ def _alternating_rounds(
                     results.setdefault(server, []).append(run)
                 ratios.setdefault(b, []).append(done[b].rps / done[a].rps)
     return results, ratios
-
-
-def _version(name: str) -> str:
-    from importlib.metadata import version
-
-    return version(name)
 
 
 if __name__ == "__main__":

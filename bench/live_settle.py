@@ -35,13 +35,11 @@ import functools
 import json
 import os
 import queue
-import secrets
 import shlex
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,18 +47,23 @@ from typing import Any
 
 import httpx
 from _harness import (
-    add_database_options,
+    Sample,
+    bench_parser,
     chosen_databases,
+    closed_loop,
     free_port,
     fresh_database,
-    percentile,
+    new_seller,
     post_json,
-    print_heading,
+    print_comparison,
+    progress,
     reference_server,
+    report_app,
     report_failures,
-    serving,
+    script_server,
     stop_process,
     versions_line,
+    x402_seller,
 )
 from _report import time_ratio_row
 
@@ -70,7 +73,6 @@ GATES = ("hosted", "svc_asgi")
 TARGET = 2.0
 PRICE = "0.01"
 QUICK_REQUESTS = 10
-MAX_ERRORS_SHOWN = 5
 
 
 # --- the devchain ---------------------------------------------------------------------------
@@ -117,15 +119,16 @@ def devchain() -> Iterator[dict[str, str]]:
 def serve(kind: str, port: int, config: dict[str, str]) -> None:
     """One seller app: ``upstream`` (plain), ``svc_asgi`` or ``x402``."""
     import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
 
-    async def report(request: Request) -> JSONResponse:
-        return JSONResponse({"report": "the goods", "rows": list(range(20))})
-
-    app: Any = Starlette(routes=[Route("/report", report)])
+    if kind == "x402":
+        price = {
+            "amount": str(int(float(PRICE) * 1_000_000)),
+            "asset": config["asset"],
+            "extra": {"name": config["asset_name"], "version": config["asset_version"]},
+        }
+        app = x402_seller(config["facilitator"], config["network"], price, config["pay_to"])
+    else:
+        app = report_app()
     if kind == "svc_asgi":
         from svc_asgi import PaymentGate
 
@@ -135,39 +138,14 @@ def serve(kind: str, port: int, config: dict[str, str]) -> None:
             service_url=config["service_url"],
             seller_key=config["seller_key"],
         )
-    elif kind == "x402":
-        from x402 import x402ResourceServer
-        from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-        from x402.http.middleware.fastapi import PaymentMiddlewareASGI
-        from x402.mechanisms.evm.exact import register_exact_evm_server
-
-        facilitator = HTTPFacilitatorClient(FacilitatorConfig(url=config["facilitator"]))
-        server = x402ResourceServer(facilitator)
-        register_exact_evm_server(server, config["network"])
-        price = {
-            "amount": str(int(float(PRICE) * 1_000_000)),
-            "asset": config["asset"],
-            "extra": {"name": config["asset_name"], "version": config["asset_version"]},
-        }
-        accepts = {
-            "scheme": "exact",
-            "payTo": config["pay_to"],
-            "price": price,
-            "network": config["network"],
-        }
-        app.add_middleware(
-            PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
-        )
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 @contextmanager
 def seller(kind: str, config: dict[str, str], logs: Path) -> Iterator[str]:
-    port = free_port()
-    args = [sys.executable, __file__, "--serve", kind, str(port), json.dumps(config)]
-    url = f"http://127.0.0.1:{port}/report"
-    with serving(args, dict(os.environ), url, logs / f"{kind}.log", any_status=True):
-        yield url
+    command = [__file__, "--serve", kind, json.dumps(config)]
+    with script_server(command, "/report", logs / f"{kind}.log") as (url, _):
+        yield url + "/report"
 
 
 # --- set-up over plain HTTP -----------------------------------------------------------------
@@ -175,14 +153,11 @@ def seller(kind: str, config: dict[str, str], logs: Path) -> Iterator[str]:
 
 def live_seller(url: str, upstream: str) -> dict[str, str]:
     """A live seller with payments enabled and one resource: its key, the resource."""
-    live = {"X-Svc-Environment": "live"}
     with httpx.Client(base_url=url, timeout=30) as http:
-        post = functools.partial(post_json, http)
-        owner = post("/owners", {"email": f"b{secrets.token_hex(6)}@example.com"})
-        auth = f"Bearer {owner['owner_jwt']}"
-        made = post("/sellers", {"name": "bench shop"}, Authorization=auth, **live)
+        made = new_seller(http, "live")
         key = f"Bearer {made['seller_key']}"
-        resource = post(
+        resource = post_json(
+            http,
             "/resources",
             {"kind": "http", "path": "/report", "amount": PRICE, "upstream_url": upstream},
             Authorization=key,
@@ -200,25 +175,10 @@ def live_seller(url: str, upstream: str) -> dict[str, str]:
 # --- the load -------------------------------------------------------------------------------
 
 
-async def pay_sequentially(
-    client: Any, url: str, requests: int, latencies: list[float], errors: list[str]
-) -> None:
-    for _ in range(requests):
-        began = time.perf_counter()
-        try:
-            r = await client.get(url)
-            failure = None if r.status_code == 200 else f"{r.status_code} {r.text[:300]}"
-        except httpx.HTTPError as exc:
-            failure = f"{type(exc).__name__}: {exc}"
-        if failure is None:
-            latencies.append(time.perf_counter() - began)
-        else:
-            errors.append(f"{url}: {failure}")
-
-
 async def measure(
     exports: dict[str, str], urls: dict[str, str], requests: int
-) -> tuple[dict[str, list[float]], list[str]]:
+) -> dict[str, Sample]:
+    """Each path's sample, and the warm-up's (whose failures count too)."""
     from eth_account import Account
     from x402 import x402Client
     from x402.http.clients import x402HttpxClient
@@ -233,19 +193,19 @@ async def measure(
     x402.set_spend_controls(
         {"allowed_assets": [{"network": network, "asset": exports["SVC_LIVE_ASSET_ADDRESS"]}]}
     )
-    latencies: dict[str, list[float]] = {path: [] for path in PATHS}
-    errors: list[str] = []
+    samples = {path: Sample() for path in (*PATHS, "warm-up")}
     async with x402HttpxClient(x402, timeout=60) as http:
+        calls = {path: [functools.partial(http.get, urls[path])] for path in PATHS}
         for path in PATHS:  # warm-up: connections, imports, first-use caches
-            await pay_sequentially(http, urls[path], 2, [], errors)
+            await closed_loop(calls[path], 2, samples["warm-up"])
         for path in (*PATHS, *reversed(PATHS)):
-            await pay_sequentially(http, urls[path], requests // 2, latencies[path], errors)
-    return latencies, errors
+            await closed_loop(calls[path], requests // 2, samples[path])
+    return samples
 
 
 def run_database(
     name: str, database_url: str, exports: dict[str, str], requests: int
-) -> tuple[dict[str, list[float]], list[str]]:
+) -> dict[str, Sample]:
     live_env = {k: v for k, v in exports.items() if k.startswith("SVC_LIVE_")}
     with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as tmp:
         logs = Path(tmp)
@@ -265,65 +225,50 @@ def run_database(
             }
             with seller("svc_asgi", gate, logs) as asgi, seller("x402", baseline, logs) as x402:
                 urls = {"hosted": shop["gate_url"], "svc_asgi": asgi, "x402": x402}
-                print(f"  {name}: {requests} paid requests per path...", file=sys.stderr)
+                progress(f"{name}: {requests} paid requests per path...")
                 return asyncio.run(measure(exports, urls, requests))
 
 
 # --- report ---------------------------------------------------------------------------------
 
 
-def print_table(results: dict[str, dict[str, list[float]]], header: list[str]) -> None:
-    columns = (
-        f"{'database':<10} {'gate':<9} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
-        f" {'p95 ms':>7} | {'p50':>5} {'p95':>5}"
-    )
-    above = f"{'':<10} {'':<9} | {'live gate':<15} | {'x402 middleware':<15} | {'ratio':<11}"
-    print_heading(header, above, columns)
-    for name, paths in results.items():
-        base50, base95 = percentile(paths["x402"], 0.5), percentile(paths["x402"], 0.95)
-        for gate in GATES:
-            p50, p95 = percentile(paths[gate], 0.5), percentile(paths[gate], 0.95)
-            print(
-                f"{name:<10} {gate:<9} | {p50 * 1e3:>7.1f} {p95 * 1e3:>7.1f} |"
-                f" {base50 * 1e3:>7.1f} {base95 * 1e3:>7.1f} |"
-                f" {p50 / base50:>5.2f} {p95 / base95:>5.2f}"
-            )
-    print()
+def print_table(results: dict[str, dict[str, Sample]], header: list[str]) -> None:
+    lines = [
+        (name, gate, paths[gate], paths["x402"])
+        for name, paths in results.items()
+        for gate in GATES
+    ]
+    print_comparison(header, ("gate", "<9"), ("live gate", "x402 middleware"), lines)
     print("ratio = the live gate's latency / x402's middleware's (above 1: the gate is slower).")
 
 
-def json_rows(results: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
-    rows = []
-    for name, paths in results.items():
-        for gate in GATES:
-            rows.append(
-                time_ratio_row(
-                    "live gate settle p50 vs x402 middleware",
-                    percentile(paths[gate], 0.5) * 1e3,
-                    percentile(paths["x402"], 0.5) * 1e3,
-                    database=name,
-                    setting=f"{gate} gate, devchain",
-                    unit="ms",
-                    baseline_name="x402 PaymentMiddlewareASGI",
-                    target=TARGET,
-                )
-            )
-    return rows
+def json_rows(results: dict[str, dict[str, Sample]]) -> list[dict[str, Any]]:
+    return [
+        time_ratio_row(
+            "live gate settle p50 vs x402 middleware",
+            paths[gate].percentile(0.5) * 1e3,
+            paths["x402"].percentile(0.5) * 1e3,
+            database=name,
+            setting=f"{gate} gate, devchain",
+            unit="ms",
+            baseline_name="x402 PaymentMiddlewareASGI",
+            target=TARGET,
+        )
+        for name, paths in results.items()
+        for gate in GATES
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=60, help="paid requests per path")
-    add_database_options(parser)
-    parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per path"
+    parser = bench_parser(
+        __doc__, f"a short run: {QUICK_REQUESTS} requests per path", "sqlite,postgresql"
     )
-    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--requests", type=int, default=60, help="paid requests per path")
+    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        kind, port, config = args.serve
-        serve(kind, int(port), json.loads(config))
+        serve(args.serve[0], args.port, json.loads(args.serve[1]))
         return
     if args.quick:
         args.requests = QUICK_REQUESTS
@@ -335,17 +280,21 @@ def main() -> None:
         + f"; {args.requests} paid requests per path, one at a time (A B C C B A), at {PRICE}.",
         f"Client, server, sellers, anvil and facilitator share {os.cpu_count() or 0} cores.",
     ]
-    results: dict[str, dict[str, list[float]]] = {}
-    failures: list[str] = []
+    results: dict[str, dict[str, Sample]] = {}
     with devchain() as exports:
         for name in databases:
             with fresh_database(name, args.postgres_url) as database_url:
-                results[name], errors = run_database(name, database_url, exports, args.requests)
-                failures += errors
+                results[name] = run_database(name, database_url, exports, args.requests)
     print_table(results, header)
     if args.json is not None:
         args.json.write_text(json.dumps(json_rows(results), indent=2) + "\n")
-    report_failures(failures, len(failures), MAX_ERRORS_SHOWN)
+    failures = [
+        f"{name}, {path}: {example}"
+        for name, paths in results.items()
+        for path, sample in paths.items()
+        for example in sample.error_examples
+    ]
+    report_failures(failures, len(failures))
 
 
 if __name__ == "__main__":

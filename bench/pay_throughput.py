@@ -36,38 +36,39 @@ fails the run.
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import json
 import os
 import re
 import resource
 import secrets
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import httpx
 from _harness import (
-    add_database_options,
+    bench_parser,
     chosen_databases,
+    fail,
     fresh_database,
+    funded_wallet_key,
     ms,
+    new_seller,
     post_json,
     print_heading,
     process_cpu_seconds,
+    progress,
     ratio,
     reference_server,
-    report_failures,
+    report_cell_failures,
+    require_tools,
     versions_line,
 )
+from _report import row
 from sqlalchemy import func, select
 
 from reference_server.domain import ledger
@@ -89,7 +90,6 @@ PRICE_MICROS = 10_000
 FUNDING = "100000.00"  # ten million pays at PRICE
 FUNDING_MICROS = 100_000 * 1_000_000
 ROUTES = ("pay", "commit")
-MAX_ERRORS_SHOWN = 5
 #: The percentiles read from each wrk run's latency histogram (1-point steps, then
 #: 0.1-point steps above 90), from which both halves' percentiles are pooled.
 GRID = (*range(1, 90), *(q / 10 for q in range(900, 1001)))
@@ -230,122 +230,29 @@ class Setup:
     resource_id: str
 
 
-# --- the server under test ---------------------------------------------------------
-
-
-@contextmanager
-def running_server(database_url: str, log_path: Path) -> Iterator[tuple[str, int]]:
-    """The server under test, with the baseline route; yields (base URL, pid)."""
-    script = Path(__file__).with_name("_baseline_server.py")
-    with reference_server(database_url, log_path, script=script) as (url, process):
-        yield url, process.pid
-
-
 # --- set-up over plain HTTP ---------------------------------------------------------
 
 
 def set_up(url: str) -> Setup:
     """A seller selling one resource at PRICE, and a wallet key funded with FUNDING."""
-    test = {"X-Svc-Environment": "test"}
     with httpx.Client(base_url=url, timeout=30) as http:
-
-        def post(path: str, body: dict[str, Any], **headers: str) -> dict[str, Any]:
-            return post_json(http, path, body, **headers)
-
-        seller_owner = post("/owners", {"email": f"s{secrets.token_hex(6)}@example.com"})
-        seller = post(
-            "/sellers",
-            {"name": "bench shop"},
-            Authorization=f"Bearer {seller_owner['owner_jwt']}",
-            **test,
-        )
-        sold = post(
+        seller_key = new_seller(http)["seller_key"]
+        sold = post_json(
+            http,
             "/resources",
             {"kind": "http", "path": "/v1/report", "amount": PRICE},
-            Authorization=f"Bearer {seller['seller_key']}",
+            Authorization=f"Bearer {seller_key}",
         )
-        agent_owner = post("/owners", {"email": f"a{secrets.token_hex(6)}@example.com"})
-        owner_auth = f"Bearer {agent_owner['owner_jwt']}"
-        key = post("/wallet-keys", {"name": "bench agent"}, Authorization=owner_auth, **test)
-        post(
-            f"/wallet-keys/{key['id']}/fund",
-            {"amount": FUNDING},
-            Authorization=owner_auth,
-            **test,
-        )
+        key = funded_wallet_key(http, FUNDING)
     return Setup(wallet_key=key["key"], wallet_key_id=key["id"], resource_id=sold["id"])
 
 
 # --- the load ---------------------------------------------------------------------
 
 
-def request_for(route: str, setup: Setup) -> tuple[str, dict[str, Any]]:
-    if route == "pay":
-        return "/pay", {"resource_id": setup.resource_id}
-    return "/_bench/commit", {}
-
-
 _COUNTS = re.compile(r"^svc-counts (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)$", re.MULTILINE)
 _LATENCY = re.compile(r"^svc-latency ([\d.]+) (\d+)$", re.MULTILINE)
 _REFUSED = re.compile(r"^svc-refused (.*)$", re.MULTILINE)
-
-
-def wrk(
-    url: str,
-    pid: int,
-    setup: Setup,
-    route: str,
-    *,
-    script: Path,
-    connections: int,
-    threads: int,
-    seconds: int,
-) -> Run:
-    """One closed-loop wrk run of ``route`` with ``connections`` keep-alive connections."""
-    path, body = request_for(route, setup)
-    command = [
-        "wrk",
-        f"-t{min(threads, connections)}",
-        f"-c{connections}",
-        f"-d{seconds}s",
-        "--timeout",
-        "60s",
-        "--latency",
-        "-s",
-        str(script),
-        url + path,
-        "--",
-        secrets.token_hex(8),  # this run's Idempotency-Keys differ from every other's
-        setup.wallet_key,
-        json.dumps(body),
-    ]
-    cpu_before = process_cpu_seconds(pid)
-    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_after = process_cpu_seconds(pid)
-    counts = _COUNTS.search(done.stdout)
-    if done.returncode != 0 or counts is None:
-        raise SystemExit(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    sent, ok, refused, completed, duration_us, socket_errors = map(int, counts.groups())
-    client_cpu = (children_after.ru_utime + children_after.ru_stime) - (
-        children_before.ru_utime + children_before.ru_stime
-    )
-    examples = [f"POST {path}: {m}" for m in _REFUSED.findall(done.stdout)]
-    if socket_errors:
-        examples.append(f"POST {path}: {socket_errors} socket error(s) (wrk: {done.stdout!r})")
-    return Run(
-        sent=sent,
-        ok=ok,
-        refused=refused,
-        socket_errors=socket_errors,
-        seconds=duration_us / 1e6,
-        completed=completed,
-        latency={float(q): int(us) / 1e6 for q, us in _LATENCY.findall(done.stdout)},
-        examples=examples,
-        server_cpu=None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
-        client_cpu=client_cpu,
-    )
 
 
 @attrs.define
@@ -360,21 +267,59 @@ class Load:
     pay_runs: list[Run] = attrs.Factory(list)
 
     def run(self, route: str, connections: int, seconds: int, sample: Sample) -> Run:
-        done = wrk(
-            self.url,
-            self.pid,
-            self.setup,
-            route,
-            script=self.script,
-            connections=connections,
-            threads=self.threads,
-            seconds=seconds,
+        """One closed-loop wrk run of ``route`` with ``connections`` keep-alive
+        connections; its failures join ``sample``'s."""
+        pay = route == "pay"
+        path = "/pay" if pay else "/_bench/commit"
+        body = {"resource_id": self.setup.resource_id} if pay else {}
+        command = [
+            "wrk",
+            f"-t{min(self.threads, connections)}",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--timeout",
+            "60s",
+            "--latency",
+            "-s",
+            str(self.script),
+            self.url + path,
+            "--",
+            secrets.token_hex(8),  # this run's Idempotency-Keys differ from every other's
+            self.setup.wallet_key,
+            json.dumps(body),
+        ]
+        cpu_before = process_cpu_seconds(self.pid)
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_after = process_cpu_seconds(self.pid)
+        counts = _COUNTS.search(done.stdout)
+        if done.returncode != 0 or counts is None:
+            raise SystemExit(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        sent, ok, refused, completed, duration_us, socket_errors = map(int, counts.groups())
+        client_cpu = (children_after.ru_utime + children_after.ru_stime) - (
+            children_before.ru_utime + children_before.ru_stime
         )
-        if route == "pay":
-            self.pay_runs.append(done)
-        sample.errors += done.refused + done.socket_errors
-        sample.error_examples += done.examples
-        return done
+        examples = [f"POST {path}: {m}" for m in _REFUSED.findall(done.stdout)]
+        if socket_errors:
+            examples.append(f"POST {path}: {socket_errors} socket error(s) (wrk: {done.stdout!r})")
+        run = Run(
+            sent=sent,
+            ok=ok,
+            refused=refused,
+            socket_errors=socket_errors,
+            seconds=duration_us / 1e6,
+            completed=completed,
+            latency={float(q): int(us) / 1e6 for q, us in _LATENCY.findall(done.stdout)},
+            examples=examples,
+            server_cpu=None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
+            client_cpu=client_cpu,
+        )
+        if pay:
+            self.pay_runs.append(run)
+        sample.errors += refused + socket_errors
+        sample.error_examples += examples
+        return run
 
 
 def measure_cell(
@@ -448,15 +393,16 @@ def run_database(
         log_path = Path(tmp) / "server.log"
         script = Path(tmp) / "pay.lua"
         script.write_text(WRK_SCRIPT)
-        with running_server(database_url, log_path) as (url, pid):
-            load = Load(url=url, pid=pid, setup=set_up(url), script=script, threads=threads)
+        baseline_server = Path(__file__).with_name("_baseline_server.py")
+        with reference_server(database_url, log_path, script=baseline_server) as (url, server):
+            load = Load(url, server.pid, set_up(url), script, threads)
             cells = []
             for i, concurrency in enumerate(CONCURRENCY):
-                print(f"  {name}: {concurrency} client(s)...", file=sys.stderr, flush=True)
+                progress(f"{name}: {concurrency} client(s)...")
                 warm = warm_every_cell or i == 0
                 cells.append(measure_cell(load, concurrency, half, ROUTES[i % 2], warm))
             held, problems = check_books(database_url, load)
-        print(f"  {name}: {held}", file=sys.stderr, flush=True)
+        progress(f"{name}: {held}")
         return cells, problems
 
 
@@ -511,63 +457,55 @@ def json_rows(results: dict[str, list[dict[str, Sample]]]) -> list[dict[str, Any
     for name, cells in results.items():
         for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
             pay, base = cell["pay"], cell["commit"]
-            value = round(pay.throughput, 1)
             ratio = pay.throughput / base.throughput if base.throughput else None
             rows.append(
-                {
-                    "measure": "POST /pay throughput",
-                    "database": name,
-                    "setting": f"{concurrency} client{'s' if concurrency > 1 else ''}",
-                    "value": value,
-                    "unit": "req/s",
-                    "baseline_name": "one-row commit, same pipeline",
-                    "baseline": round(base.throughput, 1),
-                    "ratio": None if ratio is None else round(ratio, 3),
-                    "target": f">= {RATIO_TARGET}",
-                    "met": ratio is not None and ratio >= RATIO_TARGET,
-                }
+                row(
+                    "POST /pay throughput",
+                    database=name,
+                    setting=f"{concurrency} client{'s' if concurrency > 1 else ''}",
+                    value=round(pay.throughput, 1),
+                    unit="req/s",
+                    baseline_name="one-row commit, same pipeline",
+                    baseline=round(base.throughput, 1),
+                    ratio=None if ratio is None else round(ratio, 3),
+                    target=f">= {RATIO_TARGET}",
+                    met=ratio is not None and ratio >= RATIO_TARGET,
+                )
             )
         if name == "postgresql":
             p99 = cells[-1]["pay"].percentile(0.99) * 1e3
             rows.append(
-                {
-                    "measure": "POST /pay p99",
-                    "database": name,
-                    "setting": f"{CONCURRENCY[-1]} clients",
-                    "value": round(p99, 1),
-                    "unit": "ms",
-                    "baseline_name": None,
-                    "baseline": None,
-                    "ratio": None,
-                    "target": f"< {P99_TARGET_MS:g} ms",
-                    "met": p99 < P99_TARGET_MS,
-                }
+                row(
+                    "POST /pay p99",
+                    database=name,
+                    setting=f"{CONCURRENCY[-1]} clients",
+                    value=round(p99, 1),
+                    unit="ms",
+                    target=f"< {P99_TARGET_MS:g} ms",
+                    met=p99 < P99_TARGET_MS,
+                )
             )
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(
+        __doc__,
+        f"a short run ({QUICK_SECONDS} s per route and cell, one warm-up per database)",
+        "sqlite,postgresql",
+    )
     parser.add_argument(
         "--seconds",
         type=int,
         default=DEFAULT_SECONDS,
         help="per route and cell, in two halves of whole seconds",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a short run ({QUICK_SECONDS} s per route and cell, one warm-up per database)",
-    )
     parser.add_argument("--threads", type=int, default=1, help="wrk -t (at most the clients)")
-    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON rows")
-    add_database_options(parser)
     args = parser.parse_args()
     if args.quick:
         args.seconds = QUICK_SECONDS
     databases = chosen_databases(parser, args)
-    if shutil.which("wrk") is None:
-        raise SystemExit("this bench needs wrk (Debian/Ubuntu: apt-get install wrk)")
+    require_tools("wrk")
     half = max(1, args.seconds // 2)
 
     cores = os.cpu_count() or 0
@@ -594,23 +532,12 @@ def main() -> None:
 
     print_table(results, header)
     if args.json:
-        Path(args.json).write_text(json.dumps(json_rows(results), indent=2) + "\n")
+        args.json.write_text(json.dumps(json_rows(results), indent=2) + "\n")
     if books:
-        print("\nThe books do not balance after the runs:")
-        for problem in books:
-            print("  " + problem)
-        raise SystemExit(1)
+        fail("The books do not balance after the runs:", books)
     print("\nThe books balance: every payment answered 200 has its receipt and its price")
     print("left the wallet key once; the ledger audit finds nothing.")
-    failures = [
-        example
-        for cells in results.values()
-        for cell in cells
-        for sample in cell.values()
-        for example in sample.error_examples
-    ]
-    total = sum(s.errors for cells in results.values() for c in cells for s in c.values())
-    report_failures(failures, total, MAX_ERRORS_SHOWN)
+    report_cell_failures(results)
 
 
 if __name__ == "__main__":

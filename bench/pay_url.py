@@ -39,31 +39,29 @@ import functools
 import json
 import os
 import secrets
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import attrs
 import httpx
 from _harness import (
-    add_database_options,
+    Sample,
+    bench_parser,
     chosen_databases,
-    free_port,
+    closed_loop,
     fresh_database,
-    ms,
-    percentile,
+    funded_wallet_key,
     post_json,
-    print_heading,
-    ratio,
+    print_comparison,
+    progress,
     reference_server,
-    report_failures,
-    serving,
+    report_cell_failures,
+    script_server,
     versions_line,
+    x402_seller,
 )
 from _report import time_ratio_row
 
@@ -73,20 +71,6 @@ TARGETS = {1: 1.25, 8: 1.5}
 QUICK_REQUESTS = 20
 PRICE = "$0.001"
 PATHS = ("pay-url", "x402")
-MAX_ERRORS_SHOWN = 5
-
-
-@attrs.define
-class Sample:
-    """One path in one cell: latencies of the paid requests, and failures."""
-
-    latencies: list[float] = attrs.Factory(list)
-    errors: int = 0
-    error_examples: list[str] = attrs.Factory(list)
-
-    def percentile(self, q: float) -> float:
-        """Nearest-rank percentile, in seconds."""
-        return percentile(self.latencies, q)
 
 
 # --- the seller (run with --serve-seller) --------------------------------------------------
@@ -95,26 +79,8 @@ class Sample:
 def serve_seller(port: int, facilitator: str, pay_to: str) -> None:
     """x402's documented Base Sepolia set-up, pointed at the sandbox facilitator."""
     import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-    from x402 import x402ResourceServer
-    from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-    from x402.http.middleware.fastapi import PaymentMiddlewareASGI
-    from x402.mechanisms.evm.exact import register_exact_evm_server
 
-    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator)))
-    register_exact_evm_server(server, "eip155:84532")
-
-    async def report(request: Request) -> JSONResponse:
-        return JSONResponse({"report": "the goods", "rows": list(range(20))})
-
-    app = Starlette(routes=[Route("/report", report)])
-    accepts = {"scheme": "exact", "payTo": pay_to, "price": PRICE, "network": "eip155:84532"}
-    app.add_middleware(
-        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
-    )
+    app = x402_seller(facilitator, "eip155:84532", PRICE, pay_to)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -131,21 +97,11 @@ def stack(database_url: str, logs: Path, servers: int = 1) -> Iterator[tuple[lis
             processes.enter_context(reference_server(database_url, logs / f"server{i}.log"))[0]
             for i in range(servers)
         ]
-        url = urls[0]
-        seller_port = free_port()
-        seller = [
-            sys.executable,
-            __file__,
-            "--serve-seller",
-            str(seller_port),
-            "--facilitator",
-            url + "/sandbox/x402",
-            "--pay-to",
-            "0x" + secrets.token_hex(20),
-        ]
-        seller_url = f"http://127.0.0.1:{seller_port}/report"
-        with serving(seller, dict(os.environ), seller_url, logs / "seller.log", any_status=True):
-            yield urls, seller_url
+        facilitator = urls[0] + "/sandbox/x402"
+        seller = [__file__, "--serve-seller", "--facilitator", facilitator]
+        seller += ["--pay-to", "0x" + secrets.token_hex(20)]
+        with script_server(seller, "/report", logs / "seller.log") as (seller_url, _):
+            yield urls, seller_url + "/report"
 
 
 # --- set-up over plain HTTP -----------------------------------------------------------------
@@ -156,46 +112,15 @@ def set_up(url: str) -> tuple[str, Any]:
     from eth_account import Account
 
     payer = Account.create()
-    test = {"X-Svc-Environment": "test"}
     with httpx.Client(base_url=url, timeout=30) as http:
-        post = functools.partial(post_json, http)
-
-        owner = post("/owners", {"email": f"b{secrets.token_hex(6)}@example.com"})
-        auth = f"Bearer {owner['owner_jwt']}"
-        key = post("/wallet-keys", {"name": "bench agent"}, Authorization=auth, **test)
-        post(f"/wallet-keys/{key['id']}/fund", {"amount": "10000"}, Authorization=auth, **test)
-        post("/sandbox/faucet", {"address": payer.address, "amount": "1000"})
+        key = funded_wallet_key(http, "10000")
+        post_json(http, "/sandbox/faucet", {"address": payer.address, "amount": "1000"})
     return str(key["key"]), payer
 
 
 # --- the load -------------------------------------------------------------------------------
 
 Pay = Callable[[], Awaitable[httpx.Response]]
-
-
-async def closed_loop(pays: list[Pay], requests: int, sample: Sample) -> None:
-    """``requests`` paid requests shared by the clients, each sending its next as soon as
-    the last is answered."""
-    left = requests
-
-    async def client_loop(pay: Pay) -> None:
-        nonlocal left
-        while left > 0:
-            left -= 1
-            began = time.perf_counter()
-            try:
-                r = await pay()
-                failure = None if r.status_code == 200 else f"{r.status_code} {r.text[:300]}"
-            except httpx.HTTPError as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-            if failure is None:
-                sample.latencies.append(time.perf_counter() - began)
-            else:
-                sample.errors += 1
-                if len(sample.error_examples) < MAX_ERRORS_SHOWN:
-                    sample.error_examples.append(failure)
-
-    await asyncio.gather(*(client_loop(pay) for pay in pays))
 
 
 async def measure_cell(
@@ -227,12 +152,9 @@ async def measure_cell(
             "/spend/pay-url", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}
         )
 
-    def via_x402(http: httpx.AsyncClient) -> Pay:
-        return lambda: http.get(seller_url)
-
-    clients = {
+    clients: dict[str, list[Pay]] = {
         "pay-url": [via_service(h) for h in service],
-        "x402": [via_x402(h) for h in direct],
+        "x402": [functools.partial(h.get, seller_url) for h in direct],
     }
     samples = {path: Sample() for path in PATHS}
     try:
@@ -254,7 +176,7 @@ def run_database(
             wallet_key, payer = set_up(urls[0])
             cells = []
             for concurrency in CONCURRENCY:
-                print(f"  {name}: {concurrency} client(s)...", file=sys.stderr, flush=True)
+                progress(f"{name}: {concurrency} client(s)...")
                 cells.append(
                     asyncio.run(
                         measure_cell(urls, seller_url, wallet_key, payer, concurrency, requests)
@@ -267,24 +189,12 @@ def run_database(
 
 
 def print_table(results: dict[str, list[dict[str, Sample]]], header: list[str]) -> None:
-    columns = (
-        f"{'database':<10} {'clients':>7} | {'p50 ms':>7} {'p95 ms':>7} | {'p50 ms':>7}"
-        f" {'p95 ms':>7} | {'p50':>5} {'p95':>5} | {'errors':>6}"
-    )
-    above = f"{'':<10} {'':>7} | {'pay-url':<15} | {'x402 client':<15} | {'ratio':<11} |"
-    print_heading(header, above, columns)
-    for name, cells in results.items():
-        for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
-            via, direct = cell["pay-url"], cell["x402"]
-            print(
-                f"{name:<10} {concurrency:>7} | {ms(via.percentile(0.5)):>7}"
-                f" {ms(via.percentile(0.95)):>7} | {ms(direct.percentile(0.5)):>7}"
-                f" {ms(direct.percentile(0.95)):>7} |"
-                f" {ratio(via.percentile(0.5), direct.percentile(0.5)):>5}"
-                f" {ratio(via.percentile(0.95), direct.percentile(0.95)):>5}"
-                f" | {via.errors + direct.errors:>6}"
-            )
-    print()
+    lines = [
+        (name, concurrency, cell["pay-url"], cell["x402"])
+        for name, cells in results.items()
+        for concurrency, cell in zip(CONCURRENCY, cells, strict=True)
+    ]
+    print_comparison(header, ("clients", ">7"), ("pay-url", "x402 client"), lines, errors=True)
     print("ratio = pay-url latency / x402 client latency (above 1: pay-url is slower).")
 
 
@@ -292,43 +202,39 @@ def json_rows(
     results: dict[str, list[dict[str, Sample]]], servers: int = 1
 ) -> list[dict[str, Any]]:
     """The issue's figures, one row each (bench JSON protocol): p50 ratio per cell."""
-    rows = []
-    for name, cells in results.items():
-        for concurrency, cell in zip(CONCURRENCY, cells, strict=True):
-            rows.append(
-                time_ratio_row(
-                    "pay-url p50 vs x402 client",
-                    cell["pay-url"].percentile(0.5) * 1e3,
-                    cell["x402"].percentile(0.5) * 1e3,
-                    database=name,
-                    setting=f"{concurrency} client"
-                    + ("s" if concurrency > 1 else "")
-                    + (f", {servers} server processes" if servers > 1 else ""),
-                    unit="ms",
-                    baseline_name="x402 httpx client, direct",
-                    target=TARGETS[concurrency],
-                )
-            )
-    return rows
+    return [
+        time_ratio_row(
+            "pay-url p50 vs x402 client",
+            cell["pay-url"].percentile(0.5) * 1e3,
+            cell["x402"].percentile(0.5) * 1e3,
+            database=name,
+            setting=f"{concurrency} client"
+            + ("s" if concurrency > 1 else "")
+            + (f", {servers} server processes" if servers > 1 else ""),
+            unit="ms",
+            baseline_name="x402 httpx client, direct",
+            target=TARGETS[concurrency],
+        )
+        for name, cells in results.items()
+        for concurrency, cell in zip(CONCURRENCY, cells, strict=True)
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=200, help="paid requests per path and cell")
-    add_database_options(parser)
-    parser.add_argument("--json", type=Path, help="also write the figures here (bench JSON rows)")
-    parser.add_argument(
-        "--quick", action="store_true", help=f"a short run: {QUICK_REQUESTS} requests per cell"
+    parser = bench_parser(
+        __doc__, f"a short run: {QUICK_REQUESTS} requests per cell", "sqlite,postgresql"
     )
+    parser.add_argument("--requests", type=int, default=200, help="paid requests per path and cell")
     parser.add_argument(
         "--servers", type=int, default=1, help="reference server processes sharing the database"
     )
-    parser.add_argument("--serve-seller", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-seller", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--facilitator", help=argparse.SUPPRESS)
     parser.add_argument("--pay-to", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_seller is not None:
-        serve_seller(args.serve_seller, args.facilitator, args.pay_to)
+    if args.serve_seller:
+        serve_seller(args.port, args.facilitator, args.pay_to)
         return
     if args.quick:
         args.requests = QUICK_REQUESTS
@@ -351,14 +257,7 @@ def main() -> None:
     print_table(results, header)
     if args.json is not None:
         args.json.write_text(json.dumps(json_rows(results, args.servers), indent=2) + "\n")
-    failures = [
-        example
-        for cells in results.values()
-        for cell in cells
-        for sample in cell.values()
-        for example in sample.error_examples
-    ]
-    report_failures(failures, len(failures), MAX_ERRORS_SHOWN)
+    report_cell_failures(results)
 
 
 if __name__ == "__main__":

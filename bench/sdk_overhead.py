@@ -14,9 +14,7 @@ times, the figure the target (SDK <= 1.1x raw httpx) is about.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import secrets
 import statistics
 import tempfile
 import time
@@ -24,8 +22,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
-from _harness import DEFAULT_POSTGRES, fresh_database, post_json, reference_server
+from _harness import (
+    bench_parser,
+    chosen_databases,
+    fresh_database,
+    new_seller,
+    reference_server,
+)
 from _report import row, write_rows
 
 import svc
@@ -37,15 +42,7 @@ TARGET = 1.1
 def set_up(url: str) -> str:
     """A seller in the test environment; its seller key."""
     with httpx.Client(base_url=url, timeout=30) as http:
-        owner = post_json(http, "/owners", {"email": f"o{secrets.token_hex(6)}@example.com"})
-        seller = post_json(
-            http,
-            "/sellers",
-            {"name": "bench shop"},
-            Authorization=f"Bearer {owner['owner_jwt']}",
-            **{"X-Svc-Environment": "test"},
-        )
-    return str(seller["seller_key"])
+        return str(new_seller(http)["seller_key"])
 
 
 def raw_headers(seller_key: str) -> dict[str, str]:
@@ -57,12 +54,12 @@ def raw_headers(seller_key: str) -> dict[str, str]:
     }
 
 
+@attrs.define
 class Rounds:
     """Per-round mean seconds per call of the SDK and of raw httpx."""
 
-    def __init__(self) -> None:
-        self.sdk: list[float] = []
-        self.raw: list[float] = []
+    sdk: list[float] = attrs.Factory(list)
+    raw: list[float] = attrs.Factory(list)
 
     def add(self, sdk: float, raw: float) -> None:
         self.sdk.append(sdk)
@@ -145,35 +142,27 @@ async def measure_async(url: str, seller_key: str, rounds: int, calls: int) -> R
 
 
 def protocol_rows(database: str, measured: dict[str, Rounds]) -> list[dict[str, Any]]:
-    rows = []
-    for setting, rounds in measured.items():
-        ratio = rounds.ratio
-        rows.append(
-            row(
-                "SDK call overhead (GET /sellers/me)",
-                database=database,
-                setting=setting,
-                value=round(statistics.median(rounds.sdk) * 1e6, 1),
-                unit="µs",
-                baseline_name="raw "
-                + ("httpx.AsyncClient" if "async" in setting else "httpx.Client"),
-                baseline=round(statistics.median(rounds.raw) * 1e6, 1),
-                ratio=round(ratio, 3),
-                target=f"<= {TARGET}",
-                met=ratio <= TARGET,
-            )
+    return [
+        row(
+            "SDK call overhead (GET /sellers/me)",
+            database=database,
+            setting=setting,
+            value=round(statistics.median(rounds.sdk) * 1e6, 1),
+            unit="µs",
+            baseline_name="raw " + ("httpx.AsyncClient" if "async" in setting else "httpx.Client"),
+            baseline=round(statistics.median(rounds.raw) * 1e6, 1),
+            ratio=round(rounds.ratio, 3),
+            target=f"<= {TARGET}",
+            met=rounds.ratio <= TARGET,
         )
-    return rows
+        for setting, rounds in measured.items()
+    ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--databases", default="sqlite", help="sqlite,postgresql")
-    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES)
+    parser = bench_parser(__doc__, "a short, noisier run", "sqlite")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=200, help="per side and round")
-    parser.add_argument("--json", metavar="PATH", help="also write the protocol rows here")
-    parser.add_argument("--quick", action="store_true", help="a short, noisier run")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.calls = 4, 100
@@ -186,7 +175,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     rows: list[dict[str, Any]] = []
-    for database in args.databases.split(","):
+    for database in chosen_databases(parser, args):
         with (
             fresh_database(database, args.postgres_url) as database_url,
             tempfile.TemporaryDirectory(prefix="svc-bench-") as logs,

@@ -31,29 +31,15 @@ for by its id:
 - **paced**: ``--paced-events`` fundings at a steady ``--rate`` per second, below what the
   worker can deliver, so the latency is the pipeline's and not a backlog's.
 
-Measured:
-
-- **deliv/s**: events / (last arrival - first ``events.created_at``); for the drain,
-  (events - 1) / (last arrival - first arrival).  **commit/s**: funding calls answered per
-  second, the rate events were produced.
-- **p50/p99**: receiver arrival minus the event's ``events.created_at``, read from the
-  database after the run (both are this machine's wall clock).  The server stamps
-  ``created_at`` with the request's start time and writes it in the transaction, so this
-  is an upper bound of commit-to-delivery: it includes the rest of the funding request up
-  to its commit.  **resp p50** is the matching lower bound: arrival minus the time the
-  funding client got its answer (the answer's ``balance`` names the event); negative when
-  the webhook arrived before the answer did.
-- **idle cpu**: the CPU the process running the worker uses while nothing is queued (the
-  server process, or the standalone worker), in percent of one core: the polling's cost
-  on this side (the database's own processes not counted).
-- **baseline**: the same receiver posted to by a plain ``httpx.AsyncClient`` (keep-alive,
-  8 posts at once like the worker's default ``worker_concurrency``), with a body of the
-  size of a real delivery signed with ``svc.webhooks.headers`` as the server does:
-  posts/s over (last arrival - first send) and send-to-arrival p50/p99.  It runs just
-  before and just after the drain (the rates averaged), so that both see the shared
-  machine in the same state.  A second baseline
-  with a new client (a new connection) per post, as the worker sends, is printed below the
-  table.
+The table's legend says what each column measures.  p50/p99 are an upper bound of
+commit-to-delivery: the server stamps ``events.created_at`` with the request's start time,
+so they include the rest of the funding request up to its commit; **resp p50** (arrival
+minus the funding answer, which names its event by the resulting ``balance``) is the
+matching lower bound.  The **baseline** posts a body of a real delivery's size, signed as
+the server signs, 8 at once like the worker's default ``worker_concurrency``; it runs just
+before and just after the drain (the rates averaged) so both see the shared machine in the
+same state.  A second baseline, a new connection per post as the worker sends, is printed
+below the table.
 
 Every delivery is checked with ``svc.webhooks.verify``; the bench exits 1 if any event is
 not delivered (or does not verify) within ``--timeout`` seconds.  ``--json PATH`` writes
@@ -84,16 +70,20 @@ from typing import Any
 import attrs
 import httpx
 from _harness import (
-    add_database_options,
+    bench_parser,
     chosen_databases,
+    fail,
     fresh_database,
     ms,
+    new_owner,
     percentile,
     post_json,
     print_heading,
     process_cpu_seconds,
+    progress,
     ratio,
     reference_server,
+    serving,
     stop_process,
     versions_line,
 )
@@ -199,19 +189,15 @@ class ReceiverProcess:
         r.raise_for_status()
         return r.json()
 
-    def count(self) -> int:
-        return int(self.control("GET", "/_count")["count"])
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(self.control("GET", "/_records"))
-
-    def reset(self) -> None:
-        self.control("POST", "/_reset")
-
-    def wait_for(self, count: int, timeout: float) -> None:
+    def take(self, count: int, timeout: float) -> list[dict[str, Any]]:
+        """The records once ``count`` have arrived (or ``timeout``), which it then forgets."""
         deadline = time.monotonic() + timeout
-        while self.count() < count and time.monotonic() < deadline:
+        while self.control("GET", "/_count")["count"] < count and time.monotonic() < deadline:
             time.sleep(0.02)
+        time.sleep(0.1)  # a late duplicate would show up now
+        records = list(self.control("GET", "/_records"))
+        self.control("POST", "/_reset")
+        return records
 
 
 @contextmanager
@@ -230,10 +216,9 @@ def running_receiver() -> Iterator[ReceiverProcess]:
 # --- databases and processes under test ------------------------------------------------
 
 
-def process_env(database_url: str, *, worker: bool, poll: float) -> dict[str, str]:
+def worker_env(*, worker: bool, poll: float) -> dict[str, str]:
+    """The settings of the server (and the standalone worker) under test."""
     return {
-        **os.environ,
-        "SVC_DATABASE_URL": database_url,
         "SVC_ENV": "development",
         "SVC_RATE_LIMIT": "1000000/second",
         "SVC_WORKER_ENABLED": "1" if worker else "0",
@@ -242,32 +227,14 @@ def process_env(database_url: str, *, worker: bool, poll: float) -> dict[str, st
 
 
 @contextmanager
-def running_server(
-    database_url: str, log_path: Path, *, worker: bool, poll: float
-) -> Iterator[tuple[str, int]]:
-    """``python -m reference_server run`` on a free port; yields (base URL, pid)."""
-    env = process_env(database_url, worker=worker, poll=poll)
-    del env["SVC_DATABASE_URL"]
-    with reference_server(database_url, log_path, **env) as (url, process):
-        yield url, process.pid
-
-
-@contextmanager
 def standalone_worker(database_url: str, log_path: Path, *, poll: float) -> Iterator[int]:
     """``python -m reference_server worker`` on the same database; yields its pid."""
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reference_server", "worker"],
-            env=process_env(database_url, worker=True, poll=poll),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    env = {**os.environ, "SVC_DATABASE_URL": database_url, **worker_env(worker=True, poll=poll)}
+    command = [sys.executable, "-m", "reference_server", "worker"]
+    with serving(command, env, None, log_path) as process:
         yield process.pid
         if process.poll() is not None:
             raise SystemExit(f"the worker exited ({process.returncode}):\n{log_path.read_text()}")
-    finally:
-        stop_process(process)
 
 
 def idle_cpu_percent(pid: int) -> float | None:
@@ -297,12 +264,11 @@ class Setup:
 def set_up(url: str, database_url: str, hook_url: str) -> Setup:
     """An owner with a test wallet key and a ``funding.paid`` endpoint at the receiver."""
     with httpx.Client(base_url=url, timeout=30) as http:
-        post = functools.partial(post_json, http)
-
-        owner = post("/owners", {"email": f"w{secrets.token_hex(6)}@example.com"})
-        auth = {"Authorization": f"Bearer {owner['owner_jwt']}", "X-Svc-Environment": "test"}
-        key = post("/wallet-keys", {"name": "bench agent"}, **auth)
-        endpoint = post(
+        owner, bearer = new_owner(http)
+        auth = {"Authorization": bearer, "X-Svc-Environment": "test"}
+        key = post_json(http, "/wallet-keys", {"name": "bench agent"}, **auth)
+        endpoint = post_json(
+            http,
             "/webhooks",
             {"url": hook_url, "events": ["funding.paid"]},
             **auth,
@@ -469,10 +435,7 @@ def collect(
     events = {e: v for e, v in stored_events(setup).items() if e not in seen}
     seen.update(events)
     row.events = len(events)
-    receiver.wait_for(len(events), timeout)
-    time.sleep(0.1)  # a late duplicate would show up now
-    records = receiver.records()
-    receiver.reset()
+    records = receiver.take(len(events), timeout)
     arrivals, row.duplicates, problems = verified_arrivals(records, setup.signing_secret)
     row.problems += problems
     missing = set(events) - set(arrivals)
@@ -610,15 +573,13 @@ def run_baseline(
     fresh_connections: bool = False,
 ) -> Baseline:
     result = Baseline(label, posts=count)
-    receiver.reset()
+    receiver.control("POST", "/_reset")
     secret = "whsec_" + secrets.token_urlsafe(24)
     sent, started, errors = asyncio.run(
         post_many(receiver.hook_url, template, secret, count, fresh_connections)
     )
     result.problems += errors[:MAX_ERRORS_SHOWN]
-    receiver.wait_for(count, timeout)
-    arrivals, _duplicates, problems = verified_arrivals(receiver.records(), secret)
-    receiver.reset()
+    arrivals, _duplicates, problems = verified_arrivals(receiver.take(count, timeout), secret)
     result.problems += problems
     arrived = [e for e in sent if e in arrivals]
     if len(arrived) < count:
@@ -652,10 +613,6 @@ class Section:
     fresh_baseline: Baseline | None = None
 
 
-def progress(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
-
 def run_database(
     name: str,
     make_database: Callable[[], AbstractContextManager[str]],
@@ -664,18 +621,21 @@ def run_database(
 ) -> Section:
     section = Section(name)
     template: str | None = None
-    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as logs:
+    with tempfile.TemporaryDirectory(prefix="svc-bench-log-") as tmp:
+        logs = Path(tmp)
+
+        @contextmanager
+        def configured(log: str, *, worker: bool, poll: float) -> Iterator[tuple[Setup, int]]:
+            """A fresh database, its server and set-up; yields (set-up, the server's pid)."""
+            env = worker_env(worker=worker, poll=poll)
+            with make_database() as db, reference_server(db, logs / log, **env) as (url, server):
+                yield set_up(url, db, receiver.hook_url), server.pid
+
         for poll in (0.5,) if args.quick else (0.5, 0.05):
-            configuration = f"in-server worker, poll {poll:g} s"
-            progress(f"{name}: {configuration}...")
-            with (
-                make_database() as database_url,
-                running_server(
-                    database_url, Path(logs) / f"server-{poll}.log", worker=True, poll=poll
-                ) as (url, pid),
-            ):
-                setup = set_up(url, database_url, receiver.hook_url)
-                rows, body = measure_loads(configuration, setup, receiver, set(), pid, args)
+            label = f"in-server worker, poll {poll:g} s"
+            progress(f"{name}: {label}...")
+            with configured(f"server-{poll}.log", worker=True, poll=poll) as (setup, pid):
+                rows, body = measure_loads(label, setup, receiver, set(), pid, args)
                 section.rows += rows
                 template = template or body
 
@@ -690,18 +650,12 @@ def run_database(
                 fresh_connections=True,
             )
 
-        configuration = "standalone worker, poll 0.5 s"
-        progress(f"{name}: {configuration}...")
-        with (
-            make_database() as database_url,
-            running_server(
-                database_url, Path(logs) / "server-no-worker.log", worker=False, poll=0.5
-            ) as (url, _pid),
-        ):
-            setup = set_up(url, database_url, receiver.hook_url)
+        label = "standalone worker, poll 0.5 s"
+        progress(f"{name}: {label}...")
+        with configured("server-no-worker.log", worker=False, poll=0.5) as (setup, _):
             seen: set[str] = set()
             queued = asyncio.run(fund(setup, args.drain_events, clients=args.clients))
-            drain = Row(configuration, f"drain of {args.drain_events} queued", drain=True)
+            drain = Row(label, f"drain of {args.drain_events} queued", drain=True)
             drain.problems += queued.errors[:MAX_ERRORS_SHOWN]
             # the baseline runs just before and just after the drain, on a machine in the
             # same state (the shared cores' load drifts over a run)
@@ -711,14 +665,14 @@ def run_database(
                 before = run_baseline(
                     "keep-alive", receiver, template, args.drain_events, args.timeout
                 )
-            with standalone_worker(database_url, Path(logs) / "worker.log", poll=0.5) as pid:
+            with standalone_worker(setup.database_url, logs / "worker.log", poll=0.5) as pid:
                 collect(drain, receiver, setup, seen, None, args.timeout)
                 if template is not None:
                     after = run_baseline(
                         "keep-alive", receiver, template, args.drain_events, args.timeout
                     )
                 section.baseline = combined(before, after)
-                rows, _body = measure_loads(configuration, setup, receiver, seen, pid, args)
+                rows, _body = measure_loads(label, setup, receiver, seen, pid, args)
             section.rows += [drain, *rows]
     return section
 
@@ -850,7 +804,11 @@ def print_table(sections: list[Section], header: list[str]) -> None:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_parser(
+        __doc__,
+        "a short run (about 30 s): the default poll, the drain and the paced load only",
+        "sqlite,postgresql",
+    )
     parser.add_argument("--events", type=int, default=200, help="closed-loop events per run")
     parser.add_argument(
         "--drain-events", type=int, default=1000, help="events queued for the drain (posted raw)"
@@ -859,13 +817,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--paced-events", type=int, default=50, help="paced events per run")
     parser.add_argument("--rate", type=float, default=20.0, help="paced events per second")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for delivery")
-    add_database_options(parser)
-    parser.add_argument("--json", type=Path, help="also write the issue's figures here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="a short run (about 30 s): the default poll, the drain and the paced load only",
-    )
     args = parser.parse_args()
     if args.quick:
         args.events, args.paced_events = min(args.events, 200), min(args.paced_events, 40)
@@ -921,10 +872,8 @@ def main() -> None:
     ]
     lost = sum(row.undelivered for section in sections for row in section.rows)
     if problems or lost:
-        print(f"\n{lost} event(s) not delivered; problems (the first {MAX_ERRORS_SHOWN}):")
-        for problem in problems[:MAX_ERRORS_SHOWN]:
-            print("  " + problem)
-        raise SystemExit(1)
+        heading = f"{lost} event(s) not delivered; problems (the first {MAX_ERRORS_SHOWN}):"
+        fail(heading, problems[:MAX_ERRORS_SHOWN])
 
 
 if __name__ == "__main__":

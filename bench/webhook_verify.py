@@ -19,7 +19,6 @@ adds to it.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import hmac
@@ -32,6 +31,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from _harness import bench_parser
 from _report import time_ratio_row, write_rows
 from standardwebhooks import Webhook
 
@@ -181,10 +181,7 @@ def protocol_rows(times: dict[int, Times]) -> list[dict[str, Any]]:
 
 def main() -> None:
     global REPEAT, MIN_ROUND
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", metavar="PATH", help="also write the protocol rows here")
-    parser.add_argument("--quick", action="store_true", help="a short, noisier run")
-    args = parser.parse_args()
+    args = bench_parser(__doc__, "a short, noisier run").parse_args()
     if args.quick:
         REPEAT, MIN_ROUND = QUICK_REPEAT, QUICK_MIN_ROUND
 
