@@ -67,22 +67,21 @@ def _environment(ctx: Any) -> str:
     return str(ctx.obj.get("environment", "live"))
 
 
-def _environment_source(ctx: Any) -> str:
-    """Why an owner command acts in its environment: an option, a variable, or the default."""
-    default = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
-    return str(ctx.meta.get(_source_key("environment"), default))
+#: Why an owner command acts in live when neither option nor variable says.
+_ENVIRONMENT_DEFAULT = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
 
 
 def _say_environment(ctx: Any) -> None:
     """One stderr line naming the environment an owner command used, and why (stdout
     stays the JSON result): a silent ``live`` is how a test key ends up looked for in live."""
-    _progress(f"environment: {_environment(ctx)} ({_environment_source(ctx)})")
+    _progress(f"environment: {_environment(ctx)} ({_source(ctx, 'environment')})")
 
 
 def _source(ctx: Any, name: str) -> str:
     """Where a global option's value came from: its flag, its ``SVC_*`` variable, or
     (unset) the default."""
-    return str(ctx.meta.get(_source_key(name), "the default"))
+    default = _ENVIRONMENT_DEFAULT if name == "environment" else "the default"
+    return str(ctx.meta.get(_source_key(name), default))
 
 
 def _not_found_hint(ctx: Any, message: str) -> str:
@@ -105,15 +104,17 @@ def _run(
     *,
     owner: bool = False,
     show: Callable[[Any], None] = _emit,
-) -> None:
-    """One client call: print its result (as JSON unless ``show`` says otherwise), or the
-    error and exit 1.  An owner command (``owner``) first says which environment it acts
-    in, and a 404 names it."""
+) -> Any:
+    """One client call: print and return its result (as JSON unless ``show`` says
+    otherwise), or the error and exit 1.  An owner command (``owner``) first says which
+    environment it acts in, and a 404 names it."""
     if owner:
         _say_environment(ctx)
     try:
         with Client(**ctx.obj) as client:
-            show(call(client))
+            result = call(client)
+        show(result)
+        return result
     except APIError as exc:
         _say_api_error(exc)
         if owner and exc.status == 404:
@@ -142,18 +143,9 @@ def _in_cli_terms(exc: SvcError) -> str:
     name = {"owner": "owner_jwt", "seller": "seller_key", "wallet": "wallet_key"}.get(role or "")
     if name is None:
         return exc.message
-    return (
-        f"this command needs {_article(CREDENTIALS[name])}: pass {_flag(name)} or set "
-        f"{_envvar(name)}"
-    )
-
-
-def _article(noun: str) -> str:
-    return ("an " if noun[0] in "aeiou" else "a ") + noun
-
-
-#: The distribution this command comes from (``pip install svc-payments``).
-_DIST = "svc-payments"
+    noun = CREDENTIALS[name]
+    article = "an" if noun[0] in "aeiou" else "a"
+    return f"this command needs {article} {noun}: pass {_flag(name)} or set {_envvar(name)}"
 
 
 def _flag(name: str) -> str:
@@ -212,20 +204,21 @@ def _command(
     ``get`` (an argument, a call): that optional argument, given, calls for that one item
     instead.  ``options``: click options of the command's own, passed on by name too."""
     item_id, get_call = get or ("", "")
+    method, get_method = operator.attrgetter(call), operator.attrgetter(get_call or call)
 
     def command(ctx: Any, /, **o: Any) -> None:
         as_owner = owner or o.get("seller_id") is not None
         item = o.pop(item_id, None)
         paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")} if page else {}
         if item is not None:
-            return _run(ctx, lambda c: _method(c, get_call)(item, **o), owner=as_owner)
+            return _run(ctx, lambda c: get_method(c)(item, **o), owner=as_owner)
         if not paging.pop("all", False):
-            return _run(ctx, lambda c: _method(c, call)(**paging, **o), owner=as_owner)
+            return _run(ctx, lambda c: method(c)(**paging, **o), owner=as_owner)
         if paging["starting_after"] is not None:
             raise click.UsageError("--all starts at the first item; leave out --starting-after")
 
         def every(c: Client) -> dict[str, Any]:
-            items = _method(c, call + "_all")(limit=paging["limit"], **o)
+            items = operator.attrgetter(call + "_all")(c)(limit=paging["limit"], **o)
             return {"data": list(items), "has_more": False}
 
         return _run(ctx, every, owner=as_owner)
@@ -253,11 +246,6 @@ def _stack(decorators: Iterable[Callable[[Any], Any]]) -> Callable[[Any], Any]:
     return apply
 
 
-def _method(c: Client, call: str) -> Any:
-    """The client's method ``call`` (``"webhooks.test"``)."""
-    return operator.attrgetter(call)(c)
-
-
 def _sdk_doc(call: str) -> str:
     """The first paragraph of the client method's docstring, its reST roles and literals
     as plain words."""
@@ -275,7 +263,7 @@ def _build() -> Any:
 
     @click.group()
     @click.version_option(
-        __version__, "--version", prog_name="svc", message=f"%(prog)s %(version)s ({_DIST})"
+        __version__, "--version", prog_name="svc", message="%(prog)s %(version)s (svc-payments)"
     )
     @_global_option("--base-url", f"The service's address (default {DEFAULT_BASE_URL}).")
     @_global_option(
@@ -350,7 +338,7 @@ def _add_whoami_command(cli: click.Group) -> None:
             sys.exit(1)
         for entry in entries:
             if entry.get("role") == "owner":
-                entry["environment_from"] = _environment_source(ctx).split(";")[0]
+                entry["environment_from"] = _source(ctx, "environment").split(";")[0]
         base = {"base_url": base_url, "base_url_from": _source(ctx, "base_url")}
         _emit({**base, "credentials": entries})
         for refused in refusals:
@@ -381,10 +369,8 @@ def _add_owner_commands(cli: click.Group) -> None:
         """Sign up (POST /owners): print owner_id and owner_jwt (keep it: it is not stored).
 
         An operator with the database creates owners with `svc-server owners create`."""
-        if jwt_only:
-            _run(ctx, lambda c: c.owners.create(email).owner_jwt, show=click.echo)
-        else:
-            _run(ctx, lambda c: c.owners.create(email))
+        show = (lambda created: click.echo(created.owner_jwt)) if jwt_only else _emit
+        _run(ctx, lambda c: c.owners.create(email), show=show)
 
 
 def _add_seller_commands(cli: click.Group) -> None:
@@ -562,10 +548,6 @@ def _add_payment_commands(cli: click.Group) -> None:
     _command(cli, "recycle", "sellers.recycle", "seller_id", body=RecycleBalance, owner=True)
 
 
-#: A withdrawal's statuses that do not change any more.
-_SETTLED = ("paid", "failed")
-
-
 def _seller_id_option(fn: Any) -> Any:
     """``--seller-id``: the owner dashboard's twin of a seller-key command (owner JWT)."""
     return click.option(
@@ -587,7 +569,7 @@ def _watch(
     w = withdrawal
     _progress(f"withdrawal {w.id} of {w.amount} {w.currency}: {w.status}")
     deadline = time.monotonic() + timeout
-    while withdrawal.status not in _SETTLED:
+    while withdrawal.status not in ("paid", "failed"):  # settled for good
         if time.monotonic() >= deadline:
             raise click.ClickException(
                 f"withdrawal {withdrawal.id} is still {withdrawal.status} after {timeout:g} s; "
@@ -647,20 +629,15 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
     ) -> None:
         """Withdraw seller balance to the payout account; with --wait, follow it
         (pending -> in_transit -> paid) and exit 1 if it fails."""
-        outcome: dict[str, Any] = {}
 
         def call(c: Client) -> Any:
             withdrawal = c.withdrawals.create(amount, seller_id=seller_id)
-            if wait:
-                withdrawal = _watch(c, withdrawal, seller_id, interval, timeout)
-            outcome["status"] = withdrawal.status
-            outcome["reason"] = withdrawal.failure_reason
-            return withdrawal
+            return _watch(c, withdrawal, seller_id, interval, timeout) if wait else withdrawal
 
-        _run(ctx, call, owner=seller_id is not None)
-        if wait and outcome.get("status") == "failed":
+        done = _run(ctx, call, owner=seller_id is not None)
+        if wait and done.status == "failed":
             click.echo(
-                f"error: the withdrawal failed ({outcome['reason']}); the money is back in "
+                f"error: the withdrawal failed ({done.failure_reason}); the money is back in "
                 "the balance",
                 err=True,
             )
