@@ -114,11 +114,7 @@ def page_query(limit: int | None, starting_after: str | None) -> dict[str, str] 
     ``starting_after`` (the id of the previous page's last item), sent only when given."""
     query: dict[str, str] = {}
     if limit is not None:
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= MAX_PAGE_LIMIT
-        ):
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_PAGE_LIMIT:
             raise ValueError(
                 f"limit must be a whole number from 1 to {MAX_PAGE_LIMIT}, got {limit!r}"
             )

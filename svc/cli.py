@@ -164,10 +164,9 @@ def _source_key(name: str) -> str:
 def _global_option(flag: str, help: str, **kwargs: Any) -> Callable[[Any], Any]:
     """A global option read from its ``SVC_*`` variable too, which its help names."""
     name = flag.removeprefix("--").replace("-", "_")
-    option: Callable[[Any], Any] = click.option(
+    return click.option(
         flag, envvar=_envvar(name), show_envvar=True, default=None, help=help, **kwargs
     )
-    return option
 
 
 def _page_options(fn: Any) -> Any:
@@ -309,8 +308,6 @@ def _build() -> Any:
     _add_owner_commands(cli)
     _add_seller_commands(cli)
     _add_resource_commands(cli)
-    _add_update_resource_command(cli)
-    _add_directory_command(cli)
     _add_payment_commands(cli)
     _add_connect_commands(cli)
     _add_withdrawal_commands(cli)
@@ -421,10 +418,8 @@ def _body_options(
             continue
         plural = typing.get_origin(shape.type) is list
         flag = _flag(shape.name.removesuffix("s") if plural else shape.name)
-        kwargs: dict[str, Any] = {"default": None, "required": shape.required}
-        kwargs["help"] = help_of(shape)
-        chosen = choices(shape)
-        if chosen:
+        kwargs: dict[str, Any] = dict(default=None, required=shape.required, help=help_of(shape))
+        if chosen := choices(shape):
             kwargs["type"] = click.Choice(chosen)
         if shape.type is bool:
             kwargs["is_flag"] = True
@@ -485,11 +480,8 @@ def _add_resource_commands(cli: click.Group) -> None:
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
         """Create a priced resource and print what to share: gate_url and pay_url."""
-
         _run(ctx, lambda c: pay_link(_create_resource(c, o)))
 
-
-def _add_update_resource_command(cli: click.Group) -> None:
     @cli.command("update-resource")
     @click.argument("resource_id")
     @_body_options(
@@ -520,8 +512,6 @@ def _add_update_resource_command(cli: click.Group) -> None:
             )
         _run(ctx, lambda c: c.resources.update(resource_id, **changes))
 
-
-def _add_directory_command(cli: click.Group) -> None:
     kinds = click.Choice(get_args(ResourceKind))
     filters = [
         click.option("--kind", default=None, type=kinds, help="HTTP paths or MCP tools."),
@@ -595,16 +585,12 @@ def _add_connect_commands(cli: click.Group) -> None:
     @click.pass_context
     def connect_onboard(ctx: Any, /, country: str, type: Any, seller_id: str | None) -> None:
         """Get an onboarding link (onboard_url) for a person to complete in a browser."""
-
-        def call(c: Client) -> Any:
-            link = c.connect.onboard(country, type, seller_id=seller_id)
-            _progress(
-                "Open onboard_url in a browser and complete it (a person must: no command "
-                "can), then run: svc connect sync"
-            )
-            return link
-
-        _run(ctx, call, owner=seller_id is not None)
+        owner = seller_id is not None
+        _run(ctx, lambda c: c.connect.onboard(country, type, seller_id=seller_id), owner=owner)
+        _progress(
+            "Open onboard_url in a browser and complete it (a person must: no command can), "
+            "then run: svc connect sync"
+        )
 
     for name in ("sync", "status", "login"):
         _command(connect, name, f"connect.{name}", seller_id=True)
