@@ -398,18 +398,14 @@ def _events(value: Sequence[str] | None) -> list[str] | None:
 # --- not a route of its own: the discovery documents ------------------------------------
 
 
-def _discovery_path(name: str) -> str:
+def discovery(name: str) -> RequestSpec[str | dict[str, Any]]:
+    """A discovery document: ``str`` for the ``.txt`` ones, ``dict`` for the JSON ones."""
     name = name.lstrip("/")
     if name not in DISCOVERY_DOCUMENTS:
         raise ValueError(
             f"unknown discovery document {name!r}; expected one of {DISCOVERY_DOCUMENTS}"
         )
-    return "/" + name
-
-
-def discovery(name: str) -> RequestSpec[str | dict[str, Any]]:
-    """A discovery document: ``str`` for the ``.txt`` ones, ``dict`` for the JSON ones."""
-    path = _discovery_path(name)
+    path = "/" + name
     if path.endswith(".txt"):  # prose for language models; the others are JSON
         return RequestSpec(
             method="GET",

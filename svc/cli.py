@@ -61,27 +61,31 @@ def _emit(value: Any) -> None:
     click.echo(json.dumps(unstructure(value), indent=2, default=str))
 
 
+def _say(message: str) -> None:
+    """A line for the person watching (progress, an error), on stderr: stdout stays the
+    JSON result."""
+    click.echo(message, err=True)
+
+
 def _environment(ctx: Any) -> str:
     """The environment an owner command acts in: ``--environment``, ``SVC_ENVIRONMENT``,
     or else ``live``, the service's default for an owner JWT."""
     return str(ctx.obj.get("environment", "live"))
 
 
-#: Why an owner command acts in live when neither option nor variable says.
-_ENVIRONMENT_DEFAULT = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
-
-
 def _say_environment(ctx: Any) -> None:
     """One stderr line naming the environment an owner command used, and why (stdout
     stays the JSON result): a silent ``live`` is how a test key ends up looked for in live."""
-    _progress(f"environment: {_environment(ctx)} ({_source(ctx, 'environment')})")
+    _say(f"environment: {_environment(ctx)} ({_source(ctx, 'environment')})")
 
 
 def _source(ctx: Any, name: str) -> str:
     """Where a global option's value came from: its flag, its ``SVC_*`` variable, or
-    (unset) the default."""
-    default = _ENVIRONMENT_DEFAULT if name == "environment" else "the default"
-    return str(ctx.meta.get(_source_key(name), default))
+    (unset) the default, which for the environment (live) says how to act in test."""
+    default = "the default"
+    if name == "environment":
+        default += "; pass --environment test or set SVC_ENVIRONMENT=test for test"
+    return str(ctx.meta.get(f"svc.source.{name}", default))
 
 
 def _not_found_hint(ctx: Any, message: str) -> str:
@@ -118,10 +122,10 @@ def _run(
     except APIError as exc:
         _say_api_error(exc)
         if owner and exc.status == 404:
-            click.echo(_not_found_hint(ctx, exc.message), err=True)
+            _say(_not_found_hint(ctx, exc.message))
         sys.exit(1)
     except SvcError as exc:
-        click.echo(f"error: {_in_cli_terms(exc)}", err=True)
+        _say(f"error: {_in_cli_terms(exc)}")
         sys.exit(1)
     except AmountError as exc:
         # Refused before sending (the SDK's own amount check): a usage error, not a crash.
@@ -131,9 +135,7 @@ def _run(
 
 
 def _say_api_error(exc: APIError) -> None:
-    click.echo(
-        f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
-    )
+    _say(f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})")
 
 
 def _in_cli_terms(exc: SvcError) -> str:
@@ -156,30 +158,12 @@ def _envvar(name: str) -> str:
     return "SVC_" + name.upper()
 
 
-def _source_key(name: str) -> str:
-    """``ctx.meta`` key: where the global option ``name`` came from (flag or variable)."""
-    return f"svc.source.{name}"
-
-
 def _global_option(flag: str, help: str, **kwargs: Any) -> Callable[[Any], Any]:
     """A global option read from its ``SVC_*`` variable too, which its help names."""
     name = flag.removeprefix("--").replace("-", "_")
     return click.option(
         flag, envvar=_envvar(name), show_envvar=True, default=None, help=help, **kwargs
     )
-
-
-def _page_options(fn: Any) -> Any:
-    """``--limit``, ``--starting-after`` and ``--all``: the one paging contract of lists."""
-    return _stack(
-        [
-            click.option("--limit", default=None, type=int, help="Items per page, 1 to 100."),
-            click.option(
-                "--starting-after", default=None, help="The last id of the previous page."
-            ),
-            click.option("--all", "all", is_flag=True, help="Every item, page after page."),
-        ]
-    )(fn)
 
 
 def _command(
@@ -227,7 +211,14 @@ def _command(
     decorators += [click.argument(arg) for arg in arguments if arg not in fields]
     decorators += [_body_options(body, arguments=arguments)] if body else []
     decorators += [_seller_id_option] if seller_id else []
-    decorators += [_page_options] if page else []
+    if page:  # the one paging contract of lists
+        decorators += [
+            click.option("--limit", default=None, type=int, help="Items per page, 1 to 100."),
+            click.option(
+                "--starting-after", default=None, help="The last id of the previous page."
+            ),
+            click.option("--all", "all", is_flag=True, help="Every item, page after page."),
+        ]
     decorators += options
     fn = _stack(decorators)(click.pass_context(command))
     that_one = f"  With {item_id.upper()}, that one." if get else ""
@@ -290,8 +281,8 @@ def _build() -> Any:
         ctx.obj = {k: v for k, v in options.items() if v is not None}
         for name in ("base_url", *CREDENTIALS, "environment"):
             source = ctx.get_parameter_source(name)
-            if options[name] is not None and source is not None:
-                ctx.meta[_source_key(name)] = (
+            if options[name] is not None and source is not None:  # read by _source
+                ctx.meta[f"svc.source.{name}"] = (
                     _envvar(name) if source.name == "ENVIRONMENT" else _flag(name)
                 )
 
@@ -306,11 +297,9 @@ def _build() -> Any:
 
     _add_whoami_command(cli)
     _add_owner_commands(cli)
-    _add_seller_commands(cli)
     _add_resource_commands(cli)
     _add_payment_commands(cli)
-    _add_connect_commands(cli)
-    _add_withdrawal_commands(cli)
+    _add_payout_commands(cli)
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
     return cli
@@ -331,7 +320,7 @@ def _add_whoami_command(cli: click.Group) -> None:
                 sources = {name: _source(ctx, name) for name in given}
                 entries, refusals = check_credentials(client, given, sources)
         except SvcError as exc:  # no answer at all (the service is not there)
-            click.echo(f"error: {exc.message}", err=True)
+            _say(f"error: {exc.message}")
             sys.exit(1)
         for entry in entries:
             if entry.get("role") == "owner":
@@ -340,12 +329,11 @@ def _add_whoami_command(cli: click.Group) -> None:
         _emit({**base, "credentials": entries})
         for refused in refusals:
             _say_api_error(refused.error)
-            click.echo(f"the {refused.credential} given by {refused.source} was refused", err=True)
+            _say(f"the {refused.credential} given by {refused.source} was refused")
         if not given:
-            click.echo(
+            _say(
                 "error: no credential: pass --owner-jwt, --seller-key or --wallet-key, or set "
-                "SVC_OWNER_JWT, SVC_SELLER_KEY or SVC_WALLET_KEY",
-                err=True,
+                "SVC_OWNER_JWT, SVC_SELLER_KEY or SVC_WALLET_KEY"
             )
         if refusals or not given:
             sys.exit(1)
@@ -369,8 +357,6 @@ def _add_owner_commands(cli: click.Group) -> None:
         show = (lambda created: click.echo(created.owner_jwt)) if jwt_only else _emit
         _run(ctx, lambda c: c.owners.create(email), show=show)
 
-
-def _add_seller_commands(cli: click.Group) -> None:
     @cli.group()
     def sellers() -> None:
         """Seller accounts (owner JWT)."""
@@ -502,8 +488,7 @@ def _add_resource_commands(cli: click.Group) -> None:
         changes = {k: v for k, v in o.items() if v is not None and k not in ("method", "body_hint")}
         if o["method"] is not None:
             changes["method"] = None if o["method"] == "any" else o["method"]
-        source = click.get_current_context().get_parameter_source("body_hint")
-        if source is click.core.ParameterSource.COMMANDLINE:
+        if ctx.get_parameter_source("body_hint") is click.core.ParameterSource.COMMANDLINE:
             changes["body_hint"] = o["body_hint"]
         if not changes:
             raise click.UsageError(
@@ -547,17 +532,12 @@ def _seller_id_option(fn: Any) -> Any:
     )(fn)
 
 
-def _progress(message: str) -> None:
-    """A line for the person watching, on stderr: stdout stays the JSON result."""
-    click.echo(message, err=True)
-
-
 def _watch(
     c: Client, withdrawal: Any, seller_id: str | None, interval: float, timeout: float
 ) -> Any:
     """Poll the withdrawal until it is paid or failed, printing each status it reaches."""
     w = withdrawal
-    _progress(f"withdrawal {w.id} of {w.amount} {w.currency}: {w.status}")
+    _say(f"withdrawal {w.id} of {w.amount} {w.currency}: {w.status}")
     deadline = time.monotonic() + timeout
     while withdrawal.status not in ("paid", "failed"):  # settled for good
         if time.monotonic() >= deadline:
@@ -569,11 +549,11 @@ def _watch(
         status = withdrawal.status
         withdrawal = c.withdrawals.get(withdrawal.id, seller_id=seller_id)
         if withdrawal.status != status:
-            _progress(f"withdrawal {withdrawal.id}: {withdrawal.status}")
+            _say(f"withdrawal {withdrawal.id}: {withdrawal.status}")
     return withdrawal
 
 
-def _add_connect_commands(cli: click.Group) -> None:
+def _add_payout_commands(cli: click.Group) -> None:
     @cli.group()
     def connect() -> None:
         """The payout account (seller key, or --seller-id with the owner JWT): a person
@@ -587,7 +567,7 @@ def _add_connect_commands(cli: click.Group) -> None:
         """Get an onboarding link (onboard_url) for a person to complete in a browser."""
         owner = seller_id is not None
         _run(ctx, lambda c: c.connect.onboard(country, type, seller_id=seller_id), owner=owner)
-        _progress(
+        _say(
             "Open onboard_url in a browser and complete it (a person must: no command can), "
             "then run: svc connect sync"
         )
@@ -595,8 +575,6 @@ def _add_connect_commands(cli: click.Group) -> None:
     for name in ("sync", "status", "login"):
         _command(connect, name, f"connect.{name}", seller_id=True)
 
-
-def _add_withdrawal_commands(cli: click.Group) -> None:
     @cli.command()
     @_body_options(Withdraw)
     @click.option("--wait", is_flag=True, help="Show progress until paid or failed.")
@@ -622,26 +600,14 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
 
         done = _run(ctx, call, owner=seller_id is not None)
         if wait and done.status == "failed":
-            click.echo(
+            _say(
                 f"error: the withdrawal failed ({done.failure_reason}); the money is back in "
-                "the balance",
-                err=True,
+                "the balance"
             )
             sys.exit(1)
 
     withdrawal = ("withdrawal_id", "withdrawals.get")
     _command(cli, "withdrawals", "withdrawals.list", seller_id=True, page=True, get=withdrawal)
-
-
-def _top_up_call(amount: str, private_key_file: Any, *, card: bool) -> Callable[[Any], Any]:
-    """``svc top-up``'s call: by card (the answer's ``checkout_url`` is where to pay), or
-    x402 paid by the key in ``private_key_file``."""
-    if card:
-        return lambda c: c.top_ups.create(amount, method="card")
-    if private_key_file is None:
-        raise click.UsageError("Give --private-key-file (x402) or --card.")
-    key = private_key_file.read().strip()
-    return lambda c: c.top_ups.create(amount, payer=key)
 
 
 def _add_wallet_key_commands(cli: click.Group) -> None:
@@ -671,7 +637,12 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
     def top_up(ctx: Any, /, amount: str, private_key_file: Any, card: bool) -> None:
         """Pay AMOUNT into the account wallet: from your own wallet (x402, with
         --private-key-file), or by card (--card; open the checkout_url it prints)."""
-        _run(ctx, _top_up_call(amount, private_key_file, card=card), owner=True)
+        if card:
+            return _run(ctx, lambda c: c.top_ups.create(amount, method="card"), owner=True)
+        if private_key_file is None:
+            raise click.UsageError("Give --private-key-file (x402) or --card.")
+        key = private_key_file.read().strip()
+        _run(ctx, lambda c: c.top_ups.create(amount, payer=key), owner=True)
 
     one_top_up = ("top_up_id", "top_ups.get")
     _command(cli, "top-ups", "top_ups.list", owner=True, page=True, get=one_top_up)

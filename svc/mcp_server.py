@@ -44,7 +44,6 @@ from .bodies import (
     Pay,
     PayUrl,
     RecycleBalance,
-    ResourceKind,
     Withdraw,
 )
 from .wire import unstructure
@@ -169,14 +168,12 @@ def _with_body(
             else:
                 tp, default = tp | None, None
             tp = Annotated[tp, Field(description=help_of(shape))]
-            kept.append(inspect.Parameter(shape.name, _KEYWORD, annotation=tp, default=default))
+            keyword = inspect.Parameter.KEYWORD_ONLY
+            kept.append(inspect.Parameter(shape.name, keyword, annotation=tp, default=default))
         fn.__signature__ = inspect.Signature(kept)  # type: ignore[attr-defined]
         return fn
 
     return with_fields
-
-
-_KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
 def create_server(
@@ -244,11 +241,8 @@ def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
         while ``has_more``), me or balance (seller key)."""
         if action == "create":
             return await _call(factory, ctx, "sellers.create", **body)
-        if action == "list":
-            return await _call(
-                factory, ctx, "sellers.list", limit=limit, starting_after=starting_after
-            )
-        return await _call(factory, ctx, f"sellers.{action}")
+        page = {"limit": limit, "starting_after": starting_after} if action == "list" else {}
+        return await _call(factory, ctx, f"sellers.{action}", **page)
 
 
 #: The fields of a resource that ``svc_create_pay_link`` takes besides ``path``.
@@ -278,10 +272,8 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
             return await _call(factory, ctx, "resources.list", **page)
         if action == "create":
             _need(body["amount"], "amount", action)
-            kind: ResourceKind = body.pop("kind") or ("mcp" if body["tool"] else "http")
-            return await _call(
-                factory, ctx, "resources.create", kind=kind, metadata=metadata, **body
-            )
+            body["kind"] = body["kind"] or ("mcp" if body["tool"] else "http")
+            return await _call(factory, ctx, "resources.create", metadata=metadata, **body)
         rid = _need(resource_id, "resource_id", action)
         if action != "update":  # get or deactivate
             return await _call(factory, ctx, f"resources.{action}", rid)

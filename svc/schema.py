@@ -18,6 +18,7 @@ the schema must say exactly those, from the same types, with no second model lay
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -124,29 +125,24 @@ def _split(annotation: Any) -> tuple[Any, Marker | None, bool]:
     return annotation, marker, nullable
 
 
-_SHAPES: dict[type, tuple[FieldShape, ...]] = {}
-
-
+@functools.cache
 def fields_of(cls: type) -> tuple[FieldShape, ...]:
     """The fields of an attrs class, in order, with their markers (cached per class)."""
-    shapes = _SHAPES.get(cls)
-    if shapes is None:
-        hints = typing.get_type_hints(cls, include_extras=True)
-        out = []
-        for field in attrs.fields(cls):
-            base, marker, nullable = _split(hints[field.name])
-            out.append(
-                FieldShape(
-                    name=field.alias or field.name,
-                    type=base,
-                    marker=marker,
-                    required=field.default is attrs.NOTHING,
-                    nullable=nullable,
-                    doc=field.metadata.get("doc"),
-                )
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = []
+    for field in attrs.fields(cls):
+        base, marker, nullable = _split(hints[field.name])
+        out.append(
+            FieldShape(
+                name=field.alias or field.name,
+                type=base,
+                marker=marker,
+                required=field.default is attrs.NOTHING,
+                nullable=nullable,
+                doc=field.metadata.get("doc"),
             )
-        shapes = _SHAPES[cls] = tuple(out)
-    return shapes
+        )
+    return tuple(out)
 
 
 def example_of(cls: type) -> dict[str, Any] | None:
@@ -220,18 +216,14 @@ def _schema(
 def _array(
     item: Any, marker: Marker | None, components: dict[str, Any], request: bool, prefix: str
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "array"}
-    if isinstance(marker, Items):
-        items: dict[str, Any] = {"type": "string"}
-        if marker.choices is not None:
-            items["enum"] = list(marker.choices)
-        elif marker.pattern is not None:
-            items["pattern"] = marker.pattern
-        out["items"] = items
-        out["maxItems"] = marker.max_items
-    else:
-        out["items"] = _schema(item, None, components, request, prefix)
-    return out
+    if not isinstance(marker, Items):
+        return {"type": "array", "items": _schema(item, None, components, request, prefix)}
+    items: dict[str, Any] = {"type": "string"}
+    if marker.choices is not None:
+        items["enum"] = list(marker.choices)
+    elif marker.pattern is not None:
+        items["pattern"] = marker.pattern
+    return {"type": "array", "items": items, "maxItems": marker.max_items}
 
 
 def _scalar(tp: Any, marker: Marker | None) -> dict[str, Any]:
@@ -268,12 +260,9 @@ def _component(cls: type, components: dict[str, Any], request: bool, prefix: str
     if name in components:
         return
     components[name] = {}  # reserved first: a class may refer to itself
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for shape in fields_of(cls):
-        properties[shape.name] = _property(shape, components, request, prefix)
-        if shape.required:
-            required.append(shape.name)
+    shapes = fields_of(cls)
+    properties = {shape.name: _property(shape, components, request, prefix) for shape in shapes}
+    required = [shape.name for shape in shapes if shape.required]
     out: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         out["required"] = required
