@@ -272,8 +272,7 @@ def error_from_response(response: httpx.Response) -> APIError:
     details = error.get("details")
     if not message:
         reason = response.reason_phrase or "error"
-        text = body if isinstance(body, str) else response.text
-        snippet = _snippet(text)
+        snippet = _snippet(body if isinstance(body, str) else response.text)
         message = f"HTTP {status} {reason}" + (f": {snippet}" if snippet else "")
 
     cls = error_for_status(status)

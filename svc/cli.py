@@ -189,7 +189,7 @@ def _command(
     item_id, get_call = get or ("", "")
     method, get_method = operator.attrgetter(call), operator.attrgetter(get_call or call)
 
-    def command(ctx: Any, /, **o: Any) -> None:
+    def command(ctx: Any, /, **o: Any) -> Any:
         as_owner = owner or o.get("seller_id") is not None
         item = o.pop(item_id, None)
         paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")} if page else {}
@@ -634,7 +634,7 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         help="Pay by card at the processor's Checkout (live): prints the checkout_url to open.",
     )
     @click.pass_context
-    def top_up(ctx: Any, /, amount: str, private_key_file: Any, card: bool) -> None:
+    def top_up(ctx: Any, /, amount: str, private_key_file: Any, card: bool) -> Any:
         """Pay AMOUNT into the account wallet: from your own wallet (x402, with
         --private-key-file), or by card (--card; open the checkout_url it prints)."""
         if card:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import operator
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
@@ -402,8 +403,6 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
 
 def main() -> None:
     """``svc-mcp``: serve the tools over stdio (what MCP hosts launch)."""
-    import sys
-
     try:
         server = create_server()
     except ImportError:  # pragma: no cover - exercised by users without the extra

@@ -112,8 +112,7 @@ def format_amount(amount: Decimal) -> str:
         raise TypeError(
             f"format_amount takes a Decimal, not {kind}: use format_micros() for micro-units"
         )
-    text = f"{amount.quantize(_QUANTUM):f}"
-    whole, _, frac = text.partition(".")
+    whole, _, frac = f"{amount.quantize(_QUANTUM):f}".partition(".")
     return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
 
 

@@ -18,7 +18,6 @@ the schema must say exactly those, from the same types, with no second model lay
 
 from __future__ import annotations
 
-import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -125,24 +124,29 @@ def _split(annotation: Any) -> tuple[Any, Marker | None, bool]:
     return annotation, marker, nullable
 
 
-@functools.cache
+_SHAPES: dict[type, tuple[FieldShape, ...]] = {}
+
+
 def fields_of(cls: type) -> tuple[FieldShape, ...]:
     """The fields of an attrs class, in order, with their markers (cached per class)."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    out = []
-    for field in attrs.fields(cls):
-        base, marker, nullable = _split(hints[field.name])
-        out.append(
-            FieldShape(
-                name=field.alias or field.name,
-                type=base,
-                marker=marker,
-                required=field.default is attrs.NOTHING,
-                nullable=nullable,
-                doc=field.metadata.get("doc"),
+    shapes = _SHAPES.get(cls)
+    if shapes is None:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        out = []
+        for field in attrs.fields(cls):
+            base, marker, nullable = _split(hints[field.name])
+            out.append(
+                FieldShape(
+                    name=field.alias or field.name,
+                    type=base,
+                    marker=marker,
+                    required=field.default is attrs.NOTHING,
+                    nullable=nullable,
+                    doc=field.metadata.get("doc"),
+                )
             )
-        )
-    return tuple(out)
+        shapes = _SHAPES[cls] = tuple(out)
+    return shapes
 
 
 def example_of(cls: type) -> dict[str, Any] | None:
