@@ -265,33 +265,22 @@ def error_from_response(response: httpx.Response) -> APIError:
     except ValueError:
         body = response.text
 
-    code: str | None = None
-    message: str | None = None
-    details: Mapping[str, Any] | None = None
-    request_id: str | None = None
-    if isinstance(body, dict):
-        envelope = body.get("error")
-        if isinstance(envelope, dict):
-            code = _str_or_none(envelope.get("code"))
-            message = _str_or_none(envelope.get("message"))
-            raw_details = envelope.get("details")
-            details = raw_details if isinstance(raw_details, dict) else None
-        elif isinstance(envelope, str):
-            message = envelope
-        request_id = _str_or_none(body.get("request_id"))
-    request_id = request_id or response.headers.get("x-request-id")
+    outer = body if isinstance(body, dict) else {}
+    envelope = outer.get("error")
+    error = envelope if isinstance(envelope, dict) else {"message": envelope}
+    message = _str_or_none(error.get("message"))
+    details = error.get("details")
     if not message:
         reason = response.reason_phrase or "error"
-        text = body if isinstance(body, str) else response.text
-        snippet = _snippet(text)
+        snippet = _snippet(body if isinstance(body, str) else response.text)
         message = f"HTTP {status} {reason}" + (f": {snippet}" if snippet else "")
 
     cls = error_for_status(status)
     kwargs: dict[str, Any] = {
         "status": status,
-        "code": code,
-        "details": details,
-        "request_id": request_id,
+        "code": _str_or_none(error.get("code")),
+        "details": details if isinstance(details, dict) else None,
+        "request_id": _str_or_none(outer.get("request_id")) or response.headers.get("x-request-id"),
         "headers": response.headers,
         "body": body,
     }

@@ -114,11 +114,7 @@ def page_query(limit: int | None, starting_after: str | None) -> dict[str, str] 
     ``starting_after`` (the id of the previous page's last item), sent only when given."""
     query: dict[str, str] = {}
     if limit is not None:
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= MAX_PAGE_LIMIT
-        ):
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_PAGE_LIMIT:
             raise ValueError(
                 f"limit must be a whole number from 1 to {MAX_PAGE_LIMIT}, got {limit!r}"
             )
@@ -402,18 +398,14 @@ def _events(value: Sequence[str] | None) -> list[str] | None:
 # --- not a route of its own: the discovery documents ------------------------------------
 
 
-def _discovery_path(name: str) -> str:
+def discovery(name: str) -> RequestSpec[str | dict[str, Any]]:
+    """A discovery document: ``str`` for the ``.txt`` ones, ``dict`` for the JSON ones."""
     name = name.lstrip("/")
     if name not in DISCOVERY_DOCUMENTS:
         raise ValueError(
             f"unknown discovery document {name!r}; expected one of {DISCOVERY_DOCUMENTS}"
         )
-    return "/" + name
-
-
-def discovery(name: str) -> RequestSpec[str | dict[str, Any]]:
-    """A discovery document: ``str`` for the ``.txt`` ones, ``dict`` for the JSON ones."""
-    path = _discovery_path(name)
+    path = "/" + name
     if path.endswith(".txt"):  # prose for language models; the others are JSON
         return RequestSpec(
             method="GET",

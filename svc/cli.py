@@ -61,28 +61,31 @@ def _emit(value: Any) -> None:
     click.echo(json.dumps(unstructure(value), indent=2, default=str))
 
 
+def _say(message: str) -> None:
+    """A line for the person watching (progress, an error), on stderr: stdout stays the
+    JSON result."""
+    click.echo(message, err=True)
+
+
 def _environment(ctx: Any) -> str:
     """The environment an owner command acts in: ``--environment``, ``SVC_ENVIRONMENT``,
     or else ``live``, the service's default for an owner JWT."""
     return str(ctx.obj.get("environment", "live"))
 
 
-def _environment_source(ctx: Any) -> str:
-    """Why an owner command acts in its environment: an option, a variable, or the default."""
-    default = "the default; pass --environment test or set SVC_ENVIRONMENT=test for test"
-    return str(ctx.meta.get(_source_key("environment"), default))
-
-
 def _say_environment(ctx: Any) -> None:
     """One stderr line naming the environment an owner command used, and why (stdout
     stays the JSON result): a silent ``live`` is how a test key ends up looked for in live."""
-    _progress(f"environment: {_environment(ctx)} ({_environment_source(ctx)})")
+    _say(f"environment: {_environment(ctx)} ({_source(ctx, 'environment')})")
 
 
 def _source(ctx: Any, name: str) -> str:
     """Where a global option's value came from: its flag, its ``SVC_*`` variable, or
-    (unset) the default."""
-    return str(ctx.meta.get(_source_key(name), "the default"))
+    (unset) the default, which for the environment (live) says how to act in test."""
+    default = "the default"
+    if name == "environment":
+        default += "; pass --environment test or set SVC_ENVIRONMENT=test for test"
+    return str(ctx.meta.get(f"svc.source.{name}", default))
 
 
 def _not_found_hint(ctx: Any, message: str) -> str:
@@ -105,22 +108,24 @@ def _run(
     *,
     owner: bool = False,
     show: Callable[[Any], None] = _emit,
-) -> None:
-    """One client call: print its result (as JSON unless ``show`` says otherwise), or the
-    error and exit 1.  An owner command (``owner``) first says which environment it acts
-    in, and a 404 names it."""
+) -> Any:
+    """One client call: print and return its result (as JSON unless ``show`` says
+    otherwise), or the error and exit 1.  An owner command (``owner``) first says which
+    environment it acts in, and a 404 names it."""
     if owner:
         _say_environment(ctx)
     try:
         with Client(**ctx.obj) as client:
-            show(call(client))
+            result = call(client)
+        show(result)
+        return result
     except APIError as exc:
         _say_api_error(exc)
         if owner and exc.status == 404:
-            click.echo(_not_found_hint(ctx, exc.message), err=True)
+            _say(_not_found_hint(ctx, exc.message))
         sys.exit(1)
     except SvcError as exc:
-        click.echo(f"error: {_in_cli_terms(exc)}", err=True)
+        _say(f"error: {_in_cli_terms(exc)}")
         sys.exit(1)
     except AmountError as exc:
         # Refused before sending (the SDK's own amount check): a usage error, not a crash.
@@ -130,9 +135,7 @@ def _run(
 
 
 def _say_api_error(exc: APIError) -> None:
-    click.echo(
-        f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})", err=True
-    )
+    _say(f"error {exc.status} {exc.code}: {exc.message} (request_id={exc.request_id})")
 
 
 def _in_cli_terms(exc: SvcError) -> str:
@@ -142,18 +145,9 @@ def _in_cli_terms(exc: SvcError) -> str:
     name = {"owner": "owner_jwt", "seller": "seller_key", "wallet": "wallet_key"}.get(role or "")
     if name is None:
         return exc.message
-    return (
-        f"this command needs {_article(CREDENTIALS[name])}: pass {_flag(name)} or set "
-        f"{_envvar(name)}"
-    )
-
-
-def _article(noun: str) -> str:
-    return ("an " if noun[0] in "aeiou" else "a ") + noun
-
-
-#: The distribution this command comes from (``pip install svc-payments``).
-_DIST = "svc-payments"
+    noun = CREDENTIALS[name]
+    article = "an" if noun[0] in "aeiou" else "a"
+    return f"this command needs {article} {noun}: pass {_flag(name)} or set {_envvar(name)}"
 
 
 def _flag(name: str) -> str:
@@ -164,31 +158,12 @@ def _envvar(name: str) -> str:
     return "SVC_" + name.upper()
 
 
-def _source_key(name: str) -> str:
-    """``ctx.meta`` key: where the global option ``name`` came from (flag or variable)."""
-    return f"svc.source.{name}"
-
-
 def _global_option(flag: str, help: str, **kwargs: Any) -> Callable[[Any], Any]:
     """A global option read from its ``SVC_*`` variable too, which its help names."""
     name = flag.removeprefix("--").replace("-", "_")
-    option: Callable[[Any], Any] = click.option(
+    return click.option(
         flag, envvar=_envvar(name), show_envvar=True, default=None, help=help, **kwargs
     )
-    return option
-
-
-def _page_options(fn: Any) -> Any:
-    """``--limit``, ``--starting-after`` and ``--all``: the one paging contract of lists."""
-    return _stack(
-        [
-            click.option("--limit", default=None, type=int, help="Items per page, 1 to 100."),
-            click.option(
-                "--starting-after", default=None, help="The last id of the previous page."
-            ),
-            click.option("--all", "all", is_flag=True, help="Every item, page after page."),
-        ]
-    )(fn)
 
 
 def _command(
@@ -212,20 +187,21 @@ def _command(
     ``get`` (an argument, a call): that optional argument, given, calls for that one item
     instead.  ``options``: click options of the command's own, passed on by name too."""
     item_id, get_call = get or ("", "")
+    method, get_method = operator.attrgetter(call), operator.attrgetter(get_call or call)
 
-    def command(ctx: Any, /, **o: Any) -> None:
+    def command(ctx: Any, /, **o: Any) -> Any:
         as_owner = owner or o.get("seller_id") is not None
         item = o.pop(item_id, None)
         paging = {key: o.pop(key) for key in ("limit", "starting_after", "all")} if page else {}
         if item is not None:
-            return _run(ctx, lambda c: _method(c, get_call)(item, **o), owner=as_owner)
+            return _run(ctx, lambda c: get_method(c)(item, **o), owner=as_owner)
         if not paging.pop("all", False):
-            return _run(ctx, lambda c: _method(c, call)(**paging, **o), owner=as_owner)
+            return _run(ctx, lambda c: method(c)(**paging, **o), owner=as_owner)
         if paging["starting_after"] is not None:
             raise click.UsageError("--all starts at the first item; leave out --starting-after")
 
         def every(c: Client) -> dict[str, Any]:
-            items = _method(c, call + "_all")(limit=paging["limit"], **o)
+            items = operator.attrgetter(call + "_all")(c)(limit=paging["limit"], **o)
             return {"data": list(items), "has_more": False}
 
         return _run(ctx, every, owner=as_owner)
@@ -235,7 +211,14 @@ def _command(
     decorators += [click.argument(arg) for arg in arguments if arg not in fields]
     decorators += [_body_options(body, arguments=arguments)] if body else []
     decorators += [_seller_id_option] if seller_id else []
-    decorators += [_page_options] if page else []
+    if page:  # the one paging contract of lists
+        decorators += [
+            click.option("--limit", default=None, type=int, help="Items per page, 1 to 100."),
+            click.option(
+                "--starting-after", default=None, help="The last id of the previous page."
+            ),
+            click.option("--all", "all", is_flag=True, help="Every item, page after page."),
+        ]
     decorators += options
     fn = _stack(decorators)(click.pass_context(command))
     that_one = f"  With {item_id.upper()}, that one." if get else ""
@@ -251,11 +234,6 @@ def _stack(decorators: Iterable[Callable[[Any], Any]]) -> Callable[[Any], Any]:
         return fn
 
     return apply
-
-
-def _method(c: Client, call: str) -> Any:
-    """The client's method ``call`` (``"webhooks.test"``)."""
-    return operator.attrgetter(call)(c)
 
 
 def _sdk_doc(call: str) -> str:
@@ -275,7 +253,7 @@ def _build() -> Any:
 
     @click.group()
     @click.version_option(
-        __version__, "--version", prog_name="svc", message=f"%(prog)s %(version)s ({_DIST})"
+        __version__, "--version", prog_name="svc", message="%(prog)s %(version)s (svc-payments)"
     )
     @_global_option("--base-url", f"The service's address (default {DEFAULT_BASE_URL}).")
     @_global_option(
@@ -303,8 +281,8 @@ def _build() -> Any:
         ctx.obj = {k: v for k, v in options.items() if v is not None}
         for name in ("base_url", *CREDENTIALS, "environment"):
             source = ctx.get_parameter_source(name)
-            if options[name] is not None and source is not None:
-                ctx.meta[_source_key(name)] = (
+            if options[name] is not None and source is not None:  # read by _source
+                ctx.meta[f"svc.source.{name}"] = (
                     _envvar(name) if source.name == "ENVIRONMENT" else _flag(name)
                 )
 
@@ -319,13 +297,9 @@ def _build() -> Any:
 
     _add_whoami_command(cli)
     _add_owner_commands(cli)
-    _add_seller_commands(cli)
     _add_resource_commands(cli)
-    _add_update_resource_command(cli)
-    _add_directory_command(cli)
     _add_payment_commands(cli)
-    _add_connect_commands(cli)
-    _add_withdrawal_commands(cli)
+    _add_payout_commands(cli)
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
     return cli
@@ -346,21 +320,20 @@ def _add_whoami_command(cli: click.Group) -> None:
                 sources = {name: _source(ctx, name) for name in given}
                 entries, refusals = check_credentials(client, given, sources)
         except SvcError as exc:  # no answer at all (the service is not there)
-            click.echo(f"error: {exc.message}", err=True)
+            _say(f"error: {exc.message}")
             sys.exit(1)
         for entry in entries:
             if entry.get("role") == "owner":
-                entry["environment_from"] = _environment_source(ctx).split(";")[0]
+                entry["environment_from"] = _source(ctx, "environment").split(";")[0]
         base = {"base_url": base_url, "base_url_from": _source(ctx, "base_url")}
         _emit({**base, "credentials": entries})
         for refused in refusals:
             _say_api_error(refused.error)
-            click.echo(f"the {refused.credential} given by {refused.source} was refused", err=True)
+            _say(f"the {refused.credential} given by {refused.source} was refused")
         if not given:
-            click.echo(
+            _say(
                 "error: no credential: pass --owner-jwt, --seller-key or --wallet-key, or set "
-                "SVC_OWNER_JWT, SVC_SELLER_KEY or SVC_WALLET_KEY",
-                err=True,
+                "SVC_OWNER_JWT, SVC_SELLER_KEY or SVC_WALLET_KEY"
             )
         if refusals or not given:
             sys.exit(1)
@@ -381,13 +354,9 @@ def _add_owner_commands(cli: click.Group) -> None:
         """Sign up (POST /owners): print owner_id and owner_jwt (keep it: it is not stored).
 
         An operator with the database creates owners with `svc-server owners create`."""
-        if jwt_only:
-            _run(ctx, lambda c: c.owners.create(email).owner_jwt, show=click.echo)
-        else:
-            _run(ctx, lambda c: c.owners.create(email))
+        show = (lambda created: click.echo(created.owner_jwt)) if jwt_only else _emit
+        _run(ctx, lambda c: c.owners.create(email), show=show)
 
-
-def _add_seller_commands(cli: click.Group) -> None:
     @cli.group()
     def sellers() -> None:
         """Seller accounts (owner JWT)."""
@@ -435,10 +404,8 @@ def _body_options(
             continue
         plural = typing.get_origin(shape.type) is list
         flag = _flag(shape.name.removesuffix("s") if plural else shape.name)
-        kwargs: dict[str, Any] = {"default": None, "required": shape.required}
-        kwargs["help"] = help_of(shape)
-        chosen = choices(shape)
-        if chosen:
+        kwargs: dict[str, Any] = dict(default=None, required=shape.required, help=help_of(shape))
+        if chosen := choices(shape):
             kwargs["type"] = click.Choice(chosen)
         if shape.type is bool:
             kwargs["is_flag"] = True
@@ -499,11 +466,8 @@ def _add_resource_commands(cli: click.Group) -> None:
     @click.pass_context
     def create_pay_link(ctx: Any, /, **o: Any) -> None:
         """Create a priced resource and print what to share: gate_url and pay_url."""
-
         _run(ctx, lambda c: pay_link(_create_resource(c, o)))
 
-
-def _add_update_resource_command(cli: click.Group) -> None:
     @cli.command("update-resource")
     @click.argument("resource_id")
     @_body_options(
@@ -524,8 +488,7 @@ def _add_update_resource_command(cli: click.Group) -> None:
         changes = {k: v for k, v in o.items() if v is not None and k not in ("method", "body_hint")}
         if o["method"] is not None:
             changes["method"] = None if o["method"] == "any" else o["method"]
-        source = click.get_current_context().get_parameter_source("body_hint")
-        if source is click.core.ParameterSource.COMMANDLINE:
+        if ctx.get_parameter_source("body_hint") is click.core.ParameterSource.COMMANDLINE:
             changes["body_hint"] = o["body_hint"]
         if not changes:
             raise click.UsageError(
@@ -534,8 +497,6 @@ def _add_update_resource_command(cli: click.Group) -> None:
             )
         _run(ctx, lambda c: c.resources.update(resource_id, **changes))
 
-
-def _add_directory_command(cli: click.Group) -> None:
     kinds = click.Choice(get_args(ResourceKind))
     filters = [
         click.option("--kind", default=None, type=kinds, help="HTTP paths or MCP tools."),
@@ -562,10 +523,6 @@ def _add_payment_commands(cli: click.Group) -> None:
     _command(cli, "recycle", "sellers.recycle", "seller_id", body=RecycleBalance, owner=True)
 
 
-#: A withdrawal's statuses that do not change any more.
-_SETTLED = ("paid", "failed")
-
-
 def _seller_id_option(fn: Any) -> Any:
     """``--seller-id``: the owner dashboard's twin of a seller-key command (owner JWT)."""
     return click.option(
@@ -575,19 +532,14 @@ def _seller_id_option(fn: Any) -> Any:
     )(fn)
 
 
-def _progress(message: str) -> None:
-    """A line for the person watching, on stderr: stdout stays the JSON result."""
-    click.echo(message, err=True)
-
-
 def _watch(
     c: Client, withdrawal: Any, seller_id: str | None, interval: float, timeout: float
 ) -> Any:
     """Poll the withdrawal until it is paid or failed, printing each status it reaches."""
     w = withdrawal
-    _progress(f"withdrawal {w.id} of {w.amount} {w.currency}: {w.status}")
+    _say(f"withdrawal {w.id} of {w.amount} {w.currency}: {w.status}")
     deadline = time.monotonic() + timeout
-    while withdrawal.status not in _SETTLED:
+    while withdrawal.status not in ("paid", "failed"):  # settled for good
         if time.monotonic() >= deadline:
             raise click.ClickException(
                 f"withdrawal {withdrawal.id} is still {withdrawal.status} after {timeout:g} s; "
@@ -597,11 +549,11 @@ def _watch(
         status = withdrawal.status
         withdrawal = c.withdrawals.get(withdrawal.id, seller_id=seller_id)
         if withdrawal.status != status:
-            _progress(f"withdrawal {withdrawal.id}: {withdrawal.status}")
+            _say(f"withdrawal {withdrawal.id}: {withdrawal.status}")
     return withdrawal
 
 
-def _add_connect_commands(cli: click.Group) -> None:
+def _add_payout_commands(cli: click.Group) -> None:
     @cli.group()
     def connect() -> None:
         """The payout account (seller key, or --seller-id with the owner JWT): a person
@@ -613,22 +565,16 @@ def _add_connect_commands(cli: click.Group) -> None:
     @click.pass_context
     def connect_onboard(ctx: Any, /, country: str, type: Any, seller_id: str | None) -> None:
         """Get an onboarding link (onboard_url) for a person to complete in a browser."""
-
-        def call(c: Client) -> Any:
-            link = c.connect.onboard(country, type, seller_id=seller_id)
-            _progress(
-                "Open onboard_url in a browser and complete it (a person must: no command "
-                "can), then run: svc connect sync"
-            )
-            return link
-
-        _run(ctx, call, owner=seller_id is not None)
+        owner = seller_id is not None
+        _run(ctx, lambda c: c.connect.onboard(country, type, seller_id=seller_id), owner=owner)
+        _say(
+            "Open onboard_url in a browser and complete it (a person must: no command can), "
+            "then run: svc connect sync"
+        )
 
     for name in ("sync", "status", "login"):
         _command(connect, name, f"connect.{name}", seller_id=True)
 
-
-def _add_withdrawal_commands(cli: click.Group) -> None:
     @cli.command()
     @_body_options(Withdraw)
     @click.option("--wait", is_flag=True, help="Show progress until paid or failed.")
@@ -647,38 +593,21 @@ def _add_withdrawal_commands(cli: click.Group) -> None:
     ) -> None:
         """Withdraw seller balance to the payout account; with --wait, follow it
         (pending -> in_transit -> paid) and exit 1 if it fails."""
-        outcome: dict[str, Any] = {}
 
         def call(c: Client) -> Any:
             withdrawal = c.withdrawals.create(amount, seller_id=seller_id)
-            if wait:
-                withdrawal = _watch(c, withdrawal, seller_id, interval, timeout)
-            outcome["status"] = withdrawal.status
-            outcome["reason"] = withdrawal.failure_reason
-            return withdrawal
+            return _watch(c, withdrawal, seller_id, interval, timeout) if wait else withdrawal
 
-        _run(ctx, call, owner=seller_id is not None)
-        if wait and outcome.get("status") == "failed":
-            click.echo(
-                f"error: the withdrawal failed ({outcome['reason']}); the money is back in "
-                "the balance",
-                err=True,
+        done = _run(ctx, call, owner=seller_id is not None)
+        if wait and done.status == "failed":
+            _say(
+                f"error: the withdrawal failed ({done.failure_reason}); the money is back in "
+                "the balance"
             )
             sys.exit(1)
 
     withdrawal = ("withdrawal_id", "withdrawals.get")
     _command(cli, "withdrawals", "withdrawals.list", seller_id=True, page=True, get=withdrawal)
-
-
-def _top_up_call(amount: str, private_key_file: Any, *, card: bool) -> Callable[[Any], Any]:
-    """``svc top-up``'s call: by card (the answer's ``checkout_url`` is where to pay), or
-    x402 paid by the key in ``private_key_file``."""
-    if card:
-        return lambda c: c.top_ups.create(amount, method="card")
-    if private_key_file is None:
-        raise click.UsageError("Give --private-key-file (x402) or --card.")
-    key = private_key_file.read().strip()
-    return lambda c: c.top_ups.create(amount, payer=key)
 
 
 def _add_wallet_key_commands(cli: click.Group) -> None:
@@ -705,10 +634,15 @@ def _add_wallet_key_commands(cli: click.Group) -> None:
         help="Pay by card at the processor's Checkout (live): prints the checkout_url to open.",
     )
     @click.pass_context
-    def top_up(ctx: Any, /, amount: str, private_key_file: Any, card: bool) -> None:
+    def top_up(ctx: Any, /, amount: str, private_key_file: Any, card: bool) -> Any:
         """Pay AMOUNT into the account wallet: from your own wallet (x402, with
         --private-key-file), or by card (--card; open the checkout_url it prints)."""
-        _run(ctx, _top_up_call(amount, private_key_file, card=card), owner=True)
+        if card:
+            return _run(ctx, lambda c: c.top_ups.create(amount, method="card"), owner=True)
+        if private_key_file is None:
+            raise click.UsageError("Give --private-key-file (x402) or --card.")
+        key = private_key_file.read().strip()
+        _run(ctx, lambda c: c.top_ups.create(amount, payer=key), owner=True)
 
     one_top_up = ("top_up_id", "top_ups.get")
     _command(cli, "top-ups", "top_ups.list", owner=True, page=True, get=one_top_up)

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import inspect
 import logging
+import operator
+import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
+from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 from ._async_client import AsyncClient
@@ -42,7 +45,6 @@ from .bodies import (
     Pay,
     PayUrl,
     RecycleBalance,
-    ResourceKind,
     Withdraw,
 )
 from .wire import unstructure
@@ -98,12 +100,12 @@ def request_credentials(headers: Mapping[str, str] | None) -> dict[str, Any]:
     ``wrong_credential (403)`` and a request id, exactly as the same call over the API.
     No credential at all is a tool error."""
     if headers is None:
-        raise _fail("no HTTP request: this server takes credentials from each request")
+        raise ToolError("no HTTP request: this server takes credentials from each request")
     scheme, _, token = (headers.get("authorization") or "").strip().partition(" ")
     token = token.strip() if scheme.lower() == "bearer" else ""
     token = token or (headers.get("x-svc-vw-key") or "").strip()
     if not token:
-        raise _fail(
+        raise ToolError(
             "unauthenticated: send 'Authorization: Bearer <credential>' (an owner JWT, "
             "a svc_sk_ seller key or a svc_vw_ wallet key) with every MCP request"
         )
@@ -114,33 +116,35 @@ def request_credentials(headers: Mapping[str, str] | None) -> dict[str, Any]:
     return options
 
 
-def _fail(message: str) -> Exception:
-    """A refusal the MCP server reports as an ``isError`` result with exactly this text."""
-    return ToolError(message)
-
-
 async def _call(
-    factory: ClientFactory, ctx: Context, call: Callable[[AsyncClient], Awaitable[T]]
+    factory: ClientFactory,
+    ctx: Context,
+    call: str | Callable[[AsyncClient], Awaitable[Any]],
+    *args: Any,
+    **kwargs: Any,
 ) -> Any:
-    """Run one client call; its result as JSON-ready data, or a tool error."""
+    """Run one client call (the method ``call`` names, such as ``"sellers.list"``, or a
+    function of the client) with ``args`` and ``kwargs``; its result as JSON-ready data, or
+    a tool error (``ToolError``: an ``isError`` result with exactly its text)."""
     try:
         request = ctx.request_context.request
     except ValueError:  # called outside an MCP request (a test calling the tool directly)
         request = None
     try:
         async with factory(request) as client:
-            return unstructure(await call(client))
+            method = partial(call, client) if callable(call) else operator.attrgetter(call)(client)
+            return unstructure(await method(*args, **kwargs))
     except APIError as exc:
-        raise _fail(
+        raise ToolError(
             f"{exc.code} ({exc.status}): {exc.message} [request_id={exc.request_id}]"
         ) from None
     except (SvcError, BodyRuleError) as exc:  # BodyRuleError: refused before sending
-        raise _fail(str(exc)) from None
+        raise ToolError(str(exc)) from None
 
 
 def _need(value: T | None, name: str, action: str) -> T:
     if value is None:
-        raise _fail(f"action={action} needs {name}")
+        raise ToolError(f"action={action} needs {name}")
     return value
 
 
@@ -165,14 +169,12 @@ def _with_body(
             else:
                 tp, default = tp | None, None
             tp = Annotated[tp, Field(description=help_of(shape))]
-            kept.append(inspect.Parameter(shape.name, _KEYWORD, annotation=tp, default=default))
+            keyword = inspect.Parameter.KEYWORD_ONLY
+            kept.append(inspect.Parameter(shape.name, keyword, annotation=tp, default=default))
         fn.__signature__ = inspect.Signature(kept)  # type: ignore[attr-defined]
         return fn
 
     return with_fields
-
-
-_KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
 def create_server(
@@ -191,7 +193,16 @@ def create_server(
     options = dict(client_options or {})
     factory: ClientFactory = client_factory or (lambda _request: AsyncClient(**options))
     with _host_logging_kept():
-        server = _new_server()
+        server = MCPServer(
+            "svc",
+            instructions=(
+                "Payments for agents and the people who sell to them. Sellers: svc_sellers, "
+                "svc_resources / svc_create_pay_link, svc_enable_payments, svc_webhooks; "
+                "payouts with svc_connect (a human completes onboarding) and svc_withdraw. "
+                "Agents: svc_pay for in-service resources and handles, svc_pay_url for any "
+                "x402 or MPP URL (including hosted gates)."
+            ),
+        )
     # One builder per family of tools: each stays short enough to read and change alone.
     _add_seller_tools(server, factory)
     _add_resource_tools(server, factory)
@@ -216,19 +227,6 @@ def _host_logging_kept() -> Iterator[None]:
         root.setLevel(level)
 
 
-def _new_server() -> Any:
-    return MCPServer(
-        "svc",
-        instructions=(
-            "Payments for agents and the people who sell to them. Sellers: svc_sellers, "
-            "svc_resources / svc_create_pay_link, svc_enable_payments, svc_webhooks; "
-            "payouts with svc_connect (a human completes onboarding) and svc_withdraw. "
-            "Agents: svc_pay for in-service resources and handles, svc_pay_url for any "
-            "x402 or MPP URL (including hosted gates)."
-        ),
-    )
-
-
 def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
     @server.tool()
     @_with_body(CreateSeller)
@@ -243,12 +241,9 @@ def _add_seller_tools(server: MCPServer, factory: ClientFactory) -> None:
         JWT; one page: ``limit`` 1-100, ``starting_after`` the last id of the previous page
         while ``has_more``), me or balance (seller key)."""
         if action == "create":
-            return await _call(factory, ctx, lambda c: c.sellers.create(**body))
-        if action == "list":
-            return await _call(
-                factory, ctx, lambda c: c.sellers.list(limit=limit, starting_after=starting_after)
-            )
-        return await _call(factory, ctx, lambda c: getattr(c.sellers, action)())
+            return await _call(factory, ctx, "sellers.create", **body)
+        page = {"limit": limit, "starting_after": starting_after} if action == "list" else {}
+        return await _call(factory, ctx, f"sellers.{action}", **page)
 
 
 #: The fields of a resource that ``svc_create_pay_link`` takes besides ``path``.
@@ -274,22 +269,17 @@ def _add_resource_tools(server: MCPServer, factory: ClientFactory) -> None:
         one page (``limit`` 1-100, ``starting_after`` the last id while ``has_more``)."""
         metadata = resource_metadata(sku_kind, credits, credit_unit)
         if action == "list":
-            return await _call(
-                factory, ctx, lambda c: c.resources.list(limit=limit, starting_after=starting_after)
-            )
+            page = {"limit": limit, "starting_after": starting_after}
+            return await _call(factory, ctx, "resources.list", **page)
         if action == "create":
             _need(body["amount"], "amount", action)
-            kind: ResourceKind = body.pop("kind") or ("mcp" if body["tool"] else "http")
-            return await _call(
-                factory, ctx, lambda c: c.resources.create(kind=kind, metadata=metadata, **body)
-            )
+            body["kind"] = body["kind"] or ("mcp" if body["tool"] else "http")
+            return await _call(factory, ctx, "resources.create", metadata=metadata, **body)
         rid = _need(resource_id, "resource_id", action)
         if action != "update":  # get or deactivate
-            return await _call(factory, ctx, lambda c: getattr(c.resources, action)(rid))
+            return await _call(factory, ctx, f"resources.{action}", rid)
         del body["kind"]  # a resource keeps its kind
-        return await _call(
-            factory, ctx, lambda c: c.resources.update(rid, metadata=metadata, **body)
-        )
+        return await _call(factory, ctx, "resources.update", rid, metadata=metadata, **body)
 
     @server.tool()
     @_with_body(CreateResource, "path", *_PAY_LINK)
@@ -316,14 +306,14 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         """Turn on MPP and x402 on every gate of the seller (seller key).  With
         ``payout_wallet_address`` USDC goes straight to that wallet; otherwise payments
         credit the seller balance."""
-        return await _call(factory, ctx, lambda c: c.sellers.enable_payments(**body))
+        return await _call(factory, ctx, "sellers.enable_payments", **body)
 
     @server.tool()
     @_with_body(RecycleBalance)
     async def svc_recycle(ctx: Context, seller_id: str, **body: Any) -> Any:
         """Move a seller's balance (all, or ``amount``) into the owner's account wallet
         (owner JWT)."""
-        return await _call(factory, ctx, lambda c: c.sellers.recycle(seller_id, **body))
+        return await _call(factory, ctx, "sellers.recycle", seller_id, **body)
 
     @server.tool()
     @_with_body(Pay)
@@ -332,7 +322,7 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
         returned ``receipt_id`` to the gate in X-Svc-Receipt."""
         # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
-        return await _call(factory, ctx, lambda c: c.pay(**form))
+        return await _call(factory, ctx, "pay", **form)
 
     @server.tool()
     @_with_body(PayUrl)
@@ -342,10 +332,8 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         ``dry_run``: only probe, and return the rail and price it would pay and whether
         the policy allows it (``allowed``, ``blocked_by``); nothing is paid."""
         given = {k: v for k, v in body.items() if v is not None}
-        quote = given.pop("dry_run", False)
-        return await _call(
-            factory, ctx, lambda c: (c.spend.pay_url_quote if quote else c.spend.pay_url)(**given)
-        )
+        method = "spend.pay_url_quote" if given.pop("dry_run", False) else "spend.pay_url"
+        return await _call(factory, ctx, method, **given)
 
 
 def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
@@ -363,9 +351,9 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         human, once onboarded."""
         if action == "onboard":
             _need(body["country"], "country", action)
-            link = await _call(factory, ctx, lambda c: c.connect.onboard(**body))
+            link = await _call(factory, ctx, "connect.onboard", **body)
             return {**link, "next_step": ONBOARD_NEXT_STEP}
-        answer = await _call(factory, ctx, lambda c: getattr(c.connect, action)())
+        answer = await _call(factory, ctx, f"connect.{action}")
         return {**answer, "next_step": LOGIN_NEXT_STEP} if action == "login" else answer
 
     @server.tool()
@@ -379,9 +367,9 @@ def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:
         withdrawn: that withdrawal's current status is returned."""
         if withdrawal_id is not None:
             if body["amount"] is not None:
-                raise _fail("give amount to withdraw, or withdrawal_id to check one, not both")
-            return await _call(factory, ctx, lambda c: c.withdrawals.get(withdrawal_id))
-        return await _call(factory, ctx, lambda c: c.withdrawals.create(**body))
+                raise ToolError("give amount to withdraw, or withdrawal_id to check one, not both")
+            return await _call(factory, ctx, "withdrawals.get", withdrawal_id)
+        return await _call(factory, ctx, "withdrawals.create", **body)
 
 
 def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
@@ -405,25 +393,16 @@ def _add_webhook_tools(server: MCPServer, factory: ClientFactory) -> None:
         per_call = RequestOptions(owner_jwt=owner_jwt, environment=env)
         if action == "create":
             _need(body["url"], "url", action)
-            return await _call(factory, ctx, lambda c: c.webhooks.create(**body, options=per_call))
+            return await _call(factory, ctx, "webhooks.create", **body, options=per_call)
         if action == "list":
-            return await _call(
-                factory,
-                ctx,
-                lambda c: c.webhooks.list(
-                    limit=limit, starting_after=starting_after, options=per_call
-                ),
-            )
+            page = {"limit": limit, "starting_after": starting_after}
+            return await _call(factory, ctx, "webhooks.list", **page, options=per_call)
         wid = _need(webhook_id, "webhook_id", action)  # test or delete
-        return await _call(
-            factory, ctx, lambda c: getattr(c.webhooks, action)(wid, options=per_call)
-        )
+        return await _call(factory, ctx, f"webhooks.{action}", wid, options=per_call)
 
 
 def main() -> None:
     """``svc-mcp``: serve the tools over stdio (what MCP hosts launch)."""
-    import sys
-
     try:
         server = create_server()
     except ImportError:  # pragma: no cover - exercised by users without the extra

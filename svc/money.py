@@ -75,13 +75,10 @@ def parse_amount(value: object, *, name: str = "amount") -> Decimal:
     if isinstance(value, bool | float):
         kind = type(value).__name__
         raise AmountError(name, f'must be a decimal string like "0.05", not a {kind} ({value!r})')
-    if isinstance(value, Decimal):
-        amount = value
-    elif isinstance(value, int):
-        amount = Decimal(value)
-    else:
+    if not isinstance(value, Decimal | int):
         kind = type(value).__name__
         raise AmountError(name, f'must be a decimal string such as "0.05", not {kind}')
+    amount = Decimal(value)
     if not amount.is_finite():
         raise AmountError(name, "must be a finite number")
     if amount.is_signed():
@@ -115,12 +112,8 @@ def format_amount(amount: Decimal) -> str:
         raise TypeError(
             f"format_amount takes a Decimal, not {kind}: use format_micros() for micro-units"
         )
-    text = f"{amount.quantize(_QUANTUM):f}"
-    whole, _, frac = text.partition(".")
-    frac = frac.rstrip("0")
-    if len(frac) < 2:
-        frac = frac.ljust(2, "0")
-    return f"{whole}.{frac}"
+    whole, _, frac = f"{amount.quantize(_QUANTUM):f}".partition(".")
+    return f"{whole}.{frac.rstrip('0').ljust(2, '0')}"
 
 
 def format_micros(micros: int) -> str:

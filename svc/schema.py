@@ -220,18 +220,14 @@ def _schema(
 def _array(
     item: Any, marker: Marker | None, components: dict[str, Any], request: bool, prefix: str
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "array"}
-    if isinstance(marker, Items):
-        items: dict[str, Any] = {"type": "string"}
-        if marker.choices is not None:
-            items["enum"] = list(marker.choices)
-        elif marker.pattern is not None:
-            items["pattern"] = marker.pattern
-        out["items"] = items
-        out["maxItems"] = marker.max_items
-    else:
-        out["items"] = _schema(item, None, components, request, prefix)
-    return out
+    if not isinstance(marker, Items):
+        return {"type": "array", "items": _schema(item, None, components, request, prefix)}
+    items: dict[str, Any] = {"type": "string"}
+    if marker.choices is not None:
+        items["enum"] = list(marker.choices)
+    elif marker.pattern is not None:
+        items["pattern"] = marker.pattern
+    return {"type": "array", "items": items, "maxItems": marker.max_items}
 
 
 def _scalar(tp: Any, marker: Marker | None) -> dict[str, Any]:
@@ -268,12 +264,9 @@ def _component(cls: type, components: dict[str, Any], request: bool, prefix: str
     if name in components:
         return
     components[name] = {}  # reserved first: a class may refer to itself
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for shape in fields_of(cls):
-        properties[shape.name] = _property(shape, components, request, prefix)
-        if shape.required:
-            required.append(shape.name)
+    shapes = fields_of(cls)
+    properties = {shape.name: _property(shape, components, request, prefix) for shape in shapes}
+    required = [shape.name for shape in shapes if shape.required]
     out: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         out["required"] = required
