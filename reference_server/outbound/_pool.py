@@ -1,5 +1,11 @@
 """Kept-alive connections, each reused only for the checked name and address it was
-opened for: :class:`AsyncPinnedClients`, over httpcore's ``AsyncConnectionPool``."""
+opened for: :class:`AsyncPinnedClients`, over httpcore's ``AsyncConnectionPool``.
+
+What the library costs against the h11 pool of our own it replaced (1.6k lines with sync
+and async twins): a standalone worker draining 200 queued webhooks spends 3.15 M
+instructions per delivery against 2.51 M (callgrind, SQLite), most of it in anyio's
+cancel scopes under httpcore; the drain still delivers 1.17-1.28x the events/s of raw
+httpx posts (target 0.7x), see docs/performance.md."""
 
 from __future__ import annotations
 
