@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .command_setup import command_settings, require_server_database, say_database
+from .command_setup import command_settings
 
 __all__ = ["reconcile_command"]
 
@@ -45,8 +45,7 @@ def reconcile_command(
     chain); print a table; exit 1 on any drift.  Each run is recorded (see --history)."""
     from .context import ServerContext
 
-    settings = say_database(command_settings(database_url=database_url))
-    require_server_database(settings)
+    settings = command_settings(database_url=database_url, server_database=True)
     ctx = ServerContext(settings)
     try:
         if history:
