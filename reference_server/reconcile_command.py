@@ -85,6 +85,7 @@ def _run(ctx: Any, environments: list[str], as_json: bool) -> int:
 
 def _history(ctx: Any, environment: str | None, limit: int, as_json: bool) -> None:
     from . import reconcile as books
+    from .reconcile.findings import columns
 
     with ctx.db.read() as conn:
         runs = books.history(conn, environment=environment, limit=limit)
@@ -104,6 +105,4 @@ def _history(ctx: Any, environment: str | None, limit: int, as_json: bool) -> No
                 run["error"] or "",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    click.echo(columns(rows))

@@ -9,14 +9,14 @@ are there so an operator sees what was compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from svc.money import format_micros
 
-__all__ = ["DRIFT_KINDS", "Finding", "Report", "render_table"]
+__all__ = ["DRIFT_KINDS", "Finding", "Report", "columns", "render_table"]
 
 DEPOSITS = "deposits"
 HOT_WALLET = "hot_wallet"
@@ -116,6 +116,11 @@ def render_table(findings: Iterable[Finding]) -> str:
                 f.detail,
             )
         )
+    return columns(rows)
+
+
+def columns(rows: Sequence[Sequence[str]]) -> str:
+    """``rows`` as fixed-width columns, the last one as long as it is."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join(
         "  ".join(
