@@ -311,16 +311,20 @@ class Settings(BaseSettings):
     def _urls(cls, value: str | None, info: ValidationInfo) -> str | None:
         return None if value is None else _url(value, https=_production(info))
 
+    @field_validator("jwt_secret", "data_key")
+    @classmethod
+    def _production_key(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and _production(info):
+            raise ValueError("is required in production (it is never generated there)")
+        return value
+
     @field_validator("jwt_secret")
     @classmethod
     def _jwt_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if _production(info):
-            if value is None:
-                raise ValueError("is required in production (it is never generated there)")
-            if len(value) < _MIN_PRODUCTION_JWT_SECRET:
-                raise ValueError(
-                    f"must be at least {_MIN_PRODUCTION_JWT_SECRET} characters in production"
-                )
+        if value is not None and _production(info) and len(value) < _MIN_PRODUCTION_JWT_SECRET:
+            raise ValueError(
+                f"must be at least {_MIN_PRODUCTION_JWT_SECRET} characters in production"
+            )
         if value == "":
             raise ValueError("must not be empty")
         return value
@@ -332,19 +336,10 @@ class Settings(BaseSettings):
             raise ValueError("must not contain an empty secret")
         return value
 
-    @field_validator("data_key")
+    @field_validator("data_key", "data_previous_keys")
     @classmethod
-    def _data_key(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None and _production(info):
-            raise ValueError("is required in production (it is never generated there)")
-        if value is not None:
-            _fernet_key(value)
-        return value
-
-    @field_validator("data_previous_keys")
-    @classmethod
-    def _data_previous(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for key in value:
+    def _data_keys(cls, value: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        for key in (value,) if isinstance(value, str) else value or ():
             _fernet_key(key)
         return value
 
