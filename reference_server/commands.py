@@ -40,22 +40,22 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     """Serve the API with uvicorn."""
     from .serving import build_server
 
+    walking = demo or exit_after_demo
     settings = command_settings(
         database_url=database_url,
         # The demo follows a withdrawal until paid: the sandbox moves it a step a second
         # (unless SVC_SANDBOX_PAYOUT_SECONDS says otherwise).
         sandbox_payout_seconds=_DEMO_PAYOUT_SECONDS
-        if (demo or exit_after_demo) and env_variable("sandbox_payout_seconds") not in os.environ
+        if walking and env_variable("sandbox_payout_seconds") not in os.environ
         else None,
     )
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = settings.evolve(public_url=f"http://{host}:{port}")
     _say_setup(settings)
-    # The demo's numbered steps are what its reader follows: no access-log line between them.
-    walking = demo or exit_after_demo
     outcome: dict[str, Any] = {}
     try:
+        # The demo's numbered steps are what its reader follows: no access-log line between.
         server = build_server(
             settings, host=host, port=port, own_process=True, access_log=not walking
         )
