@@ -25,8 +25,6 @@ __all__ = ["ServerContext"]
 
 #: ``server_secrets`` row holding the sealed test hot-wallet key.
 _TEST_HOT_WALLET = "pay_url_hot_wallet_test"
-#: Where the key itself is kept once opened (the sealed form is cached under the row's name).
-_OPEN_HOT_WALLET = f"{_TEST_HOT_WALLET}:open"
 
 
 def _token() -> str:
@@ -127,16 +125,12 @@ class ServerContext:
         box = self.box
         _ = self.jwt_secret, self.secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
 
-    @property
+    @functools.cached_property
     def test_hot_wallet_key(self) -> str:
         """The test environment's ``pay-url`` hot-wallet key: generated once, kept in the
         database sealed with :attr:`box`, so that every process signs as one address."""
-        found = self._secrets.get(_OPEN_HOT_WALLET)
-        if found is None:
-            self.load_secrets()  # the sealed key, read once (before a transaction opens)
-            sealed = self._secrets[_TEST_HOT_WALLET]
-            found = self._secrets[_OPEN_HOT_WALLET] = self.box.open(sealed)
-        return found
+        self.load_secrets()  # the sealed key, read once (before a transaction opens)
+        return self.box.open(self._secrets[_TEST_HOT_WALLET])
 
     def _stored_key(self, name: str, generate: Callable[[], str]) -> str:
         """The owner-JWT or data key kept in the database: a convenience for laptops
