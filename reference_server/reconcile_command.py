@@ -95,14 +95,6 @@ def _history(ctx: Any, environment: str | None, limit: int, as_json: bool) -> No
     rows = [("RUN", "ENVIRONMENT", "AT", "BLOCKS", "DRIFT", "ERROR")]
     for run in runs:
         blocks = "-" if run["to_block"] is None else f"{run['from_block']}..{run['to_block']}"
-        rows.append(
-            (
-                run["id"],
-                run["environment"],
-                run["created_at"],
-                blocks,
-                str(run["drift_count"]),
-                run["error"] or "",
-            )
-        )
+        which = (run["id"], run["environment"], run["created_at"])
+        rows.append((*which, blocks, str(run["drift_count"]), run["error"] or ""))
     click.echo(columns(rows))

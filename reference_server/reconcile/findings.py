@@ -102,20 +102,10 @@ def _amount(micros: int | None) -> str:
 def render_table(findings: Iterable[Finding]) -> str:
     """Fixed-width columns, drift first marked ``DRIFT``; amounts in USD."""
     rows = [("STATUS", "KIND", "ACCOUNT", "ADDRESS", "LEDGER", "CHAIN", "TX", "DETAIL")]
-    ordered = sorted(findings, key=lambda f: not f.drift)
-    for f in ordered:
-        rows.append(
-            (
-                "DRIFT" if f.drift else "ok",
-                f.kind,
-                f.account,
-                f.address or "-",
-                _amount(f.ledger_micros),
-                _amount(f.chain_micros),
-                f.tx_hash or "-",
-                f.detail,
-            )
-        )
+    for f in sorted(findings, key=lambda f: not f.drift):
+        ledger, chain = _amount(f.ledger_micros), _amount(f.chain_micros)
+        row = (f.kind, f.account, f.address or "-", ledger, chain, f.tx_hash or "-", f.detail)
+        rows.append(("DRIFT" if f.drift else "ok", *row))
     return columns(rows)
 
 

@@ -101,11 +101,9 @@ def supported() -> dict[str, Any]:
     }
 
 
-def _networks(version: int) -> tuple[str, ...]:
-    # v1 clients name the chain "base-sepolia"; accept the CAIP-2 id from them too.
-    if version == 1:
-        return (SANDBOX_TOKEN.v1_network, SANDBOX_TOKEN.network)
-    return (SANDBOX_TOKEN.network,)
+#: The network names each x402 version may use: v1 clients name the chain
+#: "base-sepolia"; accept the CAIP-2 id from them too.
+_NETWORKS = {1: (SANDBOX_TOKEN.v1_network, SANDBOX_TOKEN.network), 2: (SANDBOX_TOKEN.network,)}
 
 
 def _object(value: object, reason: str, what: str) -> Mapping[str, Any]:
@@ -183,7 +181,7 @@ def _agreed_network(
         raise Refused(
             UNSUPPORTED_SCHEME, f"the sandbox facilitator settles only 'exact', not {scheme!r}"
         )
-    if not isinstance(network, str) or network not in _networks(version):
+    if not isinstance(network, str) or network not in _NETWORKS[version]:
         raise Refused(
             INVALID_NETWORK,
             f"the sandbox chain is {SANDBOX_TOKEN.network} ({SANDBOX_TOKEN.v1_network} in "
