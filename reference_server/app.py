@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
@@ -124,22 +124,20 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
     (gates' and pay-url's) whose outcome nobody could give, now and then; failures wait
     for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
+    chores: list[Callable[[], object]] = [
+        lambda: idempotency.purge_expired(ctx.db, now=ctx.now(), ttl=ttl),
+        lambda: purge_claims(ctx.db, before=ctx.now() - timedelta(days=1)),
+        lambda: expire_holds(
+            ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
+        ),
+        lambda: resolve_unsettled(ctx),
+        lambda: resolve_pending(ctx),
+    ]
     while True:
         await anyio.sleep(every_seconds)
         try:
-            await anyio.to_thread.run_sync(
-                lambda: idempotency.purge_expired(ctx.db, now=ctx.now(), ttl=ttl)
-            )
-            await anyio.to_thread.run_sync(
-                lambda: purge_claims(ctx.db, before=ctx.now() - timedelta(days=1))
-            )
-            await anyio.to_thread.run_sync(
-                lambda: expire_holds(
-                    ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
-                )
-            )
-            await anyio.to_thread.run_sync(resolve_unsettled, ctx)
-            await anyio.to_thread.run_sync(resolve_pending, ctx)
+            for chore in chores:
+                await anyio.to_thread.run_sync(chore)
         except Exception:
             log.exception("housekeeping failed")
 

@@ -10,16 +10,22 @@ import click
 
 from .settings import Settings, SettingsError
 
-__all__ = ["command_settings", "database_line", "require_server_database", "say_database"]
+__all__ = ["command_settings", "database_line", "require_server_database"]
 
 
-def command_settings(**overrides: object) -> Settings:
+def command_settings(*, server_database: bool = False, **overrides: object) -> Settings:
     """Settings from the environment; a bad one stops the command with one line naming
-    the variable (exit status 1), never a traceback."""
+    the variable (exit status 1), never a traceback.  Says on stderr which database the
+    command opens (stdout stays its output); ``server_database`` refuses one no server
+    has run on (:func:`require_server_database`)."""
     try:
-        return Settings.from_env(**overrides)
+        settings = Settings.from_env(**overrides)
     except SettingsError as exc:
         raise click.ClickException(f"invalid configuration: {exc}") from None
+    click.echo(database_line(settings.database_url), err=True)
+    if server_database:
+        require_server_database(settings)
+    return settings
 
 
 def database_line(url: str) -> str:
@@ -73,9 +79,3 @@ def require_server_database(settings: Settings) -> None:
             f"the database at {where} has no svc tables, so no server has run on it: "
             f"{NAME_THE_SERVERS}"
         )
-
-
-def say_database(settings: Settings) -> Settings:
-    """Say on stderr which database the command opens (stdout stays its output)."""
-    click.echo(database_line(settings.database_url), err=True)
-    return settings

@@ -15,7 +15,7 @@ import click
 if TYPE_CHECKING:
     from .context import ServerContext
 
-from .command_setup import command_settings, require_server_database, say_database
+from .command_setup import command_settings
 from .reconcile_command import reconcile_command
 from .settings import Settings, env_variable
 
@@ -40,23 +40,22 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
     """Serve the API with uvicorn."""
     from .serving import build_server
 
+    walking = demo or exit_after_demo
     settings = command_settings(
         database_url=database_url,
         # The demo follows a withdrawal until paid: the sandbox moves it a step a second
         # (unless SVC_SANDBOX_PAYOUT_SECONDS says otherwise).
         sandbox_payout_seconds=_DEMO_PAYOUT_SECONDS
-        if (demo or exit_after_demo) and env_variable("sandbox_payout_seconds") not in os.environ
+        if walking and env_variable("sandbox_payout_seconds") not in os.environ
         else None,
     )
-    say_database(settings)
     if settings.public_url is None and not settings.production:
         # Production publishes only an https SVC_PUBLIC_URL, or the address asked for.
         settings = settings.evolve(public_url=f"http://{host}:{port}")
     _say_setup(settings)
-    # The demo's numbered steps are what its reader follows: no access-log line between them.
-    walking = demo or exit_after_demo
     outcome: dict[str, Any] = {}
     try:
+        # The demo's numbered steps are what its reader follows: no access-log line between.
         server = build_server(
             settings, host=host, port=port, own_process=True, access_log=not walking
         )
@@ -141,7 +140,7 @@ def worker(database_url: str | None) -> None:
     from .serving import freeze_heap
     from .store import upgrade
 
-    ctx = ServerContext(say_database(command_settings(database_url=database_url)))
+    ctx = ServerContext(command_settings(database_url=database_url))
     upgrade(ctx.db)
     ctx.load_secrets()
     freeze_heap()
@@ -191,7 +190,7 @@ def migrate(database_url: str | None) -> None:
     """Bring the database schema up to date (run also at server start)."""
     from .store import Database, upgrade
 
-    upgrade(Database(say_database(command_settings(database_url=database_url)).database_url))
+    upgrade(Database(command_settings(database_url=database_url).database_url))
     click.echo("database is up to date")
 
 
@@ -228,8 +227,7 @@ def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
     from .store import upgrade
     from .web.auth import issue_owner_jwt
 
-    settings = say_database(command_settings(database_url=database_url))
-    require_server_database(settings)
+    settings = command_settings(database_url=database_url, server_database=True)
     ctx = ServerContext(settings)
     upgrade(ctx.db)
     secret = ctx.jwt_secret
@@ -256,8 +254,7 @@ def ledger_audit(database_url: str | None) -> None:
     from .domain import ledger as books
     from .store import Database
 
-    settings = say_database(command_settings(database_url=database_url))
-    require_server_database(settings)
+    settings = command_settings(database_url=database_url, server_database=True)
     db = Database(settings.database_url)
     with db.read() as conn:
         problems = [p for env in books.ENVIRONMENTS for p in books.audit(conn, env)]

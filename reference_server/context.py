@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
-import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -25,8 +25,6 @@ __all__ = ["ServerContext"]
 
 #: ``server_secrets`` row holding the sealed test hot-wallet key.
 _TEST_HOT_WALLET = "pay_url_hot_wallet_test"
-#: Where the key itself is kept once opened (the sealed form is cached under the row's name).
-_OPEN_HOT_WALLET = f"{_TEST_HOT_WALLET}:open"
 
 
 def _token() -> str:
@@ -42,12 +40,6 @@ class ServerContext:
             max_overflow=settings.database_max_overflow,
         )
         self.limiter = RateLimiter(settings.rate_limit_storage)
-        self._jwt_secret = settings.jwt_secret
-        previous_keys = settings.data_previous_keys
-        self._box: SecretBox | None = (
-            SecretBox(settings.data_key, *previous_keys) if settings.data_key else None
-        )
-        self._lock = threading.Lock()
         self._demo: dict[str, str] | None = None
         self._wakeup: anyio.Event | None = None
         self._secrets: dict[str, str] = {}
@@ -58,16 +50,13 @@ class ServerContext:
     def now(self) -> datetime:
         return self.settings.clock()
 
-    @property
+    @functools.cached_property
     def jwt_secret(self) -> str:
         """The key new owner JWTs are signed with: configured, or (outside production)
         generated once and kept in the database so that every process (and the
-        ``svc-server owners create`` command) agrees on it."""
-        if self._jwt_secret is None:
-            with self._lock:
-                if self._jwt_secret is None:
-                    self._jwt_secret = self._stored_key("owner_jwt", _token)
-        return self._jwt_secret
+        ``svc-server owners create`` command) agrees on it.  Threads that race to read it
+        first get the same one: the database keeps the first stored."""
+        return self.settings.jwt_secret or self._stored_key("owner_jwt", _token)
 
     @property
     def jwt_secrets(self) -> tuple[str, ...]:
@@ -75,21 +64,15 @@ class ServerContext:
         previous ones still accepted during a rotation."""
         return (self.jwt_secret, *self.settings.jwt_previous_secrets)
 
-    @property
+    @functools.cached_property
     def box(self) -> SecretBox:
         """Seals secrets at rest (see :mod:`reference_server.crypto`)."""
-        if self._box is None:
-            with self._lock:
-                if self._box is None:
-                    key = self._stored_key("data_key", new_data_key)
-                    self._box = SecretBox(key, *self.settings.data_previous_keys)
-        return self._box
+        key = self.settings.data_key or self._stored_key("data_key", new_data_key)
+        return SecretBox(key, *self.settings.data_previous_keys)
 
     def demo_resources(self) -> dict[str, str]:
         """``{environment: id}`` of the ``/demo/echo`` resource, seeded on first use."""
         if self._demo is None:
-            from sqlalchemy.exc import IntegrityError
-
             from .domain.demo_gate import ensure_demo_resources
 
             for attempt in range(3):
@@ -142,16 +125,12 @@ class ServerContext:
         box = self.box
         _ = self.jwt_secret, self.secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
 
-    @property
+    @functools.cached_property
     def test_hot_wallet_key(self) -> str:
         """The test environment's ``pay-url`` hot-wallet key: generated once, kept in the
         database sealed with :attr:`box`, so that every process signs as one address."""
-        found = self._secrets.get(_OPEN_HOT_WALLET)
-        if found is None:
-            self.load_secrets()  # the sealed key, read once (before a transaction opens)
-            sealed = self._secrets[_TEST_HOT_WALLET]
-            found = self._secrets[_OPEN_HOT_WALLET] = self.box.open(sealed)
-        return found
+        self.load_secrets()  # the sealed key, read once (before a transaction opens)
+        return self.box.open(self._secrets[_TEST_HOT_WALLET])
 
     def _stored_key(self, name: str, generate: Callable[[], str]) -> str:
         """The owner-JWT or data key kept in the database: a convenience for laptops

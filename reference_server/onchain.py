@@ -144,10 +144,9 @@ class TokenReader:
     def _ask(self, question: Callable[[], _T]) -> _T:
         try:
             return question()
-        except (OSError, TimeoutError) as exc:
-            raise ChainUnreachable(f"the chain's node did not answer: {exc}") from exc
         except Exception as exc:  # requests' errors, web3's, a node that answered garbage
-            if type(exc).__module__.split(".")[0] in ("requests", "urllib3", "aiohttp"):
+            transport = type(exc).__module__.split(".")[0] in ("requests", "urllib3", "aiohttp")
+            if transport or isinstance(exc, OSError | TimeoutError):
                 raise ChainUnreachable(f"the chain's node did not answer: {exc}") from exc
             raise
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .command_setup import command_settings, require_server_database, say_database
+from .command_setup import command_settings
 
 __all__ = ["reconcile_command"]
 
@@ -45,8 +45,7 @@ def reconcile_command(
     chain); print a table; exit 1 on any drift.  Each run is recorded (see --history)."""
     from .context import ServerContext
 
-    settings = say_database(command_settings(database_url=database_url))
-    require_server_database(settings)
+    settings = command_settings(database_url=database_url, server_database=True)
     ctx = ServerContext(settings)
     try:
         if history:
@@ -86,6 +85,7 @@ def _run(ctx: Any, environments: list[str], as_json: bool) -> int:
 
 def _history(ctx: Any, environment: str | None, limit: int, as_json: bool) -> None:
     from . import reconcile as books
+    from .reconcile.findings import columns
 
     with ctx.db.read() as conn:
         runs = books.history(conn, environment=environment, limit=limit)
@@ -95,16 +95,6 @@ def _history(ctx: Any, environment: str | None, limit: int, as_json: bool) -> No
     rows = [("RUN", "ENVIRONMENT", "AT", "BLOCKS", "DRIFT", "ERROR")]
     for run in runs:
         blocks = "-" if run["to_block"] is None else f"{run['from_block']}..{run['to_block']}"
-        rows.append(
-            (
-                run["id"],
-                run["environment"],
-                run["created_at"],
-                blocks,
-                str(run["drift_count"]),
-                run["error"] or "",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        which = (run["id"], run["environment"], run["created_at"])
+        rows.append((*which, blocks, str(run["drift_count"]), run["error"] or ""))
+    click.echo(columns(rows))

@@ -104,9 +104,7 @@ class _Server(uvicorn.Server):
 
 
 class _GuardedProtocol(H11Protocol):
-    """uvicorn's h11 protocol with the module's guards: a deadline wherever the server
-    waits on the client (a head, an unread body, an answer not read) and the envelope
-    for a request h11 cannot read."""
+    """uvicorn's h11 protocol with the module's guards (see the module docstring)."""
 
     #: Set on the per-server subclass made by :func:`_protocol_class`.
     head_timeout: float = 10.0

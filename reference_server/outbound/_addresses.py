@@ -63,24 +63,21 @@ _IPV6_FORBIDDEN: tuple[tuple[IPv6Network, str], ...] = (
     (_V6("ff00::/8"), "a multicast address"),
 )
 
-_MAPPED = _V6("::ffff:0:0/96")
-_TRANSLATED = _V6("::ffff:0:0:0/96")
-_COMPATIBLE = _V6("::/96")
-_NAT64 = _V6("64:ff9b::/96")
+#: IPv6 forms whose low 32 bits are an IPv4 address.
+_EMBEDDING: tuple[tuple[IPv6Network, str], ...] = (
+    (_V6("::ffff:0:0/96"), "IPv4-mapped"),
+    (_V6("::ffff:0:0:0/96"), "IPv4-translated"),
+    (_V6("::/96"), "IPv4-compatible"),
+    (_V6("64:ff9b::/96"), "NAT64"),
+)
 _SIXTOFOUR = _V6("2002::/16")
 
 
 def _embedded_ipv4(ip: IPv6Address) -> tuple[IPv4Address, str] | None:
     """The IPv4 address an IPv6 address carries, and the name of the form, if any."""
-    low32 = IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip in _MAPPED:
-        return low32, "IPv4-mapped"
-    if ip in _TRANSLATED:
-        return low32, "IPv4-translated"
-    if ip in _COMPATIBLE:
-        return low32, "IPv4-compatible"
-    if ip in _NAT64:
-        return low32, "NAT64"
+    for network, form in _EMBEDDING:
+        if ip in network:
+            return IPv4Address(int(ip) & 0xFFFFFFFF), form
     if ip in _SIXTOFOUR and ip.sixtofour is not None:
         return ip.sixtofour, "6to4"
     return None
@@ -91,15 +88,11 @@ def address_refusal(ip: IPAddress) -> str | None:
 
     ``None`` means a public, unicast, globally routable address.
     """
-    if isinstance(ip, IPv4Address):
-        for network, what in _IPV4_FORBIDDEN:
-            if ip in network:
-                return what
-        return None if ip.is_global else "not a globally routable address"
-    for network6, what in _IPV6_FORBIDDEN:
-        if ip in network6:
+    forbidden = _IPV4_FORBIDDEN if isinstance(ip, IPv4Address) else _IPV6_FORBIDDEN
+    for network, what in forbidden:
+        if ip in network:
             return what
-    embedded = _embedded_ipv4(ip)
+    embedded = _embedded_ipv4(ip) if isinstance(ip, IPv6Address) else None
     if embedded is not None:
         inner, form = embedded
         verdict = address_refusal(inner)

@@ -74,9 +74,7 @@ class OutboundPolicy:
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> OutboundPolicy:
         """The policy for a server: strict in production, localhost and HTTP allowed else."""
-        values: dict[str, Any] = {
-            "allow_private": not settings.production,
-            "https_only": settings.production,
-        }
-        values.update(overrides)
-        return cls(**values)
+        return cls(
+            **{"allow_private": not settings.production, "https_only": settings.production}
+            | overrides
+        )

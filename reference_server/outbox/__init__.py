@@ -2,7 +2,7 @@
 them SSRF-safely, recording every attempt, retrying on a schedule, and the worker loop
 that runs inside ``svc-server run`` or alone as ``svc-server worker``."""
 
-from .delivery import DeliveryOutcome, Job, claim_due, claim_one, record_outcome
+from .delivery import DeliveryOutcome, Job, claim_due, claim_one
 from .worker import deliver_job_sync, run_worker
 
 __all__ = [
@@ -11,6 +11,5 @@ __all__ = [
     "claim_due",
     "claim_one",
     "deliver_job_sync",
-    "record_outcome",
     "run_worker",
 ]

@@ -38,7 +38,6 @@ __all__ = [
     "claim_one",
     "event_body",
     "next_delay",
-    "record_outcome",
     "record_outcomes",
 ]
 
@@ -213,19 +212,6 @@ def _attempt_row(job: Job, outcome: DeliveryOutcome, trigger: str) -> dict[str, 
     }
 
 
-def record_outcome(
-    db: Database,
-    job: Job,
-    outcome: DeliveryOutcome,
-    *,
-    settings: Settings,
-    now: datetime,
-    trigger: str,
-) -> None:
-    """Log the attempt; then, if the lease is still ours, schedule what comes next."""
-    record_outcomes(db, [(job, outcome)], settings=settings, now=now, trigger=trigger)
-
-
 def record_outcomes(
     db: Database,
     done: Sequence[tuple[Job, DeliveryOutcome]],
@@ -234,8 +220,9 @@ def record_outcomes(
     now: datetime,
     trigger: str,
 ) -> None:
-    """:func:`record_outcome` for many attempts in one transaction: the worker records
-    what finished while the last batch was being written.  Successes (nearly all of them)
+    """Log the attempts; then, where the lease is still ours, schedule what comes next.
+    In one transaction: the worker records what finished while the last batch was being
+    written.  Successes (nearly all of them)
     take one statement each for the log, the deliveries of each claim (only rows whose
     lease token is still that claim's change) and their endpoints' health; failures go
     one by one, as their schedules differ."""

@@ -74,8 +74,7 @@ _NEWEST_DELIVERY = "SELECT max(rowid) FROM webhook_deliveries"
 
 
 async def _watch_sqlite(db: Database, wake: Callable[[], None]) -> None:
-    """Wake when a commit by another connection queued deliveries: ``PRAGMA
-    data_version`` moved, and so did the outbox's newest row id.
+    """The SQLite side of :func:`listen` (the module says what it watches).
 
     Read on the event loop: the pragma only looks at the WAL index, the row id is one
     b-tree descent, done only after a commit.  The connection never waits for a lock

@@ -42,7 +42,7 @@ from ..outbound import (
     send,
     send_sync,
 )
-from .delivery import DeliveryOutcome, Job, claim_due, record_outcome, record_outcomes
+from .delivery import DeliveryOutcome, Job, claim_due, record_outcomes
 from .wakeup import listen
 
 __all__ = ["deliver_job", "deliver_job_sync", "policy_for", "run_worker"]
@@ -101,7 +101,7 @@ def deliver_job_sync(ctx: ServerContext, job: Job, *, trigger: str) -> DeliveryO
         outcome = _outcome(started, t0, response, None)
     except OutboundError as exc:
         outcome = _outcome(started, t0, None, str(exc))
-    record_outcome(ctx.db, job, outcome, settings=ctx.settings, now=ctx.now(), trigger=trigger)
+    record_outcomes(ctx.db, [(job, outcome)], settings=ctx.settings, now=ctx.now(), trigger=trigger)
     return outcome
 
 
@@ -178,25 +178,22 @@ class _Recorder:
             await anyio.to_thread.run_sync(lambda: self._write(done))
 
     def _write(self, done: list[tuple[Job, DeliveryOutcome]]) -> None:
-        ctx = self._ctx
         try:
-            record_outcomes(ctx.db, done, settings=ctx.settings, now=ctx.now(), trigger="schedule")
+            self._record(done)
             return
         except Exception:
             log.exception("recording %d deliveries failed; recording them one by one", len(done))
         for job, outcome in done:
             try:
-                record_outcomes(
-                    ctx.db,
-                    [(job, outcome)],
-                    settings=ctx.settings,
-                    now=ctx.now(),
-                    trigger="schedule",
-                )
+                self._record([(job, outcome)])
             except Exception:
                 log.exception(
                     "delivery %s failed to record; its lease will expire", job.delivery_id
                 )
+
+    def _record(self, done: list[tuple[Job, DeliveryOutcome]]) -> None:
+        ctx = self._ctx
+        record_outcomes(ctx.db, done, settings=ctx.settings, now=ctx.now(), trigger="schedule")
 
 
 async def _reconciler(ctx: ServerContext) -> None:

@@ -122,20 +122,20 @@ def cents(amount_micros: int) -> int:
     """``amount_micros`` in cents, if a card can be charged exactly that."""
     whole, rest = divmod(amount_micros, _CENT)
     if rest:
-        raise DomainError(
-            "validation_error",
+        raise _amount_refused(
             "A card is charged in whole cents; this amount has a fraction of a cent.",
-            details={"errors": [{"field": "amount", "message": "must be whole cents for a card"}]},
+            "must be whole cents for a card",
         )
     if whole < MIN_CENTS:
-        raise DomainError(
-            "validation_error",
-            "The card processor takes at least 0.50 USD.",
-            details={
-                "errors": [{"field": "amount", "message": "must be at least 0.50 for a card"}]
-            },
+        raise _amount_refused(
+            "The card processor takes at least 0.50 USD.", "must be at least 0.50 for a card"
         )
     return whole
+
+
+def _amount_refused(message: str, field_message: str) -> DomainError:
+    errors = [{"field": "amount", "message": field_message}]
+    return DomainError("validation_error", message, details={"errors": errors})
 
 
 def prepare(conn: Connection, checkout: Checkout, now: datetime) -> Row[Any]:

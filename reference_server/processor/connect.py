@@ -112,14 +112,13 @@ class StripeConnect:
         return account.id
 
     def onboarding_link(self, conn: Connection | None, account_id: str, *, now: datetime) -> Link:
-        back = f"{self.public_url}/processor/connect/return"
         with _calling_stripe():
             link = self.client.v1.account_links.create(
                 {
                     "account": account_id,
                     "type": "account_onboarding",
                     "refresh_url": f"{self.public_url}/processor/connect/refresh",
-                    "return_url": back,
+                    "return_url": f"{self.public_url}/processor/connect/return",
                 }
             )
         return Link(url=link.url, expires_at=datetime.fromtimestamp(link.expires_at, UTC))

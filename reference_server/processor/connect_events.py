@@ -5,7 +5,7 @@ picks (``payouts.processor_for``) does not import the payout progress that picks
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, select, update
 
@@ -14,6 +14,7 @@ from ..domain.payouts.connect import apply_status
 from ..domain.payouts.withdrawals import ACTIVE
 from ..settings import Settings
 from ..store import tables as t
+from ..timeutil import as_utc
 from .connect import payout_status, status_of
 from .events import Handler, ProcessorEvent
 
@@ -35,7 +36,7 @@ def _account_updated(
     if row is None:
         return  # not one of ours (another platform's account, or not opened here)
     last = row.processor_event_at
-    if last is not None and _aware(last) > event.created_at:
+    if last is not None and as_utc(last) > event.created_at:
         return
     # Compared with events only: a sync reads the account at our clock, and an event
     # stamped (in whole seconds) just before it may still carry a later change.
@@ -66,10 +67,6 @@ def _payout_concluded(
         conn.execute(
             update(_w).where(_w.c.id == row.id).values(status=status.status, updated_at=now)
         )
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 #: Event type -> what applying it does.

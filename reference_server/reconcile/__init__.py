@@ -92,7 +92,6 @@ def record(
     """Keep one run (or why it could not run) in ``reconciliations``; each drift is also a
     WARNING log line, for whoever watches the logs rather than the table."""
     run_id = new_id("recon")
-    body = report.to_json() if report is not None else None
     conn.execute(
         insert(_rc).values(
             id=run_id,
@@ -101,7 +100,7 @@ def record(
             from_block=None if report is None else report.from_block,
             to_block=None if report is None else report.to_block,
             drift_count=0 if report is None else len(report.drift),
-            findings=[] if body is None else body["findings"],
+            findings=[] if report is None else [f.to_json() for f in report.findings],
             error=error,
         )
     )
@@ -131,16 +130,7 @@ def history(
     if environment is not None:
         query = query.where(_rc.c.environment == environment)
     return [
-        {
-            "id": row.id,
-            "environment": row.environment,
-            "created_at": as_utc(row.created_at).isoformat(),
-            "from_block": row.from_block,
-            "to_block": row.to_block,
-            "drift_count": row.drift_count,
-            "error": row.error,
-            "findings": row.findings,
-        }
+        {**row._mapping, "created_at": as_utc(row.created_at).isoformat()}
         for row in conn.execute(query)
     ]
 

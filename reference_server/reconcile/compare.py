@@ -163,11 +163,8 @@ def compare(
         )
     if hot:
         of_hot = functools.partial(Finding, account=HOT_WALLET, address=_cs(hot))
-        findings.append(
-            of_hot(
-                kind=FLOAT, chain_micros=chain.balance(hot), detail="the hot wallet's balance now"
-            )
-        )
+        held = "the hot wallet's balance now"
+        findings.append(of_hot(kind=FLOAT, chain_micros=chain.balance(hot), detail=held))
         refilled = f"{len(refills)} transfer(s) in: the float refilled"
         findings.append(of_hot(kind=REFILL, chain_micros=sum(refills), detail=refilled))
     return Report(
@@ -193,12 +190,8 @@ def _unbooked(
             unresolved.remove((receiver, move.value))
         kind = IN_FLIGHT if flying else UNBOOKED_OUT
         why = "a pay-url attempt is unresolved" if flying else "no pay-url receipt books it"
-        return found(
-            kind=kind,
-            account=HOT_WALLET,
-            address=move.from_address,
-            detail=f"to {move.to}: {why}",
-        )
+        detail = f"to {move.to}: {why}"
+        return found(kind=kind, account=HOT_WALLET, address=move.from_address, detail=detail)
     if sender == deposit:
         why = f"to {move.to}: nothing books it"
         return found(kind=UNBOOKED_OUT, account=DEPOSITS, address=move.from_address, detail=why)

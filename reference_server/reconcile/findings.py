@@ -9,14 +9,14 @@ are there so an operator sees what was compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from svc.money import format_micros
 
-__all__ = ["DRIFT_KINDS", "Finding", "Report", "render_table"]
+__all__ = ["DRIFT_KINDS", "Finding", "Report", "columns", "render_table"]
 
 DEPOSITS = "deposits"
 HOT_WALLET = "hot_wallet"
@@ -102,20 +102,15 @@ def _amount(micros: int | None) -> str:
 def render_table(findings: Iterable[Finding]) -> str:
     """Fixed-width columns, drift first marked ``DRIFT``; amounts in USD."""
     rows = [("STATUS", "KIND", "ACCOUNT", "ADDRESS", "LEDGER", "CHAIN", "TX", "DETAIL")]
-    ordered = sorted(findings, key=lambda f: not f.drift)
-    for f in ordered:
-        rows.append(
-            (
-                "DRIFT" if f.drift else "ok",
-                f.kind,
-                f.account,
-                f.address or "-",
-                _amount(f.ledger_micros),
-                _amount(f.chain_micros),
-                f.tx_hash or "-",
-                f.detail,
-            )
-        )
+    for f in sorted(findings, key=lambda f: not f.drift):
+        ledger, chain = _amount(f.ledger_micros), _amount(f.chain_micros)
+        row = (f.kind, f.account, f.address or "-", ledger, chain, f.tx_hash or "-", f.detail)
+        rows.append(("DRIFT" if f.drift else "ok", *row))
+    return columns(rows)
+
+
+def columns(rows: Sequence[Sequence[str]]) -> str:
+    """``rows`` as fixed-width columns, the last one as long as it is."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join(
         "  ".join(

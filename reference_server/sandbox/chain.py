@@ -274,13 +274,6 @@ def check_transfer(
         raise _insufficient(auth, balance)
 
 
-class _Revert(Exception):
-    """Raised inside the savepoint to undo it; carries the refusal out."""
-
-    def __init__(self, error: ChainError) -> None:
-        self.error = error
-
-
 def transfer_with_authorization(
     conn: Connection, auth: Authorization, signature: object, *, now: datetime
 ) -> Transaction:
@@ -293,39 +286,36 @@ def transfer_with_authorization(
         raise _insufficient(auth, balance_of(conn, auth.from_address))
     tx_hash = transaction_hash(auth)
     payer, payee = _key(auth.from_address), _key(auth.to)
-    try:
-        with conn.begin_nested():
-            try:
-                with conn.begin_nested():
-                    conn.execute(
-                        insert(_n).values(
-                            authorizer=payer, nonce=auth.nonce, tx_hash=tx_hash, created_at=now
-                        )
+    with conn.begin_nested():  # a refusal raised inside rolls the savepoint back
+        try:
+            with conn.begin_nested():
+                conn.execute(
+                    insert(_n).values(
+                        authorizer=payer, nonce=auth.nonce, tx_hash=tx_hash, created_at=now
                     )
-            except IntegrityError:
-                # Spent by a concurrent settle that committed while this one waited.
-                spent_by = nonce_transaction(conn, auth.from_address, auth.nonce) or tx_hash
-                raise _Revert(_used(spent_by)) from None
-            # Lock rows in address order: opposite transfers cannot deadlock.
-            for address in sorted({payer, payee}):
-                if address == payer and not _debit(conn, payer, auth.value, now):
-                    raise _Revert(_insufficient(auth, balance_of(conn, payer)))
-                if address == payee:
-                    _credit(conn, payee, auth.value, now)
-            return _record(
-                conn,
-                tx_hash,
-                TRANSFER,
-                auth.from_address,
-                auth.to,
-                auth.value,
-                now,
-                nonce=auth.nonce,
-                valid_after=auth.valid_after,
-                valid_before=auth.valid_before,
-            )
-    except _Revert as revert:
-        raise revert.error from None
+                )
+        except IntegrityError:
+            # Spent by a concurrent settle that committed while this one waited.
+            spent_by = nonce_transaction(conn, auth.from_address, auth.nonce) or tx_hash
+            raise _used(spent_by) from None
+        # Lock rows in address order: opposite transfers cannot deadlock.
+        for address in sorted({payer, payee}):
+            if address == payer and not _debit(conn, payer, auth.value, now):
+                raise _insufficient(auth, balance_of(conn, payer))
+            if address == payee:
+                _credit(conn, payee, auth.value, now)
+        return _record(
+            conn,
+            tx_hash,
+            TRANSFER,
+            auth.from_address,
+            auth.to,
+            auth.value,
+            now,
+            nonce=auth.nonce,
+            valid_after=auth.valid_after,
+            valid_before=auth.valid_before,
+        )
 
 
 def cancel_authorization(

@@ -130,17 +130,11 @@ def _address(raw: Mapping[str, Any], key: str) -> str:
 
 def _uint(raw: Mapping[str, Any], key: str) -> int:
     value = raw.get(key)
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and _UINT.fullmatch(value):
-        number = int(value)
-    else:
-        number = None
-    if number is None or not 0 <= number <= _UINT256_MAX:
+    if isinstance(value, str) and _UINT.fullmatch(value):
+        value = int(value)
+    if type(value) is not int or not 0 <= value <= _UINT256_MAX:  # a bool is no uint256
         raise MalformedAuthorization(f"authorization.{key} must be a uint256 (decimal string)")
-    return number
+    return value
 
 
 def _nonce(raw: Mapping[str, Any]) -> str:

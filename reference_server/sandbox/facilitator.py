@@ -34,7 +34,6 @@ from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 from sqlalchemy import Connection
 
-from ..invariant import InvariantError
 from . import chain
 from .eip3009 import Authorization, MalformedAuthorization
 from .token import SANDBOX_TOKEN
@@ -102,11 +101,9 @@ def supported() -> dict[str, Any]:
     }
 
 
-def _networks(version: int) -> tuple[str, ...]:
-    # v1 clients name the chain "base-sepolia"; accept the CAIP-2 id from them too.
-    if version == 1:
-        return (SANDBOX_TOKEN.v1_network, SANDBOX_TOKEN.network)
-    return (SANDBOX_TOKEN.network,)
+#: The network names each x402 version may use: v1 clients name the chain
+#: "base-sepolia"; accept the CAIP-2 id from them too.
+_NETWORKS = {1: (SANDBOX_TOKEN.v1_network, SANDBOX_TOKEN.network), 2: (SANDBOX_TOKEN.network,)}
 
 
 def _object(value: object, reason: str, what: str) -> Mapping[str, Any]:
@@ -142,10 +139,8 @@ def _claimed_payer(body: Mapping[str, Any]) -> str | None:
 
 def _parse(body: Mapping[str, Any]) -> PaymentRequest:
     version = body.get("x402Version")
-    if isinstance(version, bool) or version not in (1, 2):
+    if type(version) is not int or version not in (1, 2):
         raise Refused(INVALID_VERSION, "x402Version must be 1 or 2")
-    if not isinstance(version, int):
-        raise InvariantError("expected isinstance(version, int)")
     requirements = _object(
         body.get("paymentRequirements"), INVALID_REQUIREMENTS, "paymentRequirements"
     )
@@ -186,14 +181,12 @@ def _agreed_network(
         raise Refused(
             UNSUPPORTED_SCHEME, f"the sandbox facilitator settles only 'exact', not {scheme!r}"
         )
-    if network not in _networks(version):
+    if not isinstance(network, str) or network not in _NETWORKS[version]:
         raise Refused(
             INVALID_NETWORK,
             f"the sandbox chain is {SANDBOX_TOKEN.network} ({SANDBOX_TOKEN.v1_network} in "
             f"x402 v1), not {network!r}",
         )
-    if not isinstance(network, str):
-        raise InvariantError("expected isinstance(network, str)")
     # What the client says it accepted must be what the server asked for.
     if version == 2:
         accepted = _object(payment.get("accepted"), INVALID_PAYLOAD, "paymentPayload.accepted")

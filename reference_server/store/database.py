@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import closing, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, event, text
@@ -164,11 +164,8 @@ def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
     if since is None or time.monotonic() - since < IDLE_PING_SECONDS:
         return
     try:
-        cursor = dbapi_connection.cursor()
-        try:
+        with closing(dbapi_connection.cursor()) as cursor:
             cursor.execute("SELECT 1")
-        finally:
-            cursor.close()
         dbapi_connection.rollback()
     except Exception as exc:
         raise DisconnectionError("the pooled connection is gone") from exc

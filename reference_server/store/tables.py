@@ -359,8 +359,6 @@ sandbox_transactions = Table(
 )
 
 
-#: Open-rail credentials claimed before settlement (pympp's ``Store`` contract): the
-#: primary key makes an authorization settle once across every server process.
 #: Which owner's gates answer at an origin (``https://shop.example``), per environment:
 #: claimed by the first seller's gate to ask a challenge there, so a credential signed
 #: for one seller's gate cannot be redeemed by another's (x402 binds the URL alone).
@@ -448,6 +446,8 @@ card_checkouts = Table(
     Column("updated_at", Timestamp, nullable=False),
 )
 
+#: Open-rail credentials claimed before settlement (pympp's ``Store`` contract): the
+#: primary key makes an authorization settle once across every server process.
 rail_claims = Table(
     "rail_claims",
     metadata,
