@@ -1,12 +1,10 @@
 """Kept-alive connections, each reused only for the checked name and address it was
 opened for: :class:`AsyncPinnedClients`, over httpcore's ``AsyncConnectionPool``.
 
-What the library costs against the h11 pool of our own it replaced (1.6k lines with sync
-and async twins): a standalone worker draining 200 queued webhooks spends 3.15 M
-instructions per delivery against 2.51 M (callgrind, SQLite), most of it in anyio's
-cancel scopes under httpcore.  Events/s did not move beyond their noise (a quiet drain:
-1.13-1.28x raw httpx posts after, 1.25-1.50x before; target 0.7x), see
-docs/performance.md."""
+Against the h11 pool of our own it replaced (1.6k lines with sync and async twins), a
+standalone worker draining 200 queued webhooks spends the same: 3.08 M instructions per
+delivery against 3.05-3.09 M (callgrind, SQLite, quiet machine, the same driver), and the
+drain's events/s moved within their noise (docs/performance.md)."""
 
 from __future__ import annotations
 
