@@ -10,10 +10,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import httpx
@@ -48,6 +48,20 @@ class LiveServer(LiveApp):
 #: Where the tests that need Redis find it: ``SVC_TEST_REDIS_URL``, else Redis's own
 #: default address, as on a developer's machine with ``redis-server`` running.
 TEST_REDIS_URL = os.environ.get("SVC_TEST_REDIS_URL") or "redis://127.0.0.1:6379"
+
+
+T = TypeVar("T")
+
+
+def until(check: Callable[[], T], what: str = "not reached in time", *, seconds: float = 20.0) -> T:
+    """Call ``check`` every 50 ms until it returns something truthy, and return that;
+    fail with ``what`` once ``seconds`` have passed: waiting on what runs in the
+    background (a worker, a webhook, a processor's event)."""
+    deadline = time.monotonic() + seconds
+    while not (value := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+    return value
 
 
 def redis_answers(url: str = TEST_REDIS_URL) -> bool:

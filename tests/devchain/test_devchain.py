@@ -29,8 +29,8 @@ from reference_server import Settings
 from reference_server.devchain import artefact
 from reference_server.devchain.chain import PAYER_FUNDS
 
-from .._shared import until
 from ..sandbox.helpers import serve
+from ..support import until
 from .running import RunningDevchain, start_devchain, stop_devchain
 
 PRICE = 50_000  # $0.05 in the token's 6 decimals

@@ -11,9 +11,8 @@ import pytest
 
 import svc
 
-from .._shared import until
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
-from ..support import LiveServer, new_account
+from ..support import LiveServer, new_account, until
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ import httpx
 
 from reference_server.domain import ledger
 
-from .._shared import until
-from ..support import Account, LiveServer, new_account
+from ..support import Account, LiveServer, new_account, until
 
 #: Payouts move a step every 0.2 s and the worker looks every 0.05 s: a test watches one
 #: reach ``paid`` in well under a second.

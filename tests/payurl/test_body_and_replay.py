@@ -14,9 +14,8 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from .._shared import until
 from ..sandbox.helpers import serve
-from ..support import LiveServer
+from ..support import LiveServer, until
 from .apps import PRICE, gated_app
 from .helpers import Agent, chain_balance, make_agent, new_key
 

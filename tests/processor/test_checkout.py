@@ -25,10 +25,9 @@ from sqlalchemy import select
 from reference_server import Settings
 from reference_server.store import tables as t
 
-from .._shared import until
 from ..buypage.helpers import BROWSER, Item, item, receipt_of, token_of
 from ..conftest import fresh_database
-from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server
+from ..support import TEST_SETTINGS, LiveServer, assert_ledger_sound, start_server, until
 from ..topups.helpers import account_wallet, owner_client, owner_headers
 from .helpers import WEBHOOK_SECRET, deliver, event
 

@@ -24,7 +24,6 @@ from reference_server import Settings
 from reference_server.domain import card_payments
 from reference_server.store import tables as t
 
-from .._shared import until
 from ..conftest import fresh_database
 from ..stripe_double.running import StripeDouble
 from ..support import (
@@ -34,6 +33,7 @@ from ..support import (
     assert_ledger_sound,
     new_account,
     start_server,
+    until,
 )
 from .helpers import WEBHOOK_SECRET
 

@@ -14,9 +14,8 @@ from eth_account import Account
 from reference_server.commands import main
 from reference_server.domain.open_rails import TEST_DEPOSIT_ADDRESS
 
-from .._shared import until
 from ..rails.helpers import fund
-from ..support import LiveServer, free_port
+from ..support import LiveServer, free_port, until
 from .helpers import history
 
 

@@ -32,9 +32,8 @@ import svc
 from reference_server.store import Database
 from reference_server.store import tables as t
 
-from .._shared import until
 from ..sandbox.helpers import assert_chain_sound
-from ..support import TEST_REDIS_URL, free_port, new_account, redis_answers
+from ..support import TEST_REDIS_URL, free_port, new_account, redis_answers, until
 from .deployment import (
     KEYS,
     Receiver,

@@ -19,8 +19,7 @@ from stripe.params import TransferCreateParams
 
 from reference_server.store import tables as t
 
-from .._shared import until
-from ..support import LiveApp, LiveServer, serve_asgi
+from ..support import LiveApp, LiveServer, serve_asgi, until
 from .running import StripeDouble
 
 SECRET = "whsec_double_" + "b" * 24

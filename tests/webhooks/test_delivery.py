@@ -17,9 +17,8 @@ import svc
 from reference_server.store import tables as t
 from svc import webhooks
 
-from .._shared import until
 from ..money.helpers import market
-from ..support import SPEC_EVENT_TYPES, Account, LiveServer, new_account
+from ..support import SPEC_EVENT_TYPES, Account, LiveServer, new_account, until
 from .conftest import fast
 from .receiver import Receiver
 

@@ -10,8 +10,7 @@ import pytest
 
 import svc
 
-from .._shared import until
-from ..support import LiveServer, new_account
+from ..support import LiveServer, new_account, until
 from .conftest import fast
 from .receiver import Receiver
 

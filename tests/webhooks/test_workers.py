@@ -19,8 +19,7 @@ from sqlalchemy import select
 import svc
 from reference_server.store import tables as t
 
-from .._shared import until
-from ..support import LiveServer, new_account
+from ..support import LiveServer, new_account, until
 from .receiver import Receiver
 
 
