@@ -286,6 +286,16 @@ class ResourceMetadata:
 
 @attrs.frozen(kw_only=True)
 class Resource:
+    """A priced HTTP path or MCP tool.
+
+    ``pricing`` is ``fixed`` (``amount`` is the price) or ``metered``: the payer
+    authorises up to ``max_amount`` and is charged ``units`` used × ``unit_price``, at
+    most ``max_amount``, once the answer has been delivered.  ``amount`` is always the
+    most one payment costs (``max_amount`` when metered), so a client that knows nothing
+    of metering still authorises enough; ``fallback_amount`` is the fixed price offered
+    where a rail cannot meter (MPP's ``charge``, the card buy page), ``None``: none.
+    """
+
     id: str
     short_id: str
     kind: str
@@ -304,6 +314,12 @@ class Resource:
     method: str | None = None
     #: A JSON body for callers to copy with their own values (``POST``/``PUT``/``PATCH``).
     body_hint: dict[str, Any] | None = None
+    pricing: str = "fixed"
+    #: Metered only: the price of one ``unit`` (``token``, ``result``, ``byte`` ...).
+    unit_price: Decimal | None = None
+    unit: str | None = None
+    max_amount: Decimal | None = None
+    fallback_amount: Decimal | None = None
     seller_id: str | None = None
     environment: str | None = None
     created_at: datetime | None = None
