@@ -11,6 +11,7 @@ seven decimal places fail locally with ``ValueError`` instead of reaching the se
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from types import UnionType
@@ -241,8 +242,8 @@ def _changes(cls: type, needs: str, **fields: Any) -> dict[str, Any]:
     return body
 
 
-def create_resource_body(*, amount: Amount, **fields: Any) -> dict[str, Any]:
-    return _resource({**fields, "amount": _amount(amount)})
+def create_resource_body(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in _resource(fields).items() if value is not None}
 
 
 def update_resource_body(**fields: Any) -> dict[str, Any]:
@@ -266,9 +267,12 @@ def _resource(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 #: The order a resource's fields are sent in: ``kind``, then ``UpdateResource``'s.
-_RESOURCE_FIELDS = ("kind", *attrs.fields_dict(UpdateResource))
+_RESOURCE_FIELDS = ("kind", "pricing", *attrs.fields_dict(UpdateResource))
 _RESOURCE_CONVERT: dict[str, Callable[[Any], Any]] = {
-    "amount": _amount,
+    **{
+        name: functools.partial(_amount, name=name)
+        for name in ("amount", "unit_price", "max_amount", "fallback_amount")
+    },
     "metadata": _metadata,
     "body_hint": dict,
 }

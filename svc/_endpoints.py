@@ -88,6 +88,7 @@ from .bodies import (
     RecycleBalance,
     ResourceKind,
     ResourceMethod,
+    ResourcePricing,
     WalletKeyAmount,
     WebhookStatus,
     Withdraw,
@@ -233,9 +234,14 @@ def sellers_recycle(seller_id: str, amount: Amount | None = None) -> RequestSpec
 def resources_create(
     *,
     kind: ResourceKind,
-    amount: Amount,
+    amount: Amount | None = None,
     path: str | None = None,
     tool: str | None = None,
+    pricing: ResourcePricing | None = None,
+    unit_price: Amount | None = None,
+    unit: str | None = None,
+    max_amount: Amount | None = None,
+    fallback_amount: Amount | None = None,
     description: str | None = None,
     metadata: Metadata | None = None,
     upstream_url: str | None = None,
@@ -253,6 +259,11 @@ def resources_create(
             amount=amount,
             path=path,
             tool=tool,
+            pricing=pricing,
+            unit_price=unit_price,
+            unit=unit,
+            max_amount=max_amount,
+            fallback_amount=fallback_amount,
             description=description,
             metadata=metadata,
             upstream_url=upstream_url,
@@ -293,6 +304,10 @@ def resources_update(
     path: str | None = None,
     tool: str | None = None,
     amount: Amount | None = None,
+    unit_price: Amount | None = None,
+    unit: str | None = None,
+    max_amount: Amount | None = None,
+    fallback_amount: Amount | None = None,
     description: str | None = None,
     metadata: Metadata | None = None,
     upstream_url: str | None = None,
@@ -311,6 +326,10 @@ def resources_update(
             path=path,
             tool=tool,
             amount=amount,
+            unit_price=unit_price,
+            unit=unit,
+            max_amount=max_amount,
+            fallback_amount=fallback_amount,
             description=description,
             metadata=metadata,
             upstream_url=upstream_url,
@@ -838,13 +857,13 @@ def gates_redeem(
     )
 
 
-def gates_settle(claim: str) -> RequestSpec[GateRedemption]:
+def gates_settle(claim: str, units: int | None = None) -> RequestSpec[GateRedemption]:
     """``POST /gates/settle``."""
     return RequestSpec(
         method="POST",
         path="/gates/settle",
         role=Role.SELLER,
-        json=gate_settle_body(claim=claim),
+        json=gate_settle_body(claim=claim, units=units),
         parse=as_model(GateRedemption),
     )
 

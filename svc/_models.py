@@ -52,6 +52,7 @@ __all__ = [
     "PayUrlResult",
     "PaymentFailedData",
     "PaymentSucceededData",
+    "Receipt",
     "ReceiptVerification",
     "Recycled",
     "Resource",
@@ -289,7 +290,7 @@ class Resource:
     """A priced HTTP path or MCP tool.
 
     ``pricing`` is ``fixed`` (``amount`` is the price) or ``metered``: the payer
-    authorises up to ``max_amount`` and is charged ``units`` used × ``unit_price``, at
+    authorises up to ``max_amount`` and is charged ``units`` used * ``unit_price``, at
     most ``max_amount``, once the answer has been delivered.  ``amount`` is always the
     most one payment costs (``max_amount`` when metered), so a client that knows nothing
     of metering still authorises enough; ``fallback_amount`` is the fixed price offered
@@ -352,6 +353,13 @@ class DirectoryEntry:
     method: str | None = None
     #: A JSON body to copy with your own values (``pay-url`` with ``method: POST``).
     body_hint: dict[str, Any] | None = None
+    #: ``fixed`` or ``metered`` (``amount`` is then the most one payment costs; see
+    #: :class:`Resource`).
+    pricing: str = "fixed"
+    unit_price: Decimal | None = None
+    unit: str | None = None
+    max_amount: Decimal | None = None
+    fallback_amount: Decimal | None = None
     seller_name: str | None = None
     environment: str | None = None
     created_at: datetime | None = None
@@ -523,6 +531,34 @@ class ReceiptVerification:
     created_at: datetime | None = None
     #: Why ``valid`` is false (unknown receipt, another resource...).
     reason: str | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Receipt:
+    """``GET /receipts/{id}``: one payment as its payer or its seller may read it.
+
+    ``status`` is ``settled``; or, for a metered payment on the ledger rail,
+    ``authorized`` (``max_amount`` held, nothing charged yet) until the gate reports the
+    units used, then ``settled`` (``amount`` = ``units`` * the unit price, at most
+    ``max_amount``) or ``released`` (nothing used, nothing charged).
+    """
+
+    id: str
+    status: str
+    amount: Decimal
+    rail: str
+    resource_id: str | None = None
+    seller_id: str | None = None
+    #: Metered payments: the units used and the most the payer authorised.
+    units: int | None = None
+    unit: str | None = None
+    max_amount: Decimal | None = None
+    tx_hash: str | None = None
+    network: str | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+    settled_at: datetime | None = None
     request_id: str | None = None
 
 

@@ -66,6 +66,7 @@ from .bodies import (
     Period,
     ResourceKind,
     ResourceMethod,
+    ResourcePricing,
     WebhookStatus,
 )
 
@@ -331,9 +332,14 @@ class Resources(_Namespace):
         self,
         *,
         kind: ResourceKind,
-        amount: Amount,
+        amount: Amount | None = None,
         path: str | None = None,
         tool: str | None = None,
+        pricing: ResourcePricing | None = None,
+        unit_price: Amount | None = None,
+        unit: str | None = None,
+        max_amount: Amount | None = None,
+        fallback_amount: Amount | None = None,
         description: str | None = None,
         metadata: Metadata | None = None,
         upstream_url: str | None = None,
@@ -344,7 +350,9 @@ class Resources(_Namespace):
     ) -> Resource:
         """Create an HTTP (``path``) or MCP (``tool``) SKU; agents pay its ``gate_url``.
 
-        ``amount`` is validated locally (no floats, at most 6 decimal places).  ``listed``
+        ``amount`` is validated locally (no floats, at most 6 decimal places).  Metered
+        (``pricing="metered"``): ``unit_price``, ``unit`` and ``max_amount`` instead of
+        ``amount``, and optionally ``fallback_amount`` for rails that cannot meter.  ``listed``
         shows it in the directory; ``method`` sells one HTTP method only (any when left
         out); ``body_hint`` is a JSON object callers copy with their own values (only with
         ``method`` POST, PUT or PATCH).
@@ -354,6 +362,11 @@ class Resources(_Namespace):
             amount=amount,
             path=path,
             tool=tool,
+            pricing=pricing,
+            unit_price=unit_price,
+            unit=unit,
+            max_amount=max_amount,
+            fallback_amount=fallback_amount,
             description=description,
             metadata=metadata,
             upstream_url=upstream_url,
@@ -409,6 +422,10 @@ class Resources(_Namespace):
         path: str | None = None,
         tool: str | None = None,
         amount: Amount | None = None,
+        unit_price: Amount | None = None,
+        unit: str | None = None,
+        max_amount: Amount | None = None,
+        fallback_amount: Amount | None = None,
         description: str | None = None,
         metadata: Metadata | None = None,
         upstream_url: str | None = None,
@@ -425,6 +442,10 @@ class Resources(_Namespace):
             path=path,
             tool=tool,
             amount=amount,
+            unit_price=unit_price,
+            unit=unit,
+            max_amount=max_amount,
+            fallback_amount=fallback_amount,
             description=description,
             metadata=metadata,
             upstream_url=upstream_url,
@@ -825,10 +846,12 @@ class Gates(_Namespace):
         spec = ep.gates_redeem(resource_id, method=method, url=url, headers=headers)
         return self._client._request(spec, options)
 
-    def settle(self, claim: str, *, options: RequestOptions | None = None) -> GateRedemption:
+    def settle(
+        self, claim: str, units: int | None = None, *, options: RequestOptions | None = None
+    ) -> GateRedemption:
         """Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
         answer's headers, or refused (nothing moved: withhold the answer, answer 402)."""
-        spec = ep.gates_settle(claim)
+        spec = ep.gates_settle(claim, units)
         return self._client._request(spec, options)
 
     def release(

@@ -127,13 +127,41 @@ _PATH = Text(max_length=2048, pattern=HTTP_PATH, hint="a path starting with /")
 _TOOL = Text(max_length=128, pattern=TOOL_NAME, hint="an MCP tool name")
 
 
+#: How a resource is priced: one ``amount``, or by use (``metered``).
+ResourcePricing = Literal["fixed", "metered"]
+_UNIT = Text(
+    max_length=32,
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$",
+    hint="a unit name like token, result or byte",
+)
+_PRICING_DOC = {
+    "doc": "fixed (the default: amount is the price) or metered: the payer authorises "
+    "max_amount and is charged the units the answer used times unit_price, at most "
+    "max_amount, once it was delivered."
+}
+_UNIT_PRICE_DOC = {"doc": "Metered: the price of one unit (at least 0.000001)."}
+_MAX_AMOUNT_DOC = {"doc": "Metered: the most one payment costs (what the payer authorises)."}
+_FALLBACK_DOC = {
+    "doc": "Metered: the fixed price offered where a rail cannot meter (MPP's charge, the "
+    "buy page); left out, those rails do not sell the resource."
+}
+
+
 @attrs.frozen(kw_only=True)
 class CreateResource:
     """A priced HTTP path (``kind: http`` with ``path``) or MCP tool (``kind: mcp`` with
-    ``tool``)."""
+    ``tool``), at a fixed ``amount`` or metered (``pricing``, ``unit_price``, ``unit``,
+    ``max_amount``)."""
 
     kind: ResourceKind
-    amount: Decimal
+    amount: Decimal | None = attrs.field(
+        default=None, metadata={"doc": "The price (fixed pricing, required there)."}
+    )
+    pricing: ResourcePricing | None = attrs.field(default=None, metadata=_PRICING_DOC)
+    unit_price: Decimal | None = attrs.field(default=None, metadata=_UNIT_PRICE_DOC)
+    unit: Annotated[str | None, _UNIT] = None
+    max_amount: Decimal | None = attrs.field(default=None, metadata=_MAX_AMOUNT_DOC)
+    fallback_amount: Decimal | None = attrs.field(default=None, metadata=_FALLBACK_DOC)
     path: Annotated[str | None, _PATH] = None
     tool: Annotated[str | None, _TOOL] = None
     description: Annotated[str | None, Text(max_length=1000)] = attrs.field(
@@ -171,6 +199,10 @@ class UpdateResource:
     path: Annotated[str | None, _PATH] = None
     tool: Annotated[str | None, _TOOL] = None
     amount: Decimal | None = None
+    unit_price: Decimal | None = attrs.field(default=None, metadata=_UNIT_PRICE_DOC)
+    unit: Annotated[str | None, _UNIT] = None
+    max_amount: Decimal | None = attrs.field(default=None, metadata=_MAX_AMOUNT_DOC)
+    fallback_amount: Decimal | None = attrs.field(default=None, metadata=_FALLBACK_DOC)
     description: Annotated[str | None, Text(max_length=1000)] = attrs.field(
         default=None, metadata={"doc": _DESCRIPTION}
     )
@@ -579,6 +611,14 @@ class SettleClaim:
     succeeded: settle it."""
 
     claim: Annotated[str, _CLAIM]
+    units: int | None = attrs.field(
+        default=None,
+        metadata={
+            "doc": "Metered resources: the units the answer used; the payment settles "
+            "units * unit_price, at most the authorised maximum (0 releases it).  Left out: "
+            "the full price."
+        },
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"claim": "clm_01JD3X7R9K2M4P6Q8S"}
 

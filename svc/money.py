@@ -25,11 +25,13 @@ __all__ = [
     "AMOUNT_PATTERN",
     "GRAMMAR_HINT",
     "MAX_AMOUNT",
+    "MAX_UNITS",
     "MICROS",
     "AmountError",
     "format_amount",
     "format_micros",
     "from_micros",
+    "metered_amount",
     "parse_amount",
     "to_micros",
 ]
@@ -122,3 +124,18 @@ def format_micros(micros: int) -> str:
         kind = type(micros).__name__
         raise TypeError(f"format_micros takes integer micro-units, not {kind}")
     return format_amount(from_micros(micros))
+
+
+#: The most units one metered payment reports: far past any answer, and small enough that
+#: units * a unit price in micros stays exact.
+MAX_UNITS = 10**12
+
+
+def metered_amount(units: int, unit_price: Decimal, max_amount: Decimal) -> Decimal:
+    """What a metered payment settles: ``units`` * ``unit_price``, never above
+    ``max_amount`` (what the payer authorised), rounded down to a micro-dollar so that
+    the payer is never charged a fraction more than used."""
+    if isinstance(units, bool) or not isinstance(units, int) or not 0 <= units <= MAX_UNITS:
+        raise ValueError(f"units must be a whole number from 0 to {MAX_UNITS}, got {units!r}")
+    used = (unit_price * units).quantize(_QUANTUM, rounding="ROUND_DOWN")
+    return min(used, max_amount)

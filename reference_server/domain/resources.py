@@ -55,7 +55,10 @@ def create_resource(
     now: datetime,
     method: str | None = None,
     body_hint: dict[str, Any] | None = None,
+    pricing: dict[str, Any] | None = None,
 ) -> Row[Any]:
+    """``amount`` is the price, or a metered resource's maximum; ``pricing`` holds the
+    metered columns (:func:`pricing_columns`)."""
     resource_id = new_id("res")
     for _ in range(5):
         short_id = new_short_id()
@@ -77,6 +80,7 @@ def create_resource(
                         listed=listed,
                         method=method,
                         body_hint=body_hint,
+                        **(pricing or {}),
                         active=True,
                         created_at=now,
                         updated_at=now,
@@ -146,6 +150,26 @@ def directory_page(
     return paging.page(conn, request, query, table=_r, scope=scope, order="asc", where=where)
 
 
+def pricing_columns(
+    *, unit_price: Decimal, unit: str, fallback_amount: Decimal | None
+) -> dict[str, Any]:
+    """The columns of a metered resource beside its maximum (``amount_micros``)."""
+    return {
+        "pricing": "metered",
+        "unit_price_micros": to_micros(unit_price),
+        "unit": unit,
+        "fallback_amount_micros": None if fallback_amount is None else to_micros(fallback_amount),
+    }
+
+
+#: Changed columns as ``resource.updated`` names them (the wire's field names).
+_WIRE_NAMES = {
+    "amount_micros": "amount",
+    "unit_price_micros": "unit_price",
+    "fallback_amount_micros": "fallback_amount",
+}
+
+
 def update_resource(
     conn: Connection,
     row: Row[Any],
@@ -157,15 +181,16 @@ def update_resource(
 ) -> Row[Any]:
     """Apply changes and emit ``resource.updated`` in the same transaction."""
     values = dict(changes)
-    if "amount" in values:
-        values["amount_micros"] = to_micros(values.pop("amount"))
+    for column, name in _WIRE_NAMES.items():
+        if name in values:
+            values[column] = to_micros(values.pop(name))
     changed = sorted(k for k, v in values.items() if getattr(row, k) != v)
     if changed:
         values["updated_at"] = now
         conn.execute(update(_r).where(_r.c.id == row.id).values(**values))
     new_row = conn.execute(select(_r).where(_r.c.id == row.id)).one()
     if changed:
-        changed_names = ["amount" if c == "amount_micros" else c for c in changed]
+        changed_names = [_WIRE_NAMES.get(c, c) for c in changed]
         record_event(
             conn,
             owner_id=owner_id,
@@ -182,6 +207,8 @@ def update_resource(
 
 def resource_model(row: Row[Any], public_url: str) -> Resource:
     base = public_url.rstrip("/")
+    amount = from_micros(row.amount_micros)
+    metered = row.pricing == "metered"
     return Resource(
         id=row.id,
         short_id=row.short_id,
@@ -189,7 +216,14 @@ def resource_model(row: Row[Any], public_url: str) -> Resource:
         path=row.path,
         tool=row.tool,
         path_or_tool=row.path if row.kind == "http" else row.tool,
-        amount=from_micros(row.amount_micros),
+        amount=amount,
+        pricing=row.pricing,
+        unit_price=from_micros(row.unit_price_micros) if metered else None,
+        unit=row.unit if metered else None,
+        max_amount=amount if metered else None,
+        fallback_amount=(
+            None if row.fallback_amount_micros is None else from_micros(row.fallback_amount_micros)
+        ),
         description=row.description,
         metadata=structure(row.metadata, ResourceMetadata),
         active=row.active,

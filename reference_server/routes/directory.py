@@ -45,7 +45,10 @@ FILTERS = (
 
 
 #: What an entry shows of its resource (with its rails and its seller's name, and nothing else).
-_SHOWN = "id kind amount gate_url pay_url description method body_hint environment created_at"
+_SHOWN = (
+    "id kind amount gate_url pay_url description method body_hint pricing unit_price unit "
+    "max_amount fallback_amount environment created_at"
+)
 
 
 @paged(filters=FILTERS)

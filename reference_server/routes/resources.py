@@ -7,6 +7,7 @@ from typing import Any
 
 from svc import Resource, ResourceList
 from svc.bodies import BODY_METHODS, CreateResource, UpdateResource
+from svc.money import format_amount
 
 from ..domain import resources
 from ..domain.sellers import get_seller
@@ -128,6 +129,63 @@ def _check_body_hint(
     return None
 
 
+_METERED_FIELDS = ("unit_price", "unit", "max_amount", "fallback_amount")
+
+
+def _priced(f: Fields, b: CreateResource) -> tuple[Decimal, dict[str, Any] | None]:
+    """The resource's ``amount`` column (its price, or its maximum when metered) and its
+    metered columns (``None`` when fixed)."""
+    if (b.pricing or "fixed") == "fixed":
+        for name in _METERED_FIELDS:
+            if getattr(b, name) is not None:
+                f.error(name, "is only for pricing metered")
+        if b.amount is None:
+            f.error("amount", "is required (or set pricing metered, with max_amount)")
+        return b.amount or Decimal(0), None
+    if b.amount is not None:
+        f.error(
+            "amount",
+            "is for fixed pricing: a metered resource's most is max_amount, and "
+            "fallback_amount its fixed price where a rail cannot meter",
+        )
+    for name in ("unit_price", "unit", "max_amount"):
+        if getattr(b, name) is None:
+            f.error(name, "is required for pricing metered")
+    _check_unit_price(f, b.unit_price, b.max_amount)
+    if b.unit_price is None or b.unit is None:
+        return Decimal(0), None
+    columns = resources.pricing_columns(
+        unit_price=b.unit_price, unit=b.unit, fallback_amount=b.fallback_amount
+    )
+    return b.max_amount or Decimal(0), columns
+
+
+def _check_unit_price(f: Fields, unit_price: Decimal | None, max_amount: Decimal | None) -> None:
+    if unit_price is not None and max_amount is not None and unit_price > max_amount:
+        f.error("unit_price", f"must be at most max_amount ({format_amount(max_amount)})")
+
+
+def _repriced(f: Fields, row: Any, b: UpdateResource) -> dict[str, Any]:
+    """The price changes an update makes: ``amount`` on a fixed resource, the metered
+    fields on a metered one (a resource keeps its pricing; create another to change it)."""
+    if row.pricing != "metered":
+        for name in _METERED_FIELDS:
+            if getattr(b, name) is not None:
+                f.error(name, "is only for metered resources (this one is priced fixed)")
+        return {} if b.amount is None else {"amount": b.amount}
+    if b.amount is not None:
+        f.error("amount", "is for fixed pricing: change a metered resource's max_amount")
+    current = resources.resource_model(row, "")
+    _check_unit_price(f, b.unit_price or current.unit_price, b.max_amount or current.max_amount)
+    given = {
+        "amount": b.max_amount,
+        "unit_price": b.unit_price,
+        "unit": b.unit,
+        "fallback_amount": b.fallback_amount,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def create(call: Call) -> Reply:
     """Create a priced HTTP path or MCP tool; the answer carries gate_url and pay_url."""
     p = _seller(call)
@@ -137,6 +195,7 @@ def create(call: Call) -> Reply:
     metadata = _read_metadata(f, b.metadata, default=True)
     upstream = _check_upstream(f, b.upstream_url, call.ctx.settings)
     body_hint = _check_body_hint(f, b.method, b.body_hint, field="body_hint")
+    amount, pricing = _priced(f, b)
     f.done()
     if metadata is None:
         raise InvariantError("metadata passed validation")
@@ -147,13 +206,14 @@ def create(call: Call) -> Reply:
         kind=b.kind,
         path=target.get("path"),
         tool=target.get("tool"),
-        amount=b.amount,
+        amount=amount,
         description=b.description,
         metadata=metadata,
         upstream_url=upstream,
         listed=bool(b.listed),
         method=b.method,
         body_hint=body_hint,
+        pricing=pricing,
         now=call.now,
     )
     return Reply(resources.resource_model(row, call.public_url), 201)
@@ -183,8 +243,8 @@ def patch(call: Call) -> Reply:
     changes: dict[str, Any] = dict(_target(f, row.kind, b.path, b.tool, required=False))
     metadata = _read_metadata(f, b.metadata, default=False)
     upstream = _check_upstream(f, b.upstream_url, call.ctx.settings)
+    changes.update(_repriced(f, row, b))
     given = {
-        "amount": b.amount,
         "description": b.description,
         "metadata": metadata,
         "upstream_url": upstream,
@@ -242,14 +302,19 @@ ENDPOINTS = [
         body=CreateResource,
         sdk=Sdk(
             "resources.create",
-            "*, kind: ResourceKind, amount: Amount, path: str | None = None, "
-            "tool: str | None = None, description: str | None = None, "
+            "*, kind: ResourceKind, amount: Amount | None = None, path: str | None = None, "
+            "tool: str | None = None, pricing: ResourcePricing | None = None, "
+            "unit_price: Amount | None = None, unit: str | None = None, "
+            "max_amount: Amount | None = None, fallback_amount: Amount | None = None, "
+            "description: str | None = None, "
             "metadata: Metadata | None = None, upstream_url: str | None = None, "
             "listed: bool | None = None, method: ResourceMethod | None = None, "
             "body_hint: Mapping[str, Any] | None = None",
             doc="""Create an HTTP (``path``) or MCP (``tool``) SKU; agents pay its ``gate_url``.
 
-            ``amount`` is validated locally (no floats, at most 6 decimal places).  ``listed``
+            ``amount`` is validated locally (no floats, at most 6 decimal places).  Metered
+            (``pricing="metered"``): ``unit_price``, ``unit`` and ``max_amount`` instead of
+            ``amount``, and optionally ``fallback_amount`` for rails that cannot meter.  ``listed``
             shows it in the directory; ``method`` sells one HTTP method only (any when left
             out); ``body_hint`` is a JSON object callers copy with their own values (only with
             ``method`` POST, PUT or PATCH).
@@ -293,7 +358,9 @@ ENDPOINTS = [
         sdk=Sdk(
             "resources.update",
             "resource_id: str, *, path: str | None = None, tool: str | None = None, "
-            "amount: Amount | None = None, description: str | None = None, "
+            "amount: Amount | None = None, unit_price: Amount | None = None, "
+            "unit: str | None = None, max_amount: Amount | None = None, "
+            "fallback_amount: Amount | None = None, description: str | None = None, "
             "metadata: Metadata | None = None, upstream_url: str | None = None, "
             "listed: bool | None = None, active: bool | None = None, "
             "method: ResourceMethod | NotGiven | None = NOT_GIVEN, body_hint: Mapping[str, "

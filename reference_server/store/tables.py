@@ -102,6 +102,13 @@ resources = Table(
     Column("method", String(8)),
     #: A JSON body shape callers copy with their own values (methods with a body only).
     Column("body_hint", JSON),
+    #: ``fixed``, or ``metered``: ``amount_micros`` is then the most one payment costs
+    #: (``max_amount``) and the payer is charged units * ``unit_price_micros`` up to it.
+    Column("pricing", String(8), nullable=False, default="fixed", server_default="fixed"),
+    Column("unit_price_micros", BigInteger),
+    Column("unit", String(32)),
+    #: The fixed price offered where a rail cannot meter (MPP, cards); ``NULL``: none.
+    Column("fallback_amount_micros", BigInteger),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     Index(None, "seller_id", "created_at"),
@@ -213,6 +220,14 @@ receipts = Table(
     Column("network", String(32)),
     Column("metadata", JSON),
     Column("request_id", String(40)),
+    #: ``settled``; or, for a metered ledger payment, ``authorized`` (``max_amount_micros``
+    #: held on the wallet key, ``amount_micros`` 0) until the gate reports its usage, then
+    #: ``settled`` (``amount_micros`` what was used) or ``released`` (nothing used).
+    Column("status", String(16), nullable=False, default="settled", server_default="settled"),
+    #: Metered payments: the units the answer used, and the most the payer authorised.
+    Column("units", BigInteger),
+    Column("max_amount_micros", BigInteger),
+    Column("settled_at", Timestamp),
     Column("created_at", Timestamp, nullable=False),
     Index(None, "wallet_key_id", "created_at"),
     #: One transaction is at most one receipt per side: the seller's (``resource``, booked

@@ -229,7 +229,12 @@ async def _hold_of(ctx: ServerContext, claim_id: str, seller_id: str | None) -> 
 
 
 async def settle(
-    ctx: ServerContext, claim_id: str, *, seller_id: str | None = None, request_id: str
+    ctx: ServerContext,
+    claim_id: str,
+    *,
+    seller_id: str | None = None,
+    request_id: str,
+    units: int | None = None,
 ) -> Redemption:
     """Settle the hold ``claim_id`` (the answer succeeded): paid, with the receipt and the
     paid answer's headers; or refused (the chain or the facilitator would not move the

@@ -24,6 +24,7 @@ import anyio.to_thread
 
 from svc import GateChallenge, GateRedemption, GateRelease
 from svc.bodies import RedeemCredential, ReleaseClaim, RequestChallenge, SettleClaim
+from svc.money import MAX_UNITS
 from svc.receipts import RAIL_CREDENTIAL_HEADERS
 from svc_asgi import RailRequest
 
@@ -78,9 +79,17 @@ async def redeem(call: Call) -> Reply:
 async def settle(call: Call) -> Reply:
     """Settle a claimed credential whose answer succeeded."""
     b = call.input(SettleClaim)
+    if b.units is not None and not 0 <= b.units <= MAX_UNITS:
+        f = Fields.rules(call.body)
+        f.error("units", f"must be a whole number from 0 to {MAX_UNITS}")
+        f.done()
     try:
         redemption = await open_rails.settle(
-            call.ctx, b.claim, seller_id=call.caller.seller_id, request_id=call.request_id
+            call.ctx,
+            b.claim,
+            seller_id=call.caller.seller_id,
+            request_id=call.request_id,
+            units=b.units,
         )
     except open_rails.HoldNotFound:
         raise _no_claim(b.claim) from None
@@ -265,7 +274,7 @@ ENDPOINTS = [
         body=SettleClaim,
         sdk=Sdk(
             "gates.settle",
-            "claim: str",
+            "claim: str, units: int | None = None",
             doc="""Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
             answer's headers, or refused (nothing moved: withhold the answer, answer 402).""",
             build="gate_settle_body",
