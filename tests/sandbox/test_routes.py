@@ -328,7 +328,7 @@ def _requirements_case(name: str, body: dict[str, Any]) -> _Case | None:
         inner["accepted"] = {**inner["accepted"], "network": "eip155:1"}
         return body, "network_mismatch"
     if name == "scheme":
-        req["scheme"] = "upto"
+        req["scheme"] = "subscription"  # no such scheme here (exact and upto are)
         return body, "unsupported_scheme"
     if name == "asset":
         req["asset"] = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
