@@ -128,8 +128,7 @@ def transaction(call: Call) -> Reply:
 
 
 def x402_supported(call: Call) -> Reply:
-    """x402 facilitator: the kinds it settles (exact on eip155:84532, x402 v2 and v1; upto,
-    x402 v2, with the facilitator address its payers' Permit2 witness names)."""
+    """x402 facilitator: the kinds it settles on eip155:84532 (exact, v2 and v1; upto, v2)."""
     _test_only(call)
     return Reply(facilitator.supported())
 
@@ -140,8 +139,7 @@ async def x402_verify(call: Call) -> Reply:
 
 
 async def x402_settle(call: Call) -> Reply:
-    """x402 facilitator: settle a payment on the sandbox chain (exact: transferWithAuthorization;
-    upto: the actual amount, at most the signed maximum, through Permit2)."""
+    """x402 facilitator: settle a payment on the sandbox chain (exact, or upto's actual amount)."""
     return await _transaction(call, write=True, work=facilitator.settle)
 
 
