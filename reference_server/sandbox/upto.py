@@ -7,6 +7,10 @@ is the maximum, which ``permitted.amount`` must equal; settle's is the actual am
 most the maximum.  Zero settles successfully with no transaction (nothing moves and the
 authorization stays unspent, as on a real chain, where nothing is sent).
 
+:func:`verify` and :func:`settle` answer the x402 wire; :func:`parse_request`, :func:`check`
+and :func:`execute` are the same in typed form, for a caller settling in its own
+transaction (the service's own gates, booking the sale in the same commit).
+
 Verify's checks follow the official facilitator's cascade, with its reason codes: scheme,
 network, spender (x402's upto proxy), recipient (``witness.to`` is ``payTo``), facilitator
 (``witness.facilitator`` is :data:`~.x402_wire.FACILITATOR_ADDRESS`), deadline (at least
@@ -25,7 +29,7 @@ import attrs
 from sqlalchemy import Connection
 
 from . import permit2, permit2_chain
-from .chain import ChainError
+from .chain import ChainError, Transaction
 from .eip3009 import InvalidSignature
 from .permit2 import MalformedPermit, PermitWitnessTransfer
 from .token import SANDBOX_TOKEN
@@ -44,7 +48,15 @@ from .x402_wire import (
     settle_network,
 )
 
-__all__ = ["UptoRequest", "parse_request", "recover_ahead", "settle", "verify"]
+__all__ = [
+    "UptoRequest",
+    "check",
+    "execute",
+    "parse_request",
+    "recover_ahead",
+    "settle",
+    "verify",
+]
 
 #: x402 ``upto`` EVM reason codes (as the official facilitator names them).
 INVALID_SCHEME = "invalid_upto_evm_scheme"
@@ -192,19 +204,55 @@ def recover_ahead(body: Mapping[str, Any]) -> None:
         pass
 
 
+def check(conn: Connection, request: UptoRequest, *, now: datetime) -> None:
+    """Would the maximum (``request.amount``, which the permit must equal) settle now?
+    Raises :class:`~.x402_wire.Refused` or :class:`~.chain.ChainError` (both with the x402
+    ``reason``); writes nothing."""
+    _check_terms(request, now=now, maximum=request.amount)
+    permit2_chain.check_permit_witness_transfer(
+        conn,
+        request.permit,
+        request.signature,
+        amount=request.amount,
+        sender=FACILITATOR_ADDRESS,
+        now=now,
+    )
+
+
+def execute(conn: Connection, request: UptoRequest, *, now: datetime) -> Transaction | None:
+    """Settle the actual amount (``request.amount``, at most the permitted maximum) in the
+    caller's transaction: its sandbox transaction, or ``None`` for zero (nothing moves, the
+    authorization stays unspent).  Raises as :func:`check` does, having written nothing."""
+    permit = request.permit
+    _check_terms(request, now=now, maximum=None)
+    if request.amount > permit.amount:
+        raise Refused(
+            SETTLEMENT_EXCEEDS_AMOUNT,
+            f"settling {request.amount} exceeds the authorized maximum {permit.amount}",
+            permit.from_address,
+        )
+    if request.amount == 0:
+        # Nothing is sent; the chain's checks still hold (a spent or forged permit is
+        # refused at zero as at any amount).
+        permit2_chain.check_permit_witness_transfer(
+            conn, permit, request.signature, amount=0, sender=FACILITATOR_ADDRESS, now=now
+        )
+        return None
+    return permit2_chain.permit_witness_transfer_from(
+        conn,
+        permit,
+        request.signature,
+        amount=request.amount,
+        sender=FACILITATOR_ADDRESS,
+        now=now,
+    )
+
+
 def verify(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
     """x402 ``/verify`` for ``upto``: would the maximum settle now?  Moves nothing."""
     try:
         request = parse_request(body)
-        _check_terms(request, now=now, maximum=request.amount)
-        permit2_chain.check_permit_witness_transfer(
-            conn,
-            request.permit,
-            request.signature,
-            amount=request.amount,
-            sender=FACILITATOR_ADDRESS,
-            now=now,
-        )
+        check(conn, request, now=now)
     except Refused as refused:
         return invalid(refused.reason, refused.message, refused.payer)
     except ChainError as error:
@@ -218,43 +266,15 @@ def settle(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[
     network = settle_network(body)
     try:
         request = parse_request(body)
-        permit, payer = request.permit, request.permit.from_address
-        _check_terms(request, now=now, maximum=None)
-        if request.amount > permit.amount:
-            raise Refused(
-                SETTLEMENT_EXCEEDS_AMOUNT,
-                f"settling {request.amount} exceeds the authorized maximum {permit.amount}",
-                payer,
-            )
-        if request.amount == 0:
-            # Nothing is sent; the chain's checks still hold (a spent or forged permit is
-            # refused at zero as at any amount).
-            permit2_chain.check_permit_witness_transfer(
-                conn, permit, request.signature, amount=0, sender=FACILITATOR_ADDRESS, now=now
-            )
-            return {
-                "success": True,
-                "payer": payer,
-                "transaction": "",
-                "network": network,
-                "amount": "0",
-            }
-        tx = permit2_chain.permit_witness_transfer_from(
-            conn,
-            permit,
-            request.signature,
-            amount=request.amount,
-            sender=FACILITATOR_ADDRESS,
-            now=now,
-        )
+        tx = execute(conn, request, now=now)
     except Refused as refused:
         return failed(refused.reason, refused.message, refused.payer, network)
     except ChainError as error:
         return failed(error.reason, error.message, request.permit.from_address, network)
     return {
         "success": True,
-        "payer": tx.from_address,
-        "transaction": tx.hash,
+        "payer": request.permit.from_address,
+        "transaction": "" if tx is None else tx.hash,
         "network": network,
-        "amount": str(tx.value),
+        "amount": str(request.amount),
     }
