@@ -29,7 +29,6 @@ from ..sandbox.answers import (
     SandboxMint,
     SandboxTransaction,
 )
-from ..sandbox.eip3009 import InvalidSignature, recover_signer
 from ..sandbox.token import SANDBOX_TOKEN
 from ..store.database import in_transaction
 from ..web.auth import requested_environment
@@ -129,7 +128,7 @@ def transaction(call: Call) -> Reply:
 
 
 def x402_supported(call: Call) -> Reply:
-    """x402 facilitator: the kinds it settles (exact on eip155:84532, x402 v2 and v1)."""
+    """x402 facilitator: the kinds it settles on eip155:84532 (exact, v2 and v1; upto, v2)."""
     _test_only(call)
     return Reply(facilitator.supported())
 
@@ -140,7 +139,7 @@ async def x402_verify(call: Call) -> Reply:
 
 
 async def x402_settle(call: Call) -> Reply:
-    """x402 facilitator: settle a payment (transferWithAuthorization) on the sandbox chain."""
+    """x402 facilitator: settle a payment on the sandbox chain (exact, or upto's actual amount)."""
     return await _transaction(call, write=True, work=facilitator.settle)
 
 
@@ -148,15 +147,7 @@ async def x402_settle(call: Call) -> Reply:
 # (milliseconds of pure-Python CPU) runs before their transaction opens, not inside it.
 # Inside, it held SQLite's one write lock (and, settling, the payer's balance row) for
 # that long on every payment.  The chain still checks the signature in the transaction;
-# the recovery it asks for is then remembered (``eip3009.recover_signer``).
-
-
-def _recover_first(call: Call) -> None:
-    try:
-        request = facilitator.parse_request(call.body)
-        recover_signer(request.authorization, request.signature)
-    except (facilitator.Refused, InvalidSignature):
-        pass  # refused in the transaction, with the reason a facilitator gives
+# the recovery it asks for is then remembered (``facilitator.recover_ahead``).
 
 
 async def _transaction(call: Call, *, write: bool, work: Callable[..., dict[str, Any]]) -> Reply:
@@ -167,7 +158,7 @@ async def _transaction(call: Call, *, write: bool, work: Callable[..., dict[str,
     _test_only(call)
 
     def run() -> dict[str, Any]:
-        _recover_first(call)
+        facilitator.recover_ahead(call.body)
         return in_transaction(call.ctx, write, lambda conn: work(conn, call.body, now=call.now))
 
     return Reply(await anyio.to_thread.run_sync(run))

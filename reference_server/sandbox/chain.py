@@ -1,11 +1,12 @@
 """The sandbox chain's state and the changes to it: mint, transfer and cancel an authorization.
 
 State is three tables (``store.tables.sandbox_*``): a balance per address, the EIP-3009
-nonces each authorizer has used, and a transaction log.  The state changes are mint,
-``transferWithAuthorization`` and ``cancelAuthorization`` (which spends a nonce and moves
-nothing: how ``pay-url`` makes sure an authorization it handed out can never settle once it
-has decided that it did not).  ``transferWithAuthorization`` follows the token's rules
-(USDC ``FiatTokenV2``), in its order:
+(and Permit2, :mod:`.permit2_chain`) nonces each authorizer has used, and a transaction
+log.  The state changes are mint, ``transferWithAuthorization`` and
+``cancelAuthorization`` (which spends a nonce and moves nothing: how ``pay-url`` makes sure
+an authorization it handed out can never settle once it has decided that it did not).
+``transferWithAuthorization`` follows the token's rules (USDC ``FiatTokenV2``), in its
+order:
 
 1. ``validAfter < now < validBefore`` (strictly, as ``block.timestamp`` is compared);
 2. the nonce is unused for this authorizer;
@@ -51,6 +52,7 @@ __all__ = [
     "INSUFFICIENT_BALANCE",
     "INVALID_SIGNATURE",
     "NONCE_USED",
+    "PERMIT_WITNESS_TRANSFER",
     "VALID_AFTER",
     "VALID_BEFORE",
     "ZERO_ADDRESS",
@@ -61,6 +63,7 @@ __all__ = [
     "cancel_authorization",
     "check_transfer",
     "mint",
+    "move_once",
     "nonce_transaction",
     "transaction",
     "transfer_with_authorization",
@@ -78,6 +81,7 @@ ZERO_ADDRESS = "0x" + "0" * 40
 MINT = "mint"
 TRANSFER = "transferWithAuthorization"
 CANCEL = "cancelAuthorization"
+PERMIT_WITNESS_TRANSFER = "permitWitnessTransferFrom"
 #: Balances are BIGINT; no balance can reach a value above this, so such a debit fails.
 _MAX_BALANCE = 2**63 - 1
 
@@ -235,9 +239,9 @@ def _check_unused(conn: Connection, auth: Authorization) -> None:
         raise _used(spent_by)
 
 
-def _used(spent_by: str | None) -> ChainError:
+def _used(spent_by: str | None, reason: str = NONCE_USED) -> ChainError:
     return ChainError(
-        NONCE_USED, f"authorization is used: its nonce was spent by transaction {spent_by}"
+        reason, f"authorization is used: its nonce was spent by transaction {spent_by}"
     )
 
 
@@ -254,11 +258,11 @@ def _check_signature(auth: Authorization, signature: object) -> None:
         )
 
 
-def _insufficient(auth: Authorization, balance: int) -> ChainError:
+def _insufficient(reason: str, owner: str, value: int, balance: int) -> ChainError:
     return ChainError(
-        INSUFFICIENT_BALANCE,
-        f"transfer amount exceeds balance: {auth.from_address} holds {balance}, "
-        f"the authorization moves {auth.value} (fund it with POST /sandbox/faucet)",
+        reason,
+        f"transfer amount exceeds balance: {owner} holds {balance}, "
+        f"the authorization moves {value} (fund it with POST /sandbox/faucet)",
     )
 
 
@@ -271,7 +275,7 @@ def check_transfer(
     _check_signature(auth, signature)
     balance = balance_of(conn, auth.from_address)
     if balance < auth.value:
-        raise _insufficient(auth, balance)
+        raise _insufficient(INSUFFICIENT_BALANCE, auth.from_address, auth.value, balance)
 
 
 def transfer_with_authorization(
@@ -282,39 +286,71 @@ def transfer_with_authorization(
     _check_window(auth, now)
     _check_unused(conn, auth)  # the token's order; the insert below is what is race-safe
     _check_signature(auth, signature)
-    if auth.value > _MAX_BALANCE:  # no balance can hold it (and the column could not either)
-        raise _insufficient(auth, balance_of(conn, auth.from_address))
-    tx_hash = transaction_hash(auth)
-    payer, payee = _key(auth.from_address), _key(auth.to)
+    return move_once(
+        conn,
+        kind=TRANSFER,
+        tx_hash=transaction_hash(auth),
+        owner=auth.from_address,
+        nonce=auth.nonce,
+        to=auth.to,
+        value=auth.value,
+        now=now,
+        window=(auth.valid_after, auth.valid_before),
+        reasons=(NONCE_USED, INSUFFICIENT_BALANCE),
+    )
+
+
+def move_once(
+    conn: Connection,
+    *,
+    kind: str,
+    tx_hash: str,
+    owner: str,
+    nonce: str,
+    to: str,
+    value: int,
+    now: datetime,
+    window: tuple[int, int],
+    reasons: tuple[str, str],
+) -> Transaction:
+    """Spend ``owner``'s ``nonce`` and move ``value`` to ``to``, in a savepoint: all of it,
+    or :class:`ChainError` (``reasons``: nonce used, balance short) having written nothing.
+
+    The one state change behind every authorized transfer (EIP-3009 here, Permit2 in
+    :mod:`.permit2_chain`), called once its authorization's checks have passed."""
+    used_reason, short_reason = reasons
+    if value > _MAX_BALANCE:  # no balance can hold it (and the column could not either)
+        raise _insufficient(short_reason, owner, value, balance_of(conn, owner))
+    payer, payee = _key(owner), _key(to)
     with conn.begin_nested():  # a refusal raised inside rolls the savepoint back
         try:
             with conn.begin_nested():
                 conn.execute(
                     insert(_n).values(
-                        authorizer=payer, nonce=auth.nonce, tx_hash=tx_hash, created_at=now
+                        authorizer=payer, nonce=nonce, tx_hash=tx_hash, created_at=now
                     )
                 )
         except IntegrityError:
             # Spent by a concurrent settle that committed while this one waited.
-            spent_by = nonce_transaction(conn, auth.from_address, auth.nonce) or tx_hash
-            raise _used(spent_by) from None
+            spent_by = nonce_transaction(conn, owner, nonce) or tx_hash
+            raise _used(spent_by, used_reason) from None
         # Lock rows in address order: opposite transfers cannot deadlock.
         for address in sorted({payer, payee}):
-            if address == payer and not _debit(conn, payer, auth.value, now):
-                raise _insufficient(auth, balance_of(conn, payer))
+            if address == payer and not _debit(conn, payer, value, now):
+                raise _insufficient(short_reason, owner, value, balance_of(conn, payer))
             if address == payee:
-                _credit(conn, payee, auth.value, now)
+                _credit(conn, payee, value, now)
         return _record(
             conn,
             tx_hash,
-            TRANSFER,
-            auth.from_address,
-            auth.to,
-            auth.value,
+            kind,
+            owner,
+            to,
+            value,
             now,
-            nonce=auth.nonce,
-            valid_after=auth.valid_after,
-            valid_before=auth.valid_before,
+            nonce=nonce,
+            valid_after=window[0],
+            valid_before=window[1],
         )
 
 
@@ -410,8 +446,8 @@ def audit(conn: Connection) -> list[str]:
     * no balance is negative;
     * every balance equals what its address received minus what it sent, per the log;
     * the supply (all balances) equals everything ever minted;
-    * each authorized transfer or cancellation spent exactly one nonce, and each spent
-      nonce names it.
+    * each authorized transfer (EIP-3009 or Permit2) or cancellation spent exactly one
+      nonce, and each spent nonce names it.
     """
     problems: list[str] = []
     flows: dict[str, int] = defaultdict(int)
@@ -440,7 +476,9 @@ def audit(conn: Connection) -> list[str]:
     transfers = {
         row.tx_hash: row.nonce
         for row in conn.execute(
-            select(_tx.c.tx_hash, _tx.c.nonce).where(_tx.c.kind.in_([TRANSFER, CANCEL]))
+            select(_tx.c.tx_hash, _tx.c.nonce).where(
+                _tx.c.kind.in_([TRANSFER, CANCEL, PERMIT_WITNESS_TRANSFER])
+            )
         )
     }
     if spent != transfers:

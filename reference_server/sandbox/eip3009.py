@@ -35,9 +35,12 @@ __all__ = [
     "InvalidSignature",
     "MalformedAuthorization",
     "recover_signer",
+    "signature_bytes",
     "signing_digest",
     "transaction_hash",
     "typed_data",
+    "typed_data_digest",
+    "typed_data_signer",
 ]
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
@@ -170,15 +173,17 @@ def _eth_account() -> tuple[Any, Any]:
     return Account, encode_typed_data
 
 
-def _signable(auth: Authorization, token: TokenIdentity) -> Any:
+def typed_data_digest(full_message: dict[str, Any]) -> bytes:
+    """``keccak256(0x1901 ‖ domainSeparator ‖ structHash)`` of an EIP-712 message
+    (eth-account's ``full_message`` form): what a signature of it signs."""
     _, encode_typed_data = _eth_account()
-    return encode_typed_data(full_message=typed_data(auth, token))
+    signable = encode_typed_data(full_message=full_message)
+    return bytes(keccak(b"\x19" + bytes(signable.version) + signable.header + signable.body))
 
 
 def signing_digest(auth: Authorization, token: TokenIdentity = SANDBOX_TOKEN) -> bytes:
-    """``keccak256(0x1901 ‖ domainSeparator ‖ structHash)``: what the signature signs."""
-    signable = _signable(auth, token)
-    return bytes(keccak(b"\x19" + bytes(signable.version) + signable.header + signable.body))
+    """What the signature of ``auth`` signs."""
+    return typed_data_digest(typed_data(auth, token))
 
 
 def transaction_hash(auth: Authorization, token: TokenIdentity = SANDBOX_TOKEN) -> str:
@@ -199,9 +204,15 @@ def recover_signer(
     """The checksummed address that signed ``auth`` under ``token``'s domain.
 
     Raises :class:`InvalidSignature` for anything the token would refuse before comparing
-    the signer with ``from``: not 65 bytes (smart-wallet signatures need contract code the
-    sandbox does not have), ``v`` not 27/28, or a high ``s``.
+    the signer with ``from`` (:func:`signature_bytes`).
     """
+    return _recover(auth, signature_bytes(signature), token)
+
+
+def signature_bytes(signature: object) -> bytes:
+    """The 65 signature bytes, once they pass the rules a token's ``ecrecover`` applies:
+    not 65 bytes (smart-wallet signatures need contract code the sandbox does not have),
+    ``v`` not 27/28, or a high ``s`` raise :class:`InvalidSignature`."""
     if not isinstance(signature, str) or not _SIGNATURE.fullmatch(signature):
         raise InvalidSignature("signature must be 0x-prefixed 65 bytes of hex")
     raw = bytes.fromhex(signature[2:])
@@ -210,7 +221,19 @@ def recover_signer(
         raise InvalidSignature("signature v must be 27 or 28")
     if not 0 < s <= _SECP256K1_HALF_N:
         raise InvalidSignature("signature s is out of range (EIP-2 low-s)")
-    return _recover(auth, raw, token)
+    return raw
+
+
+def typed_data_signer(full_message: dict[str, Any], raw: bytes) -> str:
+    """The checksummed address that signed an EIP-712 message (eth-account's
+    ``full_message`` form) with the checked bytes ``raw``."""
+    account, encode_typed_data = _eth_account()
+    try:
+        return str(
+            account.recover_message(encode_typed_data(full_message=full_message), signature=raw)
+        )
+    except Exception as exc:  # eth-keys' own refusals (r out of range, no point)
+        raise InvalidSignature(f"signature does not recover: {exc}") from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -219,8 +242,4 @@ def _recover(auth: Authorization, raw: bytes, token: TokenIdentity) -> str:
     CPU, and an x402 payment asks for the same one twice (verify, then settle).  A pure
     function of its arguments, so a remembered answer is the answer (refusals, raised,
     are not remembered)."""
-    account, _ = _eth_account()
-    try:
-        return str(account.recover_message(_signable(auth, token), signature=raw))
-    except Exception as exc:  # eth-keys' own refusals (r out of range, no point)
-        raise InvalidSignature(f"signature does not recover: {exc}") from None
+    return typed_data_signer(typed_data(auth, token), raw)

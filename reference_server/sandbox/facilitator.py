@@ -13,9 +13,14 @@ The wire shapes are the ones the official clients use — x402's
 
 Both clients treat any status but 200 as a transport failure, so every answer about a
 payment — including "this payload is malformed" — is a 200 with ``isValid``/``success``
-false and a reason, as real facilitators answer.  Reasons are the x402 ``exact`` EVM codes
-of the official SDK (``invalid_exact_evm_nonce_already_used`` for a replay, …) and the
-spec's generic ones (``invalid_payload``, ``invalid_network``, ``unsupported_scheme``, …).
+false and a reason, as real facilitators answer.  Reasons are the x402 ``exact`` (and
+``upto``) EVM codes of the official SDK (``invalid_exact_evm_nonce_already_used`` for a
+replay, …) and the spec's generic ones (``invalid_payload``, ``invalid_network``,
+``unsupported_scheme``, …).
+
+Two schemes, on ``eip155:84532``: ``exact`` (EIP-3009, here) and ``upto`` (Permit2, the
+payer signs a maximum and settle moves the actual amount: :mod:`.upto`); :func:`verify`
+and :func:`settle` pass a body to the scheme its requirements name.
 
 Verify checks without writing; settle runs ``transferWithAuthorization`` on the sandbox
 chain in the caller's transaction.  Settling the same authorization again is refused with
@@ -30,50 +35,43 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from eth_utils.address import to_checksum_address
-from eth_utils.crypto import keccak
 from sqlalchemy import Connection
 
-from . import chain
-from .eip3009 import Authorization, MalformedAuthorization
+from . import chain, upto
+from .eip3009 import Authorization, InvalidSignature, MalformedAuthorization, recover_signer
 from .token import SANDBOX_TOKEN
+from .x402_wire import (
+    FACILITATOR_ADDRESS,
+    INVALID_NETWORK,
+    INVALID_PAYLOAD,
+    INVALID_REQUIREMENTS,
+    INVALID_VERSION,
+    UNSUPPORTED_SCHEME,
+    Refused,
+    asset_amount_pay_to,
+    failed,
+    invalid,
+    object_at,
+    settle_network,
+)
 
 __all__ = [
     "FACILITATOR_ADDRESS",
     "PaymentRequest",
     "Refused",
     "parse_request",
+    "recover_ahead",
     "settle",
     "supported",
     "verify",
 ]
 
 #: Spec / SDK reason codes for what is wrong before the chain is asked.
-INVALID_PAYLOAD = "invalid_payload"
-INVALID_REQUIREMENTS = "invalid_payment_requirements"
-INVALID_VERSION = "invalid_x402_version"
-INVALID_NETWORK = "invalid_network"
-UNSUPPORTED_SCHEME = "unsupported_scheme"
 NETWORK_MISMATCH = "network_mismatch"
 RECIPIENT_MISMATCH = "invalid_exact_evm_payload_recipient_mismatch"
 VALUE_MISMATCH = "invalid_exact_evm_payload_authorization_value_mismatch"
 TOKEN_NAME_MISMATCH = "invalid_exact_evm_token_name_mismatch"  # noqa: S105 - an x402 error reason, not a secret
 TOKEN_VERSION_MISMATCH = "invalid_exact_evm_token_version_mismatch"  # noqa: S105 - an x402 error reason, not a secret
-
-#: The address ``/supported`` names as the facilitator's signer.  The sandbox sends no
-#: transactions, so no key stands behind it; it is fixed so that servers that record the
-#: signer see a stable value.
-FACILITATOR_ADDRESS = str(to_checksum_address(bytes(keccak(b"svc sandbox facilitator"))[-20:]))
-
-
-class Refused(Exception):
-    """The request is not a payment the sandbox can take; ``reason`` is the x402 code."""
-
-    def __init__(self, reason: str, message: str, payer: str | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.payer = payer
 
 
 @attrs.frozen(kw_only=True)
@@ -90,11 +88,19 @@ class PaymentRequest:
 
 
 def supported() -> dict[str, Any]:
-    """``exact`` on Base Sepolia, in x402 v2 (CAIP-2 id) and v1 (legacy name) form."""
+    """``exact`` on Base Sepolia, in x402 v2 (CAIP-2 id) and v1 (legacy name) form, and
+    ``upto`` (x402 v2 only), whose ``extra`` names the facilitator the payer's witness
+    must name (x402's upto server copies it into the requirements)."""
     return {
         "kinds": [
             {"x402Version": 2, "scheme": "exact", "network": SANDBOX_TOKEN.network},
             {"x402Version": 1, "scheme": "exact", "network": SANDBOX_TOKEN.v1_network},
+            {
+                "x402Version": 2,
+                "scheme": "upto",
+                "network": SANDBOX_TOKEN.network,
+                "extra": {"facilitatorAddress": FACILITATOR_ADDRESS},
+            },
         ],
         "extensions": [],
         "signers": {"eip155:*": [FACILITATOR_ADDRESS]},
@@ -106,22 +112,10 @@ def supported() -> dict[str, Any]:
 _NETWORKS = {1: (SANDBOX_TOKEN.v1_network, SANDBOX_TOKEN.network), 2: (SANDBOX_TOKEN.network,)}
 
 
-def _object(value: object, reason: str, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise Refused(reason, f"{what} must be an object")
-    return value
-
-
-def _atomic(value: object, what: str) -> int:
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 78:
-        return int(value)
-    raise Refused(INVALID_REQUIREMENTS, f"{what} must be an atomic amount (decimal string)")
-
-
 def parse_request(body: Mapping[str, Any]) -> PaymentRequest:
-    """Check a verify/settle body against the sandbox's one kind (``exact`` EIP-3009 on
-    ``eip155:84532``); raises :class:`Refused` with the reason a facilitator would give,
-    naming the payer the payload claims whenever it can be read."""
+    """Check an ``exact`` verify/settle body (EIP-3009 on ``eip155:84532``); raises
+    :class:`Refused` with the reason a facilitator would give, naming the payer the
+    payload claims whenever it can be read."""
     try:
         return _parse(body)
     except Refused as refused:
@@ -141,25 +135,13 @@ def _parse(body: Mapping[str, Any]) -> PaymentRequest:
     version = body.get("x402Version")
     if type(version) is not int or version not in (1, 2):
         raise Refused(INVALID_VERSION, "x402Version must be 1 or 2")
-    requirements = _object(
+    requirements = object_at(
         body.get("paymentRequirements"), INVALID_REQUIREMENTS, "paymentRequirements"
     )
-    payment = _object(body.get("paymentPayload"), INVALID_PAYLOAD, "paymentPayload")
-    inner = _object(payment.get("payload"), INVALID_PAYLOAD, "paymentPayload.payload")
+    payment = object_at(body.get("paymentPayload"), INVALID_PAYLOAD, "paymentPayload")
+    inner = object_at(payment.get("payload"), INVALID_PAYLOAD, "paymentPayload.payload")
     network = _agreed_network(version, requirements, payment)
-    if not SANDBOX_TOKEN.is_token(requirements.get("asset")):
-        raise Refused(
-            INVALID_REQUIREMENTS,
-            f"the sandbox chain has one token, USDC at {SANDBOX_TOKEN.address}; "
-            f"asset {requirements.get('asset')!r} does not exist there",
-        )
-    amount = _atomic(
-        requirements.get("amount" if version == 2 else "maxAmountRequired"),
-        "paymentRequirements.amount" if version == 2 else "paymentRequirements.maxAmountRequired",
-    )
-    pay_to = requirements.get("payTo")
-    if not isinstance(pay_to, str):
-        raise Refused(INVALID_REQUIREMENTS, "paymentRequirements.payTo must be an address")
+    amount, pay_to = asset_amount_pay_to(requirements, version)
     _check_token_domain(requirements.get("extra"))
     return PaymentRequest(
         version=version,
@@ -179,7 +161,8 @@ def _agreed_network(
     scheme, network = requirements.get("scheme"), requirements.get("network")
     if scheme != "exact":
         raise Refused(
-            UNSUPPORTED_SCHEME, f"the sandbox facilitator settles only 'exact', not {scheme!r}"
+            UNSUPPORTED_SCHEME,
+            f"the sandbox facilitator settles 'exact' and 'upto' (x402 v2), not {scheme!r}",
         )
     if not isinstance(network, str) or network not in _NETWORKS[version]:
         raise Refused(
@@ -189,7 +172,7 @@ def _agreed_network(
         )
     # What the client says it accepted must be what the server asked for.
     if version == 2:
-        accepted = _object(payment.get("accepted"), INVALID_PAYLOAD, "paymentPayload.accepted")
+        accepted = object_at(payment.get("accepted"), INVALID_PAYLOAD, "paymentPayload.accepted")
         paid_scheme, paid_network = accepted.get("scheme"), accepted.get("network")
     else:
         paid_scheme, paid_network = payment.get("scheme"), payment.get("network")
@@ -246,42 +229,54 @@ def _matching_authorization(inner: Mapping[str, Any], pay_to: str, amount: int) 
     return authorization
 
 
-def _drop_none(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if v is not None}
+def _is_upto(body: Mapping[str, Any]) -> bool:
+    requirements = body.get("paymentRequirements")
+    return isinstance(requirements, Mapping) and requirements.get("scheme") == "upto"
+
+
+def recover_ahead(body: Mapping[str, Any]) -> None:
+    """Recover the payload's signer, if it can be read, before a transaction opens: the
+    chain asks for the same recovery inside and finds it remembered.  Raises nothing
+    (whatever is wrong is refused inside, with the reason a facilitator gives)."""
+    if _is_upto(body):
+        upto.recover_ahead(body)
+        return
+    try:
+        request = parse_request(body)
+        recover_signer(request.authorization, request.signature)
+    except (Refused, InvalidSignature):
+        pass
 
 
 def verify(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
     """x402 ``/verify``: would this payment settle now?  Moves nothing."""
+    if _is_upto(body):
+        return upto.verify(conn, body, now=now)
     try:
         request = parse_request(body)
         chain.check_transfer(conn, request.authorization, request.signature, now=now)
     except Refused as refused:
-        return _invalid(refused.reason, refused.message, refused.payer)
+        return invalid(refused.reason, refused.message, refused.payer)
     except chain.ChainError as error:
-        return _invalid(error.reason, error.message, request.authorization.from_address)
+        return invalid(error.reason, error.message, request.authorization.from_address)
     return {"isValid": True, "payer": request.authorization.from_address}
 
 
-def _invalid(reason: str, message: str, payer: str | None) -> dict[str, Any]:
-    return _drop_none(
-        {"isValid": False, "invalidReason": reason, "invalidMessage": message, "payer": payer}
-    )
-
-
 def settle(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
-    """x402 ``/settle``: run ``transferWithAuthorization`` on the sandbox chain."""
-    network = body.get("paymentRequirements", {})
-    network = network.get("network") if isinstance(network, Mapping) else None
-    network = network if isinstance(network, str) and network else SANDBOX_TOKEN.network
+    """x402 ``/settle``: run ``transferWithAuthorization`` (``exact``) or the upto proxy's
+    settle (``upto``) on the sandbox chain."""
+    if _is_upto(body):
+        return upto.settle(conn, body, now=now)
+    network = settle_network(body)
     try:
         request = parse_request(body)
         tx = chain.transfer_with_authorization(
             conn, request.authorization, request.signature, now=now
         )
     except Refused as refused:
-        return _failed(refused.reason, refused.message, refused.payer, network)
+        return failed(refused.reason, refused.message, refused.payer, network)
     except chain.ChainError as error:
-        return _failed(error.reason, error.message, request.authorization.from_address, network)
+        return failed(error.reason, error.message, request.authorization.from_address, network)
     return {
         "success": True,
         "payer": tx.from_address,
@@ -289,16 +284,3 @@ def settle(conn: Connection, body: Mapping[str, Any], *, now: datetime) -> dict[
         "network": request.network,
         "amount": str(tx.value),
     }
-
-
-def _failed(reason: str, message: str, payer: str | None, network: str) -> dict[str, Any]:
-    return _drop_none(
-        {
-            "success": False,
-            "errorReason": reason,
-            "errorMessage": message,
-            "payer": payer,
-            "transaction": "",
-            "network": network,
-        }
-    )

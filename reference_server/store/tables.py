@@ -342,8 +342,9 @@ sandbox_balances = Table(
     Column("updated_at", Timestamp, nullable=False),
 )
 
-#: EIP-3009 nonces consumed by ``transferWithAuthorization``: the primary key is what makes
-#: an authorization pay once, even when many settles of it race.
+#: EIP-3009 nonces consumed by ``transferWithAuthorization`` (and Permit2 nonces, as 0x-hex
+#: 32 bytes, by ``permitWitnessTransferFrom``): the primary key is what makes an
+#: authorization pay once, even when many settles of it race.
 sandbox_nonces = Table(
     "sandbox_nonces",
     metadata,
@@ -360,7 +361,8 @@ sandbox_transactions = Table(
     metadata,
     Column("block_number", Integer, primary_key=True, autoincrement=True),
     Column("tx_hash", String(66), nullable=False, unique=True),
-    #: ``mint`` or ``transferWithAuthorization``.
+    #: ``mint``, ``transferWithAuthorization``, ``cancelAuthorization`` or
+    #: ``permitWitnessTransferFrom`` (whose ``valid_before`` is the permit's deadline).
     Column("kind", String(32), nullable=False),
     Column("from_address", String(42), nullable=False),
     Column("to_address", String(42), nullable=False),

@@ -49,18 +49,24 @@ def _error(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return body
 
 
-def test_supported_names_exact_on_base_sepolia_v2_and_v1(server: LiveServer) -> None:
+def test_supported_names_exact_v2_and_v1_and_upto_on_base_sepolia(server: LiveServer) -> None:
     for prefix in ("", "/api"):
         r = httpx.get(f"{server.url}{prefix}/sandbox/x402/supported")
         assert r.status_code == 200
         body = r.json()
+        [signer] = body["signers"]["eip155:*"]
+        assert signer.startswith("0x") and len(signer) == 42
         assert body["kinds"] == [
             {"x402Version": 2, "scheme": "exact", "network": "eip155:84532"},
             {"x402Version": 1, "scheme": "exact", "network": "base-sepolia"},
+            {
+                "x402Version": 2,
+                "scheme": "upto",
+                "network": "eip155:84532",
+                "extra": {"facilitatorAddress": signer},
+            },
         ]
         assert body["extensions"] == []
-        [signer] = body["signers"]["eip155:*"]
-        assert signer.startswith("0x") and len(signer) == 42
 
 
 def test_faucet_mints_to_any_address_and_balances_show_it(server: LiveServer) -> None:
@@ -322,7 +328,7 @@ def _requirements_case(name: str, body: dict[str, Any]) -> _Case | None:
         inner["accepted"] = {**inner["accepted"], "network": "eip155:1"}
         return body, "network_mismatch"
     if name == "scheme":
-        req["scheme"] = "upto"
+        req["scheme"] = "subscription"  # no such scheme here (exact and upto are)
         return body, "unsupported_scheme"
     if name == "asset":
         req["asset"] = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
