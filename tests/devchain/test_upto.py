@@ -6,15 +6,24 @@ places at their canonical addresses.  Every balance is read on chain."""
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import json
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from web3.contract import Contract
 from web3.exceptions import ContractLogicError
-from x402 import x402ClientSync
+from x402 import x402Client, x402ClientSync, x402ResourceServer
+from x402.http import FacilitatorConfig, HTTPFacilitatorClient
+from x402.http.clients import x402HttpxClient
+from x402.http.middleware.fastapi import PaymentMiddlewareASGI
 from x402.mechanisms.evm.constants import (
     PERMIT2_ADDRESS,
     X402_UPTO_PERMIT2_PROXY_ABI,
@@ -29,10 +38,13 @@ from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, S
 from reference_server.devchain import artefact
 from reference_server.devchain.chain import mnemonic_key
 
+from ..sandbox.helpers import serve
 from .running import RunningDevchain
 
 MAX = 500_000  # $0.50, what the payer signs for
 USED = 20_000  # $0.02, what the seller settles
+
+Client = TypeVar("Client", x402Client, x402ClientSync)
 
 
 def _supported_upto(devchain: RunningDevchain) -> SupportedKind:
@@ -62,16 +74,21 @@ def _requirements(devchain: RunningDevchain, pay_to: str) -> PaymentRequirements
     )
 
 
-def _payment(devchain: RunningDevchain, payer_key: str, wanted: PaymentRequirements) -> Any:
-    """x402's own client signing for ``wanted`` (the devchain token allowed explicitly: it
-    is none of x402's built-in assets)."""
-    client = x402ClientSync()
+def _paying(devchain: RunningDevchain, payer_key: str, client: Client) -> Client:
+    """x402's own client paying ``upto`` from ``payer_key`` (the devchain token allowed
+    explicitly: it is none of x402's built-in assets)."""
     client.register(
         devchain.network, UptoEvmClientScheme(EthAccountSigner(Account.from_key(payer_key)))
     )
     client.set_spend_controls(
         {"allowed_assets": [{"network": devchain.network, "asset": devchain.asset}]}
     )
+    return client
+
+
+def _payment(devchain: RunningDevchain, payer_key: str, wanted: PaymentRequirements) -> Any:
+    """What x402's client signs for ``wanted``."""
+    client = _paying(devchain, payer_key, x402ClientSync())
     return client.create_payment_payload(PaymentRequired(accepts=[wanted]))
 
 
@@ -247,3 +264,58 @@ def test_a_zero_settlement_moves_nothing(devchain: RunningDevchain) -> None:
     # No transaction, so the authorization is still unspent on chain: a seller must treat
     # a zero settlement as the end of the payment itself.
     assert not _nonce_used(devchain, payment)
+
+
+def _metered_app(devchain: RunningDevchain, pay_to: str) -> Starlette:
+    """A seller's app as x402's docs set one up for ``upto``: it asks for at most ``MAX``
+    and, once it knows what was used, says so in the ``Settlement-Overrides`` header,
+    which x402's middleware strips and settles instead of the maximum."""
+    server = x402ResourceServer(
+        HTTPFacilitatorClient(FacilitatorConfig(url=devchain.facilitator_url))
+    )
+    server.register(devchain.network, UptoEvmServerScheme())
+
+    async def report(request: Request) -> JSONResponse:
+        overrides = json.dumps({"amount": str(USED)})
+        return JSONResponse({"report": "metered"}, headers={"Settlement-Overrides": overrides})
+
+    app = Starlette(routes=[Route("/report", report)])
+    price = {
+        "amount": str(MAX),
+        "asset": devchain.asset,
+        "extra": {
+            "name": devchain.exports["SVC_LIVE_ASSET_NAME"],
+            "version": devchain.exports["SVC_LIVE_ASSET_VERSION"],
+        },
+    }
+    accepts = {"scheme": "upto", "payTo": pay_to, "price": price, "network": devchain.network}
+    app.add_middleware(
+        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
+    )
+    return app
+
+
+@pytest.mark.anyio
+async def test_x402s_middleware_settles_what_the_seller_metered(
+    devchain: RunningDevchain,
+) -> None:
+    payee = Account.create().address
+    payer = Account.from_key(_payer(devchain))
+    client = _paying(devchain, _payer(devchain), x402Client())
+    before = devchain.balance(payer.address)
+
+    with serve(_metered_app(devchain, payee)) as url:
+        async with x402HttpxClient(client) as http:
+            paid = await http.get(url + "/report")
+
+    assert paid.status_code == 200, paid.text
+    assert paid.json() == {"report": "metered"}
+    assert "settlement-overrides" not in paid.headers
+    receipt = json.loads(base64.b64decode(paid.headers["payment-response"]))
+    assert (receipt["success"], receipt["amount"], receipt["payer"]) == (
+        True,
+        str(USED),
+        payer.address,
+    )
+    assert devchain.balance(payer.address) == before - USED
+    assert devchain.balance(payee) == USED
