@@ -1,7 +1,7 @@
-"""``svc-server devchain`` end to end: anvil up, the token deployed and minted, the
-Permit2 and x402's upto proxy placed, the official x402 facilitator served, the
-``export`` lines printed; all stopped on Ctrl-C or
-SIGTERM (anvil too: it is this process's child, stopped in a ``finally``)."""
+"""``svc-server devchain`` end to end: anvil up, the token deployed and minted, Permit2
+and x402's upto proxy placed, the official x402 facilitator served, the ``export`` lines
+printed; all stopped on Ctrl-C or SIGTERM (anvil too: it is this process's child, stopped
+in a ``finally``)."""
 
 from __future__ import annotations
 
