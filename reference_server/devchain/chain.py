@@ -1,8 +1,11 @@
-"""The devchain's accounts and token: deployed and minted with web3 on a fresh anvil.
+"""The devchain's accounts and contracts: the token deployed and minted with web3 on a
+fresh anvil, Permit2 and x402's upto proxy placed at their canonical addresses.
 
 anvil funds the standard test mnemonic's first ten accounts with ether and unlocks them,
 so the deployer sends plain ``eth_sendTransaction``; every role below has its own
-account, so the facilitator's settlement nonces never race the deployer's.
+account, so the facilitator's settlement nonces never race the deployer's.  Every
+account the token is minted to approves Permit2 for all of it, as an x402 ``upto`` payer
+must once before its first payment.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from .artefact import load
 if TYPE_CHECKING:
     from web3 import Web3
 
-__all__ = ["ASSET_NAME", "ASSET_VERSION", "PAYER_FUNDS", "Devchain", "deploy", "mnemonic_key"]
+__all__ = [
+    "ASSET_NAME",
+    "ASSET_VERSION",
+    "PAYER_FUNDS",
+    "Devchain",
+    "deploy",
+    "mnemonic_key",
+]
 
 #: anvil's (and hardhat's) well-known development mnemonic: its keys are public, so the
 #: devchain's money is play money by construction.
@@ -94,9 +104,30 @@ def _transact(w3: Web3, call: Any, sender: str) -> Any:
     return receipt
 
 
+def _place_permit2(w3: Web3) -> None:
+    """Permit2 and x402's upto proxy at the addresses x402 signs for and calls (their
+    runtime code, placed with ``anvil_setCode``: no deployment can reach those addresses)."""
+    from web3.types import RPCEndpoint
+    from x402.mechanisms.evm.constants import PERMIT2_ADDRESS, X402_UPTO_PERMIT2_PROXY_ADDRESS
+
+    for name, address in (
+        ("permit2", PERMIT2_ADDRESS),
+        ("upto_proxy", X402_UPTO_PERMIT2_PROXY_ADDRESS),
+    ):
+        w3.provider.make_request(
+            RPCEndpoint("anvil_setCode"), [address, load(name)["bytecode_runtime"]]
+        )
+        if not w3.eth.get_code(w3.to_checksum_address(address)):
+            raise RuntimeError(f"anvil did not place the devchain's {name} at {address}")
+
+
 def deploy(rpc_url: str) -> Devchain:
-    """Deploy the token from the first account and mint to the hot wallet and payers."""
+    """Place Permit2 and the upto proxy; deploy the token from the first account, mint to
+    the hot wallet and payers, and have each approve Permit2 for all of its tokens."""
+    from x402.mechanisms.evm.constants import PERMIT2_ADDRESS
+
     w3 = _web3(rpc_url)
+    _place_permit2(w3)
     artefact = load()
     deployer = _address(mnemonic_key(_DEPLOYER))
     factory = w3.eth.contract(abi=artefact["abi"], bytecode=artefact["bytecode"])
@@ -106,6 +137,7 @@ def deploy(rpc_url: str) -> Devchain:
     payer_keys = tuple(mnemonic_key(index) for index in _PAYERS)
     for key in (hot_wallet_key, *payer_keys):
         _transact(w3, token.functions.mint(_address(key), PAYER_FUNDS), deployer)
+        _transact(w3, token.functions.approve(PERMIT2_ADDRESS, 2**256 - 1), _address(key))
     return Devchain(
         rpc_url=rpc_url,
         chain_id=w3.eth.chain_id,

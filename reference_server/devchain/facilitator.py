@@ -1,8 +1,11 @@
 """The official x402 facilitator over HTTP: ``POST /verify``, ``POST /settle``,
 ``GET /supported``, the wire x402's ``HTTPFacilitatorClient`` speaks.
 
-All the payment logic is x402's own (``x402FacilitatorSync`` with the ``exact`` EVM
-scheme over ``FacilitatorWeb3Signer``); this module only moves its JSON.  web3 is
+All the payment logic is x402's own (``x402FacilitatorSync`` with the ``exact`` and
+``upto`` EVM schemes over one ``FacilitatorWeb3Signer``); this module only moves its
+JSON.  ``upto`` settles through the Permit2 and x402 upto proxy the devchain places at
+their canonical addresses, and ``/supported`` names this facilitator's address in its
+``upto`` kind, which a seller copies into ``extra.facilitatorAddress``.  web3 is
 blocking, so each call runs in a worker thread.  ``simulate_in_settle`` re-simulates
 the transfer before sending it: without it a replayed payload is sent, reverts, and
 costs gas.
@@ -26,14 +29,14 @@ def _facilitator(private_key: str, rpc_url: str, network: str) -> Any:
     from x402 import x402FacilitatorSync
     from x402.mechanisms.evm.exact import register_exact_evm_facilitator
     from x402.mechanisms.evm.signers import FacilitatorWeb3Signer
+    from x402.mechanisms.evm.upto import UptoEvmFacilitatorScheme, UptoEvmSchemeConfig
 
+    signer = FacilitatorWeb3Signer(private_key, rpc_url, confirmation_timeout_seconds=20)
     facilitator = x402FacilitatorSync()
-    register_exact_evm_facilitator(
-        facilitator,
-        FacilitatorWeb3Signer(private_key, rpc_url, confirmation_timeout_seconds=20),
-        networks=network,
-        simulate_in_settle=True,
-    )
+    register_exact_evm_facilitator(facilitator, signer, networks=network, simulate_in_settle=True)
+    # x402 has no register_upto_* helper: its upto scheme is registered as a plain scheme.
+    upto = UptoEvmFacilitatorScheme(signer, UptoEvmSchemeConfig(simulate_in_settle=True))
+    facilitator.register([network], upto)
     return facilitator
 
 

@@ -1,6 +1,7 @@
-"""``svc-server devchain`` end to end: anvil up, the token deployed and minted, the
-official x402 facilitator served, the ``export`` lines printed; all stopped on Ctrl-C or
-SIGTERM (anvil too: it is this process's child, stopped in a ``finally``)."""
+"""``svc-server devchain`` end to end: anvil up, the token deployed and minted, Permit2
+and x402's upto proxy placed, the official x402 facilitator served, the ``export`` lines
+printed; all stopped on Ctrl-C or SIGTERM (anvil too: it is this process's child, stopped
+in a ``finally``)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def serve_devchain(port: int, say: Callable[[str], None], tell: Callable[[str], 
         tell(f"anvil: {node.rpc_url} (chain 31337, loopback only)")
         chain = deploy(node.rpc_url)
         tell(f"token: {chain.asset_name} at {chain.asset_address}, 6 decimals")
+        tell("Permit2 and x402's upto proxy at their canonical addresses; payers approved Permit2")
         url = f"http://127.0.0.1:{port}"
         tell(f"x402 facilitator: {url} (/verify, /settle, /supported)")
         app = facilitator_app(chain.facilitator_key, node.rpc_url, chain.network)
