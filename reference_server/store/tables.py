@@ -223,7 +223,8 @@ receipts = Table(
     #: ``settled``; or, for a metered ledger payment, ``authorized`` (``max_amount_micros``
     #: held on the wallet key, ``amount_micros`` 0) until the gate reports its usage, then
     #: ``settled`` (``amount_micros`` what was used) or ``released`` (nothing used).
-    Column("status", String(16), nullable=False, default="settled", server_default="settled"),
+    #: (Server default only: a Python-side default breaks the JSON-recordset batch insert.)
+    Column("status", String(16), nullable=False, server_default="settled"),
     #: Metered payments: the units the answer used, and the most the payer authorised.
     Column("units", BigInteger),
     Column("max_amount_micros", BigInteger),
