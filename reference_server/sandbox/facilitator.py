@@ -49,6 +49,7 @@ from .x402_wire import (
     UNSUPPORTED_SCHEME,
     Refused,
     asset_amount_pay_to,
+    claimed_payer,
     failed,
     invalid,
     object_at,
@@ -119,16 +120,8 @@ def parse_request(body: Mapping[str, Any]) -> PaymentRequest:
     try:
         return _parse(body)
     except Refused as refused:
-        refused.payer = refused.payer or _claimed_payer(body)
+        refused.payer = refused.payer or claimed_payer(body, "authorization")
         raise
-
-
-def _claimed_payer(body: Mapping[str, Any]) -> str | None:
-    payment = body.get("paymentPayload")
-    inner = payment.get("payload") if isinstance(payment, Mapping) else None
-    auth = inner.get("authorization") if isinstance(inner, Mapping) else None
-    payer = auth.get("from") if isinstance(auth, Mapping) else None
-    return payer if isinstance(payer, str) else None
 
 
 def _parse(body: Mapping[str, Any]) -> PaymentRequest:

@@ -26,6 +26,7 @@ __all__ = [
     "UNSUPPORTED_SCHEME",
     "Refused",
     "asset_amount_pay_to",
+    "claimed_payer",
     "failed",
     "invalid",
     "object_at",
@@ -118,3 +119,13 @@ def failed(reason: str, message: str, payer: str | None, network: str) -> dict[s
             "network": network,
         }
     )
+
+
+def claimed_payer(body: Mapping[str, Any], authorization: str) -> str | None:
+    """The payer a verify/settle body's ``payload.<authorization>.from`` claims, if it
+    can be read: a refusal names it even when the rest of the body is malformed."""
+    payment = body.get("paymentPayload")
+    inner = payment.get("payload") if isinstance(payment, Mapping) else None
+    auth = inner.get(authorization) if isinstance(inner, Mapping) else None
+    payer = auth.get("from") if isinstance(auth, Mapping) else None
+    return payer if isinstance(payer, str) else None
