@@ -7,7 +7,7 @@ from typing import Any
 
 from svc import Resource, ResourceList
 from svc.bodies import BODY_METHODS, CreateResource, UpdateResource
-from svc.money import format_amount
+from svc.money import format_amount, from_micros
 
 from ..domain import resources
 from ..domain.sellers import get_seller
@@ -175,8 +175,8 @@ def _repriced(f: Fields, row: Any, b: UpdateResource) -> dict[str, Any]:
         return {} if b.amount is None else {"amount": b.amount}
     if b.amount is not None:
         f.error("amount", "is for fixed pricing: change a metered resource's max_amount")
-    current = resources.resource_model(row, "")
-    _check_unit_price(f, b.unit_price or current.unit_price, b.max_amount or current.max_amount)
+    unit_price = b.unit_price or from_micros(row.unit_price_micros)
+    _check_unit_price(f, unit_price, b.max_amount or from_micros(row.amount_micros))
     given = {
         "amount": b.max_amount,
         "unit_price": b.unit_price,
