@@ -41,6 +41,7 @@ from ._plan import Headers, OutboundResponse
 from ._policy import OutboundPolicy, Resolver, system_resolve_async
 from ._pool import AsyncPinnedClients
 from ._send import send, send_sync
+from ._stream import OutboundStream, stream
 from ._target import Target, check_url, pin_addresses
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "OutboundPolicy",
     "OutboundRefused",
     "OutboundResponse",
+    "OutboundStream",
     "Resolver",
     "Target",
     "address_refusal",
@@ -58,5 +60,6 @@ __all__ = [
     "pin_addresses",
     "send",
     "send_sync",
+    "stream",
     "system_resolve_async",
 ]

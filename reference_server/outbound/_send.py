@@ -7,7 +7,8 @@ import functools
 import math
 import os
 import threading
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
 import anyio
 import httpcore
@@ -20,7 +21,7 @@ from ._pool import AsyncPinnedClients
 __all__ = ["send", "send_sync"]
 
 
-async def _resolve(plan: Plan) -> Iterable[str]:
+async def resolve(plan: Plan) -> Iterable[str]:
     """The addresses to check (none for an IP literal); the resolver may be sync or async."""
     if plan.target.ip is not None:
         return ()
@@ -59,18 +60,19 @@ async def _exchange(
     return plan.response(response, body, truncated, ip)
 
 
-async def _attempt(
-    plan: Plan, addresses: list[str], pools: AsyncPinnedClients, deadline: anyio.CancelScope
-) -> OutboundResponse:
+T = TypeVar("T")
+
+
+async def attempt(plan: Plan, addresses: list[str], exchange: Callable[[str], Awaitable[T]]) -> T:
     """Try the checked addresses in turn, the next one only after a refused connect."""
     *others, last = addresses
     for ip in others:
         try:
-            return await _exchange(plan, pools, ip, deadline)
+            return await exchange(ip)
         except httpcore.ConnectError as exc:
             if not plan.next_address_worth_trying(exc):
                 raise
-    return await _exchange(plan, pools, last, deadline)
+    return await exchange(last)
 
 
 async def send(
@@ -94,11 +96,13 @@ async def send(
     pools = pool or AsyncPinnedClients(size=1, connections=1, keep_alive=False)
     try:
         with anyio.move_on_after(plan.remaining()) as deadline:
-            addresses = plan.pin(await _resolve(plan))
+            addresses = plan.pin(await resolve(plan))
             if plan.remaining() <= 0:  # a blocking resolver cannot be cancelled
                 raise plan.too_slow()
             try:
-                return await _attempt(plan, addresses, pools, deadline)
+                return await attempt(
+                    plan, addresses, lambda ip: _exchange(plan, pools, ip, deadline)
+                )
             except HTTP_ERRORS as exc:
                 if deadline.cancel_called:
                     raise plan.too_slow() from exc

@@ -40,6 +40,7 @@ from reference_server.outbound import (
     check_url,
     send,
     send_sync,
+    stream,
 )
 
 from ..support import PRODUCTION_KEYS, free_port
@@ -104,6 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, b"late")
         elif path == "/trickle":
             self._trickle()
+        elif path == "/drip":
+            self._drip()
         else:
             self._reply(404, b"not found")
 
@@ -121,6 +124,18 @@ class _Handler(BaseHTTPRequestHandler):
             pass
         finally:
             self.server.big_done.set()
+
+    def _drip(self) -> None:
+        """A chunked body: one chunk, then the rest only once the client has read it."""
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for number, chunk in enumerate([b"first", b"second", b"third"]):
+            if number == 1:
+                self.server.dripped.wait(5)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
 
     def _trickle(self) -> None:
         """Slowloris: headers that never finish."""
@@ -147,6 +162,7 @@ class _Server(ThreadingHTTPServer):
         self.stop = threading.Event()
         self.big_written = 0
         self.big_done = threading.Event()
+        self.dripped = threading.Event()
         if tls is not None:
             self.socket = tls.wrap_socket(self.socket, server_side=True)
         self.port = self.server_address[1]
@@ -974,3 +990,45 @@ async def test_pool_waits_for_a_free_connection(web: _Server) -> None:
     finally:
         await pool.aclose()
     assert len(ports) == 4 and len(set(ports)) == 1
+
+
+# -- streaming (hosted gates relay a streamed answer as it arrives) -------------------------
+
+
+@pytest.mark.anyio
+async def test_a_stream_yields_each_chunk_before_the_upstream_sends_the_next(
+    fresh: _Server,
+) -> None:
+    url = f"http://127.0.0.1:{fresh.port}/drip"
+    async with stream("GET", url, policy=development()) as answer:
+        assert answer.status == 200 and answer.ip == "127.0.0.1"
+        chunks = answer.chunks()
+        first = await chunks.__anext__()
+        assert not fresh.dripped.is_set()  # the upstream is still waiting for us
+        fresh.dripped.set()
+        rest = b"".join([chunk async for chunk in chunks])
+    assert first == b"first" and rest == b"secondthird"
+
+
+@pytest.mark.anyio
+async def test_a_stream_past_its_cap_fails_midway(fresh: _Server) -> None:
+    fresh.dripped.set()
+    url = f"http://127.0.0.1:{fresh.port}/drip"
+    read = b""
+    async with stream("GET", url, policy=development(max_response_bytes=8)) as answer:
+        with pytest.raises(OutboundFailed, match="more than 8 bytes"):
+            async for chunk in answer.chunks():
+                read += chunk
+    assert read == b"first"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("template", REFUSED_IN_PRODUCTION)
+async def test_a_stream_refused_in_production_sends_nothing(web: _Server, template: str) -> None:
+    before = len(web.hits)
+    with pytest.raises(OutboundRefused):
+        async with stream(
+            "GET", template.format(port=web.port), policy=production(resolver=_Resolver(DNS))
+        ):
+            raise AssertionError("refused URLs are never opened")
+    assert len(web.hits) == before
