@@ -181,9 +181,7 @@ def nonce_transaction(conn: Connection, authorizer: str, nonce: str) -> str | No
     ).scalar()
 
 
-def nonce_spent_by(
-    conn: Connection, authorizer: str, nonce: str
-) -> tuple[str, str, int] | None:
+def nonce_spent_by(conn: Connection, authorizer: str, nonce: str) -> tuple[str, str, int] | None:
     """The hash, kind and value of the transaction that spent this nonce (``None`` while
     it is unused): :func:`nonce_transaction` and :func:`transaction`'s kind and value in
     one read, for a caller that needs no more of it (pay-url's verdict on every test

@@ -33,7 +33,7 @@ from reference_server.store import tables as t
 
 from ..sandbox.helpers import serve
 from ..support import LiveServer, assert_ledger_sound
-from .helpers import Agent, attempt_row, chain_balance, hot_address, make_agent
+from .helpers import attempt_row, chain_balance, hot_address, make_agent
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 NETWORK = "eip155:84532"
@@ -65,9 +65,7 @@ def upto_url(facilitator: str, pay_to: str) -> Iterator[str]:
         yield url + "/report"
 
 
-def test_only_the_settled_amount_is_spent(
-    server: LiveServer, upto_url: str, pay_to: str
-) -> None:
+def test_only_the_settled_amount_is_spent(server: LiveServer, upto_url: str, pay_to: str) -> None:
     agent = make_agent(server, allowance="1.00", period="day")
     r = agent.pay_url(upto_url)
     assert r.status_code == 200, r.text
