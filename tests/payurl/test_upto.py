@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import runpy
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -168,3 +171,34 @@ def test_a_dry_run_shows_the_maximum_and_that_it_is_metered(
     )
     assert quote["allowed"] is False and quote["blocked_by"]["code"] == "max_per_tx_exceeded"
     assert chain_balance(server, pay_to) == 0
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "pay_url_metered.py"
+
+
+def test_the_docs_example_runs_as_shown(
+    server: LiveServer,
+    upto_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/pay-url.md shows docs/examples/pay_url_metered.py verbatim, and it prints what
+    its comments say."""
+    doc = (EXAMPLE.parents[1] / "pay-url.md").read_text()
+    [shown] = re.findall(
+        r"<!-- example: docs/examples/pay_url_metered.py -->\n```python\n(.*?)```", doc, re.S
+    )
+    assert shown == EXAMPLE.read_text()
+    agent = make_agent(server, allowance="1.00", period="day")
+    for key, value in {
+        "SVC_BASE_URL": server.url,
+        "SVC_WALLET_KEY": agent.wallet_key,
+        "METERED_URL": upto_url,
+    }.items():
+        monkeypatch.setenv(key, value)
+    runpy.run_path(str(EXAMPLE))
+    assert capsys.readouterr().out.splitlines() == [
+        "True 0.50 True",
+        "0.137 of at most 0.50",
+        "0.137",
+    ]
