@@ -2,15 +2,14 @@
 6): the signed maximum is what the policy checks and the reservation holds; only what the
 URL settles on the sandbox chain is spent, counted against the allowance and booked.
 
-The paid URL is a seller's app as x402's docs set one up for ``upto``: x402's own ASGI
-middleware and ``UptoEvmServerScheme`` over the sandbox facilitator, naming what it used in
-``Settlement-Overrides`` (which the middleware settles instead of the maximum).
+The paid URL is a seller's app as x402's docs set one up for ``upto``
+(:func:`.apps.metered_app`): x402's own ASGI middleware and ``UptoEvmServerScheme`` over the
+sandbox facilitator, naming what it used in ``Settlement-Overrides``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import runpy
 import uuid
@@ -22,49 +21,24 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import select
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-from x402 import x402ResourceServer
-from x402.http import FacilitatorConfig, HTTPFacilitatorClient
-from x402.http.middleware.fastapi import PaymentMiddlewareASGI
-from x402.mechanisms.evm.upto import UptoEvmServerScheme
 
 from reference_server.sandbox import chain
 from reference_server.store import tables as t
 
 from ..sandbox.helpers import serve
 from ..support import LiveServer, assert_ledger_sound
+from .apps import metered_app
 from .helpers import attempt_row, chain_balance, hot_address, make_agent
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-NETWORK = "eip155:84532"
 MAX = Decimal("0.50")
 #: 137 units at 0.001 each, in atomic units.
 USED = 137_000
 
 
-def metered_app(facilitator_url: str, pay_to: str, used: int = USED) -> Starlette:
-    """``GET /report`` for at most 0.50, settling ``used`` atomic units once answered."""
-    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
-    server.register(NETWORK, UptoEvmServerScheme())
-
-    async def report(request: Request) -> JSONResponse:
-        overrides = json.dumps({"amount": str(used)})
-        return JSONResponse({"units": used // 1000}, headers={"Settlement-Overrides": overrides})
-
-    app = Starlette(routes=[Route("/report", report)])
-    accepts = {"scheme": "upto", "payTo": pay_to, "price": f"${MAX}", "network": NETWORK}
-    app.add_middleware(
-        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
-    )
-    return app
-
-
 @pytest.fixture
 def upto_url(facilitator: str, pay_to: str) -> Iterator[str]:
-    with serve(metered_app(facilitator, pay_to)) as url:
+    with serve(metered_app(facilitator, pay_to, USED)) as url:
         yield url + "/report"
 
 
