@@ -71,6 +71,9 @@ def test_the_maximum_is_what_max_per_transaction_checks(
     agent = make_agent(server, max_per_tx="0.25")
     r = agent.pay_url(upto_url)
     assert (r.status_code, r.json()["error"]["code"]) == (402, "max_per_tx_exceeded")
+    row = attempt_row(server, r.json()["error"]["details"]["attempt_id"])
+    assert (row.status, row.amount_micros, row.max_amount_micros) == ("failed", 500_000, 500_000)
+    assert row.transfer_id is None  # nothing was reserved
     state = agent.spend()
     assert (state.balance, state.spent_total) == (Decimal("10.00"), 0)
     assert chain_balance(server, pay_to) == 0

@@ -132,7 +132,11 @@ def record_refusal(
     now: datetime,
 ) -> None:
     """The attempt failed as :func:`reserve` was refused; nothing was reserved."""
-    paid: dict[str, Any] = {"rail": signed.rail, "amount_micros": signed.amount}
+    paid: dict[str, Any] = {
+        "rail": signed.rail,
+        "amount_micros": signed.amount,
+        "max_amount_micros": signed.amount if signed.metered else None,
+    }
     row = attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
     if isinstance(refused, PaymentRefused):
         record_payment_failed(conn, row, refused, request_id, now)
