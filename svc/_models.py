@@ -415,6 +415,9 @@ class PayUrlResult:
       and its ``payment.succeeded`` webhook names.  Known when the paid URL is a gate of
       this service (the receipt booked for the same transaction) or when the URL returned
       one (``X-Svc-Receipt``); ``None`` otherwise.
+
+    A metered offer (x402 ``upto``) was signed for ``max_amount`` (what the wallet key's
+    policy checked and held); ``amount`` is what the URL settled, the only part spent.
     """
 
     attempt_id: str
@@ -422,6 +425,8 @@ class PayUrlResult:
     ok: bool = True
     status: str = "succeeded"
     amount: Decimal | None = None
+    #: A metered payment's signed maximum (``None``: a fixed price, ``amount`` is it).
+    max_amount: Decimal | None = None
     receipt_id: str | None = None
     payer_receipt_id: str | None = attrs.field(
         default=attrs.Factory(lambda self: self.receipt_id, takes_self=True)
@@ -469,6 +474,9 @@ class PayUrlQuote:
     rule that does not -- ``host_not_allowed``, ``rail_not_allowed``,
     ``max_per_tx_exceeded``, ``allowance_exceeded`` (``details.next_reset_at``),
     ``budget_exceeded`` or ``insufficient_funds`` -- with its numbers in ``details``.
+    ``metered``: the offer is x402 ``upto``, priced by use: ``amount`` (and
+    ``max_amount``) is the most it can cost, which the policy checks; paying spends only
+    what the URL settles.
     """
 
     url: str
@@ -478,6 +486,8 @@ class PayUrlQuote:
     dry_run: bool = True
     rail: str | None = None
     amount: Decimal | None = None
+    max_amount: Decimal | None = None
+    metered: bool = False
     network: str | None = None
     pay_to: str | None = None
     blocked_by: ErrorDetail | None = None
@@ -498,7 +508,10 @@ class SpendAttempt:
     method: str | None = None
     host: str | None = None
     rail: str | None = None
+    #: Reserved while paying; once settled, what was spent (at most ``max_amount``).
     amount: Decimal | None = None
+    #: A metered (x402 ``upto``) payment's signed maximum.
+    max_amount: Decimal | None = None
     receipt_id: str | None = None
     tx_hash: str | None = None
     upstream_status: int | None = None

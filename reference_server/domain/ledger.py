@@ -168,6 +168,9 @@ _SETTLE = (
     .values(status=bindparam("new_status"), settled_at=bindparam("now"))
     .returning(*_t.c)
 )
+_CAPTURE = (
+    update(_t).where(_t.c.id == bindparam("transfer_id")).values(amount_micros=bindparam("amount"))
+)
 _DEBIT = (
     update(_a)
     .where(
@@ -665,11 +668,21 @@ def _settle(conn: Connection, transfer_id: str, status: str, now: datetime) -> A
     return row
 
 
-def post(conn: Connection, transfer_id: str, now: datetime) -> None:
-    """Complete a reservation: the held money moves.  A second post raises."""
+def post(conn: Connection, transfer_id: str, now: datetime, *, amount: int | None = None) -> None:
+    """Complete a reservation: the held money moves.  A second post raises.
+
+    ``amount``: capture only that much of the hold (a metered payment's actual amount,
+    more than zero and at most what was held); the rest is released, and the transfer
+    records what moved.
+    """
     row = _settle(conn, transfer_id, "posted", now)
-    _debit(conn, row.debit_account_id, row.amount_micros)
-    _credit(conn, row.credit_account_id, row.amount_micros)
+    moved = row.amount_micros if amount is None else amount
+    if moved != row.amount_micros:
+        if not 0 < moved < row.amount_micros:
+            raise LedgerError(f"cannot capture {moved} of a hold of {row.amount_micros}")
+        conn.execute(_CAPTURE, {"transfer_id": transfer_id, "amount": moved})
+    _debit(conn, row.debit_account_id, moved)
+    _credit(conn, row.credit_account_id, moved)
 
 
 def void(conn: Connection, transfer_id: str, now: datetime) -> None:

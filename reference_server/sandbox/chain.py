@@ -109,7 +109,7 @@ _NONCE_TX = select(_n.c.tx_hash).where(
 )
 _TRANSACTION = select(_tx).where(_tx.c.tx_hash == bindparam("tx_hash"))
 _NONCE_SPENT_BY = (
-    select(_n.c.tx_hash, _tx.c.kind)
+    select(_n.c.tx_hash, _tx.c.kind, _tx.c.value)
     .select_from(_n.outerjoin(_tx, _tx.c.tx_hash == _n.c.tx_hash))
     .where(_n.c.authorizer == bindparam("authorizer"), _n.c.nonce == bindparam("nonce"))
 )
@@ -181,14 +181,17 @@ def nonce_transaction(conn: Connection, authorizer: str, nonce: str) -> str | No
     ).scalar()
 
 
-def nonce_spent_by(conn: Connection, authorizer: str, nonce: str) -> tuple[str, str] | None:
-    """The hash and kind of the transaction that spent this nonce (``None`` while it is
-    unused): :func:`nonce_transaction` and :func:`transaction`'s kind in one read, for a
-    caller that needs no more of it (pay-url's verdict on every test payment)."""
+def nonce_spent_by(conn: Connection, authorizer: str, nonce: str) -> tuple[str, str, int] | None:
+    """The hash, kind and value of the transaction that spent this nonce (``None`` while
+    it is unused): :func:`nonce_transaction` and :func:`transaction`'s kind and value in
+    one read, for a caller that needs no more of it (pay-url's verdict on every test
+    payment; the value is what a Permit2 ``upto`` authorization actually moved).  Permit2
+    nonces share the table (:mod:`.permit2_chain`), so :func:`cancel_authorization` of one
+    is Permit2's ``invalidateUnorderedNonces`` for it."""
     row = conn.execute(
         _NONCE_SPENT_BY, {"authorizer": _key(authorizer), "nonce": nonce.lower()}
     ).first()
-    return None if row is None else (row.tx_hash, row.kind)
+    return None if row is None else (row.tx_hash, row.kind, int(row.value or 0))
 
 
 def transaction(conn: Connection, tx_hash: str) -> Transaction | None:

@@ -493,7 +493,10 @@ spend_attempts = Table(
     #: ``probing`` → ``paying`` → ``succeeded`` | ``failed`` (see the pay-url docs).
     Column("status", String(16), nullable=False),
     Column("rail", String(8)),
+    #: Reserved while paying; once concluded, what was spent.
     Column("amount_micros", BigInteger),
+    #: A metered (x402 ``upto``) payment's signed maximum, which the reservation held.
+    Column("max_amount_micros", BigInteger),
     Column("pay_to", String(42)),
     Column("network", String(32)),
     #: The hot wallet that signed and the EIP-3009 nonce it signed: unique, so that two

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import httpx
@@ -38,7 +40,9 @@ from x402.schemas import PaymentPayload, PaymentRequired, PaymentRequirements, S
 from reference_server.devchain import artefact
 from reference_server.devchain.chain import mnemonic_key
 
+from ..payurl.helpers import make_agent
 from ..sandbox.helpers import serve
+from ..support import LiveServer
 from .running import RunningDevchain
 
 MAX = 500_000  # $0.50, what the payer signs for
@@ -319,3 +323,22 @@ async def test_x402s_middleware_settles_what_the_seller_metered(
     )
     assert devchain.balance(payer.address) == before - USED
     assert devchain.balance(payee) == USED
+
+
+def test_pay_url_spends_what_the_seller_metered_on_chain(
+    devchain: RunningDevchain, make_server: Callable[..., LiveServer]
+) -> None:
+    """Live pay-url on the devchain: the hot wallet (which approved Permit2 at start) signs
+    the maximum, the seller settles ``USED`` through the upto proxy, the node confirms the
+    transfer (``live_rpc_url``), and the wallet key is charged ``USED`` only."""
+    server = make_server(**devchain.live_settings())
+    agent = make_agent(server, environment="live")
+    payee = Account.create().address
+    with serve(_metered_app(devchain, payee)) as url:
+        r = agent.pay_url(url + "/report")
+    assert r.status_code == 200, r.text
+    paid = r.json()
+    assert (paid["amount"], paid["max_amount"]) == ("0.02", "0.50")
+    assert devchain.balance(payee) == USED
+    state = agent.spend()
+    assert (state.balance, state.spent_total) == (Decimal("9.98"), Decimal("0.02"))

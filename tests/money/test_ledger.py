@@ -105,6 +105,26 @@ def test_reservation_is_posted_exactly_once(db: Database) -> None:
     sound(db)
 
 
+def test_part_of_a_reservation_can_be_captured_and_the_rest_is_released(db: Database) -> None:
+    """A metered payment holds its maximum and posts what was used: the transfer records
+    that amount, and more than was held (or nothing) is refused, writing nothing."""
+    _, wallet, seller = accounts(db, funded=100)
+    with db.write() as conn:
+        held = reserve_payment(conn, wallet, seller, 70)
+    for wrong in (0, 71):
+        with pytest.raises(ledger.LedgerError, match="cannot capture"), db.write() as conn:
+            ledger.post(conn, held, NOW, amount=wrong)
+    assert balances(db, wallet, seller) == [(100, 70), (0, 0)]
+    with db.write() as conn:
+        ledger.post(conn, held, NOW, amount=27)
+    assert balances(db, wallet, seller) == [(73, 0), (27, 0)]
+    lt = t.ledger_transfers
+    with db.read() as conn:
+        row = conn.execute(select(lt.c.amount_micros, lt.c.status).where(lt.c.id == held)).one()
+    assert tuple(row) == (27, "posted")
+    sound(db)
+
+
 def test_reservation_is_voided_exactly_once(db: Database) -> None:
     _, wallet, seller = accounts(db, funded=100)
     with db.write() as conn:

@@ -7,6 +7,7 @@ answers, built the same way with the official x402 server SDK.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from x402 import PaymentRequired, PaymentRequirements, x402ResourceServer
 from x402.http import FacilitatorConfig, HTTPFacilitatorClient, encode_payment_required_header
 from x402.http.middleware.fastapi import PaymentMiddlewareASGI
 from x402.mechanisms.evm.exact import register_exact_evm_server
+from x402.mechanisms.evm.upto import UptoEvmServerScheme
 
 from ..sandbox.test_interop import PRICE, _mpp_gated_app, _x402_gated_app
 
@@ -28,9 +30,11 @@ __all__ = [
     "PRICE",
     "Counting",
     "another_network_app",
+    "claiming",
     "fixed_challenge_mpp_app",
     "free_app",
     "gated_app",
+    "metered_app",
     "mpp_gated_app",
     "settles_then_fails_app",
     "x402_gated_app",
@@ -56,6 +60,50 @@ def gated_app(
         server=server,
     )
     return app
+
+
+def metered_app(
+    facilitator_url: str, pay_to: str, used: int, max_price: str = "$0.50"
+) -> Starlette:
+    """``GET /report`` priced by use, as x402's docs set one up for ``upto``: x402's own
+    middleware asks for at most ``max_price`` and, once the handler answers, settles the
+    ``used`` atomic units it names in ``Settlement-Overrides``."""
+    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
+    server.register("eip155:84532", UptoEvmServerScheme())
+
+    async def report(request: Request) -> Response:
+        overrides = json.dumps({"amount": str(used)})
+        return JSONResponse({"used": used}, headers={"Settlement-Overrides": overrides})
+
+    app = Starlette(routes=[Route("/report", report)])
+    accepts = {"scheme": "upto", "payTo": pay_to, "price": max_price, "network": "eip155:84532"}
+    app.add_middleware(
+        PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
+    )
+    return app
+
+
+def claiming(app: ASGIApp, amount: int) -> ASGIApp:
+    """``app`` with its ``PAYMENT-RESPONSE`` rewritten to claim ``amount`` settled: a URL
+    that says it took more than it did."""
+    from x402.http import decode_payment_response_header, encode_payment_response_header
+
+    async def lying(scope: Scope, receive: Receive, send: Send) -> None:
+        async def rewrite(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = []
+                for name, value in message["headers"]:
+                    if name.lower() == b"payment-response":
+                        settled = decode_payment_response_header(value.decode())
+                        claim = settled.model_copy(update={"amount": str(amount)})
+                        value = encode_payment_response_header(claim).encode()
+                    headers.append((name, value))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await app(scope, receive, rewrite)
+
+    return lying
 
 
 def free_app() -> Starlette:

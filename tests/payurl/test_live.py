@@ -21,7 +21,7 @@ from reference_server.store import tables as t
 
 from ..sandbox.helpers import USDC, fund, new_account, serve, transaction
 from ..support import LiveServer
-from .apps import PRICE, gated_app
+from .apps import PRICE, claiming, gated_app, metered_app
 from .helpers import attempt_row, make_agent
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -93,3 +93,22 @@ def test_live_without_a_hot_wallet_is_refused(
     r = agent.pay_url(x402_url)
     assert (r.status_code, r.json()["error"]["code"]) == (503, "rails_not_configured")
     assert agent.client.spend.attempts().data == []  # refused before the attempt began
+
+
+@pytest.mark.parametrize("claimed", [None, 900_000], ids=["as settled", "claims above the max"])
+def test_live_metered_spends_what_the_url_settled_never_above_the_max(
+    server: LiveServer, facilitator: str, pay_to: str, claimed: int | None
+) -> None:
+    """x402 ``upto`` in live: the URL's ``PAYMENT-RESPONSE`` amount is the word on what
+    moved, but a claim above the signed maximum counts as the maximum."""
+    agent = make_agent(server, environment="live")
+    app = metered_app(facilitator, pay_to, 137_000)
+    with serve(app if claimed is None else claiming(app, claimed)) as url:
+        r = agent.pay_url(url + "/report")
+    assert r.status_code == 200, r.text
+    paid = r.json()
+    spent = Decimal("0.137") if claimed is None else Decimal("0.50")
+    assert (Decimal(paid["amount"]), Decimal(paid["max_amount"])) == (spent, Decimal("0.50"))
+    state = agent.spend()
+    assert (state.balance, state.spent_total) == (Decimal("10.00") - spent, spent)
+    assert transaction(server.url, paid["tx_hash"])["value"] == "137000"

@@ -88,7 +88,7 @@ def test_transfer_with_authorization_moves_the_value_once(db: Database) -> None:
         assert chain.transaction(conn, tx.hash) == tx
         assert chain.nonce_transaction(conn, payer.address, auth["nonce"]) == tx.hash
         spent_by = chain.nonce_spent_by(conn, payer.address.lower(), auth["nonce"].upper())
-        assert spent_by == (tx.hash, chain.TRANSFER)
+        assert spent_by == (tx.hash, chain.TRANSFER, 1_250_000)
     assert (tx.kind, tx.from_address, tx.to, tx.value) == (
         "transferWithAuthorization",
         payer.address,
@@ -242,9 +242,9 @@ def test_migration_matches_the_table_definitions(db: Database) -> None:
         assert compare_metadata(context, sandbox) == []
 
 
-def test_nonce_spent_by_names_the_transaction_and_its_kind(db: Database) -> None:
+def test_nonce_spent_by_names_the_transaction_its_kind_and_value(db: Database) -> None:
     """An unused nonce, a cancelled one and a spent one, each in one read (pay-url's
-    verdict on every test payment)."""
+    verdict on every test payment; the value is what an ``upto`` authorization moved)."""
     payer, payee = new_account(), new_account()
     _mint(db, payer.address, 1_000_000)
     used = authorization(payer, payee.address, 1, valid_before=T + 60)
@@ -257,8 +257,9 @@ def test_nonce_spent_by_names_the_transaction_and_its_kind(db: Database) -> None
         assert chain.nonce_spent_by(conn, payer.address, cancelled["nonce"]) == (
             cancel.hash,
             cancel.kind,
+            0,
         )
         assert cancel.kind != chain.TRANSFER
         spent = chain.nonce_spent_by(conn, payer.address, used["nonce"])
-        assert spent is not None and spent[1] == chain.TRANSFER
+        assert spent is not None and spent[1:] == (chain.TRANSFER, 1)
         assert chain.nonce_spent_by(conn, payee.address, used["nonce"]) is None  # per payer

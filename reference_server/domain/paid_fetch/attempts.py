@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import re
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -338,6 +339,7 @@ def outcome(
             rail=row.rail,
             status=row.status,
             amount=from_micros(row.amount_micros),
+            max_amount=_max_amount(row),
             receipt_id=row.receipt_id,
             payer_receipt_id=row.receipt_id,
             seller_receipt_id=seller_receipt,
@@ -361,6 +363,10 @@ def outcome(
         )
     details = {**(row.error_details or {}), "attempt_id": row.id, "status": row.status}
     return DomainError(row.error_code, row.error_message, details=details)
+
+
+def _max_amount(row: Row[Any]) -> Decimal | None:
+    return None if row.max_amount_micros is None else from_micros(row.max_amount_micros)
 
 
 def _note(row: Row[Any]) -> str | None:
@@ -403,6 +409,7 @@ def _summary(row: Row[Any]) -> SpendAttempt:
         host=row.host,
         rail=row.rail,
         amount=None if row.amount_micros is None else from_micros(row.amount_micros),
+        max_amount=_max_amount(row),
         receipt_id=row.receipt_id,
         tx_hash=row.tx_hash,
         upstream_status=row.response_status,

@@ -18,7 +18,7 @@ import httpx
 from ...onchain import ChainUnreachable, TokenReader
 from ...recursion import keeping_recursion_limit
 
-__all__ = ["confirmed_on_chain", "confirmed_transaction"]
+__all__ = ["confirmed_on_chain", "confirmed_transaction", "settled_amount"]
 
 
 def confirmed_transaction(rail: str, headers: httpx.Headers) -> str | None:
@@ -41,6 +41,21 @@ def _x402(headers: httpx.Headers) -> str | None:
         return None
     settled = decode_payment_response_header(raw)
     return settled.transaction if settled.success and settled.transaction else None
+
+
+def settled_amount(headers: httpx.Headers) -> int | None:
+    """The atomic amount an x402 ``upto`` settlement receipt says moved (its
+    ``SettleResponse.amount``), or ``None`` when it says none a number can be read from."""
+    with keeping_recursion_limit():
+        from x402.http import PAYMENT_RESPONSE_HEADER, decode_payment_response_header
+    raw = headers.get(PAYMENT_RESPONSE_HEADER)
+    try:
+        amount = decode_payment_response_header(raw).amount if raw else None
+    except Exception:  # a malformed receipt says nothing
+        return None
+    if not isinstance(amount, str) or not amount.isascii() or not amount.isdigit():
+        return None
+    return int(amount)
 
 
 def _mpp(headers: httpx.Headers) -> str | None:

@@ -47,7 +47,7 @@ from ..errors import DomainError, PaymentRefused
 from ..principal import Principal
 from . import attempts, offers, settlement
 from .attempts import Order, Replay, Started
-from .confirmation import confirmed_on_chain, confirmed_transaction
+from .confirmation import confirmed_on_chain, confirmed_transaction, settled_amount
 from .hot_wallet import HotWallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
@@ -265,9 +265,21 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
             job, attempt_id, None, None, got, failure, signed.payer, signed.nonce
         )
     verdict, tx_hash, failure = _verdict(job, signed, answer, failure)
-    if tx_hash is not None and not await _on_chain(job, signed, tx_hash):
+    settled = _settled_amount(signed, answer)
+    if tx_hash is not None and not await _on_chain(job, signed, tx_hash, settled):
         verdict = Verdict.UNKNOWN  # the URL's receipt names no such transfer: not posted
-    return await _conclude(job, attempt_id, verdict, tx_hash, got, failure)
+    return await _conclude(job, attempt_id, verdict, tx_hash, got, failure, settled=settled)
+
+
+def _settled_amount(
+    signed: SignedPayment, answer: outbound.OutboundResponse | outbound.OutboundError
+) -> int | None:
+    """``live``, metered: what the URL's settlement receipt says moved, at most the signed
+    maximum (``None``: a fixed price, or no word, which counts as the maximum)."""
+    if not signed.metered or isinstance(answer, outbound.OutboundError):
+        return None
+    claimed = settled_amount(answer.headers)
+    return None if claimed is None else min(claimed, signed.amount)
 
 
 def _verdict(
@@ -291,9 +303,9 @@ def _verdict(
     return verdict, tx_hash, _unconfirmed(job, answer.status, signed.valid_before)
 
 
-async def _on_chain(job: Job, signed: SignedPayment, tx_hash: str) -> bool:
-    """``live`` with a node (``live_rpc_url``): the chain confirms the URL's receipt;
-    without one, the receipt is the only word there is."""
+async def _on_chain(job: Job, signed: SignedPayment, tx_hash: str, settled: int | None) -> bool:
+    """``live`` with a node (``live_rpc_url``): the chain confirms the URL's receipt (and,
+    metered, the amount it claims moved); without one, the receipt is the only word."""
     settings = job.ctx.settings
     if not settings.live_rpc_url:
         return True
@@ -305,7 +317,7 @@ async def _on_chain(job: Job, signed: SignedPayment, tx_hash: str) -> bool:
             tx_hash,
             sender=signed.payer,
             receiver=signed.pay_to,
-            value=signed.amount,
+            value=signed.amount if settled is None else settled,
         )
     )
 
@@ -319,6 +331,7 @@ async def _conclude(
     failure: DomainError,
     payer: str | None = None,
     nonce: str | None = None,
+    settled: int | None = None,
 ) -> _Answered:
     """Conclude the attempt and read its answer, in one transaction.
 
@@ -330,14 +343,16 @@ async def _conclude(
     """
 
     def run(conn: Connection) -> _Answered:
-        nonlocal verdict, tx_hash
+        nonlocal verdict, tx_hash, settled
         now = job.ctx.now()
         row = None
         if verdict is None:
             row = attempts.get_to_conclude(conn, attempt_id)  # and its wallet key, locked
             if payer is None or nonce is None:
                 raise InvariantError("the chain's verdict needs the payer and the nonce")
-            verdict, tx_hash = settlement.chain_verdict(conn, payer=payer, nonce=nonce, now=now)
+            verdict, tx_hash, settled = settlement.chain_verdict(
+                conn, payer=payer, nonce=nonce, now=now
+            )
         concluded = settlement.conclude(
             conn,
             attempt_id=attempt_id,
@@ -349,6 +364,7 @@ async def _conclude(
             request_id=job.request_id,
             now=now,
             locked=row,
+            settled_amount=settled,
         )
         if concluded is None:  # by a racing retry: read what it concluded
             return _recorded(job, conn, _answered(conn, attempt_id))
@@ -429,6 +445,8 @@ def _quote(
         allowed=refused is None,
         rail=None if signed is None else signed.rail,
         amount=None if signed is None else from_micros(signed.amount),
+        max_amount=None if signed is None or not signed.metered else from_micros(signed.amount),
+        metered=signed is not None and signed.metered,
         network=None if signed is None else signed.network,
         pay_to=None if signed is None else signed.pay_to,
         blocked_by=blocked,
@@ -536,7 +554,8 @@ def _unsupported(job: Job) -> DomainError:
     return DomainError(
         "unsupported_challenge",
         f"{job.order.host} asks for payment, but in no way the {job.wallet.environment} "
-        f"environment pays: pay-url pays x402 'exact' (EIP-3009) and MPP 'evm' charges of "
+        f"environment pays: pay-url pays x402 'exact' (EIP-3009) and 'upto' (Permit2) and MPP "
+        f"'evm' charges of "
         f"{token.symbol} {token.address} on {token.network}. Nothing was paid.",
         details={"upstream_status": 402, "network": token.network, "asset": token.address},
     )

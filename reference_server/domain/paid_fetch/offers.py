@@ -5,9 +5,12 @@ JSON body with ``accepts``) and MPP challenges (``WWW-Authenticate: Payment …`
 read by its own SDK's parser and signed by its own SDK's client for the environment's hot
 wallet; this module only decides *which* offers the environment can pay:
 
-* x402: scheme ``exact``, the token's network (v2 CAIP-2 id, or its v1 name), the token's
-  address, EIP-3009 (not Permit2), and an EIP-712 name/version that, when stated, are the
-  token's;
+* x402: scheme ``exact`` with EIP-3009, or ``upto`` (metered: the payer signs a maximum,
+  the URL settles what it used) with Permit2, on the token's network (v2 CAIP-2 id, or its
+  v1 name), the token's address, and an EIP-712 name/version that, when stated, are the
+  token's.  Among the payable ones x402's client takes the first the URL lists, whatever
+  its scheme (:data:`RAIL_PREFERENCE` orders rails, not schemes): the URL's order is its
+  preference, and the policy weighs an ``upto`` offer at its maximum anyway;
 * MPP: method ``evm``, intent ``charge`` of the token on its chain (pympp's own
   ``can_handle_challenge``), with ``decimals`` 6 when stated;
 
@@ -32,6 +35,7 @@ from svc.money import to_micros
 
 from ...outbound import OutboundResponse
 from ...recursion import keeping_recursion_limit
+from ...sandbox.permit2 import MalformedPermit, PermitWitnessTransfer
 from ..ledger import MAX_AMOUNT
 from .hot_wallet import HotWallet
 
@@ -53,15 +57,25 @@ class SignedPayment:
     #: ``Authorization``…) and its value.
     header: str
     value: str = attrs.field(repr=False)
-    #: What the signed EIP-3009 authorization moves, in micro-units, and to whom.
+    #: What the signed authorization moves, in micro-units, and to whom: for ``upto``
+    #: the maximum (what the policy checks and the reservation holds), of which the URL
+    #: settles what it used.
     amount: int
     pay_to: str
     network: str
-    #: The authorizer (the hot wallet) and the authorization's nonce.
+    #: The authorizer (the hot wallet) and the authorization's nonce (Permit2's for
+    #: ``upto``, as the sandbox chain stores it: 0x and 64 hex digits).
     payer: str
     nonce: str
-    #: The authorization's ``validBefore`` (unix seconds): past it, unused, it never settles.
+    #: The authorization's ``validBefore`` (Permit2's ``deadline`` for ``upto``, unix
+    #: seconds): past it, unused, it never settles.
     valid_before: int | None = None
+    #: x402's scheme: ``exact`` (and every MPP charge) moves ``amount``; ``upto`` at most.
+    scheme: str = "exact"
+
+    @property
+    def metered(self) -> bool:
+        return self.scheme == "upto"
 
 
 #: Signs for one rail: a credential, or ``None`` when the answer offers that rail unpayably.
@@ -97,12 +111,14 @@ def _x402_payable(wallet: HotWallet, version: int, requirement: Any) -> bool:
     token = wallet.token
     extra = requirement.get_extra() or {}
     network = token.network if version == 2 else token.v1_network
+    method = "permit2" if requirement.scheme == "upto" else "eip3009"
     return (
-        requirement.scheme == "exact"
+        requirement.scheme in ("exact", "upto")
+        and (requirement.scheme == "exact" or version == 2)
         and bool(network)
         and requirement.network == network
         and token.is_token(requirement.asset)
-        and extra.get("assetTransferMethod", "eip3009") == "eip3009"
+        and extra.get("assetTransferMethod", method) == method
         and extra.get("name", token.name) == token.name
         and extra.get("version", token.version) == token.version
         and _payable_amount(requirement.get_amount()) is not None
@@ -119,11 +135,12 @@ def _x402_clients(wallet: HotWallet) -> tuple[Any, Any]:
         from x402.http import x402HTTPClient
         from x402.mechanisms.evm.exact import register_exact_evm_client
         from x402.mechanisms.evm.signers import EthAccountSigner
+        from x402.mechanisms.evm.upto import UptoEvmClientScheme
 
     client = x402Client()
-    register_exact_evm_client(
-        client, EthAccountSigner(wallet.account), networks=wallet.token.network
-    )
+    signer = EthAccountSigner(wallet.account)
+    register_exact_evm_client(client, signer, networks=wallet.token.network)
+    client.register(wallet.token.network, UptoEvmClientScheme(signer))
     client.register_policy(
         lambda version, reqs: [r for r in reqs if _x402_payable(wallet, version, r)]
     )
@@ -151,9 +168,28 @@ async def _sign_x402(wallet: HotWallet, answer: OutboundResponse) -> SignedPayme
         return None
     authorization = payload.payload.get("authorization")
     if not isinstance(authorization, dict):
-        return None  # not an EIP-3009 payload: the policy above should have made this impossible
+        authorization = _upto_authorization(payload.payload.get("permit2Authorization"))
+    if authorization is None:
+        return None  # neither EIP-3009 nor Permit2: the policy above makes this impossible
     [(header, value)] = http.encode_payment_signature_header(payload).items()
     return _signed("x402", header, value, authorization, _x402_network(payload))
+
+
+def _upto_authorization(raw: object) -> dict[str, Any] | None:
+    """An ``upto`` Permit2 authorization in EIP-3009's terms (its maximum as ``value``,
+    ``witness.to`` as ``to``, its deadline as ``validBefore``), or ``None``."""
+    try:
+        permit = PermitWitnessTransfer.from_json(raw)
+    except MalformedPermit:
+        return None
+    return {
+        "value": permit.amount,
+        "to": permit.to,
+        "from": permit.from_address,
+        "nonce": permit.nonce_key,
+        "validBefore": permit.deadline,
+        "scheme": "upto",
+    }
 
 
 def _x402_network(payload: Any) -> str:
@@ -242,6 +278,7 @@ def _signed(
         payer=str(authorization["from"]),
         nonce=str(authorization["nonce"]).lower(),
         valid_before=_int_or_none(authorization.get("validBefore")),
+        scheme=str(authorization.get("scheme", "exact")),
     )
 
 

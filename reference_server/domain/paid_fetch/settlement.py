@@ -8,12 +8,18 @@ Three short transactions, never one held across the network:
    refusal rolls it back and records the failed attempt and ``payment.failed`` instead
    (:func:`record_refusal`, a transaction of its own), and pays nothing.
 2. :func:`chain_verdict` (``test``) -- ask the sandbox chain whether the authorization
-   settled; if it did not, cancel it first (EIP-3009 ``cancelAuthorization``), so that it
-   can never settle later.  If the cancel loses the race to a settle, it settled.
-   ``live`` has no such question to ask: the URL's settlement receipt is the only word.
+   settled, and how much it moved; if it did not, cancel it first (EIP-3009
+   ``cancelAuthorization``, or Permit2's ``invalidateUnorderedNonces`` for an ``upto``
+   authorization), so that it can never settle later.  If the cancel loses the race to a
+   settle, it settled.  ``live`` has no such question to ask: the URL's settlement receipt
+   is the only word.
 3. :func:`conclude` -- post the reservation and write the receipt (settled), or void it,
    refund the charge and record ``payment.failed`` (not settled), or, in live when the URL
    did not confirm, leave the reservation pending (the reconciliation gap, docs/pay-url.md).
+
+A metered (x402 ``upto``) payment reserves and charges the policy its signed maximum; when
+it settles, only the amount that moved is posted and counted, and the rest of the hold and
+of the charge is given back (:func:`_capture`).
 
 Locks are taken in one order everywhere -- wallet key row, then ledger accounts, then the
 sandbox chain's rows -- so concurrent attempts cannot deadlock on PostgreSQL.
@@ -102,6 +108,7 @@ def reserve(
             nonce=signed.nonce,
             rail=signed.rail,
             amount_micros=signed.amount,
+            max_amount_micros=signed.amount if signed.metered else None,
             pay_to=signed.pay_to,
             network=signed.network,
             transfer_id=transfer_id,
@@ -125,7 +132,11 @@ def record_refusal(
     now: datetime,
 ) -> None:
     """The attempt failed as :func:`reserve` was refused; nothing was reserved."""
-    paid: dict[str, Any] = {"rail": signed.rail, "amount_micros": signed.amount}
+    paid: dict[str, Any] = {
+        "rail": signed.rail,
+        "amount_micros": signed.amount,
+        "max_amount_micros": signed.amount if signed.metered else None,
+    }
     row = attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
     if isinstance(refused, PaymentRefused):
         record_payment_failed(conn, row, refused, request_id, now)
@@ -166,20 +177,25 @@ def _charge_and_hold(
     return transfer_id
 
 
+#: The sandbox transactions that settle a pay-url authorization (EIP-3009, Permit2 upto).
+_SETTLING = (chain.TRANSFER, chain.PERMIT_WITNESS_TRANSFER)
+
+
 def chain_verdict(
     conn: Connection, *, payer: str, nonce: str, now: datetime
-) -> tuple[Verdict, str | None]:
-    """Test only: did the authorization settle on the sandbox chain?  If not, it never will."""
+) -> tuple[Verdict, str | None, int | None]:
+    """Test only: did the authorization settle on the sandbox chain, in which transaction
+    and moving how much?  If not, it never will."""
     spent_by = chain.nonce_spent_by(conn, payer, nonce)
     if spent_by is None:
         try:
             chain.cancel_authorization(conn, payer, nonce, now=now)
-            return Verdict.NOT_SETTLED, None
+            return Verdict.NOT_SETTLED, None, None
         except chain.ChainError:  # a settle spent the nonce while we looked
             spent_by = chain.nonce_spent_by(conn, payer, nonce)
-    if spent_by is not None and spent_by[1] == chain.TRANSFER:
-        return Verdict.SETTLED, spent_by[0]
-    return Verdict.NOT_SETTLED, None
+    if spent_by is not None and spent_by[1] in _SETTLING:
+        return Verdict.SETTLED, spent_by[0], spent_by[2]
+    return Verdict.NOT_SETTLED, None, None
 
 
 def conclude(
@@ -194,11 +210,14 @@ def conclude(
     request_id: str,
     now: datetime,
     locked: Row[Any] | None = None,
+    settled_amount: int | None = None,
 ) -> Row[Any] | None:
     """Post, void or hold the reservation, exactly once, and record the answer; the
     attempt's row as concluded (``None``: it was concluded already).
 
-    ``failure`` is the error the attempt ends with when it did not settle.  ``locked``:
+    ``failure`` is the error the attempt ends with when it did not settle.
+    ``settled_amount``: what a metered payment moved (the chain's word in test, the URL's
+    in live; ``None``: its maximum), never counted above the maximum.  ``locked``:
     the attempt's row (:func:`~.attempts.get_to_conclude`) when the caller has locked it
     and its wallet key already, having asked the sandbox chain for the ``verdict``
     (:func:`chain_verdict`).
@@ -214,12 +233,15 @@ def conclude(
     # The sandbox chain's verdict names the transaction that spent this attempt's own
     # nonce (unique per attempt): no other receipt can count it, so only a live URL's
     # claim is checked.
+    spent = _spent(row, settled_amount)
+    if verdict is Verdict.SETTLED and spent == 0:
+        verdict = Verdict.NOT_SETTLED  # a metered payment that used nothing moved nothing
     if (
         verdict is Verdict.SETTLED
         and tx_hash is not None
         and (locked is not None or not _tx_has_receipt(conn, row, tx_hash))
     ):
-        receipt_id = _post(conn, row, tx_hash, request_id, now)
+        receipt_id = _post(conn, row, tx_hash, request_id, now, spent)
         return attempts.update_and_get(
             conn,
             attempt_id,
@@ -227,6 +249,7 @@ def conclude(
             status="succeeded",
             tx_hash=tx_hash,
             receipt_id=receipt_id,
+            amount_micros=spent,
             **response,
         )
     elif verdict is Verdict.NOT_SETTLED:
@@ -241,6 +264,16 @@ def conclude(
         return failed
     else:
         return attempts.fail(conn, attempt_id, failure, now, "pending", tx_hash=tx_hash, **response)
+
+
+def _spent(row: Row[Any], settled_amount: int | None) -> int:
+    """What the attempt spends if it settled: a fixed payment its amount; a metered one
+    what moved, capped at the maximum it reserved (a URL's claim above it is not believed:
+    the authorization cannot move more)."""
+    reserved = int(row.amount_micros)
+    if row.max_amount_micros is None or settled_amount is None:
+        return reserved
+    return max(0, min(settled_amount, reserved))
 
 
 def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
@@ -262,11 +295,19 @@ def _tx_has_receipt(conn: Connection, row: Row[Any], tx_hash: str) -> bool:
 _INSERT_RECEIPT = insert(t.receipts)
 
 
-def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime) -> str:
-    """Post the reservation and write the payer's receipt; its id (``row``: the attempt
-    as :func:`~.attempts.get_to_conclude` reads it, with its transfer's accounts)."""
+def _post(
+    conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: datetime, spent: int
+) -> str:
+    """Post ``spent`` of the reservation and write the payer's receipt; its id (``row``:
+    the attempt as :func:`~.attempts.get_to_conclude` reads it, with its transfer's
+    accounts).  A metered payment that spent less than its maximum gives the rest of the
+    wallet key's charge back: the allowance used is what moved."""
     ledger.lock_accounts(conn, [row.transfer_debit_account_id, row.transfer_credit_account_id])
-    ledger.post(conn, row.transfer_id, now)
+    ledger.post(conn, row.transfer_id, now, amount=spent)
+    if spent < row.amount_micros:
+        wallets.refund_charge(
+            conn, row.wallet_key_id, row.amount_micros - spent, charged_at=row.reserved_at
+        )
     conn.execute(
         _INSERT_RECEIPT,
         {
@@ -275,7 +316,8 @@ def _post(conn: Connection, row: Row[Any], tx_hash: str, request_id: str, now: d
             "kind": "url",
             "rail": row.rail,
             "settlement": "external",
-            "amount_micros": row.amount_micros,
+            "amount_micros": spent,
+            "max_amount_micros": row.max_amount_micros,
             "fee_micros": 0,
             "wallet_key_id": row.wallet_key_id,
             "transfer_id": row.transfer_id,
