@@ -224,10 +224,12 @@ class PaymentGate:
         else:
             await self.app(scope, receive, send)
 
-    def _metered(self, resource_id: str) -> bool:
-        """The resource's (cached) offer is metered: the app may report usage."""
+    def _after_body(self, resource_id: str) -> bool:
+        """The resource is settled after the body (its cached offer is metered, or its
+        route says so): the app may report usage, whoever paid."""
         offer = self.core.cached_offer(resource_id)
-        return offer is not None and offer.metered
+        metered = offer is not None and offer.metered
+        return metered or self.prices.route(resource_id).settle == "after_body"
 
     def _closing_at_shutdown(self, send: Send) -> Send:
         async def send_then_close(message: Message) -> None:
@@ -279,7 +281,7 @@ class PaymentGate:
             if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
                 send = add_accept_headers(send, outcome.raw_headers, outcome.raw_names)
             else:
-                if self._metered(outcome.payment.resource_id):
+                if self._after_body(outcome.payment.resource_id):
                     send = ignoring_usage(scope, send)
                 send = add_paid_headers(
                     send, outcome.raw_headers, outcome.raw_names, outcome.raw_watched
