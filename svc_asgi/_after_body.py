@@ -230,7 +230,8 @@ class AfterBodyAnswer(HeldAnswer):
             settled = await self.core.settle(self.paid, units=self._units())
         if type(settled) is not Paid:
             held = self.paid.held
-            log.warning(
+            log.log(
+                logging.INFO if self._units() == 0 else logging.WARNING,  # 0 units: released
                 "settling %s after the answer was delivered failed: %s",
                 held.offer.resource_id if held else "?",
                 _why(settled),

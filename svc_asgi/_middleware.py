@@ -288,6 +288,8 @@ class PaymentGate:
                 )
         elif type(outcome) is FailedOpen:
             state[GATE_ERROR_STATE_KEY] = outcome.reason
+            if scope["type"] == "http":  # metered or not, unknown now: the app may report
+                send = ignoring_usage(scope, send)
         else:  # a Refusal never reaches the app
             raise TypeError(f"a {type(outcome).__name__} cannot pass the gate")
         await self.app(scope, receive, send)

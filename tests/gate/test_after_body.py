@@ -93,6 +93,9 @@ class MeteringFake(HoldingFake):
 
     async def settle(self, claim: str, *, units: int | None = None) -> RailRedemption:
         self.units.append(units)
+        if units == 0:  # as the service does: nothing used, nothing charged
+            released = svc.ReceiptVerification(valid=False, receipt_id="", reason="released")
+            return RailRedemption(verification=released, source="x402")
         settled = await super().settle(claim)
         if not settled.verification.valid or units is None:
             return settled
@@ -425,3 +428,19 @@ async def test_metered_and_after_body_decisions_are_never_remembered() -> None:
     }
     await _call(gate, scope)
     assert gate.core.remembered("res_plain", b"x-svc-receipt", b"rcpt_good") is not None
+
+
+async def test_an_event_stream_that_used_nothing_ends_with_an_unpaid_receipt_event() -> None:
+    rail = MeteringFake()
+    app = _streaming_app([b"data: a\n\n", b"data: b\n\n"], media_type=b"text/event-stream")
+    sent = await _call(_gate(app, rail), _scope("/v1/tokens"))
+    assert sent[-1]["more_body"] is False and rail.units == [0]
+    name, data = _events(sent[-1]["body"].decode())[0]
+    assert name == "svc-receipt"
+    assert json.loads(data) == {
+        "receipt_id": None,
+        "amount": "0",
+        "units": 0,
+        "rail": "x402",
+        "reason": "released",
+    }
