@@ -184,7 +184,7 @@ class AfterBodyAnswer(HeldAnswer):
             name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
             for name, value in headers
         )
-        if self.event_stream:  # an event is added: the app's length no longer holds
+        if self.event_stream or self.trailers:  # more is added: the app's length is wrong
             headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
         if b"cache-control" not in names:
             headers.append((b"cache-control", b"private"))
