@@ -444,3 +444,20 @@ async def test_an_event_stream_that_used_nothing_ends_with_an_unpaid_receipt_eve
         "rail": "x402",
         "reason": "released",
     }
+
+
+async def test_a_send_failing_because_the_payer_left_settles_even_a_careful_route() -> None:
+    rail = MeteringFake()
+    app = _streaming_app([b"a", b"b", b"c"], usage=1)
+    delivered: list[bytes] = []
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.body" and delivered:
+            raise OSError("the payer left")
+        if message["type"] == "http.response.body":
+            delivered.append(message["body"])
+
+    with pytest.raises(OSError):
+        await _gate(app, rail)(_scope("/v1/careful"), _receive_nothing, send)
+    assert delivered == [b"a"] and rail.units == [2]  # the second was reported, not sent
+    assert not any(call[0] == "release" for call in rail.calls)
