@@ -33,15 +33,18 @@ from ._mcp import PAYMENT_REQUIRED_META_KEY, McpChallenge
 from ._middleware import PaymentGate
 from ._offer import Offer
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY, Payment, payment_of
-from ._prices import PriceTable
+from ._prices import PriceTable, Route
 from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource
 from ._service_rails import ServiceRails
+from ._usage import USAGE_EXTENSION, USAGE_HEADER
 
 __all__ = [
     "GATE_ERROR_STATE_KEY",
     "PAYMENT_REQUIRED_META_KEY",
     "RECEIPT_META_KEY",
     "STATE_KEY",
+    "USAGE_EXTENSION",
+    "USAGE_HEADER",
     "BackendUnavailable",
     "FailedOpen",
     "GateBackend",
@@ -61,6 +64,7 @@ __all__ = [
     "RailRequest",
     "RailRequestSource",
     "Refusal",
+    "Route",
     "ServiceBackend",
     "ServiceRails",
     "new_request_id",

@@ -249,14 +249,22 @@ class GateCore:
         return self._decided.get((resource_id, name, value))
 
     async def check_header(
-        self, resource_id: str, name: bytes, value: bytes, request: RailRequestSource = None
+        self,
+        resource_id: str,
+        name: bytes,
+        value: bytes,
+        request: RailRequestSource = None,
+        *,
+        remember: bool = True,
     ) -> Outcome:
         """:meth:`check` for a request whose only credential is one receipt header, given
         raw (``name`` lowercase), as ASGI has it: the hot path of every gate.
 
         A paid decision is remembered for exactly as long as the cached answers it rests
         on (the offer and the verification), so a repeat request is one dict lookup; the
-        outcome is the one :meth:`check` would give.  Refusals are never remembered.
+        outcome is the one :meth:`check` would give.  Refusals are never remembered, nor
+        is a payment for a metered offer or (``remember=False``) a route settled after its
+        body: those answers are single use, so each one asks again.
         ``request`` is only used (and, given as a callable, only built) for a 402.
         """
         remembered = self.remembered(resource_id, name, value)
@@ -266,12 +274,17 @@ class GateCore:
         outcome = await self.check(
             resource_id, {name.decode("latin-1"): value.decode("latin-1")}, request=request
         )
-        if type(outcome) is Paid:
+        offer = self.cached_offer(resource_id)
+        if type(outcome) is Paid and remember and offer is not None and not offer.metered:
             offer_expiry = self._offers.expiry(resource_id)
             receipt_expiry = self._receipts.expiry((outcome.payment.receipt_id, resource_id))
             if offer_expiry is not None and receipt_expiry is not None:
                 self._decided.put(key, outcome, min(offer_expiry, receipt_expiry))
         return outcome
+
+    def cached_offer(self, resource_id: str) -> Offer | None:
+        """The resource's offer if it is cached (no backend question), else ``None``."""
+        return self._offers.peek(resource_id)
 
     async def check(
         self,
@@ -427,14 +440,15 @@ class GateCore:
 
     # --- verify, serve, then settle ----------------------------------------------------------
 
-    async def settle(self, paid: Paid) -> Paid | Refusal:
-        """Settle a held payment whose answer succeeded: the paid outcome with its headers,
-        or the 402 (or 503) to answer instead of the withheld answer."""
+    async def settle(self, paid: Paid, *, units: int | None = None) -> Paid | Refusal:
+        """Settle a held payment whose answer succeeded (``units``: what a metered answer
+        used): the paid outcome with its headers, or the 402 (or 503) to answer instead of
+        the withheld answer."""
         held = paid.held
         if held is None:
             return paid
         try:
-            redemption = await held.rail.settle(held.claim)
+            redemption = await held.rail.settle(held.claim, units=units)
         except BackendUnavailable as exc:
             log.warning("settling %s for %s failed: %s", held.source, held.offer.resource_id, exc)
             return self._unsettled(held.offer.resource_id)

@@ -63,8 +63,8 @@ class HeldAnswer:
         reason = "answer_missing" if status is None else "answer_failed"
         await self.core.release(self.paid, status=status, reason=reason)
 
-    async def _settle(self, message: Message) -> None:
-        settled = await self.core.settle(self.paid)
+    async def _settle(self, message: Message, units: int | None = None) -> None:
+        settled = await self.core.settle(self.paid, units=units)
         websocket = message["type"] == "websocket.accept"
         if type(settled) is Paid:
             self.decided = "settled"

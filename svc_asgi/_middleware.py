@@ -25,6 +25,7 @@ import svc
 from svc import Environment
 
 from . import _mcp as mcp
+from ._after_body import AfterBodyAnswer
 from ._asgi import (
     ASGIApp,
     BodyTooLarge,
@@ -48,9 +49,10 @@ from ._core import FailedOpen, GateCore, OnServiceError, Outcome, Paid, Refusal
 from ._held import HeldAnswer
 from ._mcp import McpChallenge
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
-from ._prices import PriceTable
+from ._prices import PriceTable, Route
 from ._rails import PaymentRail, RailRequest
 from ._service_rails import ServiceRails
+from ._usage import Usage, ignoring_usage
 from ._websocket import (
     DENIAL_EXTENSION,
     POLICY_VIOLATION,
@@ -81,7 +83,11 @@ class PaymentGate:
         )
 
     ``prices`` maps ``"METHOD /path"``, ``"/path"`` (any method; ``{param}`` segments) or
-    ``"mcp:tool"`` to resource ids (see :class:`PriceTable` for the matching rules).
+    ``"mcp:tool"`` to resource ids (see :class:`PriceTable` for the matching rules), or
+    to a :class:`Route` saying when an open-rail payment is settled: a metered resource,
+    or ``Route("res_…", settle="after_body")``, is settled once the whole body is out,
+    for the units the app reports (``scope["extensions"]["svc.usage"]`` or an
+    ``X-Svc-Usage`` header; docs/gate.md, "Metered and streaming routes").
     ``service_url``, ``seller_key`` and ``environment`` default to ``SVC_BASE_URL``,
     ``SVC_SELLER_KEY`` and ``SVC_ENVIRONMENT``; pass ``client`` (an
     :class:`svc.AsyncClient` with a seller key) to share or instrument one, or
@@ -115,7 +121,7 @@ class PaymentGate:
         self,
         app: ASGIApp,
         *,
-        prices: Mapping[str, str],
+        prices: Mapping[str, str | Route],
         service_url: str | None = None,
         seller_key: str | None = None,
         environment: Environment | None = None,
@@ -218,6 +224,13 @@ class PaymentGate:
         else:
             await self.app(scope, receive, send)
 
+    def _after_body(self, resource_id: str) -> bool:
+        """The resource is settled after the body (its cached offer is metered, or its
+        route says so): the app may report usage, whoever paid."""
+        offer = self.core.cached_offer(resource_id)
+        metered = offer is not None and offer.metered
+        return metered or self.prices.route(resource_id).settle == "after_body"
+
     def _closing_at_shutdown(self, send: Send) -> Send:
         async def send_then_close(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
@@ -253,7 +266,9 @@ class PaymentGate:
             return await core.check(resource_id, header_map(scope), request=request)
         if found is None:
             return await core.check(resource_id, {}, request=request)
-        return await core.check_header(resource_id, *found, request=request)
+        route = self.prices.routes.get(resource_id)
+        remember = route is None or route.settle != "after_body"  # single use otherwise
+        return await core.check_header(resource_id, *found, request=request, remember=remember)
 
     async def _pass(self, scope: Scope, receive: Receive, send: Send, outcome: Outcome) -> None:
         state: MutableMapping[str, Any] = scope.setdefault("state", {})
@@ -266,19 +281,38 @@ class PaymentGate:
             if scope["type"] == "websocket":  # the receipt headers go on the handshake answer
                 send = add_accept_headers(send, outcome.raw_headers, outcome.raw_names)
             else:
+                if self._after_body(outcome.payment.resource_id):
+                    send = ignoring_usage(scope, send)
                 send = add_paid_headers(
                     send, outcome.raw_headers, outcome.raw_names, outcome.raw_watched
                 )
         elif type(outcome) is FailedOpen:
             state[GATE_ERROR_STATE_KEY] = outcome.reason
+            if scope["type"] == "http":  # metered or not, unknown now: the app may report
+                send = ignoring_usage(scope, send)
         else:  # a Refusal never reaches the app
             raise TypeError(f"a {type(outcome).__name__} cannot pass the gate")
         await self.app(scope, receive, send)
 
     async def _serve_held(self, scope: Scope, receive: Receive, send: Send, paid: Paid) -> None:
         """Run the app for a claimed payment, its answer held back until the payment is
-        settled or released (:class:`~svc_asgi._held.HeldAnswer`)."""
+        settled or released (:class:`~svc_asgi._held.HeldAnswer`), or until its whole body
+        is out for a metered or ``after_body`` route (:class:`AfterBodyAnswer`)."""
         answer = HeldAnswer(self.core, paid, send, request_id_of(scope))
+        held = paid.held
+        if held is not None and scope["type"] == "http":
+            route = self.prices.route(held.offer.resource_id)
+            if held.offer.metered or route.settle == "after_body":
+                answer = AfterBodyAnswer(
+                    self.core,
+                    paid,
+                    send,
+                    answer.request_id,
+                    scope=scope,
+                    metered=held.offer.metered,
+                    on_failure=route.on_failure,
+                )
+                receive = answer.watch(receive)
         try:
             await self.app(scope, receive, answer.send)
         except BaseException:
@@ -412,6 +446,8 @@ class PaymentGate:
         state[STATE_KEY] = paid.payment
         start: Message | None = None
         chunks: list[bytes] = []
+        usage = Usage()  # a metered tool reports its units during the call
+        usage.install(scope)
 
         async def capture(message: Message) -> None:
             nonlocal start
@@ -431,7 +467,7 @@ class PaymentGate:
             return
         answer = mcp.ToolAnswer(
             status=int(start.get("status", 200)),
-            headers=list(start.get("headers", ())),
+            headers=usage.take_header(start.get("headers", ())),
             body=b"".join(chunks),
         )
         if not mcp.tool_succeeded(answer.response(call.id)):
@@ -440,7 +476,8 @@ class PaymentGate:
             await send(start)
             await send({"type": "http.response.body", "body": answer.body})
             return
-        settled = await self.core.settle(paid)
+        metered = paid.held is not None and paid.held.offer.metered
+        settled = await self.core.settle(paid, units=usage.units if metered else None)
         if type(settled) is not Paid:
             if not isinstance(settled, Refusal):  # pragma: no cover - Paid or Refusal only
                 raise TypeError(f"settle answered a {type(settled).__name__}")

@@ -39,6 +39,18 @@ class Offer:
     sku_kind: str = "one_shot"
     credits: Decimal | None = None
     credit_unit: str | None = None
+    #: ``fixed`` or ``metered``: ``amount`` is then the most one payment costs, and the
+    #: payer is charged ``units`` used * ``unit_price`` (at most ``max_amount``).
+    pricing: str = "fixed"
+    unit_price: Decimal | None = None
+    unit: str | None = None
+    max_amount: Decimal | None = None
+    fallback_amount: Decimal | None = None
+
+    @property
+    def metered(self) -> bool:
+        """Charged by the units the answer used, settled once the whole answer is out."""
+        return self.pricing == "metered"
 
     @classmethod
     def from_resource(cls, resource: Resource) -> Offer:
@@ -56,6 +68,11 @@ class Offer:
             sku_kind=meta.sku_kind,
             credits=meta.credits,
             credit_unit=meta.credit_unit,
+            pricing=resource.pricing,
+            unit_price=resource.unit_price,
+            unit=resource.unit,
+            max_amount=resource.max_amount,
+            fallback_amount=resource.fallback_amount,
         )
 
     def details(self) -> dict[str, Any]:
@@ -73,6 +90,13 @@ class Offer:
         if self.credits is not None:
             details["credits"] = _plain_number(self.credits)
             details["credit_unit"] = self.credit_unit
+        if self.metered:  # ``amount`` above is the most it costs: what to authorise
+            details["pricing"] = self.pricing
+            details["unit"] = self.unit
+            for name in ("unit_price", "max_amount", "fallback_amount"):
+                value: Decimal | None = getattr(self, name)
+                if value is not None:
+                    details[name] = format_amount(value)
         if self.description:
             details["description"] = self.description
         details["pay_with"] = (

@@ -17,6 +17,12 @@ revenue given away and a request charged by mistake is only a visible 402:
 * a typed parameter such as ``{id:int}`` matches any one segment, a superset of what the
   framework's converter accepts.
 
+A price may be a :class:`Route` instead of a bare id, to say *when* a paid answer is
+settled: ``Route("res_…", settle="after_body")`` settles a fixed price once the whole body
+is out (a metered resource always is), and ``on_failure`` says what a stream the app
+aborts after its first byte costs.  The options belong to the resource id, so two prices
+naming one resource must agree on them.
+
 Exact paths are looked up first (a dict lookup, the fast path); patterns are tried next,
 in the order given.
 """
@@ -25,10 +31,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Literal
 
 import attrs
 
-__all__ = ["PriceTable"]
+__all__ = ["PriceTable", "Route"]
+
+Settle = Literal["on_start", "after_body"]
+OnFailure = Literal["settle", "release"]
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z_]+))?\}")
@@ -54,6 +64,30 @@ def _compile(path: str) -> re.Pattern[str] | None:
 
 
 @attrs.frozen
+class Route:
+    """A price with its settlement options (a bare resource id means the defaults).
+
+    ``settle``: ``"on_start"`` settles a fixed price when the answer starts (its status
+    known, below 400), ``"after_body"`` once its last byte is out; a metered resource is
+    always settled after the body, with the units the app reported.  ``on_failure``:
+    what an answer the app aborts after its first byte costs: ``"settle"`` (the usage
+    reported so far; the default) or ``"release"`` (nothing).
+    """
+
+    resource_id: str
+    settle: Settle = attrs.field(default="on_start", kw_only=True)
+    on_failure: OnFailure = attrs.field(default="settle", kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.resource_id, str) or not self.resource_id:
+            raise ValueError("Route needs a resource id")
+        if self.settle not in ("on_start", "after_body"):
+            raise ValueError('settle must be "on_start" or "after_body"')
+        if self.on_failure not in ("settle", "release"):
+            raise ValueError('on_failure must be "settle" or "release"')
+
+
+@attrs.frozen
 class _Pattern:
     methods: frozenset[str] | None
     regex: re.Pattern[str]
@@ -63,15 +97,21 @@ class _Pattern:
 class PriceTable:
     """The gate's prices, compiled once: routes and MCP tools to resource ids."""
 
-    def __init__(self, prices: Mapping[str, str]) -> None:
+    def __init__(self, prices: Mapping[str, str | Route]) -> None:
         if not isinstance(prices, Mapping) or not prices:
             raise ValueError("prices must be a non-empty mapping of routes/tools to resource ids")
         self._exact: dict[str, dict[str | None, str]] = {}
         self._patterns: list[_Pattern] = []
         self.tools: dict[str, str] = {}
-        for key, resource_id in prices.items():
+        #: The options of every resource priced with a :class:`Route` (others: defaults).
+        self.routes: dict[str, Route] = {}
+        for key, price in prices.items():
+            route = price if isinstance(price, Route) else None
+            resource_id = price.resource_id if isinstance(price, Route) else price
             if not isinstance(key, str) or not isinstance(resource_id, str) or not resource_id:
                 raise ValueError(f"price {key!r}: keys and resource ids must be non-empty strings")
+            if route is not None and self.routes.setdefault(resource_id, route) != route:
+                raise ValueError(f"price {key!r}: {resource_id} is priced with other options")
             self._add(key.strip(), resource_id)
         # What match_route answers for every (method, path) an exact price names, a trailing
         # slash included: the hot path of every priced request is then one dictionary lookup.
@@ -131,6 +171,10 @@ class PriceTable:
             if pattern.regex.fullmatch(trimmed) or pattern.regex.fullmatch(path):
                 return pattern.resource_id
         return None
+
+    def route(self, resource_id: str) -> Route:
+        """The settlement options of ``resource_id``."""
+        return self.routes.get(resource_id) or Route(resource_id)
 
     def match_tool(self, name: str) -> str | None:
         """The resource id of the MCP tool ``name``, ``None`` if the tool is free."""

@@ -21,7 +21,8 @@ A rail is one object plugged into the gate core (``GateCore(rails=[...])`` /
    :class:`ServiceRails` does) only *claims* the credential in ``redeem`` (verified, its
    nonce held so that a concurrent replay fails, nothing moved) and returns the
    redemption with a ``claim``; the gate serves the request with the answer held back,
-   then calls :meth:`HoldingRail.settle` when the answer's status is below 400, and
+   then calls :meth:`HoldingRail.settle` when the answer's status is below 400 (after
+   its whole body for a metered or ``after_body`` route, with the units it used), and
    :meth:`HoldingRail.release` otherwise (nothing is charged for a failed answer).
 
 Both hooks see the :class:`RailRequest` (method and absolute URL), because both
@@ -147,11 +148,12 @@ class HoldingRail(PaymentRail, Protocol):
     with a ``claim``, which the gate settles or releases once the answer's status is
     known."""
 
-    async def settle(self, claim: str) -> RailRedemption:
+    async def settle(self, claim: str, *, units: int | None = None) -> RailRedemption:
         """Settle the claimed payment (the answer succeeded): a valid verification and the
         paid answer's headers, or a refused one (nothing moved; the gate withholds the
-        answer and answers 402).  Raise :class:`~svc_asgi.BackendUnavailable` when the
-        outcome cannot be known now."""
+        answer and answers 402).  ``units``: what a metered answer used (``None`` for a
+        fixed price); the service charges them, at most the offer's ``max_amount``.
+        Raise :class:`~svc_asgi.BackendUnavailable` when the outcome cannot be known now."""
         ...
 
     async def release(self, claim: str, *, reason: str, status: int | None) -> None:

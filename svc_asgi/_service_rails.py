@@ -63,10 +63,10 @@ class ServiceRails:
             raise MalformedReceipt(exc.message) from exc
         return RailRedemption.from_answer(answer)
 
-    async def settle(self, claim: str) -> RailRedemption:
+    async def settle(self, claim: str, *, units: int | None = None) -> RailRedemption:
         try:
             with unavailable_when_transient():
-                answer = await self.client.gates.settle(claim)
+                answer = await self.client.gates.settle(claim, units)
         except svc.NotFoundError:  # expired (so released) before the answer came
             gone = "the claim expired before the answer came; nothing was charged"
             refused = svc.ReceiptVerification(valid=False, receipt_id="", reason=gone)

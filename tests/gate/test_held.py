@@ -41,7 +41,7 @@ class HoldingFake:
         self.calls.append(("claim",))
         return RailRedemption(verification=_verification(), source="x402", claim="clm_1")
 
-    async def settle(self, claim: str) -> RailRedemption:
+    async def settle(self, claim: str, *, units: int | None = None) -> RailRedemption:
         self.calls.append(("settle", claim))
         if self.refuse:
             refused = svc.ReceiptVerification(valid=False, receipt_id="", reason="payer is short")
