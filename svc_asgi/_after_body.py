@@ -16,8 +16,8 @@ may also want a fixed price settled only once the body was delivered
   headers as trailers.  There is nothing left to withhold, so a settlement that fails
   is logged, and the event or trailer says so;
 * the payer leaving mid-stream (``http.disconnect`` from ``receive``, or ``send``
-  raising) stops delivery; once the app ends, the usage it reported is settled, never
-  more.  An app that raises after its first byte has its usage settled
+  raising) stops delivery; once the app ends, the usage reported up to the moment the
+  payer left is settled, never more.  An app that raises after its first byte has its usage settled
   (``on_failure="settle"``) or its claim released (``"release"``); before its start,
   it is released.
 """
@@ -97,6 +97,8 @@ class AfterBodyAnswer(HeldAnswer):
         #: Everything has gone out (or the payer left): later messages are dropped.
         self.done = False
         self.gone = False
+        #: The units reported when the payer left: what they are charged, never more.
+        self.units_at_leaving: int | None = None
 
     def watch(self, receive: Receive) -> Receive:
         """``receive``, noting the payer leaving."""
@@ -104,7 +106,7 @@ class AfterBodyAnswer(HeldAnswer):
         async def watched() -> Message:
             message = await receive()
             if message["type"] == "http.disconnect" and not self.done:
-                self.gone = True
+                self._left()
             return message
 
         return watched
@@ -220,8 +222,15 @@ class AfterBodyAnswer(HeldAnswer):
 
     # --- settling -----------------------------------------------------------------------------
 
+    def _left(self) -> None:
+        if not self.gone:
+            self.gone = True
+            self.units_at_leaving = self.usage.units
+
     def _units(self) -> int | None:
-        return self.usage.units if self.metered else None
+        if not self.metered:
+            return None
+        return self.usage.units if self.units_at_leaving is None else self.units_at_leaving
 
     async def _settled(self) -> Paid | Refusal:
         """Settle the usage reported so far; a refusal is logged (nothing to withhold)."""
@@ -247,7 +256,7 @@ class AfterBodyAnswer(HeldAnswer):
             await self.downstream(message)
         except Exception as exc:
             if _disconnected(exc):
-                self.gone = True
+                self._left()
             raise
 
     def _receipt_event(self, settled: Paid | Refusal) -> bytes:
