@@ -124,9 +124,12 @@ class DatabaseRails:
             raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
         return RailRedemption.from_answer(redemption.model())
 
-    async def settle(self, claim: str) -> RailRedemption:
+    async def settle(self, claim: str, *, units: int | None = None) -> RailRedemption:
+        """Settle ``claim``; ``units``: what the answer used of a metered resource."""
         try:
-            redemption = await open_rails.settle(self.ctx, claim, request_id=self.request_id)
+            redemption = await open_rails.settle(
+                self.ctx, claim, request_id=self.request_id, units=units
+            )
         except open_rails.HoldNotFound:  # expired, hence released: nothing moved
             gone = "the claim expired before the answer came; nothing was charged"
             return RailRedemption(
