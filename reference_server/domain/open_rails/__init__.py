@@ -79,6 +79,7 @@ from ._terms import (
     TEST_DEPOSIT_ADDRESS,
     RailTerms,
     deposit_terms,
+    sold_on,
     terms_for,
 )
 
@@ -107,6 +108,7 @@ __all__ = [
     "service_challenge",
     "service_terms",
     "settle",
+    "sold_on",
 ]
 
 log = logging.getLogger("reference_server.open_rails")

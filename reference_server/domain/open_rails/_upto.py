@@ -39,7 +39,7 @@ from svc_asgi import RailRequest
 from ...context import ServerContext
 from ...ids import new_id
 from ...sandbox import chain, upto
-from ...sandbox.x402_wire import FACILITATOR_ADDRESS, Refused
+from ...sandbox.x402_wire import Refused
 from ..events import writing
 from ._claims import ClaimStore
 from ._credit import credit, mark_metered, receipt_for_transaction, record_refusal
@@ -55,7 +55,7 @@ from ._pympp import (
     x402_unbound,
 )
 from ._pympp import challenge as exact_challenge
-from ._terms import RailTerms
+from ._terms import RailTerms, upto_facilitator
 
 __all__ = ["challenge", "claim", "is_upto", "requirements", "settle"]
 
@@ -69,10 +69,8 @@ MAX_TIMEOUT_SECONDS = 600
 def requirements(ctx: ServerContext, gate: Gate, terms: RailTerms) -> dict[str, Any] | None:
     """The x402 ``upto`` requirements for ``gate``'s maximum, or ``None`` when its terms
     offer none (x402 not enabled; live without ``live_upto_facilitator_address``)."""
-    facilitator = (
-        FACILITATOR_ADDRESS if terms.sandbox else ctx.settings.live_upto_facilitator_address
-    )
-    if "x402" not in terms.protocols or not facilitator:
+    facilitator = upto_facilitator(ctx.settings, terms)
+    if not facilitator:
         return None
     asset = terms.asset
     return {
@@ -121,7 +119,8 @@ def is_upto(credentials: Mapping[str, str]) -> bool:
     if signature is None:
         return False
     try:
-        accepted = decode_payment_signature(signature).get("accepted")
+        payment: dict[str, Any] = dict(decode_payment_signature(signature))
+        accepted = payment.get("accepted")
     except InvalidHeaderError:
         return False
     return isinstance(accepted, Mapping) and accepted.get("scheme") == "upto"
@@ -287,9 +286,10 @@ async def settle(
         except (Refused, chain.ChainError) as refused:  # rolled back: nothing moved
             return await settlement_refused(ctx, request_id, hold, refused.message)
     else:
-        headers = await _settle_live(ctx, gate, terms, hold, amount, units, request_id)
-        if isinstance(headers, Redemption):
-            return headers
+        done = await _settle_live(ctx, gate, terms, hold, amount, units, request_id)
+        if isinstance(done, Redemption):
+            return done
+        headers = done
     verified = await anyio.to_thread.run_sync(verification, ctx, gate.resource.id, hold.receipt_id)
     return Redemption(
         paid=True,
