@@ -104,6 +104,7 @@ __all__ = [
     "refusal_message",
     "settle",
     "settlement_refused",
+    "unbound_payment",
     "verification",
     "x402_unbound",
 ]
@@ -321,6 +322,13 @@ def x402_unbound(signature: str, request: RailRequest, binding: dict[str, str]) 
         payment = decode_payment_signature(signature)
     except InvalidHeaderError:
         return None  # malformed: pympp refuses it, saying so
+    return unbound_payment(payment, request, binding)
+
+
+def unbound_payment(
+    payment: Mapping[str, Any], request: RailRequest, binding: dict[str, str]
+) -> str | None:
+    """:func:`x402_unbound` of a decoded x402 payment (of any scheme)."""
     extensions = payment.get("extensions")
     echoed = extensions.get(ROUTE_BINDING_EXTENSION) if isinstance(extensions, Mapping) else None
     info = echoed.get("info") if isinstance(echoed, Mapping) else None

@@ -24,12 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio.to_thread
-from mpp.x402 import (
-    InvalidHeaderError,
-    decode_payment_signature,
-    payment_required_header,
-    route_extensions,
-)
+from mpp.x402 import route_extensions
 from mpp.x402.facilitator import FacilitatorError, HttpFacilitator
 from sqlalchemy.exc import IntegrityError
 
@@ -51,8 +46,8 @@ from ._pympp import (
     held_redemption,
     receipt_headers,
     settlement_refused,
+    unbound_payment,
     verification,
-    x402_unbound,
 )
 from ._pympp import challenge as exact_challenge
 from ._terms import RailTerms, upto_facilitator
@@ -103,14 +98,32 @@ async def challenge(
     exact = [value for name, value in headers if name == "PAYMENT-REQUIRED"]
     accepts = [offer] + (_decoded(exact[0])["accepts"] if exact else [])
     extensions = route_extensions(http_method=request.method, meta=binding_of(gate))
-    value = payment_required_header(accepts, request.url, extensions=extensions) or ""
+    required = {
+        "x402Version": 2,
+        "accepts": accepts,
+        "resource": {"url": request.url},
+        "error": "PAYMENT-SIGNATURE header is required",
+        "extensions": extensions,
+    }
     return [(name, v) for name, v in headers if name != "PAYMENT-REQUIRED"] + [
-        ("PAYMENT-REQUIRED", value)
+        ("PAYMENT-REQUIRED", _encoded(required))
     ]
 
 
+def _encoded(value: Mapping[str, Any]) -> str:
+    """x402's header encoding (base64 JSON); pympp's encoder takes ``exact`` only."""
+    raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return base64.b64encode(raw).decode("ascii")
+
+
 def _decoded(value: str) -> dict[str, Any]:
-    return dict(json.loads(base64.b64decode(value)))
+    """A base64 JSON x402 header (pympp's decoder takes ``exact`` only); ``{}`` when it
+    is not one."""
+    try:
+        decoded = json.loads(base64.b64decode(value, validate=True))
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
 
 
 def is_upto(credentials: Mapping[str, str]) -> bool:
@@ -118,11 +131,7 @@ def is_upto(credentials: Mapping[str, str]) -> bool:
     signature = credentials.get("payment-signature")
     if signature is None:
         return False
-    try:
-        payment: dict[str, Any] = dict(decode_payment_signature(signature))
-        accepted = payment.get("accepted")
-    except InvalidHeaderError:
-        return False
+    accepted = _decoded(signature).get("accepted")
     return isinstance(accepted, Mapping) and accepted.get("scheme") == "upto"
 
 
@@ -138,12 +147,12 @@ async def claim(
     """Verify an ``upto`` payment against the maximum and claim its nonce, moving
     nothing; see :func:`..claim`."""
     offer = requirements(ctx, gate, terms)
-    payment = dict(decode_payment_signature(signature))
+    payment = _decoded(signature)
     payer = _payer(payment)
     why = (
         "this gate takes no x402 upto payment"
         if offer is None
-        else x402_unbound(signature, request, binding_of(gate))
+        else unbound_payment(payment, request, binding_of(gate))
     )
     if why is None and offer is not None:
         why = await _refusal(ctx, terms, payment, offer)
@@ -176,7 +185,8 @@ async def claim(
 
 
 def _payer(payment: Mapping[str, Any]) -> str | None:
-    auth = (payment.get("payload") or {}).get("permit2Authorization")
+    inner = payment.get("payload")
+    auth = inner.get("permit2Authorization") if isinstance(inner, Mapping) else None
     payer = auth.get("from") if isinstance(auth, Mapping) else None
     return payer if isinstance(payer, str) else None
 
