@@ -5,6 +5,7 @@ sandbox chain, on a real database (SQLite, or PostgreSQL with SVC_TEST_DATABASE_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -12,7 +13,12 @@ import attrs
 import httpx
 import pytest
 from eth_account.signers.local import LocalAccount
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from x402 import x402Client
+from x402.http.clients import x402HttpxClient
 from x402.http.clients.httpx import x402AsyncTransport
 from x402.mechanisms.evm.upto import UptoEvmClientScheme
 
@@ -21,7 +27,7 @@ from reference_server.domain.payments import fee_for
 from reference_server.sandbox.facilitator import FACILITATOR_ADDRESS
 
 from ..directory.helpers import directory
-from ..support import Account, LiveServer
+from ..support import Account, LiveApp, LiveServer
 from ..support import new_account as new_service_account
 from .helpers import (
     Capture,
@@ -30,6 +36,7 @@ from .helpers import (
     events_of,
     fresh_credential,
     funded_payer,
+    mpp_pay,
     receipts_of,
 )
 
@@ -48,14 +55,21 @@ class Shop:
     resource_id: str
 
 
-def metered_shop(server: LiveServer, fallback: str | None = None) -> Shop:
+def metered_shop(
+    server: LiveServer, fallback: str | None = None, upstream_url: str | None = None
+) -> Shop:
     account = new_service_account(server.url, "test")
     seller = svc.Client(base_url=server.url, seller_key=account.seller_key, max_retries=0)
     seller.sellers.enable_payments()
-    return Shop(account, seller, _metered(seller, fallback))
+    return Shop(account, seller, _metered(seller, fallback, upstream_url=upstream_url))
 
 
-def _metered(seller: svc.Client, fallback: str | None = None, path: str = "/v1/chat") -> str:
+def _metered(
+    seller: svc.Client,
+    fallback: str | None = None,
+    path: str = "/v1/chat",
+    upstream_url: str | None = None,
+) -> str:
     resource = seller.resources.create(
         kind="http",
         path=path,
@@ -64,9 +78,17 @@ def _metered(seller: svc.Client, fallback: str | None = None, path: str = "/v1/c
         unit="token",
         max_amount=Decimal("0.50"),
         fallback_amount=fallback,
+        upstream_url=upstream_url,
         listed=True,
     )
     return resource.id
+
+
+def _upstream(serve_app: Callable[..., LiveApp]) -> str:
+    async def chat(request: Request) -> JSONResponse:
+        return JSONResponse({"reply": "hello"})
+
+    return serve_app(Starlette(routes=[Route("/chat", chat)])).url + "/chat"
 
 
 def _gate_url(seller: svc.Client, resource_id: str) -> str:
@@ -207,6 +229,37 @@ async def test_a_credential_for_one_resource_pays_nothing_at_another(server: Liv
 
     assert not refused.paid and refused.claim is None and refused.reason == "receipt_refused"
     assert balance(server.url, payer.address) == FUNDS
+
+
+async def test_the_hosted_gate_settles_upto_at_the_maximum_without_units(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    """A hosted gate reports no units (yet): it settles as a card captured without an
+    amount, the maximum, and only after the upstream answered."""
+    shop = metered_shop(server, upstream_url=_upstream(serve_app))
+    payer = funded_payer(server)
+    client = x402Client().register("eip155:*", UptoEvmClientScheme(payer))  # type: ignore[arg-type]
+    async with x402HttpxClient(client) as http:
+        paid = await http.get(_gate_url(shop.seller, shop.resource_id))
+
+    assert paid.status_code == 200 and paid.json() == {"reply": "hello"}, paid.text
+    receipt = _receipt(server, shop.resource_id)
+    assert (receipt.amount_micros, receipt.units, receipt.max_amount_micros) == (MAX, None, MAX)
+    assert balance(server.url, payer.address) == FUNDS - MAX
+
+
+async def test_mpp_pays_the_fallback_price(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    shop = metered_shop(server, fallback="0.05", upstream_url=_upstream(serve_app))
+    payer = funded_payer(server)
+
+    paid = await mpp_pay(_gate_url(shop.seller, shop.resource_id), payer)
+
+    assert paid.status_code == 200, paid.text
+    receipt = _receipt(server, shop.resource_id)
+    assert (receipt.rail, receipt.amount_micros, receipt.units) == ("mpp", 50_000, None)
+    assert balance(server.url, payer.address) == FUNDS - 50_000
 
 
 async def test_units_for_a_fixed_price_are_refused(server: LiveServer) -> None:
