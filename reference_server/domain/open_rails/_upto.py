@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,8 @@ from ._pympp import challenge as exact_challenge
 from ._terms import RailTerms, upto_facilitator
 
 __all__ = ["challenge", "claim", "is_upto", "requirements", "settle"]
+
+log = logging.getLogger("reference_server.open_rails")
 
 #: How long a signed maximum stays good (``maxTimeoutSeconds``, the Permit2 deadline the
 #: client signs): a streamed answer is served between the claim and the settlement, so
@@ -293,8 +296,14 @@ async def settle(
             headers = await anyio.to_thread.run_sync(
                 _settle_on_sandbox, ctx, gate, terms, hold, amount, units, request_id
             )
+        except HoldNotFound:
+            raise
         except (Refused, chain.ChainError) as refused:  # rolled back: nothing moved
             return await settlement_refused(ctx, request_id, hold, refused.message)
+        except Exception as exc:  # rolled back: nothing moved, the hold is still there
+            log.exception("settling upto hold %s for %s failed", hold.claim, hold.resource_id)
+            why = f"settlement failed ({exc})"
+            return await settlement_refused(ctx, request_id, hold, why)
     else:
         done = await _settle_live(ctx, gate, terms, hold, amount, units, request_id)
         if isinstance(done, Redemption):
