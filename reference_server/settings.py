@@ -370,7 +370,7 @@ class Settings(BaseSettings):
             raise ValueError("delays must be 0 or more seconds")
         return value
 
-    @field_validator("live_asset_address", "live_deposit_address")
+    @field_validator("live_asset_address", "live_deposit_address", "live_upto_facilitator_address")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
         from eth_utils import is_address

@@ -168,6 +168,11 @@ async def test_settled_at_what_the_units_cost(server: LiveServer) -> None:
     again = seller.gates.settle(claim, units=137)
     assert again.paid and again.headers == paid.headers
     assert balance(server.url, payer.address) == FUNDS - actual
+    # Presented again: refused as used, with no challenge inviting a second payment.
+    url = _gate_url(seller, resource_id)
+    replay = seller.gates.redeem(resource_id, method="GET", url=url, headers=credential)
+    assert not replay.paid and replay.claim is None and replay.headers == []
+    assert replay.message and "already presented" in replay.message
 
 
 async def test_zero_units_release_the_hold_and_charge_nothing(server: LiveServer) -> None:

@@ -152,22 +152,24 @@ async def claim(
     offer = requirements(ctx, gate, terms)
     payment = _decoded(signature)
     payer = _payer(payment)
-    why = (
-        "this gate takes no x402 upto payment"
-        if offer is None
-        else unbound_payment(payment, request, binding_of(gate))
-    )
-    if why is None and offer is not None:
-        why = await _refusal(ctx, terms, payment, offer)
+    if offer is None:
+        why: str | None = "this gate takes no x402 upto payment"
+    else:
+        why = unbound_payment(payment, request, binding_of(gate))
     if why is not None or offer is None:
-        again = await challenge(ctx, gate, terms, secret, request)
-        return await _refused(ctx, gate, terms, request_id, why or "", payer, again)
-    key = f"upto:{offer['network']}:{payer}:{_nonce(payment)}".lower()
+        return await _refused(ctx, gate, terms, request_id, str(why), payer, request, secret)
     store = ClaimStore(ctx.db, ctx.now)
+    key = f"upto:{offer['network']}:{payer}:{_nonce(payment)}".lower()
+    # Presented before (held or settled): no new challenge, which would invite a second
+    # payment.  Asked before verifying, which would refuse a settled one as "spent".
+    used = "this upto authorization was already presented"
+    if await store.get(key) is not None:
+        return await _refused(ctx, gate, terms, request_id, used, payer)
+    why = await _refusal(ctx, terms, payment, offer)
+    if why is not None:
+        return await _refused(ctx, gate, terms, request_id, why, payer, request, secret)
     if not await store.put_if_absent(key, "held"):
-        # Claimed before: no new challenge, which would invite a second payment.
-        message = "this upto authorization was already presented"
-        return await _refused(ctx, gate, terms, request_id, message, payer, [])
+        return await _refused(ctx, gate, terms, request_id, used, payer)
     resource = gate.resource
     hold = Hold(
         claim=new_id("clm"),
@@ -195,7 +197,9 @@ def _payer(payment: Mapping[str, Any]) -> str | None:
 
 
 def _nonce(payment: Mapping[str, Any]) -> str:
-    return str(payment["payload"]["permit2Authorization"].get("nonce"))
+    inner = payment.get("payload")
+    auth = inner.get("permit2Authorization") if isinstance(inner, Mapping) else None
+    return str(auth.get("nonce")) if isinstance(auth, Mapping) else ""
 
 
 def _body(payment: Mapping[str, Any], offer: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,8 +241,13 @@ async def _refused(
     request_id: str,
     message: str,
     payer: str | None,
-    headers: list[tuple[str, str]],
+    request: RailRequest | None = None,
+    secret: str = "",
 ) -> Redemption:
+    """Refuse the payment (``payment.failed``), with a fresh challenge for ``request``
+    (none without one: a replay)."""
+    headers = [] if request is None else await challenge(ctx, gate, terms, secret, request)
+
     def record() -> None:
         with writing(ctx.db, ctx.notify_new_events) as conn:
             record_refusal(
