@@ -201,6 +201,11 @@ class Settings(BaseSettings):
     live_asset_name: str = "USD Coin"
     live_asset_version: str = "2"
     live_deposit_address: str | None = None
+    #: The account the live facilitator settles x402 ``upto`` payments from (its
+    #: ``/supported`` upto kind names it): a payer's Permit2 witness must name it, so a
+    #: metered resource's ``upto`` challenge carries it.  Unset: live gates do not offer
+    #: ``upto`` (a metered resource sells there only at its ``fallback_amount``).
+    live_upto_facilitator_address: str | None = None
     live_hot_wallet_key: str | None = Field(None, repr=False)
     #: ``svc-server reconcile`` in live reads the token's ``Transfer`` logs from this block
     #: on (through ``live_rpc_url``): the block the service started using its deposit
@@ -365,7 +370,7 @@ class Settings(BaseSettings):
             raise ValueError("delays must be 0 or more seconds")
         return value
 
-    @field_validator("live_asset_address", "live_deposit_address")
+    @field_validator("live_asset_address", "live_deposit_address", "live_upto_facilitator_address")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
         from eth_utils import is_address

@@ -855,7 +855,10 @@ class AsyncGates(_Namespace):
         self, claim: str, units: int | None = None, *, options: RequestOptions | None = None
     ) -> GateRedemption:
         """Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
-        answer's headers, or refused (nothing moved: withhold the answer, answer 402)."""
+        answer's headers, or refused (nothing moved: withhold the answer, answer 402).
+        ``units``: what the answer used of a metered resource paid with x402 ``upto``
+        (``units * unit_price``, at most its ``max_amount``; omitted, the maximum); ``0``
+        releases the claim, nothing charged: ``paid`` false, ``reason`` ``released``."""
         spec = ep.gates_settle(claim, units)
         return await self._client._request(spec, options)
 

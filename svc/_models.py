@@ -598,6 +598,9 @@ class GateRedemption:
     paid: ``reason`` is the gate's ``receipt_refused`` or ``receipt_malformed``,
     ``message`` says why, and ``headers`` are the 402's fresh challenge (none after a
     replayed credential: a new challenge would invite the client to pay again).
+    ``POST /gates/settle`` of a metered ``upto`` claim with ``units`` 0: ``reason`` is
+    ``released`` (no usage was reported; the claim is released, nothing was charged and
+    nothing failed), which a gate treats as "nothing charged", not as a refusal.
     """
 
     paid: bool

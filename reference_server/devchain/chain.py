@@ -83,6 +83,7 @@ class Devchain:
             "SVC_LIVE_ASSET_NAME": self.asset_name,
             "SVC_LIVE_ASSET_VERSION": self.asset_version,
             "SVC_LIVE_DEPOSIT_ADDRESS": self.deposit_address,
+            "SVC_LIVE_UPTO_FACILITATOR_ADDRESS": Account.from_key(self.facilitator_key).address,
             "SVC_LIVE_HOT_WALLET_KEY": self.hot_wallet_key,
         }
         for number, key in enumerate(self.payer_keys, start=1):

@@ -63,31 +63,37 @@ def list_directory(call: Call, request: PageRequest) -> Reply:
         text=request.filter("q"),
         max_amount=None if max_amount is None else parse_amount(max_amount, name="max_amount"),
     )
-    rails: dict[str, list[str]] = {}
-    data = [_entry(call, row, rails) for row in page.rows]
+    terms: dict[str, open_rails.RailTerms | None] = {}
+    data = [_entry(call, row, terms) for row in page.rows]
     return Reply(DirectoryList(data=data, has_more=page.has_more))
 
 
-def _entry(call: Call, row: Any, rails: dict[str, list[str]]) -> DirectoryEntry:
+def _entry(call: Call, row: Any, terms: dict[str, open_rails.RailTerms | None]) -> DirectoryEntry:
     resource = resources.resource_model(row, call.public_url)
-    if row.seller_id not in rails:
-        rails[row.seller_id] = _rails(call, row)
+    if row.seller_id not in terms:
+        terms[row.seller_id] = _terms(call, row)
     shown = {name: getattr(resource, name) for name in _SHOWN.split()}
-    return DirectoryEntry(**shown, rails=rails[row.seller_id], seller_name=row.seller_name)
+    rails = _rails(call, terms[row.seller_id], row)
+    return DirectoryEntry(**shown, rails=rails, seller_name=row.seller_name)
 
 
-def _rails(call: Call, row: Any) -> list[str]:
-    """What the resource's gate takes: the open rails its seller offers (the terms the
-    gate's 402 would carry), then the service's ledger rail, which every gate takes."""
+def _terms(call: Call, row: Any) -> open_rails.RailTerms | None:
+    """The open rails the row's seller offers (the terms its gates' 402 would carry)."""
     seller = SimpleNamespace(
         environment=row.environment,
         x402_enabled=row.seller_x402_enabled,
         mpp_enabled=row.seller_mpp_enabled,
         payout_wallet_address=row.seller_payout_wallet_address,
     )
-    terms = open_rails.offered(call.ctx, seller)
-    offered = set() if terms is None else set(terms.protocols)
-    return [rail for rail in ("x402", "mpp") if rail in offered] + ["rill"]
+    return open_rails.offered(call.ctx, seller)
+
+
+def _rails(call: Call, terms: open_rails.RailTerms | None, row: Any) -> list[str]:
+    """What the resource's gate takes: the open rails it is sold on (a metered one on
+    x402 ``upto``, and MPP only at a fallback price), then the service's ledger rail,
+    which every gate takes."""
+    sold = frozenset() if terms is None else open_rails.sold_on(call.ctx.settings, terms, row)
+    return [rail for rail in ("x402", "mpp") if rail in sold] + ["rill"]
 
 
 ENDPOINTS = [

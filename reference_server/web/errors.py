@@ -55,7 +55,8 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "invalid_rail_request": (
         400,
-        "A /gates/challenge or /gates/redeem body is unusable (method, absolute URL, credential).",
+        "A /gates/challenge or /gates/redeem body is unusable (method, absolute URL, credential), "
+        "or /gates/settle reports units for a fixed-price resource.",
     ),
     "unauthenticated": (401, "No credential was sent."),
     "invalid_credential": (401, "The credential is malformed, unknown, expired or revoked."),

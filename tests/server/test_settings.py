@@ -43,6 +43,7 @@ STRING_EXAMPLES: dict[str, str] = {
     "live_asset_name": "Other Coin",
     "live_asset_version": "3",
     "live_deposit_address": "0x" + "2" * 40,
+    "live_upto_facilitator_address": "0x" + "3" * 40,
     "live_hot_wallet_key": "0x" + "ab" * 32,
     "stripe_secret_key": "sk_test_" + "k" * 24,
     "stripe_webhook_secret": "whsec_" + "w" * 32,

@@ -27,7 +27,8 @@ successfully.  Both kinds of gate come here: hosted gates directly
 The protocol work is pympp's (``mpp.methods.evm``), imported on first use, in a worker
 thread, through :func:`_engine` (see there why), so a server without the ``rails`` extra
 still runs: its gates just offer no open rail.  Modules: :mod:`._terms` (what a gate offers),
-:mod:`._pympp` (the pympp server), :mod:`._claims` (its replay store in the database),
+:mod:`._pympp` (the pympp server), :mod:`._upto` (x402 ``upto``, metered resources),
+:mod:`._claims` (its replay store in the database),
 :mod:`._holds` (claimed credentials waiting for their answer),
 :mod:`._credit` (the books), :mod:`._model` (the values passed around).
 """
@@ -64,13 +65,21 @@ from ._holds import (
     release_hold,
     unsettled_holds,
 )
-from ._model import Gate, HoldNotFound, Redemption, Settled, SettlementUnavailable
+from ._model import (
+    FixedPrice,
+    Gate,
+    HoldNotFound,
+    Redemption,
+    Settled,
+    SettlementUnavailable,
+)
 from ._terms import (
     DIRECT_WALLET,
     PROCESSOR_DEPOSIT,
     TEST_DEPOSIT_ADDRESS,
     RailTerms,
     deposit_terms,
+    sold_on,
     terms_for,
 )
 
@@ -79,6 +88,7 @@ __all__ = [
     "HOLD_TTL",
     "PROCESSOR_DEPOSIT",
     "TEST_DEPOSIT_ADDRESS",
+    "FixedPrice",
     "Gate",
     "HoldNotFound",
     "RailTerms",
@@ -98,6 +108,7 @@ __all__ = [
     "service_challenge",
     "service_terms",
     "settle",
+    "sold_on",
 ]
 
 log = logging.getLogger("reference_server.open_rails")
@@ -158,9 +169,15 @@ async def challenge(ctx: ServerContext, gate: Gate, request: RailRequest) -> lis
     terms = offered(ctx, gate.seller)
     if terms is None or not gate.resource.active:
         return []
-    engine, secret = await _prepared(ctx, terms)
+    engine, secret = await _prepared(ctx, terms, _module_for(gate))
     headers: list[tuple[str, str]] = await engine.challenge(ctx, gate, terms, secret, request)
     return headers
+
+
+def _module_for(gate: Gate) -> str:
+    """The engine a gate's challenge comes from: a metered resource's is ``upto``'s
+    (:mod:`._upto`, with pympp's at the fallback price, if any), a fixed one's pympp's."""
+    return "_upto" if gate.resource.pricing == "metered" else "_pympp"
 
 
 def _accepted(
@@ -214,6 +231,21 @@ async def claim(
     if isinstance(accepted, Redemption):
         return accepted
     terms, credentials = accepted
+    if gate.resource.pricing == "metered":
+        upto, secret = await _prepared(ctx, terms, "_upto")
+        if upto.is_upto(credentials):
+            metered: Redemption = await upto.claim(
+                ctx, gate, terms, secret, request, credentials["payment-signature"], request_id
+            )
+            return metered
+        if gate.resource.fallback_amount_micros is None:
+            return Redemption(
+                paid=False,
+                rail="mpp" if "authorization" in credentials else "x402",
+                reason="receipt_refused",
+                message="this resource is metered: it is paid with x402's upto scheme only",
+                headers=await upto.challenge(ctx, gate, terms, secret, request),
+            )
     engine, secret = await _prepared(ctx, terms)
     redemption: Redemption = await engine.claim(
         ctx, gate, terms, secret, request, credentials, request_id
@@ -239,10 +271,17 @@ async def settle(
     """Settle the hold ``claim_id`` (the answer succeeded): paid, with the receipt and the
     paid answer's headers; or refused (the chain or the facilitator would not move the
     tokens; the claim is released and ``payment.failed`` recorded), when the answer must
-    be withheld and a 402 returned.  Raises :class:`HoldNotFound` and
-    :class:`SettlementUnavailable`."""
+    be withheld and a 402 returned.  Raises :class:`HoldNotFound`,
+    :class:`SettlementUnavailable`, and :class:`FixedPrice` for ``units`` at a fixed price.
+
+    ``units`` is what the answer used of a metered resource paid with x402 ``upto``: it
+    settles ``metered_amount(units, unit_price, max_amount)``; ``None`` settles the
+    maximum (as a card captured without an amount); ``0`` releases the hold with nothing
+    moved and no ``payment.failed`` (nothing failed): ``paid=False, reason="released"``.
+    A metered resource paid at its ``fallback_amount`` (exact, MPP) settles that price
+    whatever the units."""
     try:
-        return await _settle(ctx, claim_id, seller_id, request_id)
+        return await _settle(ctx, claim_id, seller_id, request_id, units)
     except HoldNotFound:  # settled before (a retry after a lost answer), or concurrently
         again = await _settled_already(ctx, claim_id, seller_id)
         if again is None:
@@ -251,7 +290,7 @@ async def settle(
 
 
 async def _settle(
-    ctx: ServerContext, claim_id: str, seller_id: str | None, request_id: str
+    ctx: ServerContext, claim_id: str, seller_id: str | None, request_id: str, units: int | None
 ) -> Redemption:
     hold = await _hold_of(ctx, claim_id, seller_id)
 
@@ -277,6 +316,12 @@ async def _settle(
             reason="receipt_refused",
             message="this gate no longer takes open-rail payments",
         )
+    if units is not None and gate.resource.pricing != "metered":
+        raise FixedPrice(claim_id)
+    if hold.scheme == "upto":
+        upto, _ = await _prepared(ctx, terms, "_upto")
+        metered: Redemption = await upto.settle(ctx, gate, terms, hold, request_id, units)
+        return metered
     engine, _ = await _prepared(ctx, terms)
     redemption: Redemption = await engine.settle(ctx, gate, terms, hold, request_id)
     return redemption

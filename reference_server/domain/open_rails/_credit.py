@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from svc.money import format_micros
 
@@ -34,7 +34,13 @@ from ..events import record_event
 from ..payments import OnChain, book_sale
 from ._terms import PROCESSOR_DEPOSIT, RailTerms
 
-__all__ = ["credit", "receipt_for_transaction", "record_refusal", "settle_on_sandbox"]
+__all__ = [
+    "credit",
+    "mark_metered",
+    "receipt_for_transaction",
+    "record_refusal",
+    "settle_on_sandbox",
+]
 
 _r = t.receipts
 
@@ -132,6 +138,18 @@ def credit(
         on_chain=OnChain(tx_hash=tx_hash, payer=payer, network=network),
         event_extra={"tx_hash": tx_hash, "payer": payer, "network": network},
         receipt_id=receipt_id,
+    )
+
+
+def mark_metered(
+    conn: Connection, receipt_id: str, *, units: int | None, max_amount: int, now: datetime
+) -> None:
+    """Record on a metered sale's receipt, in its booking transaction, the units used
+    (``None``: none reported, the maximum was taken) and the most the payer authorised."""
+    conn.execute(
+        update(_r)
+        .where(_r.c.id == receipt_id)
+        .values(status="settled", units=units, max_amount_micros=max_amount, settled_at=now)
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "HOLD_TTL",
     "Hold",
     "expire_holds",
+    "free_claim",
     "load_hold",
     "load_settled",
     "record_settled",
@@ -78,6 +79,10 @@ class Hold:
     payload: dict[str, Any]
     request: dict[str, Any]
     request_id: str
+    #: The x402 scheme: ``exact`` (pympp's charge, MPP too) or ``upto`` (a metered
+    #: resource's Permit2 maximum, :mod:`._upto`; ``payload`` is then the whole x402
+    #: payment and ``request`` its requirements, ``amount`` the maximum).
+    scheme: str = "exact"
     created_at: datetime | None = None
 
     def dump(self) -> str:
@@ -138,6 +143,12 @@ def take_hold(conn: Connection, claim: str, *, unsettled: bool = False) -> bool:
     return bool(conn.execute(delete(_c).where(_c.c.key == key)).rowcount == 1)
 
 
+def free_claim(conn: Connection, hold: Hold) -> None:
+    """Drop the claim of ``hold``'s authorization: it may be presented again."""
+    if hold.claim_key is not None:
+        conn.execute(delete(_c).where(_c.c.key == hold.claim_key))
+
+
 def save_unsettled(db: Database, hold: Hold, now: datetime) -> None:
     """Keep a taken hold whose settlement's outcome is unknown, for the chain to decide."""
     with db.write() as conn:
@@ -177,8 +188,7 @@ def release_hold(
     with writing(db, notify) as conn:
         if not taken and not take_hold(conn, hold.claim, unsettled=unsettled):
             return False
-        if hold.claim_key is not None:
-            conn.execute(delete(_c).where(_c.c.key == hold.claim_key))
+        free_claim(conn, hold)
         r, s = t.resources, t.sellers
         resource = conn.execute(select(r).where(r.c.id == hold.resource_id)).first()
         seller = conn.execute(select(s).where(s.c.id == hold.seller_id)).first()

@@ -8,13 +8,18 @@ import attrs
 
 from svc import GateRedemption, ReceiptVerification
 
-__all__ = ["Gate", "HoldNotFound", "Redemption", "Settled", "SettlementUnavailable"]
+__all__ = ["FixedPrice", "Gate", "HoldNotFound", "Redemption", "Settled", "SettlementUnavailable"]
 
 
 class SettlementUnavailable(Exception):
     """The credential could not be settled now, and its outcome may be unknown (a
     facilitator failed after broadcasting, the database failed after the chain moved):
     answer 503, never a fresh challenge, which would invite the payer to pay again."""
+
+
+class FixedPrice(ValueError):
+    """``units`` were reported for a claim of a fixed-price resource: nothing is settled
+    (the hold waits for a settle without them, or a release)."""
 
 
 class HoldNotFound(LookupError):
@@ -43,7 +48,9 @@ class Redemption:
     #: Paid: ``Payment-Receipt`` / ``PAYMENT-RESPONSE``; refused: the 402's challenge
     #: (empty after a replay).
     headers: list[tuple[str, str]] = attrs.field(factory=list)
-    #: Refused: ``receipt_refused`` or ``receipt_malformed``, and why.
+    #: Refused: ``receipt_refused`` or ``receipt_malformed``, and why; or ``released``:
+    #: a metered ``upto`` hold settled with zero units (no usage was reported), released
+    #: with nothing charged and no ``payment.failed``.
     reason: str | None = None
     message: str | None = None
     payer: str | None = None

@@ -91,13 +91,21 @@ from ._unsettled import Outcome, chain_outcome
 __all__ = [
     "Charge",
     "Held",
+    "binding_of",
     "book_unsettled",
     "challenge",
     "challenge_headers",
     "claim",
+    "facilitator_http",
     "facilitator_of",
+    "fixed_price",
+    "held_redemption",
+    "receipt_headers",
     "refusal_message",
     "settle",
+    "settlement_refused",
+    "unbound_payment",
+    "verification",
     "x402_unbound",
 ]
 
@@ -138,6 +146,7 @@ class Charge:
         amount_micros: int,
         binding: dict[str, str],
         http: httpx.AsyncClient | None = None,
+        description: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.terms = terms
@@ -169,7 +178,8 @@ class Charge:
         self.intent: Any = method.x402  # the ChargeIntent (its facilitator helpers)
         self.mpp = Mpp(methods=method, realm=realm, secret_key=secret)
         self.mpp.on_payment_failed(self._failed)
-        self.handler = self.mpp.charge(amount=format_micros(amount_micros), meta=binding)
+        options = {} if description is None else {"description": description}
+        self.handler = self.mpp.charge(amount=format_micros(amount_micros), meta=binding, **options)
 
     async def run(self, request: RailRequest, headers: Mapping[str, str]) -> Any:
         return await self.handler(Request(request.method, request.url, dict(headers)))
@@ -218,8 +228,27 @@ class Charge:
             chain.check_transfer(conn, auth, payload.get("signature"), now=self.ctx.now())
 
 
+def fixed_price(resource: Any) -> int:
+    """What the exact charge asks for ``resource``: its price, or for a metered one its
+    ``fallback_amount`` (callers offer no exact charge for a metered one without it)."""
+    if resource.pricing == "metered":
+        return int(resource.fallback_amount_micros or 0)
+    return int(resource.amount_micros)
+
+
+def _fallback_note(resource: Any) -> str | None:
+    """The MPP challenge's description of a metered resource sold at its fallback."""
+    if resource.pricing != "metered":
+        return None
+    return (
+        f"metered by the {resource.unit} on x402 upto; "
+        f"a fixed {format_micros(fixed_price(resource))} on this rail"
+    )
+
+
 class _Attempt(Charge):
-    """A gate's sale: the charge is the resource's price, bound to the resource."""
+    """A gate's sale: the charge is the resource's price (a metered resource's fallback),
+    bound to the resource."""
 
     def __init__(
         self,
@@ -236,9 +265,10 @@ class _Attempt(Charge):
             secret,
             request_id,
             realm=gate.realm,
-            amount_micros=int(gate.resource.amount_micros),
-            binding=_binding(gate),
+            amount_micros=fixed_price(gate.resource),
+            binding=binding_of(gate),
             http=http,
+            description=_fallback_note(gate.resource),
         )
         self.gate = gate
 
@@ -258,7 +288,7 @@ class _Attempt(Charge):
                     rail=rail,
                     tx_hash=tx_hash,
                     payer=payer,
-                    amount=int(gate.resource.amount_micros),
+                    amount=fixed_price(gate.resource),
                     fee_bps=ctx.settings.platform_fee_bps,
                     request_id=self.request_id,
                     now=ctx.now(),
@@ -273,7 +303,7 @@ class _Attempt(Charge):
         return receipt_id
 
 
-def _binding(gate: Gate) -> dict[str, str]:
+def binding_of(gate: Gate) -> dict[str, str]:
     """What every challenge binds beside the request: the resource sold.  MPP signs it
     into the challenge id (a credential for one resource pays nothing at another, even
     at the same path and price); x402 clients echo it (:func:`x402_unbound`)."""
@@ -292,6 +322,13 @@ def x402_unbound(signature: str, request: RailRequest, binding: dict[str, str]) 
         payment = decode_payment_signature(signature)
     except InvalidHeaderError:
         return None  # malformed: pympp refuses it, saying so
+    return unbound_payment(payment, request, binding)
+
+
+def unbound_payment(
+    payment: Mapping[str, Any], request: RailRequest, binding: dict[str, str]
+) -> str | None:
+    """:func:`x402_unbound` of a decoded x402 payment (of any scheme)."""
     extensions = payment.get("extensions")
     echoed = extensions.get(ROUTE_BINDING_EXTENSION) if isinstance(extensions, Mapping) else None
     info = echoed.get("info") if isinstance(echoed, Mapping) else None
@@ -331,11 +368,10 @@ async def challenge(
     return challenge_headers(result.challenge, terms.protocols)
 
 
-def _verification(attempt: _Attempt, receipt_id: str) -> Any:
-    with attempt.ctx.db.read() as conn:
-        return verify_receipt(
-            conn, receipt_id, resource_id=attempt.gate.resource.id, seller_id=None
-        )
+def verification(ctx: ServerContext, resource_id: str, receipt_id: str) -> Any:
+    """The settled receipt, as ``GET /receipts/verify`` would verify it."""
+    with ctx.db.read() as conn:
+        return verify_receipt(conn, receipt_id, resource_id=resource_id, seller_id=None)
 
 
 def _record_refusal(attempt: _Attempt, refusal: Redemption) -> None:
@@ -380,7 +416,7 @@ def _tls() -> ssl.SSLContext:
 
 
 @asynccontextmanager
-async def _facilitator_http(terms: RailTerms) -> AsyncIterator[httpx.AsyncClient | None]:
+async def facilitator_http(terms: RailTerms) -> AsyncIterator[httpx.AsyncClient | None]:
     """One HTTP client for one gate request's facilitator calls (verify, or settle), on
     the running event loop, closed after it; none for the sandbox."""
     if terms.sandbox or terms.facilitator_url is None:
@@ -401,7 +437,7 @@ async def claim(
 ) -> Redemption:
     """Verify the credential in ``credentials`` and claim its nonce, moving nothing; see
     :func:`..claim`."""
-    async with _facilitator_http(terms) as http:
+    async with facilitator_http(terms) as http:
         attempt = _Attempt(ctx, gate, terms, secret, request_id, http)
         return await _claim(attempt, request, credentials)
 
@@ -464,19 +500,24 @@ def _held(attempt: _Attempt, authorization: VerifiedAuthorization) -> Redemption
         request_id=attempt.request_id,
     )
     save_hold(ctx.db, hold, ctx.now())
-    # What the receipt will say once settled: the app is served with it meanwhile.
+    return held_redemption(resource, hold, fixed_price(resource))
+
+
+def held_redemption(resource: Any, hold: Hold, amount_micros: int) -> Redemption:
+    """A claim's answer, with what the receipt will say once settled (``amount_micros``,
+    the most it can be): the app is served with it meanwhile."""
     provisional = ReceiptVerification(
         valid=True,
         receipt_id=hold.receipt_id,
         resource_id=resource.id,
-        amount=from_micros(int(resource.amount_micros)),
-        rail=rail,
+        amount=from_micros(amount_micros),
+        rail=hold.rail,
         metadata=structure(resource.metadata or {}, ResourceMetadata),
         environment=resource.environment,
     )
     return Redemption(
         paid=False,
-        rail=rail,
+        rail=hold.rail,
         claim=hold.claim,
         verification=provisional,
         payer=hold.payer,
@@ -487,7 +528,7 @@ async def settle(
     ctx: ServerContext, gate: Gate, terms: RailTerms, hold: Hold, request_id: str
 ) -> Redemption:
     """Settle a held credential whose answer succeeded; see :func:`..settle`."""
-    async with _facilitator_http(terms) as http:
+    async with facilitator_http(terms) as http:
         attempt = _Attempt(ctx, gate, terms, "", request_id or hold.request_id, http)
         return await _settle(attempt, hold)
 
@@ -499,22 +540,25 @@ async def _settle(attempt: _Attempt, hold: Hold) -> Redemption:
         except _Gone:
             raise HoldNotFound(hold.claim) from None
         except chain.ChainError as refused:
-            return await _settlement_refused(attempt, hold, refused.message)
+            return await settlement_refused(attempt.ctx, attempt.request_id, hold, refused.message)
         except Exception as exc:  # rolled back: nothing moved, the hold is still there
             log.exception("settling held %s for %s failed", hold.rail, hold.resource_id)
-            return await _settlement_refused(attempt, hold, f"settlement failed ({exc})")
+            why = f"settlement failed ({exc})"
+            return await settlement_refused(attempt.ctx, attempt.request_id, hold, why)
         payer = hold.payer
     else:
         done = await _settle_live(attempt, hold)
         if isinstance(done, Redemption):
             return done
         headers, payer = done
-    verification = await anyio.to_thread.run_sync(_verification, attempt, hold.receipt_id)
+    verified = await anyio.to_thread.run_sync(
+        verification, attempt.ctx, attempt.gate.resource.id, hold.receipt_id
+    )
     return Redemption(
         paid=True,
         rail=hold.rail,
         receipt_id=hold.receipt_id,
-        verification=verification,
+        verification=verified,
         headers=headers,
         payer=payer,
     )
@@ -540,7 +584,7 @@ def book_unsettled(
     twice books once."""
     attempt = _Attempt(ctx, gate, terms, "", hold.request_id)
     attempt.book(hold.rail, tx_hash, hold.payer, hold.receipt_id)
-    headers = _receipt_headers(hold, terms, tx_hash, hold.payer)
+    headers = receipt_headers(hold, terms, tx_hash, hold.payer)
     with ctx.db.write() as conn:
         if not take_hold(conn, hold.claim, unsettled=True):
             return False
@@ -577,7 +621,8 @@ async def _settle_live(
             raise SettlementUnavailable(f"settling was refused and {exc}") from exc
         if used is None:
             why = settled.get("errorMessage") or settled.get("errorReason") or "settlement failed"
-            return await _settlement_refused(attempt, hold, str(why), taken=True)
+            ctx = attempt.ctx
+            return await settlement_refused(ctx, attempt.request_id, hold, str(why), taken=True)
         tx_hash, payer = used, hold.payer
     try:
         await anyio.to_thread.run_sync(attempt.book, hold.rail, tx_hash, payer, hold.receipt_id)
@@ -606,7 +651,7 @@ def _take(attempt: _Attempt, hold: Hold) -> bool:
 def _mark_settled(
     attempt: _Attempt, hold: Hold, tx_hash: str, payer: str | None
 ) -> list[tuple[str, str]]:
-    headers = _receipt_headers(hold, attempt.terms, tx_hash, payer)
+    headers = receipt_headers(hold, attempt.terms, tx_hash, payer)
     with attempt.ctx.db.write() as conn:
         record_settled(conn, hold, tx_hash, headers, attempt.ctx.now())
     return headers
@@ -630,16 +675,15 @@ def _settle_held_on_sandbox(attempt: _Attempt, hold: Hold) -> tuple[str, list[tu
             now=ctx.now(),
             receipt_id=hold.receipt_id,
         )
-        headers = _receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
+        headers = receipt_headers(hold, attempt.terms, tx_hash, hold.payer)
         record_settled(conn, hold, tx_hash, headers, ctx.now())
     return tx_hash, headers
 
 
-async def _settlement_refused(
-    attempt: _Attempt, hold: Hold, why: str, *, taken: bool = False
+async def settlement_refused(
+    ctx: ServerContext, request_id: str, hold: Hold, why: str, *, taken: bool = False
 ) -> Redemption:
     """Settling after a successful answer failed and nothing moved: release the claim."""
-    ctx = attempt.ctx
     message = f"the payment could not be settled: {why}"
 
     def release() -> bool:
@@ -650,7 +694,7 @@ async def _settlement_refused(
             reason="settlement_refused",
             message=message,
             status=None,
-            request_id=attempt.request_id,
+            request_id=request_id,
             now=ctx.now(),
             notify=ctx.notify_new_events,
             taken=taken,
@@ -662,11 +706,12 @@ async def _settlement_refused(
     )
 
 
-def _receipt_headers(
-    hold: Hold, terms: RailTerms, tx_hash: str, payer: str | None
+def receipt_headers(
+    hold: Hold, terms: RailTerms, tx_hash: str, payer: str | None, amount: int | None = None
 ) -> list[tuple[str, str]]:
     """What pympp's ``PaymentVerified.with_receipt`` adds: ``Payment-Receipt``, and
-    ``PAYMENT-RESPONSE`` for an x402 credential."""
+    ``PAYMENT-RESPONSE`` for an x402 credential (with the ``amount`` settled, for
+    ``upto``, as x402's settle response says it)."""
     receipt = Receipt(
         status="success",
         timestamp=datetime.now(UTC),
@@ -683,5 +728,7 @@ def _receipt_headers(
         }
         if payer:
             response["payer"] = payer
+        if amount is not None:
+            response["amount"] = str(amount)
         headers.append(("PAYMENT-RESPONSE", encode_payment_response(response)))  # type: ignore[arg-type]
     return headers

@@ -24,6 +24,7 @@ from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
 from ...sandbox.token import SANDBOX_TOKEN
+from ...sandbox.x402_wire import FACILITATOR_ADDRESS
 from ...settings import Settings
 
 __all__ = [
@@ -34,7 +35,9 @@ __all__ = [
     "Asset",
     "RailTerms",
     "deposit_terms",
+    "sold_on",
     "terms_for",
+    "upto_facilitator",
 ]
 
 PROCESSOR_DEPOSIT = "processor_deposit"
@@ -160,3 +163,20 @@ def _terms(
         facilitator_url=settings.live_facilitator_url,
         protocols=protocols,
     )
+
+
+def upto_facilitator(settings: Settings, terms: RailTerms) -> str | None:
+    """The account that settles x402 ``upto`` under ``terms`` (a payer's Permit2 witness
+    names it), or ``None``: no ``upto`` (x402 not offered, or live without one set)."""
+    if "x402" not in terms.protocols:
+        return None
+    return FACILITATOR_ADDRESS if terms.sandbox else settings.live_upto_facilitator_address
+
+
+def sold_on(settings: Settings, terms: RailTerms, resource: Any) -> frozenset[str]:
+    """The open rails ``resource`` is sold on under ``terms``: a fixed price on every one
+    offered; a metered resource on x402 ``upto``, and at its ``fallback_amount`` (if it
+    has one) on every one offered."""
+    if resource.pricing != "metered" or resource.fallback_amount_micros is not None:
+        return terms.protocols
+    return frozenset({"x402"}) if upto_facilitator(settings, terms) else frozenset()

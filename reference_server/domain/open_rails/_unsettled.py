@@ -7,6 +7,9 @@ the token decides.  Its ``authorizationState(from, nonce)`` used, and the transa
 used it (its ``AuthorizationUsed`` log) moved the value to the payee: it settled, book
 it.  Unused past ``validBefore``: no block can include it any more, release it.
 Otherwise: ask again later.
+
+An x402 ``upto`` hold (a Permit2 authorization, not EIP-3009) is not read here: it stays
+undecided, for an operator, until Permit2's ``nonceBitmap`` is read for it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Outcome(enum.Enum):
 def chain_outcome(reader: TokenReader, hold: Hold, now: datetime) -> tuple[Outcome, str | None]:
     """What the chain says of ``hold``'s authorization (blocking; raises
     :class:`~reference_server.onchain.ChainUnreachable`), and the settling transaction."""
+    if hold.scheme == "upto":
+        return Outcome.UNDECIDED, None
     payload = hold.payload
     payer, nonce = str(payload["from"]), str(payload["nonce"])
     if reader.authorization_used(payer, nonce):

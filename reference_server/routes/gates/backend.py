@@ -125,6 +125,7 @@ class DatabaseRails:
         return RailRedemption.from_answer(redemption.model())
 
     async def settle(self, claim: str, *, units: int | None = None) -> RailRedemption:
+        """Settle ``claim``; ``units``: what the answer used of a metered resource."""
         try:
             redemption = await open_rails.settle(
                 self.ctx, claim, request_id=self.request_id, units=units

@@ -93,6 +93,9 @@ async def settle(call: Call) -> Reply:
         )
     except open_rails.HoldNotFound:
         raise _no_claim(b.claim) from None
+    except open_rails.FixedPrice:
+        problem = {"field": "units", "message": "the resource has a fixed price"}
+        raise invalid([problem], code="invalid_rail_request") from None
     except open_rails.SettlementUnavailable as exc:
         raise settlement_unavailable(exc) from None
     return Reply(redemption.model())
@@ -276,15 +279,21 @@ ENDPOINTS = [
             "gates.settle",
             "claim: str, units: int | None = None",
             doc="""Settle a claim whose answer succeeded: ``paid`` with the receipt and the paid
-            answer's headers, or refused (nothing moved: withhold the answer, answer 402).""",
+            answer's headers, or refused (nothing moved: withhold the answer, answer 402).
+            ``units``: what the answer used of a metered resource paid with x402 ``upto``
+            (``units * unit_price``, at most its ``max_amount``; omitted, the maximum); ``0``
+            releases the claim, nothing charged: ``paid`` false, ``reason`` ``released``.""",
             build="gate_settle_body",
         ),
         contract=Contract(
             response=GateRedemption,
-            errors=("not_found", "settlement_unavailable"),
+            errors=("not_found", "invalid_rail_request", "settlement_unavailable"),
             summary="Settle a claimed open-rail credential {claim} whose answer succeeded "
             "(status below 400): paid with the receipt headers, or refused (nothing moved; "
-            "withhold the answer and answer 402).",
+            "withhold the answer and answer 402).  ``units`` settles a metered ``upto`` "
+            "claim at what they cost (capped at the maximum; omitted: the maximum); ``0`` "
+            "releases it with nothing charged (``paid`` false, ``reason`` ``released``); "
+            "units for a fixed-price resource: 400 ``invalid_rail_request``.",
         ),
     ),
     Endpoint(
