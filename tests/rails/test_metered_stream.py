@@ -1,0 +1,135 @@
+"""A metered, streamed answer at a seller's own app: 200 SSE tokens over about two seconds
+from a Starlette app behind ``svc_asgi.PaymentGate``, paid by the official x402 client with
+``upto``.  The tokens pass through as they are made, and the payment settled after the last
+one is exactly the tokens delivered times the unit price, named by the final
+``svc-receipt`` event (issue 27's first Done-when, on the sandbox chain)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from eth_account.signers.local import LocalAccount
+from x402 import x402Client
+from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.mechanisms.evm.upto import UptoEvmClientScheme
+
+import svc
+from svc_asgi import PaymentGate
+
+from ..sandbox.helpers import assert_chain_sound
+from ..support import LiveApp, LiveServer, until
+from ..support import new_account as new_service_account
+from .helpers import RailShop, balance, funded_payer, receipts_of
+from .streaming import TokenApp, read_events, upto_credential
+
+pytestmark = pytest.mark.anyio
+
+UNIT_PRICE = Decimal("0.0001")
+TOKENS = 200
+
+
+def upto_client(payer: LocalAccount) -> x402Client:
+    return x402Client().register("eip155:*", UptoEvmClientScheme(EthAccountSigner(payer)))
+
+
+def metered_shop(live: LiveServer) -> RailShop:
+    """A seller selling ``GET /v1/stream`` by the token (0.0001, at most 0.50), payments on."""
+    account = new_service_account(live.url)
+    seller = svc.Client(base_url=live.url, seller_key=account.seller_key, max_retries=0)
+    resource = seller.resources.create(
+        kind="http",
+        path="/v1/stream",
+        pricing="metered",
+        unit_price=str(UNIT_PRICE),
+        unit="token",
+        max_amount="0.50",
+    )
+    seller.sellers.enable_payments()
+    return RailShop(
+        live=live,
+        seller_key=account.seller_key,
+        seller=seller,
+        owner_id=account.owner_id,
+        seller_id=account.seller_id,
+        resource=resource,
+        payout_wallet=None,
+    )
+
+
+async def test_two_hundred_tokens_stream_through_and_settle_what_was_delivered(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    shop = metered_shop(server)
+    payer = funded_payer(server)
+    before = balance(server.url, payer.address)
+    tokens = TokenApp()
+    gate = PaymentGate(
+        tokens.app(),
+        service_url=server.url,
+        seller_key=shop.seller_key,
+        prices={"GET /v1/stream": shop.resource.id},
+    )
+    url = serve_app(gate).url + "/v1/stream"
+
+    events, response = await read_events(url, await upto_credential(url, upto_client(payer)))
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    data = [text for _, text in events if text.startswith("data: tok")]
+    assert data == [f"data: tok{i}" for i in range(TOKENS)]
+    assert tokens.last_made is not None
+    assert events[0][0] < tokens.last_made, "the first token waited for the last"
+    *_, (_, final) = events
+    name, payload = final.split("\n", 1)
+    assert name == "event: svc-receipt"
+    receipt = json.loads(payload.removeprefix("data: "))
+    assert receipt["units"] == TOKENS
+    assert Decimal(receipt["amount"]) == TOKENS * UNIT_PRICE
+    [row] = receipts_of(server, shop.resource.id)
+    assert row.id == receipt["receipt_id"]
+    assert (row.amount_micros, row.units, row.max_amount_micros) == (20_000, TOKENS, 500_000)
+    assert before - balance(server.url, payer.address) == 20_000  # atomic USDC: the 0.02
+    assert_chain_sound(server.ctx.db)
+
+
+async def test_a_payer_who_leaves_mid_stream_pays_for_what_was_reported(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    shop = metered_shop(server)
+    payer = funded_payer(server)
+    before = balance(server.url, payer.address)
+    tokens = TokenApp(tokens=400, gap=0.02)
+    gate = PaymentGate(
+        tokens.app(),
+        service_url=server.url,
+        seller_key=shop.seller_key,
+        prices={"GET /v1/stream": shop.resource.id},
+    )
+    url = serve_app(gate).url + "/v1/stream"
+    headers = await upto_credential(url, upto_client(payer))
+
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream("GET", url, headers=headers) as response,
+    ):
+        seen = 0
+        async for chunk in response.aiter_text():
+            seen += chunk.count("data: tok")
+            if seen >= 20:
+                break  # leaves: closes the connection
+
+    [row] = await anyio.to_thread.run_sync(lambda: _settled_receipt(server, shop.resource.id))
+    assert 20 <= row.units < 400
+    assert Decimal(row.amount_micros) / 1_000_000 == row.units * UNIT_PRICE
+    assert before - balance(server.url, payer.address) == row.amount_micros
+    assert_chain_sound(server.ctx.db)
+
+
+def _settled_receipt(server: LiveServer, resource_id: str) -> list[Any]:
+    return until(lambda: list(receipts_of(server, resource_id)) or None, "no settlement")
