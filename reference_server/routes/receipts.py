@@ -66,7 +66,8 @@ ENDPOINTS = [
             "receipt_id: str",
             doc="""One receipt, as its payer or its seller reads it (status, amount, units).
 
-            Sent with the wallet key when the client has one, else the seller key.""",
+            Sent with the wallet key when the client has one, else the seller key, else
+            the owner JWT.""",
         ),
         contract=Contract(response=Receipt, errors=("not_found",)),
     ),

@@ -195,3 +195,18 @@ def test_a_receipt_is_read_by_its_payer_and_its_seller_only(server: LiveServer) 
     fixed = m.agent.pay(resource_id=m.resource.id)
     body = read(server, fixed.receipt_id, m.wallet_key).json()
     assert (body["status"], body["amount"], body["units"]) == ("settled", "1.00", None)
+
+
+@pytest.mark.anyio
+async def test_the_sdk_captures_and_reads_receipts(server: LiveServer) -> None:
+    m, resource = metered_market(server)
+    paid = m.agent.pay(resource_id=resource.id)
+    assert m.agent.receipts.get(paid.receipt_id).status == "authorized"
+    captured = m.seller.receipts.capture(paid.receipt_id, units=137)
+    assert (captured.status, captured.amount, captured.units) == ("settled", D("0.0137"), 137)
+    async with svc.AsyncClient(base_url=server.url, seller_key=m.seller_key) as seller:
+        read_back = await seller.receipts.get(paid.receipt_id)
+        assert read_back.amount == D("0.0137") and read_back.max_amount == D("0.50")
+        with pytest.raises(svc.APIError) as twice:
+            await seller.receipts.capture(paid.receipt_id, units=1)
+    assert twice.value.code == "receipt_not_authorized"
