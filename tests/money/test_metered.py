@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -210,3 +211,14 @@ async def test_the_sdk_captures_and_reads_receipts(server: LiveServer) -> None:
         with pytest.raises(svc.APIError) as twice:
             await seller.receipts.capture(paid.receipt_id, units=1)
     assert twice.value.code == "receipt_not_authorized"
+
+
+def test_concurrent_metered_payments_of_one_key_each_hold_the_maximum(server: LiveServer) -> None:
+    """Concurrent ``POST /pay`` of one key are grouped; metered ones are each held."""
+    m, resource = metered_market(server)
+    with ThreadPoolExecutor(8) as pool:
+        paid = list(pool.map(lambda _: m.agent.pay(resource_id=resource.id), range(8)))
+    assert len({p.receipt_id for p in paid}) == 8
+    statuses = {read(server, p.receipt_id, m.wallet_key).json()["status"] for p in paid}
+    assert statuses == {"authorized"}
+    assert m.agent.spend.balance().balance == D("96.00")
