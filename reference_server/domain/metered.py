@@ -240,19 +240,26 @@ def readable_receipt(conn: Connection, receipt_id: str, caller: Principal) -> Re
     row = _read(conn, _r.c.id == receipt_id, _r.c.environment == caller.environment, sides)
     if row is None:
         raise DomainError("not_found", f"No receipt {receipt_id} in {caller.environment}.")
-    return receipt_model(row)
+    seller_side = caller.role is Role.SELLER or (
+        caller.role is Role.OWNER and row.seller_owner_id == caller.owner_id
+    )
+    return receipt_model(row, seller_side=seller_side)
 
 
 def _read(conn: Connection, *where: Any) -> Any:
+    s = t.sellers
     return conn.execute(
-        select(_r, t.resources.c.unit)
+        select(_r, t.resources.c.unit, s.c.owner_id.label("seller_owner_id"))
         .outerjoin(t.resources, t.resources.c.id == _r.c.resource_id)
+        .outerjoin(s, s.c.id == _r.c.seller_id)
         .where(*where)
     ).first()
 
 
-def receipt_model(row: Row[Any]) -> Receipt:
-    """The receipt as its payer or seller reads it (a row of :func:`_read`)."""
+def receipt_model(row: Row[Any], *, seller_side: bool = True) -> Receipt:
+    """The receipt as its payer or seller reads it (a row of :func:`_read`); the
+    seller's id only to the seller's side (it is the seller's own, as the payer's wallet
+    key is the payer's: the resource, public, is what the payer knows)."""
     settled_at = row.settled_at or (row.created_at if row.status == "settled" else None)
     return Receipt(
         id=row.id,
@@ -260,7 +267,7 @@ def receipt_model(row: Row[Any]) -> Receipt:
         amount=from_micros(row.amount_micros),
         rail=row.rail,
         resource_id=row.resource_id,
-        seller_id=row.seller_id,
+        seller_id=row.seller_id if seller_side else None,
         units=row.units,
         unit=row.unit if row.max_amount_micros is not None else None,
         max_amount=None if row.max_amount_micros is None else from_micros(row.max_amount_micros),

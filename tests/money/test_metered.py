@@ -180,6 +180,9 @@ def test_a_receipt_is_read_by_its_payer_and_its_seller_only(server: LiveServer) 
         r = read(server, rid, credential)
         assert r.status_code == 200, r.text
         assert r.json()["id"] == rid and r.json()["environment"] == "test"
+        # the seller's id is the seller's: its payer reads the (public) resource only
+        seller_side = credential in (m.seller_key, m.seller_owner_jwt)
+        assert r.json()["seller_id"] == (m.seller_id if seller_side else None)
     other = new_account(server.url)
     other_owner = svc.Client(base_url=server.url, owner_jwt=other.owner_jwt, environment="test")
     other_key = other_owner.wallet_keys.create(name="other").key
