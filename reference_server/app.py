@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .context import ServerContext
+from .domain.metered import expire_authorizations
 from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
 from .domain.paid_fetch.pending import resolve_pending
 from .invariant import InvariantError
@@ -31,6 +32,7 @@ from .routes import (
     pay_url,
     payouts,
     processor,
+    receipts,
     resources,
     sandbox,
     sandbox_checkout,
@@ -74,6 +76,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *spend.ENDPOINTS,
         *pay_url.ENDPOINTS,
         *access.ENDPOINTS,
+        *receipts.ENDPOINTS,
         *webhooks.ENDPOINTS,
         *(sandbox.ENDPOINTS if sandbox_routes else []),
         pay_url.PAY_URL,
@@ -120,7 +123,8 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
 async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
     """Purge expired idempotency records and open-rail claims (kept a day, far past the
     authorizations they claim), and release open-rail holds never settled nor released
-    (a gate that crashed mid-request), and let the live chain decide the settlements
+    (a gate that crashed mid-request) and metered ledger authorizations never captured
+    (``metered.AUTHORIZATION_TTL``), and let the live chain decide the settlements
     (gates' and pay-url's) whose outcome nobody could give, now and then; failures wait
     for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
@@ -130,6 +134,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
         lambda: expire_holds(
             ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
         ),
+        lambda: expire_authorizations(ctx.db, now=ctx.now()),
         lambda: resolve_unsettled(ctx),
         lambda: resolve_pending(ctx),
     ]

@@ -79,6 +79,8 @@ NAMESPACE_DOCS = {
     "spend": "The wallet key's (``svc_vw_*``) spending: what is left, and paying any 402 URL.",
     "handles": "Handles (``@name``): ledger addresses of an owner's account wallet.",
     "access": "Receipt checks for sellers; the route is public.",
+    "receipts": """Receipts as their payer (wallet key) or their seller (seller key) reads
+    them, and the capture of a metered ledger payment by its seller.""",
     "gates": """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
     the service.
 
@@ -261,6 +263,17 @@ def _body(call: Call) -> str | None:
     return f"to_json({body.__name__}({', '.join(fields)}))"
 
 
+def _role_arguments(ep: Endpoint) -> list[str]:
+    """The credential the spec sends: the route's role, then the others it takes."""
+    if ep.role is None:
+        return []
+    args = [f"role=Role.{Role(ep.role).name}"]
+    also = [f"Role.{role.name}" for role in ep.roles[1:]]
+    if also:  # one alone keeps its comma: a tuple
+        args.append(f"also_roles=({', '.join(also)}{',' if len(also) == 1 else ''})")
+    return args
+
+
 def _spec_arguments(call: Call) -> list[str]:
     ep = call.ep
     args = [f'method="{ep.method}"']
@@ -270,8 +283,7 @@ def _spec_arguments(call: Call) -> list[str]:
         args.append(f"**seller_route(seller_id, {paths}{extra})")
     else:
         args.append(f'path="{call.path}"')
-        if ep.role is not None:
-            args.append(f"role=Role.{Role(ep.role).name}")
+        args += _role_arguments(ep)
         if call.path_names:
             pairs = ", ".join(f'"{name}": {name}' for name in call.path_names)
             args.append(f"path_params={{{pairs}}}")

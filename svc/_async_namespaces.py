@@ -35,6 +35,7 @@ from ._models import (
     OwnerCreated,
     PayUrlQuote,
     PayUrlResult,
+    Receipt,
     ReceiptVerification,
     Recycled,
     Resource,
@@ -77,6 +78,7 @@ __all__ = [
     "AsyncHandles",
     "AsyncNamespaces",
     "AsyncOwners",
+    "AsyncReceipts",
     "AsyncRequester",
     "AsyncResources",
     "AsyncSellers",
@@ -817,6 +819,28 @@ class AsyncAccess(_Namespace):
         return await self._client._request(spec, options)
 
 
+class AsyncReceipts(_Namespace):
+    """Receipts as their payer (wallet key) or their seller (seller key) reads
+    them, and the capture of a metered ledger payment by its seller."""
+
+    async def get(self, receipt_id: str, *, options: RequestOptions | None = None) -> Receipt:
+        """One receipt, as its payer or its seller reads it (status, amount, units).
+
+        Sent with the wallet key when the client has one, else the seller key, else
+        the owner JWT.
+        """
+        spec = ep.receipts_get(receipt_id)
+        return await self._client._request(spec, options)
+
+    async def capture(
+        self, receipt_id: str, *, units: int, options: RequestOptions | None = None
+    ) -> Receipt:
+        """Capture a metered ledger payment: charge the ``units`` its answer used
+        (at most the authorised maximum; 0 releases it)."""
+        spec = ep.receipts_capture(receipt_id, units=units)
+        return await self._client._request(spec, options)
+
+
 class AsyncGates(_Namespace):
     """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
     the service.
@@ -1018,5 +1042,6 @@ class AsyncNamespaces:
     spend = cached_property(AsyncSpend)
     handles = cached_property(AsyncHandles)
     access = cached_property(AsyncAccess)
+    receipts = cached_property(AsyncReceipts)
     gates = cached_property(AsyncGates)
     webhooks = cached_property(AsyncWebhooks)

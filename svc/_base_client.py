@@ -202,8 +202,9 @@ class BaseClient(Generic[TransportT, HttpClientT, SleepT]):
         opts = (options or RequestOptions()).merged_over(self._defaults)
         environment = _check_environment(opts.environment)
         headers = httpx.Headers({"User-Agent": USER_AGENT, "Accept": spec.accept})
-        if spec.role is not None and (not spec.role_optional or _has_credential(spec.role, opts)):
-            headers["Authorization"] = f"Bearer {_credential(spec.role, opts)}"
+        role = _sent_role(spec, opts)
+        if role is not None and (not spec.role_optional or _has_credential(role, opts)):
+            headers["Authorization"] = f"Bearer {_credential(role, opts)}"
         if environment is not None:
             headers["X-Svc-Environment"] = environment
         if opts.idempotency_key is not None:
@@ -324,6 +325,14 @@ def _check_environment(value: str | None) -> Environment | None:
     if value is None or value in ENVIRONMENTS:
         return value
     raise ConfigurationError(f"environment must be 'test' or 'live', got {value!r}")
+
+
+def _sent_role(spec: RequestSpec[Any], opts: RequestOptions) -> Role | None:
+    """The role whose credential goes: ``spec.role``, or the first of ``also_roles`` the
+    client has a credential for when it has none for ``spec.role``."""
+    if spec.role is None or _has_credential(spec.role, opts):
+        return spec.role
+    return next((role for role in spec.also_roles if _has_credential(role, opts)), spec.role)
 
 
 def _has_credential(role: Role, opts: RequestOptions) -> bool:

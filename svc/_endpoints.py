@@ -56,6 +56,7 @@ from ._models import (
     PayResult,
     PayUrlQuote,
     PayUrlResult,
+    Receipt,
     ReceiptVerification,
     Recycled,
     Resource,
@@ -79,6 +80,7 @@ from ._models import (
 from ._spec import RequestSpec, Role, as_model
 from ._types import NOT_GIVEN, NotGiven
 from .bodies import (
+    CaptureReceipt,
     ConnectType,
     CreateOwner,
     CreateSeller,
@@ -111,6 +113,8 @@ __all__ = [
     "handles_resolve",
     "owners_create",
     "pay",
+    "receipts_capture",
+    "receipts_get",
     "resources_create",
     "resources_deactivate",
     "resources_get",
@@ -703,6 +707,30 @@ def access_verify(
         role_optional=True,
         json=verify_receipt_body(receipt_id=receipt_id, resource_id=resource_id),
         parse=as_model(ReceiptVerification),
+    )
+
+
+def receipts_get(receipt_id: str) -> RequestSpec[Receipt]:
+    """``GET /receipts/{receipt_id}``."""
+    return RequestSpec(
+        method="GET",
+        path="/receipts/{receipt_id}",
+        role=Role.WALLET,
+        also_roles=(Role.SELLER, Role.OWNER),
+        path_params={"receipt_id": receipt_id},
+        parse=as_model(Receipt),
+    )
+
+
+def receipts_capture(receipt_id: str, *, units: int) -> RequestSpec[Receipt]:
+    """``POST /receipts/{receipt_id}/capture``."""
+    return RequestSpec(
+        method="POST",
+        path="/receipts/{receipt_id}/capture",
+        role=Role.SELLER,
+        path_params={"receipt_id": receipt_id},
+        json=to_json(CaptureReceipt(units=units)),
+        parse=as_model(Receipt),
     )
 
 

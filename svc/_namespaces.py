@@ -35,6 +35,7 @@ from ._models import (
     OwnerCreated,
     PayUrlQuote,
     PayUrlResult,
+    Receipt,
     ReceiptVerification,
     Recycled,
     Resource,
@@ -78,6 +79,7 @@ __all__ = [
     "Handles",
     "Namespaces",
     "Owners",
+    "Receipts",
     "Requester",
     "Resources",
     "Sellers",
@@ -812,6 +814,28 @@ class Access(_Namespace):
         return self._client._request(spec, options)
 
 
+class Receipts(_Namespace):
+    """Receipts as their payer (wallet key) or their seller (seller key) reads
+    them, and the capture of a metered ledger payment by its seller."""
+
+    def get(self, receipt_id: str, *, options: RequestOptions | None = None) -> Receipt:
+        """One receipt, as its payer or its seller reads it (status, amount, units).
+
+        Sent with the wallet key when the client has one, else the seller key, else
+        the owner JWT.
+        """
+        spec = ep.receipts_get(receipt_id)
+        return self._client._request(spec, options)
+
+    def capture(
+        self, receipt_id: str, *, units: int, options: RequestOptions | None = None
+    ) -> Receipt:
+        """Capture a metered ledger payment: charge the ``units`` its answer used
+        (at most the authorised maximum; 0 releases it)."""
+        spec = ep.receipts_capture(receipt_id, units=units)
+        return self._client._request(spec, options)
+
+
 class Gates(_Namespace):
     """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
     the service.
@@ -1011,5 +1035,6 @@ class Namespaces:
     spend = cached_property(Spend)
     handles = cached_property(Handles)
     access = cached_property(Access)
+    receipts = cached_property(Receipts)
     gates = cached_property(Gates)
     webhooks = cached_property(Webhooks)

@@ -69,6 +69,9 @@ class RequestSpec(Generic[T]):
     #: Send the ``role`` credential when the client has one, and nothing otherwise
     #: (a public route that answers more precisely for a known caller).
     role_optional: bool = False
+    #: Other roles whose credential the route takes as well: sent, in this order, when the
+    #: client has no ``role`` credential (a receipt reads for its payer or its seller).
+    also_roles: tuple[Role, ...] = ()
     path_params: Mapping[str, str] = attrs.field(factory=dict)
     json: Mapping[str, Any] | None = None
     query: Mapping[str, str] | None = None

@@ -624,6 +624,21 @@ class SettleClaim:
 
 
 @attrs.frozen(kw_only=True)
+class CaptureReceipt:
+    """A metered ledger payment's answer was served: capture the units it used from the
+    receipt's authorization (the rest of the maximum goes back to the payer)."""
+
+    units: int = attrs.field(
+        metadata={
+            "doc": "The units the answer used; the payment settles units * unit_price, at "
+            "most the authorised maximum (0 releases it: nothing is charged)."
+        }
+    )
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"units": 137}
+
+
+@attrs.frozen(kw_only=True)
 class ReleaseClaim:
     """A claimed credential whose answer failed (``status``, at least 400) or never came:
     release it, charging nothing.  ``reason`` is recorded in ``payment.failed``."""

@@ -25,7 +25,9 @@ from sqlalchemy import Connection, Row, select
 from ..ids import new_id
 from ..store import tables as t
 from . import ledger
+from .errors import DomainError
 from .payments import book_sale
+from .resources import fixed_price_micros
 
 __all__ = [
     "CARD_RAIL",
@@ -143,9 +145,18 @@ def book_card_sale(
 
     The money comes from the processor's clearing account of the resource's environment
     (a source account: it goes negative by what the processor will deposit).  ``amount``
-    is what the processor charged (default: the resource's price now) and
+    is what the processor charged (default: the resource's fixed price now, which a
+    metered resource without a fallback price has not: ``resource_metered``) and
     ``payment_intent_id`` its PaymentIntent (the sandbox makes one up).
     """
+    if amount is None:
+        amount = fixed_price_micros(resource)
+    if amount is None:
+        raise DomainError(
+            "resource_metered",
+            f"Resource {resource.id} is priced by use and has no fixed fallback price: it "
+            "cannot be bought by card; pay it from a wallet key (POST /pay) or at its gate.",
+        )
     env = resource.environment
     seller = conn.execute(select(t.sellers).where(t.sellers.c.id == resource.seller_id)).one()
     clearing = ledger.ensure_account(
@@ -157,7 +168,7 @@ def book_card_sale(
         seller=seller,
         rail=CARD_RAIL,
         settlement=PROCESSOR_DEPOSIT,
-        amount=int(resource.amount_micros) if amount is None else amount,
+        amount=amount,
         debit=clearing,
         fee_bps=fee_bps,
         request_id=request_id,

@@ -710,7 +710,9 @@ def audit(conn: Connection, environment: str) -> list[str]:
     * every receipt names exactly one posted transfer of its amount that carries its id,
       but an open-rail payment settled ``direct_wallet``: its money went on chain to the
       seller, past the ledger, so it names no transfer and must carry its transaction
-      hash and no fee.
+      hash and no fee;
+    * a metered authorization names its pending hold of the maximum, a released one
+      that hold voided.
     """
     problems: list[str] = []
     total = sum_of_balances(conn, environment)
@@ -767,8 +769,16 @@ def _receipt_problem(conn: Connection, receipt: Row[Any]) -> str | None:
     matches = conn.execute(
         select(_t).where(_t.c.id == receipt.transfer_id, _t.c.receipt_id == receipt.id)
     ).all()
-    if len(matches) != 1 or matches[0].amount_micros != receipt.amount_micros:
+    # A metered authorization names its hold (of the maximum): pending while authorized,
+    # voided once released; a captured one names the sale it became.
+    status = _TRANSFER_OF_RECEIPT.get(receipt.status, "posted")
+    amount = receipt.amount_micros if status == "posted" else receipt.max_amount_micros
+    if len(matches) != 1 or matches[0].amount_micros != amount:
         return "does not match one transfer of its amount"
-    if matches[0].status != "posted":
+    if matches[0].status != status:
         return f"names a {matches[0].status} transfer"
     return None
+
+
+#: The status of the transfer a receipt names, by the receipt's status.
+_TRANSFER_OF_RECEIPT = {"settled": "posted", "authorized": "pending", "released": "voided"}

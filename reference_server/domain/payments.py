@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Row, and_, bindparam, insert, select
+from sqlalchemy import Connection, Row, and_, bindparam, insert, select, update
 
 from svc import PayResult, ReceiptVerification, ResourceMetadata
 from svc.money import format_micros, from_micros
@@ -95,6 +95,7 @@ def book_sale(
     event_extra: dict[str, Any] | None = None,
     receipt_id: str | None = None,
     before_locks: Callable[[], object] | None = None,
+    captured_units: int | None = None,
 ) -> str:
     """One sale of ``resource`` in the books, whatever rail paid it; returns the receipt id.
 
@@ -110,6 +111,9 @@ def book_sale(
     endpoints read first; ``before_locks`` (the payer's policy, which locks its wallet
     key) runs next, and the balances, the rows every sale of this payer or seller locks,
     move last, so each lock is held from there to the commit only.
+
+    ``captured_units``: the sale captures a metered authorization (``metered.capture``):
+    its receipt exists, ``authorized``, and is settled here instead of written.
     """
     env = resource.environment
     receipt_id = receipt_id or new_id("rcpt")  # an open-rail hold reserved its id
@@ -153,8 +157,22 @@ def book_sale(
         wallet_key_id=wallet_key_id,
         on_chain=on_chain,
     )
-    # the row as parameters: one cached statement, not one built per sale
-    conn.execute(insert(_r), sale.receipt())
+    if captured_units is None:
+        # the row as parameters: one cached statement, not one built per sale
+        conn.execute(insert(_r), sale.receipt())
+    else:
+        conn.execute(
+            update(_r)
+            .where(_r.c.id == receipt_id)
+            .values(
+                status="settled",
+                amount_micros=amount,
+                fee_micros=fee,
+                transfer_id=transfer_id,
+                units=captured_units,
+                settled_at=now,
+            )
+        )
     endpoints = matching_endpoints(
         conn, owner_id=seller.owner_id, environment=env, event_type="payment.succeeded"
     )
@@ -705,6 +723,9 @@ def verify_receipt(
     "alias of the upstream payment receipt"): the ``Payment-Receipt`` and
     ``PAYMENT-RESPONSE`` a paid gate answered with name the transaction, and unlock the
     gate again like the receipt id.  The answer names the receipt id either way.
+
+    A metered ledger payment unlocks once: while ``authorized`` (the gate serves the
+    answer, then captures it), not after it was captured or released.
     """
     row = _receipt_row(conn, receipt_id, resource_id)
     reason: str | None = None
@@ -714,6 +735,8 @@ def verify_receipt(
         reason = "receipt is for another resource"
     elif seller_id is not None and row.seller_id != seller_id:
         reason = "unknown receipt"
+    elif row.rail == "rill" and row.max_amount_micros is not None:
+        reason = _METERED_SPENT.get(row.status)
     if reason is not None or row is None:
         return ReceiptVerification(valid=False, receipt_id=receipt_id, reason=reason)
     return ReceiptVerification(
@@ -726,6 +749,13 @@ def verify_receipt(
         environment=row.environment,
         created_at=as_utc(row.created_at),
     )
+
+
+#: Why a metered ledger receipt no longer unlocks, by its status (``authorized`` does).
+_METERED_SPENT = {
+    "settled": "metered receipt already captured (single use)",
+    "released": "metered receipt was released (single use)",
+}
 
 
 def _receipt_row(conn: Connection, receipt_id: str, resource_id: str | None) -> Row[Any] | None:

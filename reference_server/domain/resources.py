@@ -31,6 +31,7 @@ __all__ = [
     "directory_page",
     "find_any_resource",
     "find_resource",
+    "fixed_price_micros",
     "list_resources",
     "resource_model",
     "update_resource",
@@ -148,6 +149,16 @@ def directory_page(
     if max_amount is not None:
         where.append(_r.c.amount_micros <= to_micros(max_amount))
     return paging.page(conn, request, query, table=_r, scope=scope, order="asc", where=where)
+
+
+def fixed_price_micros(resource: Row[Any]) -> int | None:
+    """What a rail that charges a set price (a card, an MPP ``charge``) charges for the
+    resource: a fixed one's price, a metered one's fallback price; ``None`` when it has
+    none (a metered resource without a fallback is not sold on that rail)."""
+    if resource.pricing == "metered":
+        fallback = resource.fallback_amount_micros
+        return None if fallback is None else int(fallback)
+    return int(resource.amount_micros)
 
 
 def pricing_columns(

@@ -27,6 +27,7 @@ from svc.money import format_micros
 from ..domain import card_payments
 from ..domain.errors import DomainError
 from ..domain.events import writing
+from ..domain.resources import fixed_price_micros
 from ..processor import checkout, uses_stripe
 from ..settings import Settings
 from ..store import tables as t
@@ -64,10 +65,16 @@ class _Sale:
         return str(r.description or (r.path if r.kind == "http" else r.tool))
 
     @property
+    def price_micros(self) -> int | None:
+        """What a card pays (``resources.fixed_price_micros``): ``None``, a metered
+        resource without a fallback price, is not sold by card."""
+        return fixed_price_micros(self.resource)
+
+    @property
     def card_problem(self) -> str | None:
         """Why a card cannot be charged this price (fractions of a cent, under 0.50)."""
         try:
-            checkout.cents(int(self.resource.amount_micros))
+            checkout.cents(self.price_micros or 0)
         except DomainError as exc:
             return exc.message
         return None
@@ -79,7 +86,7 @@ class _Sale:
             "checkout": self.checkout,
             "card_problem": self.card_problem if self.checkout else None,
             "description": self.description,
-            "price": format_micros(int(r.amount_micros)),
+            "price": format_micros(self.price_micros or 0),
             "seller": self.seller_name,
             "environment": r.environment,
             "short_id": r.short_id,
@@ -154,6 +161,16 @@ def _gone(sale: _Sale) -> Response:
         "No longer for sale",
         f"{sale.seller_name} has deactivated this item, so it can no longer be paid for "
         "here. Nothing was charged. Ask the seller if it is offered elsewhere.",
+    )
+
+
+def _metered(sale: _Sale, status: int) -> Response:
+    return pages.message(
+        status,
+        "Not sold by card",
+        f"{sale.seller_name} prices this item by use, and sets no fixed price for a card: "
+        "it cannot be bought by card here. Nothing was charged. An agent pays it from its "
+        "wallet key, or at the seller's own gate.",
     )
 
 
@@ -243,6 +260,8 @@ async def _payable(call: Call, *, unpayable_status: int = 409) -> _Sale | Respon
         return _not_found()
     if not sale.resource.active:
         return _gone(sale)
+    if sale.price_micros is None:
+        return _metered(sale, unpayable_status)
     if sale.resource.environment != "test" and not sale.checkout:
         return _form(sale, "", status=unpayable_status)
     return sale
@@ -366,7 +385,7 @@ def _book(call: Call, sale: _Sale, begun: idempotency.Begun) -> dict[str, Any] |
             request_id=call.request_id,
             now=now,
         )
-        answer = _paid(receipt_id, resource.amount_micros, now)
+        answer = _paid(receipt_id, fixed_price_micros(resource) or 0, now)
         idempotency.complete(conn, begun, 200, answer)
     return answer
 
@@ -387,7 +406,7 @@ async def _checkout(
         id=checkout.checkout_id(f"{_STORED}:{r.id}", token.nonce),
         kind=checkout.SALE,
         environment=r.environment,
-        amount_micros=int(r.amount_micros),
+        amount_micros=sale.price_micros or 0,
         name=f"{sale.description} ({sale.seller_name})",
         success_url=base + "/done?session={CHECKOUT_SESSION_ID}",
         cancel_url=base,

@@ -56,7 +56,7 @@ _TRUST_LADDER = [
 
 
 def _auth_label(ep: Endpoint) -> str:
-    return "none" if ep.role is None else ep.role.value
+    return "none" if ep.role is None else " or ".join(role.value for role in ep.roles)
 
 
 def _quality(accept: str, media_types: tuple[str, ...]) -> float:

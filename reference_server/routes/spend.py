@@ -8,7 +8,7 @@ from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
 
-from ..domain import handles, ledger, payments, wallets
+from ..domain import handles, ledger, metered, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
 from ..web.auth import Principal, Role
@@ -57,15 +57,24 @@ def pay(call: Call) -> Reply:
     try:
         if resource_id is not None:
             resource = _payable_resource(call, resource_id, agent)
-            result = payments.pay_resource(
-                call.conn,
-                wallet_key_id=agent.subject_id,
-                resource=resource,
-                fee_bps=call.ctx.settings.platform_fee_bps,
-                request_id=call.request_id,
-                now=call.now,
-                answer_ahead=answer_ahead,
-            )
+            if resource.pricing == "metered":  # its maximum held, for its seller to capture
+                result = metered.authorize(
+                    call.conn,
+                    wallet_key_id=agent.subject_id,
+                    resource=resource,
+                    request_id=call.request_id,
+                    now=call.now,
+                )
+            else:
+                result = payments.pay_resource(
+                    call.conn,
+                    wallet_key_id=agent.subject_id,
+                    resource=resource,
+                    fee_bps=call.ctx.settings.platform_fee_bps,
+                    request_id=call.request_id,
+                    now=call.now,
+                    answer_ahead=answer_ahead,
+                )
         else:
             handle = _handle(call, checked(destination), agent.environment)
             result = payments.pay_handle(
@@ -124,6 +133,8 @@ def pay_group(calls: list[Call]) -> list[Reply]:
             raise InvariantError("a group of resource payments, checked above")
         if resource_id not in resources:
             resources[resource_id] = _payable_resource(call, resource_id, agent, fee_ref)
+        if resources[resource_id].pricing == "metered":  # a hold, not a sale: one by one
+            return [pay(call) for call in calls]
         purchases.append(
             payments.Purchase(
                 resource=resources[resource_id], request_id=call.request_id, now=call.now

@@ -221,8 +221,9 @@ receipts = Table(
     Column("metadata", JSON),
     Column("request_id", String(40)),
     #: ``settled``; or, for a metered ledger payment, ``authorized`` (``max_amount_micros``
-    #: held on the wallet key, ``amount_micros`` 0) until the gate reports its usage, then
-    #: ``settled`` (``amount_micros`` what was used) or ``released`` (nothing used).
+    #: held on the wallet key, ``amount_micros`` the same, ``transfer_id`` the pending
+    #: hold) until the seller captures its usage, then ``settled`` (``amount_micros`` what
+    #: was used, ``transfer_id`` the sale) or ``released`` (0; the hold voided).
     #: (Server default only: a Python-side default breaks the JSON-recordset batch insert.)
     Column("status", String(16), nullable=False, server_default="settled"),
     #: Metered payments: the units the answer used, and the most the payer authorised.

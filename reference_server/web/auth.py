@@ -27,6 +27,7 @@ from .errors import ApiError
 __all__ = [
     "CREDENTIAL_HEADERS",
     "ENVIRONMENTS",
+    "AnyCredential",
     "OptionalAuth",
     "Principal",
     "Role",
@@ -49,6 +50,15 @@ class OptionalAuth:
     ``role``."""
 
     role: Role
+
+
+@attrs.frozen
+class AnyCredential:
+    """A valid credential of any of ``roles`` is served; the route answers by whose it
+    is (a receipt: its payer's or its seller's).  ``roles[0]`` is the route's ``role``
+    where one is asked for (the credential the SDK sends first)."""
+
+    roles: tuple[Role, ...] = (Role.WALLET, Role.SELLER, Role.OWNER)
 
 
 def issue_owner_jwt(owner_id: str, secret: str, now: datetime, ttl_seconds: int) -> str:

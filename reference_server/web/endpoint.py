@@ -12,7 +12,7 @@ import attrs
 from starlette.routing import Route
 
 from ..invariant import InvariantError
-from .auth import OptionalAuth, Role
+from .auth import AnyCredential, OptionalAuth, Role
 from .call import AsyncHandler, Call, Handler
 from .paging import PAGED
 from .pipeline import API_PREFIX, dispatch
@@ -85,8 +85,9 @@ class Endpoint:
     run: Strategy = attrs.field(
         default=attrs.Factory(lambda ep: Flow() if ep.page else Transaction(), takes_self=True)
     )
-    #: Who may call: a role, :class:`OptionalAuth`, or ``None`` (anyone).
-    auth: Role | OptionalAuth | None = None
+    #: Who may call: a role, :class:`OptionalAuth`, :class:`AnyCredential` or ``None``
+    #: (anyone).
+    auth: Role | OptionalAuth | AnyCredential | None = None
     idempotency: Idempotency = "none"
     #: The body's shape (a class of :mod:`svc.bodies`), read by the pipeline before the
     #: handler runs, :data:`RAW_BODY` or :data:`FOREIGN_JSON`; ``None``: the route takes
@@ -110,7 +111,16 @@ class Endpoint:
     @property
     def role(self) -> Role | None:
         """The role a credential must have, whether or not one is required."""
+        if isinstance(self.auth, AnyCredential):
+            return self.auth.roles[0]
         return self.auth.role if isinstance(self.auth, OptionalAuth) else self.auth
+
+    @property
+    def roles(self) -> tuple[Role, ...]:
+        """Every role whose credential the route takes."""
+        if isinstance(self.auth, AnyCredential):
+            return self.auth.roles
+        return () if self.role is None else (self.role,)
 
     @property
     def body_class(self) -> type | None:

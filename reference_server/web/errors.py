@@ -85,6 +85,15 @@ CODES: dict[str, tuple[int, str]] = {
     "handle_taken": (409, "Another owner holds this handle in this environment."),
     "resource_inactive": (409, "The resource is deactivated and cannot be paid."),
     "wallet_key_revoked": (409, "The wallet key is revoked."),
+    "receipt_not_authorized": (
+        409,
+        "The receipt holds no authorization to capture: it was captured, released or is not "
+        "a metered payment.",
+    ),
+    "resource_metered": (
+        409,
+        "The resource is priced by use and has no fixed fallback price for this rail.",
+    ),
     "payouts_not_enabled": (
         409,
         "Payouts are not enabled for this seller yet: finish Connect onboarding and sync; "

@@ -234,7 +234,9 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     if ep.role is None:
         op["security"] = []
     else:
-        op["security"] = [{ep.role.value: []}] + ([{}] if isinstance(ep.auth, OptionalAuth) else [])
+        op["security"] = [{role.value: []} for role in ep.roles] + (
+            [{}] if isinstance(ep.auth, OptionalAuth) else []
+        )
     if ep.body_class is not None:
         op["requestBody"] = {
             "required": True,

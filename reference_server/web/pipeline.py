@@ -27,7 +27,7 @@ from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..store.database import in_transaction
 from . import idempotency
-from .auth import OptionalAuth, Principal, authenticate, requested_environment
+from .auth import AnyCredential, OptionalAuth, Principal, authenticate, requested_environment
 from .call import Call
 from .errors import ApiError
 from .json_body import read_json_body
@@ -125,7 +125,8 @@ def caller(
     if conn is None:
         with ctx.db.read() as own:
             return caller(own, ep, ctx, headers, now)
-    principal = authenticate(conn, headers, role=ep.role, jwt_secrets=ctx.jwt_secrets, now=now)
+    role = None if isinstance(ep.auth, AnyCredential) else ep.role
+    principal = authenticate(conn, headers, role=role, jwt_secrets=ctx.jwt_secrets, now=now)
     return principal, principal.environment
 
 

@@ -94,9 +94,13 @@ def item(
     environment: str = "test",
     amount: str = "2.50",
     description: str | None = "Monthly weather report",
+    pricing: dict[str, Any] | None = None,
 ) -> Item:
+    """A seller's resource at ``amount``, or priced as ``pricing`` says (metered)."""
     acct = new_account(live.url, environment)
     body: dict[str, Any] = {"kind": "http", "path": "/v1/report", "amount": amount}
+    if pricing is not None:
+        body = {**body, "amount": None, **pricing}
     if description is not None:
         body["description"] = description
     r = httpx.post(

@@ -10,7 +10,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 import httpx
+import pytest
 
+from reference_server.domain import card_payments, resources
+from reference_server.domain.errors import DomainError
 from reference_server.settings import utcnow
 from svc import webhooks
 
@@ -244,3 +247,31 @@ def test_old_pay_addresses_redirect_and_an_open_form_still_pays_once(server: Liv
     # POST /pay is still the agents' JSON API, not a redirect
     r = httpx.post(server.url + "/pay", json={"resource_id": it.resource["id"]})
     assert r.status_code == 401 and r.headers["content-type"] == "application/json"
+
+
+METERED = {"pricing": "metered", "unit_price": "0.0001", "unit": "token", "max_amount": "5.00"}
+
+
+def test_a_metered_resource_is_sold_by_card_at_its_fallback_price_only(
+    server: LiveServer,
+) -> None:
+    priced_by_use = item(server, pricing=METERED)
+    page = httpx.get(priced_by_use.pay_url)
+    assert page.status_code == 200 and "cannot be bought by card here" in page.text
+    assert 'name="token"' not in page.text  # no card form
+    refused = pay(priced_by_use, token="anything")
+    assert refused.status_code == 409 and "cannot be bought by card here" in refused.text
+    assert priced_by_use.payments() == 0
+    # the booking itself refuses it too, in the envelope's code
+    with server.ctx.db.write() as conn, pytest.raises(DomainError) as metered:
+        row = resources.find_any_resource(conn, priced_by_use.resource["id"])
+        card_payments.book_card_sale(
+            conn, resource=row, fee_bps=100, request_id="req_x", now=utcnow()
+        )
+    assert metered.value.code == "resource_metered"
+
+    with_fallback = item(server, pricing={**METERED, "fallback_amount": "0.75"})
+    assert "Pay 0.75 USD" in httpx.get(with_fallback.pay_url).text
+    paid = pay(with_fallback)
+    assert paid.status_code == 200 and "0.75 USD" in paid.text
+    assert with_fallback.verify(receipt_of(paid.text))["amount"] == "0.75"

@@ -26,6 +26,7 @@ class Market:
     seller_owner_id: str
     seller_owner_jwt: str
     seller_id: str
+    seller_key: str
 
 
 def market(
@@ -62,6 +63,7 @@ def market(
         seller_owner_id=sellers.owner_id,
         seller_owner_jwt=sellers.owner_jwt,
         seller_id=sellers.seller_id,
+        seller_key=sellers.seller_key,
     )
 
 

@@ -108,6 +108,7 @@ def objects(world: World) -> dict[str, list[str]]:
             select(t.receipts.c.id, t.receipts.c.tx_hash).where(t.receipts.c.tx_hash.is_not(None))
         ).all()
     values["tx_hash"] = [r.tx_hash for r in receipts[:3]]
+    values["receipt_id"] = receipts_of_world(world)
     values["address"] = ["0x000000000000000000000000000000000000dEaD"]
     values["token"] = ["not-a-link-token"]
     return values
@@ -183,7 +184,7 @@ def calls(world: World) -> tuple[list[Call], list[Call]]:
                 continue  # 401 for everyone: the auth matrix's subject
             if (
                 ep.role is not None
-                and caller.role != ep.role.value
+                and caller.role not in ep.roles
                 and not isinstance(ep.auth, OptionalAuth)
             ):
                 continue  # 403 for everyone: the auth matrix's subject
