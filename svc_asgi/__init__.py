@@ -18,7 +18,7 @@ the app holds no keys.  Everything else is in private modules.  Depends on ``svc
 """
 
 from ._asgi import new_request_id
-from ._backend import BackendUnavailable, GateBackend, ServiceBackend
+from ._backend import BackendUnavailable, GateBackend, ServiceBackend, captured_verification
 from ._core import (
     RECEIPT_META_KEY,
     FailedOpen,
@@ -67,6 +67,7 @@ __all__ = [
     "Route",
     "ServiceBackend",
     "ServiceRails",
+    "captured_verification",
     "new_request_id",
     "payment_of",
 ]

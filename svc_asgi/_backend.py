@@ -1,11 +1,12 @@
 """Where a gate gets its answers: the :class:`GateBackend` protocol and its HTTP version.
 
-The gate's decisions (see ``_core``) need exactly two questions answered: *is this
-receipt good for this resource?* and *what does this resource cost, and where is it
-paid?*  A seller's app asks the service over HTTP with its seller key
-(:class:`ServiceBackend`); the reference server's hosted gates ask their own database
-(``reference_server.routes.gates.backend``) and never make an HTTP request to themselves.  Both
-sit behind this one protocol, so the decision logic is shared rather than copied.
+The gate's decisions (see ``_core``) need two questions answered: *is this receipt good
+for this resource?* and *what does this resource cost, and where is it paid?*; and, for a
+metered receipt, one request made: *charge the units this answer used*.  A seller's app
+asks the service over HTTP with its seller key (:class:`ServiceBackend`); the reference
+server's hosted gates ask their own database (``reference_server.routes.gates.backend``)
+and never make an HTTP request to themselves.  Both sit behind this one protocol, so the
+decision logic is shared rather than copied.
 
 Errors are part of the contract, because they decide between "fail closed" and "fail
 open": raise :class:`BackendUnavailable` when the answer cannot be had *right now*
@@ -20,9 +21,9 @@ from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import svc
-from svc import ReceiptVerification, Resource
+from svc import Receipt, ReceiptVerification, Resource
 
-__all__ = ["BackendUnavailable", "GateBackend", "ServiceBackend"]
+__all__ = ["BackendUnavailable", "GateBackend", "ServiceBackend", "captured_verification"]
 
 
 class BackendUnavailable(Exception):
@@ -39,9 +40,27 @@ def unavailable_when_transient() -> Iterator[None]:
         raise BackendUnavailable(f"the payment service did not answer: {exc}") from exc
 
 
+def captured_verification(receipt: Receipt) -> ReceiptVerification:
+    """A captured receipt as the gate reads a verification: valid when something was
+    charged; a released one (no usage) is not, and says so."""
+    if receipt.status != "settled":
+        why = "no usage was reported: the authorization was released, nothing was charged"
+        return ReceiptVerification(valid=False, receipt_id=receipt.id, reason=why)
+    return ReceiptVerification(
+        valid=True,
+        receipt_id=receipt.id,
+        resource_id=receipt.resource_id,
+        amount=receipt.amount,
+        rail=receipt.rail,
+        environment=receipt.environment,
+        created_at=receipt.created_at,
+    )
+
+
 @runtime_checkable
 class GateBackend(Protocol):
-    """The two questions a gate asks.  Implementations must be safe to call concurrently."""
+    """What a gate asks, and the capture it makes.  Implementations must be safe to call
+    concurrently."""
 
     async def verify(self, receipt_id: str, resource_id: str | None) -> ReceiptVerification:
         """``POST /access/verify``: is ``receipt_id`` valid (for ``resource_id``, if given)?
@@ -52,6 +71,12 @@ class GateBackend(Protocol):
 
     async def describe(self, resource_id: str) -> Resource:
         """The resource: price, ``gate_url``, ``pay_url``, ``active``, metadata."""
+        ...
+
+    async def capture(self, receipt_id: str, units: int) -> ReceiptVerification:
+        """``POST /receipts/{id}/capture``: charge ``units`` of an authorized metered
+        receipt (0 releases it); the captured receipt, or ``valid=False`` with a ``reason``
+        when it was captured or released already."""
         ...
 
 
@@ -74,3 +99,11 @@ class ServiceBackend:
     async def describe(self, resource_id: str) -> Resource:
         with unavailable_when_transient():
             return await self.client.resources.get(resource_id)
+
+    async def capture(self, receipt_id: str, units: int) -> ReceiptVerification:
+        try:
+            with unavailable_when_transient():
+                receipt = await self.client.receipts.capture(receipt_id, units=units)
+        except (svc.ConflictError, svc.NotFoundError) as exc:
+            return ReceiptVerification(valid=False, receipt_id=receipt_id, reason=exc.message)
+        return captured_verification(receipt)

@@ -31,6 +31,7 @@ from svc.receipts import MalformedReceipt, receipt_id_from_headers
 from ._asgi import paid_watched
 from ._backend import BackendUnavailable, GateBackend
 from ._cache import FlightCache, LruCache
+from ._capture import ReceiptCapture
 from ._offer import Offer
 from ._payment import Payment
 from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource
@@ -68,7 +69,8 @@ class Held:
     rail: HoldingRail
     claim: str
     offer: Offer
-    request: RailRequest
+    #: What a new challenge is for, should settling fail (``None``: no rail challenge).
+    request: RailRequestSource
     source: str
 
 
@@ -192,6 +194,7 @@ class GateCore:
         self.backend = backend
         self.on_service_error: OnServiceError = on_service_error
         self.rails = tuple(rails)
+        self._capture = ReceiptCapture(backend)
         self._receipts: FlightCache[tuple[str, str | None], ReceiptVerification] = FlightCache(
             ttl=cache_ttl, ttl_for=_verification_ttl, max_entries=max_cache_entries, clock=clock
         )
@@ -232,6 +235,15 @@ class GateCore:
         return await self._receipts.get(
             (receipt_id, resource_id), lambda: self.backend.verify(receipt_id, resource_id)
         )
+
+    async def _verify_once(
+        self, receipt_id: str, resource_id: str | None, single_use: bool
+    ) -> ReceiptVerification:
+        """:meth:`verify`; a single-use receipt (metered: captured once) is asked afresh
+        every time and never cached."""
+        if single_use:
+            return await self.backend.verify(receipt_id, resource_id)
+        return await self.verify(receipt_id, resource_id)
 
     def forget(self) -> None:
         """Drop every cached answer (tests; after rotating prices)."""
@@ -376,9 +388,9 @@ class GateCore:
             )
         bound = None if wanted else resource_id
         verification = self._receipts.peek((receipt_id, bound))
-        if verification is None:
+        if verification is None or offer.metered:
             try:
-                verification = await self.verify(receipt_id, bound)
+                verification = await self._verify_once(receipt_id, bound, offer.metered)
             except Exception as exc:
                 return self._failed(resource_id, exc)
         why = _refused_because(verification, offer, wanted)
@@ -390,6 +402,8 @@ class GateCore:
                 request,
                 extra={"receipt_id": verification.receipt_id, "refused_because": why},
             )
+        if offer.metered:
+            return self._capture_after(verification, offer, source, request)
         key = (verification.receipt_id, offer.resource_id, source)
         memo = self._paid.get(key)
         if memo is not None and memo[0] is verification and memo[1] is offer:
@@ -397,6 +411,27 @@ class GateCore:
         paid = self._paid_outcome(verification, offer, source, ())
         self._paid[key] = (verification, offer, paid)
         return paid
+
+    def _capture_after(
+        self,
+        verification: ReceiptVerification,
+        offer: Offer,
+        source: str,
+        request: RailRequestSource,
+    ) -> Paid:
+        """An authorized metered receipt: served, then captured for the units used
+        (:class:`ReceiptCapture`), as an open-rail claim is settled."""
+        payment = Payment.from_verification(
+            verification, resource_id=offer.resource_id, source=source
+        )
+        held = Held(
+            rail=self._capture,
+            claim=verification.receipt_id,
+            offer=offer,
+            request=request,
+            source=source,
+        )
+        return Paid(payment=payment, held=held)
 
     async def _redeemed(
         self,

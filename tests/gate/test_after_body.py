@@ -47,7 +47,23 @@ MAX_AMOUNT = Decimal("0.50")
 
 
 class MeteredBackend(FakeBackend):
-    """``res_tokens…`` are metered (``token`` at 0.0001, at most 0.50); others are fixed."""
+    """``res_tokens…`` are metered (``token`` at 0.0001, at most 0.50); others are fixed.
+    A metered receipt is captured here for the units reported (:attr:`captured`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.captured: list[tuple[str, int]] = []
+
+    async def capture(self, receipt_id: str, units: int) -> svc.ReceiptVerification:
+        self.captured.append((receipt_id, units))
+        return svc.ReceiptVerification(
+            valid=units > 0,
+            receipt_id=receipt_id,
+            resource_id="res_tokens",
+            amount=metered_amount(units, UNIT_PRICE, MAX_AMOUNT),
+            rail="rill",
+            reason=None if units else "released",
+        )
 
     async def verify(self, receipt_id: str, resource_id: str | None) -> svc.ReceiptVerification:
         found = await super().verify(receipt_id, resource_id)
@@ -115,8 +131,13 @@ PRICES: Mapping[str, str | Route] = {
 }
 
 
-def _gate(app: Any, rail: MeteringFake, prices: Mapping[str, str | Route] = PRICES) -> PaymentGate:
-    return PaymentGate(app, prices=prices, backend=MeteredBackend(), rails=[rail])
+def _gate(
+    app: Any,
+    rail: MeteringFake,
+    prices: Mapping[str, str | Route] = PRICES,
+    backend: MeteredBackend | None = None,
+) -> PaymentGate:
+    return PaymentGate(app, prices=prices, backend=backend or MeteredBackend(), rails=[rail])
 
 
 def _scope(path: str, *, trailers: bool = False, te: bool = False) -> dict[str, Any]:
@@ -416,12 +437,15 @@ async def test_a_payer_leaving_mid_stream_is_charged_what_was_reported() -> None
 
 async def test_metered_and_after_body_decisions_are_never_remembered() -> None:
     prices = {**PRICES, "GET /v1/plain": "res_plain"}
-    gate = _gate(_streaming_app([b"ok"], header=b"2"), MeteringFake(), prices)
+    backend = MeteredBackend()
+    gate = _gate(_streaming_app([b"ok"], header=b"2"), MeteringFake(), prices, backend)
     for path, resource_id in (("/v1/tokens", "res_tokens"), ("/v1/report", "res_report")):
         scope = {**_scope(path), "headers": [(b"host", b"shop"), (b"x-svc-receipt", b"rcpt_good")]}
         sent = await _call(gate, scope)
         assert sent[0]["status"] == 200 and b"x-svc-usage" not in _headers(sent[0])
         assert gate.core.remembered(resource_id, b"x-svc-receipt", b"rcpt_good") is None
+    # The metered ledger receipt was captured for the two units its answer reported.
+    assert backend.captured == [("rcpt_good", 2)]
     scope = {
         **_scope("/v1/plain"),
         "headers": [(b"host", b"shop"), (b"x-svc-receipt", b"rcpt_good")],

@@ -211,6 +211,12 @@ class FakeBackend:
             reason=None if good else "unknown receipt",
         )
 
+    async def capture(self, receipt_id: str, units: int) -> svc.ReceiptVerification:
+        """These fakes sell at fixed prices: there is nothing to capture."""
+        return svc.ReceiptVerification(
+            valid=False, receipt_id=receipt_id, reason="not a metered receipt"
+        )
+
     async def describe(self, resource_id: str) -> svc.Resource:
         if self.down:
             raise BackendUnavailable("down")

@@ -22,10 +22,11 @@ from x402.mechanisms.evm.upto import UptoEvmClientScheme
 import svc
 from svc_asgi import PaymentGate
 
+from ..money.helpers import Market, market
 from ..sandbox.helpers import assert_chain_sound
 from ..support import LiveApp, LiveServer, until
 from ..support import new_account as new_service_account
-from .helpers import RailShop, balance, funded_payer, receipts_of
+from .helpers import RailShop, balance, funded_payer, get, receipts_of
 from .streaming import TokenApp, read_events, upto_credential
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +134,87 @@ async def test_a_payer_who_leaves_mid_stream_pays_for_what_was_reported(
 
 def _settled_receipt(server: LiveServer, resource_id: str) -> list[Any]:
     return until(lambda: list(receipts_of(server, resource_id)) or None, "no settlement")
+
+
+# --- the ledger rail: POST /pay holds the maximum, the gate captures what was delivered ----
+
+
+def _metered_market(server: LiveServer) -> tuple[Market, svc.Resource]:
+    m = market(server)
+    resource = m.seller.resources.create(
+        kind="http",
+        path="/v1/stream",
+        pricing="metered",
+        unit_price=str(UNIT_PRICE),
+        unit="token",
+        max_amount="0.50",
+    )
+    return m, resource
+
+
+async def test_a_ledger_receipt_streams_and_is_captured_for_the_tokens_delivered(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    m, resource = _metered_market(server)
+    tokens = TokenApp()
+    gate = PaymentGate(
+        tokens.app(),
+        service_url=server.url,
+        seller_key=m.seller_key,
+        prices={"GET /v1/stream": resource.id},
+    )
+    url = serve_app(gate).url + "/v1/stream"
+    paid = m.agent.pay(resource_id=resource.id)  # holds the 0.50 maximum
+
+    events, response = await read_events(url, {"X-Svc-Receipt": paid.receipt_id})
+
+    assert response.status_code == 200
+    assert tokens.last_made is not None and events[0][0] < tokens.last_made
+    name, data = events[-1][1].split("\n", 1)
+    assert name == "event: svc-receipt"
+    receipt = json.loads(data.removeprefix("data: "))
+    assert (receipt["receipt_id"], receipt["amount"], receipt["units"]) == (
+        paid.receipt_id,
+        "0.02",
+        TOKENS,
+    )
+    captured = m.agent.receipts.get(paid.receipt_id)
+    assert (captured.status, captured.amount, captured.units) == ("settled", Decimal("0.02"), 200)
+    assert m.agent.spend.balance().balance == Decimal("99.98")
+    # single use: the captured receipt opens nothing more
+    again = get(url, {"X-Svc-Receipt": paid.receipt_id})
+    assert again.status_code == 402
+
+
+async def test_a_ledger_payer_who_leaves_is_charged_for_what_was_reported(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    m, resource = _metered_market(server)
+    tokens = TokenApp(tokens=400, gap=0.02)
+    gate = PaymentGate(
+        tokens.app(),
+        service_url=server.url,
+        seller_key=m.seller_key,
+        prices={"GET /v1/stream": resource.id},
+    )
+    url = serve_app(gate).url + "/v1/stream"
+    paid = m.agent.pay(resource_id=resource.id)
+
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream("GET", url, headers={"X-Svc-Receipt": paid.receipt_id}) as response,
+    ):
+        seen = 0
+        async for chunk in response.aiter_text():
+            seen += chunk.count("data: tok")
+            if seen >= 20:
+                break
+
+    def captured() -> svc.Receipt | None:
+        found = m.agent.receipts.get(paid.receipt_id)
+        return found if found.status == "settled" else None
+
+    receipt = await anyio.to_thread.run_sync(lambda: until(captured, "never captured"))
+    assert receipt.units is not None and 20 <= receipt.units < 400
+    assert receipt.amount == receipt.units * UNIT_PRICE
+    assert m.agent.spend.balance().balance == Decimal("100") - receipt.amount

@@ -26,10 +26,18 @@ from sqlalchemy.exc import OperationalError
 
 from svc import ReceiptVerification, Resource
 from svc.receipts import rail_credentials
-from svc_asgi import BackendUnavailable, Offer, RailRedemption, RailRequest
+from svc_asgi import (
+    BackendUnavailable,
+    Offer,
+    RailRedemption,
+    RailRequest,
+    captured_verification,
+)
 
 from ...context import ServerContext
-from ...domain import open_rails
+from ...domain import metered, open_rails
+from ...domain.errors import DomainError
+from ...domain.events import writing
 from ...domain.payments import verify_receipt
 from ...domain.resources import find_any_resource, resource_model
 from ...store import tables as t
@@ -59,9 +67,17 @@ class DatabaseGateBackend:
     answered without a query (the hosted gate has just read its resource).
     """
 
-    def __init__(self, ctx: ServerContext, public_url: str, known: Iterable[Resource] = ()) -> None:
+    def __init__(
+        self,
+        ctx: ServerContext,
+        public_url: str,
+        known: Iterable[Resource] = (),
+        *,
+        request_id: str = "",
+    ) -> None:
         self.ctx = ctx
         self.public_url = public_url
+        self.request_id = request_id
         self._known = {resource.id: resource for resource in known}
 
     async def verify(self, receipt_id: str, resource_id: str | None) -> ReceiptVerification:
@@ -79,6 +95,38 @@ class DatabaseGateBackend:
                 return verify_receipt(conn, receipt_id, resource_id=resource_id, seller_id=None)
         except OperationalError as exc:
             raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
+
+    async def capture(self, receipt_id: str, units: int) -> ReceiptVerification:
+        return await anyio.to_thread.run_sync(self._capture, receipt_id, units)
+
+    def _capture(self, receipt_id: str, units: int) -> ReceiptVerification:
+        """Capture as ``POST /receipts/{id}/capture`` does, for the receipt's own seller:
+        the gate verified it for its resource before serving."""
+        ctx = self.ctx
+        try:
+            with writing(ctx.db, ctx.notify_new_events) as conn:
+                row = conn.execute(
+                    select(t.receipts.c.seller_id, t.receipts.c.environment).where(
+                        t.receipts.c.id == receipt_id
+                    )
+                ).first()
+                if row is None or row.seller_id is None:
+                    raise DomainError("not_found", f"No receipt {receipt_id}.")
+                receipt = metered.capture(
+                    conn,
+                    receipt_id=receipt_id,
+                    seller_id=row.seller_id,
+                    environment=row.environment,
+                    units=units,
+                    fee_bps=ctx.settings.platform_fee_bps,
+                    request_id=self.request_id,
+                    now=ctx.now(),
+                )
+        except DomainError as refused:
+            return ReceiptVerification(valid=False, receipt_id=receipt_id, reason=refused.message)
+        except OperationalError as exc:
+            raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
+        return captured_verification(receipt)
 
     def _describe(self, resource_id: str) -> Resource:
         try:

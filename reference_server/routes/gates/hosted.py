@@ -182,7 +182,8 @@ async def hosted_gate(call: Call) -> Response:
     if open_rails.offered(ctx, gate.seller) is not None:
         rails.append(DatabaseRails(ctx, gate, request_id))
     # No cache: the database is the source of truth and is as near as a cache would be.
-    core = GateCore(DatabaseGateBackend(ctx, base, known=[resource]), cache_ttl=0, rails=rails)
+    backend = DatabaseGateBackend(ctx, base, known=[resource], request_id=request_id)
+    core = GateCore(backend, cache_ttl=0, rails=rails)
     # The URL the client paid for, as it addressed it: both protocols bind the challenge
     # to it, so the challenge and the paid retry must name it alike.
     query = request.url.query
