@@ -37,6 +37,7 @@ from ..web.pipeline import replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
 from ..web.sdk import Sdk
 from ..web.validate import checked
+from .pay_url_stream import PayUrlStream
 
 __all__ = ["ENDPOINTS", "PAY_URL"]
 
@@ -50,7 +51,8 @@ async def pay_url(call: Call) -> Response:
     debits the prepaid balance, and returns the body (cut at 8 KB) and headers with the
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
-    it (a PayUrlQuote): nothing is paid, reserved or recorded."""
+    it (a PayUrlQuote): nothing is paid, reserved or recorded.  With ``stream`` the paid
+    answer is relayed as it arrives (:mod:`.pay_url_stream`)."""
     started = call.started
     if isinstance(started, flow.Job):
         return _respond(await flow.quote(started), call.request_id)
@@ -58,8 +60,13 @@ async def pay_url(call: Call) -> Response:
         status, body, headers = replayed(started, call.request_id)
         return json_response(body, status, headers | _NO_STORE)
     job, begun = started
-    answer = await flow.pay(job, begun)
-    return _respond(answer.result, call.request_id, replay_of=answer.replay_of)
+    if call.input(PayUrl).stream:
+        return PayUrlStream(job, begun, call.request_id, partial(_answer, call.request_id))
+    return _answer(call.request_id, await flow.pay(job, begun))
+
+
+def _answer(request_id: str, answer: flow.Answer) -> Response:
+    return _respond(answer.result, request_id, replay_of=answer.replay_of)
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
