@@ -52,7 +52,7 @@ async def pay_url(call: Call) -> Response:
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded.  With ``stream`` the paid
-    answer is relayed as it arrives (:mod:`.pay_url_stream`)."""
+    answer is relayed as it arrives, in NDJSON lines (see docs/pay-url.md, Streaming)."""
     started = call.started
     if isinstance(started, flow.Job):
         return _respond(await flow.quote(started), call.request_id)
@@ -224,7 +224,7 @@ PAY_URL = Endpoint(
     sdk=(
         Sdk(
             "spend.pay_url",
-            "url: str, *, method: PayUrlMethod = 'GET', json: Any = None",
+            "url: str, *, method: PayUrlMethod = 'GET', json: Any = None, stream: bool = False",
             doc="""Pay ``url``'s x402 or MPP 402 under the key's policy and return its answer.
 
             ``json`` is a JSON body for the URL (``method="POST"`` only).  The service probes
@@ -234,9 +234,18 @@ PAY_URL = Endpoint(
             and gets the stored answer.  A policy limit raises
             :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
             in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+
+            ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
+            for the body's bytes as they arrive (uncut); after it, ``.result`` is the
+            PayUrlResult (without the body) and ``.head`` the URL's status and headers.  An
+            answer that breaks off midway raises the service's error at its end; use it as a
+            context manager to close the connection.  Errors before the head raise here.
             """,
             build="pay_url_body",
             response=PayUrlResult,
+            sdk_only=("stream",),
+            send="send_pay_url",
+            streams="AsyncPayUrlStream",
         ),
         Sdk(
             "spend.pay_url_quote",

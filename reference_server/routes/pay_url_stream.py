@@ -4,7 +4,8 @@ The answer is ``application/x-ndjson``, one JSON object per line, each written a
 it is known: ``{"type": "head", "status", "headers"}`` once the paid request's successful
 head is in, ``{"type": "chunk", "data": <base64>}`` per chunk the URL sent, then
 ``{"type": "result", ...}`` (the PayUrlResult without its body) once the money has
-concluded -- or ``{"type": "error", "error": {...}}`` when the answer broke off midway.
+concluded -- or ``{"type": "error", "status", "error": {...}}`` when the answer broke off
+midway (``status``: what the buffered mode would have answered).
 Whatever ends the attempt before that head answers as the buffered mode does (the same
 status and error envelope): the head is what commits the answer to ``200``.
 
@@ -89,15 +90,17 @@ def _last(
 ) -> dict[str, Any]:
     """The final line: the result, or the error that ended the relayed answer."""
     if isinstance(result, DomainError):
-        return {"type": "error", **http_error(result).body(request_id)}
+        answered = http_error(result)
+        return {"type": "error", "status": answered.status, **answered.body(request_id)}
     if broke is None:
         body = to_json_body(result, request_id)
         return {"type": "result", **{k: v for k, v in body.items() if k not in _BODY_FIELDS}}
     # It broke off, yet the URL settled: what it settled is spent, and the error says so.
-    envelope = http_error(broke).body(request_id)
+    answered = http_error(broke)
+    envelope = answered.body(request_id)
     spent = {"attempt_id": result.attempt_id, "amount": str(result.amount)}
     envelope["error"]["details"] = {**(envelope["error"].get("details") or {}), **spent}
-    return {"type": "error", **envelope}
+    return {"type": "error", "status": answered.status, **envelope}
 
 
 class _Lines:
