@@ -8,10 +8,13 @@ with x402's resource server after its last one (x402's own middleware would buff
 
 from __future__ import annotations
 
+import re
+import runpy
 import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -159,4 +162,40 @@ def test_refusals_before_the_head_answer_as_without_stream(
     assert refused.value.code == "max_per_tx_exceeded"
     assert (r.status_code, r.json()["error"]["code"]) == (422, "validation_error")
     assert r.json()["error"]["details"]["errors"][0]["field"] == "stream"
+    assert_ledger_sound(server)
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "pay_url_stream.py"
+
+
+def test_the_docs_example_runs_as_shown(
+    server: LiveServer,
+    facilitator: str,
+    pay_to: str,
+    gate: threading.Event,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/pay-url.md shows docs/examples/pay_url_stream.py verbatim, and it prints what
+    its comments say."""
+    doc = (EXAMPLE.parents[1] / "pay-url.md").read_text()
+    [shown] = re.findall(
+        r"<!-- example: docs/examples/pay_url_stream.py -->\n```python\n(.*?)```", doc, re.S
+    )
+    assert shown == EXAMPLE.read_text()
+    agent = make_agent(server)
+    gate.set()
+    for url in stream_url(facilitator, pay_to, gate):
+        for key, value in {
+            "SVC_BASE_URL": server.url,
+            "SVC_WALLET_KEY": agent.wallet_key,
+            "STREAMING_URL": url,
+        }.items():
+            monkeypatch.setenv(key, value)
+        runpy.run_path(str(EXAMPLE))
+    assert capsys.readouterr().out.splitlines() == [
+        "200 text/event-stream; charset=utf-8",
+        "20",
+        "0.02 of at most 0.50",
+    ]
     assert_ledger_sound(server)
