@@ -19,6 +19,7 @@ import httpx
 
 from ._base_client import error_from_body
 from ._models import PayUrlResult
+from ._spec import as_model
 from .wire import structure
 
 __all__ = ["AsyncPayUrlStream", "StreamHead"]
@@ -38,15 +39,30 @@ class AsyncPayUrlStream:
     raises the service's error (with its request id) at the end of the iteration.  Use it
     as a context manager, or call ``aclose``, to close the connection."""
 
-    def __init__(self, response: httpx.Response, lines: AsyncIterator[str], head: StreamHead):
+    def __init__(
+        self,
+        response: httpx.Response,
+        lines: AsyncIterator[str] | None,
+        head: StreamHead,
+        whole: PayUrlResult | None = None,
+    ):
         self._response = response
         self._lines = lines
+        self._whole = whole
         self.head = head
         self.result: PayUrlResult | None = None
 
     @classmethod
     async def open(cls, response: httpx.Response) -> AsyncPayUrlStream:
-        """The stream of ``response`` (a 200 being read), once its head line is in."""
+        """The stream of ``response`` (a 200 being read), once its head line is in.
+
+        An ``Idempotency-Key`` replay is answered whole (JSON): its stored body is then
+        the one chunk."""
+        if response.headers.get("content-type", "").startswith("application/json"):
+            await response.aread()
+            whole = as_model(PayUrlResult)(response)
+            head = StreamHead(whole.upstream_status or 200, whole.headers)
+            return cls(response, None, head, whole)
         lines = response.aiter_lines()
         try:
             first = json.loads(await anext(lines))
@@ -56,6 +72,10 @@ class AsyncPayUrlStream:
         return cls(response, lines, StreamHead(first["status"], first["headers"]))
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._lines is None:  # a replay, answered whole
+            self.result = self._whole
+            yield b"" if self._whole is None else self._whole.content
+            return
         async for line in self._lines:
             if not line:
                 continue

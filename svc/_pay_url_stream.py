@@ -20,6 +20,7 @@ import httpx
 
 from ._base_client import error_from_body
 from ._models import PayUrlResult
+from ._spec import as_model
 from .wire import structure
 
 __all__ = ["PayUrlStream", "StreamHead"]
@@ -39,15 +40,30 @@ class PayUrlStream:
     raises the service's error (with its request id) at the end of the iteration.  Use it
     as a context manager, or call ``close``, to close the connection."""
 
-    def __init__(self, response: httpx.Response, lines: Iterator[str], head: StreamHead):
+    def __init__(
+        self,
+        response: httpx.Response,
+        lines: Iterator[str] | None,
+        head: StreamHead,
+        whole: PayUrlResult | None = None,
+    ):
         self._response = response
         self._lines = lines
+        self._whole = whole
         self.head = head
         self.result: PayUrlResult | None = None
 
     @classmethod
     def open(cls, response: httpx.Response) -> PayUrlStream:
-        """The stream of ``response`` (a 200 being read), once its head line is in."""
+        """The stream of ``response`` (a 200 being read), once its head line is in.
+
+        An ``Idempotency-Key`` replay is answered whole (JSON): its stored body is then
+        the one chunk."""
+        if response.headers.get("content-type", "").startswith("application/json"):
+            response.read()
+            whole = as_model(PayUrlResult)(response)
+            head = StreamHead(whole.upstream_status or 200, whole.headers)
+            return cls(response, None, head, whole)
         lines = response.iter_lines()
         try:
             first = json.loads(next(lines))
@@ -57,6 +73,10 @@ class PayUrlStream:
         return cls(response, lines, StreamHead(first["status"], first["headers"]))
 
     def __iter__(self) -> Iterator[bytes]:
+        if self._lines is None:  # a replay, answered whole
+            self.result = self._whole
+            yield b"" if self._whole is None else self._whole.content
+            return
         for line in self._lines:
             if not line:
                 continue

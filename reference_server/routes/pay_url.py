@@ -130,8 +130,9 @@ def _store_answer(
 def _order(call: Call) -> tuple[Order, str]:
     """The validated request, and its idempotency fingerprint."""
     b = call.input(PayUrl)
-    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
-    sent = to_json(attrs.evolve(b, dry_run=None))
+    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing);
+    # ``stream`` only says how the answer is delivered: the same payment either way.
+    sent = to_json(attrs.evolve(b, dry_run=None, stream=None))
     method = b.method or "GET"
     content = None if b.json is None else flow.encode_json(b.json)
     order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))

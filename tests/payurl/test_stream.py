@@ -24,7 +24,7 @@ import svc
 from ..sandbox.helpers import serve
 from ..support import LiveServer, assert_ledger_sound
 from .apps import streaming_metered_app
-from .helpers import Agent, attempt_row, chain_balance, make_agent
+from .helpers import Agent, attempt_row, chain_balance, make_agent, new_key
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 EVENTS = [f"data: token {i}\n\n".encode() for i in range(20)]
@@ -198,4 +198,26 @@ def test_the_docs_example_runs_as_shown(
         "20",
         "0.02 of at most 0.50",
     ]
+    assert_ledger_sound(server)
+
+
+def test_a_replay_of_the_key_yields_the_stored_body_and_result_and_pays_once(
+    server: LiveServer, facilitator: str, pay_to: str, gate: threading.Event
+) -> None:
+    agent = make_agent(server)
+    gate.set()
+    once = svc.RequestOptions(idempotency_key=new_key())
+    answers = []
+    for url in stream_url(facilitator, pay_to, gate):
+        for _ in range(2):
+            with agent.client.spend.pay_url(url, stream=True, options=once) as paid:
+                answers.append((b"".join(paid), paid.result))
+        buffered = agent.client.spend.pay_url(url, options=once)  # the same payment
+    [(first, paid_first), (again, replayed)] = answers
+    assert paid_first is not None and buffered.attempt_id == paid_first.attempt_id
+    assert first == again == b"".join(EVENTS)  # within the 8 KB a replay keeps
+    assert paid_first is not None and replayed is not None
+    assert replayed.attempt_id == paid_first.attempt_id and replayed.amount == Decimal("0.02")
+    assert agent.spend().spent_total == Decimal("0.02")
+    assert chain_balance(server, pay_to) == UNIT * len(EVENTS)
     assert_ledger_sound(server)
