@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from decimal import Decimal
@@ -51,7 +52,7 @@ from .confirmation import confirmed_on_chain, confirmed_transaction, settled_amo
 from .hot_wallet import HotWallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
-from .unlocked import Unlocked, unlocked
+from .unlocked import Unlocked, end_to_end, unlocked
 
 __all__ = ["Answer", "Job", "Relay", "begin", "encode_json", "load_job", "pay", "quote"]
 
@@ -303,45 +304,52 @@ async def _streamed(
 
     An answer that is not a success is read (bounded) and not relayed: its error is
     answered as the buffered mode answers it."""
-    policy = _policy(job, PAID_SECONDS, STREAM_MAX_BYTES)
-    kept, read, truncated = bytearray(), 0, False
+    started = time.monotonic()
     try:
         async with outbound.stream(
             job.order.method,
             job.order.url,
             headers=_headers(job, signed),
             content=job.order.content,
-            policy=policy,
+            policy=_policy(job, PAID_SECONDS, STREAM_MAX_BYTES),
         ) as answer:
             relaying = 200 <= answer.status < 300
             if relaying:
-                relayed = unlocked(answer.status, answer.headers, b"", False).headers
-                await relay.head(answer.status, relayed)
-            broke = None
-            try:
-                async for chunk in answer.chunks():
-                    read += len(chunk)
-                    kept += chunk[: max(limit - len(kept), 0)]
-                    if relaying:
-                        await relay.chunk(chunk)
-                    elif read > limit:
-                        break
-            except outbound.OutboundFailed as exc:
-                if not relaying:
-                    raise
-                broke = exc
-            truncated = read > limit or broke is not None
+                await relay.head(answer.status, end_to_end(answer.headers))
+            body, truncated, broke = await _body(answer, relay if relaying else None, limit)
             got = outbound.OutboundResponse(
                 status=answer.status,
                 headers=answer.headers,
-                body=bytes(kept),
+                body=body,
                 truncated=truncated,
-                elapsed=0.0,
+                elapsed=time.monotonic() - started,
                 ip=answer.ip,
             )
             return got, broke
     except outbound.OutboundError as exc:
         return exc, None
+
+
+async def _body(
+    answer: outbound.OutboundStream, relay: Relay | None, limit: int
+) -> tuple[bytes, bool, outbound.OutboundFailed | None]:
+    """``answer``'s body, each chunk passed to ``relay`` as it arrives: its first ``limit``
+    bytes, whether there was more, and the failure that broke it off (without a relay,
+    reading stops past ``limit`` and a failure is raised)."""
+    kept, read = bytearray(), 0
+    try:
+        async for chunk in answer.chunks():
+            read += len(chunk)
+            kept += chunk[: max(limit - len(kept), 0)]
+            if relay is not None:
+                await relay.chunk(chunk)
+            elif read > limit:
+                break
+    except outbound.OutboundFailed as exc:
+        if relay is None:
+            raise
+        return bytes(kept), True, exc
+    return bytes(kept), read > limit, None
 
 
 def _settled_amount(
@@ -583,6 +591,7 @@ async def _send(
 
 
 def _headers(job: Job, credential: SignedPayment | None) -> list[tuple[str, str]]:
+    """The headers of the caller's request to the URL (the paid one's with the credential)."""
     headers = [("Accept", "*/*")]
     if job.order.content is not None:
         headers.append(("Content-Type", "application/json"))
