@@ -390,7 +390,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, overload
 
 from . import _endpoints as ep
 from ._async_send import *  # noqa: F403
@@ -439,7 +439,9 @@ def _method(call: Call) -> str:
     params = call.params()
     options = Param("options", "RequestOptions | None", "None", keyword=True)
     signature = _signature([*params, options])
-    text = f"    async def {call.method}(self, {signature}) -> {call.model}:\n"
+    text = _overloads(call, params, options)
+    returns = call.model if call.sdk.streams is None else f"{call.model} | {call.sdk.streams}"
+    text += f"    async def {call.method}(self, {signature}) -> {returns}:\n"
     doc = call.sdk.doc
     if call.ep.paged:
         doc = _paragraphs(doc, PAGE_DOC.format(pager=f"{call.method}_all"))
@@ -450,6 +452,27 @@ def _method(call: Call) -> str:
         return text + "        return await self._client._request(spec, options)\n"
     sent = ", ".join(f"{p.name}={p.name}" for p in params)
     return text + f"        return await {call.sdk.send}(self._client, spec, options, {sent})\n"
+
+
+def _overloads(call: Call, params: list[Param], options: Param) -> str:
+    """A streaming call's two typings: ``stream=False`` answers the model, ``True`` the
+    stream class."""
+    if call.sdk.streams is None:
+        return ""
+    text = ""
+    for flag, default, returns in (
+        ("False", "False", call.model),
+        ("True", None, call.sdk.streams),
+    ):
+        typed = [
+            attrs.evolve(p, annotation=f"Literal[{flag}]", default=default)
+            if p.name == "stream"
+            else p
+            for p in params
+        ]
+        signature = _signature([*typed, options])
+        text += f"    @overload\n    async def {call.method}(self, {signature}) -> {returns}: ...\n"
+    return text
 
 
 def _pager(call: Call) -> str:

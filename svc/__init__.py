@@ -13,6 +13,7 @@ Errors all derive from :class:`svc.SvcError`; webhook helpers are in :mod:`svc.w
 # ``svc.money.parse_amount(...)``, ``svc.wire.structure(...)``.
 from . import _models, money, webhooks, wire
 from ._async_client import AsyncClient
+from ._async_pay_url_stream import AsyncPayUrlStream, StreamHead
 from ._client import Client
 from ._errors import (
     APIConnectionError,
@@ -33,6 +34,7 @@ from ._errors import (
 )
 from ._models import *  # noqa: F403  (every model is public: see _models.__all__)
 from ._options import Environment, RequestOptions
+from ._pay_url_stream import PayUrlStream
 from ._retry import RetryPolicy
 from ._spec import Role
 from ._types import NOT_GIVEN, NotGiven
@@ -44,6 +46,7 @@ __all__ = [
     "APIError",
     "APITimeoutError",
     "AsyncClient",
+    "AsyncPayUrlStream",
     "AuthenticationError",
     "BadRequestError",
     "Client",
@@ -52,6 +55,7 @@ __all__ = [
     "Environment",
     "NotFoundError",
     "NotGiven",
+    "PayUrlStream",
     "PaymentRequiredError",
     "PermissionDeniedError",
     "RateLimitError",
@@ -59,6 +63,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "ServerError",
+    "StreamHead",
     "SvcError",
     "UnprocessableEntityError",
     "WebhookVerificationError",

@@ -17,6 +17,7 @@ import httpx
 from . import _convert
 from . import _endpoints as ep
 from ._async_namespaces import AsyncNamespaces
+from ._async_pay_url_stream import AsyncPayUrlStream
 from ._base_client import BaseClient, Retry
 from ._convert import Amount, JSONDocument, TextDocument
 from ._models import Capabilities, Health, PayResult
@@ -70,6 +71,24 @@ class AsyncClient(
             if not isinstance(outcome, Retry):
                 return outcome
             await self._sleep(outcome.delay)
+
+    async def _stream(
+        self, spec: RequestSpec[Any], options: RequestOptions | None = None
+    ) -> AsyncPayUrlStream:
+        """``spec`` sent as :meth:`_request` sends it, its ``200`` read as a stream once its
+        head line is in (``pay_url(stream=True)``); an error answer raises as there."""
+        call = self._prepare(spec, options)
+        while True:
+            try:
+                response = await self._http.send(call.request, stream=True)
+            except httpx.RequestError as exc:
+                retry = call.on_transport_error(exc)
+            else:
+                if response.is_success:
+                    return await AsyncPayUrlStream.open(response)
+                await response.aread()
+                retry = call.on_error(response)
+            await self._sleep(retry.delay)
 
     # --- top-level endpoints ----------------------------------------------------------------
 

@@ -11,14 +11,15 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
+from ._async_pay_url_stream import AsyncPayUrlStream
 from ._errors import PaymentRequiredError
-from ._models import TopUp
+from ._models import PayUrlResult, TopUp
 from ._options import RequestOptions
 from ._spec import RequestSpec
 from ._top_up_payer import payment_headers
 from .money import parse_amount, to_micros
 
-__all__ = ["AsyncRequester", "send_top_up"]
+__all__ = ["AsyncPayUrlStream", "AsyncRequester", "send_pay_url", "send_top_up"]
 
 T = TypeVar("T")
 
@@ -27,6 +28,27 @@ class AsyncRequester(Protocol):
     """What a namespace needs from its client: send a spec, get the model."""
 
     async def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T: ...
+
+    async def _stream(
+        self, spec: RequestSpec[Any], options: RequestOptions | None = None
+    ) -> AsyncPayUrlStream: ...
+
+
+async def send_pay_url(
+    client: AsyncRequester,
+    spec: RequestSpec[PayUrlResult],
+    options: RequestOptions | None,
+    *,
+    stream: bool,
+    **_: Any,
+) -> PayUrlResult | AsyncPayUrlStream:
+    """``pay_url``: the result, or with ``stream`` the answer's stream once its head is in."""
+    if not stream:
+        return await client._request(spec, options)
+    body = {**(spec.json or {}), "stream": True}
+    return await client._stream(
+        attrs.evolve(spec, json=body, accept="application/x-ndjson"), options
+    )
 
 
 async def send_top_up(

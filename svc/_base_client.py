@@ -45,6 +45,7 @@ __all__ = [
     "BaseClient",
     "Call",
     "Retry",
+    "error_from_body",
     "error_from_response",
 ]
 
@@ -95,6 +96,10 @@ class Call(Generic[T]):
         """The parsed model for a 2xx; otherwise a retry, or the mapped error raised."""
         if response.is_success:
             return _parse_success(self.spec, response)
+        return self.on_error(response)
+
+    def on_error(self, response: httpx.Response) -> Retry:
+        """A retry, or the mapped error of a non-2xx ``response`` raised."""
         error = error_from_response(response)
         return self._retry_or_raise(error, error)
 
@@ -259,34 +264,41 @@ def error_from_response(response: httpx.Response) -> APIError:
     proxy's HTML page, an empty 502) still maps by status, with a message quoting the start
     of the body so the cause is visible.
     """
-    status = response.status_code
     body: Any
     try:
         body = response.json()
     except ValueError:
         body = response.text
+    return error_from_body(
+        response.status_code, body, response.headers, response.reason_phrase, response.text
+    )
 
+
+def error_from_body(
+    status: int, body: Any, headers: httpx.Headers, reason: str = "", text: str = ""
+) -> APIError:
+    """The :class:`~svc.APIError` for ``status`` and a decoded error envelope ``body``
+    (also what a streamed answer's final ``error`` line carries)."""
     outer = body if isinstance(body, dict) else {}
     envelope = outer.get("error")
     error = envelope if isinstance(envelope, dict) else {"message": envelope}
     message = _str_or_none(error.get("message"))
     details = error.get("details")
     if not message:
-        reason = response.reason_phrase or "error"
-        snippet = _snippet(body if isinstance(body, str) else response.text)
-        message = f"HTTP {status} {reason}" + (f": {snippet}" if snippet else "")
+        snippet = _snippet(body if isinstance(body, str) else text)
+        message = f"HTTP {status} {reason or 'error'}" + (f": {snippet}" if snippet else "")
 
     cls = error_for_status(status)
     kwargs: dict[str, Any] = {
         "status": status,
         "code": _str_or_none(error.get("code")),
         "details": details if isinstance(details, dict) else None,
-        "request_id": _str_or_none(outer.get("request_id")) or response.headers.get("x-request-id"),
-        "headers": response.headers,
+        "request_id": _str_or_none(outer.get("request_id")) or headers.get("x-request-id"),
+        "headers": headers,
         "body": body,
     }
     if issubclass(cls, RateLimitError):
-        return cls(message, retry_after=parse_retry_after(response.headers), **kwargs)
+        return cls(message, retry_after=parse_retry_after(headers), **kwargs)
     return cls(message, **kwargs)
 
 

@@ -22,6 +22,7 @@ from ._convert import Amount, JSONDocument, TextDocument
 from ._models import Capabilities, Health, PayResult
 from ._namespaces import Namespaces
 from ._options import RequestOptions
+from ._pay_url_stream import PayUrlStream
 from ._sender import Sender
 from ._spec import RequestSpec
 
@@ -71,6 +72,24 @@ class Client(
             if not isinstance(outcome, Retry):
                 return outcome
             self._sleep(outcome.delay)
+
+    def _stream(
+        self, spec: RequestSpec[Any], options: RequestOptions | None = None
+    ) -> PayUrlStream:
+        """``spec`` sent as :meth:`_request` sends it, its ``200`` read as a stream once its
+        head line is in (``pay_url(stream=True)``); an error answer raises as there."""
+        call = self._prepare(spec, options)
+        while True:
+            try:
+                response = self._http.send(call.request, stream=True)
+            except httpx.RequestError as exc:
+                retry = call.on_transport_error(exc)
+            else:
+                if response.is_success:
+                    return PayUrlStream.open(response)
+                response.read()
+                retry = call.on_error(response)
+            self._sleep(retry.delay)
 
     # --- top-level endpoints ----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, overload
 
 from . import _endpoints as ep
 from ._convert import Amount, Metadata
@@ -59,7 +59,7 @@ from ._models import (
 )
 from ._options import RequestOptions
 from ._paging import iterate
-from ._send import Requester, send_top_up
+from ._send import PayUrlStream, Requester, send_pay_url, send_top_up
 from ._types import NOT_GIVEN, NotGiven
 from .bodies import (
     ConnectType,
@@ -735,14 +735,35 @@ class Spend(_Namespace):
             lambda after: self.attempts(limit=limit, starting_after=after, options=options)
         )
 
+    @overload
     def pay_url(
         self,
         url: str,
         *,
         method: PayUrlMethod = "GET",
         json: Any = None,
+        stream: Literal[False] = False,
         options: RequestOptions | None = None,
-    ) -> PayUrlResult:
+    ) -> PayUrlResult: ...
+    @overload
+    def pay_url(
+        self,
+        url: str,
+        *,
+        method: PayUrlMethod = "GET",
+        json: Any = None,
+        stream: Literal[True],
+        options: RequestOptions | None = None,
+    ) -> PayUrlStream: ...
+    def pay_url(
+        self,
+        url: str,
+        *,
+        method: PayUrlMethod = "GET",
+        json: Any = None,
+        stream: bool = False,
+        options: RequestOptions | None = None,
+    ) -> PayUrlResult | PayUrlStream:
         """Pay ``url``'s x402 or MPP 402 under the key's policy and return its answer.
 
         ``json`` is a JSON body for the URL (``method="POST"`` only).  The service probes
@@ -752,9 +773,17 @@ class Spend(_Namespace):
         and gets the stored answer.  A policy limit raises
         :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+
+        ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
+        for the body's bytes as they arrive (uncut); after it, ``.result`` is the
+        PayUrlResult (without the body) and ``.head`` the URL's status and headers.  An
+        answer that breaks off midway raises the service's error at its end; use it as a
+        context manager to close the connection.  Errors before the head raise here.
         """
         spec = ep.spend_pay_url(url, method=method, json=json)
-        return self._client._request(spec, options)
+        return send_pay_url(
+            self._client, spec, options, url=url, method=method, json=json, stream=stream
+        )
 
     def pay_url_quote(
         self,

@@ -13,13 +13,14 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ._errors import PaymentRequiredError
-from ._models import TopUp
+from ._models import PayUrlResult, TopUp
 from ._options import RequestOptions
+from ._pay_url_stream import PayUrlStream
 from ._spec import RequestSpec
 from ._top_up_payer import payment_headers
 from .money import parse_amount, to_micros
 
-__all__ = ["Requester", "send_top_up"]
+__all__ = ["PayUrlStream", "Requester", "send_pay_url", "send_top_up"]
 
 T = TypeVar("T")
 
@@ -28,6 +29,25 @@ class Requester(Protocol):
     """What a namespace needs from its client: send a spec, get the model."""
 
     def _request(self, spec: RequestSpec[T], options: RequestOptions | None = None) -> T: ...
+
+    def _stream(
+        self, spec: RequestSpec[Any], options: RequestOptions | None = None
+    ) -> PayUrlStream: ...
+
+
+def send_pay_url(
+    client: Requester,
+    spec: RequestSpec[PayUrlResult],
+    options: RequestOptions | None,
+    *,
+    stream: bool,
+    **_: Any,
+) -> PayUrlResult | PayUrlStream:
+    """``pay_url``: the result, or with ``stream`` the answer's stream once its head is in."""
+    if not stream:
+        return client._request(spec, options)
+    body = {**(spec.json or {}), "stream": True}
+    return client._stream(attrs.evolve(spec, json=body, accept="application/x-ndjson"), options)
 
 
 def send_top_up(

@@ -37,10 +37,10 @@ class AsyncSender:
         self._client = http_client or httpx.AsyncClient(transport=transport)
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def send(self, request: httpx.Request) -> httpx.Response:
+    async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
         if self._follows_loop:
             self._follow_running_loop()
-        return await self._client.send(request)
+        return await self._client.send(request, stream=stream)
 
     def _follow_running_loop(self) -> None:
         try:
@@ -73,8 +73,8 @@ class Sender:
         self._owned = http_client is None
         self._client = http_client or httpx.Client(transport=transport)
 
-    def send(self, request: httpx.Request) -> httpx.Response:
-        return self._client.send(request)
+    def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        return self._client.send(request, stream=stream)
 
     @property
     def is_closed(self) -> bool:

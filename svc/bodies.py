@@ -541,6 +541,14 @@ class PayUrl:
             "recorded."
         },
     )
+    stream: bool | None = attrs.field(
+        default=None,
+        metadata={
+            "doc": "Answer application/x-ndjson as the paid answer arrives: a head line, "
+            "a chunk line (base64) per chunk, then the result line (or an error line); "
+            "not with dry_run."
+        },
+    )
 
     EXAMPLE: ClassVar[dict[str, Any]] = {"url": "https://api.example/v1/report", "method": "GET"}
 
@@ -549,6 +557,11 @@ class PayUrl:
             raise BodyRuleError(
                 "a JSON body (json) is sent with method POST only",
                 ("json", "is sent with method POST only (a GET has no body)"),
+            )
+        if self.stream and self.dry_run:
+            raise BodyRuleError(
+                "a dry run (dry_run) answers a quote, which is not streamed",
+                ("stream", "cannot be combined with dry_run"),
             )
 
 

@@ -24,7 +24,9 @@ from typing import Any, get_args
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
 from ._errors import APIError, SvcError
+from ._models import PayUrlResult
 from ._params import choices, help_of, params, pay_link, resource_metadata
+from ._pay_url_stream import PayUrlStream
 from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
 from .bodies import (
@@ -59,6 +61,21 @@ __all__ = ["main"]
 
 def _emit(value: Any) -> None:
     click.echo(json.dumps(unstructure(value), indent=2, default=str))
+
+
+def _emit_err(value: Any) -> None:
+    """The result on stderr, when stdout carries a streamed body."""
+    click.echo(json.dumps(unstructure(value), indent=2, default=str), err=True)
+
+
+def _relayed(paid: PayUrlStream) -> PayUrlResult | None:
+    """The streamed body written to stdout chunk by chunk as it arrives; its result."""
+    out = click.get_binary_stream("stdout")
+    with paid:
+        for chunk in paid:
+            out.write(chunk)
+            out.flush()
+    return paid.result
 
 
 def _say(message: str) -> None:
@@ -515,8 +532,12 @@ def _add_payment_commands(cli: click.Group) -> None:
     @cli.command("pay-url")
     @_body_options(PayUrl, arguments=("url",), method={"default": "GET"})
     @click.pass_context
-    def pay_url(ctx: Any, /, url: str, dry_run: bool | None, **o: Any) -> None:
-        """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer."""
+    def pay_url(ctx: Any, /, url: str, dry_run: bool | None, stream: bool | None, **o: Any) -> None:
+        """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer (with
+        ``--stream``: its body on stdout as it arrives, then the result on stderr)."""
+        if stream and not dry_run:
+            _run(ctx, lambda c: _relayed(c.spend.pay_url(url, stream=True, **o)), show=_emit_err)
+            return
         _run(ctx, lambda c: (c.spend.pay_url_quote if dry_run else c.spend.pay_url)(url, **o))
 
     _command(cli, "attempts", "spend.attempts", page=True)

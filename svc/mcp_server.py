@@ -325,7 +325,7 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         return await _call(factory, ctx, "pay", **form)
 
     @server.tool()
-    @_with_body(PayUrl)
+    @_with_body(PayUrl, "url", "method", "json", "dry_run")  # a tool answers whole: no stream
     async def svc_pay_url(ctx: Context, **body: Any) -> Any:
         """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
         and return the unlocked response (body cut at 8 KB, ``body_truncated``).

@@ -36,6 +36,7 @@ PAIRS = {
     "svc/_async_client.py": "svc/_client.py",
     "svc/_async_namespaces.py": "svc/_namespaces.py",
     "svc/_async_send.py": "svc/_send.py",
+    "svc/_async_pay_url_stream.py": "svc/_pay_url_stream.py",
 }
 
 #: (regex, replacement), applied in order to every line.  A pattern that starts or ends
@@ -44,14 +45,20 @@ SUBS: list[tuple[str, str]] = [
     # the per-flavour pieces each source imports
     (r"\._async_namespaces", "._namespaces"),
     (r"\._async_send", "._send"),
+    (r"\._async_pay_url_stream", "._pay_url_stream"),
     # AsyncClient, AsyncIterator, AsyncWebhooks, httpx.AsyncBaseTransport...
     (r"Async([A-Z]\w*)", r"\1"),
     (r"async def", "def"),
     (r"async with", "with"),
+    (r"async for", "for"),
     (r"await ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
     (r"aclose", "close"),
+    (r"aread", "read"),
+    (r"aiter_lines", "iter_lines"),
+    (r"anext", "next"),
+    (r"__aiter__", "__iter__"),
     (r"aiterate", "iterate"),
     (r"Awaitable\[None\]", "None"),
     (r"import anyio", "import time"),

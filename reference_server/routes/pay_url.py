@@ -37,6 +37,7 @@ from ..web.pipeline import replayed
 from ..web.responses import Reply, error_response, json_response, to_json_body
 from ..web.sdk import Sdk
 from ..web.validate import checked
+from .pay_url_stream import PayUrlStream
 
 __all__ = ["ENDPOINTS", "PAY_URL"]
 
@@ -50,7 +51,8 @@ async def pay_url(call: Call) -> Response:
     debits the prepaid balance, and returns the body (cut at 8 KB) and headers with the
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
-    it (a PayUrlQuote): nothing is paid, reserved or recorded."""
+    it (a PayUrlQuote): nothing is paid, reserved or recorded.  With ``stream`` the paid
+    answer is relayed as it arrives, in NDJSON lines (see docs/pay-url.md, Streaming)."""
     started = call.started
     if isinstance(started, flow.Job):
         return _respond(await flow.quote(started), call.request_id)
@@ -58,8 +60,13 @@ async def pay_url(call: Call) -> Response:
         status, body, headers = replayed(started, call.request_id)
         return json_response(body, status, headers | _NO_STORE)
     job, begun = started
-    answer = await flow.pay(job, begun)
-    return _respond(answer.result, call.request_id, replay_of=answer.replay_of)
+    if call.input(PayUrl).stream:
+        return PayUrlStream(job, begun, call.request_id, partial(_answer, call.request_id))
+    return _answer(call.request_id, await flow.pay(job, begun))
+
+
+def _answer(request_id: str, answer: flow.Answer) -> Response:
+    return _respond(answer.result, request_id, replay_of=answer.replay_of)
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -123,8 +130,9 @@ def _store_answer(
 def _order(call: Call) -> tuple[Order, str]:
     """The validated request, and its idempotency fingerprint."""
     b = call.input(PayUrl)
-    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing).
-    sent = to_json(attrs.evolve(b, dry_run=None))
+    # ``dry_run: false`` is the same request as no ``dry_run`` (a dry run records nothing);
+    # ``stream`` only says how the answer is delivered: the same payment either way.
+    sent = to_json(attrs.evolve(b, dry_run=None, stream=None))
     method = b.method or "GET"
     content = None if b.json is None else flow.encode_json(b.json)
     order = Order(url=b.url, method=method, content=content, host=_host(call.ctx, b.url))
@@ -217,7 +225,7 @@ PAY_URL = Endpoint(
     sdk=(
         Sdk(
             "spend.pay_url",
-            "url: str, *, method: PayUrlMethod = 'GET', json: Any = None",
+            "url: str, *, method: PayUrlMethod = 'GET', json: Any = None, stream: bool = False",
             doc="""Pay ``url``'s x402 or MPP 402 under the key's policy and return its answer.
 
             ``json`` is a JSON body for the URL (``method="POST"`` only).  The service probes
@@ -227,9 +235,18 @@ PAY_URL = Endpoint(
             and gets the stored answer.  A policy limit raises
             :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
             in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+
+            ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
+            for the body's bytes as they arrive (uncut); after it, ``.result`` is the
+            PayUrlResult (without the body) and ``.head`` the URL's status and headers.  An
+            answer that breaks off midway raises the service's error at its end; use it as a
+            context manager to close the connection.  Errors before the head raise here.
             """,
             build="pay_url_body",
             response=PayUrlResult,
+            sdk_only=("stream",),
+            send="send_pay_url",
+            streams="AsyncPayUrlStream",
         ),
         Sdk(
             "spend.pay_url_quote",

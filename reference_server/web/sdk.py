@@ -42,6 +42,9 @@ class Sdk:
     ``sdk_only``, ``send``: parameters the request spec does not take, for ``send``, the
     function of ``svc/_async_send.py`` that sends the spec instead of the client (a
     top-up paying its own 402).
+
+    ``streams``: the class a ``stream=True`` call returns instead of ``response`` (the
+    ``stream`` parameter, in ``params`` and ``sdk_only``, types as two overloads).
     """
 
     name: str
@@ -55,3 +58,4 @@ class Sdk:
     response: type | None = None
     sdk_only: tuple[str, ...] = ()
     send: str | None = None
+    streams: str | None = None

@@ -8,14 +8,16 @@ answers, built the same way with the official x402 server SDK.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 from mpp import Challenge
 from mpp.methods.evm import BASE_SEPOLIA_USDC
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from x402 import PaymentRequired, PaymentRequirements, x402ResourceServer
@@ -37,6 +39,7 @@ __all__ = [
     "metered_app",
     "mpp_gated_app",
     "settles_then_fails_app",
+    "streaming_metered_app",
     "x402_gated_app",
     "x402_v1_app",
 ]
@@ -81,6 +84,57 @@ def metered_app(
         PaymentMiddlewareASGI, routes={"GET /report": {"accepts": accepts}}, server=server
     )
     return app
+
+
+def streaming_metered_app(
+    facilitator_url: str,
+    pay_to: str,
+    events: list[bytes],
+    unit_price: int,
+    *,
+    before_last: threading.Event | None = None,
+    die_after: int | None = None,
+    max_price: str = "$0.50",
+) -> Starlette:
+    """``GET /stream`` priced by use and answered as it is produced (x402's middleware
+    would buffer it): the official resource server verifies the ``upto`` payment, the
+    ``events`` go out one by one, and once the last is out it settles ``unit_price`` per
+    event sent.  ``before_last``: the last event waits for it (set by the test once it
+    has read the first); ``die_after``: the stream breaks after that many, settling none."""
+    from x402.http import decode_payment_signature_header
+    from x402.schemas import ResourceConfig
+
+    server = x402ResourceServer(HTTPFacilitatorClient(FacilitatorConfig(url=facilitator_url)))
+    server.register("eip155:84532", UptoEvmServerScheme())
+    config = ResourceConfig(scheme="upto", pay_to=pay_to, price=max_price, network="eip155:84532")
+    initialized = anyio.Lock()
+
+    async def paid_stream(request: Request) -> Response:
+        async with initialized:
+            if not server._initialized:
+                await anyio.to_thread.run_sync(server.initialize)
+        [requirements] = server.build_payment_requirements(config)
+        unpaid = encode_payment_required_header(PaymentRequired(accepts=[requirements]))
+        header = request.headers.get("payment-signature")
+        if header is None:
+            return JSONResponse({}, status_code=402, headers={"PAYMENT-REQUIRED": unpaid})
+        payload = decode_payment_signature_header(header)
+        if not (await server.verify_payment(payload, requirements)).is_valid:
+            return JSONResponse({}, status_code=402, headers={"PAYMENT-REQUIRED": unpaid})
+
+        async def produce() -> AsyncIterator[bytes]:
+            for sent, event in enumerate(events):
+                if sent == die_after:
+                    raise RuntimeError("the seller broke midway")
+                if before_last is not None and sent == len(events) - 1:
+                    await anyio.to_thread.run_sync(before_last.wait, 30)
+                yield event
+            used = requirements.model_copy(update={"amount": str(unit_price * len(events))})
+            await server.settle_payment(payload, used)
+
+        return StreamingResponse(produce(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/stream", paid_stream)])
 
 
 def claiming(app: ASGIApp, amount: int) -> ASGIApp:

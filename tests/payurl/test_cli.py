@@ -33,3 +33,14 @@ def test_pay_url_errors_exit_1(server: LiveServer, agent: Agent) -> None:
     bad = ["--base-url", server.url, "pay-url", "https://x.example", "--json", "{nope"]
     result = CliRunner().invoke(_build(), [*bad, "--method", "POST"])
     assert result.exit_code == 2 and "not JSON" in result.output
+
+
+def test_pay_url_stream_writes_the_body_to_stdout_and_the_result_to_stderr(
+    server: LiveServer, agent: Agent, x402_url: str
+) -> None:
+    args = ["--base-url", server.url, "--wallet-key", agent.wallet_key, "pay-url", x402_url]
+    result = CliRunner().invoke(_build(), [*args, "--stream"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == '{"report":"the goods"}'
+    paid = json.loads(result.stderr)
+    assert paid["rail"] == "x402" and paid["body"] == "" and paid["tx_hash"].startswith("0x")

@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -51,9 +52,9 @@ from .confirmation import confirmed_on_chain, confirmed_transaction, settled_amo
 from .hot_wallet import HotWallet
 from .offers import SignedPayment
 from .settlement import Reservation, Verdict
-from .unlocked import Unlocked, unlocked
+from .unlocked import Unlocked, end_to_end, unlocked
 
-__all__ = ["Answer", "Job", "begin", "encode_json", "load_job", "pay", "quote"]
+__all__ = ["Answer", "Job", "Relay", "begin", "encode_json", "load_job", "pay", "quote"]
 
 T = TypeVar("T")
 
@@ -63,9 +64,23 @@ PROBE_SECONDS = 15.0
 PAID_SECONDS = 30.0
 #: How much of a 402's body is read (an x402 v1 challenge is the body).
 PROBE_MAX_BYTES = 64 * 1024
+#: The most a streamed answer (``stream``) may send in all; past it the stream breaks off.
+STREAM_MAX_BYTES = 64 * 1024 * 1024
 #: Probes to try when another attempt holds the nonce of the challenge we got.
 _NONCE_TRIES = 3
 _TRANSIENT_RETRIES = 3
+
+
+class Relay(Protocol):
+    """Where a streamed ``pay-url`` writes the paid answer as it arrives (``stream``):
+    its head once, then each chunk; the money's phases run after the last one."""
+
+    async def head(self, status: int, headers: dict[str, str]) -> None: ...
+
+    async def chunk(self, data: bytes) -> None: ...
+
+    def broke_off(self, error: DomainError) -> None:
+        """The relayed answer broke off midway with ``error`` (told before concluding)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +98,8 @@ class Job:
     #: Stores the attempt's answer under its ``Idempotency-Key``, in the transaction that
     #: ends the attempt (the route's, which claimed the key; ``None``: no key).
     on_answer: Callable[[Connection, Row[Any], PayUrlResult | DomainError], None] | None = None
+    #: Set: a successful paid answer is relayed as it arrives (:func:`_streamed`).
+    relay: Relay | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -253,13 +270,20 @@ def _sign_and_reserve(
 
 async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> _Answered:
     limit = job.ctx.settings.unlock_body_max_bytes
-    answer = await _send(job, policy=_policy(job, PAID_SECONDS, limit), credential=signed)
+    broke: outbound.OutboundFailed | None = None
+    if job.relay is None:
+        answer = await _send(job, policy=_policy(job, PAID_SECONDS, limit), credential=signed)
+    else:
+        answer, broke = await _streamed(job, job.relay, signed, limit)
+    cancelled = "the payment was cancelled and nothing was charged"
     if isinstance(answer, outbound.OutboundError):
-        cancelled = "the payment was cancelled and nothing was charged"
         got, failure = None, _transport_error(job, answer, cancelled)
     else:
         got = unlocked(answer.status, answer.headers, answer.body, answer.truncated)
         failure = _not_settled_after_paying(job, got)
+        if broke is not None and job.relay is not None:  # midway through a relayed answer
+            failure = _broke_off(job, broke)
+            job.relay.broke_off(failure)
     if job.wallet.sandbox:  # the chain's verdict, in the transaction that concludes
         return await _conclude(
             job, attempt_id, None, None, got, failure, signed.payer, signed.nonce
@@ -269,6 +293,63 @@ async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) ->
     if tx_hash is not None and not await _on_chain(job, signed, tx_hash, settled):
         verdict = Verdict.UNKNOWN  # the URL's receipt names no such transfer: not posted
     return await _conclude(job, attempt_id, verdict, tx_hash, got, failure, settled=settled)
+
+
+async def _streamed(
+    job: Job, relay: Relay, signed: SignedPayment, limit: int
+) -> tuple[outbound.OutboundResponse | outbound.OutboundError, outbound.OutboundFailed | None]:
+    """The paid request, its successful answer relayed to ``relay`` chunk by chunk as it
+    arrives; what concluding needs from it (its head and first ``limit`` bytes, as the
+    buffered mode keeps); and the failure that broke it off midway, if one did.
+
+    An answer that is not a success is read (bounded) and not relayed: its error is
+    answered as the buffered mode answers it."""
+    started = time.monotonic()
+    try:
+        async with outbound.stream(
+            job.order.method,
+            job.order.url,
+            headers=_headers(job, signed),
+            content=job.order.content,
+            policy=_policy(job, PAID_SECONDS, STREAM_MAX_BYTES),
+        ) as answer:
+            relaying = 200 <= answer.status < 300
+            if relaying:
+                await relay.head(answer.status, end_to_end(answer.headers))
+            body, truncated, broke = await _body(answer, relay if relaying else None, limit)
+            got = outbound.OutboundResponse(
+                status=answer.status,
+                headers=answer.headers,
+                body=body,
+                truncated=truncated,
+                elapsed=time.monotonic() - started,
+                ip=answer.ip,
+            )
+            return got, broke
+    except outbound.OutboundError as exc:
+        return exc, None
+
+
+async def _body(
+    answer: outbound.OutboundStream, relay: Relay | None, limit: int
+) -> tuple[bytes, bool, outbound.OutboundFailed | None]:
+    """``answer``'s body, each chunk passed to ``relay`` as it arrives: its first ``limit``
+    bytes, whether there was more, and the failure that broke it off (without a relay,
+    reading stops past ``limit`` and a failure is raised)."""
+    kept, read = bytearray(), 0
+    try:
+        async for chunk in answer.chunks():
+            read += len(chunk)
+            kept += chunk[: max(limit - len(kept), 0)]
+            if relay is not None:
+                await relay.chunk(chunk)
+            elif read > limit:
+                break
+    except outbound.OutboundFailed as exc:
+        if relay is None:
+            raise
+        return bytes(kept), True, exc
+    return bytes(kept), read > limit, None
 
 
 def _settled_amount(
@@ -494,16 +575,11 @@ async def _send(
     ``OutboundFailed``: it was tried and got no answer (it may have arrived).
     """
     order = job.order
-    headers = [("Accept", "*/*")]
-    if order.content is not None:
-        headers.append(("Content-Type", "application/json"))
-    if credential is not None:
-        headers.append((credential.header, credential.value))
     try:
         return await outbound.send(
             order.method,
             order.url,
-            headers=headers,
+            headers=_headers(job, credential),
             content=order.content,
             policy=policy,
             # The probe and the paid request go to one origin: the second reuses the
@@ -512,6 +588,16 @@ async def _send(
         )
     except outbound.OutboundError as exc:
         return exc
+
+
+def _headers(job: Job, credential: SignedPayment | None) -> list[tuple[str, str]]:
+    """The headers of the caller's request to the URL (the paid one's with the credential)."""
+    headers = [("Accept", "*/*")]
+    if job.order.content is not None:
+        headers.append(("Content-Type", "application/json"))
+    if credential is not None:
+        headers.append((credential.header, credential.value))
+    return headers
 
 
 _thread_loops = threading.local()
@@ -603,6 +689,15 @@ def _transport_error(job: Job, exc: outbound.OutboundError, outcome: str) -> Dom
         )
     return DomainError(
         "upstream_unavailable", f"{host} did not answer: {exc}; {outcome}.", details={"host": host}
+    )
+
+
+def _broke_off(job: Job, exc: outbound.OutboundFailed) -> DomainError:
+    host = job.order.host
+    return DomainError(
+        "upstream_unavailable",
+        f"{host}'s answer broke off midway: {exc}; only what {host} settled is charged.",
+        details={"host": host},
     )
 
 

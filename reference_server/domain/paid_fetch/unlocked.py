@@ -15,7 +15,7 @@ import base64
 import attrs
 import httpx
 
-__all__ = ["Unlocked", "unlocked"]
+__all__ = ["Unlocked", "end_to_end", "unlocked"]
 
 #: RFC 9110 7.6.1 connection headers, and framing that does not survive the cut.
 _NOT_RETURNED = frozenset(
@@ -49,7 +49,7 @@ def unlocked(status: int, headers: httpx.Headers, body: bytes, truncated: bool) 
     text, encoding = _as_text(body, truncated)
     return Unlocked(
         status=status,
-        headers=_end_to_end(headers),
+        headers=end_to_end(headers),
         body=text,
         encoding=encoding,
         truncated=truncated,
@@ -70,8 +70,9 @@ def _as_text(body: bytes, truncated: bool) -> tuple[str, str]:
     return base64.b64encode(body).decode("ascii"), "base64"
 
 
-def _end_to_end(headers: httpx.Headers) -> dict[str, str]:
-    """Lowercase names; a repeated header's values joined with ``, `` (RFC 9110 5.3)."""
+def end_to_end(headers: httpx.Headers) -> dict[str, str]:
+    """The headers ``pay-url`` returns (and a stream's ``head`` relays): lowercase names;
+    a repeated header's values joined with ``, `` (RFC 9110 5.3)."""
     named_by_connection = {
         token.strip().lower()
         for value in headers.get_list("connection")
