@@ -17,6 +17,7 @@ the app holds no keys.  Everything else is in private modules.  Depends on ``svc
 ``cachetools`` only: no web framework, x402 or MPP package is needed at run time.
 """
 
+from ._after_body import serve_held
 from ._asgi import new_request_id
 from ._backend import BackendUnavailable, GateBackend, ServiceBackend, captured_verification
 from ._core import (
@@ -70,4 +71,5 @@ __all__ = [
     "captured_verification",
     "new_request_id",
     "payment_of",
+    "serve_held",
 ]

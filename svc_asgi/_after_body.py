@@ -32,13 +32,13 @@ import anyio
 
 from svc.money import format_amount
 
-from ._asgi import Message, Receive, Scope, Send
+from ._asgi import ASGIApp, Message, Receive, Scope, Send, request_id_of
 from ._core import GateCore, Paid, Refusal
 from ._held import HeldAnswer
-from ._prices import OnFailure
+from ._prices import OnFailure, Route
 from ._usage import Usage
 
-__all__ = ["AfterBodyAnswer"]
+__all__ = ["AfterBodyAnswer", "serve_held"]
 
 log = logging.getLogger("svc_asgi")
 
@@ -285,3 +285,42 @@ def _receipt_trailers(settled: Paid | Refusal) -> list[tuple[bytes, bytes]]:
         return list(settled.raw_headers)
     reason = _why(settled).encode("latin-1", "replace").replace(b"\r", b" ").replace(b"\n", b" ")
     return [(_RECEIPT_ERROR, reason)]
+
+
+async def serve_held(
+    core: GateCore,
+    paid: Paid,
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    route: Route | None = None,
+) -> None:
+    """Run ``app`` for a claimed payment, its answer held back until the payment is
+    settled or released (:class:`~svc_asgi._held.HeldAnswer`), or until its whole body
+    is out for a metered or ``after_body`` route (:class:`AfterBodyAnswer`): the one way
+    both a seller's gate and the service's hosted gates serve a held payment.  ``route``:
+    its settlement options (``None``: the defaults)."""
+    answer = HeldAnswer(core, paid, send, request_id_of(scope))
+    held = paid.held
+    if held is not None and scope["type"] == "http":
+        after_body = route is not None and route.settle == "after_body"
+        if held.offer.metered or after_body:
+            answer = AfterBodyAnswer(
+                core,
+                paid,
+                send,
+                answer.request_id,
+                scope=scope,
+                metered=held.offer.metered,
+                on_failure="settle" if route is None else route.on_failure,
+            )
+            receive = answer.watch(receive)
+    try:
+        await app(scope, receive, answer.send)
+    except BaseException:
+        with anyio.CancelScope(shield=True):  # also when the client went away
+            await answer.finish(500)
+        raise
+    await answer.finish(None)

@@ -25,7 +25,7 @@ import svc
 from svc import Environment
 
 from . import _mcp as mcp
-from ._after_body import AfterBodyAnswer
+from ._after_body import serve_held
 from ._asgi import (
     ASGIApp,
     BodyTooLarge,
@@ -46,7 +46,6 @@ from ._asgi import (
 )
 from ._backend import GateBackend, ServiceBackend
 from ._core import FailedOpen, GateCore, OnServiceError, Outcome, Paid, Refusal
-from ._held import HeldAnswer
 from ._mcp import McpChallenge
 from ._payment import GATE_ERROR_STATE_KEY, STATE_KEY
 from ._prices import PriceTable, Route
@@ -295,31 +294,9 @@ class PaymentGate:
         await self.app(scope, receive, send)
 
     async def _serve_held(self, scope: Scope, receive: Receive, send: Send, paid: Paid) -> None:
-        """Run the app for a claimed payment, its answer held back until the payment is
-        settled or released (:class:`~svc_asgi._held.HeldAnswer`), or until its whole body
-        is out for a metered or ``after_body`` route (:class:`AfterBodyAnswer`)."""
-        answer = HeldAnswer(self.core, paid, send, request_id_of(scope))
         held = paid.held
-        if held is not None and scope["type"] == "http":
-            route = self.prices.route(held.offer.resource_id)
-            if held.offer.metered or route.settle == "after_body":
-                answer = AfterBodyAnswer(
-                    self.core,
-                    paid,
-                    send,
-                    answer.request_id,
-                    scope=scope,
-                    metered=held.offer.metered,
-                    on_failure=route.on_failure,
-                )
-                receive = answer.watch(receive)
-        try:
-            await self.app(scope, receive, answer.send)
-        except BaseException:
-            with anyio.CancelScope(shield=True):  # also when the client went away
-                await answer.finish(500)
-            raise
-        await answer.finish(None)
+        route = self.prices.route(held.offer.resource_id) if held is not None else None
+        await serve_held(self.core, paid, self.app, scope, receive, send, route=route)
 
     # --- WebSocket -----------------------------------------------------------------------------
 

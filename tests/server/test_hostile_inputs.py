@@ -146,6 +146,16 @@ def world(module_server: LiveServer) -> World:
     seller = svc.Client(base_url=module_server.url, seller_key=me.seller_key, max_retries=0)
     resource = seller.resources.create(kind="http", path="/fuzz", amount="0.05")
     owner.wallet_keys.fund(me.wallet_key_id, "50.00")
+    metered = seller.resources.create(
+        kind="http",
+        path="/fuzz/tokens",
+        pricing="metered",
+        unit_price="0.001",
+        unit="token",
+        max_amount="1",
+    )
+    agent = svc.Client(base_url=module_server.url, wallet_key=me.wallet_key, max_retries=0)
+    authorized = agent.pay(resource_id=metered.id)  # held, so capture reaches its handler
     other_key = owner.wallet_keys.create(name="target")
     handle = owner.handles.create("fz" + secrets.token_hex(4))
     hook = owner.webhooks.create(url="http://127.0.0.1:9/hook", events=["payment.succeeded"])
@@ -183,6 +193,7 @@ def world(module_server: LiveServer) -> World:
             "withdrawal_id": "wd_" + "0" * 26,
             "top_up_id": "tu_" + "0" * 26,
             "token": onboarding.json()["onboard_url"].rsplit("/", 1)[1],
+            "receipt_id": authorized.receipt_id,
         },
     )
 

@@ -14,6 +14,7 @@ and awaits the network: a :class:`~reference_server.web.endpoint.Flow` with a ra
 from __future__ import annotations
 
 import re
+from contextlib import AsyncExitStack
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from svc import Resource
-from svc.money import format_amount
+from svc.money import MAX_UNITS, format_amount
 from svc.wire import unstructure
 from svc_asgi import GateCore, Paid, Payment, PaymentRail, RailRequest, Refusal
 
@@ -38,6 +39,7 @@ from ...web.errors import ApiError
 from ...web.json_body import read_body
 from ...web.responses import error_response, json_response
 from .backend import DatabaseGateBackend, DatabaseRails, find_gate_by_short_id
+from .relay import RelayedAnswer, is_event_stream
 
 __all__ = [
     "ENDPOINTS",
@@ -51,6 +53,9 @@ __all__ = [
 #: The most of an upstream's answer a gate relays; a longer one is a 502, never cut
 #: silently (a truncated JSON document is worse than an error).
 UPSTREAM_MAX_RESPONSE_BYTES = 1024 * 1024
+#: The most a streamed answer (``text/event-stream``) relays in all: a stream is not
+#: held, so its bound is about runaway upstreams, not memory.
+UPSTREAM_MAX_STREAM_BYTES = 64 * 1024 * 1024
 #: Every method a gate serves (HEAD is GET's); the discovery documents list GET and POST.
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _LISTED = {"GET", "POST"}
@@ -195,22 +200,20 @@ async def hosted_gate(call: Call) -> Response:
         return refusal_response(outcome, request_id)
     if not isinstance(outcome, Paid):
         raise InvariantError("hosted gates fail closed")
-    if outcome.held is None:
-        return await _answer(request, ctx, resource, outcome, request_id)
     try:
-        response = await _answer(request, ctx, resource, outcome, request_id)
+        if resource.upstream_url:
+            return await _forward(request, ctx, resource, core, outcome, request_id)
+        response = _receipt_answer(resource, outcome, request_id)
     except BaseException:
-        with anyio.CancelScope(shield=True):  # also when the client went away
-            await core.release(outcome, status=500, reason="answer_failed")
+        if outcome.held is not None:
+            with anyio.CancelScope(shield=True):  # also when the client went away
+                await core.release(outcome, status=500, reason="answer_failed")
         raise
     return await _settled(core, outcome, response, request_id)
 
 
-async def _answer(
-    request: Request, ctx: ServerContext, resource: Resource, outcome: Paid, request_id: str
-) -> Response:
-    if resource.upstream_url:
-        return await _forward(request, ctx, resource, outcome, request_id)
+def _receipt_answer(resource: Resource, outcome: Paid, request_id: str) -> Response:
+    """A resource without an upstream answers its receipt."""
     return json_response(
         {
             "ok": True,
@@ -236,13 +239,18 @@ def _check_method(resource: Resource, method: str) -> None:
     )
 
 
-async def _settled(core: GateCore, held: Paid, response: Response, request_id: str) -> Response:
-    """A claimed payment's answer: settled below 400 (with the payment headers), else the
-    claim released and the answer returned as it is; withheld when settling fails."""
-    if response.status_code >= 400:
-        await core.release(held, status=response.status_code, reason="answer_failed")
+async def _settled(
+    core: GateCore, outcome: Paid, response: Response, request_id: str, units: int | None = None
+) -> Response:
+    """A claimed payment's answer: settled below 400 (with the payment headers; ``units``:
+    what a metered answer used), else the claim released and the answer returned as it
+    is; withheld when settling fails.  A payment made up front: the answer as it is."""
+    if outcome.held is None:
         return response
-    settled = await core.settle(held)
+    if response.status_code >= 400:
+        await core.release(outcome, status=response.status_code, reason="answer_failed")
+        return response
+    settled = await core.settle(outcome, units=units)
     if isinstance(settled, Refusal):
         return refusal_response(settled, request_id)
     for name, value in paid_headers(settled).items():
@@ -289,8 +297,17 @@ def _gate_error(status: int, code: str, message: str, request_id: str) -> Respon
 
 
 async def _forward(
-    request: Request, ctx: ServerContext, resource: Resource, outcome: Paid, request_id: str
+    request: Request,
+    ctx: ServerContext,
+    resource: Resource,
+    core: GateCore,
+    outcome: Paid,
+    request_id: str,
 ) -> Response:
+    """The upstream's answer: a ``text/event-stream`` relayed as it arrives and settled
+    after its last chunk (:class:`~.relay.RelayedAnswer`); any other read whole (at most
+    :data:`UPSTREAM_MAX_RESPONSE_BYTES`) and settled before it is answered, for the units
+    its ``X-Svc-Usage`` reports when metered (none reported: the maximum)."""
     if resource.upstream_url is None:
         raise InvariantError("expected resource.upstream_url is not None")
     settings = ctx.settings
@@ -304,45 +321,105 @@ async def _forward(
     policy = outbound.OutboundPolicy.from_settings(
         settings,
         resolver=settings.outbound_resolver,
-        max_response_bytes=UPSTREAM_MAX_RESPONSE_BYTES,
+        max_response_bytes=UPSTREAM_MAX_STREAM_BYTES,
         max_request_bytes=max(settings.max_body_bytes, 1),
         user_agent="svc-hosted-gate",
     )
+    url = _upstream_url(resource.upstream_url, request.url.query)
+
+    async def failed(code: str, message: str) -> Response:
+        return await _settled(
+            core, outcome, _gate_error(502, code, message, request_id), request_id
+        )
+
     try:
-        answer = await outbound.send(
-            request.method,
-            _upstream_url(resource.upstream_url, request.url.query),
-            headers=headers,
-            content=body or None,
-            policy=policy,
-        )
+        fetched = await _fetch(request.method, url, headers, body, policy, core, outcome)
     except outbound.OutboundRefused as exc:
-        return _gate_error(
-            502, "upstream_refused", f"The resource's upstream is not allowed: {exc}.", request_id
-        )
+        return await failed("upstream_refused", f"The resource's upstream is not allowed: {exc}.")
     except outbound.OutboundFailed as exc:
-        return _gate_error(
-            502, "upstream_unavailable", f"The resource's upstream failed: {exc}.", request_id
+        return await failed("upstream_unavailable", f"The resource's upstream failed: {exc}.")
+    except TimeoutError:
+        return await failed(
+            "upstream_unavailable",
+            f"The resource's upstream did not answer within {policy.total_timeout:g} s.",
         )
-    if answer.truncated:
-        return _gate_error(
-            502,
+    if isinstance(fetched, RelayedAnswer):
+        return fetched
+    status, relayed, answer, truncated = fetched
+    if truncated:
+        return await failed(
             "upstream_too_large",
             f"The upstream's answer is larger than {UPSTREAM_MAX_RESPONSE_BYTES} bytes.",
-            request_id,
         )
-    relayed = [
-        (name, value)
-        for name, value in answer.headers.multi_items()
-        if name.lower() not in _NOT_RETURNED
-    ]
-    response = Response(answer.body, status_code=answer.status)
+    response = _whole_answer(status, relayed, answer, outcome)
+    return await _settled(core, outcome, response, request_id, _reported_units(relayed))
+
+
+def _whole_answer(
+    status: int, relayed: list[tuple[str, str]], body: bytes, outcome: Paid
+) -> Response:
+    """The upstream's answer as the payer gets it: its headers less ``X-Svc-Usage`` (the
+    seller's business), with the payment's, private to the payer."""
+    response = Response(body, status_code=status)
     for name, value in relayed:
-        response.headers.append(name, value)
+        if name.lower() != "x-svc-usage":
+            response.headers.append(name, value)
     for name, value in paid_headers(outcome).items():
         response.headers[name] = value
     response.headers.setdefault("cache-control", "private")
     return response
+
+
+async def _fetch(
+    method: str,
+    url: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    policy: outbound.OutboundPolicy,
+    core: GateCore,
+    outcome: Paid,
+) -> RelayedAnswer | tuple[int, list[tuple[str, str]], bytes, bool]:
+    """The upstream's answer: a stream to relay, or its status, relayed headers, body
+    (at most :data:`UPSTREAM_MAX_RESPONSE_BYTES`, on the policy's total deadline) and
+    whether there was more."""
+    opened = AsyncExitStack()
+    try:
+        upstream = await opened.enter_async_context(
+            outbound.stream(method, url, headers=headers, content=body or None, policy=policy)
+        )
+        relayed = [
+            (name, value)
+            for name, value in upstream.headers.multi_items()
+            if name.lower() not in _NOT_RETURNED
+        ]
+        if upstream.status < 400 and is_event_stream(upstream.headers):
+            streamed = RelayedAnswer(opened, upstream, relayed, core, outcome)
+            opened = AsyncExitStack()  # the relay closes the connection when it ends
+            return streamed
+        with anyio.fail_after(policy.total_timeout):  # a whole answer, on one deadline
+            answer, truncated = await _read_whole(upstream, UPSTREAM_MAX_RESPONSE_BYTES)
+        return upstream.status, relayed, answer, truncated
+    finally:
+        await opened.aclose()
+
+
+async def _read_whole(upstream: outbound.OutboundStream, cap: int) -> tuple[bytes, bool]:
+    """At most ``cap`` bytes of the answer, and whether there was more (left unread)."""
+    body = bytearray()
+    async for chunk in upstream.chunks():
+        body += chunk
+        if len(body) > cap:
+            return bytes(body[:cap]), True
+    return bytes(body), False
+
+
+def _reported_units(headers: list[tuple[str, str]]) -> int | None:
+    """The ``X-Svc-Usage`` an upstream reported (a whole number), or ``None``."""
+    for name, value in headers:
+        text = value.strip()
+        if name.lower() == "x-svc-usage" and text.isascii() and text.isdigit():
+            return min(int(text), MAX_UNITS)
+    return None
 
 
 # --- registration ---------------------------------------------------------------------------
