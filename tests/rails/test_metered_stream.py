@@ -7,7 +7,7 @@ one is exactly the tokens delivered times the unit price, named by the final
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +15,10 @@ import anyio
 import httpx
 import pytest
 from eth_account.signers.local import LocalAccount
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
 from x402 import x402Client
 from x402.mechanisms.evm.signers import EthAccountSigner
 from x402.mechanisms.evm.upto import UptoEvmClientScheme
@@ -218,3 +222,72 @@ async def test_a_ledger_payer_who_leaves_is_charged_for_what_was_reported(
     assert receipt.units is not None and 20 <= receipt.units < 400
     assert receipt.amount == receipt.units * UNIT_PRICE
     assert m.agent.spend.balance().balance == Decimal("100") - receipt.amount
+
+
+# --- hosted gates: the upstream streams, the service's gate_url relays and meters it -------
+
+
+def _upstream(tokens: int) -> Starlette:
+    """A seller's upstream behind a hosted gate: ``/sse`` streams ``tokens`` events, each
+    followed by an ``svc-usage`` event; ``/whole`` answers JSON with ``X-Svc-Usage``."""
+
+    async def sse(request: Request) -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            for i in range(tokens):
+                await anyio.sleep(0.005)
+                yield f"data: tok{i}\n\nevent: svc-usage\ndata: 1\n\n".encode()
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def whole(request: Request) -> JSONResponse:
+        return JSONResponse({"answer": "42"}, headers={"X-Svc-Usage": "137"})
+
+    return Starlette(routes=[Route("/sse", sse), Route("/whole", whole)])
+
+
+def _hosted_metered(server: LiveServer, upstream_url: str) -> svc.Resource:
+    shop = metered_shop(server)
+    return shop.seller.resources.update(shop.resource.id, upstream_url=upstream_url)
+
+
+async def test_a_hosted_gate_relays_a_stream_and_settles_the_usage_its_upstream_reported(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    upstream = serve_app(_upstream(50))
+    resource = _hosted_metered(server, upstream.url + "/sse")
+    payer = funded_payer(server)
+    before = balance(server.url, payer.address)
+    url = resource.gate_url
+
+    events, response = await read_events(url, await upto_credential(url, upto_client(payer)))
+
+    assert response.status_code == 200
+    texts = [text for _, text in events]
+    assert texts[:-1] == [f"data: tok{i}" for i in range(50)]  # usage events taken out
+    name, data = texts[-1].split("\n", 1)
+    assert name == "event: svc-receipt"
+    receipt = json.loads(data.removeprefix("data: "))
+    assert (receipt["units"], Decimal(receipt["amount"])) == (50, Decimal("0.005"))
+    [row] = receipts_of(server, resource.id)
+    assert (row.id, row.amount_micros, row.units) == (receipt["receipt_id"], 5_000, 50)
+    assert before - balance(server.url, payer.address) == 5_000
+    assert_chain_sound(server.ctx.db)
+
+
+async def test_a_hosted_gate_settles_a_whole_answer_for_its_x_svc_usage(
+    server: LiveServer, serve_app: Callable[..., LiveApp]
+) -> None:
+    upstream = serve_app(_upstream(0))
+    resource = _hosted_metered(server, upstream.url + "/whole")
+    payer = funded_payer(server)
+    url = resource.gate_url
+    headers = await upto_credential(url, upto_client(payer))
+
+    async with httpx.AsyncClient() as http:
+        answer = await http.get(url, headers=headers)
+
+    assert answer.status_code == 200 and answer.json() == {"answer": "42"}
+    assert "x-svc-usage" not in answer.headers  # the seller's business, not the payer's
+    [row] = receipts_of(server, resource.id)
+    assert (row.amount_micros, row.units) == (13_700, 137)
+    assert answer.headers["x-svc-receipt"] == row.id
