@@ -31,6 +31,7 @@ from ._version import __version__
 from ._whoami import CREDENTIALS, check_credentials
 from .bodies import (
     BodyRuleError,
+    CaptureReceipt,
     ConnectOnboard,
     CreateOwner,
     CreateResource,
@@ -316,6 +317,7 @@ def _build() -> Any:
     _add_owner_commands(cli)
     _add_resource_commands(cli)
     _add_payment_commands(cli)
+    _add_receipt_commands(cli)
     _add_payout_commands(cli)
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
@@ -542,6 +544,16 @@ def _add_payment_commands(cli: click.Group) -> None:
 
     _command(cli, "attempts", "spend.attempts", page=True)
     _command(cli, "recycle", "sellers.recycle", "seller_id", body=RecycleBalance, owner=True)
+
+
+def _add_receipt_commands(cli: click.Group) -> None:
+    @cli.group()
+    def receipts() -> None:
+        """Receipts as their payer or seller reads them; capture a metered ledger payment
+        (seller key)."""
+
+    _command(receipts, "get", "receipts.get", "receipt_id")
+    _command(receipts, "capture", "receipts.capture", "receipt_id", body=CaptureReceipt)
 
 
 def _seller_id_option(fn: Any) -> Any:

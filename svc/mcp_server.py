@@ -37,6 +37,7 @@ from ._options import Environment, RequestOptions
 from ._params import help_of, params, pay_link, resource_metadata
 from .bodies import (
     BodyRuleError,
+    CaptureReceipt,
     ConnectOnboard,
     CreateResource,
     CreateSeller,
@@ -71,6 +72,7 @@ TOOL_NAMES = (
     "svc_recycle",
     "svc_pay",
     "svc_pay_url",
+    "svc_receipts",
     "svc_webhooks",
 )
 
@@ -200,7 +202,8 @@ def create_server(
                 "svc_resources / svc_create_pay_link, svc_enable_payments, svc_webhooks; "
                 "payouts with svc_connect (a human completes onboarding) and svc_withdraw. "
                 "Agents: svc_pay for in-service resources and handles, svc_pay_url for any "
-                "x402 or MPP URL (including hosted gates)."
+                "x402 or MPP URL (including hosted gates); svc_receipts reads a receipt, and "
+                "captures a metered one for its seller."
             ),
         )
     # One builder per family of tools: each stays short enough to read and change alone.
@@ -334,6 +337,20 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
         given = {k: v for k, v in body.items() if v is not None}
         method = "spend.pay_url_quote" if given.pop("dry_run", False) else "spend.pay_url"
         return await _call(factory, ctx, method, **given)
+
+    @server.tool()
+    @_with_body(CaptureReceipt, optional=True)
+    async def svc_receipts(
+        ctx: Context, action: Literal["get", "capture"], receipt_id: str, **body: Any
+    ) -> Any:
+        """A receipt: get reads it as its payer (wallet key) or seller (seller key):
+        ``status`` (authorized while a metered payment is held, then settled or released),
+        ``amount``, ``units``.  capture (seller key) charges a metered ledger payment the
+        ``units`` its answer used, at most the authorised maximum; 0 releases it."""
+        if action == "get":
+            return await _call(factory, ctx, "receipts.get", receipt_id)
+        units = _need(body["units"], "units", action)
+        return await _call(factory, ctx, "receipts.capture", receipt_id, units=units)
 
 
 def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:

@@ -11,8 +11,12 @@ from click.testing import CliRunner
 
 from svc.cli import _build
 
+from ..money.helpers import market
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
 from ..support import Account, LiveServer, new_account
+
+#: 0.0001 a token, at most 0.50: 137 tokens cost 0.0137.
+METERED = {"pricing": "metered", "unit_price": "0.0001", "unit": "token", "max_amount": "0.50"}
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Any:
@@ -251,3 +255,27 @@ def test_owners_sign_up_over_http(server: LiveServer) -> None:
     assert code == 0 and out.count(".") == 2 and not out.startswith("{"), out
     code, out, err = run_split("--base-url", server.url, "owners", "create", "--email", "a@x.io")
     assert code == 1 and "409 email_taken" in err, err
+
+
+def test_a_metered_receipt_read_and_captured_from_the_shell(server: LiveServer) -> None:
+    """The payer reads its held receipt, the seller captures the units used, and both read
+    the settled outcome; capture wants the seller key."""
+    m = market(server)
+    metered = m.seller.resources.create(kind="http", path="/v1/chat", **METERED)
+    paid = m.agent.pay(resource_id=metered.id)
+    agent = ["--base-url", server.url, "--wallet-key", m.wallet_key]
+    seller = ["--base-url", server.url, "--seller-key", m.seller_key]
+    code, out = run(*agent, "receipts", "get", paid.receipt_id)
+    assert code == 0, out
+    assert (json.loads(out)["status"], json.loads(out)["amount"]) == ("authorized", "0.50")
+    code, out = run(*agent, "receipts", "capture", paid.receipt_id, "--units", "137")
+    assert code == 1 and "SVC_SELLER_KEY" in out  # a seller action
+    code, out = run(*seller, "receipts", "capture", paid.receipt_id, "--units", "137")
+    assert code == 0, out
+    captured = json.loads(out)
+    assert (captured["status"], captured["amount"], captured["units"]) == ("settled", "0.0137", 137)
+    code, out = run(*seller, "receipts", "get", paid.receipt_id)
+    read = json.loads(out)
+    assert code == 0 and (read["status"], read["units"]) == ("settled", 137)
+    code, out = run(*seller, "receipts", "capture", paid.receipt_id, "--units", "1")
+    assert code == 1 and "409" in out and "request_id=req_" in out

@@ -18,8 +18,10 @@ from mcp import Client, StdioServerParameters
 from svc import Client as SyncClient
 from svc.mcp_server import TOOL_NAMES, create_server
 
+from ..money.helpers import market
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding, shop
 from ..support import Account, LiveServer, new_account
+from .test_cli_svc import METERED
 
 pytestmark = pytest.mark.anyio
 
@@ -224,3 +226,25 @@ def test_building_the_tools_leaves_the_host_processs_logging_alone(
     monkeypatch.setattr(root, "level", logging.WARNING)
     create_server()
     assert root.handlers == [] and root.level == logging.WARNING
+
+
+async def test_a_metered_receipt_read_and_captured_through_the_tools(server: LiveServer) -> None:
+    m = market(server)
+    metered = m.seller.resources.create(kind="http", path="/v1/chat", **METERED)
+    paid = m.agent.pay(resource_id=metered.id)
+    agent = {"base_url": server.url, "wallet_key": m.wallet_key}
+    seller = {"base_url": server.url, "seller_key": m.seller_key}
+    held = await _tool(agent, "svc_receipts", action="get", receipt_id=paid.receipt_id)
+    assert (held["status"], held["amount"]) == ("authorized", "0.50")
+    text = await _error(seller, "svc_receipts", action="capture", receipt_id=paid.receipt_id)
+    assert "needs units" in text
+    captured = await _tool(
+        seller, "svc_receipts", action="capture", receipt_id=paid.receipt_id, units=137
+    )
+    assert (captured["status"], captured["amount"], captured["units"]) == ("settled", "0.0137", 137)
+    read = await _tool(agent, "svc_receipts", action="get", receipt_id=paid.receipt_id)
+    assert (read["status"], read["amount"]) == ("settled", "0.0137")
+    text = await _error(
+        seller, "svc_receipts", action="capture", receipt_id=paid.receipt_id, units=1
+    )
+    assert "(409)" in text and "request_id=req_" in text

@@ -3,6 +3,7 @@ verbatim."""
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from mcp import Client
 
 from svc_asgi import RECEIPT_META_KEY
 
+from ..rails.helpers import funded_payer
+from ..rails.streaming import read_events, upto_client, upto_credential
 from ..support import LiveApp, LiveServer
 from .support import Shop, open_shop
 
@@ -104,6 +107,53 @@ def test_mcp_example(
     assert unpaid.is_error and shop.resource.id in unpaid.content[0].text
     assert not ok.is_error and paid.receipt_id in ok.content[0].text
     assert pong.content[0].text == "pong"
+
+
+def _answer(events: list[tuple[float, str]]) -> tuple[list[str], dict[str, Any]]:
+    """The tokens of an SSE answer and its final ``svc-receipt`` event's data."""
+    *tokens, final = [text for _, text in events]
+    name, data = final.split("\n", 1)
+    assert name == "event: svc-receipt", final
+    return [t.removeprefix("data: ") for t in tokens], json.loads(data.removeprefix("data: "))
+
+
+def test_metered_example(
+    server: LiveServer, serve_app: Callable[..., LiveApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seven tokens at 0.0001 settle 0.0007 after the last one, whether paid by the
+    official x402 client's ``upto`` or by a ledger receipt holding the 0.50 maximum."""
+    shop = open_shop(server)
+    chat = shop.seller.resources.create(
+        kind="http",
+        path="/v1/chat",
+        pricing="metered",
+        unit_price="0.0001",
+        unit="token",
+        max_amount="0.50",
+    )
+    shop.seller.sellers.enable_payments()
+    app = serve_app(load("gate_metered.py", monkeypatch, server, shop, CHAT_RESOURCE_ID=chat.id))
+    url = app.url + "/v1/chat"
+    said = ["the", "owls", "are", "not", "what", "they", "seem"]
+
+    async def paid_by_upto() -> list[tuple[float, str]]:
+        credential = await upto_credential(url, upto_client(funded_payer(server)))
+        return (await read_events(url, credential))[0]
+
+    tokens, receipt = _answer(anyio.run(paid_by_upto))
+    assert tokens == said
+    assert (receipt["units"], receipt["amount"], receipt["rail"]) == (7, "0.0007", "x402")
+
+    paid = shop.agent.pay(resource_id=chat.id)  # holds the maximum, captured at the end
+    events, _ = anyio.run(read_events, url, {"X-Svc-Receipt": paid.receipt_id})
+    tokens, receipt = _answer(events)
+    assert tokens == said
+    assert (receipt["receipt_id"], receipt["units"], receipt["amount"]) == (
+        paid.receipt_id,
+        7,
+        "0.0007",
+    )
+    assert shop.agent.receipts.get(paid.receipt_id).status == "settled"
 
 
 def test_docs_show_every_example_verbatim() -> None:

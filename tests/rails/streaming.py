@@ -10,16 +10,19 @@ from typing import Any
 
 import anyio
 import httpx
+from eth_account.signers.local import LocalAccount
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 from x402 import x402Client
 from x402.http import x402HTTPClient
+from x402.mechanisms.evm.signers import EthAccountSigner
+from x402.mechanisms.evm.upto import UptoEvmClientScheme
 
 from .helpers import decode
 
-__all__ = ["TokenApp", "read_events", "upto_credential"]
+__all__ = ["TokenApp", "read_events", "upto_client", "upto_credential"]
 
 
 class TokenApp:
@@ -46,6 +49,11 @@ class TokenApp:
             return StreamingResponse(tokens(), media_type="text/event-stream")
 
         return Starlette(routes=[Route("/v1/stream", stream)])
+
+
+def upto_client(payer: LocalAccount) -> x402Client:
+    """x402's own client signing ``upto`` for ``payer`` on any EVM network."""
+    return x402Client().register("eip155:*", UptoEvmClientScheme(EthAccountSigner(payer)))
 
 
 async def upto_credential(url: str, client: x402Client) -> dict[str, str]:

@@ -14,14 +14,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from eth_account.signers.local import LocalAccount
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
-from x402 import x402Client
-from x402.mechanisms.evm.signers import EthAccountSigner
-from x402.mechanisms.evm.upto import UptoEvmClientScheme
 
 import svc
 from svc_asgi import PaymentGate
@@ -31,16 +27,12 @@ from ..sandbox.helpers import assert_chain_sound
 from ..support import LiveApp, LiveServer, until
 from ..support import new_account as new_service_account
 from .helpers import RailShop, balance, funded_payer, get, receipts_of
-from .streaming import TokenApp, read_events, upto_credential
+from .streaming import TokenApp, read_events, upto_client, upto_credential
 
 pytestmark = pytest.mark.anyio
 
 UNIT_PRICE = Decimal("0.0001")
 TOKENS = 200
-
-
-def upto_client(payer: LocalAccount) -> x402Client:
-    return x402Client().register("eip155:*", UptoEvmClientScheme(EthAccountSigner(payer)))
 
 
 def metered_shop(live: LiveServer) -> RailShop:

@@ -5,8 +5,11 @@ sandbox chain, on a real database (SQLite, or PostgreSQL with SVC_TEST_DATABASE_
 from __future__ import annotations
 
 import asyncio
+import re
+import runpy
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,6 +28,7 @@ from x402.mechanisms.evm.upto import UptoEvmClientScheme
 import svc
 from reference_server.domain.payments import fee_for
 from reference_server.sandbox.facilitator import FACILITATOR_ADDRESS
+from svc_asgi import PaymentGate
 
 from ..directory.helpers import directory
 from ..support import Account, LiveApp, LiveServer
@@ -286,3 +290,42 @@ async def test_units_for_a_fixed_price_are_refused(server: LiveServer) -> None:
     ]
     assert balance(server.url, payer.address) == FUNDS
     assert seller.gates.settle(held.claim).paid  # still held: settled without units
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "open_rails_metered.py"
+
+
+def test_the_docs_example_runs_as_shown(
+    server: LiveServer,
+    serve_app: Callable[..., LiveApp],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/open-rails.md shows docs/examples/open_rails_metered.py verbatim, and paying a
+    hosted metered gate (no upstream: no units, so the maximum) it prints what it says;
+    behind svc_asgi, an app reporting 137 tokens, it pays 0.0137, as the page says."""
+    doc = (EXAMPLE.parents[1] / "open-rails.md").read_text()
+    [shown] = re.findall(
+        r"<!-- example: docs/examples/open_rails_metered.py -->\n```python\n(.*?)```", doc, re.S
+    )
+    assert shown == EXAMPLE.read_text()
+    shop = metered_shop(server)
+    payer = funded_payer(server)
+    monkeypatch.setenv("PAYER_KEY", payer.key.hex())
+    monkeypatch.setenv("GATE_URL", _gate_url(shop.seller, shop.resource_id))
+    runpy.run_path(str(EXAMPLE))
+    assert capsys.readouterr().out.splitlines() == ["200 rcpt_", "0.5 USDC on eip155:84532"]
+    assert balance(server.url, payer.address) == FUNDS - MAX
+
+    async def chat(request: Request) -> JSONResponse:
+        return JSONResponse({"reply": "hello"}, headers={"X-Svc-Usage": "137"})
+
+    gate = PaymentGate(
+        Starlette(routes=[Route("/v1/chat", chat)]),
+        service_url=server.url,
+        seller_key=shop.account.seller_key,
+        prices={"GET /v1/chat": shop.resource_id},
+    )
+    monkeypatch.setenv("GATE_URL", serve_app(gate).url + "/v1/chat")
+    runpy.run_path(str(EXAMPLE))
+    assert capsys.readouterr().out.splitlines() == ["200 rcpt_", "0.0137 USDC on eip155:84532"]
