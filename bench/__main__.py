@@ -35,13 +35,14 @@ SCRIPTS = (
     "webhook_verify",
     "sdk_overhead",
     "gate_overhead",
+    "stream_gate",
     "pay_throughput",
     "pay_url",
     "live_settle",
     "webhook_delivery",
 )
 #: Scripts without a database (``--databases`` is not passed to them).
-NO_DATABASE = frozenset({"webhook_verify", "gate_overhead"})
+NO_DATABASE = frozenset({"webhook_verify", "gate_overhead", "stream_gate"})
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 COLUMNS = (
     "measure",
