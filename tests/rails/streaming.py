@@ -27,11 +27,13 @@ __all__ = ["TokenApp", "read_events", "upto_client", "upto_credential"]
 
 class TokenApp:
     """An LLM stand-in: ``tokens`` SSE events ``gap`` seconds apart, each reported to the
-    gate; it notes when it made its last token."""
+    gate; it notes when it made its last token.  ``fail_after``: it raises after that many
+    tokens instead (a model that broke midway)."""
 
-    def __init__(self, tokens: int = 200, gap: float = 0.01) -> None:
+    def __init__(self, tokens: int = 200, gap: float = 0.01, fail_after: int | None = None) -> None:
         self.tokens = tokens
         self.gap = gap
+        self.fail_after = fail_after
         self.last_made: float | None = None
 
     def app(self) -> Starlette:
@@ -40,6 +42,8 @@ class TokenApp:
 
             async def tokens() -> AsyncIterator[bytes]:
                 for i in range(self.tokens):
+                    if i == self.fail_after:
+                        raise RuntimeError("the model broke off")
                     await anyio.sleep(self.gap)
                     usage(1)
                     if i == self.tokens - 1:

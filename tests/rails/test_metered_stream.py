@@ -21,7 +21,9 @@ from starlette.routing import Route
 
 import svc
 from svc_asgi import PaymentGate
+from svc_asgi import Route as GateRoute
 
+from ..live.helpers import open_holds
 from ..money.helpers import Market, market
 from ..sandbox.helpers import assert_chain_sound
 from ..support import LiveApp, LiveServer, until
@@ -130,6 +132,39 @@ async def test_a_payer_who_leaves_mid_stream_pays_for_what_was_reported(
 
 def _settled_receipt(server: LiveServer, resource_id: str) -> list[Any]:
     return until(lambda: list(receipts_of(server, resource_id)) or None, "no settlement")
+
+
+@pytest.mark.parametrize("on_failure", ["settle", "release"])
+async def test_an_app_that_breaks_off_midway_settles_what_it_reported_or_nothing(
+    server: LiveServer, serve_app: Callable[..., LiveApp], on_failure: str
+) -> None:
+    shop = metered_shop(server)
+    payer = funded_payer(server)
+    before = balance(server.url, payer.address)
+    gate = PaymentGate(
+        TokenApp(fail_after=30).app(),
+        service_url=server.url,
+        seller_key=shop.seller_key,
+        prices={"GET /v1/stream": GateRoute(shop.resource.id, on_failure=on_failure)},  # type: ignore[arg-type]
+    )
+    url = serve_app(gate).url + "/v1/stream"
+    headers = await upto_credential(url, upto_client(payer))
+
+    with pytest.raises(httpx.RemoteProtocolError):  # the answer ends unfinished
+        await read_events(url, headers)
+
+    def decided() -> bool:
+        return not open_holds(server)
+
+    await anyio.to_thread.run_sync(lambda: until(decided, "the claim was never decided"))
+    receipts = receipts_of(server, shop.resource.id)
+    if on_failure == "settle":
+        [row] = receipts
+        assert (row.units, row.amount_micros) == (30, 3_000)
+        assert before - balance(server.url, payer.address) == 3_000
+    else:
+        assert receipts == [] and balance(server.url, payer.address) == before
+    assert_chain_sound(server.ctx.db)
 
 
 # --- the ledger rail: POST /pay holds the maximum, the gate captures what was delivered ----
