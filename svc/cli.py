@@ -444,6 +444,8 @@ def _body_options(
 #: ``resources create`` and ``create-pay-link``: a resource's fields, and its metadata as
 #: three options of their own.
 _RESOURCE_FIELDS = ("path", "tool", "amount", "description", "upstream_url", "listed")
+#: A metered price (``--pricing metered``); ``update-resource`` changes all but the pricing.
+_METERED_FIELDS = ("pricing", "unit_price", "unit", "max_amount", "fallback_amount")
 
 
 def _resource_options(fn: Any) -> Any:
@@ -451,7 +453,9 @@ def _resource_options(fn: Any) -> Any:
     sku_kinds = click.Choice(["one_shot", "credit_topup"])
     return _stack(
         [
-            _body_options(CreateResource, *_RESOURCE_FIELDS, "method", "body_hint"),
+            _body_options(
+                CreateResource, *_RESOURCE_FIELDS, *_METERED_FIELDS, "method", "body_hint"
+            ),
             click.option(
                 "--sku-kind",
                 default="one_shot",
@@ -492,6 +496,7 @@ def _add_resource_commands(cli: click.Group) -> None:
     @_body_options(
         UpdateResource,
         *_RESOURCE_FIELDS[:4],
+        *_METERED_FIELDS[1:],
         "listed",
         "method",
         "body_hint",
@@ -511,8 +516,9 @@ def _add_resource_commands(cli: click.Group) -> None:
             changes["body_hint"] = o["body_hint"]
         if not changes:
             raise click.UsageError(
-                "name at least one of --amount, --path, --tool, --description, --listed, "
-                "--unlisted, --method, --body-hint"
+                "name at least one of --amount, --path, --tool, --description, --unit-price, "
+                "--unit, --max-amount, --fallback-amount, --listed, --unlisted, --method, "
+                "--body-hint"
             )
         _run(ctx, lambda c: c.resources.update(resource_id, **changes))
 

@@ -261,10 +261,16 @@ def test_a_metered_receipt_read_and_captured_from_the_shell(server: LiveServer) 
     """The payer reads its held receipt, the seller captures the units used, and both read
     the settled outcome; capture wants the seller key."""
     m = market(server)
-    metered = m.seller.resources.create(kind="http", path="/v1/chat", **METERED)
-    paid = m.agent.pay(resource_id=metered.id)
     agent = ["--base-url", server.url, "--wallet-key", m.wallet_key]
     seller = ["--base-url", server.url, "--seller-key", m.seller_key]
+    metered_options = [f"--{k.replace('_', '-')}={v}" for k, v in METERED.items()]
+    code, out = run(*seller, "resources", "create", "--path", "/v1/chat", *metered_options)
+    assert code == 0, out
+    metered = json.loads(out)
+    assert (metered["pricing"], metered["unit"], metered["amount"]) == ("metered", "token", "0.50")
+    code, out = run(*seller, "update-resource", metered["id"], "--unit-price", "0.0001")
+    assert code == 0 and json.loads(out)["unit_price"] == "0.0001", out
+    paid = m.agent.pay(resource_id=metered["id"])
     code, out = run(*agent, "receipts", "get", paid.receipt_id)
     assert code == 0, out
     assert (json.loads(out)["status"], json.loads(out)["amount"]) == ("authorized", "0.50")
