@@ -262,7 +262,10 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
         faucet = w.post(Role.OWNER, "/sandbox/faucet", {"address": address, "amount": "1.00"})
         _payouts_ready(w)
         withdrawal = w.post(Role.SELLER, "/sellers/me/withdraw", {"amount": "0.01"})
+        w.post(Role.OWNER, f"/wallet-keys/{w.account.wallet_key_id}/fund", {"amount": "1.00"})
+        paid = w.post(Role.WALLET, "/pay", {"resource_id": resource["id"]})
         values = {
+            "receipt_id": paid["receipt_id"],
             "top_up_id": _top_up(w),
             "resource_id": resource["id"],
             "key_id": w.account.wallet_key_id,

@@ -108,31 +108,34 @@ def objects(world: World) -> dict[str, list[str]]:
             select(t.receipts.c.id, t.receipts.c.tx_hash).where(t.receipts.c.tx_hash.is_not(None))
         ).all()
     values["tx_hash"] = [r.tx_hash for r in receipts[:3]]
-    values["receipt_id"] = receipts_of_world(world)
+    # One of each shape: the path names a receipt for every credential of the world.
+    values["receipt_id"] = receipts_of_world(world, per_shape=1)
     values["address"] = ["0x000000000000000000000000000000000000dEaD"]
     values["token"] = ["not-a-link-token"]
     return values
 
 
-def receipts_of_world(world: World) -> list[str]:
-    """Two receipts of each kind, rail and environment, paid by a wallet key or not,
-    selling a seller's resource or not: every shape of receipt, every owner's among them."""
+def receipts_of_world(world: World, per_shape: int = 2) -> list[str]:
+    """``per_shape`` receipts of each kind, rail, status (a metered one held or captured)
+    and environment, paid by a wallet key or not, selling a seller's resource or not:
+    every shape of receipt, every owner's among them."""
     with world.server.ctx.db.read() as conn:
         r = t.receipts.c
         rows = conn.execute(
-            select(r.id, r.kind, r.rail, r.environment, r.seller_id, r.wallet_key_id)
+            select(r.id, r.kind, r.rail, r.status, r.environment, r.seller_id, r.wallet_key_id)
         ).all()
     picked: dict[tuple[Any, ...], list[str]] = {}
     for row in rows:
         shape = (
             row.kind,
             row.rail,
+            row.status,
             row.environment,
             row.seller_id is None,
             row.wallet_key_id is None,
         )
         side = picked.setdefault(shape, [])
-        if len(side) < 2:
+        if len(side) < per_shape:
             side.append(row.id)
     return [receipt for side in picked.values() for receipt in side]
 

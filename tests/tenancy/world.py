@@ -99,6 +99,10 @@ class _Api:
         return r.json()
 
 
+#: A metered price: 0.001 a token, at most 0.10.
+_METERED = {"pricing": "metered", "unit_price": "0.001", "unit": "token", "max_amount": "0.10"}
+
+
 def build(server: LiveServer, chain: LiveServer, hot_wallet: LocalAccount) -> World:
     """Three owners, each in both environments with a ``processor_deposit`` seller and a
     ``direct_wallet`` one, active, inactive, HTTP and MCP resources, three wallet keys
@@ -134,6 +138,7 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
                 ("listed", {"kind": "http", "path": "/v1/list", "amount": "0.10", "listed": True}),
                 ("tool", {"kind": "mcp", "tool": "forecast", "amount": "0.05"}),
                 ("retired", {"kind": "http", "path": "/v1/old", "amount": "1.00"}),
+                ("tokens", {"kind": "http", "path": "/v1/chat", **_METERED}),
             ):
                 seller.resources[label] = api.call("POST", "/resources", seller.key, body)
             retired = seller.resources["retired"]["id"]
@@ -162,6 +167,11 @@ def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
         agent = payer.wallet_keys[(env, "agent")].key
         deposit, wallet = seller.sellers[(env, "deposit")], seller.sellers[(env, "wallet")]
         api.call("POST", "/pay", agent, {"resource_id": deposit.resources["report"]["id"]})
+        # Metered on the ledger: one hold left authorized, one captured by its seller.
+        tokens = deposit.resources["tokens"]["id"]
+        api.call("POST", "/pay", agent, {"resource_id": tokens})
+        used = api.call("POST", "/pay", agent, {"resource_id": tokens})["receipt_id"]
+        api.call("POST", f"/receipts/{used}/capture", deposit.key, {"units": 7})
         api.call("POST", "/pay", agent, {"destination": f"@{seller.handle}", "amount": "0.30"})
         for shop, rail in ((deposit, "x402"), (wallet, "mpp"), (deposit, "mpp"), (wallet, "x402")):
             url = shop.resources["listed"]["gate_url"]
