@@ -6,7 +6,7 @@ Run: ``python bench/stream_gate.py`` (about 2 minutes; ``--quick`` about 40 s).
 The app is an LLM stand-in: ``GET /stream`` answers ``text/event-stream``, one event per
 token, reporting each token to the gate (``scope["extensions"]["svc.usage"]``; ungated,
 nothing to report to).  Two settings: **paced** (the first token after 250 ms, then 200
-tokens one every 5 ms: a model's pace) and **unpaced** (2,000 tokens as fast as the app
+tokens one every 5 ms: a model's pace) and **unpaced** (20,000 tokens as fast as the app
 sends them: the gate's own ceiling).  Three uvicorn servers on loopback, each its own
 process (this script with ``--serve``):
 
@@ -61,6 +61,8 @@ from _harness import (
     sqlite_database,
 )
 from _report import row
+
+from svc.money import metered_amount
 
 UNIT_PRICE = "0.0001"
 MAX_AMOUNT = "0.50"
@@ -252,11 +254,11 @@ class Shape:
 
 
 #: An LLM's pace (250 ms to the first token, then one every 5 ms: about 2 s in all), and the
-#: gate's own ceiling (2,000 tokens as fast as the app can send them; x402's middleware
+#: gate's own ceiling (20,000 tokens as fast as the app can send them; x402's middleware
 #: buffers whole answers, so it has no per-token figure to compare).
 SHAPES = (
     Shape("paced", 200, 250, 5, VARIANTS),
-    Shape("unpaced", 2000, 0, 0, ("plain", "gate")),
+    Shape("unpaced", 20_000, 0, 0, ("plain", "gate")),
 )
 
 
@@ -289,7 +291,7 @@ async def measure(
                     timing = await timed(http, url, headers)
                     if i:
                         results[shape.name][variant].append(timing)
-            expected = Decimal(UNIT_PRICE) * shape.tokens
+            expected = metered_amount(shape.tokens, Decimal(UNIT_PRICE), Decimal(MAX_AMOUNT))
             for timing in results[shape.name]["gate"]:
                 settled = timing.receipt and Decimal(str(timing.receipt["amount"]))
                 if settled != expected:
@@ -352,7 +354,7 @@ def report(results: dict[str, dict[str, list[Timing]]], json_path: Path | None) 
             met=ttft["plain"] / ttft["gate"] >= TARGET,
         )
     )
-    for name, cell in (("paced, 200 tokens", paced), ("unpaced, 2000 tokens", unpaced)):
+    for name, cell in (("paced, 200 tokens", paced), ("unpaced, 20000 tokens", unpaced)):
         rate = {v: _median(cell[v], "tokens_per_s") for v in ("plain", "gate")}
         rows.append(
             row(

@@ -112,6 +112,14 @@ class AfterBodyAnswer(HeldAnswer):
         return watched
 
     async def send(self, message: Message) -> None:
+        if (  # a stream's every chunk: straight through
+            self.streaming
+            and message.get("more_body")
+            and message["type"] == "http.response.body"
+            and not (self.done or self.gone or self.app_trailers)
+        ):
+            await self._deliver(message)
+            return
         if self.decided == "released":  # a failed answer goes out as it is
             await self.downstream(message)
             return
