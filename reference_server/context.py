@@ -14,6 +14,7 @@ import anyio.from_thread
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
+from . import receipt_tokens
 from .crypto import SecretBox, new_data_key, new_evm_key
 from .invariant import InvariantError
 from .settings import Settings
@@ -124,6 +125,12 @@ class ServerContext:
         and only a test ``pay-url`` fails, naming the unknown key."""
         box = self.box
         _ = self.jwt_secret, self.secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
+        for environment in receipt_tokens.ENVIRONMENTS:
+            receipt_tokens.signer(self, environment)
+
+    def replace_secret(self, name: str, value: str) -> None:
+        """This process's copy of a secret just rewritten in the database (a rotation)."""
+        self._secrets[name] = value
 
     @functools.cached_property
     def test_hot_wallet_key(self) -> str:

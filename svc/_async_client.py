@@ -20,7 +20,7 @@ from ._async_namespaces import AsyncNamespaces
 from ._async_pay_url_stream import AsyncPayUrlStream
 from ._base_client import BaseClient, Retry
 from ._convert import Amount, JSONDocument, TextDocument
-from ._models import Capabilities, Health, PayResult
+from ._models import Capabilities, Health, Jwks, PayResult
 from ._options import RequestOptions
 from ._sender import AsyncSender
 from ._spec import RequestSpec
@@ -103,6 +103,11 @@ class AsyncClient(
     async def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
         """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
         return await self._request(_convert.capabilities(), options)
+
+    async def jwks(self, *, options: RequestOptions | None = None) -> Jwks:
+        """The keys receipt tokens are signed with: what :func:`svc.receipts.verify`
+        checks a token against, offline."""
+        return await self._request(_convert.jwks(), options)
 
     @overload
     async def pay(

@@ -19,7 +19,7 @@ from . import _convert
 from . import _endpoints as ep
 from ._base_client import BaseClient, Retry
 from ._convert import Amount, JSONDocument, TextDocument
-from ._models import Capabilities, Health, PayResult
+from ._models import Capabilities, Health, Jwks, PayResult
 from ._namespaces import Namespaces
 from ._options import RequestOptions
 from ._pay_url_stream import PayUrlStream
@@ -104,6 +104,11 @@ class Client(
     def capabilities(self, *, options: RequestOptions | None = None) -> Capabilities:
         """Auth modes, pay shapes and MCP URLs: what an agent needs to start paying."""
         return self._request(_convert.capabilities(), options)
+
+    def jwks(self, *, options: RequestOptions | None = None) -> Jwks:
+        """The keys receipt tokens are signed with: what :func:`svc.receipts.verify`
+        checks a token against, offline."""
+        return self._request(_convert.jwks(), options)
 
     @overload
     def pay(self, *, resource_id: str, options: RequestOptions | None = None) -> PayResult: ...

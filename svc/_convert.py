@@ -19,7 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import attrs
 
-from ._models import Capabilities, Health, ResourceMetadata
+from ._models import Capabilities, Health, Jwks, ResourceMetadata
 from ._spec import RequestSpec, Role, as_json_object, as_model, as_text
 from ._types import NotGiven
 from .bodies import (
@@ -433,3 +433,7 @@ def ready() -> RequestSpec[Health]:
 
 def capabilities() -> RequestSpec[Capabilities]:
     return RequestSpec(method="GET", path="/agent/capabilities", parse=as_model(Capabilities))
+
+
+def jwks() -> RequestSpec[Jwks]:
+    return RequestSpec(method="GET", path="/.well-known/jwks.json", parse=as_model(Jwks))

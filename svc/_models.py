@@ -46,6 +46,7 @@ __all__ = [
     "Handle",
     "HandleResolution",
     "Health",
+    "Jwks",
     "OwnerCreated",
     "PayResult",
     "PayUrlQuote",
@@ -392,6 +393,10 @@ class PayResult:
     body_truncated: bool = False
     destination: str | None = None
     settlement: str | None = None
+    #: The payment signed (a compact JWS): proof any gate checks offline against the
+    #: service's ``/.well-known/jwks.json`` (``svc.receipts.verify``); ``None`` for a
+    #: metered hold, which proves nothing until it is captured.
+    receipt_token: str | None = None
     request_id: str | None = None
 
 
@@ -572,6 +577,8 @@ class Receipt:
     environment: str | None = None
     created_at: datetime | None = None
     settled_at: datetime | None = None
+    #: A fresh signed token for a settled receipt (see :attr:`PayResult.receipt_token`).
+    receipt_token: str | None = None
     request_id: str | None = None
 
 
@@ -1064,6 +1071,15 @@ class Health:
     ok: bool
     status: str
     checks: dict[str, str] | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Jwks:
+    """``GET /.well-known/jwks.json``: the public keys receipt tokens are signed with
+    (OKP Ed25519 JWKs, each with its ``kid``), for :func:`svc.receipts.verify`."""
+
+    keys: list[dict[str, Any]]
     request_id: str | None = None
 
 

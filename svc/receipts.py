@@ -13,6 +13,10 @@ Used by the reference server's gates and by ``svc_asgi``, so both read receipts 
 way.  :func:`rail_credentials` finds the other thing a request can present at a gate: an
 open-rail credential (x402's ``PAYMENT-SIGNATURE``, MPP's ``Authorization: Payment``),
 which the service settles into a receipt.
+
+A receipt can also be a signed token (a compact JWS the service issues beside the id):
+:func:`verify` checks one offline against the service's published keys
+(``GET /.well-known/jwks.json``), so a gate needs no round trip to trust it.
 """
 
 from __future__ import annotations
@@ -21,14 +25,28 @@ import base64
 import binascii
 import json
 import re
+import time
 from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from ._errors import SvcError
+from ._models import Jwks
 
 __all__ = [
     "RAIL_CREDENTIAL_HEADERS",
     "RECEIPT_HEADERS",
+    "RECEIPT_TOKEN_ALGORITHM",
+    "RECEIPT_TOKEN_TYPE",
     "MalformedReceipt",
+    "ReceiptTokenError",
+    "VerifiedReceipt",
+    "is_receipt_token",
     "rail_credentials",
     "receipt_id_from_headers",
+    "verify",
 ]
 
 #: In order of preference when a request carries more than one.
@@ -61,6 +79,8 @@ def _from_value(header: str, value: str) -> str:
     if not value or len(value) > _MAX_HEADER:
         raise MalformedReceipt(f"{header} is empty or too long")
     if value.startswith("rcpt_") and _ID.fullmatch(value):
+        return value
+    if is_receipt_token(value):
         return value
     decoded = _decode_json(value)
     if not isinstance(decoded, dict):
@@ -102,3 +122,96 @@ def rail_credentials(headers: Mapping[str, str]) -> dict[str, str]:
             continue
         found[lowered] = value
     return found
+
+
+# --- signed receipt tokens ------------------------------------------------------------------
+
+#: The JWS algorithm of a receipt token (Ed25519) and its ``typ`` header.
+RECEIPT_TOKEN_ALGORITHM = "EdDSA"  # noqa: S105 (a name, not a secret)
+RECEIPT_TOKEN_TYPE = "svc-receipt+jwt"  # noqa: S105
+_CLAIMS = ("receipt_id", "seller_id", "amount", "currency", "rail", "environment", "iat", "exp")
+
+
+def is_receipt_token(value: str) -> bool:
+    """A compact JWS (three dot-separated parts); a receipt id has no dot."""
+    return value.count(".") == 2
+
+
+class ReceiptTokenError(SvcError):
+    """A receipt token that does not prove a payment here: ``reason`` is ``forged`` (bad
+    signature or shape), ``expired``, ``unknown_kid`` (signed by a key the JWKS does not
+    list) or ``wrong_resource``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedReceipt:
+    """What a valid receipt token proves: this payment was made, as the service signed it."""
+
+    receipt_id: str
+    resource_id: str | None
+    seller_id: str | None
+    amount: Decimal
+    currency: str
+    rail: str
+    environment: str
+    tx_hash: str | None
+    #: When the token was issued and when it stops proving anything (Unix seconds).
+    issued_at: int
+    expires_at: int
+    kid: str
+
+
+def verify(
+    token: str,
+    jwks: Jwks | Mapping[str, Any],
+    *,
+    now: float | None = None,
+    resource_id: str | None = None,
+) -> VerifiedReceipt:
+    """Check a receipt token against ``jwks`` (the service's ``/.well-known/jwks.json``)
+    with no server: signature, expiry at ``now`` (Unix seconds, default the clock) and,
+    given ``resource_id``, that it paid for that resource.  Raises
+    :class:`ReceiptTokenError` naming why it does not."""
+    import jwt  # imported on first use: the SDK's import stays light
+
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        raise ReceiptTokenError("forged", "The receipt token is not a JWS.") from None
+    kid = header.get("kid")
+    keys = jwks.keys if isinstance(jwks, Jwks) else jwks.get("keys", ())
+    key = next((k for k in keys if k.get("kid") == kid), None)
+    if key is None or header.get("alg") != RECEIPT_TOKEN_ALGORITHM:
+        raise ReceiptTokenError("unknown_kid", f"No published key {kid!r} signs receipts.")
+    try:
+        public = jwt.PyJWK(dict(key), algorithm=RECEIPT_TOKEN_ALGORITHM)
+        claims = jwt.decode(
+            token,
+            public,
+            algorithms=[RECEIPT_TOKEN_ALGORITHM],
+            options={"verify_exp": False, "require": list(_CLAIMS)},
+        )
+    except jwt.PyJWTError as exc:
+        raise ReceiptTokenError("forged", f"The receipt token's signature fails: {exc}.") from None
+    moment = time.time() if now is None else now
+    if int(claims["exp"]) <= moment:
+        raise ReceiptTokenError("expired", "The receipt token has expired.")
+    if resource_id is not None and claims.get("resource_id") != resource_id:
+        raise ReceiptTokenError("wrong_resource", f"The receipt did not pay for {resource_id}.")
+    return VerifiedReceipt(
+        receipt_id=str(claims["receipt_id"]),
+        resource_id=claims.get("resource_id"),
+        seller_id=claims.get("seller_id"),
+        amount=Decimal(str(claims["amount"])),
+        currency=str(claims["currency"]),
+        rail=str(claims["rail"]),
+        environment=str(claims["environment"]),
+        tx_hash=claims.get("tx_hash"),
+        issued_at=int(claims["iat"]),
+        expires_at=int(claims["exp"]),
+        kid=str(kid),
+    )

@@ -1,7 +1,8 @@
 """Where a gate gets its answers: the :class:`GateBackend` protocol and its HTTP version.
 
 The gate's decisions (see ``_core``) need two questions answered: *is this receipt good
-for this resource?* and *what does this resource cost, and where is it paid?*; and, for a
+for this resource?* and *what does this resource cost, and where is it paid?* (and the
+keys a signed receipt token is checked with offline); and, for a
 metered receipt, one request made: *charge the units this answer used*.  A seller's app
 asks the service over HTTP with its seller key (:class:`ServiceBackend`); the reference
 server's hosted gates ask their own database (``reference_server.routes.gates.backend``)
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import svc
-from svc import Receipt, ReceiptVerification, Resource
+from svc import Jwks, Receipt, ReceiptVerification, Resource
 
 __all__ = ["BackendUnavailable", "GateBackend", "ServiceBackend", "captured_verification"]
 
@@ -79,6 +80,10 @@ class GateBackend(Protocol):
         when it was captured or released already."""
         ...
 
+    async def jwks(self) -> Jwks:
+        """``GET /.well-known/jwks.json``: the keys signed receipt tokens are checked with."""
+        ...
+
 
 class ServiceBackend:
     """:class:`GateBackend` over the service's API, with the seller's own client.
@@ -99,6 +104,10 @@ class ServiceBackend:
     async def describe(self, resource_id: str) -> Resource:
         with unavailable_when_transient():
             return await self.client.resources.get(resource_id)
+
+    async def jwks(self) -> Jwks:
+        with unavailable_when_transient():
+            return await self.client.jwks()
 
     async def capture(self, receipt_id: str, units: int) -> ReceiptVerification:
         try:

@@ -25,13 +25,20 @@ from typing import Any, Literal
 import attrs
 from cachetools import LRUCache
 
-from svc import ReceiptVerification, SvcError
-from svc.receipts import MalformedReceipt, receipt_id_from_headers
+from svc import ReceiptVerification, ResourceMetadata, SvcError
+from svc.receipts import (
+    MalformedReceipt,
+    ReceiptTokenError,
+    VerifiedReceipt,
+    is_receipt_token,
+    receipt_id_from_headers,
+)
 
 from ._asgi import paid_watched
 from ._backend import BackendUnavailable, GateBackend
 from ._cache import FlightCache, LruCache
 from ._capture import ReceiptCapture
+from ._keys import KeySet
 from ._offer import Offer
 from ._payment import Payment
 from ._rails import HoldingRail, PaymentRail, RailRedemption, RailRequest, RailRequestSource
@@ -195,6 +202,10 @@ class GateCore:
         self.on_service_error: OnServiceError = on_service_error
         self.rails = tuple(rails)
         self._capture = ReceiptCapture(backend)
+        self.keys = KeySet(backend)
+        # Every resource's last offer, kept past its lifetime: a request bearing a signed
+        # receipt token is served from it while the service cannot be asked.
+        self._last_offers: LRUCache[str, Offer] = LRUCache(max_cache_entries)
         self._receipts: FlightCache[tuple[str, str | None], ReceiptVerification] = FlightCache(
             ttl=cache_ttl, ttl_for=_verification_ttl, max_entries=max_cache_entries, clock=clock
         )
@@ -223,7 +234,9 @@ class GateCore:
             return cached
 
         async def load() -> Offer:
-            return Offer.from_resource(await self.backend.describe(resource_id))
+            offer = Offer.from_resource(await self.backend.describe(resource_id))
+            self._last_offers[resource_id] = offer
+            return offer
 
         return await self._offers.get(resource_id, load)
 
@@ -323,7 +336,10 @@ class GateCore:
             try:
                 offer = await self.offer(resource_id)
             except Exception as exc:
-                return self._failed(resource_id, exc)
+                stale = self._last_offers.get(resource_id)
+                if stale is None or not _offline_token(exc, headers, meta_receipt):
+                    return self._failed(resource_id, exc)
+                offer = stale
         if not offer.active:
             return Refusal(
                 status=409,
@@ -387,6 +403,11 @@ class GateCore:
                 request,
             )
         bound = None if wanted else resource_id
+        if is_receipt_token(receipt_id):
+            decided = await self._by_token(receipt_id, offer, source, bound, wanted, request)
+            if not isinstance(decided, str):
+                return decided
+            receipt_id = decided  # a metered resource's: captured online, once
         verification = self._receipts.peek((receipt_id, bound))
         if verification is None or offer.metered:
             try:
@@ -411,6 +432,40 @@ class GateCore:
         paid = self._paid_outcome(verification, offer, source, ())
         self._paid[key] = (verification, offer, paid)
         return paid
+
+    async def _by_token(
+        self,
+        token: str,
+        offer: Offer,
+        source: str,
+        bound: str | None,
+        wanted: frozenset[str] | None,
+        request: RailRequestSource,
+    ) -> Outcome | str:
+        """A signed receipt token, verified offline: paid or refused; for a metered offer
+        (single use, so never decided offline) its receipt id, to ask the service."""
+        try:
+            signed = await self.keys.verify(token, bound)
+        except ReceiptTokenError as exc:
+            why = exc.reason
+            message = f"The receipt token was refused: {exc.message}"
+            return await self._payment_required(
+                offer, "receipt_refused", message, request, extra={"refused_because": why}
+            )
+        except Exception as exc:
+            return self._failed(offer.resource_id, exc)
+        if offer.metered:
+            return signed.receipt_id
+        verification = _token_verification(signed, offer)
+        if _refused_because(verification, offer, wanted) is not None:
+            return await self._payment_required(
+                offer,
+                "receipt_refused",
+                "The receipt token was refused: it paid for another resource.",
+                request,
+                extra={"receipt_id": signed.receipt_id, "refused_because": "wrong_resource"},
+            )
+        return self._paid_outcome(verification, offer, source, ())
 
     def _capture_after(
         self,
@@ -646,6 +701,33 @@ def _refused_because(
     ):
         return "receipt is for another resource"
     return None
+
+
+def _token_verification(signed: VerifiedReceipt, offer: Offer) -> ReceiptVerification:
+    """A verified token as the gate reads a verification (what it buys: the offer's)."""
+    return ReceiptVerification(
+        valid=True,
+        receipt_id=signed.receipt_id,
+        resource_id=signed.resource_id,
+        amount=signed.amount,
+        rail=signed.rail,
+        environment=signed.environment,
+        metadata=ResourceMetadata(
+            sku_kind=offer.sku_kind, credits=offer.credits, credit_unit=offer.credit_unit
+        ),
+    )
+
+
+def _offline_token(exc: Exception, headers: Mapping[str, str], meta_receipt: object) -> bool:
+    """The service is out of reach and the request bears a receipt token: it is decided
+    offline, on the resource's last known offer."""
+    if not isinstance(exc, BackendUnavailable):
+        return False
+    try:
+        presented, _ = _presented_receipt(headers, meta_receipt)
+    except MalformedReceipt:
+        return False
+    return presented is not None and is_receipt_token(presented)
 
 
 def _presented_receipt(headers: Mapping[str, str], meta_receipt: object) -> tuple[str | None, str]:

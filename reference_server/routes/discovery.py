@@ -16,6 +16,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from svc import __version__
 
+from .. import receipt_tokens
 from ..web import pages
 from ..web.endpoint import Call, Endpoint
 from ..web.errors import CODES
@@ -192,6 +193,12 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
             }
         )
 
+    async def jwks(call: Call) -> Response:
+        """The keys receipt tokens are signed with, every environment's (a token names
+        its environment and resource, both signed): public, cacheable for five minutes."""
+        keys = await anyio.to_thread.run_sync(receipt_tokens.published, call.ctx, call.now)
+        return json_response(keys, headers={"Cache-Control": "public, max-age=300"})
+
     async def openapi(call: Call) -> Response:
         return json_response(openapi_document(listed, call.public_url))
 
@@ -201,6 +208,7 @@ def endpoints(listed: list[Endpoint]) -> list[Endpoint]:
         ("/llms-full.txt", llms_full_txt),
         ("/agent/capabilities", capabilities),
         ("/.well-known/agent.json", agent_json),
+        ("/.well-known/jwks.json", jwks),
         ("/agent-openapi.json", openapi),
     ]
     return [unlisted_get(path, handler) for path, handler in table]

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import attrs
+
 from svc import Receipt
 from svc.bodies import CaptureReceipt
 from svc.money import MAX_UNITS
 
+from .. import receipt_tokens
 from ..domain import metered
 from ..web.auth import AnyCredential, Role
 from ..web.endpoint import Call, Contract, Endpoint
@@ -22,9 +25,11 @@ def read(call: Call) -> Reply:
 
     Readable by its payer (the wallet key that paid, or that key's owner) and by the
     seller paid (or its owner), in the receipt's environment; to anyone else it does not
-    exist (``not_found``).
+    exist (``not_found``).  A settled receipt carries a fresh signed ``receipt_token``.
     """
-    return Reply(metered.readable_receipt(call.conn, call.params["receipt_id"], call.caller))
+    receipt = metered.readable_receipt(call.conn, call.params["receipt_id"], call.caller)
+    token = receipt_tokens.token_for(call.ctx, call.conn, receipt.id, call.now)
+    return Reply(attrs.evolve(receipt, receipt_token=token))
 
 
 def capture(call: Call) -> Reply:

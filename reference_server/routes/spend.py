@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from svc import HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
 
+from .. import receipt_tokens
 from ..domain import handles, ledger, metered, payments, wallets
 from ..domain.errors import PaymentRefused
 from ..invariant import InvariantError
@@ -46,7 +49,7 @@ def pay(call: Call) -> Reply:
     answered: list[Reply] = []
 
     def answer_ahead(result: PayResult) -> None:
-        answered.append(Reply(result))
+        answered.append(Reply(_signed(call, result, resource)))
         call.answer_ahead(answered[-1])
 
     # A savepoint: a refused payment leaves nothing behind but its payment.failed.  A paid
@@ -90,7 +93,26 @@ def pay(call: Call) -> Reply:
         return _refused(
             call, agent, refused, resource, None if amount is None else to_micros(amount)
         )
-    return answered[-1] if answered else Reply(result)
+    return answered[-1] if answered else Reply(_signed(call, result, resource))
+
+
+def _signed(call: Call, result: PayResult, resource: Any) -> PayResult:
+    """The answer with its receipt token (none for a metered hold: nothing is proven
+    until its seller captures it)."""
+    if resource is not None and resource.pricing == "metered":
+        return result
+    token = receipt_tokens.issue(
+        call.ctx,
+        call.now,
+        receipt_id=result.receipt_id,
+        environment=call.caller.environment,
+        amount=checked(result.amount),
+        rail=result.rail,
+        resource_id=result.resource_id,
+        seller_id=None if resource is None else resource.seller_id,
+        tx_hash=result.tx_hash,
+    )
+    return attrs.evolve(result, receipt_token=token)
 
 
 def _refused(
@@ -155,7 +177,7 @@ def pay_group(calls: list[Call]) -> list[Reply]:
         if isinstance(result, PaymentRefused):
             replies.append(_refused(call, agent, result, purchase.resource, None))
         else:
-            replies.append(Reply(result))
+            replies.append(Reply(_signed(call, result, purchase.resource)))
     return replies
 
 

@@ -24,7 +24,7 @@ import anyio.to_thread
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from svc import ReceiptVerification, Resource
+from svc import Jwks, ReceiptVerification, Resource
 from svc.receipts import rail_credentials
 from svc_asgi import (
     BackendUnavailable,
@@ -34,6 +34,7 @@ from svc_asgi import (
     captured_verification,
 )
 
+from ... import receipt_tokens
 from ...context import ServerContext
 from ...domain import metered, open_rails
 from ...domain.errors import DomainError
@@ -95,6 +96,10 @@ class DatabaseGateBackend:
                 return verify_receipt(conn, receipt_id, resource_id=resource_id, seller_id=None)
         except OperationalError as exc:
             raise BackendUnavailable(f"the database did not answer: {exc.orig}") from exc
+
+    async def jwks(self) -> Jwks:
+        keys = await anyio.to_thread.run_sync(receipt_tokens.published, self.ctx, self.ctx.now())
+        return Jwks(keys=keys["keys"])
 
     async def capture(self, receipt_id: str, units: int) -> ReceiptVerification:
         return await anyio.to_thread.run_sync(self._capture, receipt_id, units)
