@@ -35,6 +35,7 @@ from .store import tables as t
 from .timeutil import as_utc
 
 __all__ = [
+    "HEADER",
     "LIFETIME",
     "ReceiptSigner",
     "issue",
@@ -46,6 +47,8 @@ __all__ = [
     "token_for",
 ]
 
+#: The header a paid gate answer carries the token in.
+HEADER = "X-Svc-Receipt-Token"
 #: How long a receipt token is good for (see the module docstring for why).
 LIFETIME = timedelta(hours=24)
 ENVIRONMENTS = ("test", "live")

@@ -23,6 +23,7 @@ from x402.mechanisms.evm.exact import register_exact_evm_client
 from x402.mechanisms.evm.signers import EthAccountSigner
 
 import svc
+import svc.receipts
 from reference_server.store import tables as t
 from svc.wire import structure
 
@@ -217,3 +218,12 @@ def get(url: str, headers: Mapping[str, str] | None = None) -> httpx.Response:
 def event_data(event: Mapping[str, Any], model: type[Any]) -> Any:
     """A recorded event's ``data`` read into its typed ``svc`` model, as a receiver would."""
     return structure({k: v for k, v in event.items() if k != "_environment"}, model)
+
+
+def signed_receipt(live: LiveServer, paid: httpx.Response) -> svc.receipts.VerifiedReceipt:
+    """The paid answer's ``X-Svc-Receipt-Token``, checked offline against the service's
+    published keys: it proves the receipt the answer names."""
+    jwks = httpx.get(live.url + "/.well-known/jwks.json").json()
+    proven = svc.receipts.verify(paid.headers["x-svc-receipt-token"], jwks)
+    assert proven.receipt_id == paid.headers["x-svc-receipt"]
+    return proven

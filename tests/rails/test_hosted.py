@@ -34,6 +34,7 @@ from .helpers import (
     paid_with_credential,
     pay_with,
     receipts_of,
+    signed_receipt,
 )
 
 pytestmark = pytest.mark.anyio
@@ -92,6 +93,12 @@ async def test_processor_deposit_credits_the_seller_less_the_fee(
     assert paid.status_code == 200, paid.text
     receipt_id = paid.headers["x-svc-receipt"]
     assert paid.json()["receipt"]["receipt_id"] == receipt_id
+    proven = signed_receipt(server, paid)
+    assert (proven.rail, proven.resource_id, proven.tx_hash) == (
+        protocol,
+        shop.resource.id,
+        decode(paid.headers["payment-receipt"])["reference"],
+    )
     assert paid.json()["receipt"]["rail"] == protocol
     mpp_receipt = decode(paid.headers["payment-receipt"])
     tx_hash = mpp_receipt["reference"]

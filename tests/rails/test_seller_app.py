@@ -39,6 +39,7 @@ from .helpers import (
     paid_with_credential,
     pay_with,
     receipts_of,
+    signed_receipt,
 )
 
 pytestmark = pytest.mark.anyio
@@ -123,6 +124,12 @@ async def test_official_clients_pay_the_app_processor_deposit(
     assert "payment-receipt" in paid.headers
     assert ("payment-response" in paid.headers) == (protocol == "x402")
     assert paid.headers["cache-control"] == "private"
+    proven = signed_receipt(server, paid)
+    assert (proven.rail, proven.resource_id, proven.tx_hash) == (
+        protocol,
+        shop.resource.id,
+        decode(paid.headers["payment-receipt"])["reference"],
+    )
 
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
     assert shop.balance().balance == Decimal("0.2475")

@@ -45,11 +45,13 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import attrs
 from sqlalchemy import Connection, select
 
 from svc.receipts import rail_credentials
 from svc_asgi import RailRequest
 
+from ... import receipt_tokens
 from ...context import ServerContext
 from ...onchain import ChainUnreachable, TokenReader
 from ...recursion import keeping_recursion_limit
@@ -281,12 +283,31 @@ async def settle(
     A metered resource paid at its ``fallback_amount`` (exact, MPP) settles that price
     whatever the units."""
     try:
-        return await _settle(ctx, claim_id, seller_id, request_id, units)
+        settled = await _settle(ctx, claim_id, seller_id, request_id, units)
     except HoldNotFound:  # settled before (a retry after a lost answer), or concurrently
         again = await _settled_already(ctx, claim_id, seller_id)
         if again is None:
             raise
-        return again
+        settled = again
+    return await _with_token(ctx, settled)
+
+
+async def _with_token(ctx: ServerContext, redemption: Redemption) -> Redemption:
+    """A paid redemption's headers with ``X-Svc-Receipt-Token``: the receipt signed, for
+    the payer to show any gate of the seller's later with no round trip."""
+    verification = redemption.verification
+    if not redemption.paid or verification is None or not verification.receipt_id:
+        return redemption
+
+    def sign() -> str | None:
+        with ctx.db.read() as conn:
+            return receipt_tokens.token_for(ctx, conn, verification.receipt_id, ctx.now())
+
+    token = await anyio.to_thread.run_sync(sign)
+    if token is None:
+        return redemption
+    headers = [*redemption.headers, (receipt_tokens.HEADER, token)]
+    return attrs.evolve(redemption, headers=headers)
 
 
 async def _settle(
