@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 import time
@@ -188,7 +189,7 @@ def verify(
     if key is None or header.get("alg") != RECEIPT_TOKEN_ALGORITHM:
         raise ReceiptTokenError("unknown_kid", f"No published key {kid!r} signs receipts.")
     try:
-        public = jwt.PyJWK(dict(key), algorithm=RECEIPT_TOKEN_ALGORITHM)
+        public = _public_key(json.dumps(key, sort_keys=True))
         claims = jwt.decode(
             token,
             public,
@@ -197,21 +198,40 @@ def verify(
         )
     except jwt.PyJWTError as exc:
         raise ReceiptTokenError("forged", f"The receipt token's signature fails: {exc}.") from None
-    moment = time.time() if now is None else now
-    if int(claims["exp"]) <= moment:
+    try:
+        proven = _verified(claims, str(kid))
+    except (ArithmeticError, ValueError, TypeError) as exc:
+        message = f"The receipt token's claims are malformed: {exc}."
+        raise ReceiptTokenError("forged", message) from None
+    if proven.expires_at <= (time.time() if now is None else now):
         raise ReceiptTokenError("expired", "The receipt token has expired.")
-    if resource_id is not None and claims.get("resource_id") != resource_id:
+    if resource_id is not None and proven.resource_id != resource_id:
         raise ReceiptTokenError("wrong_resource", f"The receipt did not pay for {resource_id}.")
+    return proven
+
+
+@functools.lru_cache(maxsize=32)
+def _public_key(jwk: str) -> Any:
+    """A published key parsed once (a gate checks many tokens against few keys)."""
+    import jwt
+
+    return jwt.PyJWK(json.loads(jwk), algorithm=RECEIPT_TOKEN_ALGORITHM)
+
+
+def _verified(claims: Mapping[str, Any], kid: str) -> VerifiedReceipt:
+    amount = Decimal(str(claims["amount"]))
+    if not amount.is_finite():
+        raise ValueError("the amount is not a number")
     return VerifiedReceipt(
         receipt_id=str(claims["receipt_id"]),
         resource_id=claims.get("resource_id"),
         seller_id=claims.get("seller_id"),
-        amount=Decimal(str(claims["amount"])),
+        amount=amount,
         currency=str(claims["currency"]),
         rail=str(claims["rail"]),
         environment=str(claims["environment"]),
         tx_hash=claims.get("tx_hash"),
         issued_at=int(claims["iat"]),
         expires_at=int(claims["exp"]),
-        kid=str(kid),
+        kid=kid,
     )

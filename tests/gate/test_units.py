@@ -193,9 +193,17 @@ def _value(value: str) -> Any:
 
 
 class FakeBackend:
-    def __init__(self, *, down: bool = False) -> None:
+    def __init__(self, *, down: bool = False, jwks: svc.Jwks | None = None) -> None:
         self.down = down
         self.verified: list[tuple[str, str | None]] = []
+        self.keys = jwks or svc.Jwks(keys=[])
+        self.jwks_fetches = 0
+
+    async def jwks(self) -> svc.Jwks:
+        self.jwks_fetches += 1
+        if self.down:
+            raise BackendUnavailable("down")
+        return self.keys
 
     async def verify(self, receipt_id: str, resource_id: str | None) -> svc.ReceiptVerification:
         if self.down:
