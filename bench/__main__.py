@@ -36,6 +36,7 @@ SCRIPTS = (
     "sdk_overhead",
     "gate_overhead",
     "stream_gate",
+    "receipt_token",
     "pay_throughput",
     "pay_url",
     "live_settle",
