@@ -74,8 +74,13 @@ def test_hosted_gate_without_upstream(server: LiveServer) -> None:
     assert "x-ratelimit-limit" in r.headers
 
     paid = shop.agent.pay(resource_id=shop.resource.id)
-    for method in ("GET", "POST", "DELETE"):
-        ok = httpx.request(method, gate_url, headers={"X-Svc-Receipt": paid.receipt_id})
+    for method, shown in (
+        ("GET", paid.receipt_id),
+        ("POST", paid.receipt_id),
+        ("DELETE", paid.receipt_id),
+        ("GET", paid.receipt_token),  # the signed token, checked against the service's keys
+    ):
+        ok = httpx.request(method, gate_url, headers={"X-Svc-Receipt": str(shown)})
         assert ok.status_code == 200, ok.text
         assert ok.headers["x-svc-receipt"] == paid.receipt_id
         data = ok.json()
@@ -97,6 +102,9 @@ def test_refusals_of_a_hosted_gate(server: LiveServer) -> None:
     assert r.status_code == 402 and "another resource" in r.json()["error"]["message"]
     r = httpx.get(shop.resource.gate_url, headers={"X-Svc-Receipt": "rcpt_forged000000000"})
     assert r.status_code == 402 and r.json()["error"]["details"]["reason"] == "receipt_refused"
+    r = httpx.get(shop.resource.gate_url, headers={"X-Svc-Receipt": str(paid_other.receipt_token)})
+    assert r.status_code == 402
+    assert r.json()["error"]["details"]["refused_because"] == "wrong_resource"
     r = httpx.get(shop.resource.gate_url, headers={"PAYMENT-RESPONSE": "!!"})
     assert r.status_code == 402 and r.json()["error"]["details"]["reason"] == "receipt_malformed"
     for short_id in ("nosuchgate1", "bad!id"):
