@@ -125,8 +125,7 @@ class ServerContext:
         and only a test ``pay-url`` fails, naming the unknown key."""
         box = self.box
         _ = self.jwt_secret, self.secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
-        for environment in receipt_tokens.ENVIRONMENTS:
-            receipt_tokens.signer(self, environment)
+        receipt_tokens.load(self)
 
     def replace_secret(self, name: str, value: str) -> None:
         """This process's copy of a secret just rewritten in the database (a rotation)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import secrets
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -40,12 +41,15 @@ __all__ = [
     "ReceiptSigner",
     "issue",
     "keyring_name",
+    "load",
     "new_keyring",
     "published",
     "rotate",
     "signer",
     "token_for",
 ]
+
+log = logging.getLogger("reference_server")
 
 #: The header a paid gate answer carries the token in.
 HEADER = "X-Svc-Receipt-Token"
@@ -113,17 +117,35 @@ def _opened(box: SecretBox, sealed: str) -> ReceiptSigner:
     return ReceiptSigner(json.loads(box.open(sealed)))
 
 
-def signer(ctx: Any, environment: str) -> ReceiptSigner:
+def _sealed(ctx: Any, environment: str) -> str:
+    return str(ctx.secret(keyring_name(environment), lambda: new_keyring(ctx.box, ctx.now())))
+
+
+def load(ctx: Any) -> None:
+    """Read (or make) every environment's sealed keyring, not opening it: a database
+    whose data key was dropped too soon still starts (see :func:`signer`).  Blocking, for
+    ``ServerContext.load_secrets``, before any request's transaction opens."""
+    for environment in ENVIRONMENTS:
+        _sealed(ctx, environment)
+
+
+def signer(ctx: Any, environment: str) -> ReceiptSigner | None:
     """``environment``'s signer (``ctx``: the :class:`~reference_server.context.
-    ServerContext`); its keyring is made on first use.  Blocking, and loaded by
-    ``ServerContext.load_secrets`` before any request's transaction opens."""
-    sealed = ctx.secret(keyring_name(environment), lambda: new_keyring(ctx.box, ctx.now()))
-    return _opened(ctx.box, sealed)
+    ServerContext`); ``None``, logged, when its keyring was sealed under a data key the
+    server no longer has: payments go on, without tokens, until the key is restored."""
+    try:
+        return _opened(ctx.box, _sealed(ctx, environment))
+    except ValueError as exc:
+        log.error("the %s receipt signing keys cannot be opened: %s", environment, exc)
+        return None
 
 
 def published(ctx: Any, now: datetime) -> dict[str, Any]:
     """``GET /.well-known/jwks.json``: every environment's live keys in one set."""
-    keys = [key for env in ENVIRONMENTS for key in signer(ctx, env).jwks(now)["keys"]]
+    keys: list[dict[str, Any]] = []
+    for environment in ENVIRONMENTS:
+        opened = signer(ctx, environment)
+        keys += [] if opened is None else opened.jwks(now)["keys"]
     return {"keys": keys}
 
 
@@ -131,8 +153,10 @@ def rotate(ctx: Any, conn: Connection, environment: str) -> str:
     """Put a new signing key in front of ``environment``'s keyring (the old ones stay
     published until their tokens expire) and return its ``kid``.  This process signs
     with it at once; others on their next start (their tokens stay valid either way)."""
-    keys = signer(ctx, environment).keys
-    now = ctx.now()
+    opened = signer(ctx, environment)
+    if opened is None:
+        raise ValueError(f"the {environment} receipt signing keys cannot be opened")
+    keys, now = opened.keys, ctx.now()
     retired = [{**key, "retired_at": key["retired_at"] or as_utc(now).isoformat()} for key in keys]
     fresh = _new_key(now)
     sealed = ctx.box.seal(json.dumps([fresh, *retired]))
@@ -155,8 +179,9 @@ def issue(
     resource_id: str | None = None,
     seller_id: str | None = None,
     tx_hash: str | None = None,
-) -> str:
-    """A token for one settled payment, signed with ``environment``'s current key."""
+) -> str | None:
+    """A token for one settled payment, signed with ``environment``'s current key
+    (``None`` when the keys cannot be opened: see :func:`signer`)."""
     claims = {
         "receipt_id": receipt_id,
         "resource_id": resource_id,
@@ -167,7 +192,8 @@ def issue(
         "environment": environment,
         "tx_hash": tx_hash,
     }
-    return signer(ctx, environment).sign(claims, now)
+    opened = signer(ctx, environment)
+    return None if opened is None else opened.sign(claims, now)
 
 
 def token_for(ctx: Any, conn: Connection, receipt_id: str, now: datetime) -> str | None:

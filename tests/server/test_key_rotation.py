@@ -131,4 +131,6 @@ def test_a_data_key_dropped_too_soon_fails_only_what_it_sealed(
     assert later.ctx.secret("pay_url_hot_wallet_test") == sealed_before  # kept, not replaced
     with pytest.raises(ValueError, match="unknown data key"):
         _ = later.ctx.test_hot_wallet_key
+    # The receipt signing keys too: no key is published, and payments go on without tokens.
+    assert httpx.get(later.url + "/.well-known/jwks.json").json() == {"keys": []}
     later.stop()
