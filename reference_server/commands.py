@@ -242,6 +242,33 @@ def owners_create(email: str, as_json: bool, database_url: str | None) -> None:
         click.echo(token)
 
 
+@main.group("receipt-keys")
+def receipt_keys() -> None:
+    """The Ed25519 keys receipt tokens are signed with (GET /.well-known/jwks.json)."""
+
+
+@receipt_keys.command("rotate")
+@click.option(
+    "--environment", type=click.Choice(["test", "live"]), required=True, help="Whose key."
+)
+@click.option("--database-url", default=None, help="Overrides SVC_DATABASE_URL.")
+def receipt_keys_rotate(environment: str, database_url: str | None) -> None:
+    """Put a new signing key in front and print its kid.  Every server publishes it at
+    once; each signs with it from its next start.  The old keys stay published until
+    the tokens they signed have expired (24 hours)."""
+    from . import receipt_tokens
+    from .context import ServerContext
+    from .store import upgrade
+
+    ctx = ServerContext(command_settings(database_url=database_url, server_database=True))
+    upgrade(ctx.db)
+    ctx.load_secrets()
+    with ctx.db.write() as conn:
+        kid = receipt_tokens.rotate(ctx, conn, environment)
+    ctx.db.dispose()
+    click.echo(kid)
+
+
 @main.group()
 def ledger() -> None:
     """The double-entry ledger."""

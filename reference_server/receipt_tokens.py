@@ -133,18 +133,29 @@ def signer(ctx: Any, environment: str) -> ReceiptSigner | None:
     """``environment``'s signer (``ctx``: the :class:`~reference_server.context.
     ServerContext`); ``None``, logged, when its keyring was sealed under a data key the
     server no longer has: payments go on, without tokens, until the key is restored."""
+    return _open(ctx, environment, _sealed(ctx, environment))
+
+
+def _open(ctx: Any, environment: str, sealed: str) -> ReceiptSigner | None:
     try:
-        return _opened(ctx.box, _sealed(ctx, environment))
+        return _opened(ctx.box, sealed)
     except ValueError as exc:
         log.error("the %s receipt signing keys cannot be opened: %s", environment, exc)
         return None
 
 
 def published(ctx: Any, now: datetime) -> dict[str, Any]:
-    """``GET /.well-known/jwks.json``: every environment's live keys in one set."""
+    """``GET /.well-known/jwks.json``: every environment's live keys in one set, read from
+    the database each time, so a key rotated in by another process is published at once
+    (even before this process signs with it)."""
     keys: list[dict[str, Any]] = []
     for environment in ENVIRONMENTS:
-        opened = signer(ctx, environment)
+        name = keyring_name(environment)
+        with ctx.db.read() as conn:
+            stored = conn.execute(
+                select(t.server_secrets.c.value).where(t.server_secrets.c.name == name)
+            ).scalar()
+        opened = _open(ctx, environment, str(stored or _sealed(ctx, environment)))
         keys += [] if opened is None else opened.jwks(now)["keys"]
     return {"keys": keys}
 

@@ -190,6 +190,22 @@ def test_migrate_is_idempotent(database_url: str) -> None:
         assert "up to date" in done.stdout
 
 
+def test_receipt_keys_rotate_publishes_the_new_key_at_once(
+    database_url: str, make_server: Any
+) -> None:
+    """Rotated from the command line, the running server publishes the new key beside
+    the old ones (which stay until their tokens expire)."""
+    live: LiveServer = make_server()
+
+    def kids() -> set[str]:
+        return {k["kid"] for k in httpx.get(live.url + "/.well-known/jwks.json").json()["keys"]}
+
+    before = kids()
+    done = svc_server("receipt-keys", "rotate", "--environment", "test", database_url=database_url)
+    assert done.returncode == 0, done.stderr
+    assert kids() == before | {done.stdout.strip()} and len(before) == 2
+
+
 def test_ledger_audit_reports_a_sound_and_a_broken_ledger(
     database_url: str, make_server: Any
 ) -> None:
