@@ -1,7 +1,7 @@
 """The gate's receipt keys (svc_asgi._keys.KeySet) and ``svc.receipts.verify``, with no
 server: a token signed by the published key is proven offline; a new ``kid`` fetches the
 set again, at most once per interval; the keys are kept when the service is down; and
-every way a token fails names its reason."""
+every way a token fails names its reason; a metered resource's token is asked online."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import time
 from decimal import Decimal
 
+import attrs
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -16,6 +17,7 @@ from jwt.algorithms import OKPAlgorithm
 
 import svc
 from svc.receipts import RECEIPT_TOKEN_ALGORITHM, ReceiptTokenError, verify
+from svc_asgi import GateCore, Refusal
 from svc_asgi._keys import REFRESH_INTERVAL, KeySet
 
 from .test_units import FakeBackend
@@ -93,3 +95,29 @@ async def test_keys_are_fetched_once_refreshed_on_a_new_kid_and_kept_when_down()
         await keys.verify(_token(second, "k5"), None)
     assert backend.jwks_fetches == 3
     assert (await keys.verify(_token(first, "k1"), None)).receipt_id == "rcpt_1"
+
+
+class MeteredBackend(FakeBackend):
+    """Sells ``res_tokens`` by the token: a metered resource."""
+
+    async def describe(self, resource_id: str) -> svc.Resource:
+        fixed = await super().describe(resource_id)
+        return attrs.evolve(
+            fixed, pricing="metered", unit_price=Decimal("0.0001"), max_amount=Decimal("0.05")
+        )
+
+
+@pytest.mark.anyio
+async def test_a_metered_resource_s_token_is_checked_online() -> None:
+    """Single use (captured once by the service), so never decided offline: the token's
+    signature is checked, then its receipt id asked of the service."""
+    key = Ed25519PrivateKey.generate()
+    backend = MeteredBackend(jwks=svc.Jwks(keys=[_jwk(key, "k1")]))
+    core = GateCore(backend)
+    token = _token(key, "k1", receipt_id="rcpt_good_m", resource_id="res_tokens")
+    await core.check("res_tokens", {"x-svc-receipt": token})
+    assert backend.verified == [("rcpt_good_m", "res_tokens")]
+    forged = _token(Ed25519PrivateKey.generate(), "k1", resource_id="res_tokens")
+    refused = await core.check("res_tokens", {"x-svc-receipt": forged})
+    assert isinstance(refused, Refusal) and refused.extra["refused_because"] == "forged"
+    assert len(backend.verified) == 1  # a forged token never reaches the service
