@@ -82,6 +82,13 @@ def new_keyring(box: SecretBox, now: datetime) -> str:
     return box.seal(json.dumps([_new_key(now)]))
 
 
+def _private_key(pem: str) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(pem.encode(), None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError("a receipt signing key must be Ed25519")
+    return key
+
+
 class ReceiptSigner:
     """One environment's keyring opened: signs with the current key, publishes the keys
     whose tokens may still be alive."""
@@ -90,14 +97,14 @@ class ReceiptSigner:
         self.keys = keys
         current = keys[0]
         self.kid: str = current["kid"]
-        self._private = serialization.load_pem_private_key(current["pem"].encode(), None)
+        self._private = _private_key(current["pem"])
 
     def sign(self, claims: dict[str, Any], now: datetime) -> str:
         """A compact JWS of ``claims`` with ``iat`` now and ``exp`` :data:`LIFETIME` on."""
         issued = int(as_utc(now).timestamp())
         body = {**claims, "iat": issued, "exp": issued + int(LIFETIME.total_seconds())}
         headers = {"kid": self.kid, "typ": RECEIPT_TOKEN_TYPE}
-        return jwt.encode(body, self._private, algorithm=RECEIPT_TOKEN_ALGORITHM, headers=headers)  # type: ignore[arg-type]
+        return jwt.encode(body, self._private, algorithm=RECEIPT_TOKEN_ALGORITHM, headers=headers)
 
     def jwks(self, now: datetime) -> dict[str, Any]:
         """The public keys a token alive at ``now`` may be signed with."""
@@ -106,8 +113,7 @@ class ReceiptSigner:
             retired = key["retired_at"]
             if retired is not None and datetime.fromisoformat(retired) + LIFETIME <= as_utc(now):
                 continue
-            private = serialization.load_pem_private_key(key["pem"].encode(), None)
-            jwk = json.loads(OKPAlgorithm.to_jwk(private.public_key()))  # type: ignore[arg-type]
+            jwk = json.loads(OKPAlgorithm.to_jwk(_private_key(key["pem"]).public_key()))
             published.append({**jwk, "kid": key["kid"], "use": "sig", "alg": "EdDSA"})
         return {"keys": published}
 
