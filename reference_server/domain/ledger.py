@@ -714,7 +714,7 @@ def audit(conn: Connection, environment: str) -> list[str]:
     * a metered authorization names its pending hold of the maximum, a released one
       that hold voided;
     * a refunded receipt's ``refunded_micros`` is at most its amount and equals its
-      posted ``refund`` transfers.
+      posted ``refund`` and ``refund_fee`` transfers.
     """
     problems: list[str] = []
     total = sum_of_balances(conn, environment)
@@ -792,7 +792,9 @@ def _refund_problem(conn: Connection, receipt: Row[Any]) -> str | None:
         return f"refunded {refunded}, more than its {receipt.amount_micros}"
     moved = conn.execute(
         select(func.coalesce(func.sum(_t.c.amount_micros), 0)).where(
-            _t.c.receipt_id == receipt.id, _t.c.kind == "refund", _t.c.status == "posted"
+            _t.c.receipt_id == receipt.id,
+            _t.c.kind.in_(("refund", "refund_fee")),
+            _t.c.status == "posted",
         )
     ).scalar_one()
     if int(moved) != refunded:

@@ -4,10 +4,11 @@ A seller gives back all or part of a payment it received, never more than was pa
 total: the receipt's ``refunded_micros`` rises under the receipt's row lock (PostgreSQL;
 SQLite's write lock serialises) and by a conditional ``UPDATE`` that never passes the
 amount, so concurrent partial refunds cannot over-refund.  On the ledger rail a refund is
-a reversing transfer from the seller's balance to the payer's wallet key, the key's
-policy given back what it counted (within the period the payment was made in); the
-platform fee is not returned.  The seller's balance never goes below zero: a refund
-larger than its available balance is refused (``insufficient_balance``), nothing moved.
+a reversing transfer to the payer's wallet key, the key's policy given back what it
+counted (within the period the payment was made in); the platform gives back its fee's
+share of the part refunded, the seller's balance the rest.  The seller's balance never
+goes below zero: a refund whose share is larger than its available balance is refused
+(``insufficient_balance``), nothing moved.
 A ``direct_wallet`` payment never passed through the service (``refund_not_custodial``);
 open-rail ``processor_deposit`` and card payments are not refundable here yet
 (``refund_unsupported_rail``).
@@ -36,7 +37,9 @@ __all__ = ["find_refund", "list_refunds", "payment", "refund", "refund_model"]
 
 _r = t.receipts
 _f = t.refunds
+#: The kinds of a refund's transfers: the seller's part, and the platform fee's share.
 _REFUND_KIND = "refund"
+_FEE_KIND = "refund_fee"
 
 
 def refund(
@@ -71,7 +74,9 @@ def refund(
     if counted is None:  # cannot happen under the lock; the condition is the guarantee
         raise DomainError("refund_exceeds_payment", f"Receipt {receipt_id} is refunded.")
     refund_id = new_id("rfnd")
-    transfer_id = _reverse(conn, receipt, amount, refund_id=refund_id, now=now)
+    transfer_id = _reverse(
+        conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
+    )
     row = {
         "id": refund_id,
         "environment": environment,
@@ -123,11 +128,19 @@ def _check_refundable(receipt: Row[Any]) -> None:
 
 
 def _reverse(
-    conn: Connection, receipt: Row[Any], amount: int, *, refund_id: str, now: datetime
+    conn: Connection,
+    receipt: Row[Any],
+    amount: int,
+    *,
+    refunded: int,
+    refund_id: str,
+    now: datetime,
 ) -> str:
-    """The ledger's reversing transfer, seller balance -> the payer's wallet key, and the
-    key's policy given back ``amount``: the key's lock first, as every payment takes it,
-    then the two accounts' in id order."""
+    """The ledger's reversing transfers to the payer's wallet key: the platform's share of
+    the fee back from the fee shard that took it (the fee times the part refunded, counted
+    on the total so partial refunds add up to the whole fee), the rest from the seller's
+    balance; and the key's policy given back ``amount``.  The key's lock first, as every
+    payment takes it, then the accounts' in id order.  Returns the seller's transfer."""
     env = receipt.environment
     wallets.refund_charge(conn, receipt.wallet_key_id, amount, charged_at=receipt.created_at)
     seller, payer = ledger.find_accounts(
@@ -139,27 +152,56 @@ def _reverse(
         ],
         now=now,
     )
-    ledger.lock_accounts(conn, [seller, payer])
+    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
+    fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
+    fees = _fee_account(conn, receipt) if fee_back else None
+    ledger.lock_accounts(conn, [a for a in (seller, payer, fees) if a is not None])
+    refs = {
+        "receipt_id": receipt.id,
+        "wallet_key_id": receipt.wallet_key_id,
+        "reference": refund_id,
+    }
     try:
+        if fees is not None:
+            ledger.transfer(
+                conn,
+                environment=env,
+                debit=fees,
+                credit=payer,
+                amount=fee_back,
+                kind=_FEE_KIND,
+                now=now,
+                **refs,
+            )
         return ledger.transfer(
             conn,
             environment=env,
             debit=seller,
             credit=payer,
-            amount=amount,
+            amount=amount - fee_back,
             kind=_REFUND_KIND,
             now=now,
-            receipt_id=receipt.id,
-            wallet_key_id=receipt.wallet_key_id,
-            reference=refund_id,
+            **refs,
         )
     except ledger.InsufficientFunds as e:
         raise DomainError(
             "insufficient_balance",
-            f"The seller's available balance {format_micros(e.available)} is below the "
-            f"refund of {format_micros(amount)}; nothing was refunded.",
-            details={"available": format_micros(e.available), "needed": format_micros(amount)},
+            f"The seller's available balance {format_micros(e.available)} is below its "
+            f"share of the refund, {format_micros(e.needed)}; nothing was refunded.",
+            details={"available": format_micros(e.available), "needed": format_micros(e.needed)},
         ) from None
+
+
+def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
+    """The platform-fee shard the payment's fee went to."""
+    tr = t.ledger_transfers
+    return str(
+        conn.execute(
+            select(tr.c.credit_account_id).where(
+                tr.c.receipt_id == receipt.id, tr.c.kind == "platform_fee"
+            )
+        ).scalar_one()
+    )
 
 
 def _announce(
