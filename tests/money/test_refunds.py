@@ -16,9 +16,11 @@ from sqlalchemy import select
 
 import svc
 from reference_server.store import tables as t
+from svc import webhooks
 
 from ..payouts.helpers import onboard, shop
 from ..support import LiveServer, new_account
+from ..webhooks.receiver import Receiver
 from .helpers import D, Market, events_of, market
 from .test_metered import capture, metered_market
 
@@ -187,6 +189,19 @@ def test_metered_states_claimed_settled_released(server: LiveServer) -> None:
     nothing = m.agent.pay(resource_id=resource.id)
     assert capture(server, m, nothing.receipt_id, 0).status_code == 200
     assert state(server, nothing.receipt_id, m.seller_key).json()["state"] == "released"
+
+
+def test_payment_refunded_is_delivered_signed(server: LiveServer, receiver: Receiver) -> None:
+    m = market(server)
+    endpoint = m.owner.webhooks.create(receiver.url, events=["payment.refunded"])  # the payer's
+    paid = m.agent.pay(resource_id=m.resource.id)
+    made = m.seller.refunds.create(paid.receipt_id, amount="0.40", reason="partial")
+    [got] = receiver.wait_for(1)
+    event = webhooks.verify(endpoint.signing_secret, got.body, got.headers)
+    assert event.type == "payment.refunded" and isinstance(event.data, svc.PaymentRefundedData)
+    assert (event.data.receipt_id, event.data.refund_id) == (paid.receipt_id, made.id)
+    assert (event.data.amount, event.data.remaining) == (D("0.40"), D("0.60"))
+    assert event.data.wallet_key_id == m.wallet_key_id and event.data.reason == "partial"
 
 
 @pytest.mark.anyio
