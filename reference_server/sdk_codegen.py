@@ -81,6 +81,10 @@ NAMESPACE_DOCS = {
     "access": "Receipt checks for sellers; the route is public.",
     "receipts": """Receipts as their payer (wallet key) or their seller (seller key) reads
     them, and the capture of a metered ledger payment by its seller.""",
+    "payments": """Where a payment stands (``claimed``, ``settled``, ``released``,
+    ``refunded``), for its payer, its seller or the owner of either.""",
+    "refunds": """Refunds (seller key): all or part of a payment given back, never more
+    than was paid.""",
     "gates": """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
     the service.
 

@@ -33,11 +33,14 @@ from ._models import (
     Handle,
     HandleResolution,
     OwnerCreated,
+    Payment,
     PayUrlQuote,
     PayUrlResult,
     Receipt,
     ReceiptVerification,
     Recycled,
+    Refund,
+    RefundList,
     Resource,
     ResourceList,
     Seller,
@@ -78,7 +81,9 @@ __all__ = [
     "AsyncHandles",
     "AsyncNamespaces",
     "AsyncOwners",
+    "AsyncPayments",
     "AsyncReceipts",
+    "AsyncRefunds",
     "AsyncRequester",
     "AsyncResources",
     "AsyncSellers",
@@ -870,6 +875,76 @@ class AsyncReceipts(_Namespace):
         return await self._client._request(spec, options)
 
 
+class AsyncPayments(_Namespace):
+    """Where a payment stands (``claimed``, ``settled``, ``released``,
+    ``refunded``), for its payer, its seller or the owner of either."""
+
+    async def get(self, receipt_id: str, *, options: RequestOptions | None = None) -> Payment:
+        """Where a payment stands, for a client that lost the answer: ``state``
+        ``claimed``, ``settled``, ``released`` or ``refunded`` (``refunded`` and
+        ``remaining`` say how much).
+
+        Sent with the wallet key when the client has one, else the seller key, else
+        the owner JWT.
+        """
+        spec = ep.payments_get(receipt_id)
+        return await self._client._request(spec, options)
+
+
+class AsyncRefunds(_Namespace):
+    """Refunds (seller key): all or part of a payment given back, never more
+    than was paid."""
+
+    async def create(
+        self,
+        receipt_id: str,
+        *,
+        amount: Amount | None = None,
+        reason: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> Refund:
+        """Give back ``amount`` of a payment (``None``: all that is not refunded
+        yet), never more than was paid across refunds.
+
+        On the ledger rail the money goes back to the payer's wallet key at once, from
+        the seller's balance (refused with ``insufficient_balance`` when the balance is
+        lower).  An ``Idempotency-Key`` is sent and reused by retries, so a retried
+        call refunds once.
+        """
+        spec = ep.refunds_create(receipt_id, amount=amount, reason=reason)
+        return await self._client._request(spec, options)
+
+    async def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> RefundList:
+        """The seller's refunds, newest first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.refunds_list(limit=limit, starting_after=starting_after)
+        return await self._client._request(spec, options)
+
+    def list_all(
+        self, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> AsyncIterator[Refund]:
+        """Every refund of the seller, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return aiterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
+
+    async def get(self, refund_id: str, *, options: RequestOptions | None = None) -> Refund:
+        """One of the seller's refunds."""
+        spec = ep.refunds_get(refund_id)
+        return await self._client._request(spec, options)
+
+
 class AsyncGates(_Namespace):
     """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
     the service.
@@ -1072,5 +1147,7 @@ class AsyncNamespaces:
     handles = cached_property(AsyncHandles)
     access = cached_property(AsyncAccess)
     receipts = cached_property(AsyncReceipts)
+    payments = cached_property(AsyncPayments)
+    refunds = cached_property(AsyncRefunds)
     gates = cached_property(AsyncGates)
     webhooks = cached_property(AsyncWebhooks)

@@ -53,12 +53,15 @@ from ._models import (
     Handle,
     HandleResolution,
     OwnerCreated,
+    Payment,
     PayResult,
     PayUrlQuote,
     PayUrlResult,
     Receipt,
     ReceiptVerification,
     Recycled,
+    Refund,
+    RefundList,
     Resource,
     ResourceList,
     Seller,
@@ -83,6 +86,7 @@ from .bodies import (
     CaptureReceipt,
     ConnectType,
     CreateOwner,
+    CreateRefund,
     CreateSeller,
     EnablePayments,
     PayUrlMethod,
@@ -113,8 +117,12 @@ __all__ = [
     "handles_resolve",
     "owners_create",
     "pay",
+    "payments_get",
     "receipts_capture",
     "receipts_get",
+    "refunds_create",
+    "refunds_get",
+    "refunds_list",
     "resources_create",
     "resources_deactivate",
     "resources_get",
@@ -731,6 +739,61 @@ def receipts_capture(receipt_id: str, *, units: int) -> RequestSpec[Receipt]:
         path_params={"receipt_id": receipt_id},
         json=to_json(CaptureReceipt(units=units)),
         parse=as_model(Receipt),
+    )
+
+
+def refunds_create(
+    receipt_id: str, *, amount: Amount | None = None, reason: str | None = None
+) -> RequestSpec[Refund]:
+    """``POST /refunds``."""
+    return RequestSpec(
+        method="POST",
+        path="/refunds",
+        role=Role.SELLER,
+        json=to_json(
+            CreateRefund(
+                receipt_id=receipt_id,
+                amount=None if amount is None else positive(amount),
+                reason=reason,
+            )
+        ),
+        parse=as_model(Refund),
+    )
+
+
+def refunds_list(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[RefundList]:
+    """``GET /refunds``."""
+    return RequestSpec(
+        method="GET",
+        path="/refunds",
+        role=Role.SELLER,
+        query=page_query(limit, starting_after),
+        parse=as_model(RefundList),
+    )
+
+
+def refunds_get(refund_id: str) -> RequestSpec[Refund]:
+    """``GET /refunds/{refund_id}``."""
+    return RequestSpec(
+        method="GET",
+        path="/refunds/{refund_id}",
+        role=Role.SELLER,
+        path_params={"refund_id": refund_id},
+        parse=as_model(Refund),
+    )
+
+
+def payments_get(receipt_id: str) -> RequestSpec[Payment]:
+    """``GET /payments/{receipt_id}``."""
+    return RequestSpec(
+        method="GET",
+        path="/payments/{receipt_id}",
+        role=Role.WALLET,
+        also_roles=(Role.SELLER, Role.OWNER),
+        path_params={"receipt_id": receipt_id},
+        parse=as_model(Payment),
     )
 
 

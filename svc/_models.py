@@ -51,11 +51,15 @@ __all__ = [
     "PayResult",
     "PayUrlQuote",
     "PayUrlResult",
+    "Payment",
     "PaymentFailedData",
+    "PaymentRefundedData",
     "PaymentSucceededData",
     "Receipt",
     "ReceiptVerification",
     "Recycled",
+    "Refund",
+    "RefundList",
     "Resource",
     "ResourceList",
     "ResourceMetadata",
@@ -583,6 +587,50 @@ class Receipt:
 
 
 @attrs.frozen(kw_only=True)
+class Payment:
+    """``GET /payments/{receipt_id}``: where a payment stands, for a client that lost the
+    answer.  ``state`` is ``claimed`` (held, not settled yet: an open-rail credential
+    claimed by a gate, or a metered authorization), ``settled``, ``released`` (nothing
+    was charged) or ``refunded`` (all or part given back: ``refunded`` says how much,
+    ``remaining`` what is still paid)."""
+
+    receipt_id: str
+    state: str
+    amount: Decimal
+    refunded: Decimal = Decimal(0)
+    remaining: Decimal = Decimal(0)
+    rail: str | None = None
+    settlement: str | None = None
+    resource_id: str | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Refund:
+    """``POST /refunds``: all or part of a payment given back by its seller (``status``
+    ``succeeded``: on the ledger rail the money is back on the payer's wallet key)."""
+
+    id: str
+    receipt_id: str
+    amount: Decimal
+    status: str
+    reason: str | None = None
+    seller_id: str | None = None
+    environment: str | None = None
+    created_at: datetime | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RefundList:
+    data: list[Refund]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class GateChallenge:
     """``POST /gates/challenge``: the open-rail challenge for one unpaid request to a gate.
 
@@ -947,6 +995,24 @@ class FundingPaidData:
 
 
 @attrs.frozen(kw_only=True)
+class PaymentRefundedData:
+    """``data`` of ``payment.refunded`` (beyond the spec's list): a seller gave back all or
+    part of a payment."""
+
+    receipt_id: str
+    refund_id: str | None = None
+    amount: Decimal | None = None
+    #: What refunds gave back so far, and what is still paid.
+    refunded: Decimal | None = None
+    remaining: Decimal | None = None
+    reason: str | None = None
+    rail: str | None = None
+    seller_id: str | None = None
+    wallet_key_id: str | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class FundingRefundedData:
     """``data`` of ``funding.refunded``: money went back from a wallet key to the owner's
     account wallet."""
@@ -1041,6 +1107,7 @@ class SellerWithdrawnData:
 EVENT_DATA_TYPES: dict[str, type[Any]] = {
     "payment.succeeded": PaymentSucceededData,
     "payment.failed": PaymentFailedData,
+    "payment.refunded": PaymentRefundedData,
     "transfer.received": TransferReceivedData,
     "funding.paid": FundingPaidData,
     "funding.refunded": FundingRefundedData,

@@ -33,11 +33,14 @@ from ._models import (
     Handle,
     HandleResolution,
     OwnerCreated,
+    Payment,
     PayUrlQuote,
     PayUrlResult,
     Receipt,
     ReceiptVerification,
     Recycled,
+    Refund,
+    RefundList,
     Resource,
     ResourceList,
     Seller,
@@ -79,7 +82,9 @@ __all__ = [
     "Handles",
     "Namespaces",
     "Owners",
+    "Payments",
     "Receipts",
+    "Refunds",
     "Requester",
     "Resources",
     "Sellers",
@@ -865,6 +870,76 @@ class Receipts(_Namespace):
         return self._client._request(spec, options)
 
 
+class Payments(_Namespace):
+    """Where a payment stands (``claimed``, ``settled``, ``released``,
+    ``refunded``), for its payer, its seller or the owner of either."""
+
+    def get(self, receipt_id: str, *, options: RequestOptions | None = None) -> Payment:
+        """Where a payment stands, for a client that lost the answer: ``state``
+        ``claimed``, ``settled``, ``released`` or ``refunded`` (``refunded`` and
+        ``remaining`` say how much).
+
+        Sent with the wallet key when the client has one, else the seller key, else
+        the owner JWT.
+        """
+        spec = ep.payments_get(receipt_id)
+        return self._client._request(spec, options)
+
+
+class Refunds(_Namespace):
+    """Refunds (seller key): all or part of a payment given back, never more
+    than was paid."""
+
+    def create(
+        self,
+        receipt_id: str,
+        *,
+        amount: Amount | None = None,
+        reason: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> Refund:
+        """Give back ``amount`` of a payment (``None``: all that is not refunded
+        yet), never more than was paid across refunds.
+
+        On the ledger rail the money goes back to the payer's wallet key at once, from
+        the seller's balance (refused with ``insufficient_balance`` when the balance is
+        lower).  An ``Idempotency-Key`` is sent and reused by retries, so a retried
+        call refunds once.
+        """
+        spec = ep.refunds_create(receipt_id, amount=amount, reason=reason)
+        return self._client._request(spec, options)
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> RefundList:
+        """The seller's refunds, newest first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`list_all`.
+        """
+        spec = ep.refunds_list(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def list_all(
+        self, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> Iterator[Refund]:
+        """Every refund of the seller, in the order of :meth:`list`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(lambda after: self.list(limit=limit, starting_after=after, options=options))
+
+    def get(self, refund_id: str, *, options: RequestOptions | None = None) -> Refund:
+        """One of the seller's refunds."""
+        spec = ep.refunds_get(refund_id)
+        return self._client._request(spec, options)
+
+
 class Gates(_Namespace):
     """Open rails at the seller's own gate (seller key): what ``svc_asgi`` asks
     the service.
@@ -1065,5 +1140,7 @@ class Namespaces:
     handles = cached_property(Handles)
     access = cached_property(Access)
     receipts = cached_property(Receipts)
+    payments = cached_property(Payments)
+    refunds = cached_property(Refunds)
     gates = cached_property(Gates)
     webhooks = cached_property(Webhooks)

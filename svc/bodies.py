@@ -637,6 +637,26 @@ class SettleClaim:
 
 
 @attrs.frozen(kw_only=True)
+class CreateRefund:
+    """Give back all or part of a payment the seller received."""
+
+    receipt_id: str = attrs.field(metadata={"doc": "The payment's receipt."})
+    amount: Decimal | None = attrs.field(
+        default=None,
+        metadata={"doc": "How much to give back; left out, all that is not refunded yet."},
+    )
+    reason: str | None = attrs.field(
+        default=None, metadata={"doc": "Why, for the seller's and the payer's records."}
+    )
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {
+        "receipt_id": "rcpt_01JD3X7R9K2M4P6Q8S",
+        "amount": "0.05",
+        "reason": "requested_by_customer",
+    }
+
+
+@attrs.frozen(kw_only=True)
 class CaptureReceipt:
     """A metered ledger payment's answer was served: capture the units it used from the
     receipt's authorization (the rest of the maximum goes back to the payer)."""

@@ -53,6 +53,8 @@ EVENT_TYPES: dict[str, str] = {
     "allowance.reset": "A wallet key's periodic allowance was reset.",
     "seller.withdrawn": "A seller's balance was withdrawn or recycled.",
     "resource.updated": "A priced resource changed (path, amount, state...).",
+    # Beyond the spec's list:
+    "payment.refunded": "A seller gave back all or part of a payment (POST /refunds).",
 }
 
 

@@ -712,7 +712,9 @@ def audit(conn: Connection, environment: str) -> list[str]:
       seller, past the ledger, so it names no transfer and must carry its transaction
       hash and no fee;
     * a metered authorization names its pending hold of the maximum, a released one
-      that hold voided.
+      that hold voided;
+    * a refunded receipt's ``refunded_micros`` is at most its amount and equals its
+      posted ``refund`` and ``refund_fee`` transfers.
     """
     problems: list[str] = []
     total = sum_of_balances(conn, environment)
@@ -758,6 +760,9 @@ def _account_problems(conn: Connection, environment: str) -> list[str]:
 
 def _receipt_problem(conn: Connection, receipt: Row[Any]) -> str | None:
     """What is wrong with one receipt (completing "receipt <id> ..."), or ``None``."""
+    refunded = _refund_problem(conn, receipt)
+    if refunded is not None:
+        return refunded
     if receipt.transfer_id is None:
         if receipt.settlement != "direct_wallet" or not receipt.tx_hash:
             return "names no transfer and is not on chain"
@@ -777,6 +782,23 @@ def _receipt_problem(conn: Connection, receipt: Row[Any]) -> str | None:
         return "does not match one transfer of its amount"
     if matches[0].status != status:
         return f"names a {matches[0].status} transfer"
+    return None
+
+
+def _refund_problem(conn: Connection, receipt: Row[Any]) -> str | None:
+    """A receipt refunded past its amount, or not as its refund transfers say."""
+    refunded = int(receipt.refunded_micros)
+    if refunded > receipt.amount_micros:
+        return f"refunded {refunded}, more than its {receipt.amount_micros}"
+    moved = conn.execute(
+        select(func.coalesce(func.sum(_t.c.amount_micros), 0)).where(
+            _t.c.receipt_id == receipt.id,
+            _t.c.kind.in_(("refund", "refund_fee")),
+            _t.c.status == "posted",
+        )
+    ).scalar_one()
+    if int(moved) != refunded:
+        return f"refunded {refunded}, its refund transfers say {moved}"
     return None
 
 

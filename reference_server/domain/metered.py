@@ -41,6 +41,7 @@ __all__ = [
     "capture",
     "expire_authorizations",
     "readable_receipt",
+    "readable_row",
     "receipt_model",
 ]
 
@@ -219,10 +220,22 @@ def expire_authorizations(db: Database, *, now: datetime) -> int:
 
 
 def readable_receipt(conn: Connection, receipt_id: str, caller: Principal) -> Receipt:
-    """``GET /receipts/{id}``: the receipt if ``caller`` is a side of it in its own
-    environment (the wallet key that paid or the seller paid, or the owner of either, or
-    the owner a handle payment reached); anyone else ``not_found``, never a 403 that
-    would tell the receipt exists."""
+    """``GET /receipts/{id}``: the receipt if ``caller`` is a side of it (see
+    :func:`readable_row`)."""
+    row = readable_row(conn, receipt_id, caller)
+    if row is None:
+        raise DomainError("not_found", f"No receipt {receipt_id} in {caller.environment}.")
+    seller_side = caller.role is Role.SELLER or (
+        caller.role is Role.OWNER and row.seller_owner_id == caller.owner_id
+    )
+    return receipt_model(row, seller_side=seller_side)
+
+
+def readable_row(conn: Connection, receipt_id: str, caller: Principal) -> Any:
+    """The receipt's row if ``caller`` is a side of it in its own environment (the
+    wallet key that paid or the seller paid, or the owner of either, or the owner a
+    handle payment reached); else ``None``, for the caller's ``not_found`` (never a 403
+    that would tell the receipt exists)."""
     sides: Any
     if caller.role is Role.SELLER:
         sides = _r.c.seller_id == caller.subject_id
@@ -237,13 +250,7 @@ def readable_receipt(conn: Connection, receipt_id: str, caller: Principal) -> Re
             _r.c.seller_id.in_(select(t.sellers.c.id).where(t.sellers.c.owner_id == owner)),
             _r.c.destination_owner_id == owner,
         )
-    row = _read(conn, _r.c.id == receipt_id, _r.c.environment == caller.environment, sides)
-    if row is None:
-        raise DomainError("not_found", f"No receipt {receipt_id} in {caller.environment}.")
-    seller_side = caller.role is Role.SELLER or (
-        caller.role is Role.OWNER and row.seller_owner_id == caller.owner_id
-    )
-    return receipt_model(row, seller_side=seller_side)
+    return _read(conn, _r.c.id == receipt_id, _r.c.environment == caller.environment, sides)
 
 
 def _read(conn: Connection, *where: Any) -> Any:

@@ -231,11 +231,34 @@ receipts = Table(
     Column("max_amount_micros", BigInteger),
     Column("settled_at", Timestamp),
     Column("created_at", Timestamp, nullable=False),
+    #: What refunds gave back so far (``POST /refunds``): raised by a conditional
+    #: ``UPDATE``, never past ``amount_micros``.
+    Column("refunded_micros", BigInteger, nullable=False, server_default="0"),
     Index(None, "wallet_key_id", "created_at"),
     #: One transaction is at most one receipt per side: the seller's (``resource``, booked
     #: by the gate that settled it) and the payer's (``url``, when our own hot wallet paid
     #: it through ``pay-url``); both exist when an agent of ours pays a gate of ours.
     UniqueConstraint("environment", "kind", "tx_hash"),
+)
+
+#: Refunds: all or part of a payment given back by its seller (``POST /refunds``).
+refunds = Table(
+    "refunds",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("receipt_id", String(40), ForeignKey("receipts.id"), nullable=False),
+    Column("seller_id", String(40), nullable=False),
+    Column("wallet_key_id", String(40)),
+    Column("amount_micros", BigInteger, nullable=False),
+    Column("reason", String(500)),
+    #: The reversing ledger transfer (seller balance -> the payer's wallet key).
+    Column("transfer_id", String(40)),
+    Column("status", String(16), nullable=False),
+    Column("request_id", String(40)),
+    Column("created_at", Timestamp, nullable=False),
+    Index(None, "seller_id", "created_at"),
+    Index(None, "receipt_id"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

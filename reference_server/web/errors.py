@@ -90,6 +90,28 @@ CODES: dict[str, tuple[int, str]] = {
         "The receipt holds no authorization to capture: it was captured, released or is not "
         "a metered payment.",
     ),
+    "refund_exceeds_payment": (
+        409,
+        "The refund is more than what is left of the payment (its amount less its refunds).",
+    ),
+    "payment_not_settled": (
+        409,
+        "The payment is not settled (a metered authorization held or released): nothing to refund.",
+    ),
+    "insufficient_balance": (
+        409,
+        "The seller's available balance is below the refund; nothing was refunded (add "
+        "balance or refund less).",
+    ),
+    "refund_not_custodial": (
+        409,
+        "The payment was settled direct_wallet: the money never passed through the service; "
+        "the seller refunds from its own wallet.",
+    ),
+    "refund_unsupported_rail": (
+        409,
+        "Refunds of this rail (open-rail processor_deposit, card) are not available yet.",
+    ),
     "resource_metered": (
         409,
         "The resource is priced by use and has no fixed fallback price for this rail.",

@@ -52,8 +52,8 @@ def _all_name(method: str) -> str:
 def test_the_lists_are_found() -> None:
     assert {m for _, m in LIST_METHODS} >= {"list", "deliveries", "attempts"}
     # sellers, resources, directory, wallet keys, top-ups, webhooks, deliveries, attempts,
-    # withdrawals
-    assert len(LIST_METHODS) == 9
+    # withdrawals, refunds
+    assert len(LIST_METHODS) == 10
 
 
 @pytest.mark.parametrize(("cls_name", "method"), LIST_METHODS, ids=IDS)
@@ -103,6 +103,7 @@ def _page(ids: list[str], has_more: bool) -> Any:
             "rails": ["rill"],
             "rail": "x402",
             "tx_hash": "0x" + "ab" * 32,
+            "receipt_id": "rcpt_1",
         }
         for i in ids
     ]

@@ -192,6 +192,7 @@ def world(module_server: LiveServer) -> World:
             "tx_hash": tx_hash,
             "withdrawal_id": "wd_" + "0" * 26,
             "top_up_id": "tu_" + "0" * 26,
+            "refund_id": "rfnd_" + "0" * 26,
             "token": onboarding.json()["onboard_url"].rsplit("/", 1)[1],
             "receipt_id": authorized.receipt_id,
         },

@@ -125,6 +125,15 @@ def _withdrawals(w: World) -> None:
     w.post(Role.SELLER, "/sellers/me/withdraw", {"amount": "0.01"})
 
 
+def _refunds(w: World) -> None:
+    """The account's agent buys from its own seller, which refunds it."""
+    path = f"/r/{secrets.token_hex(4)}"
+    sale = w.post(Role.SELLER, "/resources", {"kind": "http", "path": path, "amount": "0.01"})
+    w.post(Role.OWNER, f"/wallet-keys/{w.account.wallet_key_id}/fund", {"amount": "0.01"})
+    paid = w.post(Role.WALLET, "/pay", {"resource_id": sale["id"]})
+    w.post(Role.SELLER, "/refunds", {"receipt_id": paid["receipt_id"]})
+
+
 @attrs.frozen
 class Factory:
     """Adds one item to a list; ``order`` is the route's documented order."""
@@ -152,6 +161,7 @@ FACTORIES: dict[str, Factory] = {
     "/sellers/me/withdrawals": Factory(_withdrawals, "desc"),
     "/sellers/{seller_id}/resources": Factory(_resources, "asc"),
     "/sellers/{seller_id}/withdrawals": Factory(_withdrawals, "desc"),
+    "/refunds": Factory(_refunds, "desc"),
 }
 
 
@@ -264,6 +274,9 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
         withdrawal = w.post(Role.SELLER, "/sellers/me/withdraw", {"amount": "0.01"})
         w.post(Role.OWNER, f"/wallet-keys/{w.account.wallet_key_id}/fund", {"amount": "1.00"})
         paid = w.post(Role.WALLET, "/pay", {"resource_id": resource["id"]})
+        refund = w.post(
+            Role.SELLER, "/refunds", {"receipt_id": paid["receipt_id"], "amount": "0.01"}
+        )
         values = {
             "receipt_id": paid["receipt_id"],
             "top_up_id": _top_up(w),
@@ -275,6 +288,7 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
             "tx_hash": faucet["transaction"],
             "seller_id": w.account.seller_id,
             "withdrawal_id": withdrawal["id"],
+            "refund_id": refund["id"],
         }
         answered_lists = set()
         for ep in endpoints():

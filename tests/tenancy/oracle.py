@@ -26,7 +26,7 @@ from ..support import LiveServer
 PUBLIC = frozenset({"public"})
 #: An object id anywhere in an answer's text.
 ID = re.compile(
-    r"\b(?:own|sel|sk|res|vw|hdl|rcpt|tr|acct|evt|we|dlv|att|clm|pa|wd|sbacct|sbpo|tu)"
+    r"\b(?:own|sel|sk|res|vw|hdl|rcpt|tr|acct|evt|we|dlv|att|clm|pa|wd|sbacct|sbpo|tu|rfnd)"
     r"_[0-9a-z]{26}\b"
 )
 
@@ -189,12 +189,19 @@ def _webhooks(conn: Any, p: _Parties) -> Iterator[tuple[str, Whose]]:
 
 
 def _payouts(conn: Any, p: _Parties) -> Iterator[tuple[str, Whose]]:
-    """Payout accounts and withdrawals, with the sandbox processor's ids for them, and
-    the open-rail claims held for a seller."""
+    """Payout accounts, withdrawals and refunds, with the sandbox processor's ids for
+    them, and the open-rail claims held for a seller."""
     pc = t.payout_accounts.c
     for r in _rows(conn, pc.id, pc.seller_id, pc.processor_account_id, pc.environment):
         whose = Whose(frozenset(p.seller(r.seller_id)), r.environment)
         yield from ((i, whose) for i in (r.id, r.processor_account_id) if i)
+    fc = t.refunds.c
+    for r in _rows(conn, fc.id, fc.seller_id, fc.wallet_key_id, fc.environment):
+        # the seller's; its payer learns it from payment.refunded
+        yield (
+            r.id,
+            Whose(frozenset({*p.seller(r.seller_id), *p.key(r.wallet_key_id)}), r.environment),
+        )
     wc = t.withdrawals.c
     for r in _rows(conn, wc.id, wc.seller_id, wc.processor_payout_id, wc.environment):
         whose = Whose(frozenset(p.seller(r.seller_id)), r.environment)

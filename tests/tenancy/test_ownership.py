@@ -34,7 +34,7 @@ from .world import ENVIRONMENTS, World
 
 #: Routes whose effect later calls would miss: called last.
 ROLES = ("owner", "seller", "wallet")
-DESTRUCTIVE = re.compile(r"/(revoke|deactivate|withdraw|recycle|refund)$")
+DESTRUCTIVE = re.compile(r"/(revoke|deactivate|withdraw|recycle|refund|refunds)$")
 #: Headers of an answer that name objects.
 NAMING_HEADERS = ("location", "x-svc-receipt", "payment-receipt", "payment-response")
 
@@ -104,6 +104,7 @@ def objects(world: World) -> dict[str, list[str]]:
         )
         values["withdrawal_id"] = list(conn.execute(select(t.withdrawals.c.id)).scalars())
         values["top_up_id"] = list(conn.execute(select(t.top_ups.c.id)).scalars())
+        values["refund_id"] = list(conn.execute(select(t.refunds.c.id)).scalars())
         receipts = conn.execute(
             select(t.receipts.c.id, t.receipts.c.tx_hash).where(t.receipts.c.tx_hash.is_not(None))
         ).all()

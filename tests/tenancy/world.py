@@ -161,12 +161,16 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
 
 
 def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
-    """``payer``'s agents buy from ``seller`` on the ledger, x402 and MPP (pay-url), a
-    handle, and (``test``) the card on the buy page."""
+    """``payer``'s agents buy from ``seller`` on the ledger (a part refunded), x402 and MPP
+    (pay-url), a handle, and (``test``) the card on the buy page."""
     for env in ENVIRONMENTS:
         agent = payer.wallet_keys[(env, "agent")].key
         deposit, wallet = seller.sellers[(env, "deposit")], seller.sellers[(env, "wallet")]
-        api.call("POST", "/pay", agent, {"resource_id": deposit.resources["report"]["id"]})
+        sold = api.call("POST", "/pay", agent, {"resource_id": deposit.resources["report"]["id"]})
+        # A part of it refunded: a refund of each seller's, its payer's event.
+        api.call(
+            "POST", "/refunds", deposit.key, {"receipt_id": sold["receipt_id"], "amount": "0.01"}
+        )
         # Metered on the ledger: one hold left authorized, one captured by its seller.
         tokens = deposit.resources["tokens"]["id"]
         api.call("POST", "/pay", agent, {"resource_id": tokens})

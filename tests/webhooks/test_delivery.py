@@ -18,7 +18,7 @@ from reference_server.store import tables as t
 from svc import webhooks
 
 from ..money.helpers import market
-from ..support import SPEC_EVENT_TYPES, Account, LiveServer, new_account, until
+from ..support import ALL_EVENT_TYPES, Account, LiveServer, new_account, until
 from .conftest import fast
 from .receiver import Receiver
 
@@ -202,7 +202,7 @@ def test_registration_rules(server: LiveServer, account: Account) -> None:
     listed = httpx.get(server.url + "/webhooks", headers=headers).json()["data"]
     assert "signing_secret" not in listed[0]
     catalog = httpx.get(server.url + "/webhooks/events", headers=headers).json()["data"]
-    assert {c["type"] for c in catalog} == SPEC_EVENT_TYPES
+    assert {c["type"] for c in catalog} == ALL_EVENT_TYPES
 
 
 def test_signing_secret_is_sealed_at_rest(server: LiveServer, account: Account) -> None:

@@ -136,6 +136,23 @@ def load_settled(db: Database, claim: str) -> dict[str, Any] | None:
     return None if value is None else dict(json.loads(value))
 
 
+def hold_of_receipt(conn: Connection, receipt_id: str) -> Hold | None:
+    """The live hold (claimed or unsettled) that reserved ``receipt_id``, if any: a
+    payment the gate has not settled yet (``GET /payments/{id}`` answers ``claimed``)."""
+    needle = '"receipt_id":' + json.dumps(receipt_id) + ","
+    rows = conn.execute(
+        select(_c).where(
+            _c.c.key.startswith(_PREFIX) | _c.c.key.startswith(UNSETTLED),
+            _c.c.value.contains(needle, autoescape=True),
+        )
+    )
+    for row in rows:
+        hold = Hold.load(row.value, row.created_at)
+        if hold.receipt_id == receipt_id:
+            return hold
+    return None
+
+
 def take_hold(conn: Connection, claim: str, *, unsettled: bool = False) -> bool:
     """Delete the hold's row (``unsettled``: its unsettled row) inside ``conn``'s
     transaction; true for the one taker."""

@@ -1,0 +1,319 @@
+"""Refunds (``POST /refunds``) and where a payment stands (``GET /payments/{id}``).
+
+A seller gives back all or part of a payment it received, never more than was paid in
+total: the receipt's ``refunded_micros`` rises under the receipt's row lock (PostgreSQL;
+SQLite's write lock serialises) and by a conditional ``UPDATE`` that never passes the
+amount, so concurrent partial refunds cannot over-refund.  On the ledger rail a refund is
+a reversing transfer to the payer's wallet key, the key's policy given back what it
+counted (within the period the payment was made in); the platform gives back its fee's
+share of the part refunded, the seller's balance the rest.  The seller's balance never
+goes below zero: a refund whose share is larger than its available balance is refused
+(``insufficient_balance``), nothing moved.
+A ``direct_wallet`` payment never passed through the service (``refund_not_custodial``);
+open-rail ``processor_deposit`` and card payments are not refundable here yet
+(``refund_unsupported_rail``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+
+from svc import Payment, Refund, Role
+from svc.money import format_micros, from_micros
+
+from ..ids import new_id
+from ..store import tables as t
+from ..timeutil import as_utc
+from . import ledger, metered, paging, wallets
+from .errors import DomainError
+from .events import record_event
+from .open_rails import hold_of_receipt
+from .principal import Principal
+
+__all__ = ["find_refund", "list_refunds", "payment", "refund", "refund_model"]
+
+_r = t.receipts
+_f = t.refunds
+#: The kinds of a refund's transfers: the seller's part, and the platform fee's share.
+_REFUND_KIND = "refund"
+_FEE_KIND = "refund_fee"
+
+
+def refund(
+    conn: Connection,
+    *,
+    seller_id: str,
+    environment: str,
+    receipt_id: str,
+    amount: int | None,
+    reason: str | None,
+    request_id: str,
+    now: datetime,
+) -> Row[Any]:
+    """Give back ``amount`` (``None``: all that is left) of the seller's payment (see the
+    module); returns the refund's row."""
+    receipt = _locked_receipt(conn, receipt_id, seller_id=seller_id, environment=environment)
+    _check_refundable(receipt)
+    remaining = int(receipt.amount_micros - receipt.refunded_micros)
+    amount = remaining if amount is None else amount
+    if amount <= 0 or amount > remaining:
+        raise DomainError(
+            "refund_exceeds_payment",
+            f"Receipt {receipt_id} has {format_micros(remaining)} left to refund.",
+            details={"remaining": format_micros(remaining)},
+        )
+    counted = conn.execute(
+        update(_r)
+        .where(_r.c.id == receipt_id, _r.c.refunded_micros + amount <= _r.c.amount_micros)
+        .values(refunded_micros=_r.c.refunded_micros + amount)
+        .returning(_r.c.refunded_micros)
+    ).scalar()
+    if counted is None:  # cannot happen under the lock; the condition is the guarantee
+        raise DomainError("refund_exceeds_payment", f"Receipt {receipt_id} is refunded.")
+    refund_id = new_id("rfnd")
+    transfer_id = _reverse(
+        conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
+    )
+    row = {
+        "id": refund_id,
+        "environment": environment,
+        "receipt_id": receipt_id,
+        "seller_id": seller_id,
+        "wallet_key_id": receipt.wallet_key_id,
+        "amount_micros": amount,
+        "reason": reason,
+        "transfer_id": transfer_id,
+        "status": "succeeded",
+        "request_id": request_id,
+        "created_at": now,
+    }
+    conn.execute(_f.insert().values(**row))
+    _announce(conn, receipt, row, refunded=int(counted), now=now)
+    return conn.execute(select(_f).where(_f.c.id == refund_id)).one()
+
+
+def _locked_receipt(
+    conn: Connection, receipt_id: str, *, seller_id: str, environment: str
+) -> Row[Any]:
+    """The seller's receipt under its row lock (one refund of it at a time); another
+    seller's or environment's is ``not_found``."""
+    row = conn.execute(
+        select(_r)
+        .where(_r.c.id == receipt_id, _r.c.seller_id == seller_id, _r.c.environment == environment)
+        .with_for_update()
+    ).first()
+    if row is None:
+        raise DomainError("not_found", f"No receipt {receipt_id} in {environment}.")
+    return row
+
+
+def _check_refundable(receipt: Row[Any]) -> None:
+    if receipt.settlement == "direct_wallet":
+        raise DomainError(
+            "refund_not_custodial",
+            f"Receipt {receipt.id} was paid to the seller's own wallet; refund it from there.",
+        )
+    if receipt.status != "settled":
+        raise DomainError(
+            "payment_not_settled", f"Receipt {receipt.id} is {receipt.status}: nothing to refund."
+        )
+    if receipt.rail != "rill" or receipt.wallet_key_id is None:
+        raise DomainError(
+            "refund_unsupported_rail",
+            f"Refunds of {receipt.rail} ({receipt.settlement}) payments are not available yet.",
+        )
+
+
+def _reverse(
+    conn: Connection,
+    receipt: Row[Any],
+    amount: int,
+    *,
+    refunded: int,
+    refund_id: str,
+    now: datetime,
+) -> str:
+    """The ledger's reversing transfers to the payer's wallet key: the platform's share of
+    the fee back from the fee shard that took it (the fee times the part refunded, counted
+    on the total so partial refunds add up to the whole fee), the rest from the seller's
+    balance; and the key's policy given back ``amount``.  The key's lock first, as every
+    payment takes it, then the accounts' in id order.  Returns the seller's transfer."""
+    env = receipt.environment
+    wallets.refund_charge(conn, receipt.wallet_key_id, amount, charged_at=receipt.created_at)
+    seller, payer = ledger.find_accounts(
+        conn,
+        environment=env,
+        named=[
+            (ledger.SELLER_BALANCE, receipt.seller_id),
+            (ledger.WALLET_KEY, receipt.wallet_key_id),
+        ],
+        now=now,
+    )
+    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
+    fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
+    fees = _fee_account(conn, receipt) if fee_back else None
+    ledger.lock_accounts(conn, [a for a in (seller, payer, fees) if a is not None])
+    refs = {
+        "receipt_id": receipt.id,
+        "wallet_key_id": receipt.wallet_key_id,
+        "reference": refund_id,
+    }
+    try:
+        if fees is not None:
+            ledger.transfer(
+                conn,
+                environment=env,
+                debit=fees,
+                credit=payer,
+                amount=fee_back,
+                kind=_FEE_KIND,
+                now=now,
+                **refs,
+            )
+        return ledger.transfer(
+            conn,
+            environment=env,
+            debit=seller,
+            credit=payer,
+            amount=amount - fee_back,
+            kind=_REFUND_KIND,
+            now=now,
+            **refs,
+        )
+    except ledger.InsufficientFunds as e:
+        raise DomainError(
+            "insufficient_balance",
+            f"The seller's available balance {format_micros(e.available)} is below its "
+            f"share of the refund, {format_micros(e.needed)}; nothing was refunded.",
+            details={"available": format_micros(e.available), "needed": format_micros(e.needed)},
+        ) from None
+
+
+def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
+    """The platform-fee shard the payment's fee went to."""
+    tr = t.ledger_transfers
+    return str(
+        conn.execute(
+            select(tr.c.credit_account_id).where(
+                tr.c.receipt_id == receipt.id, tr.c.kind == "platform_fee"
+            )
+        ).scalar_one()
+    )
+
+
+def _announce(
+    conn: Connection, receipt: Row[Any], refund_row: dict[str, Any], *, refunded: int, now: datetime
+) -> None:
+    """``payment.refunded`` for the seller's owner and, when another, the payer's."""
+    data = {
+        "receipt_id": receipt.id,
+        "refund_id": refund_row["id"],
+        "amount": format_micros(refund_row["amount_micros"]),
+        "refunded": format_micros(refunded),
+        "remaining": format_micros(int(receipt.amount_micros) - refunded),
+        "reason": refund_row["reason"],
+        "rail": receipt.rail,
+        "seller_id": receipt.seller_id,
+        "wallet_key_id": receipt.wallet_key_id,
+        "environment": receipt.environment,
+    }
+    owners = conn.execute(
+        select(t.sellers.c.owner_id)
+        .where(t.sellers.c.id == receipt.seller_id)
+        .union(select(t.wallet_keys.c.owner_id).where(t.wallet_keys.c.id == receipt.wallet_key_id))
+    ).scalars()
+    for owner_id in sorted(set(owners)):
+        record_event(
+            conn,
+            owner_id=owner_id,
+            environment=receipt.environment,
+            type="payment.refunded",
+            data=data,
+            now=now,
+        )
+
+
+def list_refunds(conn: Connection, request: paging.PageRequest, *, seller_id: str) -> paging.Page:
+    """The seller's refunds, newest first."""
+    return paging.page(
+        conn, request, select(_f), table=_f, scope=[_f.c.seller_id == seller_id], order="desc"
+    )
+
+
+def find_refund(conn: Connection, refund_id: str, *, seller_id: str) -> Row[Any]:
+    row = conn.execute(select(_f).where(_f.c.id == refund_id, _f.c.seller_id == seller_id)).first()
+    if row is None:
+        raise DomainError("not_found", f"No refund {refund_id}.")
+    return row
+
+
+def refund_model(row: Row[Any]) -> Refund:
+    return Refund(
+        id=row.id,
+        receipt_id=row.receipt_id,
+        amount=from_micros(row.amount_micros),
+        status=row.status,
+        reason=row.reason,
+        seller_id=row.seller_id,
+        environment=row.environment,
+        created_at=as_utc(row.created_at),
+    )
+
+
+def payment(conn: Connection, receipt_id: str, caller: Principal) -> Payment:
+    """``GET /payments/{id}``: where the payment stands, for its payer, its seller or the
+    owner of either (anyone else ``not_found``).  A receipt a gate's open-rail hold
+    reserved, not settled yet, is ``claimed`` to its seller's side."""
+    row = metered.readable_row(conn, receipt_id, caller)
+    if row is None:
+        return _claimed(conn, receipt_id, caller)
+    paid, refunded = int(row.amount_micros), int(row.refunded_micros)
+    state = {"authorized": "claimed", "released": "released"}.get(row.status, "settled")
+    return Payment(
+        receipt_id=row.id,
+        state="refunded" if refunded else state,
+        amount=from_micros(paid),
+        refunded=from_micros(refunded),
+        remaining=from_micros(paid - refunded if state == "settled" else 0),
+        rail=row.rail,
+        settlement=row.settlement,
+        resource_id=row.resource_id,
+        environment=row.environment,
+        created_at=as_utc(row.created_at),
+    )
+
+
+def _claimed(conn: Connection, receipt_id: str, caller: Principal) -> Payment:
+    hold = hold_of_receipt(conn, receipt_id)
+    if hold is None or hold.environment != caller.environment or not _sells(conn, hold, caller):
+        raise DomainError("not_found", f"No payment {receipt_id} in {caller.environment}.")
+    # What the gate charges (for a metered resource, its maximum): settled, the receipt
+    # says what was paid.
+    price = conn.execute(
+        select(t.resources.c.amount_micros).where(t.resources.c.id == hold.resource_id)
+    ).scalar()
+    return Payment(
+        receipt_id=receipt_id,
+        state="claimed",
+        amount=from_micros(int(price or 0)),
+        rail=hold.rail,
+        resource_id=hold.resource_id,
+        environment=hold.environment,
+        created_at=None if hold.created_at is None else as_utc(hold.created_at),
+    )
+
+
+def _sells(conn: Connection, hold: Any, caller: Principal) -> bool:
+    """Whether ``caller`` is the hold's seller or its owner (an open-rail payer has no
+    key of ours: only the seller's side can see a hold)."""
+    if caller.role is Role.SELLER:
+        return bool(caller.subject_id == hold.seller_id)
+    if caller.role is Role.OWNER:
+        owner = conn.execute(
+            select(t.sellers.c.owner_id).where(t.sellers.c.id == hold.seller_id)
+        ).scalar()
+        return bool(owner == caller.owner_id)
+    return False
