@@ -725,7 +725,8 @@ def verify_receipt(
     gate again like the receipt id.  The answer names the receipt id either way.
 
     A metered ledger payment unlocks once: while ``authorized`` (the gate serves the
-    answer, then captures it), not after it was captured or released.
+    answer, then captures it), not after it was captured or released.  A receipt refunded
+    in full unlocks nothing (a partial refund leaves it valid).
     """
     row = _receipt_row(conn, receipt_id, resource_id)
     reason: str | None = None
@@ -737,6 +738,8 @@ def verify_receipt(
         reason = "unknown receipt"
     elif row.rail == "rill" and row.max_amount_micros is not None:
         reason = _METERED_SPENT.get(row.status)
+    if reason is None and row is not None and 0 < row.amount_micros <= row.refunded_micros:
+        reason = "receipt refunded"  # the whole of it: it pays for nothing any more
     if reason is not None or row is None:
         return ReceiptVerification(valid=False, receipt_id=receipt_id, reason=reason)
     return ReceiptVerification(

@@ -77,6 +77,9 @@ def test_a_full_refund_gives_everything_back(server: LiveServer) -> None:
         )
     again = refund(server, m, paid.receipt_id)
     assert again.status_code == 409 and code(again) == "refund_exceeds_payment"
+    # refunded in full, the receipt opens the seller's gate no more
+    verdict = m.seller.access.verify(paid.receipt_id, m.resource.id)
+    assert (verdict.valid, verdict.reason) == (False, "receipt refunded")
     # the event, to the seller's owner and to the payer's
     for owner_id in (m.seller_owner_id, _owner_of(server, m)):
         [event] = events_of(server, owner_id, "payment.refunded")
