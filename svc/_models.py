@@ -105,9 +105,9 @@ def _masked(value: object) -> str:
     return repr(f"{prefix.group(0) if prefix else ''}…{value[-4:]}")
 
 
-def secret() -> Any:
+def secret(default: Any = attrs.NOTHING) -> Any:
     """A field holding a credential: masked in ``repr``, whole on attribute access."""
-    return attrs.field(repr=_masked, metadata={"secret": True})
+    return attrs.field(default=default, repr=_masked, metadata={"secret": True})
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -399,8 +399,9 @@ class PayResult:
     settlement: str | None = None
     #: The payment signed (a compact JWS): proof any gate checks offline against the
     #: service's ``/.well-known/jwks.json`` (``svc.receipts.verify``); ``None`` for a
-    #: metered hold, which proves nothing until it is captured.
-    receipt_token: str | None = None
+    #: metered hold, which proves nothing until it is captured.  A bearer proof: masked
+    #: in ``repr`` like a key.
+    receipt_token: str | None = secret(None)
     request_id: str | None = None
 
 
@@ -582,7 +583,7 @@ class Receipt:
     created_at: datetime | None = None
     settled_at: datetime | None = None
     #: A fresh signed token for a settled receipt (see :attr:`PayResult.receipt_token`).
-    receipt_token: str | None = None
+    receipt_token: str | None = secret(None)
     request_id: str | None = None
 
 

@@ -143,8 +143,10 @@ class ReceiptTokenError(SvcError):
     signature or shape), ``expired``, ``unknown_kid`` (signed by a key the JWKS does not
     list) or ``wrong_resource``."""
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, reason: str = "forged", request_id: str | None = None
+    ) -> None:
+        super().__init__(message, request_id=request_id)
         self.reason = reason
 
 
@@ -182,12 +184,12 @@ def verify(
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError:
-        raise ReceiptTokenError("forged", "The receipt token is not a JWS.") from None
+        raise ReceiptTokenError("The receipt token is not a JWS.", reason="forged") from None
     kid = header.get("kid")
     keys = jwks.keys if isinstance(jwks, Jwks) else jwks.get("keys", ())
     key = next((k for k in keys if k.get("kid") == kid), None)
     if key is None or header.get("alg") != RECEIPT_TOKEN_ALGORITHM:
-        raise ReceiptTokenError("unknown_kid", f"No published key {kid!r} signs receipts.")
+        raise ReceiptTokenError(f"No published key {kid!r} signs receipts.", reason="unknown_kid")
     try:
         public = _public_key(json.dumps(key, sort_keys=True))
         claims = jwt.decode(
@@ -197,16 +199,20 @@ def verify(
             options={"verify_exp": False, "require": list(_CLAIMS)},
         )
     except jwt.PyJWTError as exc:
-        raise ReceiptTokenError("forged", f"The receipt token's signature fails: {exc}.") from None
+        raise ReceiptTokenError(
+            f"The receipt token's signature fails: {exc}.", reason="forged"
+        ) from None
     try:
         proven = _verified(claims, str(kid))
     except (ArithmeticError, ValueError, TypeError) as exc:
         message = f"The receipt token's claims are malformed: {exc}."
-        raise ReceiptTokenError("forged", message) from None
+        raise ReceiptTokenError(message, reason="forged") from None
     if proven.expires_at <= (time.time() if now is None else now):
-        raise ReceiptTokenError("expired", "The receipt token has expired.")
+        raise ReceiptTokenError("The receipt token has expired.", reason="expired")
     if resource_id is not None and proven.resource_id != resource_id:
-        raise ReceiptTokenError("wrong_resource", f"The receipt did not pay for {resource_id}.")
+        raise ReceiptTokenError(
+            f"The receipt did not pay for {resource_id}.", reason="wrong_resource"
+        )
     return proven
 
 

@@ -64,7 +64,7 @@ class KeySet:
         :class:`~svc_asgi.BackendUnavailable` when no key set was ever had."""
         kid = _kid(token)
         if kid is None:
-            raise ReceiptTokenError("forged", "The receipt token is not a JWS.")
+            raise ReceiptTokenError("The receipt token is not a JWS.", reason="forged")
         if kid not in self._kids:
             await self._refresh()
         if self._jwks is None:

@@ -69,7 +69,11 @@ async def test_redeem_through_the_sdk(
     assert paid.paid and paid.rail == "x402" and paid.verification is not None
     assert paid.verification.valid and paid.verification.amount == Decimal("0.25")
     assert paid.verification.receipt_id == held.verification.receipt_id
-    assert {name for name, _ in paid.headers} == {"Payment-Receipt", "PAYMENT-RESPONSE"}
+    assert {name for name, _ in paid.headers} == {
+        "Payment-Receipt",
+        "PAYMENT-RESPONSE",
+        "X-Svc-Receipt-Token",
+    }
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
     # Settling again (a retry after a lost answer) answers the same payment, moving nothing.
     retried = shop.seller.gates.settle(held.claim)
