@@ -105,16 +105,16 @@ class DatabaseGateBackend:
         return await anyio.to_thread.run_sync(self._capture, receipt_id, units)
 
     def _capture(self, receipt_id: str, units: int) -> ReceiptVerification:
-        """Capture as ``POST /receipts/{id}/capture`` does, for the receipt's own seller:
-        the gate verified it for its resource before serving."""
+        """Capture as ``POST /receipts/{id}/capture`` does, as the seller of a resource this
+        gate sells (the query names them: a receipt for anything else is not found here)."""
         ctx = self.ctx
+        r = t.receipts.c
+        mine = [r.id == receipt_id]
+        if self._known:
+            mine.append(r.resource_id.in_(list(self._known)))
         try:
             with writing(ctx.db, ctx.notify_new_events) as conn:
-                row = conn.execute(
-                    select(t.receipts.c.seller_id, t.receipts.c.environment).where(
-                        t.receipts.c.id == receipt_id
-                    )
-                ).first()
+                row = conn.execute(select(r.seller_id, r.environment).where(*mine)).first()
                 if row is None or row.seller_id is None:
                     raise DomainError("not_found", f"No receipt {receipt_id}.")
                 receipt = metered.capture(
