@@ -368,7 +368,13 @@ def test_deliveries_retry_refused_events_and_redeliver_on_demand(
     receiver.fail_next = 2
     double.complete_account(acct.id)
     (event,) = receiver.wait_for("account.updated")
-    (delivery,) = [d for d in double.deliveries() if d["event"] == event.id]
+    # The receiver sees the event before the double records its 200: wait for the record.
+    (delivery,) = until(
+        lambda: [
+            d for d in double.deliveries() if d["event"] == event.id and d["status"] != "pending"
+        ],
+        "the double did not record the delivery",
+    )
     assert delivery["status"] == "delivered"
     assert [a["status"] for a in delivery["attempts"]] == [500, 500, 200]
 
