@@ -15,15 +15,31 @@ client alternating between the loops of several threads reconnects at each chang
 rather than holding a pool per loop (the connections would keep each dead loop alive).
 
 The blocking :class:`Sender` has no loop to follow: one ``httpx.Client``.
+
+Every client made here shares one TLS context: building one loads the CA bundle, which
+costs more than a request on loopback, and agents often make a client per task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 
 import httpx
 
 __all__ = ["AsyncSender", "Sender"]
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's CAs, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``
+    as read at the first client), made once per process."""
+    return httpx.create_ssl_context()
+
+
+def _async_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(verify=_tls())
 
 
 class AsyncSender:
@@ -34,7 +50,9 @@ class AsyncSender:
     ) -> None:
         self._owned = http_client is None
         self._follows_loop = http_client is None and transport is None
-        self._client = http_client or httpx.AsyncClient(transport=transport)
+        self._client = http_client or (
+            httpx.AsyncClient(transport=transport) if transport else _async_client()
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
@@ -50,7 +68,7 @@ class AsyncSender:
         if loop is self._loop:
             return
         if self._loop is not None:
-            self._client = httpx.AsyncClient()
+            self._client = _async_client()
         self._loop = loop
 
     @property
@@ -71,7 +89,9 @@ class Sender:
 
     def __init__(self, http_client: httpx.Client | None, transport: httpx.BaseTransport | None):
         self._owned = http_client is None
-        self._client = http_client or httpx.Client(transport=transport)
+        self._client = http_client or (
+            httpx.Client(transport=transport) if transport else httpx.Client(verify=_tls())
+        )
 
     def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
         return self._client.send(request, stream=stream)

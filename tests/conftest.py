@@ -50,6 +50,34 @@ def pytest_configure(config: pytest.Config) -> None:
         import eth_account  # noqa: F401
 
 
+def _one_tls_context_for_plain_httpx_calls() -> None:
+    """The tests call ``httpx.get`` and friends thousands of times on loopback, and each
+    call's client built httpx's default TLS context, loading the CA bundle (a third of the
+    time of tests/money and tests/payurl).  Every default client of the run shares one;
+    a client given its own ``verify`` or ``cert`` still gets its own.  Only the speed of
+    the suite depends on this (the SDK shares its context by itself: svc/_sender.py)."""
+    import ssl
+
+    import httpx._transports.default as transports
+
+    made = transports.create_ssl_context
+    shared: list[ssl.SSLContext] = []
+
+    def create_ssl_context(
+        verify: Any = True, cert: Any = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is not True or cert is not None or not trust_env:
+            return made(verify=verify, cert=cert, trust_env=trust_env)
+        if not shared:
+            shared.append(made())
+        return shared[0]
+
+    transports.create_ssl_context = create_ssl_context  # type: ignore[assignment]
+
+
+_one_tls_context_for_plain_httpx_calls()
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"svc database under test: {'postgresql' if POSTGRES_URL else 'sqlite'}"
 

@@ -37,7 +37,7 @@ and plain HTTP are allowed, so a developer's ``http://localhost:8000/hooks`` wor
 
 from ._addresses import address_refusal
 from ._errors import OutboundError, OutboundFailed, OutboundRefused
-from ._plan import Headers, OutboundResponse
+from ._plan import Headers, OutboundResponse, default_tls_context
 from ._policy import OutboundPolicy, Resolver, system_resolve_async
 from ._pool import AsyncPinnedClients
 from ._send import send, send_sync
@@ -57,6 +57,7 @@ __all__ = [
     "Target",
     "address_refusal",
     "check_url",
+    "default_tls_context",
     "pin_addresses",
     "send",
     "send_sync",

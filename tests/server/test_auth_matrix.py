@@ -16,6 +16,8 @@ from ..support import Account, LiveServer, new_account
 
 AUTHED = [ep for ep in endpoints() if ep.role is not None]
 REQUIRED = [ep for ep in AUTHED if not isinstance(ep.auth, OptionalAuth)]
+#: One client for the matrix's hundreds of calls (a client per call builds an SSL context).
+HTTP = httpx.Client(timeout=30)
 OBJECT_ROUTES = [
     ep
     for ep in AUTHED
@@ -80,7 +82,7 @@ def _call(
         body = {}
     headers = {**headers, "Idempotency-Key": secrets.token_hex(8)}
     responses = [
-        httpx.request(method, server.url + prefix + path, json=body, headers=headers)
+        HTTP.request(method, server.url + prefix + path, json=body, headers=headers)
         for prefix in ("", "/api")
     ]
     for r in responses:

@@ -29,9 +29,7 @@ recursion limit as it was.
 
 from __future__ import annotations
 
-import functools
 import logging
-import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -66,6 +64,7 @@ from svc.money import format_micros, from_micros
 from svc.wire import structure
 from svc_asgi import RailRequest
 
+from ... import outbound
 from ...context import ServerContext
 from ...ids import new_id
 from ...onchain import ChainUnreachable, TokenReader
@@ -408,13 +407,6 @@ def facilitator_of(intent: Any) -> Facilitator:
     return facilitator  # type: ignore[no-any-return]
 
 
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """httpx's default TLS context, made once: making it loads the CA bundle, which took
-    26 ms of every facilitator call when pympp made a client per call."""
-    return httpx.create_ssl_context()
-
-
 @asynccontextmanager
 async def facilitator_http(terms: RailTerms) -> AsyncIterator[httpx.AsyncClient | None]:
     """One HTTP client for one gate request's facilitator calls (verify, or settle), on
@@ -422,7 +414,7 @@ async def facilitator_http(terms: RailTerms) -> AsyncIterator[httpx.AsyncClient 
     if terms.sandbox or terms.facilitator_url is None:
         yield None
         return
-    async with httpx.AsyncClient(verify=_tls(), timeout=30) as http:
+    async with httpx.AsyncClient(verify=outbound.default_tls_context(), timeout=30) as http:
         yield http
 
 
