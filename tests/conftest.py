@@ -9,8 +9,10 @@ any skipped test into a failed run, because CI provides every service.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +40,10 @@ from .support import (
 from .webhooks.receiver import Receiver, start_receiver
 
 POSTGRES_URL = os.environ.get("SVC_TEST_DATABASE_URL")
+_PLAIN_POSTGRES_URL = (POSTGRES_URL or "").replace("postgresql+psycopg://", "postgresql://")
+#: The schema the session's migrated PostgreSQL template is made in (unique per run: the
+#: two CI legs, and helpers, share one server).
+_TEMPLATE_SCHEMA = "tmpl_" + secrets.token_hex(6)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -182,9 +188,12 @@ def database_url(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def module_server(
+    tmp_path_factory: pytest.TempPathFactory, migrated: Callable[[str], None]
+) -> Iterator[LiveServer]:
     """One server for a whole module, for read-mostly tests such as the auth matrix."""
     with fresh_database(tmp_path_factory.mktemp("db")) as url:
+        migrated(url)
         live = start_server(Settings(**{**TEST_SETTINGS, "database_url": url}))
         yield live
         live.stop()
@@ -192,21 +201,87 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
 
 
 @pytest.fixture(scope="session")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An SQLite file migrated to head once per session: a test server starts on a copy
-    of it instead of running every migration again (a tenth of a second per server).
-    Tests of the migrations themselves use ``database_url``, which starts empty."""
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], None]:
+    """Puts a database migrated to head, made once per session, into an empty database a
+    test server is about to start on, instead of running every migration again: a copy
+    of an SQLite file, or a PostgreSQL schema's dump replayed (0.2 s instead of 0.8 s
+    per server).  A database that is not empty is left alone, and tests of the
+    migrations themselves use ``database_url`` as it comes, empty."""
     from reference_server.store import Database, upgrade
 
-    path = tmp_path_factory.mktemp("template") / "svc.db"
-    db = Database(f"sqlite:///{path}")
-    upgrade(db)
-    db.engine.dispose()  # the last connection checkpoints the WAL into the file
-    return path
+    if not POSTGRES_URL:
+        template = tmp_path_factory.mktemp("template") / "svc.db"
+        db = Database(f"sqlite:///{template}")
+        upgrade(db)
+        db.engine.dispose()  # the last connection checkpoints the WAL into the file
+
+        def copy(url: str) -> None:
+            target = Path(url.removeprefix("sqlite:///"))
+            if url.startswith("sqlite:///") and not target.exists():
+                shutil.copyfile(template, target)
+
+        return copy
+    if shutil.which("pg_dump") is None:  # each server migrates its schema itself
+        return lambda url: None
+    dump = _migrated_schema_dump()
+
+    def replay(url: str) -> None:
+        import psycopg
+
+        found = re.search(r"search_path%3D(\w+)", url)
+        if found is None:
+            return
+        schema = found.group(1)
+        with psycopg.connect(_PLAIN_POSTGRES_URL, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
+                (schema,),
+            ).fetchone()
+            if tables is not None and tables[0] == 0:
+                with conn.transaction():
+                    conn.execute(dump.replace(_TEMPLATE_SCHEMA + ".", schema + "."))
+
+    return replay
+
+
+def _migrated_schema_dump() -> str:
+    """``pg_dump`` of a schema migrated to head, as statements psycopg can run (psql's
+    own commands and the schema's creation left out), its name :data:`_TEMPLATE_SCHEMA`."""
+    import psycopg
+
+    from reference_server.store import Database, upgrade
+
+    assert POSTGRES_URL is not None
+    with psycopg.connect(_PLAIN_POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {_TEMPLATE_SCHEMA}")
+    try:
+        sep = "&" if "?" in POSTGRES_URL else "?"
+        db = Database(f"{POSTGRES_URL}{sep}options={quote(f'-csearch_path={_TEMPLATE_SCHEMA}')}")
+        upgrade(db)
+        db.engine.dispose()
+        dump = subprocess.run(
+            [
+                *("pg_dump", "--no-owner", "--no-privileges", "--inserts"),
+                *("-n", _TEMPLATE_SCHEMA, _PLAIN_POSTGRES_URL),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        with psycopg.connect(_PLAIN_POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {_TEMPLATE_SCHEMA} CASCADE")
+    return "\n".join(
+        line
+        for line in dump.splitlines()
+        if not line.startswith("\\") and not line.startswith("CREATE SCHEMA ")
+    )
 
 
 @pytest.fixture
-def make_server(database_url: str, migrated_sqlite: Path) -> Iterator[Callable[..., LiveServer]]:
+def make_server(
+    database_url: str, migrated: Callable[[str], None]
+) -> Iterator[Callable[..., LiveServer]]:
     started: list[LiveServer] = []
 
     def make(**overrides: Any) -> LiveServer:
@@ -214,9 +289,7 @@ def make_server(database_url: str, migrated_sqlite: Path) -> Iterator[Callable[.
         production never generates its own."""
         keys = PRODUCTION_KEYS if overrides.get("env") == "production" else {}
         values = {**TEST_SETTINGS, **keys, "database_url": database_url, **overrides}
-        target = Path(str(values["database_url"]).removeprefix("sqlite:///"))
-        if str(values["database_url"]).startswith("sqlite:///") and not target.exists():
-            shutil.copyfile(migrated_sqlite, target)
+        migrated(str(values["database_url"]))
         live = start_server(Settings(**values))
         started.append(live)
         return live
