@@ -52,6 +52,7 @@ from .web.body_timeout import BodyTimeoutMiddleware
 from .web.boundary import InputBoundaryMiddleware
 from .web.endpoint import Endpoint, routes_for
 from .web.errors import ApiError
+from .web.metrics import MetricsMiddleware, metrics_route
 from .web.request_id import RequestIdMiddleware
 from .web.responses import error_response
 from .web.routing import IndexedRouter
@@ -176,6 +177,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # The body deadline sits inside the request id (its 408 carries the id) and
         # outside everything that reads the body; the input boundary reads no body.
         middleware=[
+            Middleware(MetricsMiddleware),
             Middleware(RequestIdMiddleware),
             Middleware(BodyTimeoutMiddleware, timeout_seconds=settings.body_timeout_seconds),
             Middleware(InputBoundaryMiddleware),
@@ -184,9 +186,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     )
     # Starlette's router, indexed by path (web.routing says why); the lifespan is the
     # router's, as Starlette's own constructor passes it.
-    app.router = IndexedRouter(
-        routes_for([*served_here, *tools.endpoints(), *discovery.endpoints(listed)]),
-        lifespan=lifespan,
-    )
+    routes = routes_for([*served_here, *tools.endpoints(), *discovery.endpoints(listed)])
+    scrape = metrics_route(ctx)
+    app.router = IndexedRouter(routes if scrape is None else [*routes, scrape], lifespan=lifespan)
     app.state.ctx = ctx
     return app

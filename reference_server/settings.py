@@ -127,6 +127,8 @@ class Settings(BaseSettings):
     #: HS256 secret owner JWTs are signed with; ``None`` = generated once and kept in the
     #: database (outside production only).
     jwt_secret: str | None = Field(None, repr=False)
+    #: Serves ``GET /metrics`` to ``Authorization: Bearer`` with it; unset, no such route.
+    metrics_token: str | None = Field(None, repr=False)
     #: Retired JWT secrets still accepted when verifying (not for signing): rotation.
     jwt_previous_secrets: _Strings = Field((), repr=False)
     jwt_ttl_seconds: Annotated[int, Gt(0)] = 30 * 24 * 3600

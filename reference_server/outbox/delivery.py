@@ -23,6 +23,7 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from svc import webhooks
 
+from .. import metrics
 from ..crypto import SecretBox
 from ..domain.errors import DomainError
 from ..domain.webhook_endpoints import set_status
@@ -228,6 +229,7 @@ def record_outcomes(
     one by one, as their schedules differ."""
     if not done:
         return
+    outcomes: list[str] = []
     with db.write() as conn:
         conn.execute(
             insert(t.webhook_attempts),
@@ -238,8 +240,9 @@ def record_outcomes(
         for job, outcome in done:
             if outcome.succeeded:
                 succeeded.setdefault((job.lease_token, outcome.status_code), []).append(job)
+                outcomes.append("succeeded")
             else:
-                _record_failure(conn, job, outcome, settings, now)
+                outcomes.append(_record_failure(conn, job, outcome, settings, now))
         for (token, status_code), jobs in succeeded.items():
             conn.execute(
                 update(_d)
@@ -263,11 +266,14 @@ def record_outcomes(
                 .where(_e.c.id.in_(healthy), _e.c.failing_since.is_not(None))
                 .values(failing_since=None)
             )
+    for counted in outcomes:  # committed: counted once
+        metrics.webhook_attempt(counted)
 
 
 def _record_failure(
     conn: Connection, job: Job, outcome: DeliveryOutcome, settings: Settings, now: datetime
-) -> None:
+) -> str:
+    """Schedules the next attempt or gives up; returns which (``retrying``, ``failed``)."""
     values: dict[str, Any] = {
         "lease_token": None,
         "lease_until": None,
@@ -286,6 +292,7 @@ def _record_failure(
     ).rowcount
     if still_ours:
         _track_failing_endpoint(conn, job.endpoint_id, settings, now)
+    return "failed" if delay is None else "retrying"
 
 
 def _track_failing_endpoint(

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from limits import RateLimitItem, parse_many, storage, strategies
 
+from .. import metrics
 from ..invariant import InvariantError
 from .errors import ApiError
 
@@ -118,6 +119,7 @@ class RateLimiter:
             allowed, reset_time, remaining = self._count(item, namespace, identity)
             reset = math.ceil(reset_time)
             if not allowed:
+                metrics.rate_limited(namespace)
                 retry_after = max(1, math.ceil(reset_time - time.time()))
                 raise ApiError(
                     "rate_limited",

@@ -4,8 +4,9 @@ Redis, and a webhook receiver on loopback.  Concurrent ``/pay``, ``pay-url`` (pa
 hosted gate of this same service), withdrawals and webhooks go through both servers
 alternately; afterwards no wallet or seller balance went below zero or paid out more than
 it held, every outbox event reached the receiver (at least once, never twice at once), one
-credential's rate limit was counted across both servers, and ``svc-server ledger audit``
-finds the books balanced.
+credential's rate limit was counted across both servers, ``svc-server ledger audit``
+finds the books balanced, and ``GET /metrics`` of either server (the library's multi-process
+mode) counts what all four processes did.
 
 It runs on the suite's database: PostgreSQL (the production set-up) on CI's PostgreSQL leg,
 one SQLite file shared by the four processes on the other.  Redis is required: at
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 import svc
@@ -65,6 +67,7 @@ WITHDRAWALS = 16  # of 1.00 each, from a balance of 9.90: 9 can be made
 #: what four processes may hold of PostgreSQL's default 100 connections (each process's
 #: pool grows with its concurrent requests; deploy.md, "Connections to PostgreSQL").
 IN_FLIGHT = 16
+METRICS_TOKEN = "scrape-" + uuid.uuid4().hex
 
 
 def D(text: str) -> Decimal:
@@ -77,6 +80,8 @@ def owner_client(url: str, owner_jwt: str) -> svc.Client:
 
 def test_two_servers_and_two_workers_on_one_database(database_url: str, tmp_path: Path) -> None:
     migrate(database_url)
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
     receiver = start_receiver(fail_every=5)
     a_port, b_port = free_port(), free_port()
     common = {
@@ -86,6 +91,8 @@ def test_two_servers_and_two_workers_on_one_database(database_url: str, tmp_path
         "SVC_RATE_LIMIT_STORAGE": REDIS_URL,
         "SVC_RATE_LIMIT": f"{LIMIT}/minute",
         "SVC_SIGNUP_RATE_LIMIT": "100000/second",
+        "SVC_METRICS_TOKEN": METRICS_TOKEN,
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
     }
     api = {
         **common,
@@ -183,6 +190,53 @@ def _exercise(urls: list[str], db: Database, receiver: Receiver) -> None:
     assert receiver.overlapping == []
     retried = [event for event, n in receiver.received.items() if n > 1]
     assert retried, "the receiver's refusals should have caused retries"
+    _check_metrics(urls, outbox=len(rows), wallets=len(setup["wallet_keys"]))
+
+
+def _scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """``GET /metrics`` read into {(sample name, labels): value}."""
+    r = httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(r.text)
+        for sample in family.samples
+    }
+
+
+def _total(
+    scraped: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
+    want = set(labels.items())
+    return sum(v for (n, got), v in scraped.items() if n == name and want <= got)
+
+
+def _check_metrics(urls: list[str], *, outbox: int, wallets: int) -> None:
+    """Either server's scrape counts the requests both served and the deliveries both
+    workers made, and reads the books as they are."""
+    a, b = (_scrape(url) for url in urls)
+    for scraped in (a, b):
+        requests = "svc_http_requests_total"
+        # The market's sales, and the payout seller's two made while setting up.
+        assert _total(scraped, requests, route="/pay", status="200") == wallets * 10 + 2
+        assert _total(scraped, requests, route="/pay", status="402") == wallets * 5
+        assert _total(scraped, requests, route="/sellers/me/withdraw", status="201") == 9
+        assert _total(scraped, requests, route="/sellers", method="GET", status="429") == OVER
+        assert _total(scraped, "svc_rate_limited_total", limit="rate_limit") == OVER
+        assert _total(scraped, "svc_http_request_duration_seconds_count", route="/pay") == (
+            wallets * PAYS_PER_WALLET + 2
+        )
+        assert _total(scraped, "svc_webhook_deliveries_total", outcome="succeeded") >= outbox
+        assert _total(scraped, "svc_webhook_deliveries_total", outcome="retrying") >= 1
+        # pay-url: a probe and a paid request for each payment, a probe for each refusal.
+        assert _total(scraped, "svc_pay_url_upstream_seconds_count", outcome="2xx") == AGENTS * 4
+        assert _total(scraped, "svc_pay_url_attempts_total", status="succeeded") == AGENTS * 4
+        # The books: the market's 40 sales, the gate's 8 (both sides) and the payout sales.
+        paid = _total(scraped, "svc_payments_total", rail="rill", status="settled")
+        assert paid >= wallets * 10 + 2
+        assert _total(scraped, "svc_withdrawals", status="paid") == 9
+        assert _total(scraped, "svc_webhook_outbox_backlog") == 0
 
 
 def _set_up(urls: list[str], receiver: Receiver) -> dict[str, Any]:

@@ -33,6 +33,7 @@ STRING_EXAMPLES: dict[str, str] = {
     "env": "production",
     "public_url": "https://pay.example.com",
     "jwt_secret": "s" * 40,
+    "metrics_token": "m" * 32,
     "data_key": Fernet.generate_key().decode(),
     "rate_limit": "7/minute",
     "signup_rate_limit": "3/hour",

@@ -38,7 +38,7 @@ from sqlalchemy import Connection, Row
 from svc import ErrorDetail, PayUrlQuote, PayUrlResult
 from svc.money import from_micros
 
-from ... import outbound
+from ... import metrics, outbound
 from ...context import ServerContext
 from ...crypto import SecretBox
 from ...invariant import InvariantError
@@ -575,8 +575,9 @@ async def _send(
     ``OutboundFailed``: it was tried and got no answer (it may have arrived).
     """
     order = job.order
+    began = time.perf_counter()
     try:
-        return await outbound.send(
+        answer = await outbound.send(
             order.method,
             order.url,
             headers=_headers(job, credential),
@@ -586,8 +587,13 @@ async def _send(
             # first's connection (to the same checked address), as x402's client does.
             pool=_pool(),
         )
+    except outbound.OutboundRefused as exc:
+        return exc  # nothing was sent
     except outbound.OutboundError as exc:
+        metrics.observe_upstream("no_answer", time.perf_counter() - began)
         return exc
+    metrics.observe_upstream(f"{answer.status // 100}xx", time.perf_counter() - began)
+    return answer
 
 
 def _headers(job: Job, credential: SignedPayment | None) -> list[tuple[str, str]]:
