@@ -6,6 +6,7 @@ seller's balance; ``GET /payments/{id}`` says refunded; the ledger audit stays s
 
 from __future__ import annotations
 
+import threading
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -116,3 +117,36 @@ def test_a_card_refund_never_takes_the_seller_below_zero(server: LiveServer) -> 
     assert it.balance() == Decimal("0.08")
     state = httpx.get(f"{server.url}/payments/{receipt_id}", headers=it.seller).json()
     assert state["state"] == "settled" and state["refunded"] == "0.00"
+
+
+def test_concurrent_partial_card_refunds_never_pass_the_payment(server: LiveServer) -> None:
+    it = item(server, amount="2.00")
+    receipt_id = _paid(it)
+    _paid(it)  # the seller's balance covers every refund
+    answers: list[httpx.Response] = []
+    start = threading.Barrier(12)
+
+    def one() -> None:
+        start.wait()
+        answers.append(_refund(it, receipt_id, "0.30"))
+
+    threads = [threading.Thread(target=one) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [201] * 6 + [409] * 6, [r.text for r in answers if r.status_code >= 500]
+    refused = {r.json()["error"]["code"] for r in answers if r.status_code == 409}
+    assert refused == {"refund_exceeds_payment"}
+    state = httpx.get(f"{server.url}/payments/{receipt_id}", headers=it.seller).json()
+    assert (state["refunded"], state["remaining"]) == ("1.80", "0.20")
+
+
+def test_another_seller_cannot_refund_a_card_payment(server: LiveServer) -> None:
+    it = item(server, amount="2.00")
+    receipt_id = _paid(it)
+    stranger = item(server, amount="1.00")
+    r = _refund(stranger, receipt_id)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert it.balance() == Decimal("1.98")

@@ -128,10 +128,21 @@ def test_a_card_refund_must_be_whole_cents(server: LiveServer, stripe_double: An
     assert _refund_posts(stripe_double) == [] and it.balance() == Decimal("1.98")
 
 
-def _processor_says(live: LiveServer, processor_refund_id: str, status: str) -> None:
-    body = event(
-        "refund.updated", {"id": processor_refund_id, "object": "refund", "status": status}
-    )
+def _processor_says(
+    live: LiveServer, processor_refund_id: str, status: str, *, in_charge: str | None = None
+) -> None:
+    """The processor's ``refund.updated``, or (``in_charge``: the PaymentIntent) a
+    ``charge.refunded`` listing the refund, delivered twice."""
+    refund = {"id": processor_refund_id, "object": "refund", "status": status}
+    body = event("refund.updated", refund)
+    if in_charge is not None:
+        charge = {
+            "id": "ch_" + uuid.uuid4().hex[:14],
+            "object": "charge",
+            "payment_intent": in_charge,
+            "refunds": {"object": "list", "data": [refund]},
+        }
+        body = event("charge.refunded", charge)
     r = deliver(live.url, body)
     assert r.status_code == 200, r.text
     assert deliver(live.url, body).status_code == 200  # a redelivery changes nothing
@@ -145,7 +156,7 @@ def _row(live: LiveServer, refund_id: str) -> Any:
 def test_a_pending_card_refund_is_held_then_booked_or_given_back(
     server: LiveServer, stripe_double: Any
 ) -> None:
-    it, receipt_id, _ = _paid(server, stripe_double)
+    it, receipt_id, intent = _paid(server, stripe_double)
     stripe_double.pend_refunds(2)
 
     first = _refund(it, receipt_id, "1.00")
@@ -155,8 +166,10 @@ def test_a_pending_card_refund_is_held_then_booked_or_given_back(
     assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000
     assert _state(it, receipt_id)["refunded"] == "1.00"  # no second refund past the payment
     assert _events(server, "payment.refunded") == []
+    with server.ctx.db.read() as conn:
+        assert ledger.audit(conn, "live") == []  # the held refund counts as refunded
     row = _row(server, first.json()["id"])
-    _processor_says(server, row.processor_refund_id, "succeeded")
+    _processor_says(server, row.processor_refund_id, "succeeded", in_charge=intent)
     assert _row(server, row.id).status == "succeeded"
     assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000
     (announced,) = _events(server, "payment.refunded")
