@@ -33,15 +33,15 @@ __all__ = ["CardRefund", "refund", "settle", "stripe_status"]
 _f = t.refunds
 _r = t.receipts
 _tr = t.ledger_transfers
+Status = Literal["succeeded", "pending", "failed"]
 #: The processor's refund statuses, as ours: ``requires_action`` waits like ``pending``.
-_STATUS = {
+_STATUS: dict[str, Status] = {
     "succeeded": "succeeded",
     "pending": "pending",
     "requires_action": "pending",
     "failed": "failed",
     "canceled": "failed",
 }
-Status = Literal["succeeded", "pending", "failed"]
 
 
 @attrs.frozen
@@ -55,8 +55,7 @@ class CardRefund:
 
 def stripe_status(value: object) -> Status | None:
     """Our status for the processor's refund status (``None``: not one we know)."""
-    found = _STATUS.get(value) if isinstance(value, str) else None
-    return None if found is None else found  # type: ignore[return-value]
+    return _STATUS.get(value) if isinstance(value, str) else None
 
 
 def refund(
@@ -75,7 +74,6 @@ def refund(
     processor to refund it (see the module)."""
     env = receipt.environment
     processor = None if env == "test" else settings
-    live = processor is not None
     if env != "test" and (settings is None or not uses_stripe(settings, env)):
         raise DomainError(
             "settlement_unavailable",
@@ -88,9 +86,12 @@ def refund(
     clearing = ledger.ensure_account(
         conn, environment=env, kind=ledger.PROCESSOR_CLEARING, ref_id=ledger.PLATFORM, now=now
     )
-    ledger.lock_accounts(conn, [a for a in (seller, clearing, fees) if a is not None])
+    # Live holds touch the debit accounts only: the clearing account every card sale
+    # moves is not locked across the processor's call (the post moves it after).
+    locked = (seller, fees) if processor is not None else (seller, clearing, fees)
+    ledger.lock_accounts(conn, [a for a in locked if a is not None])
     refs = {"receipt_id": receipt.id, "reference": refund_id}
-    move = ledger.reserve if live else ledger.transfer
+    move = ledger.transfer if processor is None else ledger.reserve
     # ledger.InsufficientFunds goes up to refunds.refund, which says it as the ledger
     # rail does.
     if fees is not None and fee_back:
