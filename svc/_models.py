@@ -453,6 +453,11 @@ class PayUrlResult:
     headers: dict[str, str] = attrs.field(factory=dict)
     #: Set when the payment settled but the URL answered an error (``unlocked`` false).
     note: str | None = None
+    #: The payer's receipt signed (a compact JWS, like :attr:`PayResult.receipt_token`):
+    #: the agent's proof that it paid, checked offline with ``svc.receipts.verify``
+    #: against the service's ``/.well-known/jwks.json``.  A bearer proof: masked in
+    #: ``repr`` like a key.
+    receipt_token: str | None = secret(None)
     request_id: str | None = None
 
     @property

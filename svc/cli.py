@@ -34,6 +34,7 @@ from .bodies import (
     CaptureReceipt,
     ConnectOnboard,
     CreateOwner,
+    CreateRefund,
     CreateResource,
     CreateSeller,
     CreateTopUp,
@@ -560,6 +561,22 @@ def _add_receipt_commands(cli: click.Group) -> None:
 
     _command(receipts, "get", "receipts.get", "receipt_id")
     _command(receipts, "capture", "receipts.capture", "receipt_id", body=CaptureReceipt)
+
+    @cli.group()
+    def refunds() -> None:
+        """Give back all or part of a payment the seller received, and read the seller's
+        refunds (seller key)."""
+
+    _command(refunds, "create", "refunds.create", "receipt_id", body=CreateRefund)
+    _command(refunds, "list", "refunds.list", page=True)
+    _command(refunds, "get", "refunds.get", "refund_id")
+
+    @cli.group()
+    def payments() -> None:
+        """Where a payment stands: claimed, settled, released or refunded (its payer's
+        wallet key, its seller's key, or the owner JWT of either)."""
+
+    _command(payments, "get", "payments.get", "receipt_id")
 
 
 def _seller_id_option(fn: Any) -> Any:

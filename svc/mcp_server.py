@@ -39,6 +39,7 @@ from .bodies import (
     BodyRuleError,
     CaptureReceipt,
     ConnectOnboard,
+    CreateRefund,
     CreateResource,
     CreateSeller,
     CreateWebhook,
@@ -73,6 +74,8 @@ TOOL_NAMES = (
     "svc_pay",
     "svc_pay_url",
     "svc_receipts",
+    "svc_refund",
+    "svc_payment_status",
     "svc_webhooks",
 )
 
@@ -203,7 +206,9 @@ def create_server(
                 "payouts with svc_connect (a human completes onboarding) and svc_withdraw. "
                 "Agents: svc_pay for in-service resources and handles, svc_pay_url for any "
                 "x402 or MPP URL (including hosted gates); svc_receipts reads a receipt, and "
-                "captures a metered one for its seller."
+                "captures a metered one for its seller; svc_payment_status says where a "
+                "payment stands (settled, refunded, ...); svc_refund gives a payment back "
+                "(seller key)."
             ),
         )
     # One builder per family of tools: each stays short enough to read and change alone.
@@ -351,6 +356,23 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
             return await _call(factory, ctx, "receipts.get", receipt_id)
         units = _need(body["units"], "units", action)
         return await _call(factory, ctx, "receipts.capture", receipt_id, units=units)
+
+    @server.tool()
+    @_with_body(CreateRefund)
+    async def svc_refund(ctx: Context, **body: Any) -> Any:
+        """Give back all or part of a payment the seller received (seller key): without
+        ``amount`` all that is not refunded yet; never more than was paid across refunds.
+        Ledger payments go back to the payer's wallet key at once, card payments through
+        the card processor (``status`` pending until it confirms)."""
+        given = {k: v for k, v in body.items() if v is not None}
+        return await _call(factory, ctx, "refunds.create", given.pop("receipt_id"), **given)
+
+    @server.tool()
+    async def svc_payment_status(ctx: Context, receipt_id: str) -> Any:
+        """Where a payment stands, for its payer (wallet key), its seller (seller key) or
+        the owner of either: ``state`` claimed, settled, released or refunded, with
+        ``amount``, ``refunded`` and ``remaining``.  Use it when a pay answer was lost."""
+        return await _call(factory, ctx, "payments.get", receipt_id)
 
 
 def _add_payout_tools(server: MCPServer, factory: ClientFactory) -> None:

@@ -130,7 +130,10 @@ def rail_credentials(headers: Mapping[str, str]) -> dict[str, str]:
 #: The JWS algorithm of a receipt token (Ed25519) and its ``typ`` header.
 RECEIPT_TOKEN_ALGORITHM = "EdDSA"  # noqa: S105 (a name, not a secret)
 RECEIPT_TOKEN_TYPE = "svc-receipt+jwt"  # noqa: S105
-_CLAIMS = ("receipt_id", "seller_id", "amount", "currency", "rail", "environment", "iat", "exp")
+#: The claims every token has a value for (``seller_id``, ``resource_id`` and ``tx_hash``
+#: may be null: a payer's receipt of a paid URL, or a handle payment, names no seller's
+#: resource).
+_CLAIMS = ("receipt_id", "amount", "currency", "rail", "environment", "iat", "exp")
 
 
 def is_receipt_token(value: str) -> bool:

@@ -9,8 +9,9 @@ counted (within the period the payment was made in); the platform gives back its
 share of the part refunded, the seller's balance the rest.  The seller's balance never
 goes below zero: a refund whose share is larger than its available balance is refused
 (``insufficient_balance``), nothing moved.
+A card payment's refund goes back through the processor (:mod:`.refunds_card`).
 A ``direct_wallet`` payment never passed through the service (``refund_not_custodial``);
-open-rail ``processor_deposit`` and card payments are not refundable here yet
+open-rail ``processor_deposit`` payments are not refundable here yet
 (``refund_unsupported_rail``).
 """
 
@@ -25,15 +26,24 @@ from svc import Payment, Refund, Role
 from svc.money import format_micros, from_micros
 
 from ..ids import new_id
+from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
-from . import ledger, metered, paging, wallets
+from . import ledger, metered, paging, refunds_card, wallets
+from .card_payments import CARD_RAIL
 from .errors import DomainError
 from .events import record_event
 from .open_rails import hold_of_receipt
 from .principal import Principal
 
-__all__ = ["find_refund", "list_refunds", "payment", "refund", "refund_model"]
+__all__ = [
+    "confirm_card_refund",
+    "find_refund",
+    "list_refunds",
+    "payment",
+    "refund",
+    "refund_model",
+]
 
 _r = t.receipts
 _f = t.refunds
@@ -52,9 +62,13 @@ def refund(
     reason: str | None,
     request_id: str,
     now: datetime,
+    refund_id: str | None = None,
+    settings: Settings | None = None,
 ) -> Row[Any]:
     """Give back ``amount`` (``None``: all that is left) of the seller's payment (see the
-    module); returns the refund's row."""
+    module); returns the refund's row.  ``refund_id``: one derived from the request's
+    Idempotency-Key (a card refund's processor key derives from it); ``settings``: the
+    card processor's, for a live card refund."""
     receipt = _locked_receipt(conn, receipt_id, seller_id=seller_id, environment=environment)
     _check_refundable(receipt)
     remaining = int(receipt.amount_micros - receipt.refunded_micros)
@@ -73,10 +87,29 @@ def refund(
     ).scalar()
     if counted is None:  # cannot happen under the lock; the condition is the guarantee
         raise DomainError("refund_exceeds_payment", f"Receipt {receipt_id} is refunded.")
-    refund_id = new_id("rfnd")
-    transfer_id = _reverse(
-        conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
-    )
+    refund_id = refund_id or new_id("rfnd")
+    status, processor_refund_id = "succeeded", None
+    if receipt.rail == CARD_RAIL:
+        fee_back, fees = _fee_back(conn, receipt, amount, refunded=int(counted))
+        try:
+            card = refunds_card.refund(
+                conn,
+                receipt,
+                amount,
+                fee_back=fee_back,
+                fees=fees,
+                refund_id=refund_id,
+                settings=settings,
+                now=now,
+            )
+        except ledger.InsufficientFunds as e:
+            raise _insufficient(e) from None
+        transfer_id, status = card.transfer_id, card.status
+        processor_refund_id = card.processor_refund_id
+    else:
+        transfer_id = _reverse(
+            conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
+        )
     row = {
         "id": refund_id,
         "environment": environment,
@@ -86,12 +119,14 @@ def refund(
         "amount_micros": amount,
         "reason": reason,
         "transfer_id": transfer_id,
-        "status": "succeeded",
+        "status": status,
         "request_id": request_id,
         "created_at": now,
+        "processor_refund_id": processor_refund_id,
     }
     conn.execute(_f.insert().values(**row))
-    _announce(conn, receipt, row, refunded=int(counted), now=now)
+    if status == "succeeded":
+        _announce(conn, receipt, row, refunded=int(counted), now=now)
     return conn.execute(select(_f).where(_f.c.id == refund_id)).one()
 
 
@@ -120,6 +155,8 @@ def _check_refundable(receipt: Row[Any]) -> None:
         raise DomainError(
             "payment_not_settled", f"Receipt {receipt.id} is {receipt.status}: nothing to refund."
         )
+    if receipt.rail == CARD_RAIL:
+        return
     if receipt.rail != "rill" or receipt.wallet_key_id is None:
         raise DomainError(
             "refund_unsupported_rail",
@@ -152,9 +189,7 @@ def _reverse(
         ],
         now=now,
     )
-    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
-    fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
-    fees = _fee_account(conn, receipt) if fee_back else None
+    fee_back, fees = _fee_back(conn, receipt, amount, refunded=refunded)
     ledger.lock_accounts(conn, [a for a in (seller, payer, fees) if a is not None])
     refs = {
         "receipt_id": receipt.id,
@@ -184,12 +219,27 @@ def _reverse(
             **refs,
         )
     except ledger.InsufficientFunds as e:
-        raise DomainError(
-            "insufficient_balance",
-            f"The seller's available balance {format_micros(e.available)} is below its "
-            f"share of the refund, {format_micros(e.needed)}; nothing was refunded.",
-            details={"available": format_micros(e.available), "needed": format_micros(e.needed)},
-        ) from None
+        raise _insufficient(e) from None
+
+
+def _insufficient(e: ledger.InsufficientFunds) -> DomainError:
+    return DomainError(
+        "insufficient_balance",
+        f"The seller's available balance {format_micros(e.available)} is below its "
+        f"share of the refund, {format_micros(e.needed)}; nothing was refunded.",
+        details={"available": format_micros(e.available), "needed": format_micros(e.needed)},
+    )
+
+
+def _fee_back(
+    conn: Connection, receipt: Row[Any], amount: int, *, refunded: int
+) -> tuple[int, str | None]:
+    """The platform's share of the fee given back with ``amount`` (the fee times the part
+    refunded, counted on the total so partial refunds add up to the whole fee), and the
+    fee shard that took it (``None`` when there is nothing to give back)."""
+    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
+    fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
+    return fee_back, _fee_account(conn, receipt) if fee_back else None
 
 
 def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
@@ -234,6 +284,18 @@ def _announce(
             data=data,
             now=now,
         )
+
+
+def confirm_card_refund(
+    conn: Connection, processor_refund_id: str, status: refunds_card.Status, now: datetime
+) -> None:
+    """The processor's word on a pending card refund (its events): ``succeeded`` books it
+    and announces ``payment.refunded``; ``failed`` puts the money back."""
+    row = refunds_card.settle(conn, processor_refund_id, status, now)
+    if row is None or row.status != "succeeded":
+        return
+    receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
+    _announce(conn, receipt, row._asdict(), refunded=int(receipt.refunded_micros), now=now)
 
 
 def list_refunds(conn: Connection, request: paging.PageRequest, *, seller_id: str) -> paging.Page:

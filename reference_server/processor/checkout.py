@@ -15,8 +15,8 @@ records the event (:mod:`.webhooks`):
 * ``checkout.session.expired`` -- abandoned: ``expired``, nothing booked;
 * ``payment_intent.payment_failed`` -- declined: ``failed`` with the processor's reason,
   nothing booked (Checkout lets the payer try another card, which completes it);
-* ``charge.refunded`` -- acknowledged and dated on the row; nothing is booked (refunds are
-  issue 28).
+* ``charge.refunded`` -- dated on the row; a refund of ours it lists is booked by
+  :mod:`.refund_events` (one made at the processor's dashboard books nothing).
 
 Sessions we did not create (no row of ours) are acknowledged and left alone.  The price
 must be whole cents: a card charges cents, and charging a rounded amount would book a
@@ -338,11 +338,11 @@ def _failed(conn: Connection, event: ProcessorEvent, settings: Settings, now: da
 
 
 def _refunded(conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime) -> None:
-    """Recorded only: the refund is dated on our row; booking it is issue 28's."""
+    """The refund dated on our row (:mod:`.refund_events` books refunds of ours)."""
     row = _ours(conn, event.object)
     if row is not None:
         conn.execute(update(_cc).where(_cc.c.id == row.id).values(refunded_at=now))
-        log.warning("checkout %s was refunded at the processor; not booked here", row.id)
+        log.info("checkout %s was refunded at the processor", row.id)
 
 
 #: Event type -> what applying it does.

@@ -24,13 +24,17 @@ from ..domain.events import writing
 from ..settings import Settings
 from ..store import Database
 from ..store import tables as t
-from . import checkout, connect_events
+from . import checkout, connect_events, refund_events
 from .events import Handler, ProcessorEvent
 
 __all__ = ["HANDLERS", "Received", "receive", "verify"]
 
 #: Every event type the server acts on, and what applying it does.
-HANDLERS: Mapping[str, Handler] = {**connect_events.HANDLERS, **checkout.HANDLERS}
+HANDLERS: Mapping[str, Handler] = {
+    **connect_events.HANDLERS,
+    **checkout.HANDLERS,
+    **refund_events.HANDLERS,
+}
 
 Received = Literal["applied", "ignored", "duplicate"]
 

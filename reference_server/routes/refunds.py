@@ -4,11 +4,17 @@ owner of either)."""
 
 from __future__ import annotations
 
+import hashlib
+
+from sqlalchemy import select
+
 from svc import Payment, Refund, RefundList
 from svc.bodies import CreateRefund
 from svc.money import to_micros
 
 from ..domain import refunds
+from ..ids import new_id
+from ..store import tables as t
 from ..web.auth import AnyCredential, Role
 from ..web.endpoint import Call, Contract, Endpoint
 from ..web.paging import PageRequest, paged
@@ -36,8 +42,23 @@ def create(call: Call) -> Reply:
         reason=b.reason,
         request_id=call.request_id,
         now=call.now,
+        refund_id=_refund_id(call),
+        settings=call.ctx.settings,
     )
     return Reply(refunds.refund_model(row), 201)
+
+
+def _refund_id(call: Call) -> str:
+    """The refund's id, derived from the request's Idempotency-Key: a transaction run
+    again asks the card processor for the same refund (its key derives from this id).
+    A key whose record lapsed and was used again gets a fresh id."""
+    seller = call.caller
+    key = call.request.headers.get("idempotency-key", "")
+    seed = f"{seller.credential_id}\n{seller.environment}\n{key}"
+    derived = "rfnd_" + hashlib.sha256(seed.encode()).hexdigest()[:24]
+    f = t.refunds
+    taken = call.conn.execute(select(f.c.id).where(f.c.id == derived)).first()
+    return new_id("rfnd") if taken is not None else derived
 
 
 @paged
@@ -75,8 +96,9 @@ ENDPOINTS = [
 
             On the ledger rail the money goes back to the payer's wallet key at once, from
             the seller's balance (refused with ``insufficient_balance`` when the balance is
-            lower).  An ``Idempotency-Key`` is sent and reused by retries, so a retried
-            call refunds once.""",
+            lower); a card payment's through the card processor (``status`` ``pending``
+            until a live processor confirms it).  An ``Idempotency-Key`` is sent and
+            reused by retries, so a retried call refunds once.""",
         ),
         contract=Contract(
             response=Refund,
@@ -88,6 +110,7 @@ ENDPOINTS = [
                 "insufficient_balance",
                 "refund_not_custodial",
                 "refund_unsupported_rail",
+                "settlement_unavailable",
             ),
         ),
     ),

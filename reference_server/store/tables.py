@@ -254,11 +254,16 @@ refunds = Table(
     Column("reason", String(500)),
     #: The reversing ledger transfer (seller balance -> the payer's wallet key).
     Column("transfer_id", String(40)),
+    #: ``succeeded``; a live card refund is ``pending`` until the processor confirms it
+    #: (then ``succeeded``) or fails it (``failed``, the money put back).
     Column("status", String(16), nullable=False),
     Column("request_id", String(40)),
     Column("created_at", Timestamp, nullable=False),
+    #: A live card refund's id at the processor (its events name it).
+    Column("processor_refund_id", String(64)),
     Index(None, "seller_id", "created_at"),
     Index(None, "receipt_id"),
+    Index(None, "processor_refund_id", unique=True),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

@@ -285,3 +285,30 @@ def test_a_metered_receipt_read_and_captured_from_the_shell(server: LiveServer) 
     assert code == 0 and (read["status"], read["units"]) == ("settled", 137)
     code, out = run(*seller, "receipts", "capture", paid.receipt_id, "--units", "1")
     assert code == 1 and "409" in out and "request_id=req_" in out
+
+
+def test_a_payment_refunded_and_its_state_read_from_the_shell(server: LiveServer) -> None:
+    """The seller refunds part of a payment, lists and reads its refunds; payer and seller
+    read the payment's state; refunding is the seller's, and never past the payment."""
+    m = market(server)
+    agent = ["--base-url", server.url, "--wallet-key", m.wallet_key]
+    seller = ["--base-url", server.url, "--seller-key", m.seller_key]
+    paid = m.agent.pay(resource_id=m.resource.id)
+    code, out = run(*agent, "refunds", "create", paid.receipt_id)
+    assert code == 1 and "SVC_SELLER_KEY" in out  # a seller action
+    code, out = run(
+        *seller, "refunds", "create", paid.receipt_id, "--amount", "0.25", "--reason", "late"
+    )
+    assert code == 0, out
+    made = json.loads(out)
+    assert (made["amount"], made["status"], made["reason"]) == ("0.25", "succeeded", "late")
+    code, out = run(*seller, "refunds", "list")
+    assert code == 0 and [r["id"] for r in json.loads(out)["data"]] == [made["id"]], out
+    code, out = run(*seller, "refunds", "get", made["id"])
+    assert code == 0 and json.loads(out)["receipt_id"] == paid.receipt_id, out
+    for who in (agent, seller):
+        code, out = run(*who, "payments", "get", paid.receipt_id)
+        state = json.loads(out)
+        assert code == 0 and (state["state"], state["remaining"]) == ("refunded", "0.75"), out
+    code, out = run(*seller, "refunds", "create", paid.receipt_id, "--amount", "0.80")
+    assert code == 1 and "409 refund_exceeds_payment" in out, out

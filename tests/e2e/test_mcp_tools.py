@@ -248,3 +248,31 @@ async def test_a_metered_receipt_read_and_captured_through_the_tools(server: Liv
         seller, "svc_receipts", action="capture", receipt_id=paid.receipt_id, units=1
     )
     assert "(409)" in text and "request_id=req_" in text
+
+
+async def test_a_payment_refunded_and_its_status_read_through_the_tools(
+    server: LiveServer,
+) -> None:
+    m = market(server)
+    paid = m.agent.pay(resource_id=m.resource.id)
+    agent = {"base_url": server.url, "wallet_key": m.wallet_key}
+    seller = {"base_url": server.url, "seller_key": m.seller_key}
+    settled = await _tool(agent, "svc_payment_status", receipt_id=paid.receipt_id)
+    assert (settled["state"], settled["remaining"]) == ("settled", "1.00")
+    text = await _error(agent, "svc_refund", receipt_id=paid.receipt_id)
+    assert "SVC_SELLER_KEY" in text, text  # a seller's action
+    part = await _tool(seller, "svc_refund", receipt_id=paid.receipt_id, amount="0.40")
+    assert (part["amount"], part["status"]) == ("0.40", "succeeded")
+    rest = await _tool(seller, "svc_refund", receipt_id=paid.receipt_id, reason="duplicate")
+    assert (rest["amount"], rest["reason"]) == ("0.60", "duplicate")
+    for who in (agent, seller):
+        state = await _tool(who, "svc_payment_status", receipt_id=paid.receipt_id)
+        assert (state["state"], state["refunded"], state["remaining"]) == (
+            "refunded",
+            "1.00",
+            "0.00",
+        )
+    text = await _error(seller, "svc_refund", receipt_id=paid.receipt_id, amount="0.01")
+    assert "refund_exceeds_payment (409)" in text and "request_id=req_" in text
+    text = await _error(seller, "svc_payment_status", receipt_id="rcpt_nothing")
+    assert "not_found (404)" in text

@@ -222,6 +222,11 @@ async def test_the_sdk_refunds_lists_and_reads(server: LiveServer) -> None:
         assert (await seller.refunds.get(made.id)).reason == "late"
     everything = [r.id for r in m.seller.refunds.list_all()]
     assert everything == [other.id, made.id]
+    assert [r.id for r in m.seller.refunds.list(limit=1).data] == [other.id]
+    assert m.seller.refunds.get(other.id).receipt_id == second.receipt_id
+    async with svc.AsyncClient(base_url=server.url, wallet_key=m.wallet_key) as agent:
+        whole = await agent.payments.get(second.receipt_id)
+        assert (whole.state, whole.refunded, whole.remaining) == ("refunded", D("1.00"), D("0"))
     payment = m.agent.payments.get(first.receipt_id)
     assert isinstance(payment, svc.Payment)
     assert (payment.state, payment.refunded, payment.remaining) == (

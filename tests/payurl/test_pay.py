@@ -7,6 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from svc.receipts import ReceiptTokenError, verify
+
 from ..sandbox.helpers import serve, transaction
 from ..support import LiveServer
 from .apps import PRICE, x402_v1_app
@@ -72,6 +74,34 @@ def test_sdk_pays_and_lists(server: LiveServer, agent: Agent, x402_url: str) -> 
     assert [a.id for a in listed.data] == [paid.attempt_id]
     assert listed.data[0].status == "succeeded" and listed.data[0].tx_hash == paid.tx_hash
     assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_a_paid_url_answers_a_signed_receipt_the_agent_verifies_offline(
+    server: LiveServer, agent: Agent, x402_url: str
+) -> None:
+    """The payer's receipt, signed: proof the agent paid that anyone checks against the
+    service's published keys, with no call to the service; a replay answers one too."""
+    first = agent.pay_url(x402_url, key="proof-1")
+    assert first.status_code == 200, first.text
+    paid = first.json()
+    jwks = httpx.get(server.url + "/.well-known/jwks.json").json()
+    proof = verify(paid["receipt_token"], jwks)
+    assert (proof.receipt_id, proof.amount, proof.rail, proof.environment) == (
+        paid["receipt_id"],
+        price(PRICE),
+        "x402",
+        "test",
+    )
+    assert proof.tx_hash == paid["tx_hash"]
+    replay = agent.pay_url(x402_url, key="proof-1").json()
+    assert replay["attempt_id"] == paid["attempt_id"]
+    assert verify(replay["receipt_token"], jwks).receipt_id == paid["receipt_id"]
+    with pytest.raises(ReceiptTokenError):
+        verify(paid["receipt_token"], {"keys": []})  # not the service's keys: refused
+    by_sdk = agent.client.spend.pay_url(x402_url)
+    assert by_sdk.receipt_token is not None
+    assert verify(by_sdk.receipt_token, jwks).receipt_id == by_sdk.receipt_id
+    assert by_sdk.receipt_token not in repr(by_sdk)  # a bearer proof, masked
 
 
 def test_pays_an_x402_v1_seller(

@@ -82,7 +82,13 @@ class Api:
         if found is None:
             response = await self.forward(request, body)
             if method == "POST" and path == "/v1/refunds" and response.status_code == 200:
-                await self.refunded(request, json.loads(bytes(response.body)), key)
+                refund = json.loads(bytes(response.body))
+                if self.state.pending_refunds > 0:
+                    self.state.pending_refunds -= 1
+                    refund["status"] = "pending"
+                    response = Response(json.dumps(refund), 200, media_type="application/json")
+                else:
+                    await self.refunded(request, refund, key)
         else:
             handler, match = found
             call = Call(

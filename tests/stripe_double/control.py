@@ -272,6 +272,10 @@ class Control:
         self.state.faults.append(fault)
         return JSONResponse({"path_prefix": fault.path_prefix, "times": fault.times})
 
+    async def pend_refunds(self, request: Request) -> Response:
+        self.state.pending_refunds = int((await _json(request))["times"])
+        return JSONResponse({"times": self.state.pending_refunds})
+
     async def requests(self, request: Request) -> Response:
         return JSONResponse(self.state.requests)
 
@@ -303,6 +307,7 @@ class Control:
             ("/_double/checkout/{cs}/pay", self.pay_json, "POST"),
             ("/_double/checkout/{cs}/abandon", self.abandon, "POST"),
             ("/_double/faults", self.faults, "POST"),
+            ("/_double/refunds/pending", self.pend_refunds, "POST"),
             ("/_double/requests", self.requests, "GET"),
             ("/_double/platform-balance", self.platform_balance, "POST"),
             ("/_double/reset", self.reset, "POST"),

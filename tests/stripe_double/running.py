@@ -97,6 +97,10 @@ class StripeDouble:
             body["status"] = status
         self._post("/_double/faults", body)
 
+    def pend_refunds(self, times: int = 1) -> None:
+        """The next ``times`` refunds answer ``pending`` and send no ``charge.refunded``."""
+        self._post("/_double/refunds/pending", {"times": times})
+
     def set_platform_balance(self, available: int) -> None:
         self._post("/_double/platform-balance", {"available": available})
 

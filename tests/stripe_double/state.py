@@ -58,6 +58,9 @@ class State:
     idempotent: dict[tuple[str | None, str], Stored] = attrs.Factory(dict)
     faults: list[Fault] = attrs.Factory(list)
     requests: list[dict[str, Any]] = attrs.Factory(list)
+    #: How many of the next refunds answer ``pending`` (a refund still in flight at the
+    #: card network): no ``charge.refunded`` is sent for them.
+    pending_refunds: int = 0
 
     def reset(self) -> None:
         localstripe = self.localstripe

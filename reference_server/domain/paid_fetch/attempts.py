@@ -323,7 +323,12 @@ def seller_receipt_id(conn: Connection, row: Row[Any]) -> str | None:
 
 
 def outcome(
-    row: Row[Any], box: SecretBox, *, seller_receipt: str | None = None, body: str | None = None
+    row: Row[Any],
+    box: SecretBox,
+    *,
+    seller_receipt: str | None = None,
+    body: str | None = None,
+    receipt_token: str | None = None,
 ) -> PayUrlResult | DomainError:
     """The attempt's answer: the same for the first request and every replay
     (``seller_receipt``: :func:`seller_receipt_id`; ``body``: the row's
@@ -353,6 +358,7 @@ def outcome(
             body_truncated=row.body_truncated,
             headers=row.response_headers or {},
             note=_note(row),
+            receipt_token=receipt_token,
         )
     if row.status in IN_FLIGHT:
         return DomainError(

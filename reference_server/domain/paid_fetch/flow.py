@@ -38,7 +38,7 @@ from sqlalchemy import Connection, Row
 from svc import ErrorDetail, PayUrlQuote, PayUrlResult
 from svc.money import from_micros
 
-from ... import metrics, outbound
+from ... import metrics, outbound, receipt_tokens
 from ...context import ServerContext
 from ...crypto import SecretBox
 from ...invariant import InvariantError
@@ -167,7 +167,7 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
     if isinstance(begun, Replay):
         if begun.stale:
             await _conclude_abandoned(job, begun.attempt_id)
-        answered = await _read(job.ctx, _answered, begun.attempt_id)
+        answered = await _read(job.ctx, partial(_answered, job.ctx), begun.attempt_id)
         return Answer(result=answered.outcome(job.ctx.box), replay_of=answered.row.request_id)
     try:
         done = await _run(job, begun.attempt_id)
@@ -176,7 +176,7 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
             await _conclude_abandoned(job, begun.attempt_id)
         raise
     if done is None:
-        done = await _read(job.ctx, _answered, begun.attempt_id)
+        done = await _read(job.ctx, partial(_answered, job.ctx), begun.attempt_id)
     return Answer(result=done.outcome(job.ctx.box))
 
 
@@ -190,9 +190,17 @@ class _Answered:
     #: The answer's body, when this request sealed it into the row in the transaction
     #: that read it: the answer is rendered from it rather than opened again.
     body: str | None = None
+    #: The payer's receipt signed (:func:`~reference_server.receipt_tokens.token_for`).
+    receipt_token: str | None = None
 
     def outcome(self, box: SecretBox) -> PayUrlResult | DomainError:
-        return attempts.outcome(self.row, box, seller_receipt=self.seller_receipt, body=self.body)
+        return attempts.outcome(
+            self.row,
+            box,
+            seller_receipt=self.seller_receipt,
+            body=self.body,
+            receipt_token=self.receipt_token,
+        )
 
 
 async def _run(job: Job, attempt_id: str) -> _Answered | None:
@@ -215,7 +223,7 @@ async def _run(job: Job, attempt_id: str) -> _Answered | None:
         signed, reservation = reserved
         if reservation is Reservation.REFUSED:  # recorded: its answer, under the key
             return await _write(
-                job.ctx, lambda conn: _recorded(job, conn, _answered(conn, attempt_id))
+                job.ctx, lambda conn: _recorded(job, conn, _answered(job.ctx, conn, attempt_id))
             )
         if reservation is Reservation.RESERVED:
             return await _pay_and_conclude(job, attempt_id, signed)
@@ -448,10 +456,9 @@ async def _conclude(
             settled_amount=settled,
         )
         if concluded is None:  # by a racing retry: read what it concluded
-            return _recorded(job, conn, _answered(conn, attempt_id))
+            return _recorded(job, conn, _answered(job.ctx, conn, attempt_id))
         body = None if answer is None else answer.body
-        seller_receipt = attempts.seller_receipt_id(conn, concluded)
-        return _recorded(job, conn, _Answered(concluded, seller_receipt, body=body))
+        return _recorded(job, conn, _answer_of(job.ctx, conn, concluded, body=body))
 
     return await _write(job.ctx, run)
 
@@ -732,7 +739,7 @@ async def _fail(
         row = attempts.fail(conn, attempt_id, error, now, **values)
         if payment_failed:
             settlement.record_payment_failed(conn, row, error, job.request_id, now)
-        return _recorded(job, conn, _Answered(row, attempts.seller_receipt_id(conn, row)))
+        return _recorded(job, conn, _answer_of(job.ctx, conn, row))
 
     return await _write(job.ctx, record)
 
@@ -753,9 +760,20 @@ async def _write(ctx: ServerContext, work: Callable[[Connection], T]) -> T:
     return await anyio.to_thread.run_sync(in_transaction, ctx, True, work)
 
 
-def _answered(conn: Connection, attempt_id: str) -> _Answered:
-    row = attempts.get(conn, attempt_id)
-    return _Answered(row, attempts.seller_receipt_id(conn, row))
+def _answered(ctx: ServerContext, conn: Connection, attempt_id: str) -> _Answered:
+    return _answer_of(ctx, conn, attempts.get(conn, attempt_id))
+
+
+def _answer_of(
+    ctx: ServerContext, conn: Connection, row: Row[Any], *, body: str | None = None
+) -> _Answered:
+    """The attempt's answer with the seller's receipt and, paid, a fresh signed token of
+    the payer's receipt: the agent's offline proof that it paid."""
+    token = None
+    if row.status == "succeeded" and row.receipt_id is not None:
+        token = receipt_tokens.token_for(ctx, conn, row.receipt_id, ctx.now())
+    seller_receipt = attempts.seller_receipt_id(conn, row)
+    return _Answered(row, seller_receipt, body=body, receipt_token=token)
 
 
 async def _read(ctx: ServerContext, read: Callable[[Connection, str], T], attempt_id: str) -> T:

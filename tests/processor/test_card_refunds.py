@@ -1,0 +1,187 @@
+"""Card refunds in live through the processor (``tests.stripe_double`` in front of
+localstripe): ``POST /refunds`` of a card payment asks the processor for a refund of its
+PaymentIntent under a key derived from our refund id (a retry never refunds twice), books
+it back to the processor's clearing account when the processor says ``succeeded``, holds
+it while ``pending`` and then books it or, ``failed``, puts the money back; the ledger
+audit stays sound (the fixture ends with it)."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+
+from reference_server.domain import ledger
+from reference_server.store import tables as t
+
+from ..buypage.helpers import Item, item
+from ..support import LiveServer, until
+from .helpers import deliver, event
+from .test_checkout import PAYING, _checkout, _events, _session_of, _settled, _start
+from .test_checkout import server as server  # the live server with the processor
+
+_CARD_REFUNDS = "/v1/refunds"
+
+
+def _paid(live: LiveServer, stripe_double: Any, amount: str = "4.00") -> tuple[Item, str, str]:
+    """A live card payment booked: the item, its receipt and its PaymentIntent."""
+    it = item(live, environment="live", amount=amount)
+    cs = _session_of(_start(it).headers["location"])
+    intent = stripe_double.pay_checkout(cs, PAYING)["object"]["payment_intent"]
+    receipt_id = until(lambda: _checkout(live, cs).receipt_id)
+    return it, str(receipt_id), str(intent)
+
+
+def _refund(it: Item, receipt_id: str, amount: str | None, key: str | None = None) -> Any:
+    body: dict[str, Any] = {"receipt_id": receipt_id}
+    if amount is not None:
+        body["amount"] = amount
+    headers = {**it.seller, "Idempotency-Key": key or str(uuid.uuid4())}
+    return httpx.post(it.live.url + "/refunds", json=body, headers=headers, timeout=30)
+
+
+def _refund_posts(stripe_double: Any) -> list[dict[str, Any]]:
+    return [
+        r for r in stripe_double.requests() if r["method"] == "POST" and r["path"] == _CARD_REFUNDS
+    ]
+
+
+def _state(it: Item, receipt_id: str) -> dict[str, Any]:
+    r = httpx.get(f"{it.live.url}/payments/{receipt_id}", headers=it.seller)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _available(it: Item) -> int:
+    with it.live.ctx.db.read() as conn:
+        acct = ledger.account_id(
+            conn, environment="live", kind=ledger.SELLER_BALANCE, ref_id=it.acct.seller_id
+        )
+        assert acct is not None
+        return ledger.available_micros(conn, acct)
+
+
+def test_a_live_card_payment_is_refunded_by_the_processor_once(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it, receipt_id, intent = _paid(server, stripe_double)
+    assert it.balance() == Decimal("3.96")
+
+    part = _refund(it, receipt_id, "1.00")
+    assert part.status_code == 201, part.text
+    assert (part.json()["status"], part.json()["amount"]) == ("succeeded", "1.00")
+    refund_id = part.json()["id"]
+    (asked,) = _refund_posts(stripe_double)
+    assert asked["idempotency_key"] == f"svc-refund-{refund_id}"
+    at_processor = stripe_double.client("sk_test_cards").v1.payment_intents.retrieve(
+        intent, params={"expand": ["latest_charge"]}
+    )
+    assert at_processor.latest_charge.amount_refunded == 100  # cents
+    assert it.balance() == Decimal("2.97")  # 0.99 from the seller, 0.01 from the fee
+    _settled(stripe_double, "charge.refunded")  # the processor's event changes nothing
+    assert it.balance() == Decimal("2.97")
+    assert _state(it, receipt_id)["refunded"] == "1.00"
+
+    rest = _refund(it, receipt_id, None)
+    assert rest.status_code == 201, rest.text
+    assert rest.json()["amount"] == "3.00" and rest.json()["status"] == "succeeded"
+    _settled(stripe_double, "charge.refunded", 2)
+    assert it.balance() == Decimal("0")
+    state = _state(it, receipt_id)
+    assert (state["state"], state["remaining"]) == ("refunded", "0.00")
+    refunded = [e for e in _events(server, "payment.refunded") if e["receipt_id"] == receipt_id]
+    assert sorted(e["amount"] for e in refunded) == ["1.00", "3.00"]
+    assert {e["rail"] for e in refunded} == {"card"}
+
+
+def test_the_processor_unreachable_refunds_nothing_and_a_retry_refunds_once(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it, receipt_id, _ = _paid(server, stripe_double, "2.00")
+    stripe_double.fault(_CARD_REFUNDS, 500, times=3)  # the SDK's first try and 2 retries
+    key = str(uuid.uuid4())
+    failed = _refund(it, receipt_id, "0.50", key)
+    assert failed.status_code == 503, failed.text
+    assert failed.json()["error"]["code"] == "settlement_unavailable"
+    assert it.balance() == Decimal("1.98") and _state(it, receipt_id)["state"] == "settled"
+
+    again = _refund(it, receipt_id, "0.50", key)
+    assert again.status_code == 201, again.text
+    posts = _refund_posts(stripe_double)
+    assert len(posts) == 4
+    assert {p["idempotency_key"] for p in posts} == {f"svc-refund-{again.json()['id']}"}
+    replay = _refund(it, receipt_id, "0.50", key)
+    assert replay.json()["id"] == again.json()["id"]
+    assert len(_refund_posts(stripe_double)) == 4  # answered from our key, not re-asked
+    assert it.balance() == Decimal("1.485")
+
+
+def test_a_card_refund_must_be_whole_cents(server: LiveServer, stripe_double: Any) -> None:
+    it, receipt_id, _ = _paid(server, stripe_double, "2.00")
+    r = _refund(it, receipt_id, "0.005")
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "validation_error"
+    assert _refund_posts(stripe_double) == [] and it.balance() == Decimal("1.98")
+
+
+def _processor_says(
+    live: LiveServer, processor_refund_id: str, status: str, *, in_charge: str | None = None
+) -> None:
+    """The processor's ``refund.updated``, or (``in_charge``: the PaymentIntent) a
+    ``charge.refunded`` listing the refund, delivered twice."""
+    refund = {"id": processor_refund_id, "object": "refund", "status": status}
+    body = event("refund.updated", refund)
+    if in_charge is not None:
+        charge = {
+            "id": "ch_" + uuid.uuid4().hex[:14],
+            "object": "charge",
+            "payment_intent": in_charge,
+            "refunds": {"object": "list", "data": [refund]},
+        }
+        body = event("charge.refunded", charge)
+    r = deliver(live.url, body)
+    assert r.status_code == 200, r.text
+    assert deliver(live.url, body).status_code == 200  # a redelivery changes nothing
+
+
+def _row(live: LiveServer, refund_id: str) -> Any:
+    with live.ctx.db.read() as conn:
+        return conn.execute(select(t.refunds).where(t.refunds.c.id == refund_id)).one()
+
+
+def test_a_pending_card_refund_is_held_then_booked_or_given_back(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it, receipt_id, intent = _paid(server, stripe_double)
+    stripe_double.pend_refunds(2)
+
+    first = _refund(it, receipt_id, "1.00")
+    assert first.status_code == 201, first.text
+    assert first.json()["status"] == "pending"
+    # held: not spendable (the balance the seller sees is what is available)
+    assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000
+    assert _state(it, receipt_id)["refunded"] == "1.00"  # no second refund past the payment
+    assert _events(server, "payment.refunded") == []
+    with server.ctx.db.read() as conn:
+        assert ledger.audit(conn, "live") == []  # the held refund counts as refunded
+    row = _row(server, first.json()["id"])
+    _processor_says(server, row.processor_refund_id, "succeeded", in_charge=intent)
+    assert _row(server, row.id).status == "succeeded"
+    assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000
+    (announced,) = _events(server, "payment.refunded")
+    assert (announced["refund_id"], announced["amount"]) == (row.id, "1.00")
+
+    second = _refund(it, receipt_id, "2.00")
+    assert second.json()["status"] == "pending"
+    assert it.balance() == Decimal("0.99") and _available(it) == 990_000
+    other = _row(server, second.json()["id"])
+    _processor_says(server, other.processor_refund_id, "failed")
+    got = httpx.get(f"{server.url}/refunds/{other.id}", headers=it.seller).json()
+    assert got["status"] == "failed"
+    assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000  # given back
+    assert _state(it, receipt_id)["refunded"] == "1.00"
+    assert len(_events(server, "payment.refunded")) == 1
