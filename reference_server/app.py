@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
+from . import telemetry
 from .context import ServerContext
 from .domain.metered import expire_authorizations
 from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
@@ -179,6 +180,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         middleware=[
             Middleware(MetricsMiddleware),
             Middleware(RequestIdMiddleware),
+            *([Middleware(telemetry.tracing_middleware(ctx.db))] if settings.tracing else []),
             Middleware(BodyTimeoutMiddleware, timeout_seconds=settings.body_timeout_seconds),
             Middleware(InputBoundaryMiddleware),
         ],

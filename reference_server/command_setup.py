@@ -4,13 +4,17 @@ on.  Shared by :mod:`.commands` and :mod:`.reconcile_command`."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import click
 
+from . import telemetry
 from .settings import Settings, SettingsError
 
-__all__ = ["command_settings", "database_line", "require_server_database"]
+__all__ = ["command_settings", "database_line", "require_server_database", "say"]
+
+_log = logging.getLogger("svc-server")
 
 
 def command_settings(*, server_database: bool = False, **overrides: object) -> Settings:
@@ -22,10 +26,20 @@ def command_settings(*, server_database: bool = False, **overrides: object) -> S
         settings = Settings.from_env(**overrides)
     except SettingsError as exc:
         raise click.ClickException(f"invalid configuration: {exc}") from None
-    click.echo(database_line(settings.database_url), err=True)
+    telemetry.configure_logging(settings.log_format)
+    say(settings, database_line(settings.database_url))
     if server_database:
         require_server_database(settings)
     return settings
+
+
+def say(settings: Settings, line: str) -> None:
+    """A line for whoever runs the command, on stderr: as it is, or, with
+    ``SVC_LOG_FORMAT=json``, a log record like every other line there."""
+    if settings.log_format == "json":
+        _log.info(line)
+    else:
+        click.echo(line, err=True)
 
 
 def database_line(url: str) -> str:

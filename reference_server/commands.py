@@ -15,7 +15,8 @@ import click
 if TYPE_CHECKING:
     from .context import ServerContext
 
-from .command_setup import command_settings
+from . import telemetry
+from .command_setup import command_settings, say
 from .reconcile_command import reconcile_command
 from .settings import Settings, env_variable
 
@@ -69,7 +70,7 @@ def run(host: str, port: int, database_url: str | None, demo: bool, exit_after_d
         # uvicorn stops gracefully on Ctrl-C, then raises the signal again for whoever
         # started it; the stop was asked for, so it ends here: exit 0, no "Aborted!".
         pass
-    click.echo("svc-server stopped", err=True)
+    say(settings, "svc-server stopped")
     if outcome.get("error"):
         raise SystemExit(f"demo failed: {outcome['error']}")
 
@@ -78,7 +79,7 @@ def _say_setup(settings: Settings) -> None:
     """Before serving, on stderr: the environment and who delivers webhooks (the database
     is said already), so a newcomer sees what this process is before the first request."""
     kind = "production" if settings.production else "development (production: SVC_ENV=production)"
-    click.echo(f"environment: {kind}; the API serves test and live", err=True)
+    say(settings, f"environment: {kind}; the API serves test and live")
     if settings.worker_enabled:
         workers = "this process serves the API and delivers webhooks (SVC_WORKER_ENABLED=true)"
     else:
@@ -86,7 +87,7 @@ def _say_setup(settings: Settings) -> None:
             "this process serves the API only (SVC_WORKER_ENABLED=false); webhooks are "
             "delivered by svc-server worker processes"
         )
-    click.echo(f"workers: {workers}", err=True)
+    say(settings, f"workers: {workers}")
 
 
 def _serving_url(server: Any) -> str:
@@ -110,7 +111,7 @@ def _when_started(
         time.sleep(0.05)
     url = _serving_url(server)
     public = settings.public_url or "the address each request came to"
-    click.echo(f"serving: {url} (gate_url and pay_url on {public}); Ctrl-C to stop", err=True)
+    say(settings, f"serving: {url} (gate_url and pay_url on {public}); Ctrl-C to stop")
     if walking:
         _walk_demo(server, settings.public_url or url, exit_after, outcome)
 
@@ -141,6 +142,9 @@ def worker(database_url: str | None) -> None:
     from .store import upgrade
 
     ctx = ServerContext(command_settings(database_url=database_url))
+    telemetry.configure_logging(ctx.settings.log_format)
+    if ctx.settings.tracing:
+        telemetry.start_tracing(ctx.db)
     upgrade(ctx.db)
     ctx.load_secrets()
     freeze_heap()

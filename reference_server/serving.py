@@ -62,6 +62,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from svc_asgi import new_request_id
 
+from . import telemetry
 from .app import create_app, served
 from .settings import Settings
 from .web.access_log import hide_secret_paths
@@ -272,6 +273,8 @@ def build_server(
     )
     # After uvicorn's Config, which (re)configures its loggers.
     hide_secret_paths(served(sandbox_routes=True))
+    if own_process:  # the process's logging is the server's to set, not a test suite's
+        telemetry.configure_logging(settings.log_format)
     server = _Server(config)
     server.own_process = own_process
     return server

@@ -164,6 +164,10 @@ class Settings(BaseSettings):
     webhook_log_body_bytes: Annotated[int, Ge(0)] = 2048
     #: Run the outbox delivery worker inside the server (``svc-server run``).
     worker_enabled: bool = True
+    #: ``json``: every log record a JSON line, and one per request (docs/observability.md).
+    log_format: Literal["text", "json"] = "text"
+    #: OpenTelemetry traces (the ``otel`` extra), exported as ``OTEL_*`` says.
+    tracing: bool = False
     worker_poll_seconds: Annotated[float, Gt(0)] = 0.5
     #: Deliveries claimed per transaction (and payouts advanced per round).  Large enough
     #: that a busy worker claims rarely: each claim is a transaction run from a thread,

@@ -8,12 +8,15 @@ import math
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpcore
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from ..telemetry import span
 from ._plan import HTTP_ERRORS, Headers, OutboundResponse, Plan, take
 from ._policy import OutboundPolicy, system_resolve_async
 from ._pool import AsyncPinnedClients
@@ -84,6 +87,36 @@ async def send(
     policy: OutboundPolicy,
     pool: AsyncPinnedClients | None = None,
 ) -> OutboundResponse:
+    """Send one request to a user-supplied URL, safely; see the package docstring and
+    :func:`_send`.  A span of its own in the request's trace (``outbound POST``)."""
+    with _span(method, url):
+        return await _send(method, url, headers=headers, content=content, policy=policy, pool=pool)
+
+
+def host_of(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def _span(method: str, url: str) -> AbstractContextManager[None]:
+    """The outbound call's span: the host it went to, never the path (it may hold a
+    secret) nor the query."""
+    return span(
+        f"outbound {method}", **{"http.request.method": method, "server.address": host_of(url)}
+    )
+
+
+async def _send(
+    method: str,
+    url: str,
+    *,
+    headers: Headers | None,
+    content: bytes | None,
+    policy: OutboundPolicy,
+    pool: AsyncPinnedClients | None = None,
+) -> OutboundResponse:
     """Send one request to a user-supplied URL, safely; see the package docstring.
 
     Raises :class:`OutboundRefused` (nothing was sent) or :class:`OutboundFailed`.  A
@@ -124,8 +157,9 @@ def send_sync(
     """:func:`send` for blocking code (the API's worker threads), with a connection of its
     own: it runs on the one background event loop (:func:`_portal`), so the caller may
     even be inside a running event loop; the total deadline is the same cancel scope."""
-    call = functools.partial(send, method, url, headers=headers, content=content, policy=policy)
-    return _portal().call(call)
+    call = functools.partial(_send, method, url, headers=headers, content=content, policy=policy)
+    with _span(method, url):  # in the caller's thread: its trace, not the portal's
+        return _portal().call(call)
 
 
 _lock = threading.Lock()

@@ -42,6 +42,7 @@ from ..outbound import (
     send,
     send_sync,
 )
+from ..telemetry import span
 from .delivery import DeliveryOutcome, Job, claim_due, record_outcomes
 from .wakeup import listen
 
@@ -112,21 +113,24 @@ async def deliver_job(
     policy: OutboundPolicy | None = None,
     pool: AsyncPinnedClients | None = None,
 ) -> DeliveryOutcome:
-    """Send one claimed attempt (not recorded: the worker records outcomes in batches)."""
+    """Send one claimed attempt (not recorded: the worker records outcomes in batches),
+    a trace of its own (``webhook delivery``) when tracing."""
     started = ctx.now()
     t0 = time.monotonic()
-    try:
-        response = await send(
-            "POST",
-            job.url,
-            headers=job.signed_headers(started),
-            content=job.body,
-            policy=policy or policy_for(ctx),
-            pool=pool,
-        )
-        return _outcome(started, t0, response, None)
-    except OutboundError as exc:
-        return _outcome(started, t0, None, str(exc))
+    names = {"svc.delivery_id": job.delivery_id, "svc.event_id": job.event_id}
+    with span("webhook delivery", **names, **{"svc.attempt": job.number}):
+        try:
+            response = await send(
+                "POST",
+                job.url,
+                headers=job.signed_headers(started),
+                content=job.body,
+                policy=policy or policy_for(ctx),
+                pool=pool,
+            )
+            return _outcome(started, t0, response, None)
+        except OutboundError as exc:
+            return _outcome(started, t0, None, str(exc))
 
 
 async def _payouts(ctx: ServerContext) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "Principal",
     "Role",
     "authenticate",
+    "credential_kind",
     "credential_of",
     "issue_owner_jwt",
     "requested_environment",
@@ -180,6 +181,19 @@ def authenticate(
             f"{principal.environment!r}; use a {wanted_env} key.",
         )
     return principal
+
+
+def credential_kind(headers: Mapping[str, str]) -> str:
+    """What kind of credential a request sent (``seller_key``, ``wallet_key``,
+    ``owner_jwt``, ``other`` or ``none``), for logs: never the credential itself."""
+    token = _bearer_token(headers)
+    if token is None:
+        return "none"
+    if token.startswith(_KEY_PREFIXES[Role.SELLER]):
+        return "seller_key"
+    if token.startswith(_KEY_PREFIXES[Role.WALLET]):
+        return "wallet_key"
+    return "owner_jwt" if _jwt_shaped(token) else "other"
 
 
 def _jwt_shaped(token: str) -> bool:

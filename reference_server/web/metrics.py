@@ -13,13 +13,15 @@ import hmac
 import time
 
 import anyio.to_thread
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import metrics
+from .. import metrics, telemetry
 from ..context import ServerContext
+from .auth import credential_kind
 from .errors import ApiError
 from .pipeline import API_PREFIX
 from .responses import error_response
@@ -30,7 +32,8 @@ METRICS_PATH = "/metrics"
 
 
 class MetricsMiddleware:
-    """Counts and times every HTTP request by route template, method and status."""
+    """Counts and times every HTTP request by route template, method and status, and
+    logs it (``SVC_LOG_FORMAT=json``: :func:`reference_server.telemetry.log_request`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -51,8 +54,15 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, noting_status)
         finally:
-            metrics.observe_request(
-                _template(scope), scope["method"], status, time.perf_counter() - began
+            route, seconds = _template(scope), time.perf_counter() - began
+            metrics.observe_request(route, scope["method"], status, seconds)
+            telemetry.log_request(
+                request_id=scope.get("state", {}).get("request_id"),
+                route=route,
+                method=scope["method"],
+                status=status,
+                seconds=seconds,
+                credential=credential_kind(Headers(scope=scope)),
             )
 
 

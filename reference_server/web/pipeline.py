@@ -23,6 +23,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .. import telemetry
 from ..context import ServerContext
 from ..domain.errors import DomainError
 from ..store.database import in_transaction
@@ -67,6 +68,7 @@ async def dispatch(methods: dict[str, Endpoint], request: Request) -> Response:
 
 async def _handle(ep: Endpoint, request: Request) -> Response:
     ctx: ServerContext = request.app.state.ctx
+    telemetry.name_request_span(ep.method, ep.path)
     request_id: str = request.state.request_id
     limit_headers: dict[str, str] = {}
     try:

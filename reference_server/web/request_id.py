@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from svc_asgi import new_request_id
 
+from ..telemetry import REQUEST_ID
 from .errors import ApiError
 from .responses import send_error
 
@@ -30,6 +31,7 @@ class RequestIdMiddleware:
             return
         request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
+        bound = REQUEST_ID.set(request_id)
         started = False
 
         async def send_with_id(message: Message) -> None:
@@ -49,3 +51,5 @@ class RequestIdMiddleware:
                 raise
             failed = ApiError("internal_error", "The server failed; the request may be retried.")
             await send_error(send, failed, request_id, (b"x-request-id", request_id.encode()))
+        finally:
+            REQUEST_ID.reset(bound)

@@ -34,6 +34,7 @@ STRING_EXAMPLES: dict[str, str] = {
     "public_url": "https://pay.example.com",
     "jwt_secret": "s" * 40,
     "metrics_token": "m" * 32,
+    "log_format": "json",
     "data_key": Fernet.generate_key().decode(),
     "rate_limit": "7/minute",
     "signup_rate_limit": "3/hour",
