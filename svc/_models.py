@@ -610,8 +610,11 @@ class Payment:
 
 @attrs.frozen(kw_only=True)
 class Refund:
-    """``POST /refunds``: all or part of a payment given back by its seller (``status``
-    ``succeeded``: on the ledger rail the money is back on the payer's wallet key)."""
+    """``POST /refunds``: all or part of a payment given back by its seller.  ``status``
+    ``succeeded``: on the ledger rail the money is back on the payer's wallet key at once;
+    an open-rail ``processor_deposit`` payment's refund is ``pending`` until the hot
+    wallet's transaction (``tx_hash``) to the payer's address is sent, ``failed`` if it
+    could not be (the money is back on the seller's balance)."""
 
     id: str
     receipt_id: str
@@ -621,6 +624,7 @@ class Refund:
     seller_id: str | None = None
     environment: str | None = None
     created_at: datetime | None = None
+    tx_hash: str | None = None
     request_id: str | None = None
 
 

@@ -714,7 +714,8 @@ def audit(conn: Connection, environment: str) -> list[str]:
     * a metered authorization names its pending hold of the maximum, a released one
       that hold voided;
     * a refunded receipt's ``refunded_micros`` is at most its amount and equals its
-      posted ``refund`` and ``refund_fee`` transfers.
+      posted (or, for a refund on chain not sent yet, pending) ``refund`` and
+      ``refund_fee`` transfers.
     """
     problems: list[str] = []
     total = sum_of_balances(conn, environment)
@@ -794,7 +795,8 @@ def _refund_problem(conn: Connection, receipt: Row[Any]) -> str | None:
         select(func.coalesce(func.sum(_t.c.amount_micros), 0)).where(
             _t.c.receipt_id == receipt.id,
             _t.c.kind.in_(("refund", "refund_fee")),
-            _t.c.status == "posted",
+            # A refund sent on chain holds its money (pending) until it is sent.
+            _t.c.status.in_(("posted", "pending")),
         )
     ).scalar_one()
     if int(moved) != refunded:

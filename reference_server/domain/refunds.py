@@ -9,8 +9,10 @@ counted (within the period the payment was made in); the platform gives back its
 share of the part refunded, the seller's balance the rest.  The seller's balance never
 goes below zero: a refund whose share is larger than its available balance is refused
 (``insufficient_balance``), nothing moved.
-A ``direct_wallet`` payment never passed through the service (``refund_not_custodial``);
-open-rail ``processor_deposit`` and card payments are not refundable here yet
+An open-rail payment settled ``processor_deposit`` is refunded on chain, from the hot
+wallet to the payer's address (:mod:`.refunds_chain`): ``pending`` until the worker has
+sent it, its money held meanwhile.  A ``direct_wallet`` payment never passed through the
+service (``refund_not_custodial``); card payments are not refundable here yet
 (``refund_unsupported_rail``).
 """
 
@@ -24,16 +26,24 @@ from sqlalchemy import Connection, Row, select, update
 from svc import Payment, Refund, Role
 from svc.money import format_micros, from_micros
 
+from ..context import ServerContext
 from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
-from . import ledger, metered, paging, wallets
+from . import ledger, metered, paging, refunds_chain, wallets
 from .errors import DomainError
 from .events import record_event
 from .open_rails import hold_of_receipt
 from .principal import Principal
 
-__all__ = ["find_refund", "list_refunds", "payment", "refund", "refund_model"]
+__all__ = [
+    "advance_chain_refunds",
+    "find_refund",
+    "list_refunds",
+    "payment",
+    "refund",
+    "refund_model",
+]
 
 _r = t.receipts
 _f = t.refunds
@@ -74,9 +84,15 @@ def refund(
     if counted is None:  # cannot happen under the lock; the condition is the guarantee
         raise DomainError("refund_exceeds_payment", f"Receipt {receipt_id} is refunded.")
     refund_id = new_id("rfnd")
-    transfer_id = _reverse(
-        conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
-    )
+    on_chain = refunds_chain.carries(receipt)
+    if on_chain:
+        transfer_id = _hold_on_chain(
+            conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
+        )
+    else:
+        transfer_id = _reverse(
+            conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
+        )
     row = {
         "id": refund_id,
         "environment": environment,
@@ -86,12 +102,14 @@ def refund(
         "amount_micros": amount,
         "reason": reason,
         "transfer_id": transfer_id,
-        "status": "succeeded",
+        "status": "pending" if on_chain else "succeeded",
         "request_id": request_id,
         "created_at": now,
+        "next_check_at": now if on_chain else None,
     }
     conn.execute(_f.insert().values(**row))
-    _announce(conn, receipt, row, refunded=int(counted), now=now)
+    if not on_chain:  # on chain: announced once sent (advance_chain_refunds)
+        _announce(conn, receipt, row, refunded=int(counted), now=now)
     return conn.execute(select(_f).where(_f.c.id == refund_id)).one()
 
 
@@ -120,7 +138,8 @@ def _check_refundable(receipt: Row[Any]) -> None:
         raise DomainError(
             "payment_not_settled", f"Receipt {receipt.id} is {receipt.status}: nothing to refund."
         )
-    if receipt.rail != "rill" or receipt.wallet_key_id is None:
+    ledger_rail = receipt.rail == "rill" and receipt.wallet_key_id is not None
+    if not ledger_rail and not refunds_chain.carries(receipt):
         raise DomainError(
             "refund_unsupported_rail",
             f"Refunds of {receipt.rail} ({receipt.settlement}) payments are not available yet.",
@@ -152,8 +171,7 @@ def _reverse(
         ],
         now=now,
     )
-    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
-    fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
+    fee_back = _fee_back(receipt, amount, refunded)
     fees = _fee_account(conn, receipt) if fee_back else None
     ledger.lock_accounts(conn, [a for a in (seller, payer, fees) if a is not None])
     refs = {
@@ -184,12 +202,54 @@ def _reverse(
             **refs,
         )
     except ledger.InsufficientFunds as e:
-        raise DomainError(
-            "insufficient_balance",
-            f"The seller's available balance {format_micros(e.available)} is below its "
-            f"share of the refund, {format_micros(e.needed)}; nothing was refunded.",
-            details={"available": format_micros(e.available), "needed": format_micros(e.needed)},
-        ) from None
+        raise _insufficient(e) from None
+
+
+def _hold_on_chain(
+    conn: Connection,
+    receipt: Row[Any],
+    amount: int,
+    *,
+    refunded: int,
+    refund_id: str,
+    now: datetime,
+) -> str:
+    """The refund's money held for the chain (:func:`.refunds_chain.hold`), the fee's
+    share counted as :func:`_reverse` counts it."""
+    fee_back = _fee_back(receipt, amount, refunded)
+    fees = _fee_account(conn, receipt) if fee_back else None
+    try:
+        return refunds_chain.hold(
+            conn, receipt, amount, fee_back=fee_back, fees=fees, refund_id=refund_id, now=now
+        )
+    except ledger.InsufficientFunds as e:
+        raise _insufficient(e) from None
+
+
+def _fee_back(receipt: Row[Any], amount: int, refunded: int) -> int:
+    """The platform fee's share of refunding ``amount`` (``refunded`` in all, this one
+    included): counted on the total, so partial refunds add up to the whole fee."""
+    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
+    return fee * refunded // paid - fee * (refunded - amount) // paid
+
+
+def _insufficient(e: ledger.InsufficientFunds) -> DomainError:
+    return DomainError(
+        "insufficient_balance",
+        f"The seller's available balance {format_micros(e.available)} is below its "
+        f"share of the refund, {format_micros(e.needed)}; nothing was refunded.",
+        details={"available": format_micros(e.available), "needed": format_micros(e.needed)},
+    )
+
+
+def advance_chain_refunds(ctx: ServerContext) -> bool:
+    """The worker's round of chain refunds (:func:`.refunds_chain.advance_due`), each
+    that succeeds announced as a ledger refund is; ``True`` when events were recorded."""
+
+    def announce(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
+        _announce(conn, receipt, dict(row._mapping), refunded=int(receipt.refunded_micros), now=now)
+
+    return refunds_chain.advance_due(ctx, announce)
 
 
 def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
@@ -257,6 +317,7 @@ def refund_model(row: Row[Any]) -> Refund:
         amount=from_micros(row.amount_micros),
         status=row.status,
         reason=row.reason,
+        tx_hash=row.tx_hash,
         seller_id=row.seller_id,
         environment=row.environment,
         created_at=as_utc(row.created_at),

@@ -257,8 +257,15 @@ refunds = Table(
     Column("status", String(16), nullable=False),
     Column("request_id", String(40)),
     Column("created_at", Timestamp, nullable=False),
+    #: On chain (an open-rail ``processor_deposit`` payment): the hot wallet's transaction
+    #: to the payer, when the worker next sends or follows it (``pending`` only), and why
+    #: it failed.
+    Column("tx_hash", String(66)),
+    Column("next_check_at", Timestamp),
+    Column("failure_reason", String(500)),
     Index(None, "seller_id", "created_at"),
     Index(None, "receipt_id"),
+    Index(None, "next_check_at"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

@@ -1,0 +1,219 @@
+"""Refunds sent on chain: an open-rail payment settled ``processor_deposit`` (the payer's
+USDC went to the service's deposit address, the ledger credited the seller) is given back
+from the hot wallet to the payer's address (``receipts.payer``, who signed the payment).
+
+Like a withdrawal (:mod:`.payouts.withdrawals`), a refund holds its money from the moment
+it exists: pending ledger transfers from the seller's balance (and the fee shard's share)
+to ``chain_payouts``, the account of what the hot wallet paid out, in the request's
+transaction.  The worker (:func:`advance_due`, each outbox round) then sends it: a
+transfer whose EIP-3009 nonce is derived from the refund's id, so however often it is
+sent, by however many workers or after a crash between the books and the chain, the token
+moves it once.  Confirmed, the transfers post (``succeeded``, ``payment.refunded``);
+failed, they are voided and the receipt's ``refunded_micros`` given back (``failed``).
+
+In ``test`` the sandbox chain carries it: the hot wallet is minted exactly the amount and
+pays it in the worker's one transaction, so it is confirmed as it is sent.  ``live`` has
+no sender yet: its refunds are refused before anything is held
+(:func:`carries`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from eth_utils.crypto import keccak
+from sqlalchemy import Connection, Row, select, update
+
+from ..context import ServerContext
+from ..sandbox import chain
+from ..store import tables as t
+from . import ledger
+from .events import NEW_DELIVERIES
+from .paid_fetch.hot_wallet import hot_wallet
+
+__all__ = ["advance_due", "carries", "hold", "nonce_of"]
+
+_f = t.refunds
+_r = t.receipts
+#: How long a refund that could not be sent waits before it is tried again.
+_RETRY = timedelta(seconds=5)
+
+
+def carries(receipt: Row[Any]) -> bool:
+    """Whether this module refunds ``receipt``: an open-rail payment whose money the
+    service holds, with a payer's address to send to, in an environment with a sender."""
+    return (
+        receipt.rail != "rill"
+        and receipt.settlement == "processor_deposit"
+        and bool(receipt.payer)
+        and receipt.environment == "test"
+    )
+
+
+def hold(
+    conn: Connection,
+    receipt: Row[Any],
+    amount: int,
+    *,
+    fee_back: int,
+    fees: str | None,
+    refund_id: str,
+    now: datetime,
+) -> str:
+    """Hold the refund's money for the chain: ``amount - fee_back`` of the seller's
+    balance and ``fee_back`` of the fee shard, as pending transfers to a ``chain_payouts``
+    shard (the conditional reserve: never past the seller's available balance, raising
+    :class:`~.ledger.InsufficientFunds`).  Returns the seller's transfer."""
+    env = receipt.environment
+    seller, payouts = ledger.find_accounts(
+        conn,
+        environment=env,
+        named=[
+            (ledger.SELLER_BALANCE, receipt.seller_id),
+            (ledger.CHAIN_PAYOUTS, ledger.platform_shard()),
+        ],
+        now=now,
+    )
+    ledger.lock_accounts(conn, [a for a in (seller, payouts, fees) if a is not None])
+    refs = {"receipt_id": receipt.id, "reference": refund_id}
+    if fees is not None and fee_back:
+        ledger.reserve(
+            conn,
+            environment=env,
+            debit=fees,
+            credit=payouts,
+            amount=fee_back,
+            kind="refund_fee",
+            now=now,
+            **refs,
+        )
+    return ledger.reserve(
+        conn,
+        environment=env,
+        debit=seller,
+        credit=payouts,
+        amount=amount - fee_back,
+        kind="refund",
+        now=now,
+        **refs,
+    )
+
+
+def nonce_of(refund_id: str) -> str:
+    """The EIP-3009 nonce of a refund's transfer: one per refund, so it moves once."""
+    return "0x" + bytes(keccak(b"svc-refund:" + refund_id.encode())).hex()
+
+
+def advance_due(
+    ctx: ServerContext, announce: Callable[[Connection, Row[Any], Row[Any], datetime], None]
+) -> bool:
+    """Send each pending chain refund that is due (``announce`` records
+    ``payment.refunded`` for a refund that succeeded); ``True`` when events were recorded."""
+    now = ctx.now()
+    with ctx.db.read() as conn:
+        due = conn.execute(
+            select(_f.c.id)
+            .where(_f.c.status == "pending", _f.c.next_check_at <= now)
+            .order_by(_f.c.next_check_at)
+            .limit(ctx.settings.worker_batch_size)
+        ).scalars()
+        due_ids = list(due)
+    queued = False
+    for refund_id in due_ids:
+        with ctx.db.write() as conn:
+            _send_on_sandbox(ctx, conn, refund_id, announce)
+            queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
+    return queued
+
+
+def _locked_pending(conn: Connection, refund_id: str) -> Row[Any] | None:
+    query = select(_f).where(_f.c.id == refund_id, _f.c.status == "pending")
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    return conn.execute(query).first()
+
+
+def _send_on_sandbox(
+    ctx: ServerContext,
+    conn: Connection,
+    refund_id: str,
+    announce: Callable[[Connection, Row[Any], Row[Any], datetime], None],
+) -> None:
+    """Send one refund on the sandbox chain and conclude it, in one transaction: the
+    hot wallet minted the amount and paying it under the refund's nonce (a second send
+    of it is refused by the chain, and rolls back with its mint)."""
+    now = ctx.now()
+    row = _locked_pending(conn, refund_id)
+    if row is None:  # concluded meanwhile by another worker
+        return
+    receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
+    wallet = hot_wallet(ctx, row.environment)
+    amount = int(row.amount_micros)
+    nonce = nonce_of(row.id)
+    try:
+        with conn.begin_nested():
+            chain.mint(conn, to=wallet.address, value=amount, now=now)
+            tx = chain.move_once(
+                conn,
+                kind=chain.TRANSFER,
+                tx_hash="0x" + bytes(keccak(b"svc-sandbox-refund" + nonce.encode())).hex(),
+                owner=wallet.address,
+                nonce=nonce,
+                to=receipt.payer,
+                value=amount,
+                now=now,
+                window=(0, 2**48),
+                reasons=(chain.NONCE_USED, chain.INSUFFICIENT_BALANCE),
+            )
+    except chain.ChainError as exc:
+        # The nonce is spent only by this refund's own transfer, which commits with its
+        # books: a spent nonce would be that one, anything else a failure to send.
+        spent = chain.nonce_transaction(conn, wallet.address, nonce)
+        _conclude(conn, row, receipt, spent, None if spent else str(exc), now)
+        if spent is None:
+            return
+    else:
+        _conclude(conn, row, receipt, tx.hash, None, now)
+    announce(conn, receipt, conn.execute(select(_f).where(_f.c.id == row.id)).one(), now)
+
+
+def _conclude(
+    conn: Connection,
+    row: Row[Any],
+    receipt: Row[Any],
+    tx_hash: str | None,
+    failure: str | None,
+    now: datetime,
+) -> None:
+    """Sent (``tx_hash``): the held transfers post.  Failed: they are voided and the
+    receipt's ``refunded_micros`` lowered by the amount again (the seller may refund
+    it anew)."""
+    tr = t.ledger_transfers
+    held = conn.execute(
+        select(tr.c.id).where(
+            tr.c.reference == row.id, tr.c.receipt_id == receipt.id, tr.c.status == "pending"
+        )
+    ).scalars()
+    for transfer_id in sorted(held):
+        if tx_hash is not None:
+            ledger.post(conn, transfer_id, now)
+        else:
+            ledger.void(conn, transfer_id, now)
+    if tx_hash is None:
+        conn.execute(
+            update(_r)
+            .where(_r.c.id == receipt.id)
+            .values(refunded_micros=_r.c.refunded_micros - row.amount_micros)
+        )
+    conn.execute(
+        update(_f)
+        .where(_f.c.id == row.id)
+        .values(
+            status="succeeded" if tx_hash is not None else "failed",
+            tx_hash=tx_hash,
+            failure_reason=None if failure is None else failure[:500],
+            next_check_at=None,
+        )
+    )
