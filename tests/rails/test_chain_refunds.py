@@ -64,9 +64,7 @@ async def paid_receipt(server: LiveServer, shop: RailShop, protocol: str) -> tup
     return receipt.id, payer.address
 
 
-async def test_full_and_partial_refunds_go_back_on_chain(
-    server: LiveServer, protocol: str
-) -> None:
+async def test_full_and_partial_refunds_go_back_on_chain(server: LiveServer, protocol: str) -> None:
     shop = open_rail_shop(server)
     receipt_id, payer = await paid_receipt(server, shop, protocol)
     earned = shop.balance().balance
@@ -100,7 +98,7 @@ async def test_full_and_partial_refunds_go_back_on_chain(
     assert rest.status_code == 201 and rest.json()["amount"] == "0.15"
     assert sent(shop, rest.json()["id"]).status == "succeeded"
     assert balance(server.url, payer) == before + PRICE
-    assert shop.balance().balance == 0  # the seller gave back what it earned, the fee shard the rest
+    assert shop.balance().balance == 0  # the seller gave back its share, the fee shard the rest
     again = refund(shop, receipt_id)
     assert again.status_code == 409 and code(again) == "refund_exceeds_payment"
     state = shop.seller.payments.get(receipt_id)
