@@ -1015,6 +1015,9 @@ class PaymentRefundedData:
     seller_id: str | None = None
     wallet_key_id: str | None = None
     environment: str | None = None
+    #: A refund sent on chain (an open-rail ``processor_deposit`` payment): the hot
+    #: wallet's transaction to the payer's address.
+    tx_hash: str | None = None
 
 
 @attrs.frozen(kw_only=True)

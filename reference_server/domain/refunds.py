@@ -21,6 +21,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import anyio.to_thread
 from sqlalchemy import Connection, Row, select, update
 
 from svc import Payment, Refund, Role
@@ -30,7 +31,7 @@ from ..context import ServerContext
 from ..ids import new_id
 from ..store import tables as t
 from ..timeutil import as_utc
-from . import ledger, metered, paging, refunds_chain, wallets
+from . import ledger, metered, paging, refunds_chain, refunds_live, wallets
 from .errors import DomainError
 from .events import record_event
 from .open_rails import hold_of_receipt
@@ -242,14 +243,18 @@ def _insufficient(e: ledger.InsufficientFunds) -> DomainError:
     )
 
 
-def advance_chain_refunds(ctx: ServerContext) -> bool:
-    """The worker's round of chain refunds (:func:`.refunds_chain.advance_due`), each
-    that succeeds announced as a ledger refund is; ``True`` when events were recorded."""
+async def advance_chain_refunds(ctx: ServerContext) -> bool:
+    """The worker's round of refunds on chain: ``test``'s on the sandbox chain
+    (:func:`.refunds_chain.advance_due`), ``live``'s through the facilitator
+    (:mod:`.refunds_live`), each that succeeds announced as a ledger refund is; ``True``
+    when events were recorded."""
+    sandbox = await anyio.to_thread.run_sync(lambda: refunds_chain.advance_due(ctx, _sent))
+    return await refunds_live.advance_live(ctx, _sent) or sandbox
 
-    def announce(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
-        _announce(conn, receipt, dict(row._mapping), refunded=int(receipt.refunded_micros), now=now)
 
-    return refunds_chain.advance_due(ctx, announce)
+def _sent(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
+    """``payment.refunded`` of a refund on chain, once sent."""
+    _announce(conn, receipt, dict(row._mapping), refunded=int(receipt.refunded_micros), now=now)
 
 
 def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
@@ -280,6 +285,8 @@ def _announce(
         "wallet_key_id": receipt.wallet_key_id,
         "environment": receipt.environment,
     }
+    if refund_row.get("tx_hash"):
+        data["tx_hash"] = refund_row["tx_hash"]
     owners = conn.execute(
         select(t.sellers.c.owner_id)
         .where(t.sellers.c.id == receipt.seller_id)

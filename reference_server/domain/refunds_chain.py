@@ -11,10 +11,10 @@ sent, by however many workers or after a crash between the books and the chain, 
 moves it once.  Confirmed, the transfers post (``succeeded``, ``payment.refunded``);
 failed, they are voided and the receipt's ``refunded_micros`` given back (``failed``).
 
-In ``test`` the sandbox chain carries it: the hot wallet is minted exactly the amount and
-pays it in the worker's one transaction, so it is confirmed as it is sent.  ``live`` has
-no sender yet: its refunds are refused before anything is held
-(:func:`carries`).
+In ``test`` the sandbox chain carries it: the hot wallet is minted exactly the amount (as
+for a pay-url payment) and pays it in the worker's one transaction, so it is confirmed as
+it is sent.  In ``live`` the facilitator settles the hot wallet's signed transfer, and the
+token is asked first whether the nonce was used (:mod:`.refunds_live`).
 """
 
 from __future__ import annotations
@@ -23,32 +23,31 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 from sqlalchemy import Connection, Row, select, update
 
 from ..context import ServerContext
 from ..sandbox import chain
+from ..sandbox.eip3009 import Authorization, signing_digest
 from ..store import tables as t
 from . import ledger
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import hot_wallet
 
-__all__ = ["advance_due", "carries", "hold", "nonce_of"]
+__all__ = ["Announce", "advance_due", "carries", "conclude", "hold", "locked_pending", "nonce_of"]
 
 _f = t.refunds
 _r = t.receipts
-#: How long a refund that could not be sent waits before it is tried again.
-_RETRY = timedelta(seconds=5)
+#: How long the hot wallet's signed transfer may be settled.
+_VALID = timedelta(hours=1)
 
 
 def carries(receipt: Row[Any]) -> bool:
     """Whether this module refunds ``receipt``: an open-rail payment whose money the
-    service holds, with a payer's address to send to, in an environment with a sender."""
+    service holds, with a payer's address to send to."""
     return (
-        receipt.rail != "rill"
-        and receipt.settlement == "processor_deposit"
-        and bool(receipt.payer)
-        and receipt.environment == "test"
+        receipt.rail != "rill" and receipt.settlement == "processor_deposit" and bool(receipt.payer)
     )
 
 
@@ -106,20 +105,27 @@ def nonce_of(refund_id: str) -> str:
     return "0x" + bytes(keccak(b"svc-refund:" + refund_id.encode())).hex()
 
 
-def advance_due(
-    ctx: ServerContext, announce: Callable[[Connection, Row[Any], Row[Any], datetime], None]
-) -> bool:
-    """Send each pending chain refund that is due (``announce`` records
-    ``payment.refunded`` for a refund that succeeded); ``True`` when events were recorded."""
+#: Records ``payment.refunded`` for a refund that succeeded: (conn, receipt, refund, now).
+Announce = Callable[[Connection, Row[Any], Row[Any], datetime], None]
+
+
+def advance_due(ctx: ServerContext, announce: Announce) -> bool:
+    """Send each pending ``test`` refund that is due, on the sandbox chain (``live``'s:
+    :mod:`.refunds_live`); ``True`` when events were recorded."""
     now = ctx.now()
     with ctx.db.read() as conn:
-        due = conn.execute(
-            select(_f.c.id)
-            .where(_f.c.status == "pending", _f.c.next_check_at <= now)
-            .order_by(_f.c.next_check_at)
-            .limit(ctx.settings.worker_batch_size)
-        ).scalars()
-        due_ids = list(due)
+        due_ids = list(
+            conn.execute(
+                select(_f.c.id)
+                .where(
+                    _f.c.environment == "test",
+                    _f.c.status == "pending",
+                    _f.c.next_check_at <= now,
+                )
+                .order_by(_f.c.next_check_at)
+                .limit(ctx.settings.worker_batch_size)
+            ).scalars()
+        )
     queued = False
     for refund_id in due_ids:
         with ctx.db.write() as conn:
@@ -128,7 +134,9 @@ def advance_due(
     return queued
 
 
-def _locked_pending(conn: Connection, refund_id: str) -> Row[Any] | None:
+def locked_pending(conn: Connection, refund_id: str) -> Row[Any] | None:
+    """The refund if it is still ``pending``, under its row lock (PostgreSQL; another
+    worker's skipped); ``None`` once concluded."""
     query = select(_f).where(_f.c.id == refund_id, _f.c.status == "pending")
     if conn.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
@@ -136,64 +144,57 @@ def _locked_pending(conn: Connection, refund_id: str) -> Row[Any] | None:
 
 
 def _send_on_sandbox(
-    ctx: ServerContext,
-    conn: Connection,
-    refund_id: str,
-    announce: Callable[[Connection, Row[Any], Row[Any], datetime], None],
+    ctx: ServerContext, conn: Connection, refund_id: str, announce: Announce
 ) -> None:
-    """Send one refund on the sandbox chain and conclude it, in one transaction: the
-    hot wallet minted the amount and paying it under the refund's nonce (a second send
-    of it is refused by the chain, and rolls back with its mint)."""
+    """Send one refund on the sandbox chain and conclude it, in one transaction: the hot
+    wallet is minted the amount and signs its transfer to the payer under the refund's
+    nonce (a second send of it is refused by the chain, and rolls back with its mint)."""
     now = ctx.now()
-    row = _locked_pending(conn, refund_id)
+    row = locked_pending(conn, refund_id)
     if row is None:  # concluded meanwhile by another worker
         return
-    receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
+    payer = conn.execute(select(_r.c.payer).where(_r.c.id == row.receipt_id)).scalar_one()
     wallet = hot_wallet(ctx, row.environment)
     amount = int(row.amount_micros)
-    nonce = nonce_of(row.id)
+    auth = Authorization(
+        from_address=wallet.address,
+        to=str(to_checksum_address(payer)),
+        value=amount,
+        valid_after=0,
+        valid_before=int((now + _VALID).timestamp()),
+        nonce=nonce_of(row.id),
+    )
+    signature = wallet.account.unsafe_sign_hash(signing_digest(auth)).signature
     try:
         with conn.begin_nested():
             chain.mint(conn, to=wallet.address, value=amount, now=now)
-            tx = chain.move_once(
-                conn,
-                kind=chain.TRANSFER,
-                tx_hash="0x" + bytes(keccak(b"svc-sandbox-refund" + nonce.encode())).hex(),
-                owner=wallet.address,
-                nonce=nonce,
-                to=receipt.payer,
-                value=amount,
-                now=now,
-                window=(0, 2**48),
-                reasons=(chain.NONCE_USED, chain.INSUFFICIENT_BALANCE),
+            tx = chain.transfer_with_authorization(
+                conn, auth, "0x" + bytes(signature).hex(), now=now
             )
     except chain.ChainError as exc:
-        # The nonce is spent only by this refund's own transfer, which commits with its
-        # books: a spent nonce would be that one, anything else a failure to send.
-        spent = chain.nonce_transaction(conn, wallet.address, nonce)
-        _conclude(conn, row, receipt, spent, None if spent else str(exc), now)
-        if spent is None:
-            return
+        # Its nonce is spent only by this refund's own transfer, which commits with its
+        # books: a spent nonce is that transfer; anything else, a failure to send.
+        spent = chain.nonce_transaction(conn, wallet.address, auth.nonce)
+        conclude(conn, row, spent, None if spent else exc.message, now, announce)
     else:
-        _conclude(conn, row, receipt, tx.hash, None, now)
-    announce(conn, receipt, conn.execute(select(_f).where(_f.c.id == row.id)).one(), now)
+        conclude(conn, row, tx.hash, None, now, announce)
 
 
-def _conclude(
+def conclude(
     conn: Connection,
     row: Row[Any],
-    receipt: Row[Any],
     tx_hash: str | None,
     failure: str | None,
     now: datetime,
+    announce: Announce,
 ) -> None:
-    """Sent (``tx_hash``): the held transfers post.  Failed: they are voided and the
-    receipt's ``refunded_micros`` lowered by the amount again (the seller may refund
-    it anew)."""
+    """Sent (``tx_hash``): the held transfers post, ``payment.refunded`` is recorded.
+    Failed: they are voided and the receipt's ``refunded_micros`` lowered by the amount
+    again (the seller may refund it anew)."""
     tr = t.ledger_transfers
     held = conn.execute(
         select(tr.c.id).where(
-            tr.c.reference == row.id, tr.c.receipt_id == receipt.id, tr.c.status == "pending"
+            tr.c.reference == row.id, tr.c.receipt_id == row.receipt_id, tr.c.status == "pending"
         )
     ).scalars()
     for transfer_id in sorted(held):
@@ -204,7 +205,7 @@ def _conclude(
     if tx_hash is None:
         conn.execute(
             update(_r)
-            .where(_r.c.id == receipt.id)
+            .where(_r.c.id == row.receipt_id)
             .values(refunded_micros=_r.c.refunded_micros - row.amount_micros)
         )
     conn.execute(
@@ -217,3 +218,6 @@ def _conclude(
             next_check_at=None,
         )
     )
+    if tx_hash is not None:
+        receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
+        announce(conn, receipt, conn.execute(select(_f).where(_f.c.id == row.id)).one(), now)

@@ -139,7 +139,7 @@ async def _payouts(ctx: ServerContext) -> bool:
         log.exception("advancing payouts failed; trying again")
         queued = False
     try:  # refunds sent on chain (domain/refunds_chain.py): an outflow like a payout
-        return await anyio.to_thread.run_sync(lambda: advance_chain_refunds(ctx)) or queued
+        return await advance_chain_refunds(ctx) or queued
     except Exception:
         log.exception("sending chain refunds failed; trying again")
         return queued
