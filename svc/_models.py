@@ -625,6 +625,8 @@ class Refund:
     environment: str | None = None
     created_at: datetime | None = None
     tx_hash: str | None = None
+    #: Why a refund on chain ``failed``.
+    failure_reason: str | None = None
     request_id: str | None = None
 
 

@@ -325,6 +325,7 @@ def refund_model(row: Row[Any]) -> Refund:
         status=row.status,
         reason=row.reason,
         tx_hash=row.tx_hash,
+        failure_reason=row.failure_reason,
         seller_id=row.seller_id,
         environment=row.environment,
         created_at=as_utc(row.created_at),

@@ -135,3 +135,27 @@ async def test_twenty_concurrent_live_refunds_send_the_payment_once(
     assert devchain.balance(hot) == 1_000_000 - PRICE
     clean = reconcile(live, "live", settings)
     assert clean.exit_code == 0 and clean.drift == [], clean.output
+
+
+async def test_a_live_refund_nothing_can_send_fails_and_gives_the_money_back(
+    devchain: RunningDevchain, make_server: Callable[..., LiveServer]
+) -> None:
+    """A server with no hot wallet cannot send: the refund fails, its hold is released
+    (the seller's balance and the payment's remaining amount as before), nothing moved."""
+    live = make_server(**{**devchain.live_settings(), "live_hot_wallet_key": None})
+    shop = open_rail_shop(live, environment="live")
+    receipt_id, payer = await _paid(devchain, live, shop, "x402")
+    earned = shop.balance().balance
+    r = refund(shop, receipt_id, "0.10")
+    assert r.status_code == 201 and r.json()["status"] == "pending", r.text
+    failed = sent(shop, r.json()["id"])
+    assert failed.status == "failed" and failed.tx_hash is None
+    assert failed.failure_reason and "SVC_LIVE_HOT_WALLET_KEY" in failed.failure_reason
+    assert shop.balance().balance == earned
+    state = shop.seller.payments.get(receipt_id)
+    assert (state.state, state.refunded, state.remaining) == (
+        "settled",
+        Decimal("0"),
+        Decimal("0.25"),
+    )
+    assert devchain.balance(payer) == 1_000_000 - PRICE

@@ -148,3 +148,20 @@ async def test_twenty_concurrent_partial_refunds_send_the_payment_once(
     assert len(events_of(server, shop.owner_id, "payment.refunded")) == 10
     clean = reconcile(server, "test")
     assert clean.exit_code == 0 and clean.drift == [], clean.output
+
+
+async def test_one_idempotency_key_sends_one_refund(server: LiveServer) -> None:
+    """A retried request (same ``Idempotency-Key``) answers the same refund, sent once."""
+    shop = open_rail_shop(server)
+    receipt_id, payer = await paid_receipt(server, shop, "x402")
+    before = balance(server.url, payer)
+    headers = {"Authorization": f"Bearer {shop.seller_key}", "Idempotency-Key": "refund-once"}
+    body = {"receipt_id": receipt_id, "amount": "0.05"}
+    first, second = (
+        httpx.post(f"{server.url}/refunds", json=body, headers=headers) for _ in range(2)
+    )
+    assert first.status_code == second.status_code == 201, (first.text, second.text)
+    assert first.json()["id"] == second.json()["id"]
+    assert sent(shop, first.json()["id"]).status == "succeeded"
+    assert balance(server.url, payer) == before + 50_000
+    assert shop.seller.payments.get(receipt_id).remaining == Decimal("0.20")
