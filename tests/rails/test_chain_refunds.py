@@ -27,7 +27,9 @@ from .helpers import PRICE, RailShop, funded_payer, open_rail_shop, pay_with, re
 pytestmark = pytest.mark.anyio
 
 
-def refund(shop: RailShop, receipt_id: str, amount: str | None = None) -> httpx.Response:
+def refund(
+    shop: RailShop, receipt_id: str, amount: str | None = None, *, key: str | None = None
+) -> httpx.Response:
     body: dict[str, Any] = {"receipt_id": receipt_id}
     if amount is not None:
         body["amount"] = amount
@@ -36,7 +38,7 @@ def refund(shop: RailShop, receipt_id: str, amount: str | None = None) -> httpx.
         json=body,
         headers={
             "Authorization": f"Bearer {shop.seller_key}",
-            "Idempotency-Key": str(uuid.uuid4()),
+            "Idempotency-Key": key or str(uuid.uuid4()),
         },
         timeout=30,
     )
@@ -155,11 +157,7 @@ async def test_one_idempotency_key_sends_one_refund(server: LiveServer) -> None:
     shop = open_rail_shop(server)
     receipt_id, payer = await paid_receipt(server, shop, "x402")
     before = balance(server.url, payer)
-    headers = {"Authorization": f"Bearer {shop.seller_key}", "Idempotency-Key": "refund-once"}
-    body = {"receipt_id": receipt_id, "amount": "0.05"}
-    first, second = (
-        httpx.post(f"{server.url}/refunds", json=body, headers=headers) for _ in range(2)
-    )
+    first, second = (refund(shop, receipt_id, "0.05", key="refund-once") for _ in range(2))
     assert first.status_code == second.status_code == 201, (first.text, second.text)
     assert first.json()["id"] == second.json()["id"]
     assert sent(shop, first.json()["id"]).status == "succeeded"
