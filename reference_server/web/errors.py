@@ -110,7 +110,7 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "refund_unsupported_rail": (
         409,
-        "Refunds of this rail (open-rail processor_deposit, card) are not available yet.",
+        "Refunds of this rail (card) are not available yet.",
     ),
     "resource_metered": (
         409,
