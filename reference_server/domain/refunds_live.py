@@ -30,7 +30,7 @@ from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import HotWallet, hot_wallet
 from .refunds_chain import Announce, conclude, locked_pending, nonce_of
 
-__all__ = ["advance_live"]
+__all__ = ["advance_live", "send_transfer"]
 
 log = logging.getLogger("reference_server.refunds")
 _f = t.refunds
@@ -88,7 +88,7 @@ async def _advance_one(
     try:
         tx_hash = await anyio.to_thread.run_sync(lambda: _sent_by(reader, wallet, nonce))
         if tx_hash is None:
-            tx_hash = await _settle(url, wallet, payer, amount, nonce, ctx.now())
+            tx_hash = await send_transfer(url, wallet, payer, amount, nonce, ctx.now())
         if tx_hash is not None:
             mined = tx_hash
 
@@ -113,7 +113,7 @@ def _sent_by(reader: TokenReader, wallet: HotWallet, nonce: str) -> str | None:
     return reader.authorization_transaction(wallet.address, nonce)
 
 
-async def _settle(
+async def send_transfer(
     url: str, wallet: HotWallet, payer: str, amount: int, nonce: str, now: datetime
 ) -> str | None:
     """The hot wallet's signed transfer to ``payer``, settled by the facilitator: its

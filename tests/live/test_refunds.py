@@ -21,6 +21,10 @@ import httpx
 import pytest
 from eth_account import Account
 
+from reference_server.domain.paid_fetch.hot_wallet import hot_wallet
+from reference_server.domain.refunds_chain import nonce_of
+from reference_server.domain.refunds_live import send_transfer
+
 from ..devchain.running import RunningDevchain
 from ..rails.helpers import RailShop, open_rail_shop
 from ..reconcile.helpers import reconcile
@@ -30,10 +34,8 @@ from .helpers import PAYERS, PRICE, receipts_of
 pytestmark = pytest.mark.anyio
 
 
-def _server(
-    devchain: RunningDevchain, make_server: Callable[..., LiveServer]
-) -> tuple[LiveServer, dict[str, Any], str]:
-    """A live server with its own deposit address and a hot wallet holding $1."""
+def _settings(devchain: RunningDevchain) -> tuple[dict[str, Any], str]:
+    """A live server's settings: its own deposit address and a hot wallet holding $1."""
     hot = devchain.new_payer(1_000_000)
     settings: dict[str, Any] = {
         **devchain.live_settings(),
@@ -41,7 +43,14 @@ def _server(
         "live_hot_wallet_key": "0x" + bytes(hot.key).hex(),
         "live_reconcile_from_block": int(devchain.web3().eth.block_number) + 1,
     }
-    return make_server(**settings), settings, hot.address
+    return settings, hot.address
+
+
+def _server(
+    devchain: RunningDevchain, make_server: Callable[..., LiveServer]
+) -> tuple[LiveServer, dict[str, Any], str]:
+    settings, hot = _settings(devchain)
+    return make_server(**settings), settings, hot
 
 
 def refund(shop: RailShop, receipt_id: str, amount: str | None = None) -> httpx.Response:
@@ -159,3 +168,33 @@ async def test_a_live_refund_nothing_can_send_fails_and_gives_the_money_back(
         Decimal("0.25"),
     )
     assert devchain.balance(payer) == 1_000_000 - PRICE
+
+
+async def test_a_send_whose_answer_was_lost_is_concluded_from_the_chain_not_resent(
+    devchain: RunningDevchain, make_server: Callable[..., LiveServer]
+) -> None:
+    """The worker sent a refund and stopped before writing it down: the next worker finds
+    the refund's nonce used on chain and concludes it with that transaction, sending
+    nothing again."""
+    settings, hot = _settings(devchain)
+    stopped = make_server(**{**settings, "worker_enabled": False})  # no worker
+    shop = open_rail_shop(stopped, environment="live")
+    receipt_id, payer = await _paid(devchain, stopped, shop, "x402")
+    r = refund(shop, receipt_id, "0.10")
+    assert r.status_code == 201 and r.json()["status"] == "pending", r.text
+    refund_id = r.json()["id"]
+    url = settings["live_facilitator_url"]
+    wallet = hot_wallet(stopped.ctx, "live")
+    now = stopped.ctx.now()
+    tx_hash = await send_transfer(url, wallet, payer, 100_000, nonce_of(refund_id), now)
+    assert tx_hash is not None
+    assert devchain.balance(payer) == 1_000_000 - PRICE + 100_000
+    assert shop.seller.refunds.get(refund_id).status == "pending"  # its answer was lost
+
+    make_server(**settings)  # a worker again
+    done = sent(shop, refund_id)
+    assert (done.status, done.tx_hash) == ("succeeded", tx_hash)
+    assert devchain.balance(payer) == 1_000_000 - PRICE + 100_000  # moved once
+    assert devchain.balance(hot) == 1_000_000 - 100_000
+    clean = reconcile(stopped, "live", settings)
+    assert clean.exit_code == 0 and clean.drift == [], clean.output
