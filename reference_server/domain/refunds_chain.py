@@ -153,7 +153,8 @@ def _send_on_sandbox(
     row = locked_pending(conn, refund_id)
     if row is None:  # concluded meanwhile by another worker
         return
-    payer = conn.execute(select(_r.c.payer).where(_r.c.id == row.receipt_id)).scalar_one()
+    payer = _locked_payer(conn, row)
+    _held(conn, row)  # the accounts' locks before the chain's rows, as pay-url takes them
     wallet = hot_wallet(ctx, row.environment)
     amount = int(row.amount_micros)
     auth = Authorization(
@@ -180,6 +181,26 @@ def _send_on_sandbox(
         conclude(conn, row, tx.hash, None, now, announce)
 
 
+def _locked_payer(conn: Connection, row: Row[Any]) -> str:
+    """The refund's receipt locked (before the accounts, in a refund request's order) and
+    its payer."""
+    query = select(_r.c.payer).where(_r.c.id == row.receipt_id).with_for_update()
+    return str(conn.execute(query).scalar_one())
+
+
+def _held(conn: Connection, row: Row[Any]) -> list[str]:
+    """The refund's pending transfers, their accounts locked in id order (a posting takes
+    them one by one otherwise, against a request locking them in order: a deadlock)."""
+    tr = t.ledger_transfers
+    held = conn.execute(
+        select(tr.c.id, tr.c.debit_account_id, tr.c.credit_account_id).where(
+            tr.c.reference == row.id, tr.c.receipt_id == row.receipt_id, tr.c.status == "pending"
+        )
+    ).all()
+    ledger.lock_accounts(conn, [a for h in held for a in (h[1], h[2])])
+    return sorted(h.id for h in held)
+
+
 def conclude(
     conn: Connection,
     row: Row[Any],
@@ -191,13 +212,8 @@ def conclude(
     """Sent (``tx_hash``): the held transfers post, ``payment.refunded`` is recorded.
     Failed: they are voided and the receipt's ``refunded_micros`` lowered by the amount
     again (the seller may refund it anew)."""
-    tr = t.ledger_transfers
-    held = conn.execute(
-        select(tr.c.id).where(
-            tr.c.reference == row.id, tr.c.receipt_id == row.receipt_id, tr.c.status == "pending"
-        )
-    ).scalars()
-    for transfer_id in sorted(held):
+    _locked_payer(conn, row)
+    for transfer_id in _held(conn, row):
         if tx_hash is not None:
             ledger.post(conn, transfer_id, now)
         else:
