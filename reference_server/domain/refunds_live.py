@@ -13,14 +13,13 @@ network: the refund is read, sent, then concluded in transactions of their own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import anyio.to_thread
 import httpx
 from eth_utils.address import to_checksum_address
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, select, update
 
 from ..context import ServerContext
 from ..onchain import ChainUnreachable, TokenReader
@@ -37,6 +36,8 @@ _f = t.refunds
 _r = t.receipts
 #: How long a refund whose send failed (facilitator down, float short) waits to be retried.
 _RETRY = timedelta(seconds=30)
+#: How long a worker holds a live refund it is sending (others leave it alone meanwhile).
+_LEASE = timedelta(minutes=2)
 #: How long each signed authorization may be settled: a retry signs a new one.
 _VALID = timedelta(hours=1)
 
@@ -45,23 +46,10 @@ async def advance_live(ctx: ServerContext, announce: Announce) -> bool:
     """Send or conclude each ``live`` refund that is due; ``True`` when events were
     recorded.  Without a hot wallet, a facilitator and a node, a live refund fails (its
     money back on the seller's balance): nothing could send it."""
-    now = ctx.now()
 
     def due() -> list[Any]:
-        with ctx.db.read() as conn:
-            return list(
-                conn.execute(
-                    select(_f.c.id, _f.c.amount_micros, _r.c.payer)
-                    .select_from(_f.join(_r, _r.c.id == _f.c.receipt_id))
-                    .where(
-                        _f.c.environment == "live",
-                        _f.c.status == "pending",
-                        _f.c.next_check_at <= now,
-                    )
-                    .order_by(_f.c.next_check_at)
-                    .limit(ctx.settings.worker_batch_size)
-                )
-            )
+        with ctx.db.write() as conn:
+            return _claim_due(conn, ctx.now(), ctx.settings.worker_batch_size)
 
     queued = False
     for row in await anyio.to_thread.run_sync(due):
@@ -69,6 +57,29 @@ async def advance_live(ctx: ServerContext, announce: Announce) -> bool:
         sent = await _advance_one(ctx, row.id, payer, int(row.amount_micros), announce)
         queued = sent or queued
     return queued
+
+
+def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
+    """The live refunds due, each leased for :data:`_LEASE` (its ``next_check_at`` moved
+    on) so that one worker of several sends it at a time; a worker that stops mid-send
+    leaves it to be taken again when the lease ends (the chain then says if it went)."""
+    query = (
+        select(_f.c.id, _f.c.amount_micros, _r.c.payer)
+        .select_from(_f.join(_r, _r.c.id == _f.c.receipt_id))
+        .where(_f.c.environment == "live", _f.c.status == "pending", _f.c.next_check_at <= now)
+        .order_by(_f.c.next_check_at)
+        .limit(limit)
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(of=_f, skip_locked=True)
+    rows = list(conn.execute(query))
+    if rows:
+        conn.execute(
+            update(_f)
+            .where(_f.c.id.in_([row.id for row in rows]))
+            .values(next_check_at=now + _LEASE)
+        )
+    return rows
 
 
 async def _advance_one(
@@ -186,7 +197,7 @@ def _conclude_locked(
     tx_hash: str | None,
     failure: str | None,
     now: datetime,
-    announce: Callable[[Connection, Row[Any], Row[Any], datetime], None],
+    announce: Announce,
 ) -> None:
     row = locked_pending(conn, refund_id)
     if row is not None:  # else concluded meanwhile by another worker
