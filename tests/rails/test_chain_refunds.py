@@ -19,6 +19,7 @@ import pytest
 from reference_server.domain.paid_fetch.hot_wallet import hot_wallet
 
 from ..money.helpers import events_of
+from ..payouts.helpers import complete_onboarding
 from ..reconcile.helpers import reconcile
 from ..sandbox.helpers import balance, transaction
 from ..support import LiveServer, until
@@ -163,3 +164,32 @@ async def test_one_idempotency_key_sends_one_refund(server: LiveServer) -> None:
     assert sent(shop, first.json()["id"]).status == "succeeded"
     assert balance(server.url, payer) == before + 50_000
     assert shop.seller.payments.get(receipt_id).remaining == Decimal("0.20")
+
+
+def _withdraw_everything(shop: RailShop) -> None:
+    """The seller onboards for payouts and withdraws its whole balance (held at once)."""
+    auth = {"Authorization": f"Bearer {shop.seller_key}"}
+    url = shop.live.url
+    body = {"country": "US", "type": "express"}
+    link = httpx.post(f"{url}/sellers/me/connect/onboard", json=body, headers=auth)
+    assert link.status_code == 200, link.text
+    assert complete_onboarding(link.json()["onboard_url"]).status_code == 200
+    assert httpx.post(f"{url}/sellers/me/connect/sync", headers=auth).json()["payouts_enabled"]
+    keyed = {**auth, "Idempotency-Key": str(uuid.uuid4())}
+    withdrawn = httpx.post(f"{url}/sellers/me/withdraw", json={}, headers=keyed)
+    assert withdrawn.status_code == 201, withdrawn.text
+
+
+async def test_a_chain_refund_never_takes_the_seller_below_zero(server: LiveServer) -> None:
+    shop = open_rail_shop(server)
+    receipt_id, payer = await paid_receipt(server, shop, "mpp")
+    before = balance(server.url, payer)
+    earned = shop.balance().balance
+    _withdraw_everything(shop)
+    r = refund(shop, receipt_id)
+    assert r.status_code == 409 and code(r) == "insufficient_balance", r.text
+    assert r.json()["error"]["details"] == {"available": "0.00", "needed": str(earned)}
+    state = shop.seller.payments.get(receipt_id)
+    assert (state.state, state.refunded) == ("settled", Decimal("0"))  # nothing held
+    assert shop.seller.refunds.list().data == []
+    assert balance(server.url, payer) == before
