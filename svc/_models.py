@@ -615,8 +615,11 @@ class Payment:
 
 @attrs.frozen(kw_only=True)
 class Refund:
-    """``POST /refunds``: all or part of a payment given back by its seller (``status``
-    ``succeeded``: on the ledger rail the money is back on the payer's wallet key)."""
+    """``POST /refunds``: all or part of a payment given back by its seller.  ``status``
+    ``succeeded``: on the ledger rail the money is back on the payer's wallet key at once;
+    an open-rail ``processor_deposit`` payment's refund is ``pending`` until the hot
+    wallet's transaction (``tx_hash``) to the payer's address is sent, ``failed`` if it
+    could not be (the money is back on the seller's balance)."""
 
     id: str
     receipt_id: str
@@ -626,6 +629,9 @@ class Refund:
     seller_id: str | None = None
     environment: str | None = None
     created_at: datetime | None = None
+    tx_hash: str | None = None
+    #: Why a refund on chain ``failed``.
+    failure_reason: str | None = None
     request_id: str | None = None
 
 
@@ -1016,6 +1022,9 @@ class PaymentRefundedData:
     seller_id: str | None = None
     wallet_key_id: str | None = None
     environment: str | None = None
+    #: A refund sent on chain (an open-rail ``processor_deposit`` payment): the hot
+    #: wallet's transaction to the payer's address.
+    tx_hash: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -714,8 +714,8 @@ def audit(conn: Connection, environment: str) -> list[str]:
     * a metered authorization names its pending hold of the maximum, a released one
       that hold voided;
     * a refunded receipt's ``refunded_micros`` is at most its amount and equals its
-      ``refund`` and ``refund_fee`` transfers, posted or (a card refund the processor
-      has not confirmed yet) pending.
+      ``refund`` and ``refund_fee`` transfers, posted or pending (a card refund the
+      processor has not confirmed yet, a refund on chain not sent yet).
     """
     problems: list[str] = []
     total = sum_of_balances(conn, environment)
@@ -795,7 +795,7 @@ def _refund_problem(conn: Connection, receipt: Row[Any]) -> str | None:
         select(func.coalesce(func.sum(_t.c.amount_micros), 0)).where(
             _t.c.receipt_id == receipt.id,
             _t.c.kind.in_(("refund", "refund_fee")),
-            # a live card refund holds its transfers until the processor confirms it
+            # pending: a card refund the processor has not confirmed, one on chain not sent
             _t.c.status.in_(("posted", "pending")),
         )
     ).scalar_one()

@@ -9,9 +9,11 @@ counted (within the period the payment was made in); the platform gives back its
 share of the part refunded, the seller's balance the rest.  The seller's balance never
 goes below zero: a refund whose share is larger than its available balance is refused
 (``insufficient_balance``), nothing moved.
-A card payment's refund goes back through the processor (:mod:`.refunds_card`).
-A ``direct_wallet`` payment never passed through the service (``refund_not_custodial``);
-open-rail ``processor_deposit`` payments are not refundable here yet
+A card payment's refund goes back through the processor (:mod:`.refunds_card`).  An
+open-rail payment settled ``processor_deposit`` is refunded on chain, from the hot wallet
+to the payer's address (:mod:`.refunds_chain`): ``pending`` until the worker has sent it,
+its money held meanwhile.  A ``direct_wallet`` payment never passed through the service
+(``refund_not_custodial``); anything else answers
 (``refund_unsupported_rail``).
 """
 
@@ -20,16 +22,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import anyio.to_thread
 from sqlalchemy import Connection, Row, select, update
 
 from svc import Payment, Refund, Role
 from svc.money import format_micros, from_micros
 
+from ..context import ServerContext
 from ..ids import new_id
 from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
-from . import ledger, metered, paging, refunds_card, wallets
+from . import ledger, metered, paging, refunds_card, refunds_chain, refunds_live, wallets
 from .card_payments import CARD_RAIL
 from .errors import DomainError
 from .events import record_event
@@ -37,6 +41,7 @@ from .open_rails import hold_of_receipt
 from .principal import Principal
 
 __all__ = [
+    "advance_chain_refunds",
     "confirm_card_refund",
     "find_refund",
     "list_refunds",
@@ -89,6 +94,7 @@ def refund(
         raise DomainError("refund_exceeds_payment", f"Receipt {receipt_id} is refunded.")
     refund_id = refund_id or new_id("rfnd")
     status, processor_refund_id = "succeeded", None
+    on_chain = refunds_chain.carries(receipt)
     if receipt.rail == CARD_RAIL:
         fee_back, fees = _fee_back(conn, receipt, amount, refunded=int(counted))
         try:
@@ -106,6 +112,11 @@ def refund(
             raise _insufficient(e) from None
         transfer_id, status = card.transfer_id, card.status
         processor_refund_id = card.processor_refund_id
+    elif on_chain:
+        transfer_id = _hold_on_chain(
+            conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
+        )
+        status = "pending"
     else:
         transfer_id = _reverse(
             conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
@@ -123,9 +134,10 @@ def refund(
         "request_id": request_id,
         "created_at": now,
         "processor_refund_id": processor_refund_id,
+        "next_check_at": now if on_chain else None,
     }
     conn.execute(_f.insert().values(**row))
-    if status == "succeeded":
+    if status == "succeeded":  # on chain: announced once sent (advance_chain_refunds)
         _announce(conn, receipt, row, refunded=int(counted), now=now)
     return conn.execute(select(_f).where(_f.c.id == refund_id)).one()
 
@@ -157,7 +169,8 @@ def _check_refundable(receipt: Row[Any]) -> None:
         )
     if receipt.rail == CARD_RAIL:
         return
-    if receipt.rail != "rill" or receipt.wallet_key_id is None:
+    ledger_rail = receipt.rail == "rill" and receipt.wallet_key_id is not None
+    if not ledger_rail and not refunds_chain.carries(receipt):
         raise DomainError(
             "refund_unsupported_rail",
             f"Refunds of {receipt.rail} ({receipt.settlement}) payments are not available yet.",
@@ -222,6 +235,26 @@ def _reverse(
         raise _insufficient(e) from None
 
 
+def _hold_on_chain(
+    conn: Connection,
+    receipt: Row[Any],
+    amount: int,
+    *,
+    refunded: int,
+    refund_id: str,
+    now: datetime,
+) -> str:
+    """The refund's money held for the chain (:func:`.refunds_chain.hold`), the fee's
+    share counted as :func:`_reverse` counts it."""
+    fee_back, fees = _fee_back(conn, receipt, amount, refunded=refunded)
+    try:
+        return refunds_chain.hold(
+            conn, receipt, amount, fee_back=fee_back, fees=fees, refund_id=refund_id, now=now
+        )
+    except ledger.InsufficientFunds as e:
+        raise _insufficient(e) from None
+
+
 def _insufficient(e: ledger.InsufficientFunds) -> DomainError:
     return DomainError(
         "insufficient_balance",
@@ -240,6 +273,20 @@ def _fee_back(
     paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
     fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
     return fee_back, _fee_account(conn, receipt) if fee_back else None
+
+
+async def advance_chain_refunds(ctx: ServerContext) -> bool:
+    """The worker's round of refunds on chain: ``test``'s on the sandbox chain
+    (:func:`.refunds_chain.advance_due`), ``live``'s through the facilitator
+    (:mod:`.refunds_live`), each that succeeds announced as a ledger refund is; ``True``
+    when events were recorded."""
+    sandbox = await anyio.to_thread.run_sync(lambda: refunds_chain.advance_due(ctx, _sent))
+    return await refunds_live.advance_live(ctx, _sent) or sandbox
+
+
+def _sent(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
+    """``payment.refunded`` of a refund on chain, once sent."""
+    _announce(conn, receipt, dict(row._mapping), refunded=int(receipt.refunded_micros), now=now)
 
 
 def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
@@ -270,6 +317,8 @@ def _announce(
         "wallet_key_id": receipt.wallet_key_id,
         "environment": receipt.environment,
     }
+    if refund_row.get("tx_hash"):
+        data["tx_hash"] = refund_row["tx_hash"]
     owners = conn.execute(
         select(t.sellers.c.owner_id)
         .where(t.sellers.c.id == receipt.seller_id)
@@ -319,6 +368,8 @@ def refund_model(row: Row[Any]) -> Refund:
         amount=from_micros(row.amount_micros),
         status=row.status,
         reason=row.reason,
+        tx_hash=row.tx_hash,
+        failure_reason=row.failure_reason,
         seller_id=row.seller_id,
         environment=row.environment,
         created_at=as_utc(row.created_at),

@@ -34,6 +34,7 @@ import anyio.to_thread
 
 from ..context import ServerContext
 from ..domain.payouts.progress import run_payouts
+from ..domain.refunds import advance_chain_refunds
 from ..outbound import (
     AsyncPinnedClients,
     OutboundError,
@@ -137,10 +138,15 @@ async def _payouts(ctx: ServerContext) -> bool:
     """Advance payouts and start auto payouts (``domain/payouts/progress.py``); ``True``
     when that recorded events.  A failure is logged and the next round tries again."""
     try:
-        return await anyio.to_thread.run_sync(lambda: run_payouts(ctx.db, ctx.settings, ctx.now))
+        queued = await anyio.to_thread.run_sync(lambda: run_payouts(ctx.db, ctx.settings, ctx.now))
     except Exception:
         log.exception("advancing payouts failed; trying again")
-        return False
+        queued = False
+    try:  # refunds sent on chain (domain/refunds_chain.py): an outflow like a payout
+        return await advance_chain_refunds(ctx) or queued
+    except Exception:
+        log.exception("sending chain refunds failed; trying again")
+        return queued
 
 
 #: Kept-alive clients per sender (each one name and address); the least recently used

@@ -3,7 +3,8 @@
 * deposits: the seller receipts settled ``processor_deposit`` and the owners' top-ups
   (tokens to the deposit address), which are what moves money out of ``chain_deposits``;
 * the hot wallet: the ``pay-url`` receipts (``kind`` ``url``) with their attempt's payee,
-  which are what moves money into ``chain_payouts``;
+  and the refunds sent on chain to a payer's address (``domain/refunds_chain.py``), which
+  are what moves money into ``chain_payouts``;
 * direct-wallet settlements: the seller receipts settled ``direct_wallet`` (tokens to the
   seller's own wallet; nothing in the ledger), with the seller's payout wallet.
 
@@ -25,6 +26,7 @@ __all__ = ["Books", "Entry", "read_books"]
 _r = t.receipts
 _a = t.spend_attempts
 _u = t.top_ups
+_f = t.refunds
 
 
 @attrs.frozen(kw_only=True)
@@ -48,7 +50,8 @@ class Books:
     deposits_total: int
     #: What ``chain_payouts`` holds: everything the hot wallet has paid for wallet keys.
     payouts_total: int
-    #: ``(pay_to, amount)`` of pay-url attempts still unresolved (paying or pending).
+    #: ``(pay_to, amount)`` of pay-url attempts still unresolved (paying or pending), and
+    #: of refunds on chain not sent yet.
     unresolved: tuple[tuple[str, int], ...]
 
 
@@ -117,6 +120,29 @@ def read_books(conn: Connection, environment: str, deposit_address: str | None) 
         .order_by(_r.c.created_at, _r.c.id)
     )
     payouts = [_entry(HOT_WALLET, row, row.pay_to) for row in conn.execute(paid)]
+    refunds = (
+        select(_f.c.id, _f.c.tx_hash, _f.c.amount_micros, _f.c.status, _r.c.payer)
+        .select_from(_f.join(_r, _r.c.id == _f.c.receipt_id))
+        .where(_f.c.environment == environment, _f.c.status.in_(("succeeded", "pending")))
+        .where(_r.c.settlement == "processor_deposit", _r.c.environment == environment)
+        .order_by(_f.c.created_at, _f.c.id)
+    )
+    unresolved_refunds: list[tuple[str, int]] = []
+    for sent in conn.execute(refunds):
+        if sent.status == "succeeded" and sent.tx_hash:
+            # From the hot wallet (whichever address it had): to the payer.
+            payouts.append(
+                Entry(
+                    account=HOT_WALLET,
+                    tx_hash=sent.tx_hash.lower(),
+                    from_address=None,
+                    to=_lower(sent.payer),
+                    amount=int(sent.amount_micros),
+                    receipt_id=sent.id,
+                )
+            )
+        elif sent.payer:  # may be on its way
+            unresolved_refunds.append((str(sent.payer).lower(), int(sent.amount_micros)))
     unresolved = tuple(
         (str(row.pay_to).lower(), int(row.amount_micros))
         for row in conn.execute(
@@ -127,7 +153,7 @@ def read_books(conn: Connection, environment: str, deposit_address: str | None) 
                 _a.c.amount_micros.is_not(None),
             )
         )
-    )
+    ) + tuple(unresolved_refunds)
     return Books(
         deposits=tuple(deposits),
         payouts=tuple(payouts),

@@ -261,9 +261,16 @@ refunds = Table(
     Column("created_at", Timestamp, nullable=False),
     #: A live card refund's id at the processor (its events name it).
     Column("processor_refund_id", String(64)),
+    #: On chain (an open-rail ``processor_deposit`` payment): the hot wallet's transaction
+    #: to the payer, when the worker next sends or follows it (``pending`` only), and why
+    #: it failed.
+    Column("tx_hash", String(66)),
+    Column("next_check_at", Timestamp),
+    Column("failure_reason", String(500)),
     Index(None, "seller_id", "created_at"),
     Index(None, "receipt_id"),
     Index(None, "processor_refund_id", unique=True),
+    Index(None, "next_check_at"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

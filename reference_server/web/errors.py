@@ -110,7 +110,8 @@ CODES: dict[str, tuple[int, str]] = {
     ),
     "refund_unsupported_rail": (
         409,
-        "Refunds of this rail (open-rail processor_deposit) are not available yet.",
+        "Refunds of this payment's rail are not available (every rail the service settles is "
+        "refundable; direct_wallet answers refund_not_custodial).",
     ),
     "resource_metered": (
         409,

@@ -1,7 +1,7 @@
 """Refunds and payment status on the open rails, on the sandbox chain: a payment settled
-``direct_wallet`` is not the service's to refund (409 ``refund_not_custodial``); one settled
-``processor_deposit`` is not refundable yet (409 ``refund_unsupported_rail``, the documented
-gap); a credential a gate claimed and has not settled reads ``claimed`` to its seller."""
+``direct_wallet`` is not the service's to refund (409 ``refund_not_custodial``; one settled
+``processor_deposit`` is refunded on chain: test_chain_refunds.py); a credential a gate
+claimed and has not settled reads ``claimed`` to its seller."""
 
 from __future__ import annotations
 
@@ -42,19 +42,19 @@ def state(shop: RailShop, receipt_id: str) -> httpx.Response:
     )
 
 
-@pytest.mark.parametrize("wallet", [True, False], ids=["direct_wallet", "processor_deposit"])
-async def test_open_rail_refunds_answer_their_rule(server: LiveServer, wallet: bool) -> None:
-    shop = open_rail_shop(server, payout_wallet=new_account().address if wallet else None)
-    paid = await pay_with("x402", shop.resource.gate_url, funded_payer(server))
+async def test_a_direct_wallet_payment_is_not_the_services_to_refund(
+    server: LiveServer, protocol: str
+) -> None:
+    shop = open_rail_shop(server, payout_wallet=new_account().address)
+    paid = await pay_with(protocol, shop.resource.gate_url, funded_payer(server))
     assert paid.status_code == 200, paid.text
     [receipt] = receipts_of(server, shop.resource.id)
     r = refund(shop, receipt.id)
     assert r.status_code == 409, r.text
-    expected = "refund_not_custodial" if wallet else "refund_unsupported_rail"
-    assert r.json()["error"]["code"] == expected
+    assert r.json()["error"]["code"] == "refund_not_custodial"
     s = state(shop, receipt.id).json()
-    assert (s["state"], s["amount"], s["rail"]) == ("settled", "0.25", "x402")
-    assert s["settlement"] == ("direct_wallet" if wallet else "processor_deposit")
+    assert (s["state"], s["amount"], s["rail"]) == ("settled", "0.25", protocol)
+    assert s["settlement"] == "direct_wallet"
 
 
 async def test_a_claimed_credential_reads_claimed_to_its_seller_only(

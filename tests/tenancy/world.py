@@ -162,7 +162,8 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
 
 def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
     """``payer``'s agents buy from ``seller`` on the ledger (a part refunded), x402 and MPP
-    (pay-url), a handle, and (``test``) the card on the buy page."""
+    (pay-url; in ``test`` a part of one refunded on chain), a handle, and (``test``) the
+    card on the buy page."""
     for env in ENVIRONMENTS:
         agent = payer.wallet_keys[(env, "agent")].key
         deposit, wallet = seller.sellers[(env, "deposit")], seller.sellers[(env, "wallet")]
@@ -182,6 +183,9 @@ def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
             key = payer.wallet_keys[(env, "agent" if rail == "x402" else "mpp")].key
             paid = api.call("POST", "/spend/pay-url", key, {"url": url}, ok=(200,))
             assert (paid["status"], paid["rail"]) == ("succeeded", rail), paid
+            if (env, shop, rail) == ("test", deposit, "x402"):  # a part refunded on chain
+                refund = {"receipt_id": paid["seller_receipt_id"], "amount": "0.01"}
+                api.call("POST", "/refunds", deposit.key, refund)
         capped = payer.wallet_keys[(env, "capped")].key
         api.call("POST", "/pay", capped, {"resource_id": wallet.resources["report"]["id"]})
     paid = pay_by_card(seller.sellers[("test", "deposit")].resources["report"]["pay_url"])

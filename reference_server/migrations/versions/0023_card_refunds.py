@@ -4,7 +4,7 @@ A live card refund is the processor's: its id is kept so the processor's events
 (``refund.updated``, ``charge.refunded``) find the refund they confirm or fail.
 
 Revision ID: 0023
-Revises: 0020
+Revises: 0022
 Create Date: 2026-11-28 02:00:00.000000
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0023"
-down_revision = "0020"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
