@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .context import ServerContext
+from .domain import approvals
 from .domain.metered import expire_authorizations
 from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
 from .domain.paid_fetch.pending import resolve_pending
@@ -22,6 +23,7 @@ from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
     access,
+    approvals as approval_routes,
     buy_page,
     directory,
     discovery,
@@ -76,6 +78,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
         *pay_url.ENDPOINTS,
+        *approval_routes.ENDPOINTS,
         *access.ENDPOINTS,
         *receipts.ENDPOINTS,
         *refunds.ENDPOINTS,
@@ -97,6 +100,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *hosted.ENDPOINTS,
         *rails.ENDPOINTS,
         *sandbox_connect.ENDPOINTS,
+        *approval_routes.PAGES,
         *buy_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
         *top_ups.PAGES,
@@ -137,6 +141,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
             ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
         ),
         lambda: expire_authorizations(ctx.db, now=ctx.now()),
+        lambda: approvals.expire_due(ctx.db, now=ctx.now()),
         lambda: resolve_unsettled(ctx),
         lambda: resolve_pending(ctx),
     ]

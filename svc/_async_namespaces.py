@@ -18,6 +18,8 @@ from . import _endpoints as ep
 from ._async_send import AsyncPayUrlStream, AsyncRequester, send_pay_url, send_top_up
 from ._convert import Amount, Metadata
 from ._models import (
+    Approval,
+    ApprovalList,
     Balance,
     ConnectAccount,
     ConnectLogin,
@@ -744,6 +746,42 @@ class AsyncSpend(_Namespace):
         return aiterate(
             lambda after: self.attempts(limit=limit, starting_after=after, options=options)
         )
+
+    async def approvals(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ApprovalList:
+        """The key's approvals (payments that wait or waited for a person), newest
+        first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`approvals_all`.
+        """
+        spec = ep.spend_approvals(limit=limit, starting_after=starting_after)
+        return await self._client._request(spec, options)
+
+    def approvals_all(
+        self, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> AsyncIterator[Approval]:
+        """Every approval of the key, in the order of :meth:`approvals`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return aiterate(
+            lambda after: self.approvals(limit=limit, starting_after=after, options=options)
+        )
+
+    async def approval(
+        self, approval_id: str, *, options: RequestOptions | None = None
+    ) -> Approval:
+        """One approval: ``pending`` (with ``approval_url``), ``approved``,
+        ``declined``, ``expired`` or ``used`` (with ``receipt_id``)."""
+        spec = ep.spend_approval(approval_id)
+        return await self._client._request(spec, options)
 
     @overload
     async def pay_url(

@@ -39,6 +39,8 @@ from ._convert import (
     verify_receipt_body,
 )
 from ._models import (
+    Approval,
+    ApprovalList,
     Balance,
     ConnectAccount,
     ConnectLogin,
@@ -135,6 +137,8 @@ __all__ = [
     "sellers_list",
     "sellers_me",
     "sellers_recycle",
+    "spend_approval",
+    "spend_approvals",
     "spend_attempts",
     "spend_balance",
     "spend_pay_url",
@@ -701,6 +705,31 @@ def spend_attempts(
         role=Role.WALLET,
         query=page_query(limit, starting_after),
         parse=as_model(SpendAttemptList),
+    )
+
+
+def spend_approvals(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[ApprovalList]:
+    """``GET /spend/approvals``."""
+    return RequestSpec(
+        method="GET",
+        path="/spend/approvals",
+        role=Role.WALLET,
+        query=page_query(limit, starting_after),
+        parse=as_model(ApprovalList),
+    )
+
+
+def spend_approval(approval_id: str) -> RequestSpec[Approval]:
+    """``GET /spend/approvals/{approval_id}``."""
+    return RequestSpec(
+        method="GET",
+        path="/spend/approvals/{approval_id}",
+        role=Role.WALLET,
+        also_roles=(Role.OWNER,),
+        path_params={"approval_id": approval_id},
+        parse=as_model(Approval),
     )
 
 

@@ -19,7 +19,7 @@ from ..store import tables as t
 from ..web import paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint
-from ..web.errors import ApiError
+from ..web.errors import ApiError, invalid
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -27,8 +27,8 @@ from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 
-_LIMITS = ("allowance", "max_per_tx", "budget")
-_LISTS = ("allowed_hosts", "allowed_rails")
+_LIMITS = ("allowance", "max_per_tx", "budget", "approval_above")
+_LISTS = ("allowed_hosts", "allowed_rails", "approval_hosts")
 
 
 def _policy(
@@ -56,6 +56,15 @@ def _policy(
             changes[name] = values
         elif sent.is_null(name):
             changes[name] = None
+    ttl = given.approval_ttl_seconds
+    if ttl is not None:
+        low, high = wallets.APPROVAL_TTL_BOUNDS
+        if not low <= ttl <= high:
+            field, message = "policy.approval_ttl_seconds", f"must be {low} to {high} seconds"
+            raise invalid([{"field": field, "message": message}])
+        changes["approval_ttl_seconds"] = ttl
+    elif sent.is_null("approval_ttl_seconds"):
+        changes["approval_ttl_seconds"] = None
     return attrs.evolve(base, **changes)
 
 
