@@ -23,7 +23,6 @@ from .invariant import InvariantError
 from .outbox import run_worker
 from .routes import (
     access,
-    approvals as approval_routes,
     buy_page,
     directory,
     discovery,
@@ -45,6 +44,9 @@ from .routes import (
     top_ups,
     wallet_keys,
     webhooks,
+)
+from .routes import (
+    approvals as approval_routes,
 )
 from .routes.gates import demo, hosted, rails
 from .settings import Settings

@@ -230,8 +230,10 @@ def use(
     mark the approval used; a price above the approved amount is refused."""
     row = _get(conn, approval_id)
     if row.status != "approved":
-        raise refusal(row) if row.status in ("declined", "expired") else DomainError(
-            "conflict", f"The approval {approval_id} was used already."
+        raise (
+            refusal(row)
+            if row.status in ("declined", "expired")
+            else DomainError("conflict", f"The approval {approval_id} was used already.")
         )
     if amount > row.amount_micros:
         raise DomainError(
@@ -269,9 +271,7 @@ def decided(conn: Connection, token: str) -> Row[Any] | None:
 def decide(conn: Connection, token: str, approve: bool, now: datetime) -> Row[Any] | None:
     """The person's decision: the first one wins (a conditional update); ``None`` when
     the link is unknown, expired or decided already.  Declining releases the hold."""
-    row = conn.execute(
-        _lock(select(_a).where(_a.c.token_hash == hash_key(token)), conn)
-    ).first()
+    row = conn.execute(_lock(select(_a).where(_a.c.token_hash == hash_key(token)), conn)).first()
     if row is None or row.status != "pending" or as_utc(row.expires_at) <= now:
         return None
     return _close(conn, row, "approved" if approve else "declined", now)
@@ -382,9 +382,7 @@ def list_for_key(
         scope=[_a.c.wallet_key_id == wallet_key_id, _a.c.environment == environment],
         order="desc",
     )
-    return ApprovalList(
-        data=[model(ctx, r, public_url) for r in page.rows], has_more=page.has_more
-    )
+    return ApprovalList(data=[model(ctx, r, public_url) for r in page.rows], has_more=page.has_more)
 
 
 def model(ctx: ServerContext, row: Row[Any], public_url: str) -> Approval:

@@ -102,7 +102,9 @@ class PolicyValues:
 
     def ttl_seconds(self) -> int:
         """How long an approval of this key waits for a person (and then for the agent)."""
-        return DEFAULT_APPROVAL_TTL if self.approval_ttl_seconds is None else self.approval_ttl_seconds
+        return (
+            DEFAULT_APPROVAL_TTL if self.approval_ttl_seconds is None else self.approval_ttl_seconds
+        )
 
     def needs_approval(self, amount: int, host: str | None) -> bool:
         """A payment of ``amount`` to ``host`` must wait for a person."""

@@ -42,30 +42,32 @@ def _policy(
     if sent is None:
         raise InvariantError("a policy read by its shape is an object")
     changes: dict[str, Any] = {}
-    for name in _LIMITS:
-        amount: Decimal | None = getattr(given, name)
-        if amount is not None:
-            changes[name] = to_micros(amount)
-        elif sent.is_null(name):
-            changes[name] = None
     if given.period is not None:
         changes["period"] = given.period
-    for name in _LISTS:
-        values: list[str] | None = getattr(given, name)
-        if values is not None:
-            changes[name] = values
+    for name in (*_LIMITS, *_LISTS, "approval_ttl_seconds"):
+        value = getattr(given, name)
+        if value is not None:
+            changes[name] = _stored(name, value)
         elif sent.is_null(name):
             changes[name] = None
-    ttl = given.approval_ttl_seconds
-    if ttl is not None:
-        low, high = wallets.APPROVAL_TTL_BOUNDS
-        if not low <= ttl <= high:
-            field, message = "policy.approval_ttl_seconds", f"must be {low} to {high} seconds"
-            raise invalid([{"field": field, "message": message}])
-        changes["approval_ttl_seconds"] = ttl
-    elif sent.is_null("approval_ttl_seconds"):
-        changes["approval_ttl_seconds"] = None
     return attrs.evolve(base, **changes)
+
+
+def _stored(name: str, value: Any) -> Any:
+    """A policy field's value as stored: amounts in micro-units, the TTL checked."""
+    if name in _LIMITS:
+        amount: Decimal = value
+        return to_micros(amount)
+    return _ttl(value) if name == "approval_ttl_seconds" else value
+
+
+def _ttl(seconds: int) -> int:
+    """``approval_ttl_seconds`` within its bounds, or the 422 that says them."""
+    low, high = wallets.APPROVAL_TTL_BOUNDS
+    if not low <= seconds <= high:
+        field, message = "policy.approval_ttl_seconds", f"must be {low} to {high} seconds"
+        raise invalid([{"field": field, "message": message}])
+    return seconds
 
 
 def create(call: Call) -> Reply:

@@ -69,8 +69,7 @@ CODES: dict[str, tuple[int, str]] = {
     "host_not_allowed": (402, "The wallet key's policy does not allow this host."),
     "approval_declined": (
         402,
-        "A person declined this payment (its approval); nothing was paid and the hold is "
-        "released.",
+        "A person declined this payment (its approval); nothing was paid and the hold is released.",
     ),
     "approval_expired": (
         402,

@@ -59,9 +59,7 @@ def upgrade() -> None:
             name=op.f("uq_approvals_wallet_key_id_route_idempotency_key"),
         ),
     )
-    op.create_index(
-        op.f("ix_approvals_status_expires_at"), "approvals", ["status", "expires_at"]
-    )
+    op.create_index(op.f("ix_approvals_status_expires_at"), "approvals", ["status", "expires_at"])
 
 
 def downgrade() -> None:
