@@ -509,6 +509,9 @@ def wallet_keys_create(
     period: Period | None = None,
     allowed_hosts: Sequence[str] | None = None,
     allowed_rails: Sequence[str] | None = None,
+    approval_above: Amount | None = None,
+    approval_hosts: Sequence[str] | None = None,
+    approval_ttl_seconds: int | None = None,
 ) -> RequestSpec[WalletKeyCreated]:
     """``POST /wallet-keys``."""
     return RequestSpec(
@@ -523,6 +526,9 @@ def wallet_keys_create(
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         ),
         parse=as_model(WalletKeyCreated),
     )
@@ -562,6 +568,9 @@ def wallet_keys_update(
     period: Period | NotGiven = NOT_GIVEN,
     allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
     allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
+    approval_above: Amount | NotGiven | None = NOT_GIVEN,
+    approval_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
+    approval_ttl_seconds: int | NotGiven | None = NOT_GIVEN,
 ) -> RequestSpec[WalletKey]:
     """``PATCH /wallet-keys/{key_id}``."""
     return RequestSpec(
@@ -577,6 +586,9 @@ def wallet_keys_update(
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         ),
         parse=as_model(WalletKey),
     )

@@ -542,13 +542,19 @@ class WalletKeys(_Namespace):
         period: Period | None = None,
         allowed_hosts: Sequence[str] | None = None,
         allowed_rails: Sequence[str] | None = None,
+        approval_above: Amount | None = None,
+        approval_hosts: Sequence[str] | None = None,
+        approval_ttl_seconds: int | None = None,
         options: RequestOptions | None = None,
     ) -> WalletKeyCreated:
         """Mint a key with a policy; limits left out (or ``None``) are unlimited.
 
         ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
         ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
-        never shown again.  A new key has no money until :meth:`fund`.
+        never shown again.  A new key has no money until :meth:`fund`.  A payment
+        above ``approval_above``, or to one of ``approval_hosts``, waits for a person
+        (:class:`~svc.ApprovalRequired`, docs/approvals.md) for up to
+        ``approval_ttl_seconds`` (default 900).
         """
         spec = ep.wallet_keys_create(
             name,
@@ -558,6 +564,9 @@ class WalletKeys(_Namespace):
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         )
         return self._client._request(spec, options)
 
@@ -602,6 +611,9 @@ class WalletKeys(_Namespace):
         period: Period | NotGiven = NOT_GIVEN,
         allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
         allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        approval_above: Amount | NotGiven | None = NOT_GIVEN,
+        approval_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        approval_ttl_seconds: int | NotGiven | None = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> WalletKey:
         """Change the fields given.  ``None`` removes that limit; a field left out is kept.
@@ -617,6 +629,9 @@ class WalletKeys(_Namespace):
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         )
         return self._client._request(spec, options)
 

@@ -284,12 +284,18 @@ ENDPOINTS = [
             "name: str | None = None, *, allowance: Amount | None = None, "
             "max_per_tx: Amount | None = None, budget: Amount | None = None, "
             "period: Period | None = None, allowed_hosts: Sequence[str] | None = None, "
-            "allowed_rails: Sequence[str] | None = None",
+            "allowed_rails: Sequence[str] | None = None, "
+            "approval_above: Amount | None = None, "
+            "approval_hosts: Sequence[str] | None = None, "
+            "approval_ttl_seconds: int | None = None",
             doc="""Mint a key with a policy; limits left out (or ``None``) are unlimited.
 
             ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
             ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
-            never shown again.  A new key has no money until :meth:`fund`.
+            never shown again.  A new key has no money until :meth:`fund`.  A payment
+            above ``approval_above``, or to one of ``approval_hosts``, waits for a person
+            (:class:`~svc.ApprovalRequired`, docs/approvals.md) for up to
+            ``approval_ttl_seconds`` (default 900).
             """,
             build="create_wallet_key_body",
         ),
@@ -335,7 +341,10 @@ ENDPOINTS = [
             "budget: Amount | NotGiven | None = NOT_GIVEN, "
             "period: Period | NotGiven = NOT_GIVEN, "
             "allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN, "
-            "allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN",
+            "allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "approval_above: Amount | NotGiven | None = NOT_GIVEN, "
+            "approval_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "approval_ttl_seconds: int | NotGiven | None = NOT_GIVEN",
             doc="""Change the fields given.  ``None`` removes that limit; a field left out is kept.
 
             ``period="none"`` stops the allowance from resetting.
