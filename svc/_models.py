@@ -1064,14 +1064,14 @@ class PaymentRefundedData:
 @attrs.frozen(kw_only=True)
 class ApprovalRequestedData:
     """``data`` of ``approval.requested`` (beyond the spec's list): a wallet key's payment
-    waits for a person; ``approval_url`` is the page to open."""
+    waits for a person.  The link is not in the event (its token is never stored): the
+    owner reads it with ``GET /spend/approvals/{approval_id}``."""
 
     approval_id: str
     wallet_key_id: str
     amount: Decimal | None = None
     url: str | None = None
     resource_id: str | None = None
-    approval_url: str | None = None
     expires_at: datetime | None = None
     environment: str | None = None
 

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Row, select, update
 from svc import Approval, ApprovalList
 from svc.money import format_micros, from_micros
 
-from ..context import ServerContext
+from ..context import APPROVAL_CSRF, APPROVAL_LINKS, ServerContext
 from ..ids import hash_key, new_id
 from ..store import Database
 from ..store import tables as t
@@ -78,13 +78,13 @@ class Ask:
 
 
 def _token(ctx: ServerContext, approval_id: str) -> str:
-    key = ctx.secret("approval_links").encode()
+    key = ctx.secret(APPROVAL_LINKS).encode()
     return hmac.new(key, approval_id.encode(), hashlib.sha256).hexdigest()
 
 
 def csrf_token(ctx: ServerContext, token: str) -> str:
     """The page's CSRF token: bound to the link's token by a server secret."""
-    key = ctx.secret("approval_csrf").encode()
+    key = ctx.secret(APPROVAL_CSRF).encode()
     return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
 
@@ -155,7 +155,6 @@ def request(
             "amount": format_micros(ask.amount),
             "url": ask.url,
             "resource_id": ask.resource_id,
-            "approval_url": shown.approval_url,
             "expires_at": as_utc(row.expires_at).isoformat(),
             "environment": key.environment,
         },
