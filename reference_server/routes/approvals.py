@@ -9,6 +9,7 @@ refusal every page has.
 from __future__ import annotations
 
 import hmac
+from decimal import Decimal
 from typing import Any
 
 import anyio.to_thread
@@ -16,7 +17,7 @@ from sqlalchemy import Row, select
 from starlette.responses import HTMLResponse, Response
 
 from svc import Approval, ApprovalList
-from svc.money import format_micros
+from svc.money import format_micros, to_micros
 
 from ..domain import approvals, wallets
 from ..store import tables as t
@@ -103,19 +104,19 @@ def _shown(conn: Any, row: Row[Any], now: Any) -> dict[str, Any]:
         seller = conn.execute(
             select(s.c.name).join(r, r.c.seller_id == s.c.id).where(r.c.id == row.resource_id)
         ).scalar()
+
+    def shown(amount: Decimal | None) -> str | None:
+        return None if amount is None else format_micros(to_micros(amount))
+
     return {
         "key_name": key.name or key.id,
         "what": row.url or row.resource_id,
         "method": row.method,
         "seller": seller or row.host,
         "amount": format_micros(row.amount_micros),
-        "remaining_allowance": None
-        if balance.remaining_allowance is None
-        else str(balance.remaining_allowance),
-        "remaining_budget": None
-        if balance.remaining_budget is None
-        else str(balance.remaining_budget),
-        "balance": str(balance.balance),
+        "remaining_allowance": shown(balance.remaining_allowance),
+        "remaining_budget": shown(balance.remaining_budget),
+        "balance": shown(balance.balance),
         "expires_at": row.expires_at.strftime("%Y-%m-%d %H:%M UTC"),
     }
 

@@ -11,7 +11,6 @@ from ..payurl.conftest import facilitator, pay_to  # noqa: F401  (fixtures)
 from ..sandbox.helpers import assert_chain_sound, serve
 from ..support import LiveServer
 from ..webhooks.conftest import FAST
-from ..webhooks.receiver import Receiver, start_receiver
 from .helpers import PaidCounter, paid_app
 
 
@@ -27,13 +26,6 @@ def seller(facilitator: str, pay_to: str) -> Iterator[PaidCounter]:  # noqa: F81
     with serve(counter) as url:
         counter.url = url + "/paid"
         yield counter
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = start_receiver()
-    yield r
-    r.server.shutdown()
 
 
 @pytest.fixture(autouse=True)
