@@ -1068,7 +1068,7 @@ class ApprovalRequestedData:
     owner reads it with ``GET /spend/approvals/{approval_id}``."""
 
     approval_id: str
-    wallet_key_id: str
+    wallet_key_id: str | None = None
     amount: Decimal | None = None
     url: str | None = None
     resource_id: str | None = None
@@ -1082,8 +1082,8 @@ class ApprovalDecidedData:
     ``approved``, ``declined`` or ``expired`` (the last two released the hold)."""
 
     approval_id: str
-    wallet_key_id: str
-    decision: str
+    wallet_key_id: str | None = None
+    decision: str | None = None
     amount: Decimal | None = None
     environment: str | None = None
 

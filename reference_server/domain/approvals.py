@@ -35,7 +35,7 @@ from ..store import Database
 from ..store import tables as t
 from ..timeutil import as_utc
 from . import ledger, paging, wallets
-from .errors import DomainError
+from .errors import DomainError, PaymentRefused
 from .events import record_event
 from .paging import PageRequest
 
@@ -207,13 +207,13 @@ def resume(
 def refusal(row: Row[Any]) -> DomainError:
     """The 402 of a declined or expired approval."""
     if row.status == "declined":
-        return DomainError(
+        return PaymentRefused(
             "approval_declined",
             f"A person declined this payment of {format_micros(row.amount_micros)} "
             f"(approval {row.id}); nothing was paid.",
             details={"approval_id": row.id},
         )
-    return DomainError(
+    return PaymentRefused(
         "approval_expired",
         f"The approval {row.id} expired before it was decided or used; nothing was paid. "
         "Send the request with a new Idempotency-Key to ask again.",
@@ -235,7 +235,7 @@ def use(
             else DomainError("conflict", f"The approval {approval_id} was used already.")
         )
     if amount > row.amount_micros:
-        raise DomainError(
+        raise PaymentRefused(
             "approval_amount_exceeded",
             f"The price is now {format_micros(amount)}, above the "
             f"{format_micros(row.amount_micros)} a person approved; nothing was paid.",

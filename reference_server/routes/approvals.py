@@ -24,6 +24,7 @@ from ..store import tables as t
 from ..web import pages
 from ..web.auth import AnyCredential, Role
 from ..web.endpoint import Call, Contract, Endpoint, Page
+from ..web.errors import ApiError
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -37,6 +38,10 @@ _ASK_AGAIN = "Ask the agent (or whoever sent you this link) to make the request 
 def read(call: Call) -> Reply:
     """One approval: its status, amount and what it pays (the key's own, or its owner's)."""
     caller = call.caller
+    if caller.role is Role.SELLER:
+        raise ApiError(
+            "wrong_credential", "Approvals are read with the wallet key, or its owner's JWT."
+        )
     wallet = caller.role is Role.WALLET
     return Reply(
         approvals.get_for_caller(
@@ -123,6 +128,10 @@ def _shown(conn: Any, row: Row[Any], now: Any) -> dict[str, Any]:
 
 async def page(call: Call) -> Response:
     """The approval page: what the agent would pay, and Approve / Decline."""
+    return await _page(call, {})
+
+
+async def _page(call: Call, errors: dict[str, str], status: int = 200) -> Response:
     token = call.params["token"]
 
     def load() -> tuple[dict[str, Any] | None, Row[Any] | None, str]:
@@ -136,7 +145,9 @@ async def page(call: Call) -> Response:
     shown, row, csrf = await anyio.to_thread.run_sync(load)
     if shown is None:
         return _unusable() if row is None or row.status == "pending" else _already(row)
-    return pages.render("approval.html", title="Approve a payment", csrf=csrf, **shown)
+    return pages.render(
+        "approval.html", status, title="Approve a payment", csrf=csrf, errors=errors, **shown
+    )
 
 
 async def submit(call: Call) -> Response:
@@ -145,8 +156,10 @@ async def submit(call: Call) -> Response:
     if pages.cross_site(call):
         return _message("Refused", "This form must be sent from its own page.", status=403)
     form = await pages.read_form(call)
-    if form is None or form.errors:
+    if form is None:
         return _message("Refused", "The form could not be read; send it from its page.", status=400)
+    if form.errors:  # the page again, saying what the input boundary held back
+        return await _page(call, form.errors, status=422)
     expected = await anyio.to_thread.run_sync(approvals.csrf_token, call.ctx, token)
     if not hmac.compare_digest(form.get("csrf").encode(), expected.encode()):
         return _message(

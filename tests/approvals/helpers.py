@@ -76,3 +76,39 @@ def decide(approval_url: str, decision: str, **headers: str) -> httpx.Response:
 def approval_row(live: LiveServer, approval_id: str) -> Any:
     with live.ctx.db.read() as conn:
         return conn.execute(select(t.approvals).where(t.approvals.c.id == approval_id)).one()
+
+
+def make_approval(live: LiveServer, account: Any = None, *, key: str = "made") -> str:
+    """A pending approval of a funded wallet key, asked as a pay-url over the line asks
+    (``approvals.request``, with no URL to probe); its link."""
+    from reference_server.domain import approvals, ledger
+
+    from ..support import new_account
+
+    acct = account or new_account(live.url)
+    funded = httpx.post(
+        f"{live.url}/wallet-keys/{acct.wallet_key_id}/fund",
+        json={"amount": "1.00"},
+        headers={"Authorization": f"Bearer {acct.owner_jwt}", "X-Svc-Environment": "test"},
+    )
+    assert funded.status_code == 200, funded.text
+    live.ctx.load_secrets()  # before the transaction, as every request does
+    ask = approvals.Ask(
+        route="pay_url",
+        idempotency_key=key,
+        fingerprint="0" * 64,
+        amount=250_000,
+        rail="x402",
+        url="https://seller.example/report",
+        method="GET",
+        host="seller.example",
+        credit=(ledger.CHAIN_PAYOUTS, ledger.platform_shard()),
+        request_id="req_made",
+        public_url=live.url,
+    )
+    with live.ctx.db.write() as conn:
+        asked = approvals.request(
+            conn, live.ctx, key_id=acct.wallet_key_id, ask=ask, now=live.ctx.now()
+        )
+    assert asked.approval_url is not None
+    return asked.approval_url
