@@ -51,6 +51,7 @@ __all__ = [
     "request",
     "resume",
     "use",
+    "used_by",
 ]
 
 _a = t.approvals
@@ -251,6 +252,11 @@ def use(
         .where(_a.c.id == approval_id)
         .values(status="used", receipt_id=receipt_id, transfer_id=None)
     )
+
+
+def used_by(conn: Connection, approval_id: str, receipt_id: str) -> None:
+    """The receipt the approved payment made (``POST /pay``: known once it is paid)."""
+    conn.execute(update(_a).where(_a.c.id == approval_id).values(receipt_id=receipt_id))
 
 
 def open_link(conn: Connection, token: str, now: datetime) -> Row[Any] | None:

@@ -106,6 +106,10 @@ class PolicyValues:
             DEFAULT_APPROVAL_TTL if self.approval_ttl_seconds is None else self.approval_ttl_seconds
         )
 
+    def asks_approval(self) -> bool:
+        """Some payment of this key may wait for a person."""
+        return self.approval_above is not None or bool(self.approval_hosts)
+
     def needs_approval(self, amount: int, host: str | None) -> bool:
         """A payment of ``amount`` to ``host`` must wait for a person."""
         above = self.approval_above is not None and amount > self.approval_above
