@@ -836,6 +836,9 @@ class AsyncSpend(_Namespace):
         and gets the stored answer.  A policy limit raises
         :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+        A payment over the key's approval line raises :class:`~svc.ApprovalRequired`:
+        show its ``approval.approval_url`` to a person, then call again with the same
+        ``RequestOptions(idempotency_key=...)`` (docs/approvals.md).
 
         ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
         for the body's bytes as they arrive (uncut); after it, ``.result`` is the

@@ -53,7 +53,10 @@ async def pay_url(call: Call) -> Response:
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded.  With ``stream`` the paid
-    answer is relayed as it arrives, in NDJSON lines (see docs/pay-url.md, Streaming)."""
+    answer is relayed as it arrives, in NDJSON lines (see docs/pay-url.md, Streaming).
+    A payment over the key's approval line answers 202 with an Approval: nothing is
+    paid, the amount is held, and the repeat with the same ``Idempotency-Key`` pays once
+    a person approved it (docs/approvals.md)."""
     started = call.started
     if isinstance(started, (Approval, DomainError)):  # it waits for a person, or was refused
         return _respond(started, call.request_id)
@@ -239,6 +242,12 @@ PAY_URL = Endpoint(
             "budget_exceeded",
             "rail_not_allowed",
             "host_not_allowed",
+            # a person's approval (docs/approvals.md)
+            "idempotency_key_required",
+            "idempotency_key_reused",
+            "approval_declined",
+            "approval_expired",
+            "approval_amount_exceeded",
             # the URL and its challenge
             "url_not_allowed",
             "not_payable",
@@ -264,6 +273,9 @@ PAY_URL = Endpoint(
             and gets the stored answer.  A policy limit raises
             :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
             in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+            A payment over the key's approval line raises :class:`~svc.ApprovalRequired`:
+            show its ``approval.approval_url`` to a person, then call again with the same
+            ``RequestOptions(idempotency_key=...)`` (docs/approvals.md).
 
             ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
             for the body's bytes as they arrive (uncut); after it, ``.result`` is the

@@ -43,7 +43,11 @@ def _checked_pay(call: Call) -> tuple[Principal, Pay]:
 
 
 def pay(call: Call) -> Reply:
-    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
+    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``).
+
+    A fixed-price resource over the key's approval line answers 202 with an Approval
+    (nothing paid, the amount held); the repeat with the same ``Idempotency-Key`` pays
+    once a person approved it (docs/approvals.md)."""
     agent, b = _checked_pay(call)
     resource_id, destination, amount = b.resource_id, b.destination, b.amount
     if agent.subject_id is None:
@@ -325,6 +329,9 @@ ENDPOINTS = [
                 "allowance_exceeded",
                 "budget_exceeded",
                 "rail_not_allowed",
+                "idempotency_key_reused",
+                "approval_declined",
+                "approval_expired",
             ),
         ),
     ),
