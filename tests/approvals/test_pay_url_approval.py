@@ -5,6 +5,7 @@ amount is held against the policy and the balance, and the repeat with the same
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlsplit
@@ -274,5 +275,13 @@ def test_the_sdk_raises_approval_required(server: LiveServer, seller: PaidCounte
     approval = raised.value.approval
     assert approval.status == "pending" and approval.approval_url
     assert isinstance(raised.value, svc.SvcError) and raised.value.request_id
-    decide(approval.approval_url, "approve")
+    polls: list[str] = []
+    with pytest.raises(svc.ApprovalRequired):  # still pending past the deadline
+        agent.client.wait_for_approval(approval.id, timeout=0.3, poll=0.1, on_poll=polls.append)
+    assert polls and polls[0].status == "pending"
+    timer = threading.Timer(0.3, decide, (approval.approval_url, "approve"))
+    timer.start()
+    decided = agent.client.wait_for_approval(approval.id, timeout=20, poll=0.1)
+    timer.join()
+    assert decided.status == "approved"
     assert agent.client.spend.pay_url(seller.url, options=opts).amount == PRICE
