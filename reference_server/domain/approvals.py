@@ -227,8 +227,9 @@ def use(
 ) -> None:
     """The approved payment is being charged in this transaction: release the hold first
     (the charge that follows counts it again, under the key's lock it already holds), and
-    mark the approval used; a price above the approved amount is refused."""
-    row = _get(conn, approval_id)
+    mark the approval used; a price above the approved amount is refused.  The
+    approval's row is locked first, then the key's: the order a decision takes too."""
+    row = conn.execute(_lock(select(_a).where(_a.c.id == approval_id), conn)).one()
     if row.status != "approved":
         raise (
             refusal(row)
