@@ -285,3 +285,24 @@ def test_the_sdk_raises_approval_required(server: LiveServer, seller: PaidCounte
     timer.join()
     assert decided.status == "approved"
     assert agent.client.spend.pay_url(seller.url, options=opts).amount == PRICE
+
+
+def test_a_price_raised_after_the_approval_is_refused(
+    server: LiveServer, seller: PaidCounter, facilitator: str, pay_to: str
+) -> None:
+    from ..payurl.apps import gated_app
+    from .helpers import _goods
+
+    agent = agent_over_the_line(server, approval_ttl_seconds=60)
+    asked = pay_url(server, agent.wallet_key, seller.url, "k").json()
+    decide(asked["approval_url"], "approve")
+    seller.app = gated_app(facilitator, pay_to, _goods, price="$0.50")  # the seller's new price
+    r = pay_url(server, agent.wallet_key, seller.url, "k")
+    assert r.status_code == 402 and r.json()["error"]["code"] == "approval_amount_exceeded"
+    assert r.json()["error"]["details"]["approved"] == "0.25" and seller.paid == 0
+    assert pay_url(server, agent.wallet_key, seller.url, "k").status_code == 402  # stored
+    # the approval still holds its amount until it expires, then gives it back
+    assert agent.spend().balance == Decimal("9.75")
+    later = server.ctx.now() + timedelta(seconds=61)
+    assert approvals.expire_due(server.ctx.db, now=later) == 1
+    assert agent.spend().balance == Decimal("10.00") and agent.spend().spent_total == 0
