@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from . import telemetry
 from .context import ServerContext
+from .domain import approvals
 from .domain.metered import expire_authorizations
 from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
 from .domain.paid_fetch.pending import resolve_pending
@@ -44,6 +45,9 @@ from .routes import (
     top_ups,
     wallet_keys,
     webhooks,
+)
+from .routes import (
+    approvals as approval_routes,
 )
 from .routes.gates import demo, hosted, rails
 from .settings import Settings
@@ -78,6 +82,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *handles.ENDPOINTS,
         *spend.ENDPOINTS,
         *pay_url.ENDPOINTS,
+        *approval_routes.ENDPOINTS,
         *access.ENDPOINTS,
         *receipts.ENDPOINTS,
         *refunds.ENDPOINTS,
@@ -99,6 +104,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *hosted.ENDPOINTS,
         *rails.ENDPOINTS,
         *sandbox_connect.ENDPOINTS,
+        *approval_routes.PAGES,
         *buy_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
         *top_ups.PAGES,
@@ -139,6 +145,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
             ctx.db, settings=ctx.settings, now=ctx.now(), notify=ctx.notify_new_events
         ),
         lambda: expire_authorizations(ctx.db, now=ctx.now()),
+        lambda: approvals.expire_due(ctx.db, now=ctx.now()),
         lambda: resolve_unsettled(ctx),
         lambda: resolve_pending(ctx),
     ]

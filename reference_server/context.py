@@ -26,6 +26,11 @@ __all__ = ["ServerContext"]
 
 #: ``server_secrets`` row holding the sealed test hot-wallet key.
 _TEST_HOT_WALLET = "pay_url_hot_wallet_test"
+#: The keys approval links' tokens and their pages' CSRF tokens are made with
+#: (:mod:`.domain.approvals`): loaded up front, as a request's transaction cannot create one.
+APPROVAL_LINKS = "approval_links"
+APPROVAL_CSRF = "approval_csrf"
+APPROVAL_SECRETS = (APPROVAL_LINKS, APPROVAL_CSRF)
 
 
 def _token() -> str:
@@ -125,6 +130,8 @@ class ServerContext:
         and only a test ``pay-url`` fails, naming the unknown key."""
         box = self.box
         _ = self.jwt_secret, self.secret(_TEST_HOT_WALLET, lambda: box.seal(new_evm_key()))
+        for name in APPROVAL_SECRETS:
+            self.secret(name)
         receipt_tokens.load(self)
 
     def replace_secret(self, name: str, value: str) -> None:

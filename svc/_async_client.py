@@ -7,6 +7,7 @@ Everything but sending and sleeping is in ``_base_client``; see there for the lo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
@@ -20,7 +21,8 @@ from ._async_namespaces import AsyncNamespaces
 from ._async_pay_url_stream import AsyncPayUrlStream
 from ._base_client import BaseClient, Retry
 from ._convert import Amount, JSONDocument, TextDocument
-from ._models import Capabilities, Health, Jwks, PayResult
+from ._errors import ApprovalRequired
+from ._models import Approval, Capabilities, Health, Jwks, PayResult
 from ._options import RequestOptions
 from ._sender import AsyncSender
 from ._spec import RequestSpec
@@ -91,6 +93,31 @@ class AsyncClient(
             await self._sleep(retry.delay)
 
     # --- top-level endpoints ----------------------------------------------------------------
+
+    async def wait_for_approval(
+        self,
+        approval_id: str,
+        *,
+        timeout: float = 900.0,
+        poll: float = 2.0,
+        on_poll: Callable[[Approval], object] | None = None,
+        options: RequestOptions | None = None,
+    ) -> Approval:
+        """Read the approval every ``poll`` seconds until a person decides it (or it
+        expires), and return it: ``approved`` (repeat the request with its
+        ``Idempotency-Key`` to pay), ``declined``, ``expired`` or ``used``.  ``on_poll``
+        sees each read that is still ``pending`` (a progress line); past ``timeout``
+        seconds :class:`~svc.ApprovalRequired` is raised again: it still waits."""
+        deadline = time.monotonic() + timeout
+        while True:
+            approval = await self.spend.approval(approval_id, options=options)
+            if approval.status != "pending":
+                return approval
+            if time.monotonic() >= deadline:
+                raise ApprovalRequired(approval, request_id=approval.request_id)
+            if on_poll is not None:
+                on_poll(approval)
+            await self._sleep(poll)
 
     async def health(self, *, options: RequestOptions | None = None) -> Health:
         """Liveness: the process answers."""

@@ -30,13 +30,15 @@ from ._errors import (
     APIConnectionError,
     APIError,
     APITimeoutError,
+    ApprovalRequired,
     ConfigurationError,
     RateLimitError,
     error_for_status,
 )
+from ._models import Approval
 from ._options import Environment, RequestOptions, Timeout
 from ._retry import RetryPolicy, parse_retry_after
-from ._spec import RequestSpec, Role
+from ._spec import RequestSpec, Role, as_model
 from ._version import __version__
 
 __all__ = [
@@ -242,6 +244,8 @@ class BaseClient(Generic[TransportT, HttpClientT, SleepT]):
 
 
 def _parse_success(spec: RequestSpec[T], response: httpx.Response) -> T:
+    if response.status_code == 202:
+        _raise_if_approval(response)
     try:
         return spec.parse(response)
     except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
@@ -255,6 +259,17 @@ def _parse_success(spec: RequestSpec[T], response: httpx.Response) -> T:
             headers=response.headers,
             body=text,
         ) from exc
+
+
+def _raise_if_approval(response: httpx.Response) -> None:
+    """A payment answered 202 ``approval``: nothing was paid, a person must decide."""
+    try:
+        body = response.json()
+    except ValueError:
+        return
+    if isinstance(body, dict) and body.get("object") == "approval":
+        approval = as_model(Approval)(response)
+        raise ApprovalRequired(approval, request_id=approval.request_id)
 
 
 def error_from_response(response: httpx.Response) -> APIError:

@@ -19,7 +19,8 @@ from . import _convert
 from . import _endpoints as ep
 from ._base_client import BaseClient, Retry
 from ._convert import Amount, JSONDocument, TextDocument
-from ._models import Capabilities, Health, Jwks, PayResult
+from ._errors import ApprovalRequired
+from ._models import Approval, Capabilities, Health, Jwks, PayResult
 from ._namespaces import Namespaces
 from ._options import RequestOptions
 from ._pay_url_stream import PayUrlStream
@@ -92,6 +93,31 @@ class Client(
             self._sleep(retry.delay)
 
     # --- top-level endpoints ----------------------------------------------------------------
+
+    def wait_for_approval(
+        self,
+        approval_id: str,
+        *,
+        timeout: float = 900.0,
+        poll: float = 2.0,
+        on_poll: Callable[[Approval], object] | None = None,
+        options: RequestOptions | None = None,
+    ) -> Approval:
+        """Read the approval every ``poll`` seconds until a person decides it (or it
+        expires), and return it: ``approved`` (repeat the request with its
+        ``Idempotency-Key`` to pay), ``declined``, ``expired`` or ``used``.  ``on_poll``
+        sees each read that is still ``pending`` (a progress line); past ``timeout``
+        seconds :class:`~svc.ApprovalRequired` is raised again: it still waits."""
+        deadline = time.monotonic() + timeout
+        while True:
+            approval = self.spend.approval(approval_id, options=options)
+            if approval.status != "pending":
+                return approval
+            if time.monotonic() >= deadline:
+                raise ApprovalRequired(approval, request_id=approval.request_id)
+            if on_poll is not None:
+                on_poll(approval)
+            self._sleep(poll)
 
     def health(self, *, options: RequestOptions | None = None) -> Health:
         """Liveness: the process answers."""

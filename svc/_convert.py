@@ -99,6 +99,13 @@ def _period(_: str, value: object) -> str:
     return value
 
 
+def _seconds(name: str, value: Any) -> int:
+    """A whole number of seconds (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number of seconds, got {value!r}")
+    return value
+
+
 def _names(name: str, value: Sequence[str]) -> list[str]:
     """A list of hosts or rails; a lone string is refused rather than split into letters."""
     if isinstance(value, str):
@@ -156,6 +163,9 @@ _POLICY: dict[str, Callable[[str, Any], Any]] = {
     "period": _period,
     "allowed_hosts": _names,
     "allowed_rails": _names,
+    "approval_above": _limit,
+    "approval_hosts": _names,
+    "approval_ttl_seconds": _seconds,
 }
 
 

@@ -39,6 +39,8 @@ from ._convert import (
     verify_receipt_body,
 )
 from ._models import (
+    Approval,
+    ApprovalList,
     Balance,
     ConnectAccount,
     ConnectLogin,
@@ -135,6 +137,8 @@ __all__ = [
     "sellers_list",
     "sellers_me",
     "sellers_recycle",
+    "spend_approval",
+    "spend_approvals",
     "spend_attempts",
     "spend_balance",
     "spend_pay_url",
@@ -505,6 +509,9 @@ def wallet_keys_create(
     period: Period | None = None,
     allowed_hosts: Sequence[str] | None = None,
     allowed_rails: Sequence[str] | None = None,
+    approval_above: Amount | None = None,
+    approval_hosts: Sequence[str] | None = None,
+    approval_ttl_seconds: int | None = None,
 ) -> RequestSpec[WalletKeyCreated]:
     """``POST /wallet-keys``."""
     return RequestSpec(
@@ -519,6 +526,9 @@ def wallet_keys_create(
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         ),
         parse=as_model(WalletKeyCreated),
     )
@@ -558,6 +568,9 @@ def wallet_keys_update(
     period: Period | NotGiven = NOT_GIVEN,
     allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
     allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
+    approval_above: Amount | NotGiven | None = NOT_GIVEN,
+    approval_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
+    approval_ttl_seconds: int | NotGiven | None = NOT_GIVEN,
 ) -> RequestSpec[WalletKey]:
     """``PATCH /wallet-keys/{key_id}``."""
     return RequestSpec(
@@ -573,6 +586,9 @@ def wallet_keys_update(
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         ),
         parse=as_model(WalletKey),
     )
@@ -701,6 +717,31 @@ def spend_attempts(
         role=Role.WALLET,
         query=page_query(limit, starting_after),
         parse=as_model(SpendAttemptList),
+    )
+
+
+def spend_approvals(
+    *, limit: int | None = None, starting_after: str | None = None
+) -> RequestSpec[ApprovalList]:
+    """``GET /spend/approvals``."""
+    return RequestSpec(
+        method="GET",
+        path="/spend/approvals",
+        role=Role.WALLET,
+        query=page_query(limit, starting_after),
+        parse=as_model(ApprovalList),
+    )
+
+
+def spend_approval(approval_id: str) -> RequestSpec[Approval]:
+    """``GET /spend/approvals/{approval_id}``."""
+    return RequestSpec(
+        method="GET",
+        path="/spend/approvals/{approval_id}",
+        role=Role.WALLET,
+        also_roles=(Role.OWNER,),
+        path_params={"approval_id": approval_id},
+        parse=as_model(Approval),
     )
 
 

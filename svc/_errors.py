@@ -17,6 +17,7 @@ __all__ = [
     "APIConnectionError",
     "APIError",
     "APITimeoutError",
+    "ApprovalRequired",
     "AuthenticationError",
     "BadRequestError",
     "ConfigurationError",
@@ -46,6 +47,23 @@ class SvcError(Exception):
         super().__init__(message)
         self.message = message
         self.request_id = request_id
+
+
+class ApprovalRequired(SvcError):
+    """202: the payment was not made; it waits for a person's approval.
+
+    ``approval`` is the :class:`~svc.Approval`: show its ``approval_url`` to a person,
+    then repeat the call with the same ``Idempotency-Key`` (``RequestOptions``) once it is
+    approved, or wait for the decision with ``client.wait_for_approval(approval.id)``.
+    """
+
+    def __init__(self, approval: Any, *, request_id: str | None = None) -> None:
+        super().__init__(
+            f"This payment of {approval.amount} {approval.currency} waits for a person's "
+            f"approval ({approval.id}): open {approval.approval_url}",
+            request_id=request_id,
+        )
+        self.approval = approval
 
 
 class ConfigurationError(SvcError):

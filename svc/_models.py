@@ -23,6 +23,10 @@ import attrs
 
 __all__ = [
     "AllowanceResetData",
+    "Approval",
+    "ApprovalDecidedData",
+    "ApprovalList",
+    "ApprovalRequestedData",
     "Balance",
     "Capabilities",
     "ConnectAccount",
@@ -545,6 +549,44 @@ class SpendAttemptList:
 
 
 @attrs.frozen(kw_only=True)
+class Approval:
+    """A payment waiting for (or given) a person's decision (docs/approvals.md).
+
+    ``status``: ``pending`` (held, waiting), ``approved`` (the agent's repeat pays it),
+    ``declined``, ``expired``, or ``used`` (paid: ``receipt_id``).  ``approval_url`` is
+    the one-time page a person opens to decide, shown while it is ``pending``.
+    """
+
+    id: str
+    status: str
+    amount: Decimal
+    wallet_key_id: str
+    expires_at: datetime
+    created_at: datetime
+    object: str = "approval"
+    #: ``approval_required`` while the payment waits for a person.
+    code: str | None = None
+    currency: str = "USD"
+    environment: str | None = None
+    #: ``pay-url``: what is paid.
+    url: str | None = None
+    method: str | None = None
+    #: ``POST /pay``: the resource paid.
+    resource_id: str | None = None
+    approval_url: str | None = None
+    decided_at: datetime | None = None
+    receipt_id: str | None = None
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalList:
+    data: list[Approval]
+    has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ReceiptVerification:
     """``POST /access/verify``: an unknown receipt is ``valid: false``, not an error."""
 
@@ -704,6 +746,12 @@ class WalletPolicy:
     period: str = "none"
     allowed_hosts: list[str] | None = None
     allowed_rails: list[str] | None = None
+    #: A payment strictly above this waits for a person's approval (docs/approvals.md).
+    approval_above: Decimal | None = None
+    #: Payments to these hosts always wait for a person's approval.
+    approval_hosts: list[str] | None = None
+    #: How long an approval waits, in seconds.
+    approval_ttl_seconds: int = 900
 
 
 @attrs.frozen(kw_only=True)
@@ -1028,6 +1076,33 @@ class PaymentRefundedData:
 
 
 @attrs.frozen(kw_only=True)
+class ApprovalRequestedData:
+    """``data`` of ``approval.requested`` (beyond the spec's list): a wallet key's payment
+    waits for a person.  The link is not in the event (its token is never stored): the
+    owner reads it with ``GET /spend/approvals/{approval_id}``."""
+
+    approval_id: str
+    wallet_key_id: str | None = None
+    amount: Decimal | None = None
+    url: str | None = None
+    resource_id: str | None = None
+    expires_at: datetime | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalDecidedData:
+    """``data`` of ``approval.decided`` (beyond the spec's list): ``decision`` is
+    ``approved``, ``declined`` or ``expired`` (the last two released the hold)."""
+
+    approval_id: str
+    wallet_key_id: str | None = None
+    decision: str | None = None
+    amount: Decimal | None = None
+    environment: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class FundingRefundedData:
     """``data`` of ``funding.refunded``: money went back from a wallet key to the owner's
     account wallet."""
@@ -1123,6 +1198,8 @@ EVENT_DATA_TYPES: dict[str, type[Any]] = {
     "payment.succeeded": PaymentSucceededData,
     "payment.failed": PaymentFailedData,
     "payment.refunded": PaymentRefundedData,
+    "approval.requested": ApprovalRequestedData,
+    "approval.decided": ApprovalDecidedData,
     "transfer.received": TransferReceivedData,
     "funding.paid": FundingPaidData,
     "funding.refunded": FundingRefundedData,

@@ -18,6 +18,8 @@ from typing import Any, Literal, overload
 from . import _endpoints as ep
 from ._convert import Amount, Metadata
 from ._models import (
+    Approval,
+    ApprovalList,
     Balance,
     ConnectAccount,
     ConnectLogin,
@@ -540,13 +542,19 @@ class WalletKeys(_Namespace):
         period: Period | None = None,
         allowed_hosts: Sequence[str] | None = None,
         allowed_rails: Sequence[str] | None = None,
+        approval_above: Amount | None = None,
+        approval_hosts: Sequence[str] | None = None,
+        approval_ttl_seconds: int | None = None,
         options: RequestOptions | None = None,
     ) -> WalletKeyCreated:
         """Mint a key with a policy; limits left out (or ``None``) are unlimited.
 
         ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
         ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
-        never shown again.  A new key has no money until :meth:`fund`.
+        never shown again.  A new key has no money until :meth:`fund`.  A payment
+        above ``approval_above``, or to one of ``approval_hosts``, waits for a person
+        (:class:`~svc.ApprovalRequired`, docs/approvals.md) for up to
+        ``approval_ttl_seconds`` (default 900).
         """
         spec = ep.wallet_keys_create(
             name,
@@ -556,6 +564,9 @@ class WalletKeys(_Namespace):
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         )
         return self._client._request(spec, options)
 
@@ -600,6 +611,9 @@ class WalletKeys(_Namespace):
         period: Period | NotGiven = NOT_GIVEN,
         allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
         allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        approval_above: Amount | NotGiven | None = NOT_GIVEN,
+        approval_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN,
+        approval_ttl_seconds: int | NotGiven | None = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> WalletKey:
         """Change the fields given.  ``None`` removes that limit; a field left out is kept.
@@ -615,6 +629,9 @@ class WalletKeys(_Namespace):
             period=period,
             allowed_hosts=allowed_hosts,
             allowed_rails=allowed_rails,
+            approval_above=approval_above,
+            approval_hosts=approval_hosts,
+            approval_ttl_seconds=approval_ttl_seconds,
         )
         return self._client._request(spec, options)
 
@@ -740,6 +757,40 @@ class Spend(_Namespace):
             lambda after: self.attempts(limit=limit, starting_after=after, options=options)
         )
 
+    def approvals(
+        self,
+        *,
+        limit: int | None = None,
+        starting_after: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ApprovalList:
+        """The key's approvals (payments that wait or waited for a person), newest
+        first.
+
+        One page: ``limit`` 1 to 100 (the service's default is 20); pass the last item's
+        ``id`` as ``starting_after`` for the next page while ``has_more`` is true, or use
+        :meth:`approvals_all`.
+        """
+        spec = ep.spend_approvals(limit=limit, starting_after=starting_after)
+        return self._client._request(spec, options)
+
+    def approvals_all(
+        self, *, limit: int | None = None, options: RequestOptions | None = None
+    ) -> Iterator[Approval]:
+        """Every approval of the key, in the order of :meth:`approvals`.
+
+        Pages of ``limit`` are fetched as the iteration reaches them.
+        """
+        return iterate(
+            lambda after: self.approvals(limit=limit, starting_after=after, options=options)
+        )
+
+    def approval(self, approval_id: str, *, options: RequestOptions | None = None) -> Approval:
+        """One approval: ``pending`` (with ``approval_url``), ``approved``,
+        ``declined``, ``expired`` or ``used`` (with ``receipt_id``)."""
+        spec = ep.spend_approval(approval_id)
+        return self._client._request(spec, options)
+
     @overload
     def pay_url(
         self,
@@ -778,6 +829,9 @@ class Spend(_Namespace):
         and gets the stored answer.  A policy limit raises
         :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
         in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+        A payment over the key's approval line raises :class:`~svc.ApprovalRequired`:
+        show its ``approval.approval_url`` to a person, then call again with the same
+        ``RequestOptions(idempotency_key=...)`` (docs/approvals.md).
 
         ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
         for the body's bytes as they arrive (uncut); after it, ``.result`` is the

@@ -418,6 +418,17 @@ class WalletKeyPolicy:
     allowed_rails: Annotated[
         list[str] | None, Items(max_items=3, choices=RAILS, hint="x402, mpp or rill")
     ] = None
+    approval_above: Decimal | None = attrs.field(
+        default=None,
+        metadata={"doc": "A payment strictly above this waits for a person's approval."},
+    )
+    approval_hosts: Annotated[
+        list[str] | None, Items(max_items=50, pattern=HOST_NAME, hint="lowercase host names")
+    ] = None
+    approval_ttl_seconds: int | None = attrs.field(
+        default=None,
+        metadata={"doc": "How long an approval waits, 60 to 86400 seconds (default 900)."},
+    )
 
 
 @attrs.frozen(kw_only=True)

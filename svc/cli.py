@@ -18,13 +18,15 @@ import re
 import sys
 import time
 import typing
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, get_args
 
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
-from ._errors import APIError, SvcError
-from ._models import PayUrlResult
+from ._errors import APIError, ApprovalRequired, SvcError
+from ._models import Approval, PayUrlResult
+from ._options import RequestOptions
 from ._params import choices, help_of, params, pay_link, resource_metadata
 from ._pay_url_stream import PayUrlStream
 from ._version import __version__
@@ -68,6 +70,29 @@ def _emit(value: Any) -> None:
 def _emit_err(value: Any) -> None:
     """The result on stderr, when stdout carries a streamed body."""
     click.echo(json.dumps(unstructure(value), indent=2, default=str), err=True)
+
+
+def _approved(c: Client, url: str, timeout: float, body: dict[str, Any]) -> PayUrlResult:
+    """``pay-url --wait-approval``: one ``Idempotency-Key`` for the request and its
+    repeat; a payment that waits for a person is shown (its ``approval_url``) and
+    polled, with a progress line per poll, then repeated once decided (a declined or
+    expired one then answers its 402)."""
+    opts = RequestOptions(idempotency_key=str(uuid.uuid4()))
+    try:
+        paid: PayUrlResult = c.spend.pay_url(url, options=opts, **body)
+        return paid
+    except ApprovalRequired as waiting:
+        asked = waiting.approval
+    _say(f"approval required: open {asked.approval_url}")
+    _say(f"waiting for a person to approve {asked.amount} {asked.currency} ({asked.id}) ...")
+
+    def progress(approval: Approval) -> None:
+        _say(f"  still pending (expires {approval.expires_at.isoformat()})")
+
+    decided = c.wait_for_approval(asked.id, timeout=timeout, on_poll=progress)
+    _say(f"approval {decided.status}")
+    repeated: PayUrlResult = c.spend.pay_url(url, options=opts, **body)
+    return repeated
 
 
 def _relayed(paid: PayUrlStream) -> PayUrlResult | None:
@@ -540,12 +565,38 @@ def _add_payment_commands(cli: click.Group) -> None:
 
     @cli.command("pay-url")
     @_body_options(PayUrl, arguments=("url",), method={"default": "GET"})
+    @click.option(
+        "--wait-approval",
+        is_flag=True,
+        default=False,
+        help="If a person must approve the payment: print the approval_url, wait for the "
+        "decision (progress on stderr), then repeat the request with the same key.",
+    )
+    @click.option(
+        "--approval-timeout",
+        default=900.0,
+        show_default=True,
+        type=float,
+        help="Seconds --wait-approval waits for the decision.",
+    )
     @click.pass_context
-    def pay_url(ctx: Any, /, url: str, dry_run: bool | None, stream: bool | None, **o: Any) -> None:
+    def pay_url(
+        ctx: Any,
+        /,
+        url: str,
+        dry_run: bool | None,
+        stream: bool | None,
+        wait_approval: bool,
+        approval_timeout: float,
+        **o: Any,
+    ) -> None:
         """Pay any x402/MPP 402 URL (wallet key) and print its unlocked answer (with
         ``--stream``: its body on stdout as it arrives, then the result on stderr)."""
         if stream and not dry_run:
             _run(ctx, lambda c: _relayed(c.spend.pay_url(url, stream=True, **o)), show=_emit_err)
+            return
+        if wait_approval and not dry_run:
+            _run(ctx, lambda c: _approved(c, url, approval_timeout, o))
             return
         _run(ctx, lambda c: (c.spend.pay_url_quote if dry_run else c.spend.pay_url)(url, **o))
 

@@ -25,6 +25,7 @@ import inspect
 import logging
 import operator
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
@@ -32,7 +33,7 @@ from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 from ._async_client import AsyncClient
-from ._errors import APIError, SvcError
+from ._errors import APIError, ApprovalRequired, SvcError
 from ._options import Environment, RequestOptions
 from ._params import help_of, params, pay_link, resource_metadata
 from .bodies import (
@@ -139,12 +140,35 @@ async def _call(
         async with factory(request) as client:
             method = partial(call, client) if callable(call) else operator.attrgetter(call)(client)
             return unstructure(await method(*args, **kwargs))
+    except ApprovalRequired as waiting:  # not an error: the host shows the link
+        return _waiting(waiting, kwargs.get("options"))
     except APIError as exc:
         raise ToolError(
             f"{exc.code} ({exc.status}): {exc.message} [request_id={exc.request_id}]"
         ) from None
     except (SvcError, BodyRuleError) as exc:  # BodyRuleError: refused before sending
         raise ToolError(str(exc)) from None
+
+
+def _waiting(waiting: ApprovalRequired, options: RequestOptions | None) -> dict[str, Any]:
+    """A payment that waits for a person: the approval, its link for the host to show,
+    and the ``idempotency_key`` to call the tool again with once it is approved."""
+    approval = waiting.approval
+    return {
+        "approval_required": True,
+        "message": (
+            f"Nothing was paid: a person must approve {approval.amount} {approval.currency}. "
+            f"Show them {approval.approval_url} ; once approved, call this tool again with "
+            "the same arguments and this idempotency_key."
+        ),
+        "idempotency_key": None if options is None else options.idempotency_key,
+        **unstructure(approval),
+    }
+
+
+def _options(idempotency_key: str | None) -> RequestOptions:
+    """The key a payment tool sends: the caller's (a repeat after an approval), or new."""
+    return RequestOptions(idempotency_key=idempotency_key or str(uuid.uuid4()))
 
 
 def _need(value: T | None, name: str, action: str) -> T:
@@ -325,23 +349,30 @@ def _add_payment_tools(server: MCPServer, factory: ClientFactory) -> None:
 
     @server.tool()
     @_with_body(Pay)
-    async def svc_pay(ctx: Context, **form: Any) -> Any:
+    async def svc_pay(ctx: Context, idempotency_key: str | None = None, **form: Any) -> Any:
         """Pay on the service ledger (wallet key): an in-service resource by
         ``resource_id``, or a handle (``destination`` "@name") an ``amount``.  Send the
-        returned ``receipt_id`` to the gate in X-Svc-Receipt."""
+        returned ``receipt_id`` to the gate in X-Svc-Receipt.  A payment that needs a
+        person's approval returns ``approval_required`` with the ``approval_url`` to show
+        and the ``idempotency_key`` to call again with once approved."""
         # Either form, as given: the body's own rule (svc.bodies.Pay) refuses a wrong mix.
-        return await _call(factory, ctx, "pay", **form)
+        return await _call(factory, ctx, "pay", options=_options(idempotency_key), **form)
 
     @server.tool()
     @_with_body(PayUrl, "url", "method", "json", "dry_run")  # a tool answers whole: no stream
-    async def svc_pay_url(ctx: Context, **body: Any) -> Any:
+    async def svc_pay_url(ctx: Context, idempotency_key: str | None = None, **body: Any) -> Any:
         """Pay any x402 or MPP URL under the wallet key's policy (``POST /spend/pay-url``)
         and return the unlocked response (body cut at 8 KB, ``body_truncated``).
         ``dry_run``: only probe, and return the rail and price it would pay and whether
-        the policy allows it (``allowed``, ``blocked_by``); nothing is paid."""
+        the policy allows it (``allowed``, ``blocked_by``); nothing is paid.  A payment
+        that needs a person's approval returns ``approval_required`` with the
+        ``approval_url`` to show and the ``idempotency_key`` to call again with."""
         given = {k: v for k, v in body.items() if v is not None}
-        method = "spend.pay_url_quote" if given.pop("dry_run", False) else "spend.pay_url"
-        return await _call(factory, ctx, method, **given)
+        if given.pop("dry_run", False):
+            return await _call(factory, ctx, "spend.pay_url_quote", **given)
+        return await _call(
+            factory, ctx, "spend.pay_url", options=_options(idempotency_key), **given
+        )
 
     @server.tool()
     @_with_body(CaptureReceipt, optional=True)

@@ -131,6 +131,31 @@ SAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
         refunded=Decimal("0.3"),
         remaining=Decimal("0.7"),
     ),
+    "approval.requested": _sample(
+        svc.ApprovalRequestedData,
+        {
+            "approval_id": "appr_1",
+            "wallet_key_id": "vw_1",
+            "amount": "0.25",
+            "url": "https://seller.example/report",
+            "resource_id": None,
+            "expires_at": "2026-11-28T02:15:00+00:00",
+            "environment": "test",
+        },
+        amount=Decimal("0.25"),
+        expires_at=datetime(2026, 11, 28, 2, 15, tzinfo=UTC),
+    ),
+    "approval.decided": _sample(
+        svc.ApprovalDecidedData,
+        {
+            "approval_id": "appr_1",
+            "wallet_key_id": "vw_1",
+            "decision": "declined",
+            "amount": "0.25",
+            "environment": "test",
+        },
+        amount=Decimal("0.25"),
+    ),
     "funding.refunded": _sample(
         svc.FundingRefundedData,
         {
@@ -244,6 +269,8 @@ REQUIRED: dict[type, set[str]] = {
     svc.TransferReceivedData: {"receipt_id"},
     svc.FundingPaidData: {"wallet_key_id"},
     svc.PaymentRefundedData: {"receipt_id"},
+    svc.ApprovalRequestedData: {"approval_id"},
+    svc.ApprovalDecidedData: {"approval_id"},
     svc.FundingRefundedData: {"wallet_key_id"},
     svc.WalletKeyRevokedData: {"wallet_key_id"},
     svc.AllowanceResetData: {"wallet_key_id"},

@@ -55,6 +55,9 @@ __all__ = [
 
 PERIODS = ("day", "week", "month", "none")
 RAILS = ("x402", "mpp", "rill")
+#: An approval's lifetime when the policy names none, and the bounds of one it names.
+DEFAULT_APPROVAL_TTL = 900
+APPROVAL_TTL_BOUNDS = (60, 86400)
 _w = t.wallet_keys
 
 
@@ -68,6 +71,11 @@ class PolicyValues:
     period: str = "none"
     allowed_hosts: list[str] | None = None
     allowed_rails: list[str] | None = None
+    #: A payment strictly above this, or to one of ``approval_hosts``, waits for a
+    #: person (docs/approvals.md); ``approval_ttl_seconds``: how long it may wait.
+    approval_above: int | None = None
+    approval_hosts: list[str] | None = None
+    approval_ttl_seconds: int | None = None
 
     @classmethod
     def of(cls, row: Row[Any]) -> PolicyValues:
@@ -87,12 +95,31 @@ class PolicyValues:
             period=self.period,
             allowed_hosts=self.allowed_hosts,
             allowed_rails=self.allowed_rails,
+            approval_above=money(self.approval_above),
+            approval_hosts=self.approval_hosts,
+            approval_ttl_seconds=self.ttl_seconds(),
         )
+
+    def ttl_seconds(self) -> int:
+        """How long an approval of this key waits for a person (and then for the agent)."""
+        return (
+            DEFAULT_APPROVAL_TTL if self.approval_ttl_seconds is None else self.approval_ttl_seconds
+        )
+
+    def asks_approval(self) -> bool:
+        """Some payment of this key may wait for a person."""
+        return self.approval_above is not None or bool(self.approval_hosts)
+
+    def needs_approval(self, amount: int, host: str | None) -> bool:
+        """A payment of ``amount`` to ``host`` must wait for a person."""
+        above = self.approval_above is not None and amount > self.approval_above
+        return above or (host is not None and host in (self.approval_hosts or ()))
 
 
 def _column(field: str) -> str:
     """A :class:`PolicyValues` field's column: the amounts are in micro-units."""
-    return f"{field}_micros" if field in ("allowance", "max_per_tx", "budget") else field
+    amounts = ("allowance", "max_per_tx", "budget", "approval_above")
+    return f"{field}_micros" if field in amounts else field
 
 
 # --- periods ------------------------------------------------------------------------------

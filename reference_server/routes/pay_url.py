@@ -18,12 +18,13 @@ import attrs
 from sqlalchemy import Connection, Row
 from starlette.responses import Response
 
-from svc import PayUrlQuote, PayUrlResult, SpendAttemptList
+from svc import Approval, PayUrlQuote, PayUrlResult, SpendAttemptList
 from svc.bodies import PayUrl, to_json
 
 from .. import outbound
 from ..context import ServerContext
 from ..crypto import SecretBox
+from ..domain import approvals
 from ..domain.errors import DomainError
 from ..domain.paid_fetch import attempts, flow
 from ..domain.paid_fetch.attempts import Order, Replay, Started
@@ -52,8 +53,13 @@ async def pay_url(call: Call) -> Response:
     receipt and the transaction (a PayUrlResult).  With ``dry_run`` it only probes, and
     answers the rail and price it would pay and whether the wallet key's policy allows
     it (a PayUrlQuote): nothing is paid, reserved or recorded.  With ``stream`` the paid
-    answer is relayed as it arrives, in NDJSON lines (see docs/pay-url.md, Streaming)."""
+    answer is relayed as it arrives, in NDJSON lines (see docs/pay-url.md, Streaming).
+    A payment over the key's approval line answers 202 with an Approval: nothing is
+    paid, the amount is held, and the repeat with the same ``Idempotency-Key`` pays once
+    a person approved it (docs/approvals.md)."""
     started = call.started
+    if isinstance(started, (Approval, DomainError)):  # it waits for a person, or was refused
+        return _respond(started, call.request_id)
     if isinstance(started, flow.Job):
         return _respond(await flow.quote(started), call.request_id)
     if isinstance(started, idempotency.Replay):
@@ -74,9 +80,12 @@ _NO_STORE = {"Cache-Control": "no-store"}
 
 def _start(
     call: Call,
-) -> flow.Job | idempotency.Replay | tuple[flow.Job, Started | Replay]:
+) -> flow.Job | idempotency.Replay | tuple[flow.Job, Started | Replay] | Approval | DomainError:
     """The flow's first step, in the transaction that authenticated the caller: what a
-    dry run needs; or the key claimed and the attempt begun (or the key's stored answer)."""
+    dry run needs; or the key claimed and the attempt begun (or the key's stored answer).
+    A key whose request waits for a person's approval is answered from the approval
+    first (202 while pending, its 402 once declined or expired), never from the key's
+    record: the approved repeat claims the key and pays."""
     order, fingerprint = _order(call)
     agent = call.caller
     wallet = hot_wallet(call.ctx, agent.environment)  # or refuse: live with none configured
@@ -87,6 +96,18 @@ def _start(
         return job  # records nothing, its key neither
     record: idempotency.Begun | None = None
     if call.key is not None:
+        resumed = approvals.resume(
+            call.conn,
+            call.ctx,
+            key_id=job.key.id,
+            route="pay_url",
+            idempotency_key=call.key.key,
+            fingerprint=fingerprint,
+            public_url=call.public_url,
+            now=call.ctx.now(),
+        )
+        if isinstance(resumed, (Approval, DomainError)):
+            return resumed
         # Kept for good: a key never pays twice.
         want = attrs.evolve(call.key, fingerprint=fingerprint, ttl=None)
         try:
@@ -99,7 +120,16 @@ def _start(
         if isinstance(claimed, idempotency.Replay):
             return claimed
         record = claimed
-        job = attrs.evolve(job, on_answer=partial(_store_answer, record, call.ctx.box))
+        terms = flow.ApprovalTerms(
+            idempotency_key=call.key.key,
+            fingerprint=fingerprint,
+            public_url=call.public_url,
+            approved=None if resumed is None else resumed.id,
+            on_request=partial(idempotency.lapse, begun=record),
+        )
+        job = attrs.evolve(
+            job, on_answer=partial(_store_answer, record, call.ctx.box), approval=terms
+        )
     record_id = None if record is None else record.record_id
     begun = flow.begin(call.conn, job, record_id=record_id, fingerprint=fingerprint)
     if record is not None and isinstance(begun, Replay):
@@ -151,7 +181,7 @@ def _host(ctx: ServerContext, url: str) -> str:
 
 
 def _respond(
-    result: PayUrlResult | PayUrlQuote | DomainError,
+    result: PayUrlResult | PayUrlQuote | DomainError | Approval,
     request_id: str,
     *,
     replay_of: str | None = None,
@@ -159,6 +189,8 @@ def _respond(
     headers = dict(_NO_STORE)
     if replay_of is not None:
         headers |= {"Idempotent-Replayed": "true", "Original-Request-Id": replay_of}
+    if isinstance(result, Approval):  # nothing paid: a person must decide first
+        return json_response(to_json_body(result, request_id), 202, headers)
     if not isinstance(result, DomainError):
         return json_response(to_json_body(result, request_id), 200, headers)
     response = error_response(result, request_id)
@@ -210,6 +242,12 @@ PAY_URL = Endpoint(
             "budget_exceeded",
             "rail_not_allowed",
             "host_not_allowed",
+            # a person's approval (docs/approvals.md)
+            "idempotency_key_required",
+            "idempotency_key_reused",
+            "approval_declined",
+            "approval_expired",
+            "approval_amount_exceeded",
             # the URL and its challenge
             "url_not_allowed",
             "not_payable",
@@ -235,6 +273,9 @@ PAY_URL = Endpoint(
             and gets the stored answer.  A policy limit raises
             :class:`~svc.PaymentRequiredError`; a URL that does not ask for payment, or asks
             in a way this environment cannot pay, :class:`~svc.UnprocessableEntityError`.
+            A payment over the key's approval line raises :class:`~svc.ApprovalRequired`:
+            show its ``approval.approval_url`` to a person, then call again with the same
+            ``RequestOptions(idempotency_key=...)`` (docs/approvals.md).
 
             ``stream=True`` returns, once the paid answer's head is in, a stream to iterate
             for the body's bytes as they arrive (uncut); after it, ``.result`` is the

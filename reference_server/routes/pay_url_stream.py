@@ -26,11 +26,12 @@ import attrs
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from svc import PayUrlResult
+from svc import Approval, PayUrlResult
 
 from ..domain.errors import DomainError
 from ..domain.paid_fetch import flow
 from ..domain.paid_fetch.attempts import Replay, Started
+from ..invariant import InvariantError
 from ..web.errors import http_error
 from ..web.responses import to_json_body
 
@@ -81,6 +82,8 @@ class PayUrlStream(Response):
                 buffered.headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
             await buffered(scope, receive, send)
             return
+        if isinstance(answer.result, Approval):  # an approval is asked before any head
+            raise InvariantError("an attempt that relayed a head was not waiting for a person")
         await lines.write(_last(answer.result, lines.broke, self._request_id))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

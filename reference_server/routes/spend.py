@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
+from sqlalchemy import select
 
-from svc import HandleResolution, PayResult, SpendBalance
+from svc import Approval, HandleResolution, PayResult, SpendBalance
 from svc.bodies import Pay
 from svc.money import to_micros
 
 from .. import receipt_tokens
-from ..domain import handles, ledger, metered, payments, wallets
-from ..domain.errors import PaymentRefused
+from ..domain import approvals, handles, ledger, metered, payments, wallets
+from ..domain.errors import DomainError, PaymentRefused
 from ..invariant import InvariantError
+from ..store import tables as t
 from ..web.auth import Principal, Role
 from ..web.endpoint import Call, Contract, Endpoint, Grouped
 from ..web.errors import ApiError
@@ -40,7 +43,11 @@ def _checked_pay(call: Call) -> tuple[Principal, Pay]:
 
 
 def pay(call: Call) -> Reply:
-    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``)."""
+    """Pay an in-service resource (``resource_id``) or a handle (``destination``, ``amount``).
+
+    A fixed-price resource over the key's approval line answers 202 with an Approval
+    (nothing paid, the amount held); the repeat with the same ``Idempotency-Key`` pays
+    once a person approved it (docs/approvals.md)."""
     agent, b = _checked_pay(call)
     resource_id, destination, amount = b.resource_id, b.destination, b.amount
     if agent.subject_id is None:
@@ -69,6 +76,9 @@ def pay(call: Call) -> Reply:
                     now=call.now,
                 )
             else:
+                approved = _approval(call, agent, resource)
+                if isinstance(approved, Reply):
+                    return approved  # it waits for a person, or a person refused it
                 result = payments.pay_resource(
                     call.conn,
                     wallet_key_id=agent.subject_id,
@@ -76,8 +86,10 @@ def pay(call: Call) -> Reply:
                     fee_bps=call.ctx.settings.platform_fee_bps,
                     request_id=call.request_id,
                     now=call.now,
-                    answer_ahead=answer_ahead,
+                    answer_ahead=None if approved else answer_ahead,
                 )
+                if approved:
+                    approvals.used_by(call.conn, approved, result.receipt_id)
         else:
             handle = _handle(call, checked(destination), agent.environment)
             result = payments.pay_handle(
@@ -94,6 +106,63 @@ def pay(call: Call) -> Reply:
             call, agent, refused, resource, None if amount is None else to_micros(amount)
         )
     return answered[-1] if answered else Reply(_signed(call, result, resource))
+
+
+def _approval(call: Call, agent: Principal, resource: Any) -> Reply | str | None:
+    """The wallet key's approval line on a fixed-price resource (docs/approvals.md): a
+    repeat of a request that waits for a person answers from its approval (202 again,
+    or 402 once declined or expired); an approved one releases its hold for this payment
+    and names its approval; a new payment over the line asks a person (202)."""
+    key = call.key
+    if key is None:
+        raise InvariantError("POST /pay requires an Idempotency-Key")
+    key_id = checked(agent.subject_id)
+    resumed = approvals.resume(
+        call.conn,
+        call.ctx,
+        key_id=key_id,
+        route="pay",
+        idempotency_key=key.key,
+        fingerprint=key.fingerprint,
+        public_url=call.public_url,
+        now=call.now,
+    )
+    if isinstance(resumed, Approval):
+        return Reply(resumed, 202, unsettled=True)
+    if isinstance(resumed, PaymentRefused):
+        return Reply.from_error(resumed)
+    if isinstance(resumed, DomainError):
+        raise resumed
+    amount = int(resource.amount_micros)
+    if resumed is not None:
+        approvals.use(call.conn, resumed.id, amount, receipt_id=None, now=call.now)
+        return str(resumed.id)
+    policy = wallets.PolicyValues.of(wallets.get_wallet_key(call.conn, key_id))
+    host = _resource_host(call, resource) if policy.approval_hosts else None
+    if not policy.needs_approval(amount, host):
+        return None
+    ask = approvals.Ask(
+        route="pay",
+        idempotency_key=key.key,
+        fingerprint=key.fingerprint,
+        amount=amount,
+        rail="rill",
+        host=host,
+        resource_id=resource.id,
+        credit=(ledger.SELLER_BALANCE, resource.seller_id),
+        request_id=call.request_id,
+        public_url=call.public_url,
+    )
+    asked = approvals.request(call.conn, call.ctx, key_id=key_id, ask=ask, now=call.now)
+    return Reply(asked, 202, unsettled=True)
+
+
+def _resource_host(call: Call, resource: Any) -> str | None:
+    """The host of the resource's own URL (its gate's upstream), if it has one: what
+    ``approval_hosts`` names for ``POST /pay``."""
+    r = t.resources
+    upstream = call.conn.execute(select(r.c.upstream_url).where(r.c.id == resource.id)).scalar()
+    return urlsplit(upstream).netloc.lower() or None if upstream else None
 
 
 def _signed(call: Call, result: PayResult, resource: Any) -> PayResult:
@@ -146,6 +215,8 @@ def pay_group(calls: list[Call]) -> list[Reply]:
     key_id = agent.subject_id
     if key_id is None or any(b.resource_id is None or a.subject_id != key_id for a, b in checked):
         return [pay(call) for call in calls]
+    if wallets.PolicyValues.of(wallets.get_wallet_key(calls[0].conn, key_id)).asks_approval():
+        return [pay(call) for call in calls]  # a person may decide each: one by one
     resources: dict[str, Any] = {}
     purchases = []
     fee_ref = ledger.platform_shard()  # the group's, read with each resource
@@ -258,6 +329,9 @@ ENDPOINTS = [
                 "allowance_exceeded",
                 "budget_exceeded",
                 "rail_not_allowed",
+                "idempotency_key_reused",
+                "approval_declined",
+                "approval_expired",
             ),
         ),
     ),

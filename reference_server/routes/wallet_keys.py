@@ -19,7 +19,7 @@ from ..store import tables as t
 from ..web import paging
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint
-from ..web.errors import ApiError
+from ..web.errors import ApiError, invalid
 from ..web.paging import PageRequest, paged
 from ..web.responses import Reply
 from ..web.sdk import Sdk
@@ -27,8 +27,8 @@ from ..web.validate import Fields
 
 __all__ = ["ENDPOINTS"]
 
-_LIMITS = ("allowance", "max_per_tx", "budget")
-_LISTS = ("allowed_hosts", "allowed_rails")
+_LIMITS = ("allowance", "max_per_tx", "budget", "approval_above")
+_LISTS = ("allowed_hosts", "allowed_rails", "approval_hosts")
 
 
 def _policy(
@@ -42,21 +42,32 @@ def _policy(
     if sent is None:
         raise InvariantError("a policy read by its shape is an object")
     changes: dict[str, Any] = {}
-    for name in _LIMITS:
-        amount: Decimal | None = getattr(given, name)
-        if amount is not None:
-            changes[name] = to_micros(amount)
-        elif sent.is_null(name):
-            changes[name] = None
     if given.period is not None:
         changes["period"] = given.period
-    for name in _LISTS:
-        values: list[str] | None = getattr(given, name)
-        if values is not None:
-            changes[name] = values
+    for name in (*_LIMITS, *_LISTS, "approval_ttl_seconds"):
+        value = getattr(given, name)
+        if value is not None:
+            changes[name] = _stored(name, value)
         elif sent.is_null(name):
             changes[name] = None
     return attrs.evolve(base, **changes)
+
+
+def _stored(name: str, value: Any) -> Any:
+    """A policy field's value as stored: amounts in micro-units, the TTL checked."""
+    if name in _LIMITS:
+        amount: Decimal = value
+        return to_micros(amount)
+    return _ttl(value) if name == "approval_ttl_seconds" else value
+
+
+def _ttl(seconds: int) -> int:
+    """``approval_ttl_seconds`` within its bounds, or the 422 that says them."""
+    low, high = wallets.APPROVAL_TTL_BOUNDS
+    if not low <= seconds <= high:
+        field, message = "policy.approval_ttl_seconds", f"must be {low} to {high} seconds"
+        raise invalid([{"field": field, "message": message}])
+    return seconds
 
 
 def create(call: Call) -> Reply:
@@ -273,12 +284,18 @@ ENDPOINTS = [
             "name: str | None = None, *, allowance: Amount | None = None, "
             "max_per_tx: Amount | None = None, budget: Amount | None = None, "
             "period: Period | None = None, allowed_hosts: Sequence[str] | None = None, "
-            "allowed_rails: Sequence[str] | None = None",
+            "allowed_rails: Sequence[str] | None = None, "
+            "approval_above: Amount | None = None, "
+            "approval_hosts: Sequence[str] | None = None, "
+            "approval_ttl_seconds: int | None = None",
             doc="""Mint a key with a policy; limits left out (or ``None``) are unlimited.
 
             ``allowance`` may be spent per ``period`` (``day``, ``week``, ``month`` or
             ``none``), ``max_per_tx`` per payment and ``budget`` in total.  Keep ``key``: it is
-            never shown again.  A new key has no money until :meth:`fund`.
+            never shown again.  A new key has no money until :meth:`fund`.  A payment
+            above ``approval_above``, or to one of ``approval_hosts``, waits for a person
+            (:class:`~svc.ApprovalRequired`, docs/approvals.md) for up to
+            ``approval_ttl_seconds`` (default 900).
             """,
             build="create_wallet_key_body",
         ),
@@ -324,7 +341,10 @@ ENDPOINTS = [
             "budget: Amount | NotGiven | None = NOT_GIVEN, "
             "period: Period | NotGiven = NOT_GIVEN, "
             "allowed_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN, "
-            "allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN",
+            "allowed_rails: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "approval_above: Amount | NotGiven | None = NOT_GIVEN, "
+            "approval_hosts: Sequence[str] | NotGiven | None = NOT_GIVEN, "
+            "approval_ttl_seconds: int | NotGiven | None = NOT_GIVEN",
             doc="""Change the fields given.  ``None`` removes that limit; a field left out is kept.
 
             ``period="none"`` stops the allowance from resetting.

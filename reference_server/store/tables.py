@@ -175,6 +175,9 @@ wallet_keys = Table(
     Column("period", String(8), nullable=False),
     Column("allowed_hosts", JSON),
     Column("allowed_rails", JSON),
+    Column("approval_above_micros", BigInteger),
+    Column("approval_hosts", JSON),
+    Column("approval_ttl_seconds", Integer),
     Column("period_started_at", Timestamp, nullable=False),
     Column("spent_period_micros", BigInteger, nullable=False, default=0),
     Column("spent_total_micros", BigInteger, nullable=False, default=0),
@@ -271,6 +274,41 @@ refunds = Table(
     Index(None, "receipt_id"),
     Index(None, "processor_refund_id", unique=True),
     Index(None, "next_check_at"),
+)
+
+#: Approvals: a payment over a wallet key's ``approval_above`` (or to an
+#: ``approval_hosts`` host) waits for a person; its amount is held meanwhile.
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("environment", String(8), nullable=False),
+    Column("owner_id", String(40), nullable=False),
+    Column("wallet_key_id", String(40), ForeignKey("wallet_keys.id"), nullable=False),
+    Column("amount_micros", BigInteger, nullable=False),
+    #: ``POST /spend/pay-url``: what the agent asked to pay.
+    Column("method", String(10)),
+    Column("url", String(2048)),
+    Column("host", String(255)),
+    #: ``POST /pay``: the resource.
+    Column("resource_id", String(40)),
+    #: The route that asked, and the request's ``Idempotency-Key`` and fingerprint: a
+    #: repeat with the key resumes it.
+    Column("route", String(40), nullable=False),
+    Column("idempotency_key", String(255), nullable=False),
+    Column("request_hash", String(64), nullable=False),
+    Column("status", String(10), nullable=False),
+    #: sha256 of the one-time link's token (the token itself is never stored).
+    Column("token_hash", String(64), nullable=False, unique=True),
+    #: The pending ledger transfer that holds the amount.
+    Column("transfer_id", String(40)),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("decided_at", Timestamp),
+    Column("receipt_id", String(40)),
+    Column("request_id", String(40)),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("wallet_key_id", "route", "idempotency_key"),
+    Index(None, "status", "expires_at"),
 )
 
 #: The transactional outbox: an event row is written in the same transaction as the

@@ -67,6 +67,19 @@ CODES: dict[str, tuple[int, str]] = {
     "budget_exceeded": (402, "The payment would pass the wallet key's total budget."),
     "rail_not_allowed": (402, "The wallet key's policy does not allow this rail."),
     "host_not_allowed": (402, "The wallet key's policy does not allow this host."),
+    "approval_declined": (
+        402,
+        "A person declined this payment (its approval); nothing was paid and the hold is released.",
+    ),
+    "approval_expired": (
+        402,
+        "This payment's approval expired before it was decided or used; nothing was paid and "
+        "the hold is released.",
+    ),
+    "approval_amount_exceeded": (
+        402,
+        "The URL now asks more than the amount a person approved; nothing was paid.",
+    ),
     "forbidden": (403, "The credential is valid but has no rights here."),
     "wrong_credential": (403, "The route needs a credential of another role."),
     "url_not_owned": (

@@ -33,6 +33,9 @@ class Reply:
     #: Work that must run after the transaction commits and outside it (network I/O such
     #: as delivering a webhook now); its reply replaces this one.
     after_commit: Callable[[], Reply] | None = None
+    #: Not the ``Idempotency-Key``'s final answer (a payment waiting for a person's
+    #: approval, 202): the key's record is left open, so the repeat runs the route again.
+    unsettled: bool = False
 
     @classmethod
     def from_error(cls, error: DomainError) -> Reply:

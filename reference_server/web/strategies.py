@@ -129,7 +129,7 @@ def _attempt(
     call = new_call(
         ep, ctx, request, request_id, body, caller(conn, ep, ctx, request.headers, now), now
     )
-    want = key_claim(ep, ctx, call)
+    want = call.key = key_claim(ep, ctx, call)
     begun = None if want is None else idempotency.claim(conn, want, ctx.box)
     if isinstance(begun, idempotency.Replay):
         return replayed(begun, request_id)
@@ -145,7 +145,11 @@ def _attempt(
         if reply.after_commit is not None:  # a route-table mistake, caught by the first test
             raise InvariantError("idempotent routes answer inside the transaction")
         data = to_json_body(reply.body, request_id)
-        idempotency.complete(conn, begun, reply.status, data, box=ctx.box if reply.secret else None)
+        if reply.unsettled:  # the repeat runs again (see Reply.unsettled)
+            idempotency.lapse(conn, begun)
+        else:
+            box = ctx.box if reply.secret else None
+            idempotency.complete(conn, begun, reply.status, data, box=box)
         stored[:] = [(reply, data)]
 
     reply = _sync_handler(ep)(attrs.evolve(call, conn=conn, store_answer=store))
@@ -275,23 +279,38 @@ def _in_one_transaction(
             replies = [handler(call) for call in bound]
         if len(replies) != len(calls):
             raise InvariantError(f"{ep.method} {ep.path}: a group's batch answers each call")
-        stored = []
+        stored: list[tuple[idempotency.Begun, int, str]] = []
         for (index, call, claimed), reply in zip(calls, replies, strict=True):
             if not isinstance(reply, Reply) or reply.after_commit is not None:
                 raise InvariantError("a grouped route answers a Reply, in its transaction")
             data = to_json_body(reply.body, call.request_id)
             raw = json.dumps(data)
             sealed = ctx.box.seal(raw) if reply.secret else raw
-            if claimed.begun is None:  # a lone request: its key claimed with its answer
-                idempotency.claim_answered(conn, claimed.want, reply.status, sealed)
-            else:
-                stored.append((claimed.begun, reply.status, sealed))
+            _keep(conn, claimed, reply, sealed, stored)
             answers[index] = (reply.status, data, reply.headers)
         idempotency.complete_many(conn, stored)
         queued = bool(conn.info.pop(NEW_DELIVERIES, False))
     if queued:
         ctx.notify_new_events()
     return [answer for answer in answers if answer is not None]
+
+
+def _keep(
+    conn: Connection,
+    claimed: _Claimed,
+    reply: Reply,
+    sealed: str,
+    stored: list[tuple[idempotency.Begun, int, str]],
+) -> None:
+    """Keep a group's answer under its key: claimed with it (a lone request), or added to
+    ``stored`` (written together); an unsettled one leaves the key open to run again."""
+    if reply.unsettled:
+        if claimed.begun is not None:
+            idempotency.lapse(conn, claimed.begun)
+    elif claimed.begun is None:
+        idempotency.claim_answered(conn, claimed.want, reply.status, sealed)
+    else:
+        stored.append((claimed.begun, reply.status, sealed))
 
 
 @attrs.frozen
@@ -321,7 +340,7 @@ def _claimed_group(
         if who is None:
             who = callers[credential] = caller(conn, ep, ctx, headers, now)
         call = new_call(ep, ctx, item.request, item.request_id, item.body, who, now)
-        want = key_claim(ep, ctx, call)
+        want = call.key = key_claim(ep, ctx, call)
         if want is None:
             raise InvariantError("a grouped route requires an Idempotency-Key")
         wanted.append((call, want))

@@ -59,8 +59,17 @@ def _card_top_up(live: LiveServer) -> str:
     return str(r.json()["checkout_url"])
 
 
+def _approval(live: LiveServer) -> str:
+    """A wallet key's approval link (the approval itself made in the database, as a
+    pay-url over the line makes it: the page reads the row)."""
+    from ..approvals.helpers import make_approval
+
+    return make_approval(live)
+
+
 #: How a test opens each page with a form: a page added tomorrow needs a line here.
 PAGES: dict[str, Callable[[LiveServer], str]] = {
+    "/approvals/{token}": _approval,
     "/buy/{short_id}": _buy_page,
     "/sandbox/connect/onboard/{token}": _onboarding,
     "/top-ups/{top_up_id}/pay": _card_top_up,

@@ -26,7 +26,7 @@ from ..support import LiveServer
 PUBLIC = frozenset({"public"})
 #: An object id anywhere in an answer's text.
 ID = re.compile(
-    r"\b(?:own|sel|sk|res|vw|hdl|rcpt|tr|acct|evt|we|dlv|att|clm|pa|wd|sbacct|sbpo|tu|rfnd)"
+    r"\b(?:own|sel|sk|res|vw|hdl|rcpt|tr|acct|evt|we|dlv|att|clm|pa|wd|sbacct|sbpo|tu|rfnd|appr)"
     r"_[0-9a-z]{26}\b"
 )
 
@@ -133,6 +133,9 @@ def _accounts_of_people(conn: Any, p: _Parties) -> Iterator[tuple[str, Whose]]:
         yield r.id, Whose(frozenset(p.owner(r.owner_id)), r.environment)
     sa = t.spend_attempts.c
     for r in _rows(conn, sa.id, sa.wallet_key_id, sa.environment):
+        yield r.id, Whose(frozenset(p.key(r.wallet_key_id)), r.environment)
+    ap = t.approvals.c
+    for r in _rows(conn, ap.id, ap.wallet_key_id, ap.environment):
         yield r.id, Whose(frozenset(p.key(r.wallet_key_id)), r.environment)
     tu = t.top_ups.c
     for r in _rows(conn, tu.id, tu.owner_id, tu.environment):

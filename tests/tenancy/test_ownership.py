@@ -105,6 +105,7 @@ def objects(world: World) -> dict[str, list[str]]:
         values["withdrawal_id"] = list(conn.execute(select(t.withdrawals.c.id)).scalars())
         values["top_up_id"] = list(conn.execute(select(t.top_ups.c.id)).scalars())
         values["refund_id"] = list(conn.execute(select(t.refunds.c.id)).scalars())
+        values["approval_id"] = list(conn.execute(select(t.approvals.c.id)).scalars())
         receipts = conn.execute(
             select(t.receipts.c.id, t.receipts.c.tx_hash).where(t.receipts.c.tx_hash.is_not(None))
         ).all()

@@ -145,7 +145,8 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
             api.call("POST", f"/resources/{retired}/deactivate", seller.key)
         for label, policy in (
             ("agent", {"allowed_rails": ["x402", "rill"]}),
-            ("mpp", {"allowed_rails": ["mpp"]}),
+            # Pays listed resources (0.10) at once; above 0.20 a person decides.
+            ("mpp", {"allowed_rails": ["mpp"], "approval_above": "0.20"}),
             ("capped", {"allowance": "1.00", "period": "day"}),
         ):
             made = api.call("POST", "/wallet-keys", jwt, {"name": label, "policy": policy}, env)
@@ -186,6 +187,11 @@ def _buy(api: _Api, payer: Owner, seller: Owner) -> None:
             if (env, shop, rail) == ("test", deposit, "x402"):  # a part refunded on chain
                 refund = {"receipt_id": paid["seller_receipt_id"], "amount": "0.01"}
                 api.call("POST", "/refunds", deposit.key, refund)
+        # Over the mpp key's approval line: an approval, pending, its amount held.
+        careful = payer.wallet_keys[(env, "mpp")].key
+        url = deposit.resources["report"]["gate_url"]
+        asked = api.call("POST", "/spend/pay-url", careful, {"url": url}, ok=(202,))
+        assert asked["status"] == "pending", asked
         capped = payer.wallet_keys[(env, "capped")].key
         api.call("POST", "/pay", capped, {"resource_id": wallet.resources["report"]["id"]})
     paid = pay_by_card(seller.sellers[("test", "deposit")].resources["report"]["pay_url"])

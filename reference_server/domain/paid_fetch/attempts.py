@@ -52,6 +52,7 @@ __all__ = [
     "list_attempts",
     "named_by",
     "outcome",
+    "remove",
     "seller_receipt_id",
     "update_and_get",
     "update_attempt",
@@ -150,6 +151,12 @@ def begin(
             retry_after_seconds=1,
         )
     return Replay(row.id, stale=row.status == "paying")
+
+
+def remove(conn: Connection, attempt_id: str) -> None:
+    """Delete an attempt that paid and reserved nothing and that waits for a person's
+    approval instead (:mod:`..approvals`): the approved repeat begins its own."""
+    conn.execute(_sa.delete().where(_sa.c.id == attempt_id, _sa.c.status == "probing"))
 
 
 def named_by(conn: Connection, *, scope: str, route: str, key: str) -> str | None:

@@ -26,6 +26,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -35,7 +36,7 @@ import anyio.to_thread
 import attrs
 from sqlalchemy import Connection, Row
 
-from svc import ErrorDetail, PayUrlQuote, PayUrlResult
+from svc import Approval, ErrorDetail, PayUrlQuote, PayUrlResult
 from svc.money import from_micros
 
 from ... import metrics, outbound, receipt_tokens
@@ -43,7 +44,7 @@ from ...context import ServerContext
 from ...crypto import SecretBox
 from ...invariant import InvariantError
 from ...store.database import in_transaction
-from .. import wallets
+from .. import approvals, ledger, wallets
 from ..errors import DomainError, PaymentRefused
 from ..principal import Principal
 from . import attempts, offers, settlement
@@ -84,6 +85,21 @@ class Relay(Protocol):
 
 
 @attrs.frozen(kw_only=True)
+class ApprovalTerms:
+    """How this request meets its policy's approval line (docs/approvals.md): with an
+    ``Idempotency-Key``, a payment over it asks a person and answers 202; ``approved``
+    names the approval a person gave this very request (a repeat), whose hold it pays."""
+
+    idempotency_key: str
+    fingerprint: str
+    public_url: str
+    approved: str | None = None
+    #: Called in the transaction that asks: the key's record is released, so the repeat
+    #: begins a new attempt (the 202 is never the key's stored answer).
+    on_request: Callable[[Connection], None] | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Job:
     """One ``pay-url`` request, authenticated and validated."""
 
@@ -100,11 +116,14 @@ class Job:
     on_answer: Callable[[Connection, Row[Any], PayUrlResult | DomainError], None] | None = None
     #: Set: a successful paid answer is relayed as it arrives (:func:`_streamed`).
     relay: Relay | None = None
+    #: ``None``: no ``Idempotency-Key``, so a payment over the approval line is refused.
+    approval: ApprovalTerms | None = None
 
 
 @attrs.frozen(kw_only=True)
 class Answer:
-    result: PayUrlResult | DomainError
+    #: An :class:`~svc.Approval`: nothing was paid, a person must decide (202).
+    result: PayUrlResult | DomainError | Approval
     #: The first request's id, when this answer is an ``Idempotency-Key`` replay.
     replay_of: str | None = None
 
@@ -175,6 +194,8 @@ async def pay(job: Job, begun: Started | Replay) -> Answer:
         with anyio.CancelScope(shield=True):
             await _conclude_abandoned(job, begun.attempt_id)
         raise
+    if isinstance(done, Approval):
+        return Answer(result=done)
     if done is None:
         done = await _read(job.ctx, partial(_answered, job.ctx), begun.attempt_id)
     return Answer(result=done.outcome(job.ctx.box))
@@ -203,7 +224,7 @@ class _Answered:
         )
 
 
-async def _run(job: Job, attempt_id: str) -> _Answered | None:
+async def _run(job: Job, attempt_id: str) -> _Answered | Approval | None:
     """Run the attempt to a final state; the answer when the last transaction read it."""
     try:
         wallets.check_host(job.key, job.order.host)
@@ -221,6 +242,8 @@ async def _run(job: Job, attempt_id: str) -> _Answered | None:
         if reserved is None:
             return await _fail(job, attempt_id, _unsupported(job), response_status=402)
         signed, reservation = reserved
+        if isinstance(reservation, Approval):
+            return reservation
         if reservation is Reservation.REFUSED:  # recorded: its answer, under the key
             return await _write(
                 job.ctx, lambda conn: _recorded(job, conn, _answered(job.ctx, conn, attempt_id))
@@ -238,9 +261,40 @@ async def _run(job: Job, attempt_id: str) -> _Answered | None:
     )
 
 
+def _ask(
+    job: Job,
+    terms: ApprovalTerms,
+    attempt_id: str,
+    signed: SignedPayment,
+    now: datetime,
+    conn: Connection,
+) -> Approval:
+    """Hold the amount and ask a person (:func:`~..approvals.request`); the attempt,
+    which paid nothing, is removed with its claim on the key: the approved repeat begins
+    its own."""
+    ask = approvals.Ask(
+        route="pay_url",
+        idempotency_key=terms.idempotency_key,
+        fingerprint=terms.fingerprint,
+        amount=signed.amount,
+        rail=signed.rail,
+        url=job.order.url,
+        method=job.order.method,
+        host=job.order.host,
+        credit=(ledger.CHAIN_PAYOUTS, ledger.platform_shard()),
+        request_id=job.request_id,
+        public_url=terms.public_url,
+    )
+    asked = approvals.request(conn, job.ctx, key_id=job.key.id, ask=ask, now=now)
+    attempts.remove(conn, attempt_id)
+    if terms.on_request is not None:
+        terms.on_request(conn)
+    return asked
+
+
 def _sign_and_reserve(
     job: Job, attempt_id: str, probe: outbound.OutboundResponse
-) -> tuple[SignedPayment, Reservation] | None:
+) -> tuple[SignedPayment, Reservation | Approval] | None:
     """Blocking, in one worker thread: sign the probe's challenge, then reserve what the
     credential pays (``None``: no offer the environment can pay).  Nothing between the two
     touches the network, so one thread hop serves both; the signature is made before the
@@ -249,31 +303,55 @@ def _sign_and_reserve(
     if signed is None:
         return None
     now = job.ctx.now()
+    terms = job.approval
     try:
         in_transaction(
             job.ctx,
             True,
             partial(
-                settlement.reserve, attempt_id=attempt_id, wallet=job.wallet, signed=signed, now=now
+                settlement.reserve,
+                attempt_id=attempt_id,
+                wallet=job.wallet,
+                signed=signed,
+                now=now,
+                approved=None if terms is None else terms.approved,
+                can_ask=terms is not None,
             ),
         )
     except settlement.NonceTaken:
         return signed, Reservation.NONCE_TAKEN
+    except settlement.NeedsApproval:
+        if terms is None:
+            raise InvariantError("only a request with a key is asked to wait") from None
+        try:
+            asked = in_transaction(
+                job.ctx, True, partial(_ask, job, terms, attempt_id, signed, now)
+            )
+        except DomainError as refused:  # the policy changed meanwhile: refused as usual
+            _record_refusal(job, attempt_id, signed, refused, now)
+            return signed, Reservation.REFUSED
+        return signed, asked
     except DomainError as refused:
-        in_transaction(
-            job.ctx,
-            True,
-            partial(
-                settlement.record_refusal,
-                attempt_id=attempt_id,
-                signed=signed,
-                refused=refused,
-                request_id=job.request_id,
-                now=now,
-            ),
-        )
+        _record_refusal(job, attempt_id, signed, refused, now)
         return signed, Reservation.REFUSED
     return signed, Reservation.RESERVED
+
+
+def _record_refusal(
+    job: Job, attempt_id: str, signed: SignedPayment, refused: DomainError, now: datetime
+) -> None:
+    in_transaction(
+        job.ctx,
+        True,
+        partial(
+            settlement.record_refusal,
+            attempt_id=attempt_id,
+            signed=signed,
+            refused=refused,
+            request_id=job.request_id,
+            now=now,
+        ),
+    )
 
 
 async def _pay_and_conclude(job: Job, attempt_id: str, signed: SignedPayment) -> _Answered:

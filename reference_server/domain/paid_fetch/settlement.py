@@ -40,7 +40,7 @@ from ...crypto import SecretBox
 from ...ids import new_id
 from ...sandbox import chain
 from ...store import tables as t
-from .. import ledger, wallets
+from .. import approvals, ledger, wallets
 from ..errors import DomainError, PaymentRefused
 from ..events import record_event
 from . import attempts
@@ -49,6 +49,7 @@ from .offers import SignedPayment
 from .unlocked import Unlocked
 
 __all__ = [
+    "NeedsApproval",
     "NonceTaken",
     "Reservation",
     "Verdict",
@@ -75,6 +76,12 @@ class Verdict(enum.Enum):
     UNKNOWN = "unknown"
 
 
+class NeedsApproval(Exception):
+    """The policy lets the payment through only with a person's approval: nothing was
+    reserved (raised out of :func:`reserve`'s transaction, which it rolls back); the
+    flow asks for one (:func:`~..approvals.request`) in a transaction of its own."""
+
+
 class NonceTaken(Exception):
     """Another attempt holds this nonce (two probes got one MPP challenge): probe again.
     Raised out of :func:`reserve`'s transaction, which it rolls back."""
@@ -87,8 +94,15 @@ def reserve(
     wallet: HotWallet,
     signed: SignedPayment,
     now: datetime,
+    approved: str | None = None,
+    can_ask: bool = False,
 ) -> None:
     """Claim the nonce, charge the key and reserve the amount; the attempt is ``paying``.
+
+    ``approved``: the id of the approval a person gave this request (its hold becomes
+    this charge); else a payment over the policy's approval line raises
+    :class:`NeedsApproval` (``can_ask``: the request has an ``Idempotency-Key`` to
+    resume with) or, without a key, ``idempotency_key_required``.
 
     Raises :class:`NonceTaken`, or the refusal's :class:`DomainError` (record it with
     :func:`record_refusal` in a transaction of its own): either way the caller's
@@ -97,7 +111,7 @@ def reserve(
     one update) nor the policy's refusal needs anything of this transaction kept.
     """
     row = attempts.get_to_reserve(conn, attempt_id)
-    transfer_id = _charge_and_hold(conn, row, wallet, signed, now)
+    transfer_id = _charge_and_hold(conn, row, wallet, signed, now, approved, can_ask)
     try:
         attempts.update_attempt(
             conn,
@@ -143,11 +157,29 @@ def record_refusal(
 
 
 def _charge_and_hold(
-    conn: Connection, row: Row[Any], wallet: HotWallet, signed: SignedPayment, now: datetime
+    conn: Connection,
+    row: Row[Any],
+    wallet: HotWallet,
+    signed: SignedPayment,
+    now: datetime,
+    approved: str | None = None,
+    can_ask: bool = False,
 ) -> str:
     """Charge the key's policy and reserve the amount; raise the refusal's DomainError."""
     env, amount = row.environment, signed.amount
+    receipt_id = new_id("rcpt")
+    if approved is not None:
+        approvals.use(conn, approved, amount, receipt_id=receipt_id, now=now)
     key = wallets.charge(conn, row.wallet_key_id, amount, rail=signed.rail, host=row.host, now=now)
+    if approved is None and wallets.PolicyValues.of(key).needs_approval(amount, row.host):
+        if can_ask:
+            raise NeedsApproval()
+        raise DomainError(
+            "idempotency_key_required",
+            f"Paying {format_micros(amount)} to {row.host} needs a person's approval under "
+            "this wallet key's policy: send an Idempotency-Key, so that the request can be "
+            "repeated once approved.",
+        )
     # The key's account and a shard of the payouts account, in one statement (as a sale
     # reads its accounts: payments.record_purchase).
     shard = ledger.platform_shard()
@@ -168,7 +200,7 @@ def _charge_and_hold(
             now=now,
             # The receipt this reservation becomes if it settles (the ledger audit matches
             # every receipt to the one transfer carrying its id).
-            receipt_id=new_id("rcpt"),
+            receipt_id=receipt_id,
             wallet_key_id=key.id,
             reference=row.id,
         )
