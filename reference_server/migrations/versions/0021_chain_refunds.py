@@ -5,15 +5,15 @@ payer (``receipts.payer``, already kept: nothing to backfill); ``refunds.next_ch
 is when the worker next sends or follows a ``pending`` one (``NULL`` once concluded, and
 for ledger refunds, which conclude at once); ``failure_reason`` says why one failed.
 
-Revision ID: 0022
-Revises: 0020 (0021 is another branch's; whoever merges both chains 0022 after 0021)
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-11-28 02:15:00.000000
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
+revision = "0021"
 down_revision = "0020"
 branch_labels = None
 depends_on = None

@@ -3,16 +3,16 @@
 A live card refund is the processor's: its id is kept so the processor's events
 (``refund.updated``, ``charge.refunded``) find the refund they confirm or fail.
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0022
+Revises: 0021
 Create Date: 2026-11-28 02:00:00.000000
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 

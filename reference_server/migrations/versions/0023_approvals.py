@@ -4,16 +4,16 @@
 ``approval_ttl_seconds``; ``approvals`` holds one row per payment waiting for (or given)
 a person's decision, with its amount held on the key meanwhile.
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-11-28 02:05:00.000000
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024"
-down_revision = "0023"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
