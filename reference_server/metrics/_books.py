@@ -33,6 +33,7 @@ class Books(Collector):
             yield from _pay_url_attempts(conn)
             yield from _outbox(conn, self._now)
             yield from _withdrawals(conn)
+            yield from _approvals(conn)
             yield from _reconciliation(conn)
 
 
@@ -108,6 +109,22 @@ def _withdrawals(conn: Connection) -> Iterator[Metric]:
     keys = [w.environment, w.status]
     for row in conn.execute(select(*keys, func.count()).group_by(*keys)):
         family.add_metric([row[0], row[1]], row[2])
+    yield family
+
+
+def _approvals(conn: Connection) -> Iterator[Metric]:
+    """Payments waiting for a person (docs/approvals.md), their amounts held."""
+    a = t.approvals.c
+    family = GaugeMetricFamily(
+        "svc_approvals_pending",
+        "Payments over a wallet key's approval line waiting for a person's decision.",
+        labels=["environment"],
+    )
+    rows = conn.execute(
+        select(a.environment, func.count()).where(a.status == "pending").group_by(a.environment)
+    )
+    for row in rows:
+        family.add_metric([row[0]], row[1])
     yield family
 
 

@@ -146,3 +146,14 @@ def test_the_dashboard_charts_only_families_the_server_exports(live: LiveServer)
     missing -= {name + "_total" for name in re.findall(r"^# HELP (\S+)", r.text, flags=re.M)}
     missing -= {name + "_bucket" for name in re.findall(r"^# HELP (\S+)", r.text, flags=re.M)}
     assert charted and missing == set()
+
+
+def test_approvals_pending_are_counted(live: LiveServer) -> None:
+    m = market(live, price="1.00", approval_above="0.50")
+    r = httpx.post(
+        live.url + "/pay",
+        json={"resource_id": m.resource.id},
+        headers={"Authorization": f"Bearer {m.wallet_key}", "Idempotency-Key": "over-the-line"},
+    )
+    assert r.status_code == 202, r.text
+    assert total(scrape(live), "svc_approvals_pending", environment="test") == 1
