@@ -185,8 +185,12 @@ def authenticate(
 
 def credential_kind(headers: Mapping[str, str]) -> str:
     """What kind of credential a request sent (``seller_key``, ``wallet_key``,
-    ``owner_jwt``, ``other`` or ``none``), for logs: never the credential itself."""
-    token = _bearer_token(headers)
+    ``owner_jwt``, ``other``, ``malformed`` or ``none``), for logs: never the credential
+    itself."""
+    try:
+        token = _bearer_token(headers)
+    except ApiError:  # the request was refused for it (401); the log says why
+        return "malformed"
     if token is None:
         return "none"
     if token.startswith(_KEY_PREFIXES[Role.SELLER]):

@@ -150,6 +150,8 @@ def test_json_logs_are_one_object_per_line_with_the_request(json_server: Process
         headers={"Authorization": f"Bearer {account.seller_key}"},
     )
     assert missing.status_code == 404
+    garbled = httpx.get(url + "/sellers/me", headers={"Authorization": "Basic dXNlcjpwYXNz"})
+    assert garbled.status_code == 401
     lines = json_server.stop()
     records = [json.loads(line) for line in lines if line.strip()]
     assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
@@ -164,6 +166,8 @@ def test_json_logs_are_one_object_per_line_with_the_request(json_server: Process
     assert seen["duration_ms"] > 0
     gone = requests[missing.headers["x-request-id"]]
     assert (gone["route"], gone["status"]) == ("/resources/{resource_id}", 404)
+    refused = requests[garbled.headers["x-request-id"]]
+    assert (refused["status"], refused["credential"]) == (401, "malformed")
     text = "\n".join(lines)
     assert account.seller_key not in text and account.owner_jwt not in text
     assert "x" * 20 not in text  # the path's values stay out: its template is logged
