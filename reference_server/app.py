@@ -49,6 +49,9 @@ from .routes import (
 from .routes import (
     approvals as approval_routes,
 )
+from .routes import (
+    dashboard as dashboard_routes,
+)
 from .routes.gates import demo, hosted, rails
 from .settings import Settings
 from .store import upgrade
@@ -73,6 +76,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
     without them, and ``pay-url`` last."""
     return [
         *owners.ENDPOINTS,
+        *dashboard_routes.ENDPOINTS,
         *sellers.ENDPOINTS,
         *resources.ENDPOINTS,
         *directory.ENDPOINTS,
@@ -105,6 +109,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *rails.ENDPOINTS,
         *sandbox_connect.ENDPOINTS,
         *approval_routes.PAGES,
+        *dashboard_routes.PAGES,
         *buy_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
         *top_ups.PAGES,

@@ -32,6 +32,7 @@ __all__ = [
     "ConnectAccount",
     "ConnectLogin",
     "ConnectOnboarding",
+    "DashboardLink",
     "Delivery",
     "DeliveryAttempt",
     "DeliveryList",
@@ -140,6 +141,15 @@ class ErrorBody:
 class OwnerCreated:
     owner_id: str
     owner_jwt: str = secret()
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DashboardLink:
+    """A one-time link that signs the owner in to the dashboard (open it in a browser)."""
+
+    url: str = secret()
+    expires_at: datetime
     request_id: str | None = None
 
 

@@ -238,6 +238,8 @@ receipts = Table(
     #: ``UPDATE``, never past ``amount_micros``.
     Column("refunded_micros", BigInteger, nullable=False, server_default="0"),
     Index(None, "wallet_key_id", "created_at"),
+    #: The dashboard's payments page: a seller's receipts, newest first (keyset).
+    Index(None, "seller_id", "created_at"),
     #: One transaction is at most one receipt per side: the seller's (``resource``, booked
     #: by the gate that settled it) and the payer's (``url``, when our own hot wallet paid
     #: it through ``pay-url``); both exist when an agent of ours pays a gate of ours.
@@ -274,6 +276,30 @@ refunds = Table(
     Index(None, "receipt_id"),
     Index(None, "processor_refund_id", unique=True),
     Index(None, "next_check_at"),
+)
+
+#: The dashboard's one-time sign-in links (``POST /owners/me/dashboard-link``): only the
+#: SHA-256 of the token is kept; ``used_at`` makes a link good once.
+dashboard_links = Table(
+    "dashboard_links",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("used_at", Timestamp),
+    Index(None, "expires_at"),
+)
+
+#: The dashboard's sessions (its cookie holds the token; the SHA-256 is kept).
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("owner_id", String(40), ForeignKey("owners.id"), nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Index(None, "expires_at"),
 )
 
 #: Approvals: a payment over a wallet key's ``approval_above`` (or to an

@@ -1,0 +1,322 @@
+"""The owner's dashboard (docs/dashboard.md): ``POST /owners/me/dashboard-link`` makes a
+one-time sign-in link; ``/dashboard/login/{token}`` turns it into a session cookie; the
+pages show sellers and sales, payments (with Refund) and webhooks (with Retry).
+
+Pages read their owner from the session cookie only, and the environment from the
+``environment`` query parameter (or form field): ``test`` unless ``live`` is asked for.
+Every form is refused cross-site and carries a CSRF token bound to the session.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlencode, urlsplit
+
+import anyio.to_thread
+from sqlalchemy import Connection
+from starlette.responses import RedirectResponse, Response
+
+from svc import DashboardLink
+
+from ..domain import dashboard, refunds
+from ..domain.errors import DomainError
+from ..domain.paging import PageRequest
+from ..outbox import claim_one, deliver_job_sync
+from ..timeutil import as_utc
+from ..web import pages
+from ..web.auth import Role
+from ..web.endpoint import Call, Contract, Endpoint, Page
+from ..web.responses import Reply
+from ..web.sdk import Sdk
+from . import dashboard_view as view
+
+__all__ = ["ENDPOINTS", "PAGES"]
+
+T = TypeVar("T")
+COOKIE = "svc_dashboard"
+_PATH = "/dashboard"
+_PAGE_SIZE = 50
+
+
+def make_link(call: Call) -> Reply:
+    """A one-time link that signs the owner in to the dashboard (good once, 10 minutes)."""
+    token, expires = dashboard.create_link(call.conn, call.caller.owner_id, call.now)
+    url = f"{call.public_url.rstrip('/')}/dashboard/login/{token}"
+    return Reply(DashboardLink(url=url, expires_at=as_utc(expires)), 201, secret=True)
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+async def _read(call: Call, work: Callable[[Connection], T]) -> T:
+    def run() -> T:
+        with call.ctx.db.read() as conn:
+            return work(conn)
+
+    return await anyio.to_thread.run_sync(run)
+
+
+async def _write(call: Call, work: Callable[[Connection], T]) -> T:
+    def run() -> T:
+        with call.ctx.db.write() as conn:
+            return work(conn)
+
+    return await anyio.to_thread.run_sync(run)
+
+
+def _secure(call: Call) -> bool:
+    production = call.ctx.settings.env == "production"
+    return production or urlsplit(call.public_url).scheme == "https"
+
+
+async def login(call: Call) -> Response:
+    """The one-time link: a session cookie, then the dashboard (a used link: 404)."""
+    now = call.now
+    session = await _write(call, lambda conn: dashboard.redeem(conn, call.params["token"], now))
+    if session is None:
+        return view.message(
+            "Sign-in link not usable",
+            "This link cannot be used: it expired, was already used, or never existed.",
+            status=404,
+            next_step="Run 'svc dashboard' for a new link.",
+        )
+    response = RedirectResponse(f"{_PATH}", status_code=303, headers=pages.HEADERS)
+    response.set_cookie(
+        COOKIE,
+        session,
+        max_age=int(dashboard.SESSION_TTL.total_seconds()),
+        path=_PATH,
+        secure=_secure(call),
+        httponly=True,
+        samesite="lax",
+    )
+    return response
+
+
+async def _owner(call: Call) -> tuple[str, str] | None:
+    """The session's owner and token, or ``None`` (no cookie, expired, signed out)."""
+    session = call.request.cookies.get(COOKIE)
+    if not session:
+        return None
+    now = call.now
+    owner = await _read(call, lambda conn: dashboard.session_owner(conn, session, now))
+    return None if owner is None else (owner, session)
+
+
+def _signed_out() -> Response:
+    return view.message(
+        "Signed out",
+        "Your dashboard session ended, or you have not signed in.",
+        status=401,
+        next_step="Run 'svc dashboard' (or POST /owners/me/dashboard-link) for a sign-in link.",
+    )
+
+
+def _environment(call: Call, form: pages.Form | None = None) -> str:
+    asked = form.get("environment") if form is not None else call.query.get("environment", "")
+    return "live" if asked == "live" else "test"
+
+
+async def _checked_form(call: Call, session: str) -> pages.Form | Response:
+    """The form when it comes from the dashboard's own page with the session's token."""
+    if pages.cross_site(call):
+        return view.message("Refused", "This form must be sent from its own page.", status=403)
+    form = await pages.read_form(call)
+    if form is None or form.errors:
+        return view.message("Refused", "The form could not be read; send it again.", status=400)
+    expected = dashboard.csrf_token(call.ctx, session)
+    if not hmac.compare_digest(form.get("csrf").encode(), expected.encode()):
+        return view.message(
+            "Refused", "The form is out of date or not from this page; reload it.", status=403
+        )
+    return form
+
+
+def _back(path: str, environment: str, **query: str) -> Response:
+    params = urlencode({"environment": environment, **query})
+    return RedirectResponse(f"{path}?{params}", status_code=303, headers=pages.HEADERS)
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+async def overview(call: Call) -> Response:
+    """Sellers with their balances, and sales over the last 30 days by rail."""
+    signed = await _owner(call)
+    if signed is None:
+        return _signed_out()
+    owner, session = signed
+    env, now = _environment(call), call.now
+
+    def load(conn: Connection) -> dict[str, Any]:
+        return {
+            "sellers": dashboard.seller_list(conn, owner, env),
+            "chart": view.chart(dashboard.sales_by_day(conn, owner, env, now)),
+        }
+
+    shown = await _read(call, load)
+    return view.page(call, "dashboard.html", "Dashboard", env, session, **shown)
+
+
+async def payments(call: Call) -> Response:
+    """One seller's payments, newest first, 50 a page, with a Refund button."""
+    signed = await _owner(call)
+    if signed is None:
+        return _signed_out()
+    owner, session = signed
+    env = _environment(call)
+    after = call.query.get("starting_after") or None
+
+    def load(conn: Connection) -> dict[str, Any] | None:
+        sellers = dashboard.seller_list(conn, owner, env)
+        chosen = call.query.get("seller") or (sellers[0].id if sellers else "")
+        if chosen and not dashboard.owned_seller(conn, owner, env, chosen):
+            return None
+        if not chosen:
+            return {"sellers": sellers, "seller": "", "rows": [], "has_more": False}
+        request = PageRequest(limit=_PAGE_SIZE, starting_after=after)
+        found = dashboard.payments(conn, env, chosen, request)
+        rows = [view.payment(r, dashboard.refundable(r)) for r in found.rows]
+        return {"sellers": sellers, "seller": chosen, "rows": rows, "has_more": found.has_more}
+
+    try:
+        shown = await _read(call, load)
+    except DomainError:  # a cursor that names no payment of this seller
+        return view.message("Not found", "That page of payments does not exist.", status=404)
+    if shown is None:
+        return view.message("Not found", "You have no such seller here.", status=404)
+    return view.page(call, "dashboard_payments.html", "Payments", env, session, **shown)
+
+
+async def refund(call: Call) -> Response:
+    """Refund all that is left of a payment to one of the owner's sellers."""
+    signed = await _owner(call)
+    if signed is None:
+        return _signed_out()
+    owner, session = signed
+    form = await _checked_form(call, session)
+    if isinstance(form, Response):
+        return form
+    env, receipt_id, now = _environment(call, form), call.params["receipt_id"], call.now
+
+    def run(conn: Connection) -> str | None:
+        receipt = dashboard.owned_receipt(conn, owner, env, receipt_id)
+        if receipt is None:
+            return None
+        refunds.refund(
+            conn,
+            seller_id=receipt.seller_id,
+            environment=env,
+            receipt_id=receipt_id,
+            amount=None,
+            reason="requested_by_customer",
+            request_id=call.request_id,
+            now=now,
+            settings=call.ctx.settings,
+        )
+        return str(receipt.seller_id)
+
+    try:
+        seller = await _write(call, run)
+    except DomainError as e:
+        return view.message("Not refunded", e.message, status=409)
+    if seller is None:
+        return view.message("Not found", "You have no such payment here.", status=404)
+    return _back(f"{_PATH}/payments", env, seller=seller)
+
+
+async def webhooks(call: Call) -> Response:
+    """Webhook endpoints with their latest deliveries, and Retry on a failed one."""
+    signed = await _owner(call)
+    if signed is None:
+        return _signed_out()
+    owner, session = signed
+    env = _environment(call)
+    found = await _read(call, lambda conn: dashboard.deliveries(conn, owner, env))
+    endpoints = [view.endpoint(e, rows) for e, rows in found]
+    return view.page(call, "dashboard_webhooks.html", "Webhooks", env, session, endpoints=endpoints)
+
+
+async def retry(call: Call) -> Response:
+    """Send one delivery again now (as ``POST /webhooks/{id}/deliveries/{id}/retry``)."""
+    signed = await _owner(call)
+    if signed is None:
+        return _signed_out()
+    owner, session = signed
+    form = await _checked_form(call, session)
+    if isinstance(form, Response):
+        return form
+    env, delivery_id, ctx, now = (
+        _environment(call, form),
+        call.params["delivery_id"],
+        call.ctx,
+        call.now,
+    )
+    lease = timedelta(seconds=ctx.settings.worker_lease_seconds)
+
+    def claim(conn: Connection) -> Any:
+        if not dashboard.owned_delivery(conn, owner, env, delivery_id):
+            return None
+        return claim_one(conn, ctx.box, delivery_id, now=now, lease=lease)
+
+    try:
+        job = await _write(call, claim)
+    except DomainError as e:
+        return view.message("Not sent", e.message, status=409)
+    if job is None:
+        return view.message("Not found", "You have no such delivery here.", status=404)
+    await anyio.to_thread.run_sync(lambda: deliver_job_sync(ctx, job, trigger="retry"))
+    return _back(f"{_PATH}/webhooks", env)
+
+
+async def sign_out(call: Call) -> Response:
+    """End the session (its row and the cookie)."""
+    signed = await _owner(call)
+    if signed is None:
+        return _signed_out()
+    _owner_id, session = signed
+    form = await _checked_form(call, session)
+    if isinstance(form, Response):
+        return form
+    await _write(call, lambda conn: dashboard.end_session(conn, session))
+    response = view.message("Signed out", "You are signed out of the dashboard.")
+    response.delete_cookie(COOKIE, path=_PATH, secure=_secure(call), httponly=True, samesite="lax")
+    return response
+
+
+ENDPOINTS = [
+    Endpoint(
+        method="POST",
+        path="/owners/me/dashboard-link",
+        handler=make_link,
+        auth=Role.OWNER,
+        sdk=Sdk(
+            "owners.dashboard_link",
+            doc="""A one-time link that signs the owner in to the dashboard: open it in a
+            browser within 10 minutes; it works once.""",
+        ),
+        contract=Contract(response=DashboardLink, status=201),
+    ),
+]
+
+PAGES = [
+    Endpoint(
+        method="GET", path="/dashboard/login/{token}", handler=login, page=Page(secret_path=True)
+    ),
+    Endpoint(method="GET", path=_PATH, handler=overview, page=Page()),
+    Endpoint(method="GET", path=f"{_PATH}/payments", handler=payments, page=Page()),
+    Endpoint(
+        method="POST", path=f"{_PATH}/payments/{{receipt_id}}/refund", handler=refund, page=Page()
+    ),
+    Endpoint(method="GET", path=f"{_PATH}/webhooks", handler=webhooks, page=Page()),
+    Endpoint(
+        method="POST",
+        path=f"{_PATH}/webhooks/deliveries/{{delivery_id}}/retry",
+        handler=retry,
+        page=Page(),
+    ),
+    Endpoint(method="POST", path=f"{_PATH}/sign-out", handler=sign_out, page=Page()),
+]
