@@ -24,6 +24,7 @@ from ._models import (
     ConnectAccount,
     ConnectLogin,
     ConnectOnboarding,
+    DashboardLink,
     Delivery,
     DeliveryList,
     DirectoryEntry,
@@ -108,6 +109,12 @@ class AsyncOwners(_Namespace):
     async def create(self, email: str, *, options: RequestOptions | None = None) -> OwnerCreated:
         """Create an owner; the returned ``owner_jwt`` authorizes the owner routes."""
         spec = ep.owners_create(email)
+        return await self._client._request(spec, options)
+
+    async def dashboard_link(self, *, options: RequestOptions | None = None) -> DashboardLink:
+        """A one-time link that signs the owner in to the dashboard: open it in a
+        browser within 10 minutes; it works once."""
+        spec = ep.owners_dashboard_link()
         return await self._client._request(spec, options)
 
 

@@ -45,6 +45,7 @@ from ._models import (
     ConnectAccount,
     ConnectLogin,
     ConnectOnboarding,
+    DashboardLink,
     Delivery,
     DeliveryList,
     DirectoryList,
@@ -118,6 +119,7 @@ __all__ = [
     "handles_create",
     "handles_resolve",
     "owners_create",
+    "owners_dashboard_link",
     "pay",
     "payments_get",
     "receipts_capture",
@@ -174,6 +176,17 @@ def owners_create(email: str) -> RequestSpec[OwnerCreated]:
         path="/owners",
         json=to_json(CreateOwner(email=email)),
         parse=as_model(OwnerCreated),
+    )
+
+
+def owners_dashboard_link() -> RequestSpec[DashboardLink]:
+    """``POST /owners/me/dashboard-link``."""
+    return RequestSpec(
+        method="POST",
+        path="/owners/me/dashboard-link",
+        role=Role.OWNER,
+        json={},
+        parse=as_model(DashboardLink),
     )
 
 

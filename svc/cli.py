@@ -402,6 +402,13 @@ def _add_owner_commands(cli: click.Group) -> None:
         show = (lambda created: click.echo(created.owner_jwt)) if jwt_only else _emit
         _run(ctx, lambda c: c.owners.create(email), show=show)
 
+    @cli.command()
+    @click.pass_context
+    def dashboard(ctx: Any) -> None:
+        """Print a one-time link that signs you in to the dashboard (owner JWT); open it in
+        a browser within 10 minutes.  Nothing is opened for you."""
+        _run(ctx, lambda c: c.owners.dashboard_link(), owner=True, show=lambda r: click.echo(r.url))
+
     @cli.group()
     def sellers() -> None:
         """Seller accounts (owner JWT)."""
