@@ -37,6 +37,7 @@ SCRIPTS = (
     "gate_overhead",
     "stream_gate",
     "receipt_token",
+    "dashboard",
     "pay_throughput",
     "pay_url",
     "live_settle",
