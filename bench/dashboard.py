@@ -137,7 +137,8 @@ def main() -> None:
         for place, (big, small) in figures.items():
             ratio = big / small
             print(
-                f"{database:>10}  {place:>10}  {big * 1e3:>8.2f}  {small * 1e3:>8.2f}  {ratio:>6.2f}"
+                f"{database:>10}  {place:>10}  {big * 1e3:>8.2f}  {small * 1e3:>8.2f}"
+                f"  {ratio:>6.2f}"
             )
             rows.append(
                 time_ratio_row(
