@@ -19,7 +19,7 @@ depends_on = None
 
 
 def _table(name: str, used: bool) -> None:
-    columns = [
+    columns: list[sa.schema.SchemaItem] = [
         sa.Column("token_hash", sa.String(length=64), nullable=False),
         sa.Column("owner_id", sa.String(length=40), nullable=False),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
