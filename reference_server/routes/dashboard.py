@@ -125,8 +125,11 @@ async def _checked_form(call: Call, session: str) -> pages.Form | Response:
     if pages.cross_site(call):
         return view.message("Refused", "This form must be sent from its own page.", status=403)
     form = await pages.read_form(call)
-    if form is None or form.errors:
+    if form is None:
         return view.message("Refused", "The form could not be read; send it again.", status=400)
+    if form.errors:  # hidden fields only: nothing for the person to fix but to reload
+        problems = [f"{name}: {problem}" for name, problem in sorted(form.errors.items())]
+        return view.message("Refused", *problems, status=422, next_step="Reload the page.")
     expected = dashboard.csrf_token(call.ctx, session)
     if not hmac.compare_digest(form.get("csrf").encode(), expected.encode()):
         return view.message(
