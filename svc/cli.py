@@ -407,7 +407,7 @@ def _add_owner_commands(cli: click.Group) -> None:
     def dashboard(ctx: Any) -> None:
         """Print a one-time link that signs you in to the dashboard (owner JWT); open it in
         a browser within 10 minutes.  Nothing is opened for you."""
-        _run(ctx, lambda c: c.owners.dashboard_link(), owner=True, show=lambda r: click.echo(r.url))
+        _run(ctx, lambda c: c.owners.dashboard_link(), show=lambda r: click.echo(r.url))
 
     @cli.group()
     def sellers() -> None:
