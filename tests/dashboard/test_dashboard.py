@@ -4,6 +4,7 @@ refunds nothing of this owner's)."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import httpx
@@ -13,7 +14,7 @@ from reference_server.ids import hash_key
 from reference_server.store import tables as t
 
 from ..money.helpers import D, market
-from ..support import LiveServer
+from ..support import LiveServer, run_python
 from .helpers import csrf_of, link, signed_in
 
 
@@ -125,3 +126,15 @@ def test_sign_out_ends_the_session(server: LiveServer) -> None:
     session = client.cookies.get("svc_dashboard")
     after = httpx.get(f"{server.url}/dashboard", cookies={"svc_dashboard": session or "x"})
     assert after.status_code == 401
+
+
+def test_svc_dashboard_prints_a_link_that_signs_in(server: LiveServer) -> None:
+    m = market(server)
+    env = {**os.environ, "SVC_BASE_URL": server.url, "SVC_OWNER_JWT": m.seller_owner_jwt}
+    done = run_python("-m", "svc.cli", "dashboard", env=env)
+    assert done.returncode == 0, done.stderr
+    url = done.stdout.strip()
+    assert url.startswith(f"{server.url}/dashboard/login/")
+    with httpx.Client() as browser:
+        assert browser.get(url).status_code == 303
+        assert m.seller_id in browser.get(f"{server.url}/dashboard").text
