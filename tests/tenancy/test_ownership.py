@@ -76,6 +76,25 @@ def callers(world: World) -> list[Caller]:
     return found
 
 
+def dashboard_callers(world: World) -> list[Caller]:
+    """Each owner signed in to the dashboard (its session cookie), in each environment
+    (the pages read it from the query string: :func:`paths` adds it)."""
+    found = []
+    for owner in world.owners:
+        r = httpx.post(
+            f"{world.server.url}/owners/me/dashboard-link",
+            headers={"Authorization": f"Bearer {owner.jwt}"},
+        )
+        assert r.status_code == 201, r.text
+        signed = httpx.get(r.json()["url"])
+        assert signed.status_code == 303, signed.text
+        cookie = {"Cookie": f"svc_dashboard={signed.cookies['svc_dashboard']}"}
+        for env in ENVIRONMENTS:
+            label = f"{owner.name}:dashboard:{env}"
+            found.append(Caller(label, "dashboard", cookie, f"owner:{owner.id}", env))
+    return found
+
+
 def objects(world: World) -> dict[str, list[str]]:
     """Each path parameter's values: every owner's object of that kind, in both
     environments (a caller's own first, where the call takes one)."""
@@ -143,13 +162,17 @@ def receipts_of_world(world: World, per_shape: int = 2) -> list[str]:
 
 
 def paths(ep: Endpoint, values: dict[str, list[str]]) -> Iterator[str]:
-    """The route's path with every combination of its parameters' values."""
+    """The route's path with every combination of its parameters' values (the payments
+    page of the dashboard: with each seller's id in its query too)."""
     names = re.findall(r"{(\w+)}", ep.path)
     for combo in itertools.product(*(values[name] for name in names)):
         path = ep.path
         for name, value in zip(names, combo, strict=True):
             path = path.replace("{" + name + "}", value)
         yield path
+    if ep.path == "/dashboard/payments":
+        for seller in values["seller_id"]:
+            yield f"{ep.path}?seller={seller}"
 
 
 def bodies(ep: Endpoint, world: World, values: dict[str, list[str]]) -> Iterator[Any]:
@@ -176,12 +199,15 @@ def bodies(ep: Endpoint, world: World, values: dict[str, list[str]]) -> Iterator
 def calls(world: World) -> tuple[list[Call], list[Call]]:
     values = objects(world)
     everyone = callers(world)
+    signed_in = dashboard_callers(world)
     # A public route reads no credential: nobody, and one caller of each role, suffice.
     one_of_each = [next(c for c in everyone if c.role == role) for role in (None, *ROLES)]
     safe: list[Call] = []
     last: list[Call] = []
     for ep in served():
         who = everyone if ep.role is not None else one_of_each
+        if ep.page and ep.path.startswith("/dashboard") and "{token}" not in ep.path:
+            who = [one_of_each[0], *signed_in]  # the pages read the session cookie only
         for caller, path, body in itertools.product(
             who, list(paths(ep, values)), list(bodies(ep, world, values))
         ):
@@ -202,7 +228,10 @@ def run(http: httpx.Client, call: Call) -> httpx.Response:
     """One call on the shared client (a client per call would build an SSL context each
     time: most of the test's time went there)."""
     headers = {**call.caller.headers, "Idempotency-Key": str(uuid.uuid4())}
-    return http.request(call.endpoint.method, call.path, json=call.body, headers=headers)
+    path = call.path
+    if call.caller.role == "dashboard":
+        path += ("&" if "?" in path else "?") + f"environment={call.caller.environment}"
+    return http.request(call.endpoint.method, path, json=call.body, headers=headers)
 
 
 def strangers(oracle: Oracle, call: Call, answer: httpx.Response) -> list[str]:
