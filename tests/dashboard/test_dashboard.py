@@ -5,6 +5,7 @@ refunds nothing of this owner's)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
 
 import httpx
@@ -138,3 +139,32 @@ def test_svc_dashboard_prints_a_link_that_signs_in(server: LiveServer) -> None:
     with httpx.Client() as browser:
         assert browser.get(url).status_code == 303
         assert m.seller_id in browser.get(f"{server.url}/dashboard").text
+
+
+def test_the_cookie_is_secure_behind_an_https_public_url(
+    make_server: Callable[..., LiveServer],
+) -> None:
+    live = make_server(public_url="https://pay.example")
+    m = market(live)
+    r = httpx.post(
+        f"{live.url}/owners/me/dashboard-link",
+        headers={"Authorization": f"Bearer {m.seller_owner_jwt}"},
+    )
+    assert r.json()["url"].startswith("https://pay.example/dashboard/login/")
+    token = r.json()["url"].rsplit("/", 1)[1]
+    signed = httpx.get(f"{live.url}/dashboard/login/{token}")
+    assert signed.status_code == 303
+    assert "; secure" in signed.headers["set-cookie"].lower()
+
+
+def test_an_expired_session_is_signed_out(server: LiveServer) -> None:
+    m = market(server)
+    client = signed_in(server, m.seller_owner_jwt)
+    assert client.get("/dashboard").status_code == 200
+    with server.ctx.db.write() as conn:
+        conn.execute(
+            update(t.dashboard_sessions)
+            .where(t.dashboard_sessions.c.owner_id == m.seller_owner_id)
+            .values(expires_at=server.ctx.now() - timedelta(seconds=1))
+        )
+    assert client.get("/dashboard").status_code == 401
