@@ -32,7 +32,8 @@ def test_an_owner_signs_in_refunds_and_retries(
     receiver = start_receiver()
     receiver.statuses = [500]  # the first delivery fails, the next ones are answered 200
     try:
-        live = make_server(worker_poll_seconds=0.05)
+        # the worker would retry the failed delivery by itself only in 10 minutes
+        live = make_server(worker_poll_seconds=0.05, webhook_retry_schedule=(600, 600))
         m = market(live)
         r = httpx.post(
             f"{live.url}/webhooks",
