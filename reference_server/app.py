@@ -29,6 +29,7 @@ from .routes import (
     discovery,
     handles,
     health,
+    listen,
     mcp,
     owners,
     pay_url,
@@ -87,6 +88,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *receipts.ENDPOINTS,
         *refunds.ENDPOINTS,
         *webhooks.ENDPOINTS,
+        *listen.ENDPOINTS,
         *(sandbox.ENDPOINTS if sandbox_routes else []),
         pay_url.PAY_URL,
     ]
