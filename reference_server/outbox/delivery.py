@@ -39,6 +39,7 @@ __all__ = [
     "claim_due",
     "claim_listened",
     "claim_one",
+    "drop_abandoned_listeners",
     "event_body",
     "leased_job",
     "next_delay",
@@ -212,6 +213,44 @@ def claim_listened(
         if not ids:
             return []
         return _jobs(conn, _lease(conn, ids, now, lease), box)
+
+
+#: A listener endpoint with a delivery due this long and never polled for is abandoned
+#: (its ``svc listen`` died without deleting it).
+LISTENER_ABANDONED_AFTER = timedelta(minutes=10)
+
+
+def drop_abandoned_listeners(db: Database, *, now: datetime) -> int:
+    """Delete the listener endpoints nobody polls (housekeeping): a live listener claims
+    every due delivery at once, so one left due and unleased for
+    ``LISTENER_ABANDONED_AFTER`` means no poll came for that long.  Their pending
+    deliveries are cancelled, as a deleted endpoint's are; returns how many."""
+    before = now - LISTENER_ABANDONED_AFTER
+    with db.write() as conn:
+        ids = (
+            conn.execute(
+                select(_e.c.id)
+                .distinct()
+                .join(_d, _d.c.endpoint_id == _e.c.id)
+                .where(
+                    _e.c.url == LISTEN_URL,
+                    _e.c.status != "deleted",
+                    _d.c.status == "pending",
+                    _d.c.next_attempt_at < before,
+                    or_(_d.c.lease_until.is_(None), _d.c.lease_until < before),
+                )
+            )
+            .scalars()
+            .all()
+        )
+        for endpoint_id in ids:
+            set_status(conn, endpoint_id, "deleted")
+            conn.execute(
+                update(_d)
+                .where(_d.c.endpoint_id == endpoint_id, _d.c.status == "pending")
+                .values(status="cancelled", next_attempt_at=None)
+            )
+    return len(ids)
 
 
 def leased_job(conn: Connection, box: SecretBox, delivery_id: str) -> Job | None:

@@ -9,13 +9,16 @@ import time
 from datetime import datetime, timedelta
 
 import attrs
+from sqlalchemy import select
 
 from svc import ListenBatch, ListenedDelivery, WebhookEndpointCreated
 from svc.bodies import AckListened, CreateListener
 
+from ..context import ServerContext
 from ..domain import webhook_endpoints as endpoints
 from ..outbox import DeliveryOutcome, Job
 from ..outbox.delivery import LISTEN_URL, claim_listened, leased_job, record_outcomes
+from ..store import tables as t
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint
 from ..web.errors import ApiError
@@ -24,6 +27,7 @@ from ..web.sdk import Sdk
 
 __all__ = ["ENDPOINTS"]
 
+_e = t.webhook_endpoints
 #: The longest a poll waits for a delivery (seconds); the CLI asks for 25.
 _MAX_WAIT = 30.0
 #: How often a waiting poll looks for due deliveries (seconds).
@@ -82,12 +86,19 @@ def poll(call: Call) -> Reply:
             jobs = claim_listened(
                 ctx.db, ctx.box, endpoint_id, now=ctx.now(), limit=_BATCH, lease=lease
             )
-            if jobs or time.monotonic() >= deadline:
+            if jobs or time.monotonic() >= deadline or not _listening(ctx, endpoint_id):
                 now = ctx.now()
                 return Reply(ListenBatch(data=[_listened(job, now) for job in jobs]))
             time.sleep(_LOOK_EVERY)
 
     return Reply(None, after_commit=answer)
+
+
+def _listening(ctx: ServerContext, endpoint_id: str) -> bool:
+    """The listener still exists (its CLI deletes it on exit; a poll still waiting ends)."""
+    with ctx.db.read() as conn:
+        status = conn.execute(select(_e.c.status).where(_e.c.id == endpoint_id)).scalar()
+    return status == "enabled"
 
 
 def _listened(job: Job, now: datetime) -> ListenedDelivery:

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import IO
 
 import pytest
 from sqlalchemy import select
 
 import svc
+from reference_server.outbox.delivery import LISTENER_ABANDONED_AFTER, drop_abandoned_listeners
 from reference_server.store import tables as t
 from svc import webhooks
 
@@ -181,3 +183,21 @@ def test_live_is_refused(server: LiveServer, clis: list[Cli]) -> None:
     assert cli.proc.wait(timeout=30) == 1
     assert cli.proc.stderr is not None
     assert "test environment only" in cli.proc.stderr.read()
+
+
+def test_an_abandoned_listener_is_deleted_by_housekeeping(server: LiveServer) -> None:
+    m = market(server)
+    owner = svc.Client(base_url=server.url, owner_jwt=m.seller_owner_jwt, environment="test")
+    idle = owner.webhooks.listen(events=["resource.updated"])  # nothing for it: kept
+    abandoned = owner.webhooks.listen()
+    m.agent.pay(resource_id=m.resource.id)
+    until(lambda: owner.webhooks.deliveries(abandoned.id).data)
+    later = server.ctx.now() + LISTENER_ABANDONED_AFTER + timedelta(minutes=1)
+    assert drop_abandoned_listeners(server.ctx.db, now=server.ctx.now()) == 0  # not yet
+    assert drop_abandoned_listeners(server.ctx.db, now=later) == 1
+    assert _endpoint_status(server, abandoned.id) == "deleted"
+    assert _endpoint_status(server, idle.id) == "enabled"
+    d = t.webhook_deliveries
+    with server.ctx.db.read() as conn:
+        statuses = conn.execute(select(d.c.status).where(d.c.endpoint_id == abandoned.id))
+        assert set(statuses.scalars()) == {"cancelled"}
