@@ -201,3 +201,20 @@ def test_an_abandoned_listener_is_deleted_by_housekeeping(server: LiveServer) ->
     with server.ctx.db.read() as conn:
         statuses = conn.execute(select(d.c.status).where(d.c.endpoint_id == abandoned.id))
         assert set(statuses.scalars()) == {"cancelled"}
+
+
+def test_a_listeners_test_send_waits_for_the_listener(server: LiveServer) -> None:
+    acct = new_account(server.url)
+    owner = svc.Client(base_url=server.url, owner_jwt=acct.owner_jwt, environment="test")
+    listener = owner.webhooks.listen()
+    queued = owner.webhooks.test(listener.id)
+    assert queued.status == "pending" and queued.attempts == 0  # not sent over HTTP
+    [handed] = owner.webhooks.poll(listener.id, wait=5).data
+    assert handed.delivery_id == queued.id and handed.event_type == "payment.succeeded"
+    owner.webhooks.ack(listener.id, delivery_id=queued.id, status_code=500)
+    again = owner.webhooks.retry(listener.id, queued.id)  # due now, for the next poll
+    assert again.status == "pending" and [a.status_code for a in again.attempt_log] == [500]
+    [handed] = owner.webhooks.poll(listener.id, wait=5).data
+    owner.webhooks.ack(listener.id, delivery_id=handed.delivery_id, status_code=200)
+    [done] = owner.webhooks.deliveries(listener.id).data
+    assert done.status == "succeeded"
