@@ -22,6 +22,7 @@ from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
 from .domain.paid_fetch.pending import resolve_pending
 from .invariant import InvariantError
 from .outbox import run_worker
+from .outbox.delivery import drop_abandoned_listeners
 from .routes import (
     access,
     buy_page,
@@ -29,6 +30,7 @@ from .routes import (
     discovery,
     handles,
     health,
+    listen,
     mcp,
     owners,
     pay_url,
@@ -91,6 +93,7 @@ def endpoints(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *receipts.ENDPOINTS,
         *refunds.ENDPOINTS,
         *webhooks.ENDPOINTS,
+        *listen.ENDPOINTS,
         *(sandbox.ENDPOINTS if sandbox_routes else []),
         pay_url.PAY_URL,
     ]
@@ -140,8 +143,8 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
     authorizations they claim), and release open-rail holds never settled nor released
     (a gate that crashed mid-request) and metered ledger authorizations never captured
     (``metered.AUTHORIZATION_TTL``), and let the live chain decide the settlements
-    (gates' and pay-url's) whose outcome nobody could give, now and then; failures wait
-    for the next round."""
+    (gates' and pay-url's) whose outcome nobody could give, now and then, and delete the
+    ``svc listen`` endpoints nobody polls any more; failures wait for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
     chores: list[Callable[[], object]] = [
         lambda: idempotency.purge_expired(ctx.db, now=ctx.now(), ttl=ttl),
@@ -153,6 +156,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
         lambda: approvals.expire_due(ctx.db, now=ctx.now()),
         lambda: resolve_unsettled(ctx),
         lambda: resolve_pending(ctx),
+        lambda: drop_abandoned_listeners(ctx.db, now=ctx.now()),
     ]
     while True:
         await anyio.sleep(every_seconds)

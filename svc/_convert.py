@@ -26,6 +26,7 @@ from .bodies import (
     ClaimHandle,
     ConnectOnboard,
     ConnectType,
+    CreateListener,
     CreateTopUp,
     CreateWalletKey,
     CreateWebhook,
@@ -301,6 +302,11 @@ def directory_query(
     return query or None
 
 
+def listen_query(*, wait: float) -> dict[str, str]:
+    """How long a listener's poll may wait for a delivery (seconds)."""
+    return {"wait": str(wait)}
+
+
 def create_wallet_key_body(*, name: str | None, **policy: Any) -> dict[str, Any]:
     """On create, a limit given as ``None`` is no limit: the same as leaving it out."""
     limits = _policy({field: value for field, value in policy.items() if value is not None})
@@ -354,6 +360,10 @@ def gate_redeem_body(
     build = checked(RedeemCredential)
     method, url = _method(method), _absolute_url(url)
     return build(resource_id=resource_id, method=method, url=url, headers=dict(credentials))
+
+
+def create_listener_body(*, events: Sequence[str] | None) -> dict[str, Any]:
+    return to_json(CreateListener(events=_events(events)))
 
 
 def create_webhook_body(

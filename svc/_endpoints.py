@@ -17,6 +17,7 @@ from ._convert import (
     Metadata,
     connect_onboard_body,
     connect_update_body,
+    create_listener_body,
     create_resource_body,
     create_wallet_key_body,
     create_webhook_body,
@@ -26,6 +27,7 @@ from ._convert import (
     gate_release_body,
     gate_settle_body,
     handle_body,
+    listen_query,
     page_query,
     pay_body,
     pay_url_body,
@@ -55,6 +57,7 @@ from ._models import (
     GateRelease,
     Handle,
     HandleResolution,
+    ListenBatch,
     OwnerCreated,
     Payment,
     PayResult,
@@ -86,6 +89,7 @@ from ._models import (
 from ._spec import RequestSpec, Role, as_model
 from ._types import NOT_GIVEN, NotGiven
 from .bodies import (
+    AckListened,
     CaptureReceipt,
     ConnectType,
     CreateOwner,
@@ -155,11 +159,14 @@ __all__ = [
     "wallet_keys_refund",
     "wallet_keys_revoke",
     "wallet_keys_update",
+    "webhooks_ack",
     "webhooks_create",
     "webhooks_delete",
     "webhooks_deliveries",
     "webhooks_events",
     "webhooks_list",
+    "webhooks_listen",
+    "webhooks_poll",
     "webhooks_retry",
     "webhooks_test",
     "webhooks_update",
@@ -949,6 +956,43 @@ def webhooks_retry(webhook_id: str, delivery_id: str) -> RequestSpec[Delivery]:
         path_params={"webhook_id": webhook_id, "delivery_id": delivery_id},
         json={},
         parse=as_model(Delivery),
+    )
+
+
+def webhooks_listen(*, events: Sequence[str] | None = None) -> RequestSpec[WebhookEndpointCreated]:
+    """``POST /webhooks/listen``."""
+    return RequestSpec(
+        method="POST",
+        path="/webhooks/listen",
+        role=Role.OWNER,
+        json=create_listener_body(events=events),
+        parse=as_model(WebhookEndpointCreated),
+    )
+
+
+def webhooks_poll(webhook_id: str, *, wait: float = 0) -> RequestSpec[ListenBatch]:
+    """``GET /webhooks/{webhook_id}/listen``."""
+    return RequestSpec(
+        method="GET",
+        path="/webhooks/{webhook_id}/listen",
+        role=Role.OWNER,
+        path_params={"webhook_id": webhook_id},
+        query=listen_query(wait=wait),
+        parse=as_model(ListenBatch),
+    )
+
+
+def webhooks_ack(
+    webhook_id: str, *, delivery_id: str, status_code: int | None = None, error: str | None = None
+) -> RequestSpec[ListenBatch]:
+    """``POST /webhooks/{webhook_id}/listen/ack``."""
+    return RequestSpec(
+        method="POST",
+        path="/webhooks/{webhook_id}/listen/ack",
+        role=Role.OWNER,
+        path_params={"webhook_id": webhook_id},
+        json=to_json(AckListened(delivery_id=delivery_id, status_code=status_code, error=error)),
+        parse=as_model(ListenBatch),
     )
 
 

@@ -52,6 +52,8 @@ __all__ = [
     "HandleResolution",
     "Health",
     "Jwks",
+    "ListenBatch",
+    "ListenedDelivery",
     "OwnerCreated",
     "PayResult",
     "PayUrlQuote",
@@ -936,6 +938,24 @@ class Delivery:
 class DeliveryList:
     data: list[Delivery]
     has_more: bool = False
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ListenedDelivery:
+    """One delivery handed to ``svc listen``: the exact body and signed headers the outbox
+    would have sent, for the CLI to forward as they are."""
+
+    delivery_id: str
+    event_id: str
+    event_type: str
+    headers: dict[str, str]
+    body: str
+
+
+@attrs.frozen(kw_only=True)
+class ListenBatch:
+    data: list[ListenedDelivery]
     request_id: str | None = None
 
 

@@ -35,6 +35,7 @@ from ._models import (
     GateRelease,
     Handle,
     HandleResolution,
+    ListenBatch,
     OwnerCreated,
     Payment,
     PayUrlQuote,
@@ -1183,6 +1184,37 @@ class Webhooks(_Namespace):
         """Send one delivery again now, whatever its state; the delivery keeps its ``id``
         and the attempt joins its ``attempt_log``."""
         spec = ep.webhooks_retry(webhook_id, delivery_id)
+        return self._client._request(spec, options)
+
+    def listen(
+        self, *, events: Sequence[str] | None = None, options: RequestOptions | None = None
+    ) -> WebhookEndpointCreated:
+        """Register a listener endpoint (Test only) for ``svc listen``: its deliveries
+        are handed to :meth:`poll` instead of being sent over HTTP."""
+        spec = ep.webhooks_listen(events=events)
+        return self._client._request(spec, options)
+
+    def poll(
+        self, webhook_id: str, *, wait: float = 0, options: RequestOptions | None = None
+    ) -> ListenBatch:
+        """The listener's next due deliveries, each with its signed headers and body,
+        waiting up to ``wait`` seconds (30 at most) for one."""
+        spec = ep.webhooks_poll(webhook_id, wait=wait)
+        return self._client._request(spec, options)
+
+    def ack(
+        self,
+        webhook_id: str,
+        *,
+        delivery_id: str,
+        status_code: int | None = None,
+        error: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> ListenBatch:
+        """Record the local receiver's answer to one listened delivery."""
+        spec = ep.webhooks_ack(
+            webhook_id, delivery_id=delivery_id, status_code=status_code, error=error
+        )
         return self._client._request(spec, options)
 
 

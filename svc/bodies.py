@@ -526,6 +526,28 @@ class UpdateWebhook:
     EXAMPLE: ClassVar[dict[str, Any]] = {"status": "enabled"}
 
 
+@attrs.frozen(kw_only=True)
+class CreateListener:
+    """A listener endpoint (``svc listen``): deliveries wait for the listening CLI instead
+    of being sent over HTTP.  ``events`` left out: every event."""
+
+    events: Annotated[list[str] | None, _EVENTS] = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"events": ["payment.succeeded"]}
+
+
+@attrs.frozen(kw_only=True)
+class AckListened:
+    """What the local receiver answered to one listened delivery: its HTTP status, or
+    the error that kept it from answering."""
+
+    delivery_id: Annotated[str, Text(max_length=40)]
+    status_code: int | None = None
+    error: Annotated[str | None, Text(max_length=500)] = None
+
+    EXAMPLE: ClassVar[dict[str, Any]] = {"delivery_id": "dlv_123", "status_code": 200}
+
+
 # --- pay-url ------------------------------------------------------------------------------
 
 #: How ``pay-url`` requests the URL; a POST-only 402 needs ``POST`` and a JSON body.

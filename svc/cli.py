@@ -11,11 +11,14 @@ Needs the ``cli`` extra (``pip install 'svc-payments[cli]'``): click is not a de
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import operator
 import re
+import signal
 import sys
+import threading
 import time
 import typing
 import uuid
@@ -25,6 +28,7 @@ from typing import Any, get_args
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
 from ._errors import APIError, ApprovalRequired, SvcError
+from ._listen import listen as forward
 from ._models import Approval, PayUrlResult
 from ._options import RequestOptions
 from ._params import choices, help_of, params, pay_link, resource_metadata
@@ -347,6 +351,7 @@ def _build() -> Any:
     _add_payout_commands(cli)
     _add_wallet_key_commands(cli)
     _add_webhook_commands(cli)
+    _add_listen_command(cli)
     return cli
 
 
@@ -772,6 +777,29 @@ def _add_webhook_commands(cli: click.Group) -> None:
     _command(webhooks, "deliveries", "webhooks.deliveries", "webhook_id", owner=True, page=True)
     _command(webhooks, "test", "webhooks.test", "webhook_id", owner=True)
     _command(webhooks, "delete", "webhooks.delete", "webhook_id", owner=True)
+
+
+def _add_listen_command(cli: click.Group) -> None:
+    @cli.command()
+    @click.option("--forward-to", required=True, help="The local URL each event is POSTed to.")
+    @click.option("--events", help="Comma-separated event types (default: every event).")
+    @click.pass_context
+    def listen(ctx: Any, /, forward_to: str, events: str | None) -> None:
+        """Forward Test events to a local receiver (owner JWT, --environment test), signed
+        as delivered, one line per event; Ctrl-C deletes the listener endpoint."""
+        if _environment(ctx) != "test":
+            _say("error: svc listen works in the test environment only: --environment test")
+            sys.exit(1)
+        stop = threading.Event()
+        with contextlib.suppress(ValueError):  # SIGTERM ends it as Ctrl-C does (main thread)
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+        chosen = None if events is None else [e.strip() for e in events.split(",") if e.strip()]
+
+        def run(c: Client) -> None:
+            with contextlib.suppress(KeyboardInterrupt):
+                forward(c, forward_to, events=chosen, say=click.echo, stop=stop)
+
+        _run(ctx, run, owner=True, show=lambda _: None)
 
 
 def main() -> None:

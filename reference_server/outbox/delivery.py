@@ -33,11 +33,15 @@ from ..store import tables as t
 from ..timeutil import as_utc
 
 __all__ = [
+    "LISTEN_URL",
     "DeliveryOutcome",
     "Job",
     "claim_due",
+    "claim_listened",
     "claim_one",
+    "drop_abandoned_listeners",
     "event_body",
+    "leased_job",
     "next_delay",
     "record_outcomes",
 ]
@@ -45,6 +49,10 @@ __all__ = [
 _d = t.webhook_deliveries
 _e = t.webhook_endpoints
 _ev = t.events
+
+#: The URL of a listener endpoint (``svc listen``): the worker never sends its deliveries
+#: over HTTP; the listening CLI claims them (``claim_listened``) and acknowledges each.
+LISTEN_URL = "listen:"
 
 
 @attrs.frozen(kw_only=True)
@@ -169,6 +177,7 @@ def claim_due(
                 _d.c.next_attempt_at <= now,
                 or_(_d.c.lease_until.is_(None), _d.c.lease_until < now),
                 _e.c.status == "enabled",
+                _e.c.url != LISTEN_URL,
             )
             .order_by(_d.c.next_attempt_at)
             .limit(limit)
@@ -179,6 +188,80 @@ def claim_due(
         if not ids:
             return []
         return _jobs(conn, _lease(conn, ids, now, lease), box)
+
+
+def claim_listened(
+    db: Database, box: SecretBox, endpoint_id: str, *, now: datetime, limit: int, lease: timedelta
+) -> list[Job]:
+    """Claim the due deliveries of one listener endpoint (the caller checked it is the
+    owner's), as the worker claims the others: leased, so an attempt is handed out once."""
+    with db.write() as conn:
+        query = (
+            select(_d.c.id)
+            .where(
+                _d.c.endpoint_id == endpoint_id,
+                _d.c.status == "pending",
+                _d.c.next_attempt_at <= now,
+                or_(_d.c.lease_until.is_(None), _d.c.lease_until < now),
+            )
+            .order_by(_d.c.next_attempt_at)
+            .limit(limit)
+        )
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True)
+        ids = conn.execute(query).scalars().all()
+        if not ids:
+            return []
+        return _jobs(conn, _lease(conn, ids, now, lease), box)
+
+
+#: A listener endpoint with a delivery due this long and never polled for is abandoned
+#: (its ``svc listen`` died without deleting it).
+LISTENER_ABANDONED_AFTER = timedelta(minutes=10)
+
+
+def drop_abandoned_listeners(db: Database, *, now: datetime) -> int:
+    """Delete the listener endpoints nobody polls (housekeeping): a live listener claims
+    every due delivery at once, so one left due and unleased for
+    ``LISTENER_ABANDONED_AFTER`` means no poll came for that long.  Their pending
+    deliveries are cancelled, as a deleted endpoint's are; returns how many."""
+    before = now - LISTENER_ABANDONED_AFTER
+    with db.write() as conn:
+        ids = (
+            conn.execute(
+                select(_e.c.id)
+                .distinct()
+                .join(_d, _d.c.endpoint_id == _e.c.id)
+                .where(
+                    _e.c.url == LISTEN_URL,
+                    _e.c.status != "deleted",
+                    _d.c.status == "pending",
+                    _d.c.next_attempt_at < before,
+                    or_(_d.c.lease_until.is_(None), _d.c.lease_until < before),
+                )
+            )
+            .scalars()
+            .all()
+        )
+        for endpoint_id in ids:
+            set_status(conn, endpoint_id, "deleted")
+            conn.execute(
+                update(_d)
+                .where(_d.c.endpoint_id == endpoint_id, _d.c.status == "pending")
+                .values(status="cancelled", next_attempt_at=None)
+            )
+    return len(ids)
+
+
+def leased_job(conn: Connection, box: SecretBox, delivery_id: str) -> Job | None:
+    """The job a listener was handed, to record its acknowledgement; ``None`` when the
+    delivery holds no lease (already acknowledged, or the lease expired and was retaken)."""
+    row = conn.execute(
+        select(_d.c.lease_token).where(_d.c.id == delivery_id, _d.c.lease_token.is_not(None))
+    ).first()
+    if row is None:
+        return None
+    return _jobs(conn, {delivery_id: row.lease_token}, box)[0]
 
 
 def claim_one(

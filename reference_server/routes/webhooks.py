@@ -28,6 +28,7 @@ from ..domain.events import EVENT_TYPES, new_delivery
 from ..ids import new_id
 from ..outbound import OutboundPolicy, OutboundRefused, check_url
 from ..outbox import claim_one, deliver_job_sync
+from ..outbox.delivery import LISTEN_URL
 from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
@@ -233,6 +234,17 @@ def retry(call: Call) -> Reply:
 
 def _send_now(call: Call, delivery_id: str, *, trigger: str) -> Reply:
     ctx = call.ctx
+    endpoint_url = call.conn.execute(
+        select(_e.c.url).join(_d, _d.c.endpoint_id == _e.c.id).where(_d.c.id == delivery_id)
+    ).scalar()
+    if endpoint_url == LISTEN_URL:  # svc listen takes it on its next poll
+        call.conn.execute(
+            update(_d)
+            .where(_d.c.id == delivery_id)
+            .values(status="pending", next_attempt_at=call.now, lease_token=None, lease_until=None)
+        )
+        row = call.conn.execute(_DELIVERIES.where(_d.c.id == delivery_id)).one()
+        return Reply(_delivery_model(call.conn, row))
     lease = timedelta(seconds=ctx.settings.worker_lease_seconds)
     job = claim_one(call.conn, ctx.box, delivery_id, now=call.now, lease=lease)
 

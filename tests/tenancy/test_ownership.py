@@ -117,6 +117,7 @@ def objects(world: World) -> dict[str, list[str]]:
                 values["short_id"].append(seller.resources["report"]["short_id"])
         values["key_id"] += [key.id for key in owner.wallet_keys.values()]
         values["webhook_id"] += list(owner.webhooks.values())
+        values["webhook_id"] += [owner.listener] if owner.listener else []
     with server.ctx.db.read() as conn:
         values["delivery_id"] = list(
             conn.execute(select(t.webhook_deliveries.c.id).limit(6)).scalars()
@@ -234,6 +235,20 @@ def run(http: httpx.Client, call: Call) -> httpx.Response:
     return http.request(call.endpoint.method, path, json=call.body, headers=headers)
 
 
+def _events_of_caller(oracle: Oracle, call: Call, answer: httpx.Response) -> set[str]:
+    """A listener's poll (``svc listen``) answers webhook bodies: the ids inside an event
+    addressed to the caller are what its webhooks carry (a payment names its payer's key).
+    The event itself must be the caller's, which the oracle still checks."""
+    if not call.path.endswith("/listen") or answer.status_code != 200:
+        return set()
+    inside: set[str] = set()
+    for delivery in answer.json().get("data", []):
+        whose = oracle.whose(delivery["event_id"])
+        if whose is not None and call.caller.party in whose.parties:
+            inside |= ids_in(delivery["body"]) - {delivery["event_id"]}
+    return inside
+
+
 def strangers(oracle: Oracle, call: Call, answer: httpx.Response) -> list[str]:
     """The ids in ``answer`` that are not the caller's.  The ids the caller named itself
     (path, body) are its own words echoed (``POST /access/verify`` answers the receipt id
@@ -247,7 +262,7 @@ def strangers(oracle: Oracle, call: Call, answer: httpx.Response) -> list[str]:
         if isinstance(issued, dict) and "owner_jwt" in issued:
             party = f"owner:{issued['owner_id']}"
     found = []
-    for object_id in sorted(ids_in(text) - named):
+    for object_id in sorted(ids_in(text) - named - _events_of_caller(oracle, call, answer)):
         whose = oracle.whose(object_id)
         if whose is None:
             found.append(f"{object_id} (unknown)")

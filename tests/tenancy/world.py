@@ -66,6 +66,8 @@ class Owner:
     sellers: dict[tuple[str, str], Seller] = attrs.field(factory=dict)
     wallet_keys: dict[tuple[str, str], WalletKey] = attrs.field(factory=dict)
     webhooks: dict[str, str] = attrs.field(factory=dict)
+    #: ``svc listen``'s listener endpoint (test only).
+    listener: str | None = None
 
 
 @attrs.define
@@ -158,6 +160,8 @@ def _owner(api: _Api, server: LiveServer, name: str) -> Owner:
             api.call("POST", f"/wallet-keys/{key_id}/fund", jwt, {"amount": "5.00"}, env)
         hook = api.call("POST", "/webhooks", jwt, {"url": "http://localhost:9/hooks"}, env)
         owner.webhooks[env] = hook["id"]
+        if env == "test":
+            owner.listener = api.call("POST", "/webhooks/listen", jwt, {}, env)["id"]
     return owner
 
 
