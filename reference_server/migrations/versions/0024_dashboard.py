@@ -4,7 +4,7 @@ index the dashboard pages by
 ``dashboard_links`` and ``dashboard_sessions`` store only the SHA-256 of their tokens;
 ``receipts`` gains an index on ``(seller_id, created_at)`` for the payments page's keyset.
 
-Revision ID: 0025
+Revision ID: 0024
 Revises: 0023
 Create Date: 2026-11-28 03:05:00.000000
 """
@@ -12,7 +12,7 @@ Create Date: 2026-11-28 03:05:00.000000
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0025"
+revision = "0024"
 down_revision = "0023"
 branch_labels = None
 depends_on = None
