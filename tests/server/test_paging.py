@@ -35,6 +35,8 @@ LISTS = [ep for ep in endpoints() if ep.paged]
 #: GET routes that answer ``data`` but are not lists of the caller's objects, and why.
 NOT_LISTS = {
     "/webhooks/events": "the fixed catalog of event types the service emits (docs/api.md)",
+    "/webhooks/{webhook_id}/listen": "a queue, not a list: the deliveries leased to a "
+    "listener now, each handed out once (svc listen, docs/webhooks.md)",
 }
 
 
@@ -134,6 +136,22 @@ def _refunds(w: World) -> None:
     w.post(Role.SELLER, "/refunds", {"receipt_id": paid["receipt_id"]})
 
 
+def _approvals(w: World) -> None:
+    """A payment over the key's approval line: nothing paid, an approval pending."""
+    key = w.account.wallet_key_id
+    w.http.patch(
+        f"/wallet-keys/{key}",
+        json={"policy": {"approval_above": "0.001"}},
+        headers={**w.headers(Role.OWNER), "Idempotency-Key": secrets.token_hex(8)},
+    ).raise_for_status()
+    path = f"/a/{secrets.token_hex(4)}"
+    sale = w.post(Role.SELLER, "/resources", {"kind": "http", "path": path, "amount": "0.01"})
+    w.post(Role.OWNER, f"/wallet-keys/{key}/fund", {"amount": "0.01"})
+    headers = {**w.headers(Role.WALLET), "Idempotency-Key": secrets.token_hex(8)}
+    r = w.http.post("/pay", json={"resource_id": sale["id"]}, headers=headers)
+    assert r.status_code == 202, r.text
+
+
 @attrs.frozen
 class Factory:
     """Adds one item to a list; ``order`` is the route's documented order."""
@@ -158,6 +176,7 @@ FACTORIES: dict[str, Factory] = {
         lambda w: w.post(Role.OWNER, f"/webhooks/{w.webhook_id}/test", {}), "desc"
     ),
     "/spend/attempts": Factory(_attempts, "desc"),
+    "/spend/approvals": Factory(_approvals, "desc"),
     "/sellers/me/withdrawals": Factory(_withdrawals, "desc"),
     "/sellers/{seller_id}/resources": Factory(_resources, "asc"),
     "/sellers/{seller_id}/withdrawals": Factory(_withdrawals, "desc"),
@@ -277,7 +296,10 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
         refund = w.post(
             Role.SELLER, "/refunds", {"receipt_id": paid["receipt_id"], "amount": "0.01"}
         )
+        _approvals(w)
+        approvals = w.http.get("/spend/approvals", headers=w.headers(Role.WALLET)).json()
         values = {
+            "approval_id": approvals["data"][0]["id"],
             "receipt_id": paid["receipt_id"],
             "top_up_id": _top_up(w),
             "resource_id": resource["id"],
@@ -290,11 +312,14 @@ def test_every_get_answering_a_list_is_paged(server: LiveServer) -> None:
             "withdrawal_id": withdrawal["id"],
             "refund_id": refund["id"],
         }
+        listener = w.post(Role.OWNER, "/webhooks/listen", {})["id"]
         answered_lists = set()
         for ep in endpoints():
             if ep.method != "GET":
                 continue
-            r = w.http.get(ep.path.format(**values), headers=w.headers(ep.role))
+            listens = ep.path == "/webhooks/{webhook_id}/listen"
+            path = ep.path.format(**{**values, "webhook_id": listener} if listens else values)
+            r = w.http.get(path, headers=w.headers(ep.role))
             assert r.status_code == 200, (ep.path, r.text)
             body = r.json()
             if "has_more" in body or isinstance(body.get("data"), list):
