@@ -114,7 +114,7 @@ class AsyncClient(
             if approval.status != "pending":
                 return approval
             if time.monotonic() >= deadline:
-                raise ApprovalRequired(approval, request_id=approval.request_id)
+                raise ApprovalRequired.waiting(approval)
             if on_poll is not None:
                 on_poll(approval)
             await self._sleep(poll)

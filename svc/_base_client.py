@@ -269,7 +269,7 @@ def _raise_if_approval(response: httpx.Response) -> None:
         return
     if isinstance(body, dict) and body.get("object") == "approval":
         approval = as_model(Approval)(response)
-        raise ApprovalRequired(approval, request_id=approval.request_id)
+        raise ApprovalRequired.waiting(approval)
 
 
 def error_from_response(response: httpx.Response) -> APIError:

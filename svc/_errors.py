@@ -57,13 +57,21 @@ class ApprovalRequired(SvcError):
     approved, or wait for the decision with ``client.wait_for_approval(approval.id)``.
     """
 
-    def __init__(self, approval: Any, *, request_id: str | None = None) -> None:
-        super().__init__(
+    def __init__(
+        self, message: str, *, approval: Any = None, request_id: str | None = None
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.approval = approval
+
+    @classmethod
+    def waiting(cls, approval: Any) -> ApprovalRequired:
+        """The error for a 202 that answered ``approval``."""
+        return cls(
             f"This payment of {approval.amount} {approval.currency} waits for a person's "
             f"approval ({approval.id}): open {approval.approval_url}",
-            request_id=request_id,
+            approval=approval,
+            request_id=approval.request_id,
         )
-        self.approval = approval
 
 
 class ConfigurationError(SvcError):

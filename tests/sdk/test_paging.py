@@ -52,8 +52,8 @@ def _all_name(method: str) -> str:
 def test_the_lists_are_found() -> None:
     assert {m for _, m in LIST_METHODS} >= {"list", "deliveries", "attempts"}
     # sellers, resources, directory, wallet keys, top-ups, webhooks, deliveries, attempts,
-    # withdrawals, refunds
-    assert len(LIST_METHODS) == 10
+    # approvals, withdrawals, refunds
+    assert len(LIST_METHODS) == 11
 
 
 @pytest.mark.parametrize(("cls_name", "method"), LIST_METHODS, ids=IDS)
@@ -104,6 +104,9 @@ def _page(ids: list[str], has_more: bool) -> Any:
             "rail": "x402",
             "tx_hash": "0x" + "ab" * 32,
             "receipt_id": "rcpt_1",
+            "wallet_key_id": "vw_1",
+            "expires_at": "2026-01-01T00:00:00Z",
+            "created_at": "2026-01-01T00:00:00Z",
         }
         for i in ids
     ]
