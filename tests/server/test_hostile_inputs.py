@@ -193,6 +193,7 @@ def world(module_server: LiveServer) -> World:
             "withdrawal_id": "wd_" + "0" * 26,
             "top_up_id": "tu_" + "0" * 26,
             "refund_id": "rfnd_" + "0" * 26,
+            "approval_id": "appr_" + "0" * 26,
             "token": onboarding.json()["onboard_url"].rsplit("/", 1)[1],
             "receipt_id": authorized.receipt_id,
         },
