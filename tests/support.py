@@ -53,6 +53,25 @@ TEST_REDIS_URL = os.environ.get("SVC_TEST_REDIS_URL") or "redis://127.0.0.1:6379
 T = TypeVar("T")
 
 
+def at_once(count: int, call: Callable[[], T]) -> list[T]:
+    """``call`` from ``count`` threads released together by a barrier (a race, not a
+    queue); their results, in the order they finished."""
+    start = threading.Barrier(count)
+    results: list[T] = []
+
+    def one() -> None:
+        start.wait()
+        results.append(call())
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == count, "a racing call raised"
+    return results
+
+
 def until(check: Callable[[], T], what: str = "not reached in time", *, seconds: float = 20.0) -> T:
     """Call ``check`` every 50 ms until it returns something truthy, and return that;
     fail with ``what`` once ``seconds`` have passed: waiting on what runs in the

@@ -39,6 +39,7 @@ from .errors import DomainError
 from .events import record_event
 from .open_rails import hold_of_receipt
 from .principal import Principal
+from .refund_shares import move_shares
 
 __all__ = [
     "advance_chain_refunds",
@@ -52,9 +53,6 @@ __all__ = [
 
 _r = t.receipts
 _f = t.refunds
-#: The kinds of a refund's transfers: the seller's part, and the platform fee's share.
-_REFUND_KIND = "refund"
-_FEE_KIND = "refund_fee"
 
 
 def refund(
@@ -204,32 +202,19 @@ def _reverse(
     )
     fee_back, fees = _fee_back(conn, receipt, amount, refunded=refunded)
     ledger.lock_accounts(conn, [a for a in (seller, payer, fees) if a is not None])
-    refs = {
-        "receipt_id": receipt.id,
-        "wallet_key_id": receipt.wallet_key_id,
-        "reference": refund_id,
-    }
     try:
-        if fees is not None:
-            ledger.transfer(
-                conn,
-                environment=env,
-                debit=fees,
-                credit=payer,
-                amount=fee_back,
-                kind=_FEE_KIND,
-                now=now,
-                **refs,
-            )
-        return ledger.transfer(
+        return move_shares(
             conn,
-            environment=env,
-            debit=seller,
-            credit=payer,
-            amount=amount - fee_back,
-            kind=_REFUND_KIND,
+            receipt,
+            amount,
+            fee_back=fee_back,
+            fees=fees,
+            seller=seller,
+            to=payer,
+            hold=False,
             now=now,
-            **refs,
+            wallet_key_id=receipt.wallet_key_id,
+            reference=refund_id,
         )
     except ledger.InsufficientFunds as e:
         raise _insufficient(e) from None

@@ -27,6 +27,7 @@ from ..settings import Settings
 from ..store import tables as t
 from . import ledger
 from .errors import DomainError
+from .refund_shares import move_shares
 
 __all__ = ["CardRefund", "refund", "settle", "stripe_status"]
 
@@ -90,30 +91,19 @@ def refund(
     # moves is not locked across the processor's call (the post moves it after).
     locked = (seller, fees) if processor is not None else (seller, clearing, fees)
     ledger.lock_accounts(conn, [a for a in locked if a is not None])
-    refs = {"receipt_id": receipt.id, "reference": refund_id}
-    move = ledger.transfer if processor is None else ledger.reserve
     # ledger.InsufficientFunds goes up to refunds.refund, which says it as the ledger
     # rail does.
-    if fees is not None and fee_back:
-        move(
-            conn,
-            environment=env,
-            debit=fees,
-            credit=clearing,
-            amount=fee_back,
-            kind="refund_fee",
-            now=now,
-            **refs,
-        )
-    transfer_id = move(
+    transfer_id = move_shares(
         conn,
-        environment=env,
-        debit=seller,
-        credit=clearing,
-        amount=amount - fee_back,
-        kind="refund",
+        receipt,
+        amount,
+        fee_back=fee_back,
+        fees=fees,
+        seller=seller,
+        to=clearing,
+        hold=processor is not None,
         now=now,
-        **refs,
+        reference=refund_id,
     )
     if processor is None:
         return CardRefund(transfer_id=transfer_id, status="succeeded")

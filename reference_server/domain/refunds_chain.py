@@ -34,6 +34,7 @@ from ..store import tables as t
 from . import ledger
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import hot_wallet
+from .refund_shares import move_shares
 
 __all__ = ["Announce", "advance_due", "carries", "conclude", "hold", "locked_pending", "nonce_of"]
 
@@ -76,27 +77,17 @@ def hold(
         now=now,
     )
     ledger.lock_accounts(conn, [a for a in (seller, payouts, fees) if a is not None])
-    refs = {"receipt_id": receipt.id, "reference": refund_id}
-    if fees is not None and fee_back:
-        ledger.reserve(
-            conn,
-            environment=env,
-            debit=fees,
-            credit=payouts,
-            amount=fee_back,
-            kind="refund_fee",
-            now=now,
-            **refs,
-        )
-    return ledger.reserve(
+    return move_shares(
         conn,
-        environment=env,
-        debit=seller,
-        credit=payouts,
-        amount=amount - fee_back,
-        kind="refund",
+        receipt,
+        amount,
+        fee_back=fee_back,
+        fees=fees,
+        seller=seller,
+        to=payouts,
+        hold=True,
         now=now,
-        **refs,
+        reference=refund_id,
     )
 
 

@@ -6,7 +6,6 @@ seller's balance; ``GET /payments/{id}`` says refunded; the ledger audit stays s
 
 from __future__ import annotations
 
-import threading
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -17,7 +16,7 @@ from sqlalchemy import select
 from reference_server.domain import ledger
 from reference_server.store import tables as t
 
-from ..support import LiveServer
+from ..support import LiveServer, at_once
 from .helpers import Item, item, pay, receipt_of
 
 
@@ -123,18 +122,7 @@ def test_concurrent_partial_card_refunds_never_pass_the_payment(server: LiveServ
     it = item(server, amount="2.00")
     receipt_id = _paid(it)
     _paid(it)  # the seller's balance covers every refund
-    answers: list[httpx.Response] = []
-    start = threading.Barrier(12)
-
-    def one() -> None:
-        start.wait()
-        answers.append(_refund(it, receipt_id, "0.30"))
-
-    threads = [threading.Thread(target=one) for _ in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = at_once(12, lambda: _refund(it, receipt_id, "0.30"))
     codes = sorted(r.status_code for r in answers)
     assert codes == [201] * 6 + [409] * 6, [r.text for r in answers if r.status_code >= 500]
     refused = {r.json()["error"]["code"] for r in answers if r.status_code == 409}

@@ -11,7 +11,6 @@ the chain from the block the test began at."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -28,7 +27,7 @@ from reference_server.domain.refunds_live import send_transfer
 from ..devchain.running import RunningDevchain
 from ..rails.helpers import RailShop, open_rail_shop
 from ..reconcile.helpers import reconcile
-from ..support import LiveServer, until
+from ..support import LiveServer, at_once, until
 from .helpers import PAYERS, PRICE, receipts_of
 
 pytestmark = pytest.mark.anyio
@@ -123,18 +122,7 @@ async def test_twenty_concurrent_live_refunds_send_the_payment_once(
     live, settings, hot = _server(devchain, make_server)
     shop = open_rail_shop(live, environment="live")
     receipt_id, payer = await _paid(devchain, live, shop, "x402")
-    answers: list[httpx.Response] = []
-    start = threading.Barrier(20)
-
-    def one() -> None:
-        start.wait()
-        answers.append(refund(shop, receipt_id, "0.025"))
-
-    threads = [threading.Thread(target=one) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = at_once(20, lambda: refund(shop, receipt_id, "0.025"))
     codes = sorted(r.status_code for r in answers)
     assert codes == [201] * 10 + [409] * 10, [r.text for r in answers if r.status_code >= 500]
     refunds = [sent(shop, r.json()["id"]) for r in answers if r.status_code == 201]

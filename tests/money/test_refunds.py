@@ -6,7 +6,6 @@ ends with it)."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 
@@ -19,7 +18,7 @@ from reference_server.store import tables as t
 from svc import webhooks
 
 from ..payouts.helpers import onboard, shop
-from ..support import LiveServer, new_account
+from ..support import LiveServer, at_once, new_account
 from ..webhooks.receiver import Receiver
 from .helpers import D, Market, events_of, market
 from .test_metered import capture, metered_market
@@ -113,18 +112,7 @@ def test_twenty_concurrent_partial_refunds_never_pass_the_payment(server: LiveSe
     m = market(server, price="1.00")
     paid = m.agent.pay(resource_id=m.resource.id)
     m.agent.pay(resource_id=m.resource.id)  # the seller's balance covers every refund
-    answers: list[httpx.Response] = []
-    start = threading.Barrier(20)
-
-    def one() -> None:
-        start.wait()
-        answers.append(refund(server, m, paid.receipt_id, "0.15"))
-
-    threads = [threading.Thread(target=one) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = at_once(20, lambda: refund(server, m, paid.receipt_id, "0.15"))
     codes = sorted(r.status_code for r in answers)
     assert codes == [201] * 6 + [409] * 14, [r.text for r in answers if r.status_code >= 500]
     assert {code(r) for r in answers if r.status_code == 409} == {"refund_exceeds_payment"}

@@ -8,7 +8,6 @@ PostgreSQL alike."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -22,7 +21,7 @@ from ..money.helpers import events_of
 from ..payouts.helpers import complete_onboarding
 from ..reconcile.helpers import reconcile
 from ..sandbox.helpers import balance, transaction
-from ..support import LiveServer, until
+from ..support import LiveServer, at_once, until
 from .helpers import PRICE, RailShop, funded_payer, open_rail_shop, pay_with, receipts_of
 
 pytestmark = pytest.mark.anyio
@@ -126,18 +125,7 @@ async def test_twenty_concurrent_partial_refunds_send_the_payment_once(
     shop = open_rail_shop(server)
     receipt_id, payer = await paid_receipt(server, shop, "x402")
     before = balance(server.url, payer)
-    answers: list[httpx.Response] = []
-    start = threading.Barrier(20)
-
-    def one() -> None:
-        start.wait()
-        answers.append(refund(shop, receipt_id, "0.025"))
-
-    threads = [threading.Thread(target=one) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = at_once(20, lambda: refund(shop, receipt_id, "0.025"))
     codes = sorted(r.status_code for r in answers)
     assert codes == [201] * 10 + [409] * 10, [r.text for r in answers if r.status_code >= 500]
     assert {code(r) for r in answers if r.status_code == 409} == {"refund_exceeds_payment"}
