@@ -9,8 +9,9 @@ Every form is refused cross-site and carries a CSRF token bound to the session.
 
 from __future__ import annotations
 
+import functools
 import hmac
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
@@ -106,6 +107,22 @@ async def _owner(call: Call) -> tuple[str, str] | None:
     return None if owner is None else (owner, session)
 
 
+def _signed_in(
+    page: Callable[[Call, str, str], Awaitable[Response]],
+) -> Callable[[Call], Awaitable[Response]]:
+    """``page`` given the session's owner and token; a request with no live session gets
+    the signed-out page instead."""
+
+    @functools.wraps(page)
+    async def served(call: Call) -> Response:
+        signed = await _owner(call)
+        if signed is None:
+            return _signed_out()
+        return await page(call, *signed)
+
+    return served
+
+
 def _signed_out() -> Response:
     return view.message(
         "Signed out",
@@ -146,12 +163,9 @@ def _back(path: str, environment: str, **query: str) -> Response:
 # --- pages ----------------------------------------------------------------------------------
 
 
-async def overview(call: Call) -> Response:
+@_signed_in
+async def overview(call: Call, owner: str, session: str) -> Response:
     """Sellers with their balances, and sales over the last 30 days by rail."""
-    signed = await _owner(call)
-    if signed is None:
-        return _signed_out()
-    owner, session = signed
     env, now = _environment(call), call.now
 
     def load(conn: Connection) -> dict[str, Any]:
@@ -164,12 +178,9 @@ async def overview(call: Call) -> Response:
     return view.page(call, "dashboard.html", "Dashboard", env, session, **shown)
 
 
-async def payments(call: Call) -> Response:
+@_signed_in
+async def payments(call: Call, owner: str, session: str) -> Response:
     """One seller's payments, newest first, 50 a page, with a Refund button."""
-    signed = await _owner(call)
-    if signed is None:
-        return _signed_out()
-    owner, session = signed
     env = _environment(call)
     after = call.query.get("starting_after") or None
 
@@ -194,12 +205,9 @@ async def payments(call: Call) -> Response:
     return view.page(call, "dashboard_payments.html", "Payments", env, session, **shown)
 
 
-async def refund(call: Call) -> Response:
+@_signed_in
+async def refund(call: Call, owner: str, session: str) -> Response:
     """Refund all that is left of a payment to one of the owner's sellers."""
-    signed = await _owner(call)
-    if signed is None:
-        return _signed_out()
-    owner, session = signed
     form = await _checked_form(call, session)
     if isinstance(form, Response):
         return form
@@ -231,24 +239,18 @@ async def refund(call: Call) -> Response:
     return _back(f"{_PATH}/payments", env, seller=seller)
 
 
-async def webhooks(call: Call) -> Response:
+@_signed_in
+async def webhooks(call: Call, owner: str, session: str) -> Response:
     """Webhook endpoints with their latest deliveries, and Retry on a failed one."""
-    signed = await _owner(call)
-    if signed is None:
-        return _signed_out()
-    owner, session = signed
     env = _environment(call)
     found = await _read(call, lambda conn: dashboard.deliveries(conn, owner, env))
     endpoints = [view.endpoint(e, rows) for e, rows in found]
     return view.page(call, "dashboard_webhooks.html", "Webhooks", env, session, endpoints=endpoints)
 
 
-async def retry(call: Call) -> Response:
+@_signed_in
+async def retry(call: Call, owner: str, session: str) -> Response:
     """Send one delivery again now (as ``POST /webhooks/{id}/deliveries/{id}/retry``)."""
-    signed = await _owner(call)
-    if signed is None:
-        return _signed_out()
-    owner, session = signed
     form = await _checked_form(call, session)
     if isinstance(form, Response):
         return form
@@ -275,12 +277,9 @@ async def retry(call: Call) -> Response:
     return _back(f"{_PATH}/webhooks", env)
 
 
-async def sign_out(call: Call) -> Response:
+@_signed_in
+async def sign_out(call: Call, _owner_id: str, session: str) -> Response:
     """End the session (its row and the cookie)."""
-    signed = await _owner(call)
-    if signed is None:
-        return _signed_out()
-    _owner_id, session = signed
     form = await _checked_form(call, session)
     if isinstance(form, Response):
         return form
