@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from . import telemetry
 from .context import ServerContext
-from .domain import approvals
+from .domain import approvals, dashboard
 from .domain.metered import expire_authorizations
 from .domain.open_rails import expire_holds, purge_claims, resolve_unsettled
 from .domain.paid_fetch.pending import resolve_pending
@@ -144,7 +144,8 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
     (a gate that crashed mid-request) and metered ledger authorizations never captured
     (``metered.AUTHORIZATION_TTL``), and let the live chain decide the settlements
     (gates' and pay-url's) whose outcome nobody could give, now and then, and delete the
-    ``svc listen`` endpoints nobody polls any more; failures wait for the next round."""
+    ``svc listen`` endpoints nobody polls any more, and expired dashboard sign-in links
+    and sessions; failures wait for the next round."""
     ttl = timedelta(seconds=ctx.settings.idempotency_ttl_seconds)
     chores: list[Callable[[], object]] = [
         lambda: idempotency.purge_expired(ctx.db, now=ctx.now(), ttl=ttl),
@@ -157,6 +158,7 @@ async def _housekeeping(ctx: ServerContext, every_seconds: float = 300) -> None:
         lambda: resolve_unsettled(ctx),
         lambda: resolve_pending(ctx),
         lambda: drop_abandoned_listeners(ctx.db, now=ctx.now()),
+        lambda: dashboard.purge_expired(ctx.db, now=ctx.now()),
     ]
     while True:
         await anyio.sleep(every_seconds)

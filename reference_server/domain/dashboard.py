@@ -13,22 +13,24 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select, update
+from sqlalchemy import Connection, Row, delete, func, select, update
 
 from svc import Seller
 
 from ..context import ServerContext
 from ..ids import hash_key
+from ..store import Database
 from ..store import tables as t
-from . import paging, sellers
+from ..store.days import utc_day
+from . import ledger, paging, refund_shares, sellers
 
 __all__ = [
     "LINK_TTL",
     "SESSION_TTL",
+    "available",
     "create_link",
     "csrf_token",
     "deliveries",
@@ -37,6 +39,7 @@ __all__ = [
     "owned_receipt",
     "owned_seller",
     "payments",
+    "purge_expired",
     "redeem",
     "refundable",
     "sales_by_day",
@@ -98,6 +101,14 @@ def end_session(conn: Connection, session: str) -> None:
     conn.execute(delete(_s).where(_s.c.token_hash == hash_key(session)))
 
 
+def purge_expired(db: Database, *, now: datetime) -> int:
+    """Delete sign-in links and sessions past their expiry (housekeeping); how many."""
+    with db.write() as conn:
+        links = conn.execute(delete(_l).where(_l.c.expires_at <= now)).rowcount
+        sessions = conn.execute(delete(_s).where(_s.c.expires_at <= now)).rowcount
+    return int(links) + int(sessions)
+
+
 def csrf_token(ctx: ServerContext, session: str) -> str:
     """The forms' CSRF token: bound to the session by a server secret."""
     key = ctx.secret(_CSRF).encode()
@@ -133,26 +144,30 @@ def sales_by_day(
     conn: Connection, owner_id: str, environment: str, now: datetime, days: int = 30
 ) -> dict[str, dict[str, int]]:
     """Settled sales of the owner's sellers over the last ``days`` days: micros per rail,
-    per UTC day (``YYYY-MM-DD``), every day present (zero when nothing sold)."""
+    per UTC day (``YYYY-MM-DD``), every day present (zero when nothing sold).  Summed by
+    the database, a row per day and rail, so a seller with many sales costs no more here
+    than its index range does."""
     start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     mine = select(_sel.c.id).where(_sel.c.owner_id == owner_id, _sel.c.environment == environment)
+    day = utc_day(_r.c.created_at)
     rows = conn.execute(
-        select(_r.c.created_at, _r.c.rail, _r.c.amount_micros).where(
+        select(day, _r.c.rail, func.sum(_r.c.amount_micros))
+        .where(
             _r.c.seller_id.in_(mine),
             _r.c.environment == environment,
             _r.c.kind == "resource",
             _r.c.status == "settled",
             _r.c.created_at >= start,
         )
+        .group_by(day, _r.c.rail)
     )
     by_day: dict[str, dict[str, int]] = {
-        (start + timedelta(days=i)).strftime("%Y-%m-%d"): defaultdict(int) for i in range(days)
+        (start + timedelta(days=i)).strftime("%Y-%m-%d"): {} for i in range(days)
     }
-    for created, rail, amount in rows:
-        day = by_day.get(created.strftime("%Y-%m-%d"))
-        if day is not None:
-            day[rail] += int(amount)
-    return {day: dict(rails) for day, rails in by_day.items()}
+    for when, rail, amount in rows:
+        if when in by_day:
+            by_day[when][rail] = int(amount)
+    return by_day
 
 
 def payments(
@@ -170,12 +185,23 @@ def payments(
     )
 
 
-def refundable(row: Row[Any]) -> bool:
-    """Whether the page offers a Refund button (the domain decides, when pressed)."""
+def available(conn: Connection, environment: str, seller_id: str) -> int:
+    """The seller's available balance in micros (what a refund's seller share draws on)."""
+    account = ledger.account_id(
+        conn, environment=environment, kind=ledger.SELLER_BALANCE, ref_id=seller_id
+    )
+    return 0 if account is None else ledger.available_micros(conn, account)
+
+
+def refundable(row: Row[Any], available: int) -> bool:
+    """Whether the page offers a Refund button: a settled payment with something left to
+    give back, on a rail the service refunds, whose seller share the ``available``
+    balance covers (the domain decides again, under its locks, when it is pressed)."""
     return (
         row.status == "settled"
         and row.settlement != "direct_wallet"
         and int(row.refunded_micros) < int(row.amount_micros)
+        and refund_shares.seller_share_left(row) <= available
     )
 
 

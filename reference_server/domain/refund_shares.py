@@ -13,7 +13,20 @@ from sqlalchemy import Connection, Row
 
 from . import ledger
 
-__all__ = ["move_shares"]
+__all__ = ["fee_back", "move_shares", "seller_share_left"]
+
+
+def fee_back(receipt: Row[Any], amount: int, *, refunded: int) -> int:
+    """The platform fee's share given back with ``amount``, ``refunded`` counting it: the
+    fee times the part refunded, on the total, so partial refunds add up to the whole fee."""
+    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
+    return fee * refunded // paid - fee * (refunded - amount) // paid
+
+
+def seller_share_left(receipt: Row[Any]) -> int:
+    """What refunding all that is left of ``receipt`` takes from the seller's balance."""
+    left = int(receipt.amount_micros) - int(receipt.refunded_micros)
+    return left - fee_back(receipt, left, refunded=int(receipt.amount_micros))
 
 
 def move_shares(

@@ -33,7 +33,16 @@ from ..ids import new_id
 from ..settings import Settings
 from ..store import tables as t
 from ..timeutil import as_utc
-from . import ledger, metered, paging, refunds_card, refunds_chain, refunds_live, wallets
+from . import (
+    ledger,
+    metered,
+    paging,
+    refund_shares,
+    refunds_card,
+    refunds_chain,
+    refunds_live,
+    wallets,
+)
 from .card_payments import CARD_RAIL
 from .errors import DomainError
 from .events import record_event
@@ -252,12 +261,10 @@ def _insufficient(e: ledger.InsufficientFunds) -> DomainError:
 def _fee_back(
     conn: Connection, receipt: Row[Any], amount: int, *, refunded: int
 ) -> tuple[int, str | None]:
-    """The platform's share of the fee given back with ``amount`` (the fee times the part
-    refunded, counted on the total so partial refunds add up to the whole fee), and the
-    fee shard that took it (``None`` when there is nothing to give back)."""
-    paid, fee = int(receipt.amount_micros), int(receipt.fee_micros)
-    fee_back = fee * refunded // paid - fee * (refunded - amount) // paid
-    return fee_back, _fee_account(conn, receipt) if fee_back else None
+    """The fee's share given back with ``amount`` (:func:`.refund_shares.fee_back`) and
+    the fee shard that took it (``None`` when there is nothing to give back)."""
+    back = refund_shares.fee_back(receipt, amount, refunded=refunded)
+    return back, _fee_account(conn, receipt) if back else None
 
 
 async def advance_chain_refunds(ctx: ServerContext) -> bool:

@@ -170,7 +170,7 @@ async def overview(call: Call, owner: str, session: str) -> Response:
 
     def load(conn: Connection) -> dict[str, Any]:
         return {
-            "sellers": dashboard.seller_list(conn, owner, env),
+            "sellers": [view.seller(s) for s in dashboard.seller_list(conn, owner, env)],
             "chart": view.chart(dashboard.sales_by_day(conn, owner, env, now)),
         }
 
@@ -193,7 +193,8 @@ async def payments(call: Call, owner: str, session: str) -> Response:
             return {"sellers": sellers, "seller": "", "rows": [], "has_more": False}
         request = PageRequest(limit=_PAGE_SIZE, starting_after=after)
         found = dashboard.payments(conn, env, chosen, request)
-        rows = [view.payment(r, dashboard.refundable(r)) for r in found.rows]
+        available = dashboard.available(conn, env, chosen)
+        rows = [view.payment(r, dashboard.refundable(r, available)) for r in found.rows]
         return {"sellers": sellers, "seller": chosen, "rows": rows, "has_more": found.has_more}
 
     try:

@@ -3,24 +3,26 @@ drawn here, so no script or CDN is needed) and the rows of its tables."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from sqlalchemy import Row
 from starlette.responses import HTMLResponse
 
-from svc.money import format_micros
+from svc import Seller
+from svc.money import format_amount, format_micros
 
 from ..domain import dashboard
 from ..timeutil import as_utc
 from ..web import pages
 from ..web.endpoint import Call
 
-__all__ = ["chart", "endpoint", "message", "page", "payment"]
+__all__ = ["axis", "chart", "endpoint", "message", "page", "payment", "seller"]
 
 #: Bar colours per rail, each dark enough on white for a 3:1 contrast; others: grey.
 _COLOURS = {"rill": "#1a5fb4", "x402": "#26734d", "mpp": "#9c4400", "card": "#813d9c"}
 _OTHER = "#555555"
-_WIDTH, _HEIGHT, _TOP = 600, 200, 10
+_WIDTH, _HEIGHT, _TOP, _LEFT = 600, 200, 10, 60
 
 
 def message(title: str, *lines: str, status: int = 200, next_step: str = "") -> HTMLResponse:
@@ -43,25 +45,38 @@ def page(
     )
 
 
+def axis(top: int) -> tuple[int, list[int]]:
+    """A round maximum for the y-axis at or above ``top`` micros, and its ticks from zero:
+    steps of 1, 2 or 5 times a power of ten, at most four of them (a cent at least)."""
+    step = next(
+        m * 10**power for power in itertools.count(4) for m in (1, 2, 5) if m * 10**power * 4 >= top
+    )
+    highest = max(-(-top // step), 1) * step
+    return highest, list(range(0, highest + 1, step))
+
+
 def chart(sales: dict[str, dict[str, int]]) -> dict[str, Any]:
-    """Stacked bars, one per day, one segment per rail; the total written in each bar's
-    title (and the table beside it) for those who do not see the picture."""
+    """Stacked bars, one per day, one segment per rail, over a y-axis in USD; the total is
+    written in each bar's title (and the table beside it) for those who do not see the
+    picture."""
     days = list(sales)
     rails = sorted({rail for day in sales.values() for rail in day})
     top = max((sum(day.values()) for day in sales.values()), default=0)
+    highest, ticks = axis(top)
+    baseline = _HEIGHT + _TOP
     step = _WIDTH / max(len(days), 1)
     bars = []
     for i, day in enumerate(days):
-        y = float(_HEIGHT + _TOP)
+        y = float(baseline)
         for rail in rails:
             amount = sales[day].get(rail, 0)
             if not amount:
                 continue
-            height = (_HEIGHT * amount / top) if top else 0.0
+            height = _HEIGHT * amount / highest
             y -= height
             bars.append(
                 {
-                    "x": round(i * step + 1, 1),
+                    "x": round(_LEFT + i * step + 1, 1),
                     "y": round(y, 1),
                     "width": round(step - 2, 1),
                     "height": round(height, 1),
@@ -74,9 +89,14 @@ def chart(sales: dict[str, dict[str, int]]) -> dict[str, Any]:
         {"day": day, "total": format_micros(sum(sales[day].values()))} for day in days if sales[day]
     ]
     return {
-        "width": _WIDTH,
-        "height": _HEIGHT + _TOP + 20,
-        "baseline": _HEIGHT + _TOP,
+        "width": _LEFT + _WIDTH,
+        "height": baseline + 20,
+        "left": _LEFT,
+        "baseline": baseline,
+        "ticks": [
+            {"y": round(baseline - _HEIGHT * tick / highest, 1), "label": format_micros(tick)}
+            for tick in ticks
+        ],
         "bars": bars,
         "top": format_micros(top),
         "first": days[0] if days else "",
@@ -84,6 +104,11 @@ def chart(sales: dict[str, dict[str, int]]) -> dict[str, Any]:
         "legend": [{"rail": r, "colour": _COLOURS.get(r, _OTHER)} for r in rails],
         "totals": totals,
     }
+
+
+def seller(model: Seller) -> dict[str, Any]:
+    balance = "" if model.balance is None else format_amount(model.balance)
+    return {"id": model.id, "name": model.name, "balance": balance}
 
 
 def payment(row: Row[Any], refundable: bool) -> dict[str, Any]:
