@@ -60,6 +60,7 @@ __all__ = [
     "PayUrlResult",
     "Payment",
     "PaymentFailedData",
+    "PaymentRefundFailedData",
     "PaymentRefundedData",
     "PaymentSucceededData",
     "Receipt",
@@ -1106,6 +1107,15 @@ class PaymentRefundedData:
 
 
 @attrs.frozen(kw_only=True)
+class PaymentRefundFailedData(PaymentRefundedData):
+    """``data`` of ``payment.refund_failed`` (beyond the spec's list): a refund that was
+    pending (sent on chain, or asked of the card processor) failed; its amount is back on
+    the seller's balance and may be refunded anew."""
+
+    failure_reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ApprovalRequestedData:
     """``data`` of ``approval.requested`` (beyond the spec's list): a wallet key's payment
     waits for a person.  The link is not in the event (its token is never stored): the
@@ -1228,6 +1238,7 @@ EVENT_DATA_TYPES: dict[str, type[Any]] = {
     "payment.succeeded": PaymentSucceededData,
     "payment.failed": PaymentFailedData,
     "payment.refunded": PaymentRefundedData,
+    "payment.refund_failed": PaymentRefundFailedData,
     "approval.requested": ApprovalRequestedData,
     "approval.decided": ApprovalDecidedData,
     "transfer.received": TransferReceivedData,

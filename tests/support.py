@@ -215,7 +215,9 @@ SPEC_EVENT_TYPES = frozenset(
     }
 )
 #: The events the service sends beyond the spec's list (docs/events.md says which).
-BEYOND_SPEC_EVENT_TYPES = frozenset({"payment.refunded", "approval.requested", "approval.decided"})
+BEYOND_SPEC_EVENT_TYPES = frozenset(
+    {"payment.refunded", "payment.refund_failed", "approval.requested", "approval.decided"}
+)
 #: Every event the service sends: the server's catalog and the SDK's typed models.
 ALL_EVENT_TYPES = SPEC_EVENT_TYPES | BEYOND_SPEC_EVENT_TYPES
 

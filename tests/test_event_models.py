@@ -131,6 +131,25 @@ SAMPLES: dict[str, tuple[dict[str, Any], Any]] = {
         refunded=Decimal("0.3"),
         remaining=Decimal("0.7"),
     ),
+    "payment.refund_failed": _sample(
+        svc.PaymentRefundFailedData,
+        {
+            "receipt_id": "rcpt_2",
+            "refund_id": "rfnd_2",
+            "amount": "0.50",
+            "refunded": "0.00",
+            "remaining": "0.50",
+            "reason": None,
+            "rail": "x402",
+            "seller_id": "sel_1",
+            "wallet_key_id": None,
+            "environment": "live",
+            "failure_reason": "the facilitator refused the transfer",
+        },
+        amount=Decimal("0.5"),
+        refunded=Decimal("0"),
+        remaining=Decimal("0.5"),
+    ),
     "approval.requested": _sample(
         svc.ApprovalRequestedData,
         {
@@ -269,6 +288,7 @@ REQUIRED: dict[type, set[str]] = {
     svc.TransferReceivedData: {"receipt_id"},
     svc.FundingPaidData: {"wallet_key_id"},
     svc.PaymentRefundedData: {"receipt_id"},
+    svc.PaymentRefundFailedData: {"receipt_id"},
     svc.ApprovalRequestedData: {"approval_id"},
     svc.ApprovalDecidedData: {"approval_id"},
     svc.FundingRefundedData: {"wallet_key_id"},

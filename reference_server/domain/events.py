@@ -55,6 +55,8 @@ EVENT_TYPES: dict[str, str] = {
     "resource.updated": "A priced resource changed (path, amount, state...).",
     # Beyond the spec's list:
     "payment.refunded": "A seller gave back all or part of a payment (POST /refunds).",
+    "payment.refund_failed": "A pending refund (on chain or by card) failed; its money is back "
+    "on the seller's balance.",
     "approval.requested": "A wallet key's payment waits for a person's approval.",
     "approval.decided": "A pending approval was approved, declined or expired.",
 }

@@ -83,6 +83,10 @@ def refund(
     card processor's, for a live card refund."""
     receipt = _locked_receipt(conn, receipt_id, seller_id=seller_id, environment=environment)
     _check_refundable(receipt)
+    if environment == "live" and refunds_chain.carries(receipt):
+        missing = refunds_live.missing_setup(settings)
+        if missing is not None:
+            raise DomainError("settlement_unavailable", f"{missing}; nothing was refunded.")
     remaining = int(receipt.amount_micros - receipt.refunded_micros)
     amount = remaining if amount is None else amount
     if amount <= 0 or amount > remaining:
@@ -270,14 +274,15 @@ def _fee_back(
 async def advance_chain_refunds(ctx: ServerContext) -> bool:
     """The worker's round of refunds on chain: ``test``'s on the sandbox chain
     (:func:`.refunds_chain.advance_due`), ``live``'s through the facilitator
-    (:mod:`.refunds_live`), each that succeeds announced as a ledger refund is; ``True``
+    (:mod:`.refunds_live`), each announced once it succeeded or failed; ``True``
     when events were recorded."""
-    sandbox = await anyio.to_thread.run_sync(lambda: refunds_chain.advance_due(ctx, _sent))
-    return await refunds_live.advance_live(ctx, _sent) or sandbox
+    sandbox = await anyio.to_thread.run_sync(lambda: refunds_chain.advance_due(ctx, _concluded))
+    return await refunds_live.advance_live(ctx, _concluded) or sandbox
 
 
-def _sent(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
-    """``payment.refunded`` of a refund on chain, once sent."""
+def _concluded(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
+    """``payment.refunded`` or ``payment.refund_failed`` of a refund on chain, once its
+    outcome is known."""
     _announce(conn, receipt, dict(row._mapping), refunded=int(receipt.refunded_micros), now=now)
 
 
@@ -296,7 +301,10 @@ def _fee_account(conn: Connection, receipt: Row[Any]) -> str:
 def _announce(
     conn: Connection, receipt: Row[Any], refund_row: dict[str, Any], *, refunded: int, now: datetime
 ) -> None:
-    """``payment.refunded`` for the seller's owner and, when another, the payer's."""
+    """``payment.refunded`` (or, for a pending refund that failed and put the money back,
+    ``payment.refund_failed`` with its reason) for the seller's owner and, when another,
+    the payer's."""
+    failed = refund_row["status"] == "failed"
     data = {
         "receipt_id": receipt.id,
         "refund_id": refund_row["id"],
@@ -311,6 +319,8 @@ def _announce(
     }
     if refund_row.get("tx_hash"):
         data["tx_hash"] = refund_row["tx_hash"]
+    if failed:
+        data["failure_reason"] = refund_row.get("failure_reason") or "The refund failed."
     owners = conn.execute(
         select(t.sellers.c.owner_id)
         .where(t.sellers.c.id == receipt.seller_id)
@@ -321,7 +331,7 @@ def _announce(
             conn,
             owner_id=owner_id,
             environment=receipt.environment,
-            type="payment.refunded",
+            type="payment.refund_failed" if failed else "payment.refunded",
             data=data,
             now=now,
         )
@@ -331,9 +341,10 @@ def confirm_card_refund(
     conn: Connection, processor_refund_id: str, status: refunds_card.Status, now: datetime
 ) -> None:
     """The processor's word on a pending card refund (its events): ``succeeded`` books it
-    and announces ``payment.refunded``; ``failed`` puts the money back."""
+    and announces ``payment.refunded``; ``failed`` puts the money back and announces
+    ``payment.refund_failed``."""
     row = refunds_card.settle(conn, processor_refund_id, status, now)
-    if row is None or row.status != "succeeded":
+    if row is None:
         return
     receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
     _announce(conn, receipt, row._asdict(), refunded=int(receipt.refunded_micros), now=now)

@@ -9,7 +9,8 @@ transaction.  The worker (:func:`advance_due`, each outbox round) then sends it:
 transfer whose EIP-3009 nonce is derived from the refund's id, so however often it is
 sent, by however many workers or after a crash between the books and the chain, the token
 moves it once.  Confirmed, the transfers post (``succeeded``, ``payment.refunded``);
-failed, they are voided and the receipt's ``refunded_micros`` given back (``failed``).
+failed, they are voided and the receipt's ``refunded_micros`` given back (``failed``,
+``payment.refund_failed``).
 
 In ``test`` the sandbox chain carries it: the hot wallet is minted exactly the amount (as
 for a pay-url payment) and pays it in the worker's one transaction, so it is confirmed as
@@ -96,7 +97,8 @@ def nonce_of(refund_id: str) -> str:
     return "0x" + bytes(keccak(b"svc-refund:" + refund_id.encode())).hex()
 
 
-#: Records ``payment.refunded`` for a refund that succeeded: (conn, receipt, refund, now).
+#: Records the event of a refund's outcome (``payment.refunded`` or
+#: ``payment.refund_failed``): (conn, receipt, refund, now).
 Announce = Callable[[Connection, Row[Any], Row[Any], datetime], None]
 
 
@@ -200,9 +202,9 @@ def conclude(
     now: datetime,
     announce: Announce,
 ) -> None:
-    """Sent (``tx_hash``): the held transfers post, ``payment.refunded`` is recorded.
-    Failed: they are voided and the receipt's ``refunded_micros`` lowered by the amount
-    again (the seller may refund it anew)."""
+    """Sent (``tx_hash``): the held transfers post.  Failed: they are voided and the
+    receipt's ``refunded_micros`` lowered by the amount again (the seller may refund it
+    anew).  Either way ``announce`` records the outcome's event."""
     _locked_payer(conn, row)
     for transfer_id in _held(conn, row):
         if tx_hash is not None:
@@ -225,6 +227,5 @@ def conclude(
             next_check_at=None,
         )
     )
-    if tx_hash is not None:
-        receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
-        announce(conn, receipt, conn.execute(select(_f).where(_f.c.id == row.id)).one(), now)
+    receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()
+    announce(conn, receipt, conn.execute(select(_f).where(_f.c.id == row.id)).one(), now)

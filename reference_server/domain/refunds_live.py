@@ -24,12 +24,13 @@ from sqlalchemy import Connection, select, update
 from ..context import ServerContext
 from ..onchain import ChainUnreachable, TokenReader
 from ..sandbox.eip3009 import Authorization, signing_digest
+from ..settings import Settings
 from ..store import tables as t
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import HotWallet, hot_wallet
 from .refunds_chain import Announce, conclude, locked_pending, nonce_of
 
-__all__ = ["advance_live", "send_transfer"]
+__all__ = ["advance_live", "missing_setup", "send_transfer"]
 
 log = logging.getLogger("reference_server.refunds")
 _f = t.refunds
@@ -42,10 +43,24 @@ _LEASE = timedelta(minutes=2)
 _VALID = timedelta(hours=1)
 
 
+def missing_setup(settings: Settings | None) -> str | None:
+    """What this server lacks to send a ``live`` refund on chain, or ``None``: checked
+    when the refund is asked for, so one that nothing could send is refused then rather
+    than accepted and failed by the worker."""
+    if settings is not None and (
+        settings.live_hot_wallet_key and settings.live_facilitator_url and settings.live_rpc_url
+    ):
+        return None
+    return (
+        "Refunds on chain in live need SVC_LIVE_HOT_WALLET_KEY, SVC_LIVE_FACILITATOR_URL "
+        "and SVC_LIVE_RPC_URL on the server"
+    )
+
+
 async def advance_live(ctx: ServerContext, announce: Announce) -> bool:
     """Send or conclude each ``live`` refund that is due; ``True`` when events were
-    recorded.  Without a hot wallet, a facilitator and a node, a live refund fails (its
-    money back on the seller's balance): nothing could send it."""
+    recorded.  Without a hot wallet, a facilitator and a node (taken away since the refund
+    was accepted), a live refund fails (its money back on the seller's balance)."""
 
     def due() -> list[Any]:
         with ctx.db.write() as conn:
@@ -87,12 +102,9 @@ async def _advance_one(
 ) -> bool:
     settings = ctx.settings
     url, rpc = settings.live_facilitator_url, settings.live_rpc_url
-    if not (settings.live_hot_wallet_key and url and rpc):
-        why = (
-            "live refunds need SVC_LIVE_HOT_WALLET_KEY, SVC_LIVE_FACILITATOR_URL and "
-            "SVC_LIVE_RPC_URL"
-        )
-        return await _write(ctx, refund_id, None, why, announce)
+    missing = missing_setup(settings)
+    if missing is not None or not (url and rpc):  # set-up removed since it was accepted
+        return await _write(ctx, refund_id, None, missing, announce)
     wallet = hot_wallet(ctx, "live")
     reader = TokenReader(rpc, wallet.token.address)
     nonce = nonce_of(refund_id)

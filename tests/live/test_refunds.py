@@ -25,6 +25,7 @@ from reference_server.domain.refunds_chain import nonce_of
 from reference_server.domain.refunds_live import send_transfer
 
 from ..devchain.running import RunningDevchain
+from ..money.helpers import events_of
 from ..rails.helpers import RailShop, open_rail_shop
 from ..reconcile.helpers import reconcile
 from ..support import LiveServer, at_once, until
@@ -134,17 +135,44 @@ async def test_twenty_concurrent_live_refunds_send_the_payment_once(
     assert clean.exit_code == 0 and clean.drift == [], clean.output
 
 
-async def test_a_live_refund_nothing_can_send_fails_and_gives_the_money_back(
+async def test_a_live_refund_nothing_could_send_is_refused_when_asked(
     devchain: RunningDevchain, make_server: Callable[..., LiveServer]
 ) -> None:
-    """A server with no hot wallet cannot send: the refund fails, its hold is released
-    (the seller's balance and the payment's remaining amount as before), nothing moved."""
+    """A server with no hot wallet cannot send a refund on chain: asked for one, it answers
+    503 ``settlement_unavailable`` saying what it lacks, and nothing is held or moved."""
     live = make_server(**{**devchain.live_settings(), "live_hot_wallet_key": None})
     shop = open_rail_shop(live, environment="live")
     receipt_id, payer = await _paid(devchain, live, shop, "x402")
     earned = shop.balance().balance
     r = refund(shop, receipt_id, "0.10")
+    assert r.status_code == 503, r.text
+    error = r.json()["error"]
+    assert error["code"] == "settlement_unavailable"
+    assert "SVC_LIVE_HOT_WALLET_KEY" in error["message"]
+    assert shop.seller.refunds.list().data == []
+    assert shop.balance().balance == earned
+    state = shop.seller.payments.get(receipt_id)
+    assert (state.state, state.refunded) == ("settled", Decimal("0"))
+    assert devchain.balance(payer) == 1_000_000 - PRICE
+
+
+async def test_a_live_refund_the_server_can_no_longer_send_fails_and_says_so(
+    devchain: RunningDevchain, make_server: Callable[..., LiveServer]
+) -> None:
+    """Accepted by a server with a hot wallet whose worker did not run, then met by a
+    server started without one (its set-up taken away): the refund fails, its hold is
+    released (the seller's balance and the payment's remaining amount as before),
+    ``payment.refund_failed`` says why, and nothing moved on chain."""
+    settings, _hot = _settings(devchain)
+    accepting = make_server(**settings, worker_enabled=False)
+    shop = open_rail_shop(accepting, environment="live")
+    receipt_id, payer = await _paid(devchain, accepting, shop, "x402")
+    earned = shop.balance().balance
+    r = refund(shop, receipt_id, "0.10")
     assert r.status_code == 201 and r.json()["status"] == "pending", r.text
+    assert shop.balance().balance == earned - Decimal("0.099")  # its seller share held
+
+    make_server(**{**settings, "live_hot_wallet_key": None})  # its worker meets the refund
     failed = sent(shop, r.json()["id"])
     assert failed.status == "failed" and failed.tx_hash is None
     assert failed.failure_reason and "SVC_LIVE_HOT_WALLET_KEY" in failed.failure_reason
@@ -155,6 +183,14 @@ async def test_a_live_refund_nothing_can_send_fails_and_gives_the_money_back(
         Decimal("0"),
         Decimal("0.25"),
     )
+    (event,) = events_of(accepting, shop.owner_id, "payment.refund_failed")
+    assert (event["refund_id"], event["amount"], event["remaining"]) == (
+        failed.id,
+        "0.10",
+        "0.25",
+    )
+    assert "SVC_LIVE_HOT_WALLET_KEY" in event["failure_reason"]
+    assert events_of(accepting, shop.owner_id, "payment.refunded") == []
     assert devchain.balance(payer) == 1_000_000 - PRICE
 
 

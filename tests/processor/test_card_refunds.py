@@ -185,3 +185,10 @@ def test_a_pending_card_refund_is_held_then_booked_or_given_back(
     assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000  # given back
     assert _state(it, receipt_id)["refunded"] == "1.00"
     assert len(_events(server, "payment.refunded")) == 1
+    (failure,) = _events(server, "payment.refund_failed")
+    assert (failure["refund_id"], failure["amount"], failure["refunded"]) == (
+        other.id,
+        "2.00",
+        "1.00",
+    )
+    assert failure["failure_reason"]
