@@ -144,7 +144,7 @@ def request(
         )
     )
     row = _get(conn, approval_id)
-    shown = model(ctx, row, ask.public_url)
+    shown = model(ctx, row, ask.public_url, now)
     record_event(
         conn,
         owner_id=key.owner_id,
@@ -199,7 +199,7 @@ def resume(
     if row.status in ("pending", "approved") and as_utc(row.expires_at) <= now:
         row = _close(conn, row, "expired", now)
     if row.status == "pending":
-        return model(ctx, row, public_url)
+        return model(ctx, row, public_url, now)
     if row.status == "approved":
         return row
     return refusal(row)
@@ -357,6 +357,7 @@ def get_for_caller(
     wallet_key_id: str | None,
     owner_id: str | None,
     public_url: str,
+    now: datetime,
 ) -> Approval:
     """``GET /spend/approvals/{id}``: the key's own approval, or the owner's key's."""
     where = [_a.c.id == approval_id, _a.c.environment == environment]
@@ -367,7 +368,7 @@ def get_for_caller(
     row = conn.execute(select(_a).where(*where)).first()
     if row is None:
         raise DomainError("not_found", f"No approval {approval_id} in {environment}.")
-    return model(ctx, row, public_url)
+    return model(ctx, row, public_url, now)
 
 
 def list_for_key(
@@ -378,6 +379,7 @@ def list_for_key(
     wallet_key_id: str,
     environment: str,
     public_url: str,
+    now: datetime,
 ) -> ApprovalList:
     """The key's approvals, newest first (paged)."""
     page = paging.page(
@@ -388,14 +390,21 @@ def list_for_key(
         scope=[_a.c.wallet_key_id == wallet_key_id, _a.c.environment == environment],
         order="desc",
     )
-    return ApprovalList(data=[model(ctx, r, public_url) for r in page.rows], has_more=page.has_more)
+    shown = [model(ctx, r, public_url, now) for r in page.rows]
+    return ApprovalList(data=shown, has_more=page.has_more)
 
 
-def model(ctx: ServerContext, row: Row[Any], public_url: str) -> Approval:
-    pending = row.status == "pending"
+def model(ctx: ServerContext, row: Row[Any], public_url: str, now: datetime) -> Approval:
+    """The approval as a reader sees it at ``now``: one past its expiry reads ``expired``
+    (decided when it expired) before housekeeping's sweep closes it and frees its hold,
+    so nobody is sent to a page that can no longer approve it."""
+    status, decided_at = row.status, row.decided_at
+    if status in ("pending", "approved") and as_utc(row.expires_at) <= now:
+        status, decided_at = "expired", row.expires_at
+    pending = status == "pending"
     return Approval(
         id=row.id,
-        status=row.status,
+        status=status,
         code="approval_required" if pending else None,
         amount=from_micros(row.amount_micros),
         wallet_key_id=row.wallet_key_id,
@@ -406,7 +415,7 @@ def model(ctx: ServerContext, row: Row[Any], public_url: str) -> Approval:
         approval_url=approval_url(ctx, public_url, row.id) if pending else None,
         expires_at=as_utc(row.expires_at),
         created_at=as_utc(row.created_at),
-        decided_at=None if row.decided_at is None else as_utc(row.decided_at),
+        decided_at=None if decided_at is None else as_utc(decided_at),
         receipt_id=row.receipt_id,
     )
 

@@ -52,6 +52,7 @@ def read(call: Call) -> Reply:
             wallet_key_id=caller.subject_id if wallet else None,
             owner_id=None if wallet else caller.owner_id,
             public_url=call.public_url,
+            now=call.now,
         )
     )
 
@@ -67,6 +68,7 @@ def list_all(call: Call, request: PageRequest) -> Reply:
             wallet_key_id=checked(call.caller.subject_id),
             environment=call.caller.environment,
             public_url=call.public_url,
+            now=call.now,
         )
     )
 

@@ -306,3 +306,29 @@ def test_a_price_raised_after_the_approval_is_refused(
     later = server.ctx.now() + timedelta(seconds=61)
     assert approvals.expire_due(server.ctx.db, now=later) == 1
     assert agent.spend().balance == Decimal("10.00") and agent.spend().spent_total == 0
+
+
+def test_an_approval_past_its_expiry_reads_expired_before_the_sweep(
+    server: LiveServer, seller: PaidCounter
+) -> None:
+    agent = agent_over_the_line(server, approval_ttl_seconds=60)
+    asked = pay_url(server, agent.wallet_key, seller.url, "k").json()
+    url = f"{server.url}/spend/approvals/{asked['id']}"
+    headers = {"Authorization": f"Bearer {agent.wallet_key}"}
+    assert httpx.get(url, headers=headers).json()["status"] == "pending"
+    expired_at = server.ctx.now() - timedelta(seconds=1)
+    with server.ctx.db.write() as conn:
+        conn.execute(
+            t.approvals.update()
+            .where(t.approvals.c.id == asked["id"])
+            .values(expires_at=expired_at)
+        )
+    shown = httpx.get(url, headers=headers).json()
+    assert (shown["status"], shown["approval_url"], shown["code"]) == ("expired", None, None)
+    assert shown["decided_at"] is not None
+    listed = httpx.get(f"{server.url}/spend/approvals", headers=headers).json()["data"]
+    assert [(a["id"], a["status"]) for a in listed] == [(asked["id"], "expired")]
+    assert approval_row(server, asked["id"]).status == "pending"  # the sweep has not run
+    assert approvals.expire_due(server.ctx.db, now=server.ctx.now()) == 1
+    assert httpx.get(url, headers=headers).json()["status"] == "expired"
+    assert agent.spend().balance == Decimal("10.00") and seller.paid == 0
