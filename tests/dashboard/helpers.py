@@ -30,6 +30,21 @@ def signed_in(live: LiveServer, owner_jwt: str) -> httpx.Client:
     return client
 
 
+def hook(live: LiveServer, owner_jwt: str, url: str) -> str:
+    """A webhook endpoint of the owner's, in test, for ``payment.succeeded`` at ``url``."""
+    r = httpx.post(
+        f"{live.url}/webhooks",
+        json={"url": url, "events": ["payment.succeeded"]},
+        headers={
+            "Authorization": f"Bearer {owner_jwt}",
+            "Idempotency-Key": f"dashboard-hook-{url}",
+            "X-Svc-Environment": "test",
+        },
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
 def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
     assert found is not None, html

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from reference_server.app import served
@@ -17,7 +16,7 @@ from reference_server.app import served
 from ..money.helpers import market
 from ..support import LiveServer
 from ..webhooks.receiver import start_receiver
-from .helpers import link
+from .helpers import hook, link
 
 PAGES = sorted(
     ep.path
@@ -93,16 +92,7 @@ def signed_in_world(
     receiver = start_receiver()
     receiver.statuses = [500]
     m = market(module_server)
-    r = httpx.post(
-        f"{module_server.url}/webhooks",
-        json={"url": receiver.url, "events": ["payment.succeeded"]},
-        headers={
-            "Authorization": f"Bearer {m.seller_owner_jwt}",
-            "Idempotency-Key": "a11y-hook",
-            "X-Svc-Environment": "test",
-        },
-    )
-    assert r.status_code == 201, r.text
+    hook(module_server, m.seller_owner_jwt, receiver.url)
     for _ in range(3):
         m.agent.pay(resource_id=m.resource.id)
     receiver.wait_for(1)

@@ -16,7 +16,7 @@ import pytest
 from ..money.helpers import market
 from ..support import LiveServer, until
 from ..webhooks.receiver import start_receiver
-from .helpers import link
+from .helpers import hook, link
 
 
 @pytest.fixture
@@ -35,16 +35,7 @@ def test_an_owner_signs_in_refunds_and_retries(
         # the worker would retry the failed delivery by itself only in 10 minutes
         live = make_server(worker_poll_seconds=0.05, webhook_retry_schedule=(600, 600))
         m = market(live)
-        r = httpx.post(
-            f"{live.url}/webhooks",
-            json={"url": receiver.url, "events": ["payment.succeeded"]},
-            headers={
-                "Authorization": f"Bearer {m.seller_owner_jwt}",
-                "Idempotency-Key": "dashboard-hook",
-                "X-Svc-Environment": "test",
-            },
-        )
-        assert r.status_code == 201, r.text
+        hook(live, m.seller_owner_jwt, receiver.url)
         first = m.agent.pay(resource_id=m.resource.id)
         second = m.agent.pay(resource_id=m.resource.id)
         receiver.wait_for(1)
