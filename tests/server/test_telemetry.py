@@ -30,6 +30,7 @@ from reference_server.domain.events import record_event
 from ..conftest import fresh_database
 from ..money.helpers import market
 from ..processor.helpers import WEBHOOK_SECRET
+from ..processor.test_connect import live_seller, onboarded
 from ..rails.helpers import funded_payer, open_rail_shop, pay_with
 from ..sandbox.helpers import USDC
 from ..support import (
@@ -371,8 +372,11 @@ def stripe_live(
             "stripe_webhook_secret": WEBHOOK_SECRET,
             "stripe_api_base": stripe_double.api_base,
             "stripe_max_network_retries": 0,
+            "worker_poll_seconds": 0.05,
+            "auto_payout_minimum_micros": 0,
         }
         live = start_server(Settings(**settings))
+        stripe_double.set_webhook(live.url + "/processor/webhooks", WEBHOOK_SECRET)
         spans.clear()
         yield live
         live.stop()
@@ -429,3 +433,35 @@ def test_a_processor_call_that_fails_is_an_error_span(
     assert call.name == "processor accounts.create"
     assert call.attributes["http.response.status_code"] == 500
     assert call.status.status_code == trace.StatusCode.ERROR
+
+
+def test_a_withdrawal_step_in_the_worker_names_the_request_that_asked_for_it(
+    stripe_live: LiveServer, stripe_double: Any, spans: InMemorySpanExporter
+) -> None:
+    seller = live_seller(stripe_live, sales=1)
+    onboarded(seller, stripe_double)
+    until(lambda: seller.call("GET", "/sellers/me/connect").json()["payouts_enabled"])
+    r = seller.withdraw()
+    assert r.status_code == 201, r.text
+    request_id = r.headers["x-request-id"]
+
+    def steps() -> list[ReadableSpan]:
+        return [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "withdrawal step"
+            and s.attributes.get("svc.origin_request_id") == request_id
+        ]
+
+    until(
+        lambda: any(
+            c.parent is not None and c.parent.span_id == step.context.span_id
+            for step in steps()
+            for c in spans.get_finished_spans()
+            if c.name == "processor transfers.create"
+        ),
+        "no transfer made inside a withdrawal step",
+    )
+    [first, *_] = steps()
+    assert first.attributes["svc.withdrawal_id"] == r.json()["id"]
+    assert first.parent is None  # the worker's own trace, not the request's
