@@ -28,6 +28,7 @@ from typing import Any, get_args
 from ._base_client import DEFAULT_BASE_URL
 from ._client import Client
 from ._errors import APIError, ApprovalRequired, SvcError
+from ._listen import POLL_WAIT
 from ._listen import listen as forward
 from ._models import Approval, PayUrlResult
 from ._options import RequestOptions
@@ -783,10 +784,20 @@ def _add_listen_command(cli: click.Group) -> None:
     @cli.command()
     @click.option("--forward-to", required=True, help="The local URL each event is POSTed to.")
     @click.option("--events", help="Comma-separated event types (default: every event).")
+    @click.option(
+        "--poll-wait",
+        type=click.FloatRange(0.1, 30),
+        default=POLL_WAIT,
+        show_default=True,
+        help="Seconds each poll waits on the service before its empty answer (the "
+        "heartbeat a quiet connection is told from a dead one by).",
+    )
     @click.pass_context
-    def listen(ctx: Any, /, forward_to: str, events: str | None) -> None:
+    def listen(ctx: Any, /, forward_to: str, events: str | None, poll_wait: float) -> None:
         """Forward Test events to a local receiver (owner JWT, --environment test), signed
-        as delivered, one line per event; Ctrl-C deletes the listener endpoint."""
+        as delivered, one line per event; Ctrl-C deletes the listener endpoint.  A lost
+        connection is retried with backoff (said on stderr); a listener gone meanwhile
+        exits 1."""
         if _environment(ctx) != "test":
             _say("error: svc listen works in the test environment only: --environment test")
             sys.exit(1)
@@ -797,7 +808,15 @@ def _add_listen_command(cli: click.Group) -> None:
 
         def run(c: Client) -> None:
             with contextlib.suppress(KeyboardInterrupt):
-                forward(c, forward_to, events=chosen, say=click.echo, stop=stop)
+                forward(
+                    c,
+                    forward_to,
+                    events=chosen,
+                    say=click.echo,
+                    stop=stop,
+                    wait=poll_wait,
+                    warn=_say,
+                )
 
         _run(ctx, run, owner=True, show=lambda _: None)
 

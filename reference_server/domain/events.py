@@ -19,6 +19,7 @@ from ..ids import new_id
 from ..store import tables as t
 from ..store.database import NEW_DELIVERIES
 from ..store.rows import insert_rows
+from ..telemetry import REQUEST_ID, current_traceparent
 from .webhook_endpoints import matching_endpoints
 
 if TYPE_CHECKING:
@@ -124,6 +125,9 @@ class Outbox:
     def of(cls, new: list[NewEvent]) -> Outbox:
         rows = []
         deliveries = []
+        # The request being served (if any) caused these events: its deliveries' traces
+        # name it (outbox/worker.py).
+        origin, traceparent = REQUEST_ID.get(), current_traceparent()
         for event in new:
             if event.type not in EVENT_TYPES:
                 raise ValueError(f"unknown event type {event.type!r}")
@@ -136,6 +140,8 @@ class Outbox:
                     "type": event.type,
                     "data": event.data,
                     "created_at": event.now,
+                    "request_id": origin,
+                    "traceparent": traceparent,
                 }
             )
             deliveries += [new_delivery(event_id, e, event.now) for e in event.endpoints]

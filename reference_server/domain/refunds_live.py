@@ -26,6 +26,7 @@ from ..onchain import ChainUnreachable, TokenReader
 from ..sandbox.eip3009 import Authorization, signing_digest
 from ..settings import Settings
 from ..store import tables as t
+from ..telemetry import facilitator_client
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import HotWallet, hot_wallet
 from .refunds_chain import Announce, conclude, locked_pending, nonce_of
@@ -167,7 +168,7 @@ async def send_transfer(
         "accepted": offer,
         "payload": {"signature": "0x" + bytes(signature).hex(), "authorization": auth.to_json()},
     }
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with facilitator_client(timeout=30) as http:
         try:
             settled = await HttpFacilitator(url, client=http).settle(payment, offer)  # type: ignore[arg-type]
         except FacilitatorError as exc:

@@ -24,6 +24,7 @@ from .owners import find_owned_row
 from .paging import Page, PageRequest
 
 __all__ = [
+    "LISTEN_URL",
     "create_endpoint",
     "endpoint_model",
     "find_owned_endpoint",
@@ -34,6 +35,10 @@ __all__ = [
 ]
 
 _e = t.webhook_endpoints
+
+#: The URL of a listener endpoint (``svc listen``): the worker never sends its deliveries
+#: over HTTP; the listening CLI claims them (``outbox.delivery.claim_listened``).
+LISTEN_URL = "listen:"
 
 
 def new_signing_secret() -> str:
@@ -87,14 +92,16 @@ def list_endpoints(
     conn: Connection, request: PageRequest, *, owner_id: str, environment: str
 ) -> Page:
     """The owner's endpoints in ``environment``, oldest first, deleted ones left out (an
-    endpoint deleted since the previous page still works as its cursor)."""
+    endpoint deleted since the previous page still works as its cursor), and ``svc
+    listen``'s listeners too: they come and go with a terminal, and are not where events
+    are sent (each is still found by its id)."""
     return paging.page(
         conn,
         request,
         select(_e),
         table=_e,
         scope=[_e.c.owner_id == owner_id, _e.c.environment == environment],
-        where=[_e.c.status != "deleted"],
+        where=[_e.c.status != "deleted", _e.c.url != LISTEN_URL],
         order="asc",
     )
 

@@ -19,14 +19,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, insert, or_, select, update
+from sqlalchemy import Connection, func, insert, or_, select, update
 
 from svc import webhooks
 
 from .. import metrics
 from ..crypto import SecretBox
 from ..domain.errors import DomainError
-from ..domain.webhook_endpoints import set_status
+from ..domain.webhook_endpoints import LISTEN_URL, set_status
 from ..settings import Settings
 from ..store import Database
 from ..store import tables as t
@@ -43,16 +43,13 @@ __all__ = [
     "event_body",
     "leased_job",
     "next_delay",
+    "polled",
     "record_outcomes",
 ]
 
 _d = t.webhook_deliveries
 _e = t.webhook_endpoints
 _ev = t.events
-
-#: The URL of a listener endpoint (``svc listen``): the worker never sends its deliveries
-#: over HTTP; the listening CLI claims them (``claim_listened``) and acknowledges each.
-LISTEN_URL = "listen:"
 
 
 @attrs.frozen(kw_only=True)
@@ -67,6 +64,9 @@ class Job:
     secret: str = attrs.field(repr=False)
     event_id: str
     body: bytes
+    #: The request that caused the event, and its span's ``traceparent`` (when traced).
+    origin_request_id: str | None = None
+    origin_traceparent: str | None = None
 
     def signed_headers(self, now: datetime) -> dict[str, str]:
         """Signed at send time: a retry carries a fresh timestamp (receivers reject
@@ -137,6 +137,8 @@ def _jobs(conn: Connection, tokens: dict[str, str], box: SecretBox) -> list[Job]
             _ev.c.type,
             _ev.c.created_at,
             _ev.c.data,
+            _ev.c.request_id.label("origin_request_id"),
+            _ev.c.traceparent,
         )
         .join(_e, _e.c.id == _d.c.endpoint_id)
         .join(_ev, _ev.c.id == _d.c.event_id)
@@ -159,6 +161,8 @@ def _jobs(conn: Connection, tokens: dict[str, str], box: SecretBox) -> list[Job]
                 secret=secret,
                 event_id=row.event_id,
                 body=event_body(row.event_id, row.type, row.created_at, row.data),
+                origin_request_id=row.origin_request_id,
+                origin_traceparent=row.traceparent,
             )
         )
     return jobs
@@ -215,29 +219,25 @@ def claim_listened(
         return _jobs(conn, _lease(conn, ids, now, lease), box)
 
 
-#: A listener endpoint with a delivery due this long and never polled for is abandoned
-#: (its ``svc listen`` died without deleting it).
+#: A listener endpoint not polled for this long is abandoned (its ``svc listen`` died
+#: without deleting it): a running CLI polls at least every 25 seconds, its empty answers
+#: a heartbeat, and retries a lost connection far more often than this.
 LISTENER_ABANDONED_AFTER = timedelta(minutes=10)
 
 
 def drop_abandoned_listeners(db: Database, *, now: datetime) -> int:
-    """Delete the listener endpoints nobody polls (housekeeping): a live listener claims
-    every due delivery at once, so one left due and unleased for
-    ``LISTENER_ABANDONED_AFTER`` means no poll came for that long.  Their pending
-    deliveries are cancelled, as a deleted endpoint's are; returns how many."""
+    """Delete the listener endpoints nobody polled (housekeeping) for
+    ``LISTENER_ABANDONED_AFTER`` (since they were made, if never), whether or not a
+    delivery waits for them.  Their pending deliveries are cancelled, as a deleted
+    endpoint's are; returns how many."""
     before = now - LISTENER_ABANDONED_AFTER
     with db.write() as conn:
         ids = (
             conn.execute(
-                select(_e.c.id)
-                .distinct()
-                .join(_d, _d.c.endpoint_id == _e.c.id)
-                .where(
+                select(_e.c.id).where(
                     _e.c.url == LISTEN_URL,
                     _e.c.status != "deleted",
-                    _d.c.status == "pending",
-                    _d.c.next_attempt_at < before,
-                    or_(_d.c.lease_until.is_(None), _d.c.lease_until < before),
+                    func.coalesce(_e.c.listened_at, _e.c.created_at) < before,
                 )
             )
             .scalars()
@@ -251,6 +251,12 @@ def drop_abandoned_listeners(db: Database, *, now: datetime) -> int:
                 .values(status="cancelled", next_attempt_at=None)
             )
     return len(ids)
+
+
+def polled(db: Database, endpoint_id: str, *, now: datetime) -> None:
+    """A listener's poll: it is alive (:func:`drop_abandoned_listeners`)."""
+    with db.write() as conn:
+        conn.execute(update(_e).where(_e.c.id == endpoint_id).values(listened_at=now))
 
 
 def leased_job(conn: Connection, box: SecretBox, delivery_id: str) -> Job | None:

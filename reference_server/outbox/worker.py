@@ -115,11 +115,17 @@ async def deliver_job(
     pool: AsyncPinnedClients | None = None,
 ) -> DeliveryOutcome:
     """Send one claimed attempt (not recorded: the worker records outcomes in batches),
-    a trace of its own (``webhook delivery``) when tracing."""
+    a trace of its own (``webhook delivery``) when tracing, naming the request that caused
+    the event (``svc.origin_request_id``) and linked to that request's span."""
     started = ctx.now()
     t0 = time.monotonic()
-    names = {"svc.delivery_id": job.delivery_id, "svc.event_id": job.event_id}
-    with span("webhook delivery", **names, **{"svc.attempt": job.number}):
+    names = {
+        "svc.delivery_id": job.delivery_id,
+        "svc.event_id": job.event_id,
+        "svc.attempt": job.number,
+        "svc.origin_request_id": job.origin_request_id,
+    }
+    with span("webhook delivery", link=job.origin_traceparent, **names):
         try:
             response = await send(
                 "POST",

@@ -17,7 +17,7 @@ from svc.bodies import AckListened, CreateListener
 from ..context import ServerContext
 from ..domain import webhook_endpoints as endpoints
 from ..outbox import DeliveryOutcome, Job
-from ..outbox.delivery import LISTEN_URL, claim_listened, leased_job, record_outcomes
+from ..outbox.delivery import LISTEN_URL, claim_listened, leased_job, polled, record_outcomes
 from ..store import tables as t
 from ..web.auth import Role
 from ..web.endpoint import Call, Contract, Endpoint
@@ -71,7 +71,9 @@ def create(call: Call) -> Reply:
 
 def poll(call: Call) -> Reply:
     """The next due deliveries of the listener, waiting up to ``wait`` seconds for one;
-    each is leased to this poll until acknowledged (or the lease expires: retried)."""
+    each is leased to this poll until acknowledged (or the lease expires: retried).  With
+    none, the empty answer at ``wait`` is the connection's heartbeat; each poll keeps the
+    listener from being swept as abandoned."""
     endpoint_id = _own_listener(call)
     try:
         wait = min(max(float(call.request.query_params.get("wait", "0")), 0.0), _MAX_WAIT)
@@ -82,6 +84,7 @@ def poll(call: Call) -> Reply:
 
     def answer() -> Reply:  # after the commit: waiting holds no transaction
         deadline = time.monotonic() + wait
+        polled(ctx.db, endpoint_id, now=ctx.now())  # alive: not swept
         while True:
             jobs = claim_listened(
                 ctx.db, ctx.box, endpoint_id, now=ctx.now(), limit=_BATCH, lease=lease

@@ -107,7 +107,8 @@ def create(call: Call) -> Reply:
 
 @paged
 def list_all(call: Call, request: PageRequest) -> Reply:
-    """The owner's endpoints in this environment, oldest first (paged)."""
+    """The owner's endpoints in this environment, oldest first (paged); ``svc listen``'s
+    temporary listener endpoints are left out."""
     owner = call.caller
     page = endpoints.list_endpoints(
         call.conn, request, owner_id=owner.owner_id, environment=call.environment

@@ -348,6 +348,11 @@ events = Table(
     Column("type", String(64), nullable=False),
     Column("data", JSON, nullable=False),
     Column("created_at", Timestamp, nullable=False),
+    #: The API request that caused the event, and its span (a W3C ``traceparent``) when
+    #: traced: the worker's delivery trace names and links to it.  ``None`` for events the
+    #: worker records itself.
+    Column("request_id", String(40)),
+    Column("traceparent", String(55)),
     Index(None, "owner_id", "environment", "created_at"),
 )
 
@@ -387,6 +392,8 @@ webhook_endpoints = Table(
     #: When the current run of consecutive failures began; ``None`` while healthy.
     Column("failing_since", Timestamp),
     Column("created_at", Timestamp, nullable=False),
+    #: A ``svc listen`` endpoint's last poll: one not polled for a while is swept.
+    Column("listened_at", Timestamp),
     Index(None, "owner_id", "environment"),
 )
 

@@ -19,6 +19,9 @@ except ImportError:  # the extra is not installed: spans are no-ops
 __all__ = [
     "REQUEST_ID",
     "TracingUnavailable",
+    "annotate",
+    "current_traceparent",
+    "failed",
     "name_request_span",
     "span",
     "start_tracing",
@@ -39,15 +42,63 @@ class TracingUnavailable(RuntimeError):
 
 
 @contextlib.contextmanager
-def span(name: str, **attributes: Any) -> Iterator[None]:
+def span(name: str, *, link: str | None = None, **attributes: Any) -> Iterator[None]:
     """A span around a piece of work: a no-op unless this process traces
-    (:func:`start_tracing`), whatever tracer provider a host application set."""
+    (:func:`start_tracing`), whatever tracer provider a host application set.  ``link``:
+    a W3C ``traceparent`` (:func:`current_traceparent`) of the work that caused this one,
+    linked to, so a worker's trace leads back to the request's."""
     if trace is None or not _NAMING:
         yield
         return
     values = {k: v for k, v in attributes.items() if v is not None}
-    with trace.get_tracer(_TRACER).start_as_current_span(name, attributes=values):
+    links = [] if link is None else _links(link)
+    with trace.get_tracer(_TRACER).start_as_current_span(name, attributes=values, links=links):
         yield
+
+
+def annotate(**attributes: Any) -> None:
+    """Attributes learnt during the current span's work (an answer's status), on it."""
+    if trace is None or not _NAMING:
+        return
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_attributes({k: v for k, v in attributes.items() if v is not None})
+
+
+def failed(description: str) -> None:
+    """The current span's call failed without raising (an error status answered)."""
+    if trace is None or not _NAMING:
+        return
+    current = trace.get_current_span()
+    if current.is_recording():
+        current.set_status(trace.Status(trace.StatusCode.ERROR, description))
+
+
+def current_traceparent() -> str | None:
+    """The current span as a W3C ``traceparent`` (55 characters), to store with work done
+    later elsewhere (an event's deliveries); ``None`` when nothing is traced."""
+    if trace is None or not _NAMING:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    flags = int(context.trace_flags)
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
+
+
+def _links(traceparent: str) -> list[Any]:
+    """The span link a stored ``traceparent`` names (none if it is not one)."""
+    parts = traceparent.split("-")
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except (IndexError, ValueError):
+        return []
+    if len(parts) != 4 or not trace_id or not span_id:
+        return []
+    linked = trace.SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags)
+    )
+    return [trace.Link(linked)]
 
 
 if trace is not None:

@@ -5,23 +5,43 @@ request, naming the kind of credential and never the credential."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import svc
+from reference_server import Settings
+from reference_server.domain.events import record_event
+
+from ..conftest import fresh_database
 from ..money.helpers import market
-from ..support import LiveServer, free_port, new_account, until
+from ..processor.helpers import WEBHOOK_SECRET
+from ..processor.test_connect import live_seller, onboarded
+from ..rails.helpers import funded_payer, open_rail_shop, pay_with
+from ..sandbox.helpers import USDC
+from ..support import (
+    TEST_SETTINGS,
+    LiveServer,
+    assert_ledger_sound,
+    free_port,
+    new_account,
+    start_server,
+    until,
+)
 from ..webhooks.receiver import Receiver
 
 
@@ -205,6 +225,243 @@ def test_the_worker_sends_each_webhook_in_a_trace_of_its_own(
         if s.name == "outbound POST" and s.context.trace_id == sent[0].context.trace_id
     ]
     assert len(outbound) == 1 and outbound[0].parent.span_id == sent[0].context.span_id
-    # Not the request's trace: the worker sent it after the request was answered.
-    request = [s for s in spans.get_finished_spans() if s.name == "POST /pay"]
-    assert request and request[0].context.trace_id != sent[0].context.trace_id
+    # Not the request's trace: the worker sent it after the request was answered.  It
+    # names that request and links to its trace.
+    [request] = [s for s in spans.get_finished_spans() if s.name == "POST /pay"]
+    assert request.context.trace_id != sent[0].context.trace_id
+    assert sent[0].attributes["svc.origin_request_id"] == request.attributes["svc.request_id"]
+    assert [link.context.trace_id for link in sent[0].links] == [request.context.trace_id]
+    assert "svc.request_id" not in sent[0].attributes  # no request was being served
+
+
+def test_a_delivery_of_an_event_no_request_caused_names_no_origin(
+    traced: LiveServer, spans: InMemorySpanExporter, receiver: Receiver
+) -> None:
+    account = new_account(traced.url)
+    owner = svc.Client(base_url=traced.url, owner_jwt=account.owner_jwt, environment="test")
+    hook = owner.webhooks.create(receiver.url)
+    with traced.ctx.db.write() as conn:  # as the worker records a payout's event
+        event_id = record_event(
+            conn,
+            owner_id=account.owner_id,
+            environment="test",
+            type="withdrawal.paid",
+            data={"withdrawal_id": "wd_x"},
+            now=traced.ctx.now(),
+            endpoints=[hook.id],
+        )
+    traced.ctx.notify_new_events()
+    [sent] = until(
+        lambda: [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "webhook delivery" and s.attributes.get("svc.event_id") == event_id
+        ],
+        "no delivery span",
+    )
+    assert "svc.origin_request_id" not in sent.attributes and not sent.links
+
+
+def _ours(spans: InMemorySpanExporter, request_id: str) -> list[ReadableSpan]:
+    return [
+        s for s in spans.get_finished_spans() if s.attributes.get("svc.request_id") == request_id
+    ]
+
+
+@pytest.fixture
+def live_gate(tmp_path: Path, spans: InMemorySpanExporter) -> Iterator[Callable[[str], LiveServer]]:
+    """A traced server settling ``live`` open rails through the facilitator at the URL
+    given (a test server's sandbox one, on loopback, as tests/rails/test_live.py)."""
+    started: list[LiveServer] = []
+
+    def start(facilitator_url: str) -> LiveServer:
+        (tmp_path / "live").mkdir()
+        url = stack.enter_context(fresh_database(tmp_path / "live"))
+        settings = Settings(
+            **{
+                **TEST_SETTINGS,
+                "database_url": url,
+                "tracing": True,
+                "live_facilitator_url": facilitator_url,
+                "live_chain_id": 84532,
+                "live_asset_address": USDC,
+                "live_asset_name": "USDC",
+                "live_asset_version": "2",
+                "live_deposit_address": "0x000000000000000000000000000000000000dEaD",
+            }
+        )
+        started.append(start_server(settings))
+        spans.clear()
+        return started[-1]
+
+    with contextlib.ExitStack() as stack:
+        yield start
+        for live in started:
+            live.stop()
+            assert_ledger_sound(live)
+
+
+@pytest.mark.anyio
+async def test_the_facilitators_verify_and_settle_are_spans_of_the_gate_request(
+    server: LiveServer, live_gate: Callable[[str], LiveServer], spans: InMemorySpanExporter
+) -> None:
+    shop = open_rail_shop(live_gate(server.url + "/sandbox/x402"), environment="live")
+    paid = await pay_with("x402", shop.resource.gate_url, funded_payer(server))
+    assert paid.status_code == 200, paid.text
+    request_id = paid.headers["x-request-id"]
+    ours = until(lambda: _ours(spans, request_id), "no span named the request")
+    calls = {s.name: s for s in ours if s.name.startswith("facilitator ")}
+    assert set(calls) == {"facilitator verify", "facilitator settle"}, [s.name for s in ours]
+    [gate] = [s for s in ours if s.kind == trace.SpanKind.SERVER]
+    host = httpx.URL(server.url).host
+    for name, outcome in (("facilitator verify", "valid"), ("facilitator settle", "settled")):
+        call = calls[name]
+        assert call.context.trace_id == gate.context.trace_id
+        assert call.attributes["server.address"] == host
+        assert call.attributes["http.response.status_code"] == 200
+        assert call.attributes["svc.outcome"] == outcome
+        assert call.status.status_code != trace.StatusCode.ERROR
+    # The payer's signed authorization is in no attribute.
+    text = json.dumps([dict(s.attributes or {}) for s in ours])
+    assert "signature" not in text and "0x" + "0" * 8 not in text
+
+
+@pytest.mark.anyio
+async def test_a_facilitator_that_fails_is_an_error_span(
+    server: LiveServer,
+    live_gate: Callable[[str], LiveServer],
+    spans: InMemorySpanExporter,
+    serve_app: Any,
+) -> None:
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 503, "headers": []})
+        await send({"type": "http.response.body", "body": b"down"})
+
+    down = serve_app(broken)
+    shop = open_rail_shop(live_gate(down.url + "/x402"), environment="live")
+    paid = await pay_with("x402", shop.resource.gate_url, funded_payer(server))
+    assert paid.status_code >= 400
+    request_id = paid.headers["x-request-id"]
+    [call] = until(
+        lambda: [s for s in _ours(spans, request_id) if s.name.startswith("facilitator ")],
+        "no facilitator span",
+    )
+    assert call.name == "facilitator verify"
+    assert call.attributes["http.response.status_code"] == 503
+    assert call.status.status_code == trace.StatusCode.ERROR
+
+
+SECRET_KEY = "sk_test_tele_" + "k" * 16
+
+
+@pytest.fixture
+def stripe_live(
+    stripe_double: Any, tmp_path: Path, spans: InMemorySpanExporter
+) -> Iterator[LiveServer]:
+    """A traced server whose live payouts go through the local Stripe."""
+    stripe_double.reset()
+    with fresh_database(tmp_path) as url:
+        settings = {
+            **TEST_SETTINGS,
+            "database_url": url,
+            "tracing": True,
+            "processor": "stripe",
+            "stripe_secret_key": SECRET_KEY,
+            "stripe_webhook_secret": WEBHOOK_SECRET,
+            "stripe_api_base": stripe_double.api_base,
+            "stripe_max_network_retries": 0,
+            "worker_poll_seconds": 0.05,
+            "auto_payout_minimum_micros": 0,
+        }
+        live = start_server(Settings(**settings))
+        stripe_double.set_webhook(live.url + "/processor/webhooks", WEBHOOK_SECRET)
+        spans.clear()
+        yield live
+        live.stop()
+        assert_ledger_sound(live)
+
+
+def _onboard(live: LiveServer) -> tuple[httpx.Response, str]:
+    acct = new_account(live.url, "live")
+    r = httpx.post(
+        live.url + "/sellers/me/connect/onboard",
+        json={"country": "US"},
+        headers={"Authorization": f"Bearer {acct.seller_key}"},
+        timeout=60,
+    )
+    return r, acct.seller_key
+
+
+def test_each_processor_call_is_a_span_of_the_request(
+    stripe_live: LiveServer, stripe_double: Any, spans: InMemorySpanExporter
+) -> None:
+    r, seller_key = _onboard(stripe_live)
+    assert r.status_code == 200, r.text
+    request_id = r.headers["x-request-id"]
+    ours = until(lambda: _ours(spans, request_id), "no span named the request")
+    calls = [s for s in ours if s.name.startswith("processor ")]
+    assert [s.name for s in calls] == [
+        "processor accounts.create",
+        "processor account_links.create",
+    ]
+    [server_span] = [s for s in ours if s.kind == trace.SpanKind.SERVER]
+    host = httpx.URL(stripe_double.api_base).host
+    for call in calls:
+        assert call.context.trace_id == server_span.context.trace_id
+        assert call.attributes["server.address"] == host
+        assert call.attributes["http.response.status_code"] == 200
+        assert call.attributes["svc.processor"] == "stripe"
+    account_id = r.json()["account"]["account_id"]
+    text = json.dumps([dict(s.attributes or {}) for s in ours])
+    assert SECRET_KEY not in text and seller_key not in text and account_id not in text
+
+
+def test_a_processor_call_that_fails_is_an_error_span(
+    stripe_live: LiveServer, stripe_double: Any, spans: InMemorySpanExporter
+) -> None:
+    stripe_double.fault("/v1/accounts", 500)
+    r, _ = _onboard(stripe_live)
+    assert r.status_code == 503, r.text
+    [call] = until(
+        lambda: [
+            s for s in _ours(spans, r.headers["x-request-id"]) if s.name.startswith("processor ")
+        ],
+        "no processor span",
+    )
+    assert call.name == "processor accounts.create"
+    assert call.attributes["http.response.status_code"] == 500
+    assert call.status.status_code == trace.StatusCode.ERROR
+
+
+def test_a_withdrawal_step_in_the_worker_names_the_request_that_asked_for_it(
+    stripe_live: LiveServer, stripe_double: Any, spans: InMemorySpanExporter
+) -> None:
+    seller = live_seller(stripe_live, sales=1)
+    onboarded(seller, stripe_double)
+    until(lambda: seller.call("GET", "/sellers/me/connect").json()["payouts_enabled"])
+    r = seller.withdraw()
+    assert r.status_code == 201, r.text
+    request_id = r.headers["x-request-id"]
+
+    def steps() -> list[ReadableSpan]:
+        return [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "withdrawal step"
+            and s.attributes.get("svc.origin_request_id") == request_id
+        ]
+
+    until(
+        lambda: any(
+            c.parent is not None and c.parent.span_id == step.context.span_id
+            for step in steps()
+            for c in spans.get_finished_spans()
+            if c.name == "processor transfers.create"
+        ),
+        "no transfer made inside a withdrawal step",
+    )
+    [first, *_] = steps()
+    assert first.attributes["svc.withdrawal_id"] == r.json()["id"]
+    assert first.parent is None  # the worker's own trace, not the request's

@@ -71,6 +71,7 @@ from ...onchain import ChainUnreachable, TokenReader
 from ...sandbox import chain
 from ...sandbox.eip3009 import Authorization as ChainAuthorization
 from ...sandbox.eip3009 import MalformedAuthorization
+from ...telemetry import facilitator_client
 from ..events import writing
 from ..payments import verify_receipt
 from ._claims import ClaimStore
@@ -414,7 +415,7 @@ async def facilitator_http(terms: RailTerms) -> AsyncIterator[httpx.AsyncClient 
     if terms.sandbox or terms.facilitator_url is None:
         yield None
         return
-    async with httpx.AsyncClient(verify=outbound.default_tls_context(), timeout=30) as http:
+    async with facilitator_client(verify=outbound.default_tls_context(), timeout=30) as http:
         yield http
 
 

@@ -22,6 +22,7 @@ from svc.money import format_micros
 from ...settings import Settings
 from ...store import Database
 from ...store import tables as t
+from ...telemetry import span
 from .. import ledger
 from ..errors import DomainError
 from ..events import NEW_DELIVERIES, record_event
@@ -58,20 +59,24 @@ def advance_due(
     now = clock()
     with db.read() as conn:
         due = conn.execute(
-            select(_w.c.id, _w.c.environment)
+            select(_w.c.id, _w.c.environment, _w.c.request_id)
             .where(_w.c.status.in_(ACTIVE), _w.c.next_check_at <= now)
             .order_by(_w.c.next_check_at)
             .limit(limit)
         ).all()
     queued = False
-    for withdrawal_id, environment in due:
+    for withdrawal_id, environment, request_id in due:
         processor = processor_for(settings, environment, public_url=settings.public_url or "")
-        if processor.remote:
-            queued = _advance_remote(db, processor, withdrawal_id, settings, clock) or queued
-            continue
-        with db.write() as conn:
-            _advance_one(conn, processor, withdrawal_id, settings, clock())
-            queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
+        # A trace of its own per step (its processor calls inside), naming the request
+        # that asked for the withdrawal.
+        names = {"svc.withdrawal_id": withdrawal_id, "svc.origin_request_id": request_id}
+        with span("withdrawal step", **names):
+            if processor.remote:
+                queued = _advance_remote(db, processor, withdrawal_id, settings, clock) or queued
+                continue
+            with db.write() as conn:
+                _advance_one(conn, processor, withdrawal_id, settings, clock())
+                queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
     return queued
 
 
