@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, Row
 from starlette.responses import RedirectResponse, Response
 
-from svc.money import AmountError, format_micros, parse_amount, to_micros
+from svc.money import AmountError, format_amount, format_micros, parse_amount, to_micros
 
 from ..domain import approvals, dashboard
 from ..domain import dashboard_money as money
@@ -132,7 +132,14 @@ async def payouts(call: Call, owner: str, session: str) -> Response:
             "sellers": sellers,
             "seller": chosen,
             "account": account,
-            "balance": next((s.balance for s in sellers if s.id == chosen), None),
+            "balance": next(
+                (
+                    format_amount(s.balance)
+                    for s in sellers
+                    if s.id == chosen and s.balance is not None
+                ),
+                None,
+            ),
             "rows": [_withdrawal(r) for r in found.rows],
             "has_more": found.has_more,
         }

@@ -1,7 +1,7 @@
 """The dashboard in a real browser (headless chromium): sign in through the one-time link,
-see the sales chart, refund a payment and retry a failed webhook delivery, by the
-buttons' labels.  Screenshots are kept in ``$SVC_TEST_ARTIFACTS`` (default: the test's
-temporary folder)."""
+see the sales chart, refund a payment and retry a failed webhook delivery; set up payouts,
+withdraw and follow the withdrawal until it is paid; all by the buttons' labels.
+Screenshots are kept in ``$SVC_TEST_ARTIFACTS`` (default: the test's temporary folder)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from ..money.helpers import market
+from ..payouts.helpers import FAST_PAYOUTS, shop
 from ..support import LiveServer, until
 from ..webhooks.receiver import start_receiver
 from .helpers import link
@@ -87,3 +88,46 @@ def test_an_owner_signs_in_refunds_and_retries(
         page.screenshot(path=str(artifacts / "dashboard-webhooks.png"), full_page=True)
     finally:
         receiver.server.shutdown()
+
+
+def test_an_owner_sets_up_payouts_withdraws_and_follows_it(
+    make_server: Callable[..., LiveServer], page: Any, artifacts: Path
+) -> None:
+    live = make_server(**FAST_PAYOUTS)
+    s = shop(live)  # a balance of 9.90 from one sale
+    page.goto(link(live, s.acct.owner_jwt))
+    page.get_by_role("link", name="Payouts").click()
+    assert page.locator("#connect-status .status").inner_text() == "not_started"
+    page.get_by_label("Country of the payout account").select_option("US")
+    page.get_by_role("button", name="Set up payouts").click()
+    # the sandbox's onboarding page, as a person completes it
+    assert page.get_by_role("heading", level=1).inner_text() == "Set up payouts"
+    page.get_by_label("Legal name of the account holder").fill("Ada Lovelace")
+    page.get_by_label("payouts succeed").check()
+    page.get_by_label("I accept the sandbox terms of service").check()
+    page.get_by_role("button", name="Complete onboarding").click()
+    assert page.get_by_role("heading", level=1).inner_text() == "Onboarding complete"
+
+    page.goto(f"{live.url}/dashboard/payouts")
+    page.get_by_role("button", name="Refresh status").click()
+    page.wait_for_load_state()
+    assert page.locator("#connect-status .status").inner_text() == "enabled"
+    page.get_by_label("Amount (USD; leave empty for the whole available balance)").fill("4.00")
+    page.get_by_role("button", name="Withdraw").click()
+    page.wait_for_load_state()
+    assert page.get_by_role("status").is_visible()
+    row = page.locator("#withdrawals tbody tr").first
+    assert row.locator(".amount").inner_text() == "4.00"
+    assert row.locator(".status").inner_text() in ("pending", "in_transit", "paid")
+    page.screenshot(path=str(artifacts / "dashboard-payouts-started.png"), full_page=True)
+
+    def final() -> str | None:  # reload, as a person would, until the worker is done
+        page.reload()
+        status = page.locator("#withdrawals tbody tr").first.locator(".status").inner_text()
+        return status if status in ("paid", "failed") else None
+
+    assert until(final, "the withdrawal never reached a final status") == "paid"
+    assert page.locator("#balance").inner_text() == "5.90"
+    page.screenshot(path=str(artifacts / "dashboard-payouts-paid.png"), full_page=True)
+    listed = s.get("/sellers/me/withdrawals").json()["data"]
+    assert [(w["amount"], w["status"]) for w in listed] == [("4.00", "paid")]
