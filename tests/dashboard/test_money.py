@@ -11,8 +11,8 @@ import httpx
 
 from ..approvals.helpers import decide
 from ..approvals.test_pay_approval import pay, setup
-from ..payouts.helpers import complete_onboarding, shop
-from ..support import LiveServer
+from ..payouts.helpers import complete_onboarding, onboard, shop
+from ..support import LiveServer, at_once
 from .helpers import csrf_of, signed_in
 
 
@@ -151,3 +151,22 @@ def test_another_owner_reaches_no_payouts_of_this_one(server: LiveServer) -> Non
         == 404
     )
     assert s.get("/sellers/me/connect").json()["status"] == "not_started"
+
+
+def test_a_form_sent_at_once_from_two_tabs_withdraws_once(server: LiveServer) -> None:
+    s = shop(server)
+    onboard(s)
+    client = signed_in(server, s.acct.owner_jwt)
+    page = client.get("/dashboard/payouts").text
+    cookies = dict(client.cookies)
+    form = {"csrf": csrf_of(page), "environment": "test", "key": _one_time(page), "amount": "2.00"}
+    action = f"{server.url}/dashboard/payouts/{s.acct.seller_id}/withdraw"
+
+    def send() -> httpx.Response:
+        return httpx.post(action, data=form, cookies=cookies, timeout=30)
+
+    answers = at_once(4, send)
+    assert {r.status_code for r in answers} == {303}, [r.text for r in answers]
+    assert len({r.headers["location"] for r in answers}) == 1
+    assert [w["amount"] for w in s.get("/sellers/me/withdrawals").json()["data"]] == ["2.00"]
+    assert s.balance() == Decimal("7.90")
