@@ -170,3 +170,22 @@ def test_a_form_sent_at_once_from_two_tabs_withdraws_once(server: LiveServer) ->
     assert len({r.headers["location"] for r in answers}) == 1
     assert [w["amount"] for w in s.get("/sellers/me/withdrawals").json()["data"]] == ["2.00"]
     assert s.balance() == Decimal("7.90")
+
+
+def test_withdrawals_are_paged_newest_first(server: LiveServer) -> None:
+    s = shop(server)
+    onboard(s)
+    made = []
+    for _ in range(21):
+        r = s.withdraw("0.10")
+        assert r.status_code == 201, r.text
+        made.append(r.json()["id"])
+    client = signed_in(server, s.acct.owner_jwt)
+    first = client.get("/dashboard/payouts").text
+    shown = re.findall(r'<tr id="withdrawal-([^"]+)">', first)
+    assert shown == made[::-1][:20]
+    older = re.search(r'id="next-page" href="([^"]+)"', first)
+    assert older is not None
+    second = client.get(older.group(1).replace("&amp;", "&")).text
+    assert re.findall(r'<tr id="withdrawal-([^"]+)">', second) == made[:1]
+    assert 'id="next-page"' not in second
