@@ -26,6 +26,7 @@ from .outbox.delivery import drop_abandoned_listeners
 from .routes import (
     access,
     buy_page,
+    dashboard_money,
     directory,
     discovery,
     handles,
@@ -113,6 +114,7 @@ def served(*, sandbox_routes: bool = True) -> list[Endpoint]:
         *sandbox_connect.ENDPOINTS,
         *approval_routes.PAGES,
         *dashboard_routes.PAGES,
+        *dashboard_money.PAGES,
         *buy_page.ENDPOINTS,
         *sandbox_checkout.ENDPOINTS,
         *top_ups.PAGES,

@@ -9,12 +9,8 @@ Every form is refused cross-site and carries a CSRF token bound to the session.
 
 from __future__ import annotations
 
-import functools
-import hmac
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from typing import Any
 
 import anyio.to_thread
 from sqlalchemy import Connection
@@ -33,12 +29,18 @@ from ..web.endpoint import Call, Contract, Endpoint, Page
 from ..web.responses import Reply
 from ..web.sdk import Sdk
 from . import dashboard_view as view
+from .dashboard_session import COOKIE
+from .dashboard_session import PATH as _PATH
+from .dashboard_session import back as _back
+from .dashboard_session import checked_form as _checked_form
+from .dashboard_session import environment as _environment
+from .dashboard_session import read as _read
+from .dashboard_session import secure as _secure
+from .dashboard_session import signed_in as _signed_in
+from .dashboard_session import write as _write
 
 __all__ = ["ENDPOINTS", "PAGES"]
 
-T = TypeVar("T")
-COOKIE = "svc_dashboard"
-_PATH = "/dashboard"
 _PAGE_SIZE = 50
 
 
@@ -50,27 +52,6 @@ def make_link(call: Call) -> Reply:
 
 
 # --- sessions -------------------------------------------------------------------------------
-
-
-async def _read(call: Call, work: Callable[[Connection], T]) -> T:
-    def run() -> T:
-        with call.ctx.db.read() as conn:
-            return work(conn)
-
-    return await anyio.to_thread.run_sync(run)
-
-
-async def _write(call: Call, work: Callable[[Connection], T]) -> T:
-    def run() -> T:
-        with call.ctx.db.write() as conn:
-            return work(conn)
-
-    return await anyio.to_thread.run_sync(run)
-
-
-def _secure(call: Call) -> bool:
-    production = call.ctx.settings.env == "production"
-    return production or urlsplit(call.public_url).scheme == "https"
 
 
 async def login(call: Call) -> Response:
@@ -95,69 +76,6 @@ async def login(call: Call) -> Response:
         samesite="lax",
     )
     return response
-
-
-async def _owner(call: Call) -> tuple[str, str] | None:
-    """The session's owner and token, or ``None`` (no cookie, expired, signed out)."""
-    session = call.request.cookies.get(COOKIE)
-    if not session:
-        return None
-    now = call.now
-    owner = await _read(call, lambda conn: dashboard.session_owner(conn, session, now))
-    return None if owner is None else (owner, session)
-
-
-def _signed_in(
-    page: Callable[[Call, str, str], Awaitable[Response]],
-) -> Callable[[Call], Awaitable[Response]]:
-    """``page`` given the session's owner and token; a request with no live session gets
-    the signed-out page instead."""
-
-    @functools.wraps(page)
-    async def served(call: Call) -> Response:
-        signed = await _owner(call)
-        if signed is None:
-            return _signed_out()
-        return await page(call, *signed)
-
-    return served
-
-
-def _signed_out() -> Response:
-    return view.message(
-        "Signed out",
-        "Your dashboard session ended, or you have not signed in.",
-        status=401,
-        next_step="Run 'svc dashboard' (or POST /owners/me/dashboard-link) for a sign-in link.",
-    )
-
-
-def _environment(call: Call, form: pages.Form | None = None) -> str:
-    asked = form.get("environment") if form is not None else call.query.get("environment", "")
-    return "live" if asked == "live" else "test"
-
-
-async def _checked_form(call: Call, session: str) -> pages.Form | Response:
-    """The form when it comes from the dashboard's own page with the session's token."""
-    if pages.cross_site(call):
-        return view.message("Refused", "This form must be sent from its own page.", status=403)
-    form = await pages.read_form(call)
-    if form is None:
-        return view.message("Refused", "The form could not be read; send it again.", status=400)
-    if form.errors:  # hidden fields only: nothing for the person to fix but to reload
-        problems = [f"{name}: {problem}" for name, problem in sorted(form.errors.items())]
-        return view.message("Refused", *problems, status=422, next_step="Reload the page.")
-    expected = dashboard.csrf_token(call.ctx, session)
-    if not hmac.compare_digest(form.get("csrf").encode(), expected.encode()):
-        return view.message(
-            "Refused", "The form is out of date or not from this page; reload it.", status=403
-        )
-    return form
-
-
-def _back(path: str, environment: str, **query: str) -> Response:
-    params = urlencode({"environment": environment, **query})
-    return RedirectResponse(f"{path}?{params}", status_code=303, headers=pages.HEADERS)
 
 
 # --- pages ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Every dashboard form (Refund, Retry, Sign out) through the pages' input boundary: a
-hidden field holding a control character or bytes that are not UTF-8 is refused (422,
-naming the problem), never a 500, and nothing in the database changes."""
+"""Every dashboard form (Refund, Retry, Sign out, and the payouts' Set up, Refresh and
+Withdraw) through the pages' input boundary: a hidden field holding a control character
+or bytes that are not UTF-8 is refused (422, naming the problem), never a 500, and
+nothing in the database changes."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def test_every_dashboard_form_refuses_a_bad_field(server: LiveServer) -> None:
     actions = {
         "/dashboard/payments/{receipt_id}/refund": f"/dashboard/payments/{paid.receipt_id}/refund",
         "/dashboard/sign-out": "/dashboard/sign-out",
+        "/dashboard/payouts/{seller_id}/onboard": f"/dashboard/payouts/{m.seller_id}/onboard",
+        "/dashboard/payouts/{seller_id}/sync": f"/dashboard/payouts/{m.seller_id}/sync",
+        "/dashboard/payouts/{seller_id}/withdraw": f"/dashboard/payouts/{m.seller_id}/withdraw",
         "/dashboard/webhooks/deliveries/{delivery_id}/retry": (
             "/dashboard/webhooks/deliveries/whd_none/retry"
         ),
