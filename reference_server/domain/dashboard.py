@@ -26,6 +26,7 @@ from ..store import Database
 from ..store import tables as t
 from ..store.days import utc_day
 from . import ledger, paging, refund_shares, sellers
+from .webhook_endpoints import LISTED
 
 __all__ = [
     "LINK_TTL",
@@ -127,17 +128,17 @@ def seller_list(conn: Connection, owner_id: str, environment: str) -> list[Selle
     return [sellers.seller_model(conn, r) for r in rows]
 
 
-def owned_seller(conn: Connection, owner_id: str, environment: str, seller_id: str) -> bool:
-    return (
-        conn.execute(
-            select(_sel.c.id).where(
-                _sel.c.id == seller_id,
-                _sel.c.owner_id == owner_id,
-                _sel.c.environment == environment,
-            )
-        ).first()
-        is not None
-    )
+def owned_seller(
+    conn: Connection, owner_id: str, environment: str, seller_id: str
+) -> Row[Any] | None:
+    """The seller's row when it is the owner's in ``environment``; ``None`` otherwise."""
+    return conn.execute(
+        select(_sel).where(
+            _sel.c.id == seller_id,
+            _sel.c.owner_id == owner_id,
+            _sel.c.environment == environment,
+        )
+    ).first()
 
 
 def sales_by_day(
@@ -224,10 +225,11 @@ def owned_receipt(
 def deliveries(
     conn: Connection, owner_id: str, environment: str, per_endpoint: int = 10
 ) -> list[tuple[Row[Any], list[Row[Any]]]]:
-    """The owner's endpoints, each with its latest deliveries (and their event type)."""
+    """The owner's endpoints (as ``GET /webhooks`` lists them), each with its latest
+    deliveries (and their event type)."""
     endpoints = conn.execute(
         select(_e)
-        .where(_e.c.owner_id == owner_id, _e.c.environment == environment)
+        .where(_e.c.owner_id == owner_id, _e.c.environment == environment, *LISTED)
         .order_by(_e.c.created_at, _e.c.id)
     ).all()
     ev = t.events

@@ -21,7 +21,6 @@ from . import paging, wallets
 __all__ = [
     "KeySpend",
     "key_spend",
-    "owned_seller",
     "pending_approvals",
     "wallet_keys",
     "withdrawals",
@@ -62,24 +61,11 @@ def key_spend(row: Row[Any], now: datetime) -> KeySpend:
     return KeySpend(spent=spent, allowance=allowance, next_reset=nxt)
 
 
-def owned_seller(
-    conn: Connection, owner_id: str, environment: str, seller_id: str
-) -> Row[Any] | None:
-    """The seller's row when it is the owner's in ``environment``."""
-    return conn.execute(
-        select(_sel).where(
-            _sel.c.id == seller_id,
-            _sel.c.owner_id == owner_id,
-            _sel.c.environment == environment,
-        )
-    ).first()
-
-
 def withdrawals(
     conn: Connection, environment: str, seller_id: str, request: paging.PageRequest
 ) -> paging.Page:
     """A seller's withdrawals, newest first (keyset on ``(created_at, id)``); the caller
-    has checked the seller is the owner's (:func:`owned_seller`)."""
+    has checked the seller is the owner's (:func:`.dashboard.owned_seller`)."""
     return paging.page(
         conn,
         request,

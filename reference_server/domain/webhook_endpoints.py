@@ -24,6 +24,7 @@ from .owners import find_owned_row
 from .paging import Page, PageRequest
 
 __all__ = [
+    "LISTED",
     "LISTEN_URL",
     "create_endpoint",
     "endpoint_model",
@@ -39,6 +40,11 @@ _e = t.webhook_endpoints
 #: The URL of a listener endpoint (``svc listen``): the worker never sends its deliveries
 #: over HTTP; the listening CLI claims them (``outbox.delivery.claim_listened``).
 LISTEN_URL = "listen:"
+
+#: The endpoints an owner's lists show (the API's and the dashboard's): not deleted, and
+#: not ``svc listen``'s listeners, which come and go with a terminal and are not where
+#: events are sent (each is still found by its id).
+LISTED = (_e.c.status != "deleted", _e.c.url != LISTEN_URL)
 
 
 def new_signing_secret() -> str:
@@ -101,7 +107,7 @@ def list_endpoints(
         select(_e),
         table=_e,
         scope=[_e.c.owner_id == owner_id, _e.c.environment == environment],
-        where=[_e.c.status != "deleted", _e.c.url != LISTEN_URL],
+        where=list(LISTED),
         order="asc",
     )
 

@@ -2,7 +2,8 @@
 official SDK, chosen by ``SVC_PROCESSOR=stripe`` (the sandbox stays the default and is
 always ``test``'s).
 
-* :mod:`.client` -- the SDK's client for these settings, and whether an environment uses it;
+* :mod:`.client` -- the SDK's client for these settings, whether an environment uses it,
+  and where the pages Stripe hosts for a person are served from;
 * :mod:`.webhooks` -- ``POST /processor/webhooks``: an event verified with the SDK, recorded
   once by its id and applied in the same transaction;
 * :mod:`.connect` -- Connect accounts, links and withdrawals behind
@@ -13,6 +14,6 @@ always ``test``'s).
 
 from __future__ import annotations
 
-from .client import stripe_client, uses_stripe
+from .client import hosted_origin, stripe_client, uses_stripe
 
-__all__ = ["stripe_client", "uses_stripe"]
+__all__ = ["hosted_origin", "stripe_client", "uses_stripe"]

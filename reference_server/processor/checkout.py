@@ -30,7 +30,6 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import attrs
 import stripe
@@ -53,7 +52,6 @@ __all__ = [
     "Checkout",
     "cents",
     "checkout_id",
-    "checkout_origin",
     "find_by_session",
     "open_session",
     "prepare",
@@ -100,16 +98,6 @@ class Checkout:
             "top_up_id": self.top_up_id,
         }
         return {k: v for k, v in named.items() if v is not None}
-
-
-def checkout_origin(settings: Settings) -> str:
-    """Where the processor's Checkout pages are served from (a page's form may redirect
-    there): the processor's own, or the local server ``stripe_api_base`` names."""
-    base = settings.stripe_api_base
-    if base is None:
-        return "https://checkout.stripe.com"
-    parts = urlsplit(base)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def checkout_id(scope: str, key: str) -> str:

@@ -9,9 +9,9 @@ through :class:`_Traced`, the one place a span per processor call is made.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import stripe
@@ -33,6 +33,21 @@ def uses_stripe(settings: Settings, environment: str) -> bool:
     """Whether ``environment``'s cards and payouts go through Stripe: ``live`` with
     ``SVC_PROCESSOR=stripe``; ``test`` always has the sandbox."""
     return environment == "live" and settings.processor == "stripe"
+
+
+#: Where Stripe serves the pages it hosts for a person, by what they are for.
+_HOSTED = {"checkout": "https://checkout.stripe.com", "connect": "https://connect.stripe.com"}
+
+
+def hosted_origin(settings: Settings, pages: Literal["checkout", "connect"]) -> str:
+    """The origin of the processor's hosted ``pages`` (Checkout, Connect onboarding), which
+    a form of ours redirects to, so its page's CSP must name it: Stripe's own, or the
+    local server that ``stripe_api_base`` names, which serves every page itself."""
+    base = settings.stripe_api_base
+    if base is None:
+        return _HOSTED[pages]
+    parts = urlsplit(base)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def stripe_client(settings: Settings) -> stripe.StripeClient:
@@ -68,6 +83,10 @@ def operation_of(method: str, url: str) -> str:
     return ".".join([*names, verb])
 
 
+#: What the SDK's HTTP clients answer: (body or stream, status, headers).
+_Answer = TypeVar("_Answer", bound=tuple[Any, int, Mapping[str, str]])
+
+
 class _Traced(stripe.HTTPClient):
     """The SDK's HTTP client, each call (its retries included) a span ``processor
     <operation>`` with the host, the status and Stripe's request id: never the body, the
@@ -91,6 +110,29 @@ class _Traced(stripe.HTTPClient):
         with span(f"processor {operation}", **attributes):
             yield
 
+    def _traced(
+        self, call: Callable[..., _Answer], method: str, url: str, *rest: Any, usage: Any
+    ) -> _Answer:
+        """``call`` (one of the inner client's) inside its span, its answer noted on it."""
+        with self._span(method, url):
+            answer = call(method, url, *rest, _usage=usage)
+            self._answered(answer[1], answer[2])
+            return answer
+
+    async def _traced_async(
+        self,
+        call: Callable[..., Awaitable[_Answer]],
+        method: str,
+        url: str,
+        *rest: Any,
+        usage: Any,
+    ) -> _Answer:
+        """:meth:`_traced`, awaited."""
+        with self._span(method, url):
+            answer = await call(method, url, *rest, _usage=usage)
+            self._answered(answer[1], answer[2])
+            return answer
+
     @staticmethod
     def _answered(status: int, headers: Mapping[str, str]) -> None:
         annotate(
@@ -112,12 +154,15 @@ class _Traced(stripe.HTTPClient):
         *,
         _usage: list[str] | None = None,
     ) -> tuple[str, int, Mapping[str, str]]:
-        with self._span(method, url):
-            answer = self._inner.request_with_retries(
-                method, url, headers, post_data, max_network_retries, _usage=_usage
-            )
-            self._answered(answer[1], answer[2])
-            return answer
+        return self._traced(
+            self._inner.request_with_retries,
+            method,
+            url,
+            headers,
+            post_data,
+            max_network_retries,
+            usage=_usage,
+        )
 
     def request_stream_with_retries(
         self,
@@ -129,12 +174,15 @@ class _Traced(stripe.HTTPClient):
         *,
         _usage: list[str] | None = None,
     ) -> tuple[Any, int, Mapping[str, str]]:
-        with self._span(method, url):
-            answer = self._inner.request_stream_with_retries(
-                method, url, headers, post_data, max_network_retries, _usage=_usage
-            )
-            self._answered(answer[1], answer[2])
-            return answer
+        return self._traced(
+            self._inner.request_stream_with_retries,
+            method,
+            url,
+            headers,
+            post_data,
+            max_network_retries,
+            usage=_usage,
+        )
 
     async def request_with_retries_async(
         self,
@@ -146,12 +194,15 @@ class _Traced(stripe.HTTPClient):
         *,
         _usage: list[str] | None = None,
     ) -> tuple[Any, int, Any]:
-        with self._span(method, url):
-            answer = await self._inner.request_with_retries_async(
-                method, url, headers, post_data, max_network_retries, _usage=_usage
-            )
-            self._answered(answer[1], answer[2])
-            return answer
+        return await self._traced_async(
+            self._inner.request_with_retries_async,
+            method,
+            url,
+            headers,
+            post_data,
+            max_network_retries,
+            usage=_usage,
+        )
 
     async def request_stream_with_retries_async(
         self,
@@ -163,12 +214,15 @@ class _Traced(stripe.HTTPClient):
         *,
         _usage: list[str] | None = None,
     ) -> tuple[Any, int, Any]:
-        with self._span(method, url):
-            answer = await self._inner.request_stream_with_retries_async(
-                method, url, headers, post_data, max_network_retries, _usage=_usage
-            )
-            self._answered(answer[1], answer[2])
-            return answer
+        return await self._traced_async(
+            self._inner.request_stream_with_retries_async,
+            method,
+            url,
+            headers,
+            post_data,
+            max_network_retries,
+            usage=_usage,
+        )
 
     def close(self) -> None:
         self._inner.close()  # type: ignore[no-untyped-call]

@@ -28,7 +28,7 @@ from ..domain import card_payments
 from ..domain.errors import DomainError
 from ..domain.events import writing
 from ..domain.resources import fixed_price_micros
-from ..processor import checkout, uses_stripe
+from ..processor import checkout, hosted_origin, uses_stripe
 from ..settings import Settings
 from ..store import tables as t
 from ..web import idempotency, pages
@@ -208,12 +208,7 @@ def _form(
         notice=notice,
     )
     if sale.checkout:
-        # A browser holds a form's redirect to form-action too: the 303 to the checkout.
-        csp = pages.HEADERS["Content-Security-Policy"]
-        origin = checkout.checkout_origin(sale.settings)
-        page.headers["Content-Security-Policy"] = csp.replace(
-            "form-action 'self'", f"form-action 'self' {origin}"
-        )
+        return pages.forms_may_go_to(page, hosted_origin(sale.settings, "checkout"))
     return page
 
 

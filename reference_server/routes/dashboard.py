@@ -105,7 +105,7 @@ async def payments(call: Call, owner: str, session: str) -> Response:
     def load(conn: Connection) -> dict[str, Any] | None:
         sellers = dashboard.seller_list(conn, owner, env)
         chosen = call.query.get("seller") or (sellers[0].id if sellers else "")
-        if chosen and not dashboard.owned_seller(conn, owner, env, chosen):
+        if chosen and dashboard.owned_seller(conn, owner, env, chosen) is None:
             return None
         if not chosen:
             return {"sellers": sellers, "seller": "", "rows": [], "has_more": False}

@@ -11,8 +11,9 @@ into the form and claimed like an ``Idempotency-Key``, so a double submit withdr
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Row
 from starlette.responses import RedirectResponse, Response
@@ -23,8 +24,9 @@ from ..domain import approvals, dashboard
 from ..domain import dashboard_money as money
 from ..domain.errors import DomainError
 from ..domain.paging import PageRequest
+from ..domain.payouts import PayoutProcessor, processor_for, withdrawals
 from ..domain.payouts import connect as accounts
-from ..domain.payouts import processor_for, withdrawals
+from ..processor import hosted_origin, uses_stripe
 from ..timeutil import as_utc
 from ..web import idempotency, pages
 from ..web.endpoint import Call, Endpoint, Page
@@ -123,7 +125,7 @@ async def payouts(call: Call, owner: str, session: str) -> Response:
         chosen = call.query.get("seller") or (sellers[0].id if sellers else "")
         if not chosen:
             return {"sellers": sellers, "seller": "", "account": None, "rows": []}
-        seller = money.owned_seller(conn, owner, env, chosen)
+        seller = dashboard.owned_seller(conn, owner, env, chosen)
         if seller is None:
             return None
         account = accounts.connect_model(seller, accounts.account_of(conn, chosen), minimum)
@@ -150,7 +152,7 @@ async def payouts(call: Call, owner: str, session: str) -> Response:
         return view.message("Not found", "That page of withdrawals does not exist.", status=404)
     if shown is None:
         return view.message("Not found", "You have no such seller here.", status=404)
-    return view.page(
+    page = view.page(
         call,
         "dashboard_payouts.html",
         "Payouts",
@@ -161,6 +163,42 @@ async def payouts(call: Call, owner: str, session: str) -> Response:
         done=call.query.get("withdrawn", ""),
         **shown,
     )
+    if uses_stripe(call.ctx.settings, env):  # Set up payouts answers with Stripe's page
+        return pages.forms_may_go_to(page, hosted_origin(call.ctx.settings, "connect"))
+    return page
+
+
+_R = TypeVar("_R")
+
+
+async def _act_on_seller(
+    call: Call,
+    owner: str,
+    form: pages.Form,
+    refused: str,
+    act: Callable[[Connection, Row[Any], PayoutProcessor], _R],
+) -> _R | Response:
+    """``act`` on the owner's seller the path names, with its environment's processor, in
+    one write transaction; a page saying why otherwise (no such seller of the owner's here,
+    or the domain refused, titled ``refused``)."""
+    env, seller_id = environment(call, form), call.params["seller_id"]
+    settings, public = call.ctx.settings, call.public_url
+
+    def run(conn: Connection) -> tuple[_R] | None:
+        seller = dashboard.owned_seller(conn, owner, env, seller_id)
+        if seller is None:
+            return None
+        return (act(conn, seller, processor_for(settings, env, public_url=public)),)
+
+    try:
+        done = await write(call, run)
+    except DomainError as e:
+        return view.message(
+            refused, e.message, status=409, next_step="Go back to the payouts page."
+        )
+    if done is None:
+        return view.message("Not found", "You have no such seller here.", status=404)
+    return done[0]
 
 
 @signed_in
@@ -170,29 +208,15 @@ async def onboard(call: Call, owner: str, session: str) -> Response:
     form = await checked_form(call, session)
     if isinstance(form, Response):
         return form
-    env, seller_id, now, public = (
-        environment(call, form),
-        call.params["seller_id"],
-        call.now,
-        call.public_url,
-    )
-    country = form.get("country", "US").upper()
-    settings = call.ctx.settings
+    country, now = form.get("country", "US").upper(), call.now
 
-    def run(conn: Connection) -> str | None:
-        seller = money.owned_seller(conn, owner, env, seller_id)
-        if seller is None:
-            return None
-        processor = processor_for(settings, env, public_url=public)
+    def act(conn: Connection, seller: Row[Any], processor: PayoutProcessor) -> str:
         _, link = accounts.onboard(conn, seller, processor, country=country, type=None, now=now)
         return link.url
 
-    try:
-        url = await write(call, run)
-    except DomainError as e:
-        return view.message("Payouts not set up", e.message, status=409)
-    if url is None:
-        return view.message("Not found", "You have no such seller here.", status=404)
+    url = await _act_on_seller(call, owner, form, "Payouts not set up", act)
+    if isinstance(url, Response):
+        return url
     return RedirectResponse(url, status_code=303, headers=pages.HEADERS)
 
 
@@ -202,29 +226,15 @@ async def sync(call: Call, owner: str, session: str) -> Response:
     form = await checked_form(call, session)
     if isinstance(form, Response):
         return form
-    env, seller_id, now, public = (
-        environment(call, form),
-        call.params["seller_id"],
-        call.now,
-        call.public_url,
-    )
-    settings = call.ctx.settings
+    now = call.now
 
-    def run(conn: Connection) -> bool:
-        seller = money.owned_seller(conn, owner, env, seller_id)
-        if seller is None:
-            return False
-        processor = processor_for(settings, env, public_url=public)
+    def act(conn: Connection, seller: Row[Any], processor: PayoutProcessor) -> None:
         accounts.sync(conn, seller, processor, now=now)
-        return True
 
-    try:
-        found = await write(call, run)
-    except DomainError as e:
-        return view.message("Not refreshed", e.message, status=409)
-    if not found:
-        return view.message("Not found", "You have no such seller here.", status=404)
-    return back(f"{PATH}/payouts", env, seller=seller_id)
+    done = await _act_on_seller(call, owner, form, "Not refreshed", act)
+    if isinstance(done, Response):
+        return done
+    return back(f"{PATH}/payouts", environment(call, form), seller=call.params["seller_id"])
 
 
 def _amount(text: str) -> int | str | None:
@@ -246,14 +256,14 @@ async def withdraw(call: Call, owner: str, session: str) -> Response:
     form = await checked_form(call, session)
     if isinstance(form, Response):
         return form
-    env, seller_id, now = environment(call, form), call.params["seller_id"], call.now
+    env, now = environment(call, form), call.now
     amount = _amount(form.get("amount"))
     if isinstance(amount, str):
         return view.message("Not withdrawn", amount, status=422, next_step="Go back and fix it.")
     key = form.get("key")
     if not key or len(key) > 255:
         return view.message("Refused", "The form is out of date; reload it.", status=422)
-    settings, public, box = call.ctx.settings, call.public_url, call.ctx.box
+    settings, box = call.ctx.settings, call.ctx.box
     want = idempotency.KeyClaim(
         scope=f"dashboard:{owner}",
         route="dashboard.withdraw",
@@ -266,14 +276,10 @@ async def withdraw(call: Call, owner: str, session: str) -> Response:
         lease=timedelta(seconds=settings.idempotency_lease_seconds),
     )
 
-    def run(conn: Connection) -> str | None:
-        seller = money.owned_seller(conn, owner, env, seller_id)
-        if seller is None:
-            return None
+    def act(conn: Connection, seller: Row[Any], processor: PayoutProcessor) -> str:
         claimed = idempotency.claim(conn, want, box)
         if isinstance(claimed, idempotency.Replay):
             return str(claimed.body["withdrawal_id"])
-        processor = processor_for(settings, env, public_url=public)
         row = withdrawals.withdraw(
             conn,
             seller,
@@ -286,15 +292,10 @@ async def withdraw(call: Call, owner: str, session: str) -> Response:
         idempotency.complete(conn, claimed, 201, {"withdrawal_id": row.id})
         return str(row.id)
 
-    try:
-        withdrawal_id = await write(call, run)
-    except DomainError as e:
-        return view.message(
-            "Not withdrawn", e.message, status=409, next_step="Go back to the payouts page."
-        )
-    if withdrawal_id is None:
-        return view.message("Not found", "You have no such seller here.", status=404)
-    return back(f"{PATH}/payouts", env, seller=seller_id, withdrawn=withdrawal_id)
+    withdrawal_id = await _act_on_seller(call, owner, form, "Not withdrawn", act)
+    if isinstance(withdrawal_id, Response):
+        return withdrawal_id
+    return back(f"{PATH}/payouts", env, seller=call.params["seller_id"], withdrawn=withdrawal_id)
 
 
 PAGES = [

@@ -19,7 +19,16 @@ from starlette.responses import HTMLResponse
 from .endpoint import Call
 from .text import first_forbidden, name_of
 
-__all__ = ["HEADERS", "TEMPLATES", "Form", "cross_site", "message", "read_form", "render"]
+__all__ = [
+    "HEADERS",
+    "TEMPLATES",
+    "Form",
+    "cross_site",
+    "forms_may_go_to",
+    "message",
+    "read_form",
+    "render",
+]
 
 #: The templates of every page, packaged with the server (pyproject's package-data).
 TEMPLATES = jinja2.Environment(
@@ -48,6 +57,17 @@ def render(template: str, status: int = 200, **values: Any) -> HTMLResponse:
     """``template`` rendered with ``values``, answered with the pages' headers."""
     html = TEMPLATES.get_template(template).render(**values)
     return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def forms_may_go_to(page: HTMLResponse, origin: str) -> HTMLResponse:
+    """``page``, its forms allowed to end up at ``origin``: a browser holds the redirect
+    that answers a form to the page's ``form-action`` too (the 303 to a processor's hosted
+    Checkout or onboarding)."""
+    csp = HEADERS["Content-Security-Policy"]
+    page.headers["Content-Security-Policy"] = csp.replace(
+        "form-action 'self'", f"form-action 'self' {origin}"
+    )
+    return page
 
 
 def message(status: int, title: str, *lines: str) -> HTMLResponse:

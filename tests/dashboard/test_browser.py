@@ -1,7 +1,9 @@
 """The dashboard in a real browser (headless chromium): sign in through the one-time link,
 see the sales chart, refund a payment and retry a failed webhook delivery; set up payouts,
-withdraw and follow the withdrawal until it is paid; read a wallet key's spend meter and
-open a pending approval's page; all by the controls' labels.
+withdraw and follow the withdrawal until it is paid; set up live payouts on the
+processor's own onboarding page (another origin, which the page's CSP must allow); read
+a wallet key's spend meter and open a pending approval's page; all by the controls'
+labels.
 Screenshots are kept in ``$SVC_TEST_ARTIFACTS`` (default: the test's temporary folder)."""
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import pytest
 from ..approvals.test_pay_approval import pay, setup
 from ..money.helpers import market
 from ..payouts.helpers import FAST_PAYOUTS, shop
+from ..processor.test_connect import live, live_seller  # noqa: F401  (live: a fixture)
+from ..stripe_double.running import StripeDouble
 from ..support import LiveServer, until
 from ..webhooks.receiver import start_receiver
 from .helpers import hook, link
@@ -36,15 +40,15 @@ def test_an_owner_signs_in_refunds_and_retries(
     receiver.statuses = [500]  # the first delivery fails, the next ones are answered 200
     try:
         # the worker would retry the failed delivery by itself only in 10 minutes
-        live = make_server(worker_poll_seconds=0.05, webhook_retry_schedule=(600, 600))
-        m = market(live)
-        hook(live, m.seller_owner_jwt, receiver.url)
+        served = make_server(worker_poll_seconds=0.05, webhook_retry_schedule=(600, 600))
+        m = market(served)
+        hook(served, m.seller_owner_jwt, receiver.url)
         first = m.agent.pay(resource_id=m.resource.id)
         second = m.agent.pay(resource_id=m.resource.id)
         receiver.wait_for(1)
 
-        page.goto(link(live, m.seller_owner_jwt))
-        assert page.url == f"{live.url}/dashboard"
+        page.goto(link(served, m.seller_owner_jwt))
+        assert page.url == f"{served.url}/dashboard"
         assert page.get_by_role("heading", level=1).inner_text() == "Dashboard"
         chart = page.locator("svg#sales-chart")
         assert chart.is_visible()
@@ -65,7 +69,7 @@ def test_an_owner_signs_in_refunds_and_retries(
         assert other.locator(".state").inner_text() == "settled"
         page.screenshot(path=str(artifacts / "dashboard-payments.png"), full_page=True)
         state = httpx.get(
-            f"{live.url}/payments/{first.receipt_id}",
+            f"{served.url}/payments/{first.receipt_id}",
             headers={"Authorization": f"Bearer {m.seller_key}"},
         )
         assert state.json()["state"] == "refunded"
@@ -86,9 +90,9 @@ def test_an_owner_signs_in_refunds_and_retries(
 def test_an_owner_sets_up_payouts_withdraws_and_follows_it(
     make_server: Callable[..., LiveServer], page: Any, artifacts: Path
 ) -> None:
-    live = make_server(**FAST_PAYOUTS)
-    s = shop(live)  # a balance of 9.90 from one sale
-    page.goto(link(live, s.acct.owner_jwt))
+    served = make_server(**FAST_PAYOUTS)
+    s = shop(served)  # a balance of 9.90 from one sale
+    page.goto(link(served, s.acct.owner_jwt))
     page.get_by_role("link", name="Payouts").click()
     assert page.locator("#connect-status .status").inner_text() == "not_started"
     page.get_by_label("Country of the payout account").select_option("US")
@@ -101,7 +105,7 @@ def test_an_owner_sets_up_payouts_withdraws_and_follows_it(
     page.get_by_role("button", name="Complete onboarding").click()
     assert page.get_by_role("heading", level=1).inner_text() == "Onboarding complete"
 
-    page.goto(f"{live.url}/dashboard/payouts")
+    page.goto(f"{served.url}/dashboard/payouts")
     page.get_by_role("button", name="Refresh status").click()
     page.wait_for_load_state()
     assert page.locator("#connect-status .status").inner_text() == "enabled"
@@ -155,3 +159,26 @@ def test_an_owner_reads_key_spend_and_opens_a_pending_approval(
     row.get_by_role("link", name="Approve or decline").click()
     assert page.get_by_role("heading", level=1).inner_text() == "Approve a payment"
     assert page.locator("#amount").inner_text() == "0.25 USD"
+
+
+def test_live_payouts_are_set_up_on_the_processors_onboarding_page(
+    live: LiveServer,  # noqa: F811  (the fixture imported above)
+    stripe_double: StripeDouble,
+    page: Any,
+    artifacts: Path,
+) -> None:
+    seller = live_seller(live, sales=1)
+    page.goto(link(live, seller.acct.owner_jwt))
+    page.goto(f"{live.url}/dashboard/payouts?environment=live")
+    page.get_by_label("Country of the payout account").select_option("US")
+    # The 303 answering the form leaves for the processor's origin: the page's CSP
+    # form-action must name it, or the browser stops at the redirect.
+    page.get_by_role("button", name="Set up payouts").click()
+    page.wait_for_url(stripe_double.api_base + "/_double/onboard/**")
+    page.screenshot(path=str(artifacts / "dashboard-live-onboarding.png"), full_page=True)
+    page.get_by_role("button", name="Complete onboarding").click()
+    page.wait_for_url(live.url + "/processor/connect/return**")
+    page.goto(f"{live.url}/dashboard/payouts?environment=live")
+    page.get_by_role("button", name="Refresh status").click()
+    page.wait_for_load_state()
+    assert page.locator("#connect-status .status").inner_text() == "enabled"

@@ -11,11 +11,12 @@ from datetime import timedelta
 import httpx
 from sqlalchemy import update
 
+import svc
 from reference_server.ids import hash_key
 from reference_server.store import tables as t
 
 from ..money.helpers import D, market
-from ..support import LiveServer, run_python
+from ..support import LiveServer, new_account, run_python
 from .helpers import csrf_of, link, signed_in
 
 
@@ -168,3 +169,17 @@ def test_an_expired_session_is_signed_out(server: LiveServer) -> None:
             .values(expires_at=server.ctx.now() - timedelta(seconds=1))
         )
     assert client.get("/dashboard").status_code == 401
+
+
+def test_the_webhooks_page_lists_the_endpoints_the_api_lists(server: LiveServer) -> None:
+    acct = new_account(server.url)
+    owner = svc.Client(base_url=server.url, owner_jwt=acct.owner_jwt, environment="test")
+    kept = owner.webhooks.create("http://localhost:9/kept")
+    gone = owner.webhooks.create("http://localhost:9/gone")
+    owner.webhooks.delete(gone.id)
+    listener = owner.webhooks.listen()
+    page = signed_in(server, acct.owner_jwt).get("/dashboard/webhooks")
+    assert page.status_code == 200
+    assert [e.id for e in owner.webhooks.list().data] == [kept.id]
+    assert kept.id in page.text
+    assert gone.id not in page.text and listener.id not in page.text

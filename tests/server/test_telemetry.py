@@ -82,14 +82,7 @@ def test_one_request_is_one_trace_through_the_database_and_its_outbound_call(
     )
     assert r.status_code == 200, r.text
     request_id = r.headers["x-request-id"]
-    ours = until(
-        lambda: [
-            s
-            for s in spans.get_finished_spans()
-            if s.attributes.get("svc.request_id") == request_id
-        ],
-        "no span named the request",
-    )
+    ours = _request_spans(spans, request_id)
     server = [s for s in ours if s.name == "POST /webhooks/{webhook_id}/test"]
     assert len(server) == 1 and server[0].attributes["http.route"] == "/webhooks/{webhook_id}/test"
     assert {s.context.trace_id for s in ours} == {server[0].context.trace_id}
@@ -268,6 +261,16 @@ def _ours(spans: InMemorySpanExporter, request_id: str) -> list[ReadableSpan]:
     ]
 
 
+def _request_spans(spans: InMemorySpanExporter, request_id: str) -> list[ReadableSpan]:
+    """The finished spans naming the request, once its server span has ended: that span
+    ends after the answer's last byte is sent, so after the client has read it."""
+    until(
+        lambda: [s for s in _ours(spans, request_id) if s.kind == trace.SpanKind.SERVER],
+        "no server span named the request",
+    )
+    return _ours(spans, request_id)
+
+
 @pytest.fixture
 def live_gate(tmp_path: Path, spans: InMemorySpanExporter) -> Iterator[Callable[[str], LiveServer]]:
     """A traced server settling ``live`` open rails through the facilitator at the URL
@@ -309,7 +312,7 @@ async def test_the_facilitators_verify_and_settle_are_spans_of_the_gate_request(
     paid = await pay_with("x402", shop.resource.gate_url, funded_payer(server))
     assert paid.status_code == 200, paid.text
     request_id = paid.headers["x-request-id"]
-    ours = until(lambda: _ours(spans, request_id), "no span named the request")
+    ours = _request_spans(spans, request_id)
     calls = {s.name: s for s in ours if s.name.startswith("facilitator ")}
     assert set(calls) == {"facilitator verify", "facilitator settle"}, [s.name for s in ours]
     [gate] = [s for s in ours if s.kind == trace.SpanKind.SERVER]
@@ -400,7 +403,7 @@ def test_each_processor_call_is_a_span_of_the_request(
     r, seller_key = _onboard(stripe_live)
     assert r.status_code == 200, r.text
     request_id = r.headers["x-request-id"]
-    ours = until(lambda: _ours(spans, request_id), "no span named the request")
+    ours = _request_spans(spans, request_id)
     calls = [s for s in ours if s.name.startswith("processor ")]
     assert [s.name for s in calls] == [
         "processor accounts.create",
