@@ -972,9 +972,10 @@ class AsyncRefunds(_Namespace):
 
         On the ledger rail the money goes back to the payer's wallet key at once, from
         the seller's balance (refused with ``insufficient_balance`` when the balance is
-        lower); a card payment's through the card processor (``status`` ``pending``
-        until a live processor confirms it).  An ``Idempotency-Key`` is sent and
-        reused by retries, so a retried call refunds once.
+        lower); a card payment's through the card processor (in live, ``status``
+        ``pending`` until the processor has refunded it, ``failed`` if it refuses).
+        An ``Idempotency-Key`` is sent and reused by retries, so a retried call
+        refunds once.
         """
         spec = ep.refunds_create(receipt_id, amount=amount, reason=reason)
         return await self._client._request(spec, options)

@@ -51,7 +51,7 @@ from .principal import Principal
 from .refund_shares import move_shares
 
 __all__ = [
-    "advance_chain_refunds",
+    "advance_refunds",
     "confirm_card_refund",
     "find_refund",
     "list_refunds",
@@ -104,7 +104,7 @@ def refund(
     if counted is None:  # cannot happen under the lock; the condition is the guarantee
         raise DomainError("refund_exceeds_payment", f"Receipt {receipt_id} is refunded.")
     refund_id = refund_id or new_id("rfnd")
-    status, processor_refund_id = "succeeded", None
+    status = "succeeded"
     on_chain = refunds_chain.carries(receipt)
     if receipt.rail == CARD_RAIL:
         fee_back, fees = _fee_back(conn, receipt, amount, refunded=int(counted))
@@ -122,7 +122,6 @@ def refund(
         except ledger.InsufficientFunds as e:
             raise _insufficient(e) from None
         transfer_id, status = card.transfer_id, card.status
-        processor_refund_id = card.processor_refund_id
     elif on_chain:
         transfer_id = _hold_on_chain(
             conn, receipt, amount, refunded=int(counted), refund_id=refund_id, now=now
@@ -144,11 +143,11 @@ def refund(
         "status": status,
         "request_id": request_id,
         "created_at": now,
-        "processor_refund_id": processor_refund_id,
-        "next_check_at": now if on_chain else None,
+        # Pending (on chain, or a live card refund): the worker's from now on.
+        "next_check_at": now if status == "pending" else None,
     }
     conn.execute(_f.insert().values(**row))
-    if status == "succeeded":  # on chain: announced once sent (advance_chain_refunds)
+    if status == "succeeded":  # pending: announced once concluded (advance_refunds)
         _announce(conn, receipt, row, refunded=int(counted), now=now)
     return conn.execute(select(_f).where(_f.c.id == refund_id)).one()
 
@@ -271,17 +270,19 @@ def _fee_back(
     return back, _fee_account(conn, receipt) if back else None
 
 
-async def advance_chain_refunds(ctx: ServerContext) -> bool:
-    """The worker's round of refunds on chain: ``test``'s on the sandbox chain
-    (:func:`.refunds_chain.advance_due`), ``live``'s through the facilitator
-    (:mod:`.refunds_live`), each announced once it succeeded or failed; ``True``
-    when events were recorded."""
+async def advance_refunds(ctx: ServerContext) -> bool:
+    """The worker's round of pending refunds: on chain, ``test``'s on the sandbox chain
+    (:func:`.refunds_chain.advance_due`) and ``live``'s through the facilitator
+    (:mod:`.refunds_live`); live card refunds asked of the processor
+    (:func:`.refunds_card.advance_due`); each announced once it succeeded or failed.
+    ``True`` when events were recorded."""
     sandbox = await anyio.to_thread.run_sync(lambda: refunds_chain.advance_due(ctx, _concluded))
-    return await refunds_live.advance_live(ctx, _concluded) or sandbox
+    cards = await anyio.to_thread.run_sync(lambda: refunds_card.advance_due(ctx, _concluded))
+    return await refunds_live.advance_live(ctx, _concluded) or sandbox or cards
 
 
 def _concluded(conn: Connection, receipt: Row[Any], row: Row[Any], now: datetime) -> None:
-    """``payment.refunded`` or ``payment.refund_failed`` of a refund on chain, once its
+    """``payment.refunded`` or ``payment.refund_failed`` of a pending refund, once its
     outcome is known."""
     _announce(conn, receipt, dict(row._mapping), refunded=int(receipt.refunded_micros), now=now)
 
@@ -338,12 +339,17 @@ def _announce(
 
 
 def confirm_card_refund(
-    conn: Connection, processor_refund_id: str, status: refunds_card.Status, now: datetime
+    conn: Connection,
+    processor_refund_id: str,
+    status: refunds_card.Status,
+    now: datetime,
+    *,
+    refund_id: str | None = None,
 ) -> None:
     """The processor's word on a pending card refund (its events): ``succeeded`` books it
     and announces ``payment.refunded``; ``failed`` puts the money back and announces
-    ``payment.refund_failed``."""
-    row = refunds_card.settle(conn, processor_refund_id, status, now)
+    ``payment.refund_failed``.  ``refund_id``: ours, from its metadata."""
+    row = refunds_card.settle(conn, processor_refund_id, status, now, refund_id=refund_id)
     if row is None:
         return
     receipt = conn.execute(select(_r).where(_r.c.id == row.receipt_id)).one()

@@ -26,7 +26,7 @@ from typing import Any
 
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
-from sqlalchemy import Connection, Row, select, update
+from sqlalchemy import Connection, Row, and_, select, update
 
 from ..context import ServerContext
 from ..sandbox import chain
@@ -37,7 +37,16 @@ from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import hot_wallet
 from .refund_shares import move_shares
 
-__all__ = ["Announce", "advance_due", "carries", "conclude", "hold", "locked_pending", "nonce_of"]
+__all__ = [
+    "CARRIED",
+    "Announce",
+    "advance_due",
+    "carries",
+    "conclude",
+    "hold",
+    "locked_pending",
+    "nonce_of",
+]
 
 _f = t.refunds
 _r = t.receipts
@@ -51,6 +60,16 @@ def carries(receipt: Row[Any]) -> bool:
     return (
         receipt.rail != "rill" and receipt.settlement == "processor_deposit" and bool(receipt.payer)
     )
+
+
+#: :func:`carries` as a condition on ``receipts``, for the worker's reads of pending
+#: refunds (a live card refund is pending too, and is the processor's).
+CARRIED = and_(
+    _r.c.rail != "rill",
+    _r.c.settlement == "processor_deposit",
+    _r.c.payer.is_not(None),
+    _r.c.payer != "",
+)
 
 
 def hold(

@@ -29,7 +29,7 @@ from ..store import tables as t
 from ..telemetry import facilitator_client
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import HotWallet, hot_wallet
-from .refunds_chain import Announce, conclude, locked_pending, nonce_of
+from .refunds_chain import CARRIED, Announce, conclude, locked_pending, nonce_of
 
 __all__ = ["advance_live", "missing_setup", "send_transfer"]
 
@@ -82,7 +82,12 @@ def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
     query = (
         select(_f.c.id, _f.c.amount_micros, _r.c.payer)
         .select_from(_f.join(_r, _r.c.id == _f.c.receipt_id))
-        .where(_f.c.environment == "live", _f.c.status == "pending", _f.c.next_check_at <= now)
+        .where(
+            _f.c.environment == "live",
+            _f.c.status == "pending",
+            _f.c.next_check_at <= now,
+            CARRIED,
+        )
         .order_by(_f.c.next_check_at)
         .limit(limit)
     )

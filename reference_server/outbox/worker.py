@@ -34,7 +34,7 @@ import anyio.to_thread
 
 from ..context import ServerContext
 from ..domain.payouts.progress import run_payouts
-from ..domain.refunds import advance_chain_refunds
+from ..domain.refunds import advance_refunds
 from ..outbound import (
     AsyncPinnedClients,
     OutboundError,
@@ -148,10 +148,10 @@ async def _payouts(ctx: ServerContext) -> bool:
     except Exception:
         log.exception("advancing payouts failed; trying again")
         queued = False
-    try:  # refunds sent on chain (domain/refunds_chain.py): an outflow like a payout
-        return await advance_chain_refunds(ctx) or queued
+    try:  # pending refunds, on chain or by card (domain/refunds.py): outflows like payouts
+        return await advance_refunds(ctx) or queued
     except Exception:
-        log.exception("sending chain refunds failed; trying again")
+        log.exception("advancing refunds failed; trying again")
         return queued
 
 

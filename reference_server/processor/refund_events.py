@@ -27,8 +27,12 @@ def _apply(conn: Connection, refund: Any, now: datetime) -> None:
     if not isinstance(refund, Mapping) or not isinstance(refund.get("id"), str):
         return
     status = refunds_card.stripe_status(refund.get("status"))
+    metadata = refund.get("metadata")
+    ours = metadata.get("svc_refund_id") if isinstance(metadata, Mapping) else None
     if status is not None:
-        refunds.confirm_card_refund(conn, refund["id"], status, now)
+        refunds.confirm_card_refund(
+            conn, refund["id"], status, now, refund_id=ours if isinstance(ours, str) else None
+        )
 
 
 def _refund(conn: Connection, event: ProcessorEvent, settings: Settings, now: datetime) -> None:

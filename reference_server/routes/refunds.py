@@ -49,9 +49,9 @@ def create(call: Call) -> Reply:
 
 
 def _refund_id(call: Call) -> str:
-    """The refund's id, derived from the request's Idempotency-Key: a transaction run
-    again asks the card processor for the same refund (its key derives from this id).
-    A key whose record lapsed and was used again gets a fresh id."""
+    """The refund's id, derived from the request's Idempotency-Key: a request run again
+    makes the same refund, and the card processor's key derives from this id.  A key
+    whose record lapsed and was used again gets a fresh id."""
     seller = call.caller
     key = call.request.headers.get("idempotency-key", "")
     seed = f"{seller.credential_id}\n{seller.environment}\n{key}"
@@ -96,9 +96,10 @@ ENDPOINTS = [
 
             On the ledger rail the money goes back to the payer's wallet key at once, from
             the seller's balance (refused with ``insufficient_balance`` when the balance is
-            lower); a card payment's through the card processor (``status`` ``pending``
-            until a live processor confirms it).  An ``Idempotency-Key`` is sent and
-            reused by retries, so a retried call refunds once.""",
+            lower); a card payment's through the card processor (in live, ``status``
+            ``pending`` until the processor has refunded it, ``failed`` if it refuses).
+            An ``Idempotency-Key`` is sent and reused by retries, so a retried call
+            refunds once.""",
         ),
         contract=Contract(
             response=Refund,

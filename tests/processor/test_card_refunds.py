@@ -1,21 +1,24 @@
 """Card refunds in live through the processor (``tests.stripe_double`` in front of
-localstripe): ``POST /refunds`` of a card payment asks the processor for a refund of its
-PaymentIntent under a key derived from our refund id (a retry never refunds twice), books
-it back to the processor's clearing account when the processor says ``succeeded``, holds
-it while ``pending`` and then books it or, ``failed``, puts the money back; the ledger
-audit stays sound (the fixture ends with it)."""
+localstripe): ``POST /refunds`` of a card payment holds its money and answers ``pending``;
+the worker asks the processor for a refund of its PaymentIntent, outside any transaction,
+under a key derived from our refund id (a retry never refunds twice); the refund is booked
+back to the processor's clearing account when the processor says ``succeeded``, stays
+held while ``pending`` and then is booked or, ``failed`` or refused, puts the money back;
+the ledger audit stays sound (the fixture ends with it)."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from reference_server.domain import ledger
 from reference_server.store import tables as t
+from reference_server.timeutil import as_utc
 
 from ..buypage.helpers import Item, item
 from ..support import LiveServer, until
@@ -56,6 +59,18 @@ def _state(it: Item, receipt_id: str) -> dict[str, Any]:
     return body
 
 
+def _concluded(it: Item, refund_id: str) -> dict[str, Any]:
+    """The refund once the worker and the processor have decided it."""
+
+    def decided() -> dict[str, Any] | None:
+        r = httpx.get(f"{it.live.url}/refunds/{refund_id}", headers=it.seller)
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        return body if body["status"] != "pending" else None
+
+    return until(decided, f"refund {refund_id} still pending")
+
+
 def _available(it: Item) -> int:
     with it.live.ctx.db.read() as conn:
         acct = ledger.account_id(
@@ -73,8 +88,10 @@ def test_a_live_card_payment_is_refunded_by_the_processor_once(
 
     part = _refund(it, receipt_id, "1.00")
     assert part.status_code == 201, part.text
-    assert (part.json()["status"], part.json()["amount"]) == ("succeeded", "1.00")
+    assert (part.json()["status"], part.json()["amount"]) == ("pending", "1.00")
+    assert it.balance() == Decimal("2.97")  # held at once: 0.99 from the seller
     refund_id = part.json()["id"]
+    assert _concluded(it, refund_id)["status"] == "succeeded"
     (asked,) = _refund_posts(stripe_double)
     assert asked["idempotency_key"] == f"svc-refund-{refund_id}"
     at_processor = stripe_double.client("sk_test_cards").v1.payment_intents.retrieve(
@@ -88,7 +105,8 @@ def test_a_live_card_payment_is_refunded_by_the_processor_once(
 
     rest = _refund(it, receipt_id, None)
     assert rest.status_code == 201, rest.text
-    assert rest.json()["amount"] == "3.00" and rest.json()["status"] == "succeeded"
+    assert rest.json()["amount"] == "3.00"
+    assert _concluded(it, rest.json()["id"])["status"] == "succeeded"
     _settled(stripe_double, "charge.refunded", 2)
     assert it.balance() == Decimal("0")
     state = _state(it, receipt_id)
@@ -98,26 +116,88 @@ def test_a_live_card_payment_is_refunded_by_the_processor_once(
     assert {e["rail"] for e in refunded} == {"card"}
 
 
-def test_the_processor_unreachable_refunds_nothing_and_a_retry_refunds_once(
+def _time_passes(live: LiveServer, refund_id: str) -> None:
+    """The refund's retry is due now (rather than in 30 s)."""
+    with live.ctx.db.write() as conn:
+        conn.execute(
+            update(t.refunds)
+            .where(t.refunds.c.id == refund_id)
+            .values(next_check_at=live.ctx.now())
+        )
+
+
+def test_the_processor_unreachable_keeps_the_refund_held_and_it_is_asked_again_once(
     server: LiveServer, stripe_double: Any
 ) -> None:
     it, receipt_id, _ = _paid(server, stripe_double, "2.00")
     stripe_double.fault(_CARD_REFUNDS, 500, times=3)  # the SDK's first try and 2 retries
     key = str(uuid.uuid4())
-    failed = _refund(it, receipt_id, "0.50", key)
-    assert failed.status_code == 503, failed.text
-    assert failed.json()["error"]["code"] == "settlement_unavailable"
-    assert it.balance() == Decimal("1.98") and _state(it, receipt_id)["state"] == "settled"
+    asked = _refund(it, receipt_id, "0.50", key)
+    assert asked.status_code == 201, asked.text
+    refund_id = asked.json()["id"]
+    until(lambda: len(_refund_posts(stripe_double)) == 3, "the worker never asked")
 
-    again = _refund(it, receipt_id, "0.50", key)
-    assert again.status_code == 201, again.text
+    def retry_set() -> bool:  # the worker's 2-minute lease replaced by the 30 s retry
+        due = _row(server, refund_id).next_check_at
+        return due is not None and as_utc(due) - server.ctx.now() < timedelta(seconds=60)
+
+    until(retry_set, "no retry recorded")
+    assert _row(server, refund_id).status == "pending"
+    assert it.balance() == Decimal("1.485")  # held meanwhile, and the payment counts it
+    assert _state(it, receipt_id)["refunded"] == "0.50"
+    replay = _refund(it, receipt_id, "0.50", key)
+    assert replay.json()["id"] == refund_id  # answered from our key, not made again
+
+    _time_passes(server, refund_id)
+    assert _concluded(it, refund_id)["status"] == "succeeded"
     posts = _refund_posts(stripe_double)
     assert len(posts) == 4
-    assert {p["idempotency_key"] for p in posts} == {f"svc-refund-{again.json()['id']}"}
-    replay = _refund(it, receipt_id, "0.50", key)
-    assert replay.json()["id"] == again.json()["id"]
-    assert len(_refund_posts(stripe_double)) == 4  # answered from our key, not re-asked
+    assert {p["idempotency_key"] for p in posts} == {f"svc-refund-{refund_id}"}
     assert it.balance() == Decimal("1.485")
+    (announced,) = _events(server, "payment.refunded")
+    assert announced["refund_id"] == refund_id
+
+
+def test_a_refund_the_processor_refuses_fails_and_gives_the_money_back(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it, receipt_id, _ = _paid(server, stripe_double, "2.00")
+    stripe_double.fault(_CARD_REFUNDS, 400)  # an invalid request: never retried
+    r = _refund(it, receipt_id, "0.50")
+    assert r.status_code == 201, r.text
+    got = _concluded(it, r.json()["id"])
+    assert got["status"] == "failed"
+    assert len(_refund_posts(stripe_double)) == 1
+    assert it.balance() == Decimal("1.98") and _available(it) == 1_980_000
+    assert _state(it, receipt_id)["state"] == "settled"  # refundable again
+    (failure,) = _events(server, "payment.refund_failed")
+    assert failure["refund_id"] == got["id"] and "refused" in failure["failure_reason"]
+    assert _events(server, "payment.refunded") == []
+    again = _refund(it, receipt_id, "0.50")
+    assert _concluded(it, again.json()["id"])["status"] == "succeeded"
+    assert it.balance() == Decimal("1.485")
+
+
+def test_the_processors_event_before_the_workers_record_finds_the_refund_by_its_metadata(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it, receipt_id, _ = _paid(server, stripe_double, "2.00")
+    stripe_double.fault(_CARD_REFUNDS, 500, times=3)  # the worker's answer is lost
+    r = _refund(it, receipt_id, "0.50")
+    refund_id = r.json()["id"]
+    until(lambda: len(_refund_posts(stripe_double)) == 3, "the worker never asked")
+    refund = {
+        "id": "re_" + uuid.uuid4().hex[:14],
+        "object": "refund",
+        "status": "succeeded",
+        "metadata": {"svc_refund_id": refund_id, "svc_receipt_id": receipt_id},
+    }
+    assert deliver(server.url, event("refund.updated", refund)).status_code == 200
+    row = _row(server, refund_id)
+    assert (row.status, row.processor_refund_id) == ("succeeded", refund["id"])
+    assert it.balance() == Decimal("1.485")
+    (announced,) = _events(server, "payment.refunded")
+    assert announced["refund_id"] == refund_id
 
 
 def test_a_card_refund_must_be_whole_cents(server: LiveServer, stripe_double: Any) -> None:
@@ -153,6 +233,12 @@ def _row(live: LiveServer, refund_id: str) -> Any:
         return conn.execute(select(t.refunds).where(t.refunds.c.id == refund_id)).one()
 
 
+def _asked(live: LiveServer, refund_id: str) -> Any:
+    """The refund's row once the worker has recorded the processor's ``pending``."""
+    row = _row(live, refund_id)
+    return row if row.processor_refund_id is not None else None
+
+
 def test_a_pending_card_refund_is_held_then_booked_or_given_back(
     server: LiveServer, stripe_double: Any
 ) -> None:
@@ -168,7 +254,7 @@ def test_a_pending_card_refund_is_held_then_booked_or_given_back(
     assert _events(server, "payment.refunded") == []
     with server.ctx.db.read() as conn:
         assert ledger.audit(conn, "live") == []  # the held refund counts as refunded
-    row = _row(server, first.json()["id"])
+    row = until(lambda: _asked(server, first.json()["id"]), "the worker never asked")
     _processor_says(server, row.processor_refund_id, "succeeded", in_charge=intent)
     assert _row(server, row.id).status == "succeeded"
     assert it.balance() == Decimal("2.97") and _available(it) == 2_970_000
@@ -178,7 +264,7 @@ def test_a_pending_card_refund_is_held_then_booked_or_given_back(
     second = _refund(it, receipt_id, "2.00")
     assert second.json()["status"] == "pending"
     assert it.balance() == Decimal("0.99") and _available(it) == 990_000
-    other = _row(server, second.json()["id"])
+    other = until(lambda: _asked(server, second.json()["id"]), "the worker never asked")
     _processor_says(server, other.processor_refund_id, "failed")
     got = httpx.get(f"{server.url}/refunds/{other.id}", headers=it.seller).json()
     assert got["status"] == "failed"

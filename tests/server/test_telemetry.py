@@ -30,6 +30,7 @@ from reference_server.domain.events import record_event
 from ..conftest import fresh_database
 from ..money.helpers import market
 from ..processor.helpers import WEBHOOK_SECRET
+from ..processor.test_card_refunds import _paid
 from ..processor.test_connect import live_seller, onboarded
 from ..rails.helpers import funded_payer, open_rail_shop, pay_with
 from ..sandbox.helpers import USDC
@@ -468,3 +469,32 @@ def test_a_withdrawal_step_in_the_worker_names_the_request_that_asked_for_it(
     [first, *_] = steps()
     assert first.attributes["svc.withdrawal_id"] == r.json()["id"]
     assert first.parent is None  # the worker's own trace, not the request's
+
+
+def test_a_card_refund_asked_by_the_worker_names_the_request_that_asked_for_it(
+    stripe_live: LiveServer, stripe_double: Any, spans: InMemorySpanExporter
+) -> None:
+    it, receipt_id, _ = _paid(stripe_live, stripe_double)
+    r = httpx.post(
+        stripe_live.url + "/refunds",
+        json={"receipt_id": receipt_id, "amount": "1.00"},
+        headers={**it.seller, "Idempotency-Key": "tele-refund"},
+    )
+    assert r.status_code == 201, r.text
+    request_id = r.headers["x-request-id"]
+    [step] = until(
+        lambda: [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "card refund" and s.attributes.get("svc.origin_request_id") == request_id
+        ],
+        "no card refund span",
+    )
+    assert step.attributes["svc.refund_id"] == r.json()["id"]
+    assert step.parent is None  # the worker's own trace, not the request's
+    inside = [
+        c.name
+        for c in spans.get_finished_spans()
+        if c.parent is not None and c.parent.span_id == step.context.span_id
+    ]
+    assert inside.count("processor refunds.create") == 1
