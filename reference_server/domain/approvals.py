@@ -48,6 +48,7 @@ __all__ = [
     "list_for_key",
     "model",
     "open_link",
+    "release_outpriced",
     "request",
     "resume",
     "use",
@@ -253,6 +254,21 @@ def use(
         .where(_a.c.id == approval_id)
         .values(status="used", receipt_id=receipt_id, transfer_id=None)
     )
+
+
+def release_outpriced(conn: Connection, refused: DomainError, now: datetime) -> None:
+    """After :func:`use` refused an approved payment whose price rose above the approved
+    amount (and its transaction rolled back): that approval can never pay, as the refusal
+    is its key's stored answer, so its hold goes back to the key now rather than when it
+    expires.  It reads ``approved`` until then.  Any other refusal: nothing to do."""
+    if refused.code != "approval_amount_exceeded":
+        return
+    approval_id = (refused.details or {}).get("approval_id")
+    row = conn.execute(_lock(select(_a).where(_a.c.id == approval_id), conn)).first()
+    if row is None or row.status != "approved" or row.transfer_id is None:
+        return
+    _release(conn, row, now)
+    conn.execute(update(_a).where(_a.c.id == row.id).values(transfer_id=None))
 
 
 def used_by(conn: Connection, approval_id: str, receipt_id: str) -> None:

@@ -187,7 +187,9 @@ def _signed(call: Call, result: PayResult, resource: Any) -> PayResult:
 def _refused(
     call: Call, agent: Principal, refused: PaymentRefused, resource: Any, amount: int | None
 ) -> Reply:
-    """The refusal answered, its ``payment.failed`` recorded in the call's transaction."""
+    """The refusal answered, its ``payment.failed`` recorded in the call's transaction
+    (and an outpriced approval's hold released)."""
+    approvals.release_outpriced(call.conn, refused, call.now)
     payments.record_refusal(
         call.conn,
         refused,

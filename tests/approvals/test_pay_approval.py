@@ -95,3 +95,24 @@ def test_concurrent_pays_never_pass_the_held_allowance(server: LiveServer) -> No
     left = spend(server, acct)
     assert Decimal(left["spent_this_period"]) == Decimal("0.90")
     assert Decimal(left["remaining_allowance"]) == Decimal("0.10")
+
+
+def test_a_price_raised_after_the_approval_is_refused_and_its_hold_given_back(
+    server: LiveServer,
+) -> None:
+    acct, resource_id = setup(server, approval_above="0.10")
+    body = pay(server, acct, resource_id, "k").json()
+    decide(body["approval_url"], "approve")
+    raised = httpx.patch(
+        f"{server.url}/resources/{resource_id}",
+        json={"amount": "0.40"},
+        headers={"Authorization": f"Bearer {acct.seller_key}", "Idempotency-Key": "raise"},
+    )
+    assert raised.status_code == 200, raised.text
+    for _ in range(2):  # the refusal is the key's answer from then on
+        r = pay(server, acct, resource_id, "k")
+        assert r.status_code == 402 and r.json()["error"]["code"] == "approval_amount_exceeded"
+    assert spend(server, acct)["balance"] == "10.00"  # the hold is back at once
+    assert spend(server, acct)["spent_total"] == "0.00"
+    row = approval_row(server, body["id"])
+    assert (row.status, row.transfer_id, row.receipt_id) == ("approved", None, None)

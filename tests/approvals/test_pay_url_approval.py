@@ -301,10 +301,11 @@ def test_a_price_raised_after_the_approval_is_refused(
     assert r.status_code == 402 and r.json()["error"]["code"] == "approval_amount_exceeded"
     assert r.json()["error"]["details"]["approved"] == "0.25" and seller.paid == 0
     assert pay_url(server, agent.wallet_key, seller.url, "k").status_code == 402  # stored
-    # the approval still holds its amount until it expires, then gives it back
-    assert agent.spend().balance == Decimal("9.75")
+    # the approval can never pay now: its hold is given back at once, not at its expiry
+    assert agent.spend().balance == Decimal("10.00") and agent.spend().spent_total == 0
+    assert approval_row(server, asked["id"]).transfer_id is None
     later = server.ctx.now() + timedelta(seconds=61)
-    assert approvals.expire_due(server.ctx.db, now=later) == 1
+    assert approvals.expire_due(server.ctx.db, now=later) == 1  # approved, then expired
     assert agent.spend().balance == Decimal("10.00") and agent.spend().spent_total == 0
 
 

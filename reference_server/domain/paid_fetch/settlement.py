@@ -152,6 +152,7 @@ def record_refusal(
         "max_amount_micros": signed.amount if signed.metered else None,
     }
     row = attempts.fail(conn, attempt_id, refused, now, payer=None, nonce=None, **paid)
+    approvals.release_outpriced(conn, refused, now)
     if isinstance(refused, PaymentRefused):
         record_payment_failed(conn, row, refused, request_id, now)
 
