@@ -29,6 +29,7 @@ from ..processor.client import stripe_client, uses_stripe
 from ..settings import Settings
 from ..store import tables as t
 from ..telemetry import span
+from ..timeutil import as_utc
 from . import ledger
 from .card_payments import CARD_RAIL
 from .errors import DomainError
@@ -60,6 +61,10 @@ _STATUS: dict[str, Status] = {
 _LEASE = timedelta(minutes=2)
 #: How long a refund waits to be asked again when the processor could not be reached.
 _RETRY = timedelta(seconds=30)
+#: The processor forgets an idempotency key after 24 hours: a refund still unanswered
+#: this long after it was made is first looked for among its PaymentIntent's refunds (by
+#: our id in its metadata), so a call that reached the processor is never made twice.
+_KEY_TRUSTED = timedelta(hours=12)
 _UNCONFIGURED = (
     "Card refunds in live need the card processor (SVC_PROCESSOR=stripe and its keys); "
     "nothing was refunded."
@@ -176,7 +181,7 @@ def advance_due(ctx: ServerContext, announce: Announce) -> bool:
     for row in claim():
         names = {"svc.refund_id": row.id, "svc.origin_request_id": row.request_id}
         with span("card refund", **names):
-            answer = _ask(ctx.settings, row)
+            answer = _ask(ctx.settings, row, ctx.now())
             with ctx.db.write() as conn:
                 _record(conn, row.id, answer, ctx.now(), announce)
                 queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
@@ -192,6 +197,7 @@ def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
             _f.c.receipt_id,
             _f.c.amount_micros,
             _f.c.request_id,
+            _f.c.created_at,
             _cc.c.payment_intent,
         )
         .select_from(_f.join(_r, _r.c.id == _f.c.receipt_id).join(_cc, _cc.c.receipt_id == _r.c.id))
@@ -217,13 +223,19 @@ def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
     return rows
 
 
-def _ask(settings: Settings, row: Any) -> _Answer:
+def _ask(settings: Settings, row: Any, now: datetime) -> _Answer:
     """The processor's refund of the row's amount of its PaymentIntent, created once per
-    refund id (the key), asked with no transaction open."""
+    refund id (the key, or past :data:`_KEY_TRUSTED` our id in its metadata), asked with
+    no transaction open."""
     if not uses_stripe(settings, "live") or settings.stripe_secret_key is None:
         return _Answer("failed", failure="The card processor is no longer configured here.")
+    client = stripe_client(settings)
     try:
-        answer = stripe_client(settings).v1.refunds.create(
+        if now - as_utc(row.created_at) > _KEY_TRUSTED:
+            made = _made_already(client, row)
+            if made is not None:
+                return made
+        answer = client.v1.refunds.create(
             params={
                 "payment_intent": row.payment_intent,
                 "amount": int(row.amount_micros) // 10_000,
@@ -238,6 +250,16 @@ def _ask(settings: Settings, row: Any) -> _Answer:
         log.warning("refund %s: the card processor did not answer: %s", row.id, exc)
         return _Answer(None)
     return _Answer(stripe_status(answer.status) or "pending", processor_refund_id=str(answer.id))
+
+
+def _made_already(client: stripe.StripeClient, row: Any) -> _Answer | None:
+    """The processor's refund made for ours already, if its PaymentIntent lists one."""
+    listed = client.v1.refunds.list(params={"payment_intent": row.payment_intent, "limit": 100})
+    for made in listed.auto_paging_iter():
+        metadata = made.to_dict().get("metadata") or {}
+        if metadata.get("svc_refund_id") == row.id:
+            return _Answer(stripe_status(made.status) or "pending", processor_refund_id=made.id)
+    return None
 
 
 def _record(

@@ -116,6 +116,12 @@ def test_a_live_card_payment_is_refunded_by_the_processor_once(
     assert {e["rail"] for e in refunded} == {"card"}
 
 
+def _retry_recorded(live: LiveServer, refund_id: str) -> bool:
+    """Once the worker has asked: has it replaced its 2-minute lease by the 30 s retry?"""
+    due = _row(live, refund_id).next_check_at
+    return due is not None and as_utc(due) - live.ctx.now() < timedelta(seconds=60)
+
+
 def _time_passes(live: LiveServer, refund_id: str) -> None:
     """The refund's retry is due now (rather than in 30 s)."""
     with live.ctx.db.write() as conn:
@@ -137,11 +143,7 @@ def test_the_processor_unreachable_keeps_the_refund_held_and_it_is_asked_again_o
     refund_id = asked.json()["id"]
     until(lambda: len(_refund_posts(stripe_double)) == 3, "the worker never asked")
 
-    def retry_set() -> bool:  # the worker's 2-minute lease replaced by the 30 s retry
-        due = _row(server, refund_id).next_check_at
-        return due is not None and as_utc(due) - server.ctx.now() < timedelta(seconds=60)
-
-    until(retry_set, "no retry recorded")
+    until(lambda: _retry_recorded(server, refund_id), "no retry recorded")
     assert _row(server, refund_id).status == "pending"
     assert it.balance() == Decimal("1.485")  # held meanwhile, and the payment counts it
     assert _state(it, receipt_id)["refunded"] == "0.50"
@@ -278,3 +280,44 @@ def test_a_pending_card_refund_is_held_then_booked_or_given_back(
         "1.00",
     )
     assert failure["failure_reason"]
+
+
+def _made_long_ago(live: LiveServer, refund_id: str) -> None:
+    """The refund was made 25 hours ago (the processor has forgotten its key) and is due."""
+    now = live.ctx.now()
+    with live.ctx.db.write() as conn:
+        conn.execute(
+            update(t.refunds)
+            .where(t.refunds.c.id == refund_id)
+            .values(created_at=now - timedelta(hours=25), next_check_at=now)
+        )
+
+
+def test_a_refund_unanswered_past_the_processors_key_is_looked_for_before_it_is_asked(
+    server: LiveServer, stripe_double: Any
+) -> None:
+    it, receipt_id, intent = _paid(server, stripe_double, "2.00")
+    stripe_double.fault(_CARD_REFUNDS, 500, times=6)  # two rounds of the worker fail
+    first = _refund(it, receipt_id, "0.50").json()["id"]
+    second = _refund(it, receipt_id, "0.30").json()["id"]
+    until(lambda: len(_refund_posts(stripe_double)) == 6, "the worker never asked")
+    until(lambda: all(_retry_recorded(server, r) for r in (first, second)), "no retries")
+    # The first was made at the processor, its answer and its event lost, longer ago
+    # than the processor keeps our key: a new ask under the key would refund twice.
+    stripe_double.pend_refunds(1)  # pending, and no event sent
+    made = stripe_double.client("sk_test_cards").v1.refunds.create(
+        params={"payment_intent": intent, "amount": 50, "metadata": {"svc_refund_id": first}}
+    )
+    _made_long_ago(server, first)
+    assert _concluded(it, first)["status"] == "succeeded"  # as the processor lists it
+    assert _row(server, first).processor_refund_id == made.id
+    assert len(_refund_posts(stripe_double)) == 7  # 6 failed, and this test's: not asked
+    # The second never reached the processor: looked for, not found, asked.
+    _made_long_ago(server, second)
+    assert _concluded(it, second)["status"] == "succeeded"
+    assert len(_refund_posts(stripe_double)) == 8
+    at_processor = stripe_double.client("sk_test_cards").v1.payment_intents.retrieve(
+        intent, params={"expand": ["latest_charge"]}
+    )
+    assert at_processor.latest_charge.amount_refunded == 80  # cents: each refund once
+    assert it.balance() == Decimal("1.188")
