@@ -130,13 +130,15 @@ def _approvals(conn: Connection) -> Iterator[Metric]:
 
 def _reconciliation(conn: Connection) -> Iterator[Metric]:
     """The latest run of ``svc-server reconcile`` per environment."""
+    from ..reconcile.findings import FLOAT  # the package imports the server's context
+
     c = t.reconciliations.c
     latest = (
         select(c.environment, func.max(c.created_at).label("at")).group_by(c.environment).subquery()
     )
     rows: list[Any] = list(
         conn.execute(
-            select(c.environment, c.drift_count, c.created_at, c.error).join(
+            select(c.environment, c.drift_count, c.created_at, c.error, c.findings).join(
                 latest, (c.environment == latest.c.environment) & (c.created_at == latest.c.at)
             )
         )
@@ -156,8 +158,17 @@ def _reconciliation(conn: Connection) -> Iterator[Metric]:
         "1 when the latest reconciliation could not compare (the node did not answer).",
         labels=["environment"],
     )
+    hot = GaugeMetricFamily(
+        "svc_hot_wallet_float_usd",
+        "The hot wallet's USDC at the latest reconciliation: what pay-url and refunds on "
+        "chain can still pay out before the operator refills it.",
+        labels=["environment"],
+    )
     for row in rows:
         drift.add_metric([row.environment], row.drift_count)
         when.add_metric([row.environment], as_utc(row.created_at).timestamp())
         failed.add_metric([row.environment], 0 if row.error is None else 1)
-    yield from (drift, when, failed)
+        for finding in row.findings or []:
+            if finding.get("kind") == FLOAT and finding.get("chain_micros") is not None:
+                hot.add_metric([row.environment], finding["chain_micros"] / 1_000_000)
+    yield from (drift, when, failed, hot)

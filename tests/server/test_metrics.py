@@ -15,6 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reference_server import reconcile
+from reference_server.domain.paid_fetch.hot_wallet import hot_wallet
+from reference_server.sandbox import chain
 
 from ..money.helpers import market
 from ..support import LiveServer
@@ -126,12 +128,16 @@ def test_the_books_are_read_as_they_are(live: LiveServer) -> None:
 
 def test_reconciliation_drift_is_the_latest_runs(live: LiveServer) -> None:
     ctx = live.ctx
+    with ctx.db.write() as conn:  # the operator refills the hot wallet's float
+        chain.mint(conn, to=hot_wallet(ctx, "test").address, value=1_234_567, now=ctx.now())
     with ctx.db.write() as conn:
         reconcile.record(conn, reconcile.reconcile(ctx, "test"), environment="test", now=ctx.now())
     scraped = scrape(live)
     assert total(scraped, "svc_reconciliation_drift", environment="test") == 0
     assert total(scraped, "svc_reconciliation_failed", environment="test") == 0
     assert total(scraped, "svc_reconciliation_last_run_timestamp_seconds", environment="test") > 0
+    # a refill is no drift; the float is what the run read off the chain
+    assert total(scraped, "svc_hot_wallet_float_usd", environment="test") == 1.234567
 
 
 def test_rate_limit_refusals_are_counted(make_server: Callable[..., LiveServer]) -> None:
