@@ -18,7 +18,7 @@ import stripe
 from stripe._http_client import new_default_http_client, new_http_client_async_fallback
 
 from ..settings import Settings
-from ..telemetry import annotate, failed, span
+from ..telemetry import annotate, current_traceparent, failed, span
 
 __all__ = ["operation_of", "stripe_client", "uses_stripe"]
 
@@ -87,6 +87,16 @@ def operation_of(method: str, url: str) -> str:
 _Answer = TypeVar("_Answer", bound=tuple[Any, int, Mapping[str, str]])
 
 
+def _with_traceparent(rest: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The call's arguments after the URL (its headers first), the current span added to
+    the headers as a W3C ``traceparent`` when this process traces."""
+    traceparent = current_traceparent()
+    if traceparent is None:
+        return rest
+    headers, *others = rest
+    return ({**headers, "traceparent": traceparent}, *others)
+
+
 class _Traced(stripe.HTTPClient):
     """The SDK's HTTP client, each call (its retries included) a span ``processor
     <operation>`` with the host, the status and Stripe's request id: never the body, the
@@ -115,7 +125,7 @@ class _Traced(stripe.HTTPClient):
     ) -> _Answer:
         """``call`` (one of the inner client's) inside its span, its answer noted on it."""
         with self._span(method, url):
-            answer = call(method, url, *rest, _usage=usage)
+            answer = call(method, url, *_with_traceparent(rest), _usage=usage)
             self._answered(answer[1], answer[2])
             return answer
 
@@ -129,7 +139,7 @@ class _Traced(stripe.HTTPClient):
     ) -> _Answer:
         """:meth:`_traced`, awaited."""
         with self._span(method, url):
-            answer = await call(method, url, *rest, _usage=usage)
+            answer = await call(method, url, *_with_traceparent(rest), _usage=usage)
             self._answered(answer[1], answer[2])
             return answer
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from ._tracing import annotate, failed, span
+from ._tracing import annotate, current_traceparent, failed, span
 
 __all__ = ["facilitator_client"]
 
@@ -45,6 +45,9 @@ class _Traced(httpx.AsyncBaseTransport):
             "svc.facilitator.operation": operation,
         }
         with span(f"facilitator {operation}", **attributes):
+            traceparent = current_traceparent()
+            if traceparent is not None:  # a facilitator that traces continues this trace
+                request.headers["traceparent"] = traceparent
             response = await self._inner.handle_async_request(request)
             annotate(**{"http.response.status_code": response.status_code})
             if response.status_code >= 400:

@@ -262,6 +262,12 @@ def _ours(spans: InMemorySpanExporter, request_id: str) -> list[ReadableSpan]:
     ]
 
 
+def _traceparent(span: ReadableSpan) -> str:
+    """The W3C ``traceparent`` naming ``span``."""
+    context = span.context
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
 def _request_spans(spans: InMemorySpanExporter, request_id: str) -> list[ReadableSpan]:
     """The finished spans naming the request, once its server span has ended: that span
     ends after the answer's last byte is sent, so after the client has read it."""
@@ -337,9 +343,13 @@ async def test_a_facilitator_that_fails_is_an_error_span(
     spans: InMemorySpanExporter,
     serve_app: Any,
 ) -> None:
+    heard: list[str | None] = []
+
     async def broken(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
+        headers = dict(scope["headers"])
+        heard.append(headers[b"traceparent"].decode() if b"traceparent" in headers else None)
         await send({"type": "http.response.start", "status": 503, "headers": []})
         await send({"type": "http.response.body", "body": b"down"})
 
@@ -355,6 +365,8 @@ async def test_a_facilitator_that_fails_is_an_error_span(
     assert call.name == "facilitator verify"
     assert call.attributes["http.response.status_code"] == 503
     assert call.status.status_code == trace.StatusCode.ERROR
+    # The facilitator was told the trace, as its call's span: one that traces continues it.
+    assert heard == [_traceparent(call)]
 
 
 SECRET_KEY = "sk_test_tele_" + "k" * 16
@@ -417,6 +429,9 @@ def test_each_processor_call_is_a_span_of_the_request(
         assert call.attributes["server.address"] == host
         assert call.attributes["http.response.status_code"] == 200
         assert call.attributes["svc.processor"] == "stripe"
+    # Each call told the processor its span, as a W3C traceparent.
+    sent = [q["traceparent"] for q in stripe_double.requests() if q["method"] == "POST"]
+    assert sent == [_traceparent(call) for call in calls]
     account_id = r.json()["account"]["account_id"]
     text = json.dumps([dict(s.attributes or {}) for s in ours])
     assert SECRET_KEY not in text and seller_key not in text and account_id not in text

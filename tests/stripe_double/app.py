@@ -169,6 +169,7 @@ class Double:
             "path": scope["path"],
             "idempotency_key": headers.get("idempotency-key"),
             "stripe_account": headers.get("stripe-account"),
+            "traceparent": headers.get("traceparent"),
             "status": None,
         }
         self.state.requests.append(entry)
