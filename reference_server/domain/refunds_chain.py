@@ -32,6 +32,7 @@ from ..context import ServerContext
 from ..sandbox import chain
 from ..sandbox.eip3009 import Authorization, signing_digest
 from ..store import tables as t
+from ..telemetry import span
 from . import ledger
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import hot_wallet
@@ -126,9 +127,9 @@ def advance_due(ctx: ServerContext, announce: Announce) -> bool:
     :mod:`.refunds_live`); ``True`` when events were recorded."""
     now = ctx.now()
     with ctx.db.read() as conn:
-        due_ids = list(
+        due = list(
             conn.execute(
-                select(_f.c.id)
+                select(_f.c.id, _f.c.request_id)
                 .where(
                     _f.c.environment == "test",
                     _f.c.status == "pending",
@@ -136,11 +137,12 @@ def advance_due(ctx: ServerContext, announce: Announce) -> bool:
                 )
                 .order_by(_f.c.next_check_at)
                 .limit(ctx.settings.worker_batch_size)
-            ).scalars()
+            ).all()
         )
     queued = False
-    for refund_id in due_ids:
-        with ctx.db.write() as conn:
+    for refund_id, request_id in due:
+        names = {"svc.refund_id": refund_id, "svc.origin_request_id": request_id}
+        with span("chain refund", **names), ctx.db.write() as conn:
             _send_on_sandbox(ctx, conn, refund_id, announce)
             queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
     return queued

@@ -26,7 +26,7 @@ from ..onchain import ChainUnreachable, TokenReader
 from ..sandbox.eip3009 import Authorization, signing_digest
 from ..settings import Settings
 from ..store import tables as t
-from ..telemetry import facilitator_client
+from ..telemetry import facilitator_client, span
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import HotWallet, hot_wallet
 from .refunds_chain import CARRIED, Announce, conclude, locked_pending, nonce_of
@@ -70,7 +70,9 @@ async def advance_live(ctx: ServerContext, announce: Announce) -> bool:
     queued = False
     for row in await anyio.to_thread.run_sync(due):
         payer = str(to_checksum_address(row.payer))
-        sent = await _advance_one(ctx, row.id, payer, int(row.amount_micros), announce)
+        names = {"svc.refund_id": row.id, "svc.origin_request_id": row.request_id}
+        with span("chain refund", **names):  # its facilitator calls inside
+            sent = await _advance_one(ctx, row.id, payer, int(row.amount_micros), announce)
         queued = sent or queued
     return queued
 
@@ -80,7 +82,7 @@ def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
     on) so that one worker of several sends it at a time; a worker that stops mid-send
     leaves it to be taken again when the lease ends (the chain then says if it went)."""
     query = (
-        select(_f.c.id, _f.c.amount_micros, _r.c.payer)
+        select(_f.c.id, _f.c.amount_micros, _f.c.request_id, _r.c.payer)
         .select_from(_f.join(_r, _r.c.id == _f.c.receipt_id))
         .where(
             _f.c.environment == "live",

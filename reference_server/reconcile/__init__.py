@@ -18,6 +18,7 @@ from sqlalchemy import Connection, insert, select
 from ..context import ServerContext
 from ..ids import new_id
 from ..store import tables as t
+from ..telemetry import annotate, failed, span
 from ..timeutil import as_utc
 from .books import Books, read_books
 from .chains import LiveChain, SandboxChain
@@ -167,10 +168,14 @@ def reconcile_due(ctx: ServerContext) -> list[str]:
     for env in due:
         report: Report | None = None
         error = None
-        try:
-            report = reconcile(ctx, env)
-        except Exception as exc:  # the node is down, say: recorded, tried next interval
-            error = f"{type(exc).__name__}: {exc}"[:2000]
-        with ctx.db.write() as conn:
-            runs.append(record(conn, report, environment=env, now=ctx.now(), error=error))
+        with span("reconciliation", **{"svc.environment": env}):  # a trace of its own
+            try:
+                report = reconcile(ctx, env)
+            except Exception as exc:  # the node is down, say: recorded, tried next interval
+                error = f"{type(exc).__name__}: {exc}"[:2000]
+                failed(error)
+            with ctx.db.write() as conn:
+                runs.append(record(conn, report, environment=env, now=ctx.now(), error=error))
+            if report is not None:
+                annotate(**{"svc.reconciliation.drift": len(report.drift)})
     return runs

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import svc
 from reference_server import Settings
 from reference_server.domain.events import record_event
+from reference_server.reconcile import reconcile_due
 
 from ..conftest import fresh_database
 from ..money.helpers import market
@@ -33,6 +34,8 @@ from ..processor.helpers import WEBHOOK_SECRET
 from ..processor.test_card_refunds import _paid
 from ..processor.test_connect import live_seller, onboarded
 from ..rails.helpers import funded_payer, open_rail_shop, pay_with
+from ..rails.test_chain_refunds import paid_receipt, sent
+from ..rails.test_chain_refunds import refund as chain_refund
 from ..sandbox.helpers import USDC
 from ..support import (
     TEST_SETTINGS,
@@ -513,3 +516,37 @@ def test_a_card_refund_asked_by_the_worker_names_the_request_that_asked_for_it(
         if c.parent is not None and c.parent.span_id == step.context.span_id
     ]
     assert inside.count("processor refunds.create") == 1
+
+
+@pytest.mark.anyio
+async def test_a_chain_refund_and_a_reconciliation_are_worker_traces(
+    make_server: Callable[..., LiveServer], spans: InMemorySpanExporter
+) -> None:
+    # an hourly reconciliation, not run yet (its first round waits a minute)
+    traced = make_server(tracing=True, reconcile_interval_seconds=3600)
+    shop = open_rail_shop(traced)
+    receipt_id, _ = await paid_receipt(traced, shop, "x402")
+    r = chain_refund(shop, receipt_id, "0.10")
+    assert r.status_code == 201, r.text
+    assert sent(shop, r.json()["id"]).status == "succeeded"
+    [step] = until(
+        lambda: [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "chain refund"
+            and s.attributes.get("svc.origin_request_id") == r.headers["x-request-id"]
+        ],
+        "no chain refund span",
+    )
+    assert step.attributes["svc.refund_id"] == r.json()["id"] and step.parent is None
+    statements = [
+        s
+        for s in spans.get_finished_spans()
+        if s.context.trace_id == step.context.trace_id and s.attributes.get("db.system")
+    ]
+    assert statements  # the refund's writes are inside its trace
+
+    reconcile_due(traced.ctx)
+    [run] = [s for s in spans.get_finished_spans() if s.name == "reconciliation"]
+    assert run.attributes["svc.environment"] == "test" and run.parent is None
+    assert run.attributes["svc.reconciliation.drift"] == 0
