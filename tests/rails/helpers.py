@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import httpx
+import jwt
 from eth_account.signers.local import LocalAccount
 from mpp.client import Mpp as MppClient
 from mpp.client import PaymentTransport
@@ -227,3 +228,16 @@ def signed_receipt(live: LiveServer, paid: httpx.Response) -> svc.receipts.Verif
     proven = svc.receipts.verify(paid.headers["x-svc-receipt-token"], jwks)
     assert proven.receipt_id == paid.headers["x-svc-receipt"]
     return proven
+
+
+def untimed(headers: list[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """``headers`` with the receipt token's claims, less when it was signed, for its value."""
+    return [
+        (name, _claims_untimed(value) if name == "X-Svc-Receipt-Token" else value)
+        for name, value in headers
+    ]
+
+
+def _claims_untimed(token: str) -> dict[str, Any]:
+    claims = jwt.decode(token, options={"verify_signature": False})
+    return {k: v for k, v in claims.items() if k not in ("iat", "exp")}

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from decimal import Decimal
-from typing import Any
 
 import httpx
-import jwt
 import pytest
 from eth_account.signers.local import LocalAccount
 from x402.http.clients.httpx import x402AsyncTransport
@@ -26,6 +24,7 @@ from .helpers import (
     funded_payer,
     open_rail_shop,
     receipts_of,
+    untimed,
     x402_client,
 )
 
@@ -44,19 +43,6 @@ def test_challenge_through_the_sdk(server: LiveServer, shop: RailShop) -> None:
     off = open_rail_shop(server, enable=False)  # another account: its own origin
     other_url = "https://other-shop.example/v1/report"
     assert off.seller.gates.challenge(off.resource.id, method="GET", url=other_url).headers == []
-
-
-def _untimed(headers: list[tuple[str, str]]) -> list[tuple[str, Any]]:
-    """``headers`` with the receipt token's claims, less when it was signed, for its value."""
-    return [
-        (name, _claims(value) if name == "X-Svc-Receipt-Token" else value)
-        for name, value in headers
-    ]
-
-
-def _claims(token: str) -> dict[str, Any]:
-    claims = jwt.decode(token, options={"verify_signature": False})
-    return {k: v for k, v in claims.items() if k not in ("iat", "exp")}
 
 
 async def test_redeem_through_the_sdk(
@@ -96,7 +82,7 @@ async def test_redeem_through_the_sdk(
     assert retried.verification.receipt_id == paid.verification.receipt_id
     # The same answer, but for the receipt token: a fresh one (a new lifetime from now,
     # as GET /receipts/{id}/token gives) for the same receipt.
-    assert _untimed(retried.headers) == _untimed(paid.headers)
+    assert untimed(retried.headers) == untimed(paid.headers)
     assert balance(server.url, payer.address) == 1_000_000 - PRICE
 
     again = shop.seller.gates.redeem(
