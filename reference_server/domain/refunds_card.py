@@ -35,7 +35,7 @@ from .card_payments import CARD_RAIL
 from .errors import DomainError
 from .events import NEW_DELIVERIES
 from .refund_shares import move_shares
-from .refunds_chain import Announce, locked_pending
+from .refunds_chain import Announce, lease_due, locked_pending
 
 if TYPE_CHECKING:
     from ..context import ServerContext
@@ -211,16 +211,7 @@ def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
         .order_by(_f.c.next_check_at)
         .limit(limit)
     )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(of=_f, skip_locked=True)
-    rows = list(conn.execute(query))
-    if rows:
-        conn.execute(
-            update(_f)
-            .where(_f.c.id.in_([row.id for row in rows]))
-            .values(next_check_at=now + _LEASE)
-        )
-    return rows
+    return lease_due(conn, query, now, _LEASE)
 
 
 def _ask(settings: Settings, row: Any, now: datetime) -> _Answer:

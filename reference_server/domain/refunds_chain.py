@@ -26,7 +26,7 @@ from typing import Any
 
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
-from sqlalchemy import Connection, Row, and_, select, update
+from sqlalchemy import Connection, Row, Select, and_, select, update
 
 from ..context import ServerContext
 from ..sandbox import chain
@@ -45,6 +45,7 @@ __all__ = [
     "carries",
     "conclude",
     "hold",
+    "lease_due",
     "locked_pending",
     "nonce_of",
 ]
@@ -146,6 +147,23 @@ def advance_due(ctx: ServerContext, announce: Announce) -> bool:
             _send_on_sandbox(ctx, conn, refund_id, announce)
             queued = bool(conn.info.pop(NEW_DELIVERIES, False)) or queued
     return queued
+
+
+def lease_due(conn: Connection, query: Select[Any], now: datetime, lease: timedelta) -> list[Any]:
+    """The pending refunds ``query`` finds due (a worker's batch), each leased for
+    ``lease`` (its ``next_check_at`` moved on) so that one worker of several takes it at a
+    time; one that stops mid-call leaves it to be taken again when the lease ends.  On
+    PostgreSQL another worker's rows are skipped, not waited for."""
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(of=_f, skip_locked=True)
+    rows = list(conn.execute(query))
+    if rows:
+        conn.execute(
+            update(_f)
+            .where(_f.c.id.in_([row.id for row in rows]))
+            .values(next_check_at=now + lease)
+        )
+    return rows
 
 
 def locked_pending(conn: Connection, refund_id: str) -> Row[Any] | None:

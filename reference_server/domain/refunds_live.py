@@ -29,7 +29,7 @@ from ..store import tables as t
 from ..telemetry import facilitator_client, span
 from .events import NEW_DELIVERIES
 from .paid_fetch.hot_wallet import HotWallet, hot_wallet
-from .refunds_chain import CARRIED, Announce, conclude, locked_pending, nonce_of
+from .refunds_chain import CARRIED, Announce, conclude, lease_due, locked_pending, nonce_of
 
 __all__ = ["advance_live", "missing_setup", "send_transfer"]
 
@@ -93,16 +93,7 @@ def _claim_due(conn: Connection, now: datetime, limit: int) -> list[Any]:
         .order_by(_f.c.next_check_at)
         .limit(limit)
     )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(of=_f, skip_locked=True)
-    rows = list(conn.execute(query))
-    if rows:
-        conn.execute(
-            update(_f)
-            .where(_f.c.id.in_([row.id for row in rows]))
-            .values(next_check_at=now + _LEASE)
-        )
-    return rows
+    return lease_due(conn, query, now, _LEASE)
 
 
 async def _advance_one(
