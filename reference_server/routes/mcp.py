@@ -16,8 +16,11 @@ credential, which a browser never attaches on its own.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 import httpx
@@ -74,18 +77,33 @@ class _Forward(Response):
         await self._manager.handle_request(scope, receive, send_with_headers)
 
 
+@functools.cache
+def _tools() -> Any:
+    """The process's one MCP server with the svc tools.  Every app can share it: a tool
+    call's client comes from that call's own request (and so its own app), and the
+    stateless transport keeps nothing on the server between requests.  Building the
+    tools' schemas is most of the cost of making an app, so it is paid once."""
+    return create_server(client_factory=_client_for)
+
+
+#: ``streamable_http_app`` leaves the transport it makes on the shared server, where the
+#: next app's would replace it: each app takes its own under this lock.
+_TRANSPORT_MADE = threading.Lock()
+
+
 class McpService:
     """The MCP tools of one app: its endpoints and the transport's lifetime."""
 
     def __init__(self, *, max_body_bytes: int) -> None:
-        self.server = create_server(client_factory=_client_for)
-        self.server.streamable_http_app(
-            stateless_http=True,
-            json_response=True,
-            max_request_body_size=max_body_bytes,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        self.manager: StreamableHTTPSessionManager = self.server.session_manager
+        server = _tools()
+        with _TRANSPORT_MADE:
+            server.streamable_http_app(
+                stateless_http=True,
+                json_response=True,
+                max_request_body_size=max_body_bytes,
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            self.manager: StreamableHTTPSessionManager = server.session_manager
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from svc import Client as SyncClient
 from svc.mcp_server import TOOL_NAMES
 
+from ..conftest import fresh_database
 from ..payouts.helpers import FAST_PAYOUTS, complete_onboarding
 from ..support import Account, LiveServer, new_account
 
@@ -64,6 +66,40 @@ async def test_the_tools_are_the_specs(server: LiveServer, account: Account) -> 
     assert {"svc_connect", "svc_withdraw"} <= {t.name for t in tools}
     # The request context the tools take is not a parameter a model sees.
     assert all("ctx" not in t.input_schema.get("properties", {}) for t in tools)
+
+
+@pytest.fixture
+def other_database(tmp_path: Path) -> Iterator[str]:
+    """A second database, set up before (so dropped after) the suite's servers."""
+    (tmp_path / "other").mkdir()
+    with fresh_database(tmp_path / "other") as url:
+        yield url
+
+
+@pytest.mark.anyio
+async def test_two_apps_in_one_process_each_serve_their_own_tool_calls(
+    other_database: str,
+    server: LiveServer,
+    account: Account,
+    make_server: Callable[..., LiveServer],
+) -> None:
+    """The apps of a process share one MCP server (the tools are built once), yet a tool
+    call reaches the app its request came to: each database knows only its own key, so a
+    call sent on to the other app would fail."""
+    other = make_server(database_url=other_database)
+    other_account = new_account(other.url)
+    seen: dict[str, list[str]] = {server.url: [], other.url: []}
+
+    async def ask(url: str, key: str) -> None:
+        async with _session(url, key) as client:
+            for _ in range(3):
+                seen[url].append((await _tool(client, "svc_sellers", action="me"))["id"])
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(3):
+            tasks.start_soon(ask, server.url, account.seller_key)
+            tasks.start_soon(ask, other.url, other_account.seller_key)
+    assert seen == {server.url: [account.seller_id] * 9, other.url: [other_account.seller_id] * 9}
 
 
 @pytest.mark.anyio
