@@ -2,8 +2,9 @@
 ``SVC_TEST_DATABASE_URL`` names one) and a real uvicorn server on loopback.
 
 Every test that touches a database gets a fresh one: a new SQLite file, or a new
-PostgreSQL schema dropped afterwards.  ``SVC_FORBID_SKIPS=1`` (set by ``.ci/run``) turns
-any skipped test into a failed run, because CI provides every service.
+PostgreSQL schema (a migrated one emptied after the test before it: tests/pg_schemas.py).
+``SVC_FORBID_SKIPS=1`` (set by ``.ci/run``) turns any skipped test into a failed run,
+because CI provides every service.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from reference_server import Settings
 from reference_server.recursion import keeping_recursion_limit
 
 from .devchain.running import RunningDevchain, running_devchain
+from .pg_schemas import SchemaPool
 from .support import (
     PRODUCTION_KEYS,
     TEST_SETTINGS,
@@ -44,6 +46,8 @@ _PLAIN_POSTGRES_URL = (POSTGRES_URL or "").replace("postgresql+psycopg://", "pos
 #: The schema the session's migrated PostgreSQL template is made in (unique per run: the
 #: two CI legs, and helpers, share one server).
 _TEMPLATE_SCHEMA = "tmpl_" + secrets.token_hex(6)
+#: Every test's PostgreSQL schema, migrated ones emptied and reused (tests/pg_schemas.py).
+_SCHEMAS = SchemaPool(_PLAIN_POSTGRES_URL)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -89,6 +93,8 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if POSTGRES_URL:
+        _SCHEMAS.close()
     if os.environ.get("SVC_FORBID_SKIPS") != "1":
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -104,16 +110,10 @@ def fresh_database(directory: Path) -> Iterator[str]:
     if not POSTGRES_URL:
         yield f"sqlite:///{directory / 'svc.db'}"
         return
-    import psycopg
-
-    schema = "t_" + secrets.token_hex(6)
-    plain = POSTGRES_URL.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
+    schema = _SCHEMAS.create()
     sep = "&" if "?" in POSTGRES_URL else "?"
     yield f"{POSTGRES_URL}{sep}options={quote(f'-csearch_path={schema}')}"
-    with psycopg.connect(plain, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    _SCHEMAS.release(schema)
 
 
 #: ``UPDATE``/``INSERT``/``DELETE … RETURNING`` statements that carried a subquery.
@@ -226,20 +226,12 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], None]:
     dump = _migrated_schema_dump()
 
     def replay(url: str) -> None:
-        import psycopg
-
         found = re.search(r"search_path%3D(\w+)", url)
         if found is None:
             return
         schema = found.group(1)
-        with psycopg.connect(_PLAIN_POSTGRES_URL, autocommit=True) as conn:
-            tables = conn.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
-                (schema,),
-            ).fetchone()
-            if tables is not None and tables[0] == 0:
-                with conn.transaction():
-                    conn.execute(dump.replace(_TEMPLATE_SCHEMA + ".", schema + "."))
+        if _SCHEMAS.is_empty(schema):
+            _SCHEMAS.fill(schema, dump, _TEMPLATE_SCHEMA)
 
     return replay
 
