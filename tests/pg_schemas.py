@@ -83,22 +83,8 @@ class SchemaPool:
     def _learn(self, conn: Any, schema: str) -> None:
         """Note a freshly filled schema's shape, tables and sequences."""
         self._shape = self._shape_of(conn, schema)
-        self._tables = [
-            row[0]
-            for row in conn.execute(
-                "SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace"
-                " AND relkind = 'r' AND relname <> 'alembic_version' ORDER BY relname",
-                (schema,),
-            )
-        ]
-        self._sequences = [
-            row[0]
-            for row in conn.execute(
-                "SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace"
-                " AND relkind = 'S' ORDER BY relname",
-                (schema,),
-            )
-        ]
+        self._tables = [t for t in _relations(conn, schema, "r") if t != "alembic_version"]
+        self._sequences = _relations(conn, schema, "S")
 
     @staticmethod
     def _shape_of(conn: Any, schema: str) -> tuple[Any, ...]:
@@ -161,3 +147,14 @@ class SchemaPool:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
             self._free = []
             conn.close()
+
+
+def _relations(conn: Any, schema: str, kind: str) -> list[str]:
+    """The names of ``schema``'s relations of ``kind`` (pg_class.relkind: ``r`` tables,
+    ``S`` sequences)."""
+    rows = conn.execute(
+        "SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace"
+        " AND relkind = %s ORDER BY relname",
+        (schema, kind),
+    )
+    return [row[0] for row in rows]
